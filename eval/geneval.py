@@ -1,0 +1,155 @@
+"""The GenEval decision rules, independent of the detector (Ghosh et al., 2023; `algorithms.md` section 7).
+
+A detector (the classical shapes detector in :mod:`imgalign.eval.shapes_detector`, or a neural detector for real
+models) produces raw :class:`Detection` lists per class; this module applies GenEval's thresholds and its include /
+exclude / colour / position rules exactly as the official `evaluate_images.py` does:
+
+* confidence > 0.3 (> 0.9 on `counting` prompts), highest first, at most 16 per class, no NMS;
+* include clause: the top-`count` detections must exist; colour: at least `count` of them classified as the colour;
+  position: every found object against every object of the target clause, relation beyond +-0.5 after shrinking the
+  centre offset by 0.1 x the summed box sizes (y down); a clause whose target failed fails;
+* exclude clause: fail if >= `count` detections;
+* task score = share of correct images, overall = plain mean of the task scores.
+
+The partial-credit variant (an RL reward) averages 1 - |count - found| / count over clauses; a failed position is
+worth 0 for that clause only (the reference server's double-count bug is not repeated).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from imgalign.shapes import relative_position
+
+THRESHOLD = 0.3
+COUNTING_THRESHOLD = 0.9
+MAX_OBJECTS = 16
+GENEVAL_COLORS = ("red", "orange", "yellow", "green", "blue", "purple", "pink", "brown", "black", "white")
+
+
+@dataclass
+class Detection:
+    """One detected object: box (x0, y0, x1, y1) in pixels, confidence, optional mask and colour.
+
+    `color` is filled by detectors that know it (the shapes detector segments by colour); otherwise a colour
+    classifier (`ColorFn`) is asked."""
+
+    box: tuple[float, float, float, float]
+    score: float
+    mask: np.ndarray | None = None
+    color: str | None = None
+
+
+Detections = dict[str, list[Detection]]
+# color_fn(image, detections of one class, class name) -> one colour name per detection
+ColorFn = Callable[[Any, Sequence[Detection], str], list[str]]
+
+
+def color_from_detection(image: Any, dets: Sequence[Detection], classname: str) -> list[str]:
+    """The colour function for detectors that attach a colour to each detection."""
+    return [d.color or "" for d in dets]
+
+
+def filter_detections(raw: Detections, tag: str) -> Detections:
+    """GenEval's selection: score above the task's threshold, sorted high to low, at most 16 per class (no NMS)."""
+    thr = COUNTING_THRESHOLD if tag == "counting" else THRESHOLD
+    out: Detections = {}
+    for cls, dets in raw.items():
+        kept = sorted((d for d in dets if d.score > thr), key=lambda d: -d.score)[:MAX_OBJECTS]
+        if kept:
+            out[cls] = kept
+    return out
+
+
+@dataclass
+class Judgement:
+    correct: bool
+    reason: str
+    partial: float
+
+
+def evaluate(image: Any, objects: Detections, metadata: dict[str, Any], color_fn: ColorFn) -> Judgement:
+    """Judge one image from its *filtered* detections against a GenEval metadata line."""
+    correct = True
+    reasons: list[str] = []
+    credits: list[float] = []
+    matched_groups: list[list[Detection] | None] = []
+    exclude_classes = {e["class"] for e in metadata.get("exclude", []) or []}
+    for req in metadata.get("include", []):
+        cls, count = req["class"], req["count"]
+        matched = True
+        found = objects.get(cls, [])[:count]
+        n_good = len(found)
+        if len(found) < count:
+            correct = matched = False
+            reasons.append(f"expected {cls}>={count}, found {len(found)}")
+        else:
+            if "color" in req:
+                colors = color_fn(image, found, cls)
+                n_good = colors.count(req["color"])
+                if n_good < count:
+                    correct = matched = False
+                    seen = ", ".join(f"{colors.count(c)} {c}" for c in GENEVAL_COLORS if c in colors)
+                    reasons.append(
+                        f"expected {req['color']} {cls}>={count}, found {n_good} {req['color']}; and {seen}"
+                    )
+            if "position" in req and matched:
+                rel, target = req["position"]
+                if target >= len(matched_groups) or matched_groups[target] is None:
+                    correct = matched = False
+                    n_good = 0
+                    reasons.append(f"no target for {cls} to be {rel}")
+                else:
+                    n_good = 0
+                    for obj in found:
+                        ok = True
+                        for tobj in matched_groups[target]:
+                            true_rels = relative_position(obj.box, tobj.box)
+                            if rel not in true_rels:
+                                ok = False
+                                if matched:
+                                    rels = " and ".join(sorted(true_rels)) or "overlapping"
+                                    reasons.append(f"expected {cls} {rel} target, found {rels} target")
+                                correct = matched = False
+                                break
+                        n_good += ok
+        # partial credit: for counting clauses (paired with an exclude) `found` is every detection of the class
+        if cls in exclude_classes:
+            n_all = len(objects.get(cls, []))
+            credits.append(max(0.0, 1.0 - abs(count - n_all) / count))
+        else:
+            credits.append(max(0.0, 1.0 - abs(count - n_good) / count))
+        matched_groups.append(found if matched else None)
+    for req in metadata.get("exclude", []) or []:
+        cls = req["class"]
+        n = len(objects.get(cls, []))
+        if n >= req["count"]:
+            correct = False
+            reasons.append(f"expected {cls}<{req['count']}, found {n}")
+        if cls not in {r["class"] for r in metadata.get("include", [])}:
+            credits.append(0.0 if n >= req["count"] else 1.0)
+    partial = float(np.mean(credits)) if credits else float(correct)
+    return Judgement(
+        correct=correct, reason="\n".join(reasons), partial=1.0 if correct else min(partial, 1.0)
+    )
+
+
+def judge(
+    image: Any, raw: Detections, metadata: dict[str, Any], color_fn: ColorFn = color_from_detection
+) -> Judgement:
+    """Filter raw detections with GenEval's thresholds, then :func:`evaluate`."""
+    return evaluate(image, filter_detections(raw, metadata.get("tag", "")), metadata, color_fn)
+
+
+def summarize(rows: Sequence[dict[str, Any]]) -> tuple[float, dict[str, float]]:
+    """Task score = share of correct images per tag; overall = plain mean over tags (GenEval's summary)."""
+    by_tag: dict[str, list[bool]] = {}
+    for r in rows:
+        by_tag.setdefault(r["tag"], []).append(bool(r["correct"]))
+    tasks = {t: float(np.mean(v)) for t, v in sorted(by_tag.items())}
+    overall = float(np.mean(list(tasks.values()))) if tasks else 0.0
+    return overall, tasks

@@ -1,0 +1,216 @@
+"""Evaluation suites: the GenEval folder layout, a resumable judging loop, and summary / results / report files.
+
+Folder layout (the official GenEval one, so its evaluator can read our outputs and we can read its inputs)::
+
+    DIR/<5-digit prompt index>/metadata.jsonl      one line: the prompt's metadata
+    DIR/<5-digit prompt index>/samples/<4-digit>.png
+
+Output of :func:`judge_folder` in ``OUT``: ``results.jsonl`` (one row per image, appended as each is judged, so an
+interrupted run keeps its work and a rerun skips what is already judged), then -- only when every image is judged --
+``summary.json`` (written atomically) and ``report.md``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from imgalign.eval.geneval import ColorFn, Detections, color_from_detection, judge, summarize
+from PIL import Image, UnidentifiedImageError
+from tqdm.auto import tqdm
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class PromptFolder:
+    index: int
+    path: Path
+    metadata: dict[str, Any]
+    samples: list[Path]
+
+
+def write_prompt_folder(
+    root: Path, index: int, metadata: dict[str, Any], images: Sequence[Image.Image], start: int = 0
+) -> None:
+    """Write one prompt's metadata and images in the official layout (images numbered from `start`)."""
+    d = Path(root) / f"{index:05d}"
+    (d / "samples").mkdir(parents=True, exist_ok=True)
+    meta_path = d / "metadata.jsonl"
+    if not meta_path.exists():
+        atomic_write_text(meta_path, json.dumps(metadata) + "\n")
+    for j, img in enumerate(images, start=start):
+        tmp = d / "samples" / f".{j:04d}.png.tmp"
+        img.save(tmp, format="PNG")
+        os.replace(tmp, d / "samples" / f"{j:04d}.png")
+
+
+def read_folder(root: Path) -> Iterator[PromptFolder]:
+    """Iterate prompt folders of a GenEval-layout directory; a bad metadata file raises naming the file."""
+    root = Path(root)
+    if not root.is_dir():
+        raise FileNotFoundError(f"image folder {str(root)!r} does not exist")
+    dirs = sorted(p for p in root.iterdir() if p.is_dir() and p.name.isdigit())
+    if not dirs:
+        raise FileNotFoundError(
+            f"{str(root)!r} holds no prompt folders; expected the GenEval layout <5-digit index>/metadata.jsonl and "
+            "<index>/samples/<4-digit>.png"
+        )
+    for d in dirs:
+        meta_path = d / "metadata.jsonl"
+        if not meta_path.is_file():
+            raise FileNotFoundError(f"{meta_path} is missing: every prompt folder needs its metadata.jsonl")
+        text = meta_path.read_text().strip()
+        try:
+            meta = json.loads(text.splitlines()[0]) if text else None
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{meta_path}: line 1 is not valid JSON ({e.msg})") from None
+        if not isinstance(meta, dict) or "tag" not in meta or "include" not in meta:
+            raise ValueError(
+                f"{meta_path}: line 1 must be a GenEval metadata object with 'tag' and 'include'"
+            )
+        samples = sorted((d / "samples").glob("*.png")) if (d / "samples").is_dir() else []
+        yield PromptFolder(int(d.name), d, meta, samples)
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    tmp = Path(str(path) + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def load_image(path: Path) -> Image.Image:
+    """Open an image fully (so truncation errors surface here) and convert it to RGB."""
+    with Image.open(path) as im:
+        im.load()
+        return im.convert("RGB")
+
+
+def judge_folder(
+    images_dir: Path,
+    out_dir: Path,
+    detector: Callable[[Image.Image], Detections],
+    color_fn: ColorFn = color_from_detection,
+    suite: str = "shapes",
+    model: str = "ground-truth",
+    validate_metadata: Callable[[dict[str, Any]], None] | None = None,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Judge every image of a GenEval-layout folder; write results.jsonl, summary.json and report.md to `out_dir`.
+
+    Unreadable images and metadata that fails `validate_metadata` get a failure row (``correct: false`` with an
+    ``error``) naming the file and the problem; they count as incorrect, as a missing image would in GenEval."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    results_path = out_dir / "results.jsonl"
+    done: dict[str, dict[str, Any]] = {}
+    if results_path.exists():
+        for line in results_path.read_text().splitlines():
+            try:
+                row = json.loads(line)
+                done[row["file"]] = row
+            except (json.JSONDecodeError, KeyError):
+                continue  # a line cut short by a crash: judged again below
+        # rewrite without any partial line
+        atomic_write_text(results_path, "".join(json.dumps(r) + "\n" for r in done.values()))
+    folders = list(read_folder(images_dir))
+    total = sum(max(len(f.samples), 1) for f in folders)
+    rows: list[dict[str, Any]] = []
+    with (
+        open(results_path, "a") as fh,
+        tqdm(total=total, desc="judging", disable=not progress, unit="img") as bar,
+    ):
+        for f in folders:
+            meta_error = None
+            if validate_metadata is not None:
+                try:
+                    validate_metadata(f.metadata)
+                except ValueError as e:
+                    meta_error = f"{f.path / 'metadata.jsonl'}: {e}"
+            samples = f.samples or [f.path / "samples" / "0000.png"]
+            for s in samples:
+                key = str(s.relative_to(images_dir))
+                if key in done:
+                    rows.append(done[key])
+                    bar.update()
+                    continue
+                row: dict[str, Any] = {
+                    "file": key,
+                    "tag": f.metadata.get("tag"),
+                    "prompt": f.metadata.get("prompt"),
+                }
+                if meta_error:
+                    row.update(correct=False, partial=0.0, reason="", error=meta_error)
+                else:
+                    try:
+                        img = load_image(s)
+                        j = judge(img, detector(img), f.metadata, color_fn)
+                        row.update(correct=j.correct, partial=j.partial, reason=j.reason, error=None)
+                    except (OSError, UnidentifiedImageError, SyntaxError, ValueError) as e:
+                        row.update(
+                            correct=False, partial=0.0, reason="", error=f"cannot read image {key}: {e}"
+                        )
+                if row["error"]:
+                    log.warning(row["error"])
+                fh.write(json.dumps(row) + "\n")
+                fh.flush()
+                rows.append(row)
+                bar.update()
+    overall, tasks = summarize(rows)
+    summary = {
+        "suite": suite,
+        "model": model,
+        "overall": overall,
+        "tasks": tasks,
+        "n_images": len(rows),
+        "n_errors": sum(1 for r in rows if r.get("error")),
+    }
+    atomic_write_text(out_dir / "report.md", render_report(summary, rows))
+    atomic_write_text(out_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
+    return summary
+
+
+def render_report(summary: dict[str, Any], rows: Sequence[dict[str, Any]], max_failures: int = 20) -> str:
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[r["tag"]] = counts.get(r["tag"], 0) + 1
+    lines = [
+        f"# GenEval-style evaluation: suite `{summary['suite']}`, model `{summary['model']}`",
+        "",
+        f"Overall: **{summary['overall']:.4f}** over {summary['n_images']} images"
+        + (f" ({summary['n_errors']} could not be judged)" if summary.get("n_errors") else ""),
+        "",
+        "| task | score | images |",
+        "| --- | ---: | ---: |",
+    ]
+    for t, v in summary["tasks"].items():
+        lines.append(f"| {t} | {v:.4f} | {counts.get(t, 0)} |")
+    fails = [r for r in rows if not r["correct"]][:max_failures]
+    if fails:
+        lines += [
+            "",
+            f"## First {len(fails)} failures",
+            "",
+            "| file | prompt | reason |",
+            "| --- | --- | --- |",
+        ]
+        for r in fails:
+            why = (r.get("error") or r.get("reason") or "").replace("\n", "; ").replace("|", "/")
+            lines.append(f"| {r['file']} | {r['prompt']} | {why} |")
+    return "\n".join(lines) + "\n"
+
+
+def copy_folder(src: Path, dst: Path) -> None:
+    """Copy a GenEval-layout folder (metadata and samples) to `dst`."""
+    for f in read_folder(src):
+        target = Path(dst) / f.path.name
+        (target / "samples").mkdir(parents=True, exist_ok=True)
+        shutil.copy2(f.path / "metadata.jsonl", target / "metadata.jsonl")
+        for s in f.samples:
+            shutil.copy2(s, target / "samples" / s.name)

@@ -1,0 +1,5 @@
+import sys
+
+from imgalign.cli import main
+
+sys.exit(main())

@@ -1,0 +1,59 @@
+"""The ``imgalign`` command. Each subcommand lives in :mod:`imgalign.commands` and exposes ``register(subparsers)``;
+its handler takes the parsed namespace and returns an exit status. ``main(argv)`` is callable in-process."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+
+from imgalign import __version__
+
+# Subcommand modules, in the order `imgalign --help` lists them.
+COMMAND_MODULES = [
+    "imgalign.commands.world",
+    "imgalign.commands.evaluate",
+]
+
+log = logging.getLogger("imgalign")
+
+
+class CLIError(Exception):
+    """An error to print as one clear line (no traceback) with exit status 2."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="imgalign", description="Reward alignment for flow-matching T2I models."
+    )
+    parser.add_argument("--version", action="version", version=f"imgalign {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        datefmt="%H:%M:%S",
+    )
+    try:
+        return int(args.func(args) or 0)
+    except (CLIError, ValueError, FileNotFoundError, KeyError) as e:
+        # user errors (bad config keys, missing files, unknown names) get one clear line, not a traceback
+        if args.verbose:
+            raise
+        msg = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
+        print(f"imgalign {args.command}: error: {msg}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

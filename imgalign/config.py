@@ -1,0 +1,220 @@
+"""Typed dataclass configs: YAML files plus ``--set key=value`` overrides, validated before anything heavy loads.
+
+Every config is a (possibly nested) dataclass whose fields carry ``metadata={"help": ...}``. :func:`load_config`
+merges a YAML mapping and dotted overrides into it; an unknown key raises :class:`ConfigError` listing the valid
+keys at that level; values are coerced to the field's annotated type; then every dataclass's ``validate()`` (if it
+defines one) runs, so invalid combinations fail with a message that says what to change.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+
+T = TypeVar("T")
+
+
+class ConfigError(ValueError):
+    """A config file or override that does not fit the schema."""
+
+
+def field(
+    default: Any = dataclasses.MISSING, *, help: str, default_factory: Any = dataclasses.MISSING
+) -> Any:  # noqa: A002
+    """A dataclass field with help text (shown by ``--print-config`` and in errors)."""
+    if default_factory is not dataclasses.MISSING:
+        return dataclasses.field(default_factory=default_factory, metadata={"help": help})
+    return dataclasses.field(default=default, metadata={"help": help})
+
+
+def _type_hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _coerce(value: Any, tp: Any, key: str) -> Any:
+    """Coerce a YAML value to the annotated type `tp` (dataclasses, Optional, list/tuple/dict, scalars, Literal)."""
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if tp is Any:
+        return value
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for a in args:
+            if a is type(None):
+                continue
+            try:
+                return _coerce(value, a, key)
+            except ConfigError as e:
+                errors.append(str(e))
+        raise ConfigError(errors[0] if errors else f"{key}: cannot be {value!r}")
+    if origin is typing.Literal:
+        if value not in args:
+            raise ConfigError(f"{key}: {value!r} is not one of {', '.join(map(repr, args))}")
+        return value
+    if dataclasses.is_dataclass(tp):
+        if isinstance(value, tp):
+            return value
+        if not isinstance(value, dict):
+            raise ConfigError(f"{key}: expected a mapping of {tp.__name__} fields, got {value!r}")
+        return _build(tp, value, prefix=key + ".")
+    if origin in (list, tuple):
+        if isinstance(value, str):
+            value = [v.strip() for v in value.split(",") if v.strip()]
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{key}: expected a list, got {value!r}")
+        item_t = args[0] if args else Any
+        items = [_coerce(v, item_t, f"{key}[{i}]") for i, v in enumerate(value)]
+        return items if origin is list else tuple(items)
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{key}: expected a mapping, got {value!r}")
+        vt = args[1] if len(args) == 2 else Any
+        return {k: _coerce(v, vt, f"{key}.{k}") for k, v in value.items()}
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false", "yes", "no", "1", "0"):
+            return value.lower() in ("true", "yes", "1")
+        raise ConfigError(f"{key}: expected true or false, got {value!r}")
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value:
+            raise ConfigError(f"{key}: expected an integer, got {value!r}")
+        return int(value)
+    if tp is float:
+        if isinstance(value, bool):
+            raise ConfigError(f"{key}: expected a number, got {value!r}")
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{key}: expected a number, got {value!r}") from None
+    if tp is str:
+        if isinstance(value, (dict, list)):
+            raise ConfigError(f"{key}: expected a string, got {value!r}")
+        return str(value)
+    return value
+
+
+def _build(cls: type[T], data: dict[str, Any], prefix: str = "") -> T:
+    hints = _type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    kwargs = {}
+    for k, v in data.items():
+        if k not in names:
+            raise ConfigError(f"unknown config key {prefix}{k!r}; valid keys here: {', '.join(names)}")
+        kwargs[k] = _coerce(v, hints[k], prefix + k)
+    return cls(**kwargs)
+
+
+def to_dict(cfg: Any) -> dict[str, Any]:
+    """A plain nested dict (tuples as lists) for YAML dumping."""
+
+    def conv(v: Any) -> Any:
+        if dataclasses.is_dataclass(v):
+            return {f.name: conv(getattr(v, f.name)) for f in dataclasses.fields(v)}
+        if isinstance(v, (list, tuple)):
+            return [conv(x) for x in v]
+        if isinstance(v, dict):
+            return {k: conv(x) for k, x in v.items()}
+        if isinstance(v, Path):
+            return str(v)
+        return v
+
+    return conv(cfg)
+
+
+def parse_override(item: str) -> tuple[list[str], Any]:
+    """``"a.b=1e-4"`` -> (["a", "b"], 0.0001); the value is parsed as YAML (so lists and booleans work)."""
+    if "=" not in item:
+        raise ConfigError(f"override {item!r} must look like key=value (e.g. train.lr=1e-4)")
+    key, raw = item.split("=", 1)
+    key = key.strip()
+    if not key:
+        raise ConfigError(f"override {item!r} has an empty key")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        value = raw
+    # YAML reads 1e-4 as a string; numbers are coerced by field type later, but help the common case
+    if isinstance(value, str):
+        try:
+            value = (
+                float(value)
+                if any(c in value for c in ".eE") and value.lower() not in ("true", "false")
+                else value
+            )
+        except ValueError:
+            pass
+    return key.split("."), value
+
+
+def merge_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    for item in overrides:
+        path, value = parse_override(item)
+        d = data
+        for p in path[:-1]:
+            nxt = d.get(p)
+            if nxt is None:
+                nxt = d[p] = {}
+            if not isinstance(nxt, dict):
+                raise ConfigError(f"override {item!r}: {p!r} is not a section")
+            d = nxt
+        d[path[-1]] = value
+    return data
+
+
+def validate(cfg: Any) -> None:
+    """Run ``validate()`` on every nested dataclass, innermost first."""
+    if not dataclasses.is_dataclass(cfg):
+        return
+    for f in dataclasses.fields(cfg):
+        validate(getattr(cfg, f.name))
+    if hasattr(cfg, "validate"):
+        cfg.validate()
+
+
+def load_config(cls: type[T], path: str | Path | None = None, overrides: list[str] | None = None) -> T:
+    """Build a `cls` config from a YAML file (optional) and ``key=value`` overrides, then validate it."""
+    data: dict[str, Any] = {}
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"config file {str(p)!r} does not exist")
+        try:
+            loaded = yaml.safe_load(p.read_text())
+        except yaml.YAMLError as e:
+            raise ConfigError(f"config file {str(p)!r} is not valid YAML: {e}") from None
+        if loaded is None:
+            loaded = {}
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"config file {str(p)!r} must hold a mapping at the top level")
+        data = loaded
+    data = merge_overrides(data, overrides or [])
+    cfg = _build(cls, data)
+    validate(cfg)
+    return cfg
+
+
+def describe(cls: type, prefix: str = "") -> list[tuple[str, str, str]]:
+    """(dotted key, default, help) for every leaf field, for ``--print-config`` and docs."""
+    rows = []
+    hints = _type_hints(cls)
+    for f in dataclasses.fields(cls):
+        tp = hints[f.name]
+        if dataclasses.is_dataclass(tp):
+            rows += describe(tp, prefix + f.name + ".")
+            continue
+        if f.default is not dataclasses.MISSING:
+            default = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            default = f.default_factory()
+        else:
+            default = "(required)"
+        rows.append((prefix + f.name, repr(default), f.metadata.get("help", "")))
+    return rows

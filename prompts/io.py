@@ -1,0 +1,120 @@
+"""Prompt files: plain .txt (one prompt per line), .jsonl (``prompt`` plus metadata), and GenEval metadata files.
+
+Every loader returns :class:`PromptRecord` objects and raises :class:`PromptFileError` naming the file, the line and
+the field when a line is malformed.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+class PromptFileError(ValueError):
+    """A prompt or metadata file that cannot be read; the message names the file, line and field."""
+
+
+@dataclass
+class PromptRecord:
+    prompt: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+def validate_geneval_line(meta: Any, where: str) -> dict[str, Any]:
+    """Check one GenEval metadata object against the official schema (tag, prompt, include[], exclude[])."""
+    if not isinstance(meta, dict):
+        raise PromptFileError(f"{where}: expected a JSON object, got {type(meta).__name__}")
+    for key in ("tag", "prompt", "include"):
+        if key not in meta:
+            raise PromptFileError(f"{where}: field {key!r} is missing")
+    if not isinstance(meta["prompt"], str) or not meta["prompt"].strip():
+        raise PromptFileError(f"{where}: field 'prompt' must be a non-empty string")
+    if not isinstance(meta["include"], list) or not meta["include"]:
+        raise PromptFileError(f"{where}: field 'include' must be a non-empty list")
+    for i, c in enumerate(meta["include"]):
+        if not isinstance(c, dict) or not isinstance(c.get("class"), str):
+            raise PromptFileError(f"{where}: include[{i}].class must be a string")
+        if not isinstance(c.get("count", 1), int) or c.get("count", 1) < 1:
+            raise PromptFileError(f"{where}: include[{i}].count must be a positive integer")
+        if "color" in c and not isinstance(c["color"], str):
+            raise PromptFileError(f"{where}: include[{i}].color must be a string")
+        if "position" in c:
+            pos = c["position"]
+            if not (
+                isinstance(pos, list)
+                and len(pos) == 2
+                and isinstance(pos[0], str)
+                and isinstance(pos[1], int)
+            ):
+                raise PromptFileError(f"{where}: include[{i}].position must be [relation, target index]")
+            if not 0 <= pos[1] < i:
+                raise PromptFileError(
+                    f"{where}: include[{i}].position target {pos[1]} must name an earlier clause"
+                )
+    for i, c in enumerate(meta.get("exclude", []) or []):
+        if (
+            not isinstance(c, dict)
+            or not isinstance(c.get("class"), str)
+            or not isinstance(c.get("count"), int)
+        ):
+            raise PromptFileError(f"{where}: exclude[{i}] must have a string 'class' and an integer 'count'")
+    return meta
+
+
+def load_geneval_metadata(path: str | Path) -> list[dict[str, Any]]:
+    """Read a GenEval ``evaluation_metadata.jsonl`` (the official file or one of ours); validate every line."""
+    path = Path(path)
+    if not path.is_file():
+        raise PromptFileError(f"metadata file {str(path)!r} does not exist")
+    out = []
+    try:
+        lines = path.read_text().splitlines()
+    except (OSError, UnicodeDecodeError) as e:
+        raise PromptFileError(f"cannot read metadata file {str(path)!r}: {e}") from None
+    for n, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            meta = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise PromptFileError(f"{path}:{n}: not valid JSON ({e.msg})") from None
+        out.append(validate_geneval_line(meta, f"{path}:{n}"))
+    if not out:
+        raise PromptFileError(f"metadata file {str(path)!r} holds no prompts")
+    return out
+
+
+def load_prompts(path: str | Path) -> list[PromptRecord]:
+    """Load .txt (a prompt per line) or .jsonl (objects with ``prompt``; GenEval lines keep their metadata)."""
+    path = Path(path)
+    if not path.is_file():
+        raise PromptFileError(f"prompt file {str(path)!r} does not exist")
+    try:
+        lines = path.read_text().splitlines()
+    except (OSError, UnicodeDecodeError) as e:
+        raise PromptFileError(f"cannot read prompt file {str(path)!r}: {e}") from None
+    records: list[PromptRecord] = []
+    if path.suffix == ".jsonl":
+        for n, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise PromptFileError(f"{path}:{n}: not valid JSON ({e.msg})") from None
+            if (
+                not isinstance(obj, dict)
+                or not isinstance(obj.get("prompt"), str)
+                or not obj["prompt"].strip()
+            ):
+                raise PromptFileError(f"{path}:{n}: each line needs a non-empty string field 'prompt'")
+            if "include" in obj or "tag" in obj:
+                validate_geneval_line(obj, f"{path}:{n}")
+            records.append(PromptRecord(obj["prompt"], obj))
+    else:
+        records = [PromptRecord(line.strip(), {"prompt": line.strip()}) for line in lines if line.strip()]
+    if not records:
+        raise PromptFileError(f"prompt file {str(path)!r} holds no prompts")
+    return records
