@@ -76,7 +76,7 @@ def evaluate(image: Any, objects: Detections, metadata: dict[str, Any], color_fn
     """Judge one image from its *filtered* detections against a GenEval metadata line."""
     correct = True
     reasons: list[str] = []
-    credits: list[float] = []
+    clause_credit: list[float] = []
     matched_groups: list[list[Detection] | None] = []
     exclude_classes = {e["class"] for e in metadata.get("exclude", []) or []}
     for req in metadata.get("include", []):
@@ -120,9 +120,9 @@ def evaluate(image: Any, objects: Detections, metadata: dict[str, Any], color_fn
         # partial credit: for counting clauses (paired with an exclude) `found` is every detection of the class
         if cls in exclude_classes:
             n_all = len(objects.get(cls, []))
-            credits.append(max(0.0, 1.0 - abs(count - n_all) / count))
+            clause_credit.append(max(0.0, 1.0 - abs(count - n_all) / count))
         else:
-            credits.append(max(0.0, 1.0 - abs(count - n_good) / count))
+            clause_credit.append(max(0.0, 1.0 - abs(count - n_good) / count))
         matched_groups.append(found if matched else None)
     for req in metadata.get("exclude", []) or []:
         cls = req["class"]
@@ -131,8 +131,8 @@ def evaluate(image: Any, objects: Detections, metadata: dict[str, Any], color_fn
             correct = False
             reasons.append(f"expected {cls}<{req['count']}, found {n}")
         if cls not in {r["class"] for r in metadata.get("include", [])}:
-            credits.append(0.0 if n >= req["count"] else 1.0)
-    partial = float(np.mean(credits)) if credits else float(correct)
+            clause_credit.append(0.0 if n >= req["count"] else 1.0)
+    partial = float(np.mean(clause_credit)) if clause_credit else float(correct)
     return Judgement(
         correct=correct, reason="\n".join(reasons), partial=1.0 if correct else min(partial, 1.0)
     )

@@ -23,9 +23,12 @@ class ConfigError(ValueError):
     """A config file or override that does not fit the schema."""
 
 
-def field(
-    default: Any = dataclasses.MISSING, *, help: str, default_factory: Any = dataclasses.MISSING
-) -> Any:  # noqa: A002
+def field(  # noqa: A002 -- `help=` mirrors argparse and the dataclass metadata key
+    default: Any = dataclasses.MISSING,
+    *,
+    help: str,  # noqa: A002
+    default_factory: Any = dataclasses.MISSING,
+) -> Any:
     """A dataclass field with help text (shown by ``--print-config`` and in errors)."""
     if default_factory is not dataclasses.MISSING:
         return dataclasses.field(default_factory=default_factory, metadata={"help": help})
