@@ -17,11 +17,11 @@ from __future__ import annotations
 from functools import lru_cache
 
 import numpy as np
-from imgalign.eval.geneval import Detection, Detections
 from PIL import Image
 from scipy import ndimage
 
 from imgalign import shapes as W
+from imgalign.eval.geneval import Detection, Detections
 
 _PALETTE = np.array(list(W.COLORS.values()), dtype=np.float32)  # (K, 3)
 _BG = np.array(W.BACKGROUND, dtype=np.float32)

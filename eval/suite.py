@@ -21,9 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from imgalign.eval.geneval import ColorFn, Detections, color_from_detection, judge, summarize
 from PIL import Image, UnidentifiedImageError
 from tqdm.auto import tqdm
+
+from imgalign.eval.geneval import ColorFn, Detections, color_from_detection, judge, summarize
 
 log = logging.getLogger(__name__)
 

@@ -27,6 +27,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--out", required=True, help="output folder")
     r.set_defaults(func=run_render)
+    pt = wsub.add_parser("pretrain", help="train the embedded models on shapes data (seeded, resumable)")
+    pt.add_argument("--component", required=True, choices=["t2i", "clip", "vlm", "all"])
+    pt.add_argument("--out", required=True, help="output folder; one sub-folder per component")
+    pt.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override")
+    pt.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
+    pt.set_defaults(func=run_pretrain)
 
 
 def image_seed(seed: int, index: int, j: int) -> int:
@@ -54,4 +60,26 @@ def run_render(args: argparse.Namespace) -> int:
             raise ValueError(f"{args.prompts}:{n}: {e}") from None
     render_folder(metas, Path(args.out), args.images_per_prompt, args.seed)
     print(f"wrote {len(metas)} prompts x {args.images_per_prompt} images to {args.out}")
+    return 0
+
+
+def run_pretrain(args: argparse.Namespace) -> int:
+    import importlib
+
+    from imgalign.config import load_config, to_dict
+    from imgalign.pretrain import COMPONENTS
+
+    names = list(COMPONENTS) if args.component == "all" else [args.component]
+    if args.set and len(names) > 1:
+        raise ValueError("--set applies to one component; run each --component separately to override")
+    mods = {n: importlib.import_module(COMPONENTS[n]) for n in names}
+    cfgs = {n: load_config(m.Config, None, args.set) for n, m in mods.items()}  # validate all before training
+    if args.print_config:
+        import yaml
+
+        print(yaml.safe_dump({n: to_dict(c) for n, c in cfgs.items()}, sort_keys=False))
+        return 0
+    for n, m in mods.items():
+        metrics = m.pretrain(cfgs[n], Path(args.out), progress=True)
+        print(f"{n}: {metrics}")
     return 0

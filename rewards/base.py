@@ -1,0 +1,231 @@
+"""The reward contract, the registry, and image conversion shared by every reward.
+
+Contract: ``reward(images, prompts, metadata=None) -> RewardOutput`` where `images` is a float tensor [B, 3, H, W]
+in [0, 1] or a list of PIL images, `prompts` a list of B strings and `metadata` an optional list of B dicts (GenEval
+metadata for rewards that need it). ``RewardOutput.scores`` is always a float32 tensor [B] on the CPU; ``details``
+is an optional list of B dicts. Each reward declares ``name``, ``higher_is_better``, ``differentiable`` and
+``stateful``; stateful rewards implement ``update(...)`` (called by trainers with current samples),
+``state_dict()`` and ``load_state_dict()`` so trainers can checkpoint them.
+
+Users pick rewards by name (``build_reward("clip")``, ``"clip:model=ViT-B-32,pretrained=openai"``) or by a
+``package.module:attr`` path to their own callable or class.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from PIL import Image
+
+ImagesLike = torch.Tensor | Sequence[Image.Image]
+
+
+@dataclass
+class RewardOutput:
+    scores: torch.Tensor  # [B] float32, CPU
+    details: list[dict[str, Any]] | None = None
+
+
+class Reward:
+    """Base class. Subclasses implement :meth:`score` on a float tensor [B, 3, H, W] in [0, 1]."""
+
+    name: str = "reward"
+    description: str = ""
+    higher_is_better: bool = True
+    differentiable: bool = False
+    stateful: bool = False
+
+    def __init__(self, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32) -> None:
+        self.device = torch.device(device)
+        self.dtype = dtype
+
+    def __call__(
+        self, images: ImagesLike, prompts: Sequence[str], metadata: Sequence[dict[str, Any]] | None = None
+    ) -> RewardOutput:
+        x = to_tensor(images)
+        if len(prompts) != x.shape[0]:
+            raise ValueError(f"reward {self.name!r}: got {x.shape[0]} images but {len(prompts)} prompts")
+        if metadata is not None and len(metadata) != x.shape[0]:
+            raise ValueError(
+                f"reward {self.name!r}: got {x.shape[0]} images but {len(metadata)} metadata rows"
+            )
+        out = self.score(x, list(prompts), list(metadata) if metadata is not None else None)
+        if not isinstance(out, RewardOutput):
+            out = RewardOutput(scores=torch.as_tensor(out))
+        out.scores = (
+            out.scores.detach().to("cpu", torch.float32).reshape(-1)
+            if not self.differentiable
+            else out.scores
+        )
+        if out.scores.shape[0] != x.shape[0]:
+            raise RuntimeError(
+                f"reward {self.name!r} returned {out.scores.shape[0]} scores for {x.shape[0]} images"
+            )
+        return out
+
+    def score(
+        self, images: torch.Tensor, prompts: list[str], metadata: list[dict[str, Any]] | None
+    ) -> RewardOutput:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    # ---- stateful rewards -----------------------------------------------------------------------------------
+    def update(
+        self, images: ImagesLike, prompts: Sequence[str], metadata: Sequence[dict[str, Any]] | None = None
+    ) -> dict[str, float]:
+        """Learn from current samples (stateful rewards only); returns metrics to log."""
+        return {}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if state:
+            raise ValueError(f"reward {self.name!r} keeps no state but was given {sorted(state)}")
+
+
+def to_tensor(images: ImagesLike) -> torch.Tensor:
+    """PIL images (any mode, same size) or a tensor -> float32 [B, 3, H, W] in [0, 1] on the CPU."""
+    if isinstance(images, torch.Tensor):
+        if images.ndim != 4 or images.shape[1] != 3:
+            raise ValueError(f"expected images as [B, 3, H, W], got shape {tuple(images.shape)}")
+        return images.float()
+    arrs = []
+    for i, im in enumerate(images):
+        if not isinstance(im, Image.Image):
+            raise TypeError(f"image {i} is a {type(im).__name__}, expected a PIL image or a tensor batch")
+        arrs.append(np.asarray(pil_to_rgb(im), dtype=np.float32) / 255.0)
+    if not arrs:
+        raise ValueError("no images given")
+    sizes = {a.shape for a in arrs}
+    if len(sizes) > 1:
+        raise ValueError(f"images in one batch must share a size, got {sorted(sizes)}")
+    return torch.from_numpy(np.stack(arrs)).permute(0, 3, 1, 2).contiguous()
+
+
+def pil_to_rgb(im: Image.Image) -> Image.Image:
+    """Convert any PIL mode (L, LA, P, RGBA, I;16, I, F, CMYK) to 8-bit RGB; transparency composited on black."""
+    if im.mode == "RGB":
+        return im
+    if im.mode in ("I;16", "I;16B", "I;16L", "I"):
+        a = np.asarray(im, dtype=np.float64)
+        top = 65535.0 if a.max() > 255 else 255.0
+        return Image.fromarray(np.clip(a / top * 255.0, 0, 255).astype(np.uint8)).convert("RGB")
+    if im.mode == "F":
+        a = np.asarray(im, dtype=np.float64)
+        return Image.fromarray(
+            np.clip(a * (255.0 if a.max() <= 1.0 else 1.0), 0, 255).astype(np.uint8)
+        ).convert("RGB")
+    if im.mode in ("RGBA", "LA", "PA") or (im.mode == "P" and "transparency" in im.info):
+        rgba = im.convert("RGBA")
+        bg = Image.new("RGBA", rgba.size, (0, 0, 0, 255))
+        return Image.alpha_composite(bg, rgba).convert("RGB")
+    return im.convert("RGB")
+
+
+def to_pil(images: torch.Tensor) -> list[Image.Image]:
+    """[B, 3, H, W] in [0, 1] -> list of RGB PIL images."""
+    arr = (
+        (images.detach().float().clamp(0, 1) * 255).round().to(torch.uint8).permute(0, 2, 3, 1).cpu().numpy()
+    )
+    return [Image.fromarray(a) for a in arr]
+
+
+# ---- registry -----------------------------------------------------------------------------------------------
+_REGISTRY: dict[str, tuple[Callable[..., Reward], str]] = {}
+
+
+def register_reward(name: str, description: str) -> Callable[[Callable[..., Reward]], Callable[..., Reward]]:
+    """Class/factory decorator: make a reward selectable by `name`."""
+
+    def deco(factory: Callable[..., Reward]) -> Callable[..., Reward]:
+        _REGISTRY[name] = (factory, description)
+        return factory
+
+    return deco
+
+
+def list_rewards() -> dict[str, str]:
+    """name -> one-line description of every registered reward."""
+    _import_builtin()
+    return {k: v[1] for k, v in sorted(_REGISTRY.items())}
+
+
+def parse_reward_spec(spec: str) -> tuple[str, dict[str, Any]]:
+    """``"clip:model=ViT-B-32,pretrained=openai"`` -> ("clip", {...}); values parsed as YAML scalars.
+    A ``pkg.module:attr`` path keeps its colon: options follow a second colon (``pkg.mod:Cls:key=value``)."""
+    import yaml
+
+    name, opts = spec, ""
+    if ":" in spec:
+        head, rest = spec.split(":", 1)
+        if "." in head and rest and "=" not in rest.split(":", 1)[0]:  # module path
+            attr, _, opts = rest.partition(":")
+            name = f"{head}:{attr}"
+        else:
+            name, opts = head, rest
+    kwargs: dict[str, Any] = {}
+    for item in filter(None, (s.strip() for s in opts.split(","))):
+        if "=" not in item:
+            raise ValueError(f"reward option {item!r} in {spec!r} must look like key=value")
+        k, v = item.split("=", 1)
+        kwargs[k.strip()] = yaml.safe_load(v) if v.strip() else ""
+    return name, kwargs
+
+
+def build_reward(
+    spec: str, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32, **kwargs: Any
+) -> Reward:
+    """Build a reward by registered name or ``pkg.module:attr`` (a Reward subclass, factory, or plain callable
+    ``fn(images, prompts, metadata) -> scores``); options in the spec string or as keyword arguments."""
+    _import_builtin()
+    name, opts = parse_reward_spec(spec)
+    opts.update(kwargs)
+    if name in _REGISTRY:
+        factory = _REGISTRY[name][0]
+    elif ":" in name:
+        mod_name, attr = name.split(":", 1)
+        try:
+            factory = getattr(importlib.import_module(mod_name), attr)
+        except (ImportError, AttributeError) as e:
+            raise ValueError(f"cannot import reward {name!r}: {e}") from None
+        if not (isinstance(factory, type) and issubclass(factory, Reward)):
+            fn = factory
+            return FunctionReward(fn, name=attr, **opts)
+    else:
+        raise ValueError(
+            f"unknown reward {name!r}; valid rewards: {', '.join(sorted(_REGISTRY))} "
+            "(or a 'package.module:attr' path to your own)"
+        )
+    try:
+        return factory(device=device, dtype=dtype, **opts)
+    except TypeError as e:
+        raise ValueError(f"reward {name!r}: bad options {sorted(opts)}: {e}") from None
+
+
+class FunctionReward(Reward):
+    """Wraps a plain callable ``fn(images, prompts, metadata) -> scores``."""
+
+    def __init__(self, fn: Callable[..., Any], name: str = "function", **opts: Any) -> None:
+        super().__init__()
+        self.fn, self.name, self.opts = fn, name, opts
+
+    def score(
+        self, images: torch.Tensor, prompts: list[str], metadata: list[dict[str, Any]] | None
+    ) -> RewardOutput:
+        out = self.fn(images, prompts, metadata, **self.opts)
+        if isinstance(out, RewardOutput):
+            return out
+        return RewardOutput(scores=torch.as_tensor(np.asarray(out, dtype=np.float32)))
+
+
+BUILTIN_MODULES = ["imgalign.rewards.geneval"]
+
+
+def _import_builtin() -> None:
+    for m in BUILTIN_MODULES:
+        importlib.import_module(m)
