@@ -88,6 +88,25 @@ def make_plural(name: str) -> str:
     return f"{name}es" if name.endswith("s") else f"{name}s"
 
 
+def prompt_for(meta: dict[str, Any]) -> str:
+    """GenEval's wording of a metadata line (reproduces every prompt of the official file)."""
+    inc = meta["include"]
+
+    def noun(c: dict[str, Any]) -> str:
+        return with_article(f"{c['color']} {c['class']}" if "color" in c else c["class"])
+
+    tag = meta["tag"]
+    if tag in ("single_object", "colors"):
+        return f"a photo of {noun(inc[0])}"
+    if tag in ("two_object", "color_attr"):
+        return f"a photo of {noun(inc[0])} and {noun(inc[1])}"
+    if tag == "counting":
+        return f"a photo of {COUNT_WORDS[inc[0]['count']]} {make_plural(inc[0]['class'])}"
+    if tag == "position":
+        return f"a photo of {noun(inc[1])} {inc[1]['position'][0]} {noun(inc[0])}"
+    raise ValueError(f"unknown GenEval task {tag!r}; tasks: {', '.join(TASK_SIZES)}")
+
+
 def generate_metadata(
     seed: int = 0,
     sizes: dict[str, int] | None = None,
@@ -99,8 +118,9 @@ def generate_metadata(
     Tasks: single_object (each class once, then repeats), two_object (two distinct classes), counting (one class,
     count 2-4, with the exclude clause count+1), colors (one class, one colour), position (two distinct classes,
     one of the four relations; clause 1 is placed relative to clause 0), color_attr (two distinct classes with two
-    distinct colours). Prompts are worded as GenEval words them. The draws differ from the official file, so scores
-    on this set are **not** comparable with published GenEval numbers; use the official file for that."""
+    distinct colours). Prompts are worded as GenEval words them (:func:`prompt_for`). The draws differ from the
+    official file, so scores on this set are **not** comparable with published GenEval numbers; use the official
+    file for that."""
     sizes = dict(TASK_SIZES if sizes is None else sizes)
     unknown = set(sizes) - set(TASK_SIZES)
     if unknown:
@@ -108,70 +128,43 @@ def generate_metadata(
     if len(classes) < 2 or len(colors) < 2:
         raise ValueError("generate_metadata needs at least 2 classes and 2 colours")
     rng = np.random.default_rng(seed)
-    out: list[dict[str, Any]] = []
 
     def pick(pool: Sequence[str], k: int) -> list[str]:
         return [pool[i] for i in rng.choice(len(pool), size=k, replace=False)]
 
+    def one(cls: str, **extra: Any) -> dict[str, Any]:
+        return {"class": cls, "count": 1, **extra}
+
+    metas: list[dict[str, Any]] = []
     for i in range(sizes.get("single_object", 0)):
-        cls = classes[i % len(classes)]
-        out.append(
-            {
-                "tag": "single_object",
-                "include": [{"class": cls, "count": 1}],
-                "prompt": f"a photo of {with_article(cls)}",
-            }
-        )
+        metas.append({"tag": "single_object", "include": [one(classes[i % len(classes)])]})
     for _ in range(sizes.get("two_object", 0)):
         a, b = pick(classes, 2)
-        out.append(
-            {
-                "tag": "two_object",
-                "include": [{"class": a, "count": 1}, {"class": b, "count": 1}],
-                "prompt": f"a photo of {with_article(a)} and {with_article(b)}",
-            }
-        )
+        metas.append({"tag": "two_object", "include": [one(a), one(b)]})
     for _ in range(sizes.get("counting", 0)):
         (cls,) = pick(classes, 1)
         n = int(rng.integers(2, 5))
-        out.append(
+        metas.append(
             {
                 "tag": "counting",
                 "include": [{"class": cls, "count": n}],
                 "exclude": [{"class": cls, "count": n + 1}],
-                "prompt": f"a photo of {COUNT_WORDS[n]} {make_plural(cls)}",
             }
         )
     for _ in range(sizes.get("colors", 0)):
         (cls,), (color,) = pick(classes, 1), pick(colors, 1)
-        out.append(
-            {
-                "tag": "colors",
-                "include": [{"class": cls, "count": 1, "color": color}],
-                "prompt": f"a photo of {with_article(f'{color} {cls}')}",
-            }
-        )
+        metas.append({"tag": "colors", "include": [one(cls, color=color)]})
     for _ in range(sizes.get("position", 0)):
         target, obj = pick(classes, 2)
         (rel,) = pick(RELATIONS, 1)
-        out.append(
-            {
-                "tag": "position",
-                "include": [{"class": target, "count": 1}, {"class": obj, "count": 1, "position": [rel, 0]}],
-                "prompt": f"a photo of {with_article(obj)} {rel} {with_article(target)}",
-            }
-        )
+        metas.append({"tag": "position", "include": [one(target), one(obj, position=[rel, 0])]})
     for _ in range(sizes.get("color_attr", 0)):
         a, b = pick(classes, 2)
         ca, cb = pick(colors, 2)
-        out.append(
-            {
-                "tag": "color_attr",
-                "include": [{"class": a, "count": 1, "color": ca}, {"class": b, "count": 1, "color": cb}],
-                "prompt": f"a photo of {with_article(f'{ca} {a}')} and {with_article(f'{cb} {b}')}",
-            }
-        )
-    return out
+        metas.append({"tag": "color_attr", "include": [one(a, color=ca), one(b, color=cb)]})
+    for m in metas:
+        m["prompt"] = prompt_for(m)
+    return metas
 
 
 def metadata_classes(metas: Sequence[dict[str, Any]]) -> list[str]:
