@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -95,7 +96,7 @@ def check_model_spec(spec: ModelSpec) -> None:
                     f"model {spec.label!r}: {spec.base!r} has no model_index.json; expected a diffusers pipeline "
                     "folder (save_pretrained), an embedded name (shapes) or BASE+OVERLAY"
                 )
-        elif looks_like_path:
+        elif looks_like_path or not hub_id_available(spec.base):
             raise FileNotFoundError(
                 f"model {spec.label!r}: {spec.base!r} does not exist; give an embedded name (shapes), a pipeline "
                 "folder or a Hub id already downloaded"
@@ -107,6 +108,23 @@ def check_model_spec(spec: ModelSpec) -> None:
                 f"model {spec.label!r}: fine-tuned folder {spec.overlay!r} does not exist"
             )
         overlay_kind(op)
+
+
+def hub_id_available(repo_id: str) -> bool:
+    """Whether a Hub pipeline id can load: in the local cache, or the Hub may be contacted (not offline)."""
+    from huggingface_hub import constants, try_to_load_from_cache
+
+    try:
+        cached = try_to_load_from_cache(repo_id, "model_index.json")
+    except ValueError:  # not a valid repo id
+        return False
+    offline = constants.HF_HUB_OFFLINE or os.environ.get("HF_HUB_OFFLINE", "").upper() in (
+        "1",
+        "ON",
+        "YES",
+        "TRUE",
+    )
+    return isinstance(cached, str) or not offline
 
 
 def load_pipeline(

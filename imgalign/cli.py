@@ -14,6 +14,7 @@ from imgalign import __version__
 COMMAND_MODULES = [
     "imgalign.commands.world",
     "imgalign.commands.evaluate",
+    "imgalign.commands.grid",
 ]
 
 log = logging.getLogger("imgalign")
