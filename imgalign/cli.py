@@ -15,6 +15,7 @@ COMMAND_MODULES = [
     "imgalign.commands.world",
     "imgalign.commands.evaluate",
     "imgalign.commands.grid",
+    "imgalign.commands.report",
 ]
 
 log = logging.getLogger("imgalign")
