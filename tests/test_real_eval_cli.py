@@ -14,7 +14,8 @@ from imgalign.commands import evaluate
 
 torch.set_num_threads(1)
 pytestmark = pytest.mark.skipif(
-    "geneval" not in evaluate.SUITES, reason="apply patches/evaluate-real-suite.patch to imgalign/commands/evaluate.py"
+    "geneval" not in evaluate.SUITES,
+    reason="apply patches/evaluate-real-suite.patch to imgalign/commands/evaluate.py",
 )
 SHAPES_PROMPTS = Path(__file__).resolve().parents[1] / "prompts" / "shapes_geneval.jsonl"
 
@@ -37,7 +38,8 @@ def subset(path: Path, tags: dict[str, int]) -> Path:
 
 def test_eval_baseline_prints_the_delta_table(tmp_path, capsys):
     prompts = subset(tmp_path / "p.jsonl", {"single_object": 2, "counting": 2, "position": 2})
-    common = ["eval", "--suite", "shapes", "--prompts", str(prompts), "--images-per-prompt", "1", "--no-progress"]
+    common = ["eval", "--suite", "shapes", "--prompts", str(prompts), "--no-progress"]
+    common += ["--images-per-prompt", "1"]
     assert main(common + ["--ground-truth", "--out", str(tmp_path / "base")]) == 0
     # a "fine-tuned" folder: the same renders with one counting image blanked
     images = tmp_path / "ft-images"
@@ -49,7 +51,8 @@ def test_eval_baseline_prints_the_delta_table(tmp_path, capsys):
     blank = images / "00002" / "samples" / "0000.png"
     Image.new("RGB", Image.open(blank).size, (255, 255, 255)).save(blank)
     capsys.readouterr()
-    argv = common + ["--images", str(images), "--out", str(tmp_path / "ft"), "--baseline", str(tmp_path / "base")]
+    argv = common + ["--images", str(images), "--out", str(tmp_path / "ft")]
+    argv += ["--baseline", str(tmp_path / "base")]
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "| task | baseline" in out and "| counting |" in out and "-0.5000 |" in out
@@ -78,7 +81,8 @@ def test_eval_geneval_suite_with_tiny_models(tmp_path, capsys):
         },
     ]
     prompts.write_text("".join(json.dumps(m) + "\n" for m in metas))
-    argv = ["eval", "--suite", "geneval", "--model", str(sd3), "--prompts", str(prompts), "--detector", str(detr)]
+    argv = ["eval", "--suite", "geneval", "--model", str(sd3), "--prompts", str(prompts)]
+    argv += ["--detector", str(detr)]
     argv += ["--clip", str(clip), "--images-per-prompt", "2", "--no-progress", "--out", str(tmp_path / "ev")]
     assert main(argv) == 0
     summary = json.loads((tmp_path / "ev" / "summary.json").read_text())
