@@ -192,9 +192,13 @@ def generate_images(
     steps: int | None = None,
     guidance: float | None = None,
     size: int | None = None,
+    max_sequence_length: int | None = None,
     batch_size: int = 8,
 ) -> list[Image.Image]:
-    """One image per (prompt, seed) pair, in order; `steps`, `guidance`, `size` default to the pipeline's own."""
+    """One image per (prompt, seed) pair, in order; unset settings default to the pipeline's own.
+
+    Each image's noise comes from its own CPU ``torch.Generator`` seeded with its seed, so results do not depend
+    on batching or on the device (and match :func:`imgalign.sampling.generate` for the same settings)."""
     if len(prompts) != len(seeds):
         raise ValueError(f"got {len(prompts)} prompts but {len(seeds)} seeds")
     kwargs: dict[str, Any] = {"output_type": "pil"}
@@ -204,14 +208,55 @@ def generate_images(
         kwargs["guidance_scale"] = guidance
     if size is not None:
         kwargs["height"] = kwargs["width"] = size
-    device = getattr(pipe, "device", torch.device("cpu"))
-    gen_device = "cpu" if torch.device(device).type == "mps" else device
+    if max_sequence_length is not None:
+        kwargs["max_sequence_length"] = max_sequence_length
     images: list[Image.Image] = []
-    for i in range(0, len(prompts), batch_size):
-        ps, ss = list(prompts[i : i + batch_size]), list(seeds[i : i + batch_size])
-        gens = [torch.Generator(gen_device).manual_seed(int(s)) for s in ss]
-        images += list(pipe(prompt=ps, generator=gens, **kwargs).images)
+    with torch.no_grad():
+        for i in range(0, len(prompts), batch_size):
+            ps, ss = list(prompts[i : i + batch_size]), list(seeds[i : i + batch_size])
+            gens = [torch.Generator("cpu").manual_seed(int(s)) for s in ss]
+            images += list(pipe(prompt=ps, generator=gens, **kwargs).images)
     return images
+
+
+SHAPES_NAMES = ("shapes", "shapes-t2i")
+
+
+def is_shapes_family(spec: ModelSpec) -> bool:
+    """Whether a model is the embedded shapes model or a checkpoint of its architecture (same transformer config),
+    which must be sampled with the settings it was trained for."""
+    from imgalign.hub import ASSETS, EMBEDDED
+
+    if spec.base in SHAPES_NAMES:
+        return True
+    if spec.base in EMBEDDED:
+        return False
+    ref = ASSETS / EMBEDDED["shapes"] / "transformer" / "config.json"
+    cfg = Path(spec.base) / "transformer" / "config.json"
+    if not (ref.is_file() and cfg.is_file()):
+        return False
+
+    def arch(path: Path) -> dict[str, Any]:
+        return {k: v for k, v in json.loads(path.read_text()).items() if not k.startswith("_")}
+
+    return arch(ref) == arch(cfg)
+
+
+def sampling_defaults(spec: ModelSpec) -> dict[str, Any]:
+    """Sampler settings for `spec`: the shapes family uses :mod:`imgalign.sampling`'s evaluation settings (its
+    step count, guidance and the zero-context length it was trained with); other pipelines their own defaults."""
+    if not is_shapes_family(spec):
+        return {}
+    try:
+        import imgalign.sampling as S
+    except ImportError:
+        return {}
+    names = {
+        "steps": "NUM_INFERENCE_STEPS",
+        "guidance": "GUIDANCE_SCALE",
+        "max_sequence_length": "MAX_SEQUENCE_LENGTH",
+    }
+    return {k: getattr(S, v) for k, v in names.items() if hasattr(S, v)}
 
 
 def generate_folder(

@@ -149,3 +149,23 @@ def test_bad_inputs_fail_clearly_before_loading(models, tmp_path, capsys, no_loa
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
     assert not (tmp_path / "g.png").exists()
+
+
+def test_shapes_family_uses_the_trained_sampler_settings(models, monkeypatch):
+    import sys
+    import types
+
+    from imgalign.eval.models import ModelSpec, is_shapes_family, sampling_defaults
+
+    fake = types.ModuleType("imgalign.sampling")
+    fake.NUM_INFERENCE_STEPS, fake.GUIDANCE_SCALE, fake.MAX_SEQUENCE_LENGTH = 20, 4.0, 1
+    monkeypatch.setitem(sys.modules, "imgalign.sampling", fake)
+    assert is_shapes_family(ModelSpec("a", "shapes", "runs/lora"))
+    assert sampling_defaults(ModelSpec("a", "shapes")) == {
+        "steps": 20,
+        "guidance": 4.0,
+        "max_sequence_length": 1,
+    }
+    # another architecture keeps the pipeline's own defaults
+    assert not is_shapes_family(ModelSpec("b", str(models["base"])))
+    assert sampling_defaults(ModelSpec("b", str(models["base"]))) == {}

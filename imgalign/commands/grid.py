@@ -44,6 +44,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--steps", type=int, help="sampling steps (default: the pipeline's)")
     p.add_argument("--guidance", type=float, help="guidance scale (default: the pipeline's)")
     p.add_argument("--size", type=int, help="image height and width (default: the pipeline's)")
+    p.add_argument(
+        "--max-sequence-length",
+        type=int,
+        help="SD3 text context length (default: the pipeline's; the shapes model's own for the shapes family)",
+    )
     p.add_argument("--max-prompts", type=int, default=16, help="use at most this many prompts of a file")
     p.add_argument("--cell", type=int, default=160, help="displayed image size in pixels")
     p.add_argument("--device", default="cpu")
@@ -90,7 +95,13 @@ def run_grid(args: argparse.Namespace) -> int:
     import torch
 
     from imgalign.eval.gallery import labelled_grid, save_png
-    from imgalign.eval.models import check_model_spec, generate_images, load_pipeline, parse_model_arg
+    from imgalign.eval.models import (
+        check_model_spec,
+        generate_images,
+        load_pipeline,
+        parse_model_arg,
+        sampling_defaults,
+    )
     from imgalign.rewards.base import parse_reward_spec
 
     # ---- every check first, before any model loads ----
@@ -123,10 +134,12 @@ def run_grid(args: argparse.Namespace) -> int:
     for s in specs:
         log.info("generating with %s (%s)", s.label, s)
         pipe = load_pipeline(s, device=args.device, dtype=dtype)
+        settings = sampling_defaults(s)  # the shapes family's trained settings, else the pipeline's
+        given = {"steps": args.steps, "guidance": args.guidance, "size": args.size}
+        given["max_sequence_length"] = args.max_sequence_length
+        settings.update({k: v for k, v in given.items() if v is not None})
         for r, prompt in enumerate(prompts):
-            images[r] += generate_images(
-                pipe, [prompt] * len(seeds), seeds, steps=args.steps, guidance=args.guidance, size=args.size
-            )
+            images[r] += generate_images(pipe, [prompt] * len(seeds), seeds, **settings)
         del pipe
     captions = None
     if args.reward:
