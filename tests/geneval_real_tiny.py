@@ -173,3 +173,31 @@ def build_tiny_owlv2(folder: Path, seed: int = 0) -> Path:
     )
     proc.save_pretrained(folder)
     return folder
+
+
+def build_tiny_mask2former(folder: Path, seed: int = 0) -> Path:
+    """A tiny random Mask2FormerForUniversalSegmentation (Swin backbone from a config): instances with masks."""
+    from transformers import (
+        Mask2FormerConfig,
+        Mask2FormerForUniversalSegmentation,
+        Mask2FormerImageProcessor,
+        SwinConfig,
+    )
+
+    torch.manual_seed(seed)
+    labels = {0: "cat", 1: "dog", 2: "mouse", 3: "bench"}
+    cfg = Mask2FormerConfig(
+        backbone_config=SwinConfig(
+            image_size=64, patch_size=4, embed_dim=8, depths=[1, 1, 1, 1], num_heads=[1, 1, 1, 1], window_size=2,
+            out_features=["stage1", "stage2", "stage3", "stage4"],
+        ),
+        feature_size=32, mask_feature_size=32, hidden_dim=32, encoder_feedforward_dim=32, encoder_layers=1,
+        decoder_layers=2, num_attention_heads=2, dim_feedforward=32, num_queries=6, common_stride=4,
+        id2label=labels, label2id={v: k for k, v in labels.items()},
+    )  # fmt: skip
+    model = Mask2FormerForUniversalSegmentation(cfg).eval()
+    with torch.no_grad():  # confident random class predictions, so some instances pass GenEval's 0.3
+        model.class_predictor.weight.mul_(40.0)
+    model.save_pretrained(folder)
+    Mask2FormerImageProcessor(size={"height": 64, "width": 64}).save_pretrained(folder)
+    return folder

@@ -44,6 +44,7 @@ def tiny(tmp_path_factory):
         "sd3": T.build_tiny_sd3(root / "sd3"),
         "detr": T.build_tiny_detr(root / "detr"),
         "owlv2": T.build_tiny_owlv2(root / "owlv2"),
+        "mask2former": T.build_tiny_mask2former(root / "mask2former"),
         "clip": T.build_tiny_open_clip(root / "clip"),
     }
 
@@ -208,6 +209,24 @@ def test_zero_shot_detector_is_queried_with_the_class_names(tiny):
             assert float(iou.max()) <= 0.3 + 1e-6
 
 
+def test_instance_segmenter_keeps_masks_and_boxes_them(tiny):
+    from imgalign.eval.real import HFDetector, paste_and_crop
+
+    d = HFDetector(str(tiny["mask2former"]))
+    assert d.kind == "mask2former" and d.classes == ["bench", "cat", "computer mouse", "dog"]
+    img = Image.fromarray((np.random.default_rng(3).random((40, 48, 3)) * 255).astype(np.uint8))
+    out = d(img)
+    dets = [x for v in out.values() for x in v]
+    assert dets and any(x.score > 0.3 for x in dets)
+    for x in dets:
+        assert x.mask is not None and x.mask.shape == (40, 48) and x.mask.any()
+        ys, xs = np.nonzero(x.mask)  # the box is the mask's extent
+        assert x.box == (xs.min(), ys.min(), xs.max() + 1, ys.max() + 1)
+        crop = np.asarray(paste_and_crop(img, x))
+        inside = x.mask[int(x.box[1]) : int(x.box[3]), int(x.box[0]) : int(x.box[2])]
+        assert (crop[~inside] == 0x99).all()  # outside the mask: #999 grey
+
+
 def test_detector_errors_name_the_model(tmp_path):
     from imgalign.eval.real import HFDetector
 
@@ -252,7 +271,8 @@ def test_generation_writes_the_official_layout_and_resumes(tiny, tmp_path):
     assert np.array_equal(np.asarray(Image.open(out / "00001" / "samples" / "0001.png")), first)
 
 
-def test_real_suite_end_to_end_with_tiny_detector_and_clip(tiny, tmp_path):
+@pytest.mark.parametrize("detector", ["detr", "mask2former"])
+def test_real_suite_end_to_end_with_tiny_detector_and_clip(tiny, tmp_path, detector):
     from imgalign.eval.models import generate_folder, load_pipeline
     from imgalign.eval.real import build_judge, evaluate_folder
 
@@ -282,14 +302,16 @@ def test_real_suite_end_to_end_with_tiny_detector_and_clip(tiny, tmp_path):
     generate_folder(
         load_pipeline(str(tiny["sd3"])), metas, images, 2, seed=0, progress=False, steps=2, size=16
     )
-    summary = evaluate_folder(images, tmp_path / "eval", str(tiny["detr"]), str(tiny["clip"]), progress=False)
+    summary = evaluate_folder(
+        images, tmp_path / "eval", str(tiny[detector]), str(tiny["clip"]), progress=False
+    )
     rows = [json.loads(x) for x in (tmp_path / "eval" / "results.jsonl").read_text().splitlines()]
     assert summary["n_images"] == 8 and len(rows) == 8
     assert summary["n_errors"] == 2 and all("giraffe" in r["error"] for r in rows if r["error"])
     assert set(summary["tasks"]) == {"single_object", "colors", "position"}
     assert json.loads((tmp_path / "eval" / "summary.json").read_text())["overall"] == summary["overall"]
     # the results are what the shared judge decides on the same detections and colours
-    det, color, _ = build_judge(str(tiny["detr"]), str(tiny["clip"]), metas)
+    det, color, _ = build_judge(str(tiny[detector]), str(tiny["clip"]), metas)
     for r in rows:
         if r["error"]:
             continue
