@@ -368,24 +368,35 @@ class HFDetector:
         return found
 
     def _grounding(self, image: Image.Image) -> dict[str, list[Detection]]:
-        """Grounding DINO: classes joined as "cat. dog. ..." in chunks; a box counts for a class when the phrase
-        the processor decodes for it is exactly that class (merged phrases such as "cat dog" are dropped)."""
+        """Grounding DINO: classes joined as "cat. dog. ..." in chunks; a query's score for a class is the mean
+        token probability over the class's tokens (mmdet's ``convert_grounding_to_cls_scores``), so every class
+        keeps its own score instead of the merged phrases that thresholding tokens can produce."""
         found: dict[str, list[Detection]] = {}
+        tok = self.processor.tokenizer
+        w, h = image.size
         for start in range(0, len(self.classes), self.query_chunk):
             names = self.classes[start : start + self.query_chunk]
-            text = ". ".join(names) + "."
-            inputs = self._inputs(text=text, images=image)
+            inputs = self._inputs(text=". ".join(names) + ".", images=image)
+            spans, pos = [], 1  # after [CLS]
+            dot = tok(".", add_special_tokens=False)["input_ids"]
+            expected = [tok.cls_token_id]
+            for name in names:
+                ids = tok(name, add_special_tokens=False)["input_ids"]
+                spans.append(list(range(pos, pos + len(ids))))
+                expected += ids + dot
+                pos += len(ids) + len(dot)
+            got = inputs["input_ids"][0].tolist()
+            if got[: len(expected)] != expected:
+                raise ValueError(
+                    f"detector {self.name!r}: cannot locate class names in its tokenized query; lower query_chunk"
+                )
             outputs = self.model(**inputs)
-            res = self.processor.post_process_grounded_object_detection(
-                outputs,
-                inputs["input_ids"],
-                threshold=self.min_score,
-                text_threshold=self.min_score,
-                target_sizes=[image.size[::-1]],
-            )[0]
-            labels = res.get("text_labels") or res.get("labels")
-            for s, lab, b in zip(res["scores"].tolist(), labels, res["boxes"].tolist()):
-                self._add(found, canonical_label(str(lab), names), b, s, image.size)
+            probs = torch.sigmoid(outputs.logits[0].float())  # (num_queries, max_text_len)
+            boxes = cxcywh_to_pixels(outputs.pred_boxes[0].float(), (h, w))  # (num_queries, 4)
+            for cls, span in zip(names, spans):
+                score = probs[:, span].mean(-1)  # (num_queries,)
+                for i in torch.nonzero(score >= self.min_score).flatten().tolist():
+                    self._add(found, cls, boxes[i].tolist(), score[i].item(), image.size)
         return found
 
 

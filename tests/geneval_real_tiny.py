@@ -201,3 +201,42 @@ def build_tiny_mask2former(folder: Path, seed: int = 0) -> Path:
     model.save_pretrained(folder)
     Mask2FormerImageProcessor(size={"height": 64, "width": 64}).save_pretrained(folder)
     return folder
+
+
+def build_tiny_grounding_dino(folder: Path, seed: int = 0) -> Path:
+    """A tiny random GroundingDinoForObjectDetection (ResNet + BERT from configs) with a word-level BERT vocab."""
+    from transformers import (
+        BertConfig,
+        BertTokenizer,
+        GroundingDinoConfig,
+        GroundingDinoForObjectDetection,
+        GroundingDinoImageProcessor,
+        GroundingDinoProcessor,
+        ResNetConfig,
+    )
+
+    torch.manual_seed(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "."]
+    words += ["cat", "dog", "computer", "mouse", "bench", "giraffe", "red", "cup", "blue"]
+    (folder / "vocab.txt").write_text("\n".join(words) + "\n")
+    cfg = GroundingDinoConfig(
+        backbone_config=ResNetConfig(
+            num_channels=3, embedding_size=8, hidden_sizes=[8, 8, 16, 16], depths=[1, 1, 1, 1],
+            out_features=["stage2", "stage3", "stage4"],
+        ),
+        text_config=BertConfig(
+            vocab_size=len(words), hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=16,
+            max_position_embeddings=64,
+        ),
+        d_model=32, encoder_layers=1, decoder_layers=2, encoder_ffn_dim=32, decoder_ffn_dim=32,
+        encoder_attention_heads=2, decoder_attention_heads=2, num_queries=10, num_feature_levels=3,
+        encoder_n_points=2, decoder_n_points=2, max_text_len=32,
+    )  # fmt: skip
+    GroundingDinoForObjectDetection(cfg).eval().save_pretrained(folder)
+    proc = GroundingDinoProcessor(
+        image_processor=GroundingDinoImageProcessor(size={"shortest_edge": 32, "longest_edge": 64}),
+        tokenizer=BertTokenizer(str(folder / "vocab.txt")),
+    )
+    proc.save_pretrained(folder)
+    return folder

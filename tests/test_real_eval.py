@@ -45,6 +45,7 @@ def tiny(tmp_path_factory):
         "detr": T.build_tiny_detr(root / "detr"),
         "owlv2": T.build_tiny_owlv2(root / "owlv2"),
         "mask2former": T.build_tiny_mask2former(root / "mask2former"),
+        "grounding-dino": T.build_tiny_grounding_dino(root / "grounding-dino"),
         "clip": T.build_tiny_open_clip(root / "clip"),
     }
 
@@ -207,6 +208,24 @@ def test_zero_shot_detector_is_queried_with_the_class_names(tiny):
 
             iou = box_iou(boxes, boxes).fill_diagonal_(0)
             assert float(iou.max()) <= 0.3 + 1e-6
+
+
+def test_grounding_dino_scores_each_class_by_its_own_tokens(tiny):
+    from imgalign.eval.real import HFDetector
+
+    classes = ["cat", "computer mouse", "dog"]
+    d = HFDetector(str(tiny["grounding-dino"]), classes=classes, min_score=0.0)
+    assert d.kind == "grounding-dino" and d.nms_iou is None
+    img = Image.fromarray((np.random.default_rng(4).random((40, 48, 3)) * 255).astype(np.uint8))
+    out = d(img)
+    assert set(out) == set(classes)  # min_score 0: every query scores for every class
+    # independent check: mean sigmoid over the class's token positions ([CLS] cat . computer mouse . dog .)
+    inputs = d.processor(text="cat. computer mouse. dog.", images=img, return_tensors="pt")
+    with torch.no_grad():
+        probs = torch.sigmoid(d.model(**inputs).logits[0])
+    for cls, span in (("cat", [1]), ("computer mouse", [3, 4]), ("dog", [6])):
+        expected = sorted(probs[:, span].mean(-1).tolist(), reverse=True)
+        assert [x.score for x in out[cls]] == pytest.approx(expected[: len(out[cls])], abs=1e-6)
 
 
 def test_instance_segmenter_keeps_masks_and_boxes_them(tiny):
