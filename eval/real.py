@@ -16,6 +16,15 @@ thresholds and scores (:mod:`imgalign.eval.geneval`, shared with the shapes suit
 
 Absolute scores depend on the detector: only Mask2Former-COCO + ViT-L-14 reproduces the official setup (up to
 mmdet-vs-transformers numerics); other detectors give comparable *deltas* between models, not paper numbers.
+
+Usage (the command line, once ``imgalign eval`` has the geneval suite)::
+
+    imgalign eval --suite geneval --model BASE[+OVERLAY] --prompts evaluation_metadata.jsonl \
+        --detector facebook/mask2former-swin-small-coco-instance --clip ViT-L-14:openai --device cuda --out DIR
+    imgalign eval --suite geneval --images DIR/images --detector ... --out DIR2 --baseline DIR
+
+or in Python: ``generate_folder(load_pipeline(spec), metas, DIR)`` (:mod:`imgalign.eval.models`), then
+``evaluate_folder(DIR, OUT, detector, clip)``; ``generate_metadata(seed)`` draws a fresh prompt set.
 """
 
 from __future__ import annotations
@@ -230,7 +239,7 @@ class HFDetector:
         template: str = "a photo of a {}",
         nms_iou: float | None = None,
         min_score: float = 0.05,
-        query_chunk: int = 16,
+        query_chunk: int | None = None,
     ) -> None:
         from transformers import AutoConfig
 
@@ -238,7 +247,7 @@ class HFDetector:
 
         self.name = model
         self.device, self.dtype = torch.device(device), dtype
-        self.template, self.min_score, self.query_chunk = template, min_score, query_chunk
+        self.template, self.min_score = template, min_score
         path = resolve(model)
         try:
             config = AutoConfig.from_pretrained(path)
@@ -248,6 +257,8 @@ class HFDetector:
                 "already downloaded (the Hub is not contacted when HF_HUB_OFFLINE=1)"
             ) from None
         self.kind = config.model_type
+        # class names per forward pass: OWL takes every query at once; Grounding DINO's text is capped at 256 tokens
+        self.query_chunk = query_chunk or (10_000 if self.kind in ("owlvit", "owlv2") else 32)
         if self.kind in ZERO_SHOT_TYPES:
             from transformers import AutoModelForZeroShotObjectDetection, AutoProcessor
 
