@@ -225,7 +225,8 @@ class HFDetector:
 
     `model`: a local folder saved with ``save_pretrained`` or a Hub id already in the local cache. Closed-set
     detectors report the classes their ``id2label`` names (COCO spellings mapped by :data:`LABEL_ALIASES`);
-    zero-shot detectors are queried with ``template.format(class)`` for each of `classes`.
+    zero-shot detectors are queried with ``template.format(class)`` for each of `classes` (Grounding DINO with the
+    bare names), and each predicted box takes its best-scoring class, so one object never counts as two classes.
     `nms_iou`: per-class NMS applied as the detector's own post-processing (default 0.3 for OWL models, which
     predict one box per image patch and so repeat every object; none for set predictors such as DETR,
     Mask2Former and Grounding DINO, as in GenEval, whose ``max_overlap`` is 1.0)."""
@@ -257,8 +258,7 @@ class HFDetector:
                 "already downloaded (the Hub is not contacted when HF_HUB_OFFLINE=1)"
             ) from None
         self.kind = config.model_type
-        # class names per forward pass: OWL takes every query at once; Grounding DINO's text is capped at 256 tokens
-        self.query_chunk = query_chunk or (10_000 if self.kind in ("owlvit", "owlv2") else 32)
+        self.query_chunk = query_chunk  # at most this many class names per forward pass of a zero-shot model
         if self.kind in ZERO_SHOT_TYPES:
             from transformers import AutoModelForZeroShotObjectDetection, AutoProcessor
 
@@ -359,55 +359,84 @@ class HFDetector:
             self._add(found, self.label_map.get(int(info["label_id"])), box, info["score"], image.size, mask)
         return found
 
+    def _best_class(
+        self,
+        found: dict[str, list[Detection]],
+        names: Sequence[str],
+        scores: torch.Tensor,
+        boxes: torch.Tensor,
+        size: tuple[int, int],
+    ) -> None:
+        """Give each box its best class among the queried ones (scores [num_boxes, len(names)]), as OWL's own
+        inference and the transformers post-processing do, so one object cannot count as two classes."""
+        best, idx = scores.max(-1)  # (num_boxes,)
+        for i in torch.nonzero(best >= self.min_score).flatten().tolist():
+            self._add(found, names[int(idx[i])], boxes[i].tolist(), best[i].item(), size)
+
+    def _chunks(self, budget: int | None = None) -> list[list[str]]:
+        """Class names per forward pass: all at once, or packed under a token `budget` (Grounding DINO's text
+        length); `query_chunk` caps the names per pass."""
+        cap = self.query_chunk or len(self.classes)
+        chunks: list[list[str]] = [[]]
+        used = 0
+        for name in self.classes:
+            n = (
+                len(self.processor.tokenizer(name, add_special_tokens=False)["input_ids"]) + 1
+                if budget
+                else 0
+            )
+            if chunks[-1] and (len(chunks[-1]) >= cap or (budget and used + n > budget)):
+                chunks.append([])
+                used = 0
+            chunks[-1].append(name)
+            used += n
+        return chunks
+
     def _owl(self, image: Image.Image) -> dict[str, list[Detection]]:
         found: dict[str, list[Detection]] = {}
         w, h = image.size
         # OWLv2 pads to a square at the bottom/right before resizing: its boxes are relative to that square
         target = (max(w, h), max(w, h)) if self.kind == "owlv2" else (h, w)
-        for start in range(0, len(self.classes), self.query_chunk):
-            names = self.classes[start : start + self.query_chunk]
+        for names in self._chunks():
             queries = [[self.template.format(c) for c in names]]
             outputs = self.model(
                 **self._inputs(text=queries, images=image, padding="max_length", truncation=True)
             )
-            logits = outputs.logits[0].float()  # (num_boxes, num_queries)
+            scores = torch.sigmoid(outputs.logits[0].float())  # (num_boxes, num_queries)
             boxes = cxcywh_to_pixels(outputs.pred_boxes[0].float(), target)  # (num_boxes, 4)
-            scores = torch.sigmoid(logits)
-            for q, cls in enumerate(names):
-                for i in torch.nonzero(scores[:, q] >= self.min_score).flatten().tolist():
-                    self._add(found, cls, boxes[i].tolist(), scores[i, q].item(), image.size)
+            self._best_class(found, names, scores, boxes, image.size)
         return found
 
     def _grounding(self, image: Image.Image) -> dict[str, list[Detection]]:
-        """Grounding DINO: classes joined as "cat. dog. ..." in chunks; a query's score for a class is the mean
-        token probability over the class's tokens (mmdet's ``convert_grounding_to_cls_scores``), so every class
-        keeps its own score instead of the merged phrases that thresholding tokens can produce."""
+        """Grounding DINO: classes joined as "cat. dog. ..." (as many as its text length takes per pass); a
+        query's score for a class is the mean probability over the class's tokens (mmdet's
+        ``convert_grounding_to_cls_scores``) rather than the merged phrases that thresholding tokens can produce;
+        each query then takes its best class. With more classes than one pass holds, a query of one pass and a
+        query of another can both report the same object."""
         found: dict[str, list[Detection]] = {}
         tok = self.processor.tokenizer
         w, h = image.size
-        for start in range(0, len(self.classes), self.query_chunk):
-            names = self.classes[start : start + self.query_chunk]
+        dot = tok(".", add_special_tokens=False)["input_ids"]
+        budget = int(getattr(self.model.config, "max_text_len", 256)) - 2  # [CLS] and [SEP]
+        for names in self._chunks(budget):
             inputs = self._inputs(text=". ".join(names) + ".", images=image)
             spans, pos = [], 1  # after [CLS]
-            dot = tok(".", add_special_tokens=False)["input_ids"]
             expected = [tok.cls_token_id]
             for name in names:
                 ids = tok(name, add_special_tokens=False)["input_ids"]
                 spans.append(list(range(pos, pos + len(ids))))
                 expected += ids + dot
                 pos += len(ids) + len(dot)
-            got = inputs["input_ids"][0].tolist()
-            if got[: len(expected)] != expected:
+            if inputs["input_ids"][0].tolist()[: len(expected)] != expected:
                 raise ValueError(
-                    f"detector {self.name!r}: cannot locate class names in its tokenized query; lower query_chunk"
+                    f"detector {self.name!r}: cannot locate the class names in its tokenized query "
+                    f"{'. '.join(names)!r}; pass a smaller query_chunk"
                 )
             outputs = self.model(**inputs)
             probs = torch.sigmoid(outputs.logits[0].float())  # (num_queries, max_text_len)
+            scores = torch.stack([probs[:, sp].mean(-1) for sp in spans], dim=-1)  # (num_queries, len(names))
             boxes = cxcywh_to_pixels(outputs.pred_boxes[0].float(), (h, w))  # (num_queries, 4)
-            for cls, span in zip(names, spans):
-                score = probs[:, span].mean(-1)  # (num_queries,)
-                for i in torch.nonzero(score >= self.min_score).flatten().tolist():
-                    self._add(found, cls, boxes[i].tolist(), score[i].item(), image.size)
+            self._best_class(found, names, scores, boxes, image.size)
         return found
 
 

@@ -201,6 +201,8 @@ def test_zero_shot_detector_is_queried_with_the_class_names(tiny):
     img = Image.fromarray((np.random.default_rng(2).random((40, 48, 3)) * 255).astype(np.uint8))
     out = d(img)
     assert set(out) <= {"cat", "computer mouse", "dog"} and out
+    # one pass holds cat and computer mouse: each box goes to one of them, never both
+    assert not {x.box for x in out.get("cat", [])} & {x.box for x in out.get("computer mouse", [])}
     for dets in out.values():
         boxes = torch.tensor([x.box for x in dets])
         if len(boxes) > 1:  # per-class NMS at 0.3 leaves no pair overlapping more
@@ -218,14 +220,30 @@ def test_grounding_dino_scores_each_class_by_its_own_tokens(tiny):
     assert d.kind == "grounding-dino" and d.nms_iou is None
     img = Image.fromarray((np.random.default_rng(4).random((40, 48, 3)) * 255).astype(np.uint8))
     out = d(img)
-    assert set(out) == set(classes)  # min_score 0: every query scores for every class
-    # independent check: mean sigmoid over the class's token positions ([CLS] cat . computer mouse . dog .)
+    # independent check: mean sigmoid over each class's token positions ([CLS] cat . computer mouse . dog .),
+    # then every query goes to its best class
     inputs = d.processor(text="cat. computer mouse. dog.", images=img, return_tensors="pt")
     with torch.no_grad():
         probs = torch.sigmoid(d.model(**inputs).logits[0])
-    for cls, span in (("cat", [1]), ("computer mouse", [3, 4]), ("dog", [6])):
-        expected = sorted(probs[:, span].mean(-1).tolist(), reverse=True)
-        assert [x.score for x in out[cls]] == pytest.approx(expected[: len(out[cls])], abs=1e-6)
+    scores = torch.stack([probs[:, sp].mean(-1) for sp in ([1], [3, 4], [6])], dim=-1)  # (queries, 3)
+    best, idx = scores.max(-1)
+    n_found = sum(len(v) for v in out.values())
+    assert 0 < n_found <= len(best)
+    for k, cls in enumerate(classes):
+        expected = sorted(best[idx == k].tolist(), reverse=True)
+        got = [x.score for x in out.get(cls, [])]
+        assert got == pytest.approx(expected[: len(got)], abs=1e-6)
+
+
+def test_zero_shot_queries_are_packed_under_the_text_length(tiny):
+    from imgalign.eval.real import HFDetector
+
+    d = HFDetector(str(tiny["grounding-dino"]), classes=["cat", "computer mouse", "dog", "bench", "cup"])
+    # token cost: the name's tokens + its "." -> 2, 3, 2, 2, 2
+    assert d._chunks(budget=5) == [["cat", "computer mouse"], ["dog", "bench"], ["cup"]]
+    assert d._chunks(budget=100) == [["cat", "computer mouse", "dog", "bench", "cup"]]
+    d.query_chunk = 2
+    assert d._chunks(budget=100) == [["cat", "computer mouse"], ["dog", "bench"], ["cup"]]
 
 
 def test_instance_segmenter_keeps_masks_and_boxes_them(tiny):
