@@ -16,11 +16,6 @@ torch.set_num_threads(1)
 SHAPES_PROMPTS = Path(__file__).resolve().parents[1] / "prompts" / "shapes_geneval.jsonl"
 
 
-@pytest.fixture(autouse=True)
-def _offline(monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-
-
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
     """A tiny base pipeline, a full fine-tuned copy, a transformer-only overlay and a PEFT LoRA overlay."""

@@ -28,12 +28,6 @@ needs_official = pytest.mark.skipif(
 )
 
 
-@pytest.fixture(autouse=True)
-def _offline(monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
-
-
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     """Tiny random SD3 pipeline, DETR, OWLv2 and open_clip model, saved once for the module."""

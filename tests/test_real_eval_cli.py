@@ -20,11 +20,6 @@ pytestmark = pytest.mark.skipif(
 SHAPES_PROMPTS = Path(__file__).resolve().parents[1] / "prompts" / "shapes_geneval.jsonl"
 
 
-@pytest.fixture(autouse=True)
-def _offline(monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-
-
 def subset(path: Path, tags: dict[str, int]) -> Path:
     out = []
     for line in SHAPES_PROMPTS.read_text().splitlines():
