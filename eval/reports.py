@@ -2,7 +2,8 @@
 (a per-task delta table and a gallery of failed images with the judge's reasons).
 
 Training metrics: ``RUN_DIR/metrics.jsonl``, one flat JSON dict per line (``step``, ``reward/<name>/mean``,
-``reward/<name>/std``, ``policy/kl`` or ``policy/approx_kl``, ``policy/clipfrac``, ``vnorm/inflation/<bucket>``, ...).
+``reward/<name>/std``, ``policy/kl`` or ``policy/approx_kl``, ``policy/clipfrac``, ``vnorm/inflation/<bucket>`` or
+``vnorm/norm_ratio/<bucket>``, ...).
 Evaluations: the folders :func:`imgalign.eval.suite.judge_folder` writes (``summary.json``, ``results.jsonl``, and
 the judged images under ``images/``).
 """
@@ -23,6 +24,8 @@ log = logging.getLogger(__name__)
 
 REWARD_MEAN = re.compile(r"^reward/(.+)/mean$")
 KL_KEYS = ("policy/kl", "policy/approx_kl")
+# velocity-norm inflation ||v_theta|| / ||v_ref|| per step bucket (trainers.vnorm logs vnorm/norm_ratio/<bucket>)
+INFLATION_PREFIXES = ("vnorm/inflation/", "vnorm/norm_ratio")
 
 
 # ---- training runs ----------------------------------------------------------------------------------------------
@@ -85,7 +88,7 @@ def metric_groups(keys: Sequence[str]) -> dict[str, list[str]]:
         "rewards": [k for k in keys if REWARD_MEAN.match(k)],
         "kl": [k for k in KL_KEYS if k in keys],
         "clipfrac": [k for k in keys if k == "policy/clipfrac"],
-        "inflation": [k for k in keys if k.startswith("vnorm/inflation/")],
+        "inflation": [k for k in keys if k.startswith(INFLATION_PREFIXES) or k == "policy/vnorm_ratio"],
     }
     return {g: ks for g, ks in groups.items() if ks}
 

@@ -76,6 +76,18 @@ def test_report_errors(tmp_path, capsys):
     assert "metrics.jsonl:2: not valid JSON" in capsys.readouterr().err
 
 
+def test_metric_groups():
+    from imgalign.eval.reports import metric_groups
+
+    keys = ["step", "reward/clip/mean", "reward/clip/std", "reward/running_mean/count", "policy/approx_kl"]
+    keys += ["vnorm/norm_ratio/early", "vnorm/norm_ratio/all", "policy/vnorm_ratio", "perf/nfe"]
+    assert metric_groups(keys) == {
+        "rewards": ["reward/clip/mean"],
+        "kl": ["policy/approx_kl"],
+        "inflation": ["policy/vnorm_ratio", "vnorm/norm_ratio/all", "vnorm/norm_ratio/early"],
+    }
+
+
 def test_ema_matches_the_normalised_weighted_mean():
     from imgalign.eval.reports import ema
 
