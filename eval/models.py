@@ -9,9 +9,11 @@ Model syntax (``imgalign grid --model``, real-model evaluation):
   LoRA adapter of the transformer (``adapter_config.json``), a diffusers LoRA (``pytorch_lora_weights.safetensors``),
   a full transformer (``config.json`` + weights) or a ``transformer/`` subfolder. Example:
   ``--model ft=shapes+runs/grpo/checkpoint-500/lora``.
+* ``CHECKPOINT`` -- a LoRA checkpoint of imgalign's trainer alone: its ``imgalign_model.json`` names the base
+  (``--model ft=runs/grpo/checkpoints/step-000500``).
 
-Generation is seeded per image (``torch.Generator(device).manual_seed(seed)``), so the same seed gives every model
-the same starting noise when their latent shapes agree.
+Generation is seeded per image (a CPU ``torch.Generator`` per image), so the same seed gives every model the same
+starting noise, on any device, when their latent shapes agree.
 """
 
 from __future__ import annotations
@@ -74,8 +76,9 @@ def overlay_kind(path: Path) -> str:
     )
 
 
-def check_model_spec(spec: ModelSpec) -> None:
-    """Fail before anything loads when a path does not exist or is not a model folder."""
+def check_model_spec(spec: ModelSpec) -> ModelSpec:
+    """Fail before anything loads when a path does not exist or is not a model folder; returns the spec with a
+    LoRA checkpoint's base filled in from its ``imgalign_model.json`` (what imgalign's trainer writes)."""
     from imgalign.hub import EMBEDDED, embedded_path
 
     if spec.base in EMBEDDED:
@@ -87,9 +90,13 @@ def check_model_spec(spec: ModelSpec) -> None:
         )
         if p.is_dir():
             if (p / "adapter_config.json").is_file() or any((p / f).is_file() for f in LORA_FILES):
+                if spec.overlay is None:
+                    base = recorded_base(p)
+                    if base:
+                        return check_model_spec(ModelSpec(spec.label, base, spec.base))
                 raise ValueError(
-                    f"model {spec.label!r}: {spec.base!r} is a LoRA folder; give its base as "
-                    f"{spec.label}=BASE+{spec.base}"
+                    f"model {spec.label!r}: {spec.base!r} is a LoRA folder that does not name its base model; "
+                    f"give it as {spec.label}=BASE+{spec.base}"
                 )
             if not (p / "model_index.json").is_file():
                 raise FileNotFoundError(
@@ -108,6 +115,19 @@ def check_model_spec(spec: ModelSpec) -> None:
                 f"model {spec.label!r}: fine-tuned folder {spec.overlay!r} does not exist"
             )
         overlay_kind(op)
+    return spec
+
+
+def recorded_base(folder: Path) -> str | None:
+    """The base model a checkpoint names in ``imgalign_model.json`` (``base_model``), if any."""
+    info = Path(folder) / "imgalign_model.json"
+    if not info.is_file():
+        return None
+    try:
+        base = json.loads(info.read_text()).get("base_model")
+    except (json.JSONDecodeError, AttributeError):
+        raise ValueError(f"{info}: not a JSON object; expected {{'base_model': ...}}") from None
+    return str(base) if base else None
 
 
 def hub_id_available(repo_id: str) -> bool:
@@ -137,7 +157,7 @@ def load_pipeline(
 
     if isinstance(spec, str):
         spec = parse_model_arg(spec)
-    check_model_spec(spec)
+    spec = check_model_spec(spec)
     base = resolve(spec.base)
     pipe = DiffusionPipeline.from_pretrained(base, dtype=dtype, **absent_components(base))
     if spec.overlay is not None:

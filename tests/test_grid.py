@@ -36,7 +36,23 @@ def models(tmp_path_factory):
     fresh = StableDiffusion3Pipeline.from_pretrained(base, **absent_components(base)).transformer
     lora = get_peft_model(fresh, LoraConfig(r=2, target_modules=["to_q", "to_v"], init_lora_weights=False))
     lora.save_pretrained(root / "lora")
-    return {"base": base, "full": root / "full", "overlay": root / "overlay", "lora": root / "lora"}
+    # a LoRA checkpoint as imgalign's trainer writes it: diffusers LoRA weights + imgalign_model.json naming the base
+    from peft.utils import get_peft_model_state_dict
+
+    layers = {k.removeprefix("base_model.model."): v for k, v in get_peft_model_state_dict(lora).items()}
+    StableDiffusion3Pipeline.save_lora_weights(
+        str(root / "ckpt"),
+        transformer_lora_layers=layers,
+        transformer_lora_adapter_metadata=lora.peft_config["default"].to_dict(),  # rank and alpha
+    )
+    (root / "ckpt" / "imgalign_model.json").write_text(json.dumps({"family": "sd3", "base_model": str(base)}))
+    return {
+        "base": base,
+        "full": root / "full",
+        "overlay": root / "overlay",
+        "lora": root / "lora",
+        "ckpt": root / "ckpt",
+    }
 
 
 def test_model_argument_syntax():
@@ -63,7 +79,11 @@ def test_overlays_change_the_model_and_seeds_are_shared(models):
     full = sample(str(models["full"]))
     assert not np.array_equal(base, full)
     assert np.array_equal(full, sample(f"{models['base']}+{models['overlay']}"))  # same weights, two routes
-    assert not np.array_equal(base, sample(f"{models['base']}+{models['lora']}"))
+    peft_lora = sample(f"{models['base']}+{models['lora']}")
+    assert not np.array_equal(base, peft_lora)
+    # the same LoRA weights saved as a trainer checkpoint, which names its own base
+    assert np.array_equal(peft_lora, sample(str(models["ckpt"])))
+    assert np.array_equal(peft_lora, sample(f"{models['base']}+{models['ckpt']}"))
 
 
 def test_grid_png_is_labelled_rows_by_models(models, tmp_path):
@@ -127,7 +147,7 @@ def no_loading(monkeypatch):
         (["--model", "a={base}", "--prompts", "{tmp}/empty.txt"], "holds no prompts"),
         (["--model", "a={base}", "--prompts", "{tmp}/binary.txt"], "cannot read prompt file"),
         (["--model", "a={base}", "--prompts", "{tmp}/bad.jsonl"], "not valid JSON"),
-        (["--model", "a={lora}", "--prompt", "x"], "is a LoRA folder"),
+        (["--model", "a={lora}", "--prompt", "x"], "is a LoRA folder that does not name its base"),
         (["--model", "a={base}+{tmp}", "--prompt", "x"], "not a fine-tuned model folder"),
         (["--model", "a={base}", "--prompt", "x", "--seeds", "0,x"], "comma-separated integers"),
         (["--model", "a={base}", "--prompt", "x", "--reward", "nope"], "unknown reward 'nope'"),

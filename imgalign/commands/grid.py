@@ -2,7 +2,8 @@
 
 Rows are prompts, columns are models (each model's seeds side by side); an optional reward score is printed under
 each image. Models: an embedded name (``shapes``), a pipeline folder, a Hub id already downloaded, or
-``BASE+OVERLAY`` for a fine-tuned part on a base (a LoRA adapter folder or a transformer folder), e.g.::
+``BASE+OVERLAY`` for a fine-tuned part on a base (a LoRA adapter folder or a transformer folder; a trainer LoRA
+checkpoint alone finds its base in its imgalign_model.json), e.g.::
 
     imgalign grid --model base=shapes --model grpo=shapes+runs/grpo/checkpoint-500/lora \\
         --prompts prompts.txt --seeds 0,1 --reward geneval --out grid.png
@@ -114,8 +115,7 @@ def run_grid(args: argparse.Namespace) -> int:
                 "give each model a distinct LABEL="
             )
         seen[s.label] = raw
-    for s in specs:
-        check_model_spec(s)
+    specs = [check_model_spec(s) for s in specs]
     prompts, metas = read_rows(args)
     seeds = parse_seeds(args.seeds)
     if args.reward:
