@@ -262,8 +262,7 @@ def comparability_notes(
         broke = sum(1 for c, b in shared if b["correct"] and not c["correct"])
         notes.append(
             f"Same prompt and image index in both: {len(shared)} images; {fixed} now correct that failed before, "
-            f"{broke} now failing that were correct (a seed gives different images per model, so these flips "
-            "are per-sample, not paired)."
+            f"{broke} now failing that were correct."
         )
     return notes
 
