@@ -8,7 +8,7 @@ Model syntax (``imgalign grid --model``, real-model evaluation):
 * ``BASE+OVERLAY`` -- a base pipeline with a fine-tuned part on top. `OVERLAY` is a folder holding one of: a PEFT
   LoRA adapter of the transformer (``adapter_config.json``), a diffusers LoRA (``pytorch_lora_weights.safetensors``),
   a full transformer (``config.json`` + weights) or a ``transformer/`` subfolder. Example:
-  ``--model ft=shapes+runs/grpo/checkpoint-500/lora``.
+  ``--model ft=shapes+path/to/peft_adapter``.
 * ``CHECKPOINT`` -- a LoRA checkpoint of imgalign's trainer alone: its ``imgalign_model.json`` names the base
   (``--model ft=runs/grpo/checkpoints/step-000500``).
 

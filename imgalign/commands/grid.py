@@ -5,8 +5,8 @@ each image. Models: an embedded name (``shapes``), a pipeline folder, a Hub id a
 ``BASE+OVERLAY`` for a fine-tuned part on a base (a LoRA adapter folder or a transformer folder; a trainer LoRA
 checkpoint alone finds its base in its imgalign_model.json), e.g.::
 
-    imgalign grid --model base=shapes --model grpo=shapes+runs/grpo/checkpoint-500/lora \\
-        --prompts prompts.txt --seeds 0,1 --reward geneval --out grid.png
+    imgalign grid --model base=shapes --model grpo=runs/grpo/checkpoints/step-000500 \\
+        --model other=shapes+path/to/peft_adapter --prompts eval.jsonl --seeds 0,1 --reward geneval --out grid.png
 
 Every input is checked before any model loads.
 """
