@@ -8,6 +8,7 @@ import torch
 from imgalign.trainers.balance import (
     BalanceConfig,
     MarbleBalancer,
+    balance_advantages,
     combination_gram,
     cosines_with_update,
     gdpo_advantages,
@@ -74,15 +75,16 @@ def _simplex_grid(k, n):
             yield [x / n for x in c] + [(n - sum(c)) / n]
 
 
+@pytest.mark.parametrize("solver", ["auto", "projected_gradient"])
 @pytest.mark.parametrize("k", [3, 4])
-def test_min_norm_solver_vs_brute_force(k):
+def test_min_norm_solver_vs_brute_force(k, solver):
     gen = torch.Generator().manual_seed(k)
     grid = torch.tensor(list(_simplex_grid(k, 60 if k == 3 else 24)), dtype=torch.float64)  # [M, K]
     for trial in range(6):
         dim = 2 if trial % 2 else 8  # rank-deficient and full-rank Gram matrices
         g = torch.randn(k, dim, generator=gen, dtype=torch.float64) + (0.0 if trial < 3 else 1.5)
         gram = g @ g.T
-        alpha = min_norm_simplex(gram)
+        alpha = min_norm_simplex(gram, solver=solver)
         assert alpha.min() >= -1e-12 and abs(float(alpha.sum()) - 1.0) < 1e-9
         obj = float(alpha @ gram @ alpha)
         brute = float(((grid @ gram) * grid).sum(1).min())
@@ -97,6 +99,13 @@ def test_min_norm_matches_scipy_for_k5():
     g = torch.randn(5, 6, generator=gen, dtype=torch.float64)
     gram = g @ g.T
     alpha = min_norm_simplex(gram)
+    assert (
+        abs(
+            float(alpha @ gram @ alpha)
+            - float((a2 := min_norm_simplex(gram, "projected_gradient")) @ gram @ a2)
+        )
+        < 1e-9
+    )
     res = scipy_opt.minimize(
         lambda a: a @ gram.numpy() @ a,
         x0=[0.2] * 5,
@@ -213,6 +222,33 @@ def test_output_gram_matches_autograd():
         rows.append(torch.autograd.grad(loss_k, v, retain_graph=True)[0].reshape(-1).double())
     direct = torch.stack(rows) @ torch.stack(rows).T
     assert torch.allclose(gram, direct, rtol=1e-5)
+    # the generic form: param_gram with the output tensor as the "parameter"
+    losses = [nft_combine(r[:, k], lp, lm, beta) for k in range(r.shape[1])]
+    assert torch.allclose(param_gram(losses, [v])[0], direct, rtol=1e-9)
+    # cosines with the applied update from an extra r column equal the balancer's own diagnostics (affine in r)
+    mb = MarbleBalancer(3, ema=0.0)
+    mb.update(gram)
+    ext = nft_output_gram(v, lp, lm, torch.cat([r, mb.mix(r)[:, None]], dim=1), beta)
+    cos = cosines_with_update(ext)
+    diag = mb.diagnostics(gram)
+    assert torch.allclose(cos, torch.tensor([diag[f"balance/grad_cos/{k}"] for k in range(3)]), atol=1e-5)
+    assert float(cos.min()) > 0  # MGDA: the min-norm direction has non-negative inner product with every g_k
+
+
+def test_balance_advantages_dispatch_and_mix_advantages():
+    rewards = torch.tensor([[1.0, 0.0], [0.0, 1.0], [2.0, 0.5], [1.0, 0.7]])
+    groups = torch.tensor([0, 0, 1, 1])
+    assert balance_advantages(rewards, groups, BalanceConfig()).shape == (4,)
+    assert torch.allclose(
+        balance_advantages(rewards, groups, BalanceConfig(method="gdpo")), gdpo_advantages(rewards, groups)
+    )
+    per = balance_advantages(rewards, groups, BalanceConfig(method="marble"))
+    assert per.shape == (4, 2) and torch.allclose(per, group_normalize(rewards, groups, clip=5.0))
+    mb = MarbleBalancer(2, ema=0.0)
+    mb.update(
+        torch.tensor([[4.0, 0.0], [0.0, 1.0]])
+    )  # norms 2, 1 -> alpha [.5, .5], c ~ [1/4, 1/2] -> [1/3, 2/3]
+    assert torch.allclose(mb.mix_advantages(per), per @ torch.tensor([1 / 3, 2 / 3]))
 
 
 def test_reward_means_and_config():

@@ -118,6 +118,20 @@ def test_ema_params_update_and_applied():
     ema2 = EmaParams(lin.parameters())
     ema2.load_state_dict(state)
     assert torch.allclose(ema2.shadow[0], ema.shadow[0])
+    # functional call: EMA weights substituted, live weights untouched, usable after a forward that keeps a graph
+    ema_f = EmaParams.from_module(lin, decay=0.5)  # shadow weight = 3
+    with torch.no_grad():
+        lin.weight.fill_(5.0)
+    y = lin(x).sum()
+    ema_f.update()  # shadow weight = 4
+    with torch.no_grad():
+        assert torch.allclose(ema_f.functional(lin, x), torch.tensor([[8.0]]))
+    y.backward()
+    assert torch.allclose(lin.weight.grad, torch.ones(1, 2)) and torch.allclose(
+        lin.weight, torch.full((1, 2), 5.0)
+    )
+    with pytest.raises(ValueError, match="from_module"):
+        ema.functional(lin, x)
     assert ema_decay(0, 0.001, 0.9) == 0.0 and ema_decay(500, 0.001, 0.9) == pytest.approx(0.5)
     assert ema_decay(10_000, 0.001, 0.9) == 0.9
 

@@ -39,6 +39,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+import numpy as np
 import torch
 
 from imgalign.config import field
@@ -72,7 +73,7 @@ class BalanceConfig:
     marble_refresh_every: int = field(1, help="Recompute the Gram matrix and alpha* every N updates (>= 1).")
     marble_solver: Literal["auto", "projected_gradient"] = field(
         "auto",
-        help="Min-norm solver for K >= 3 (K = 2 always uses the closed form; auto = projected_gradient/FISTA).",
+        help="Min-norm solver for K >= 3 (K = 2: closed form; auto = exact face enumeration for K <= 6, else FISTA).",
     )
 
     def validate(self) -> None:
@@ -186,6 +187,23 @@ def gdpo_advantages(
     return adv.clamp(-clip, clip) if clip > 0 else adv
 
 
+def balance_advantages(rewards: torch.Tensor, group_ids: torch.Tensor, cfg: BalanceConfig) -> torch.Tensor:
+    """Advantages for the configured balancer: [B] for weighted_sum/gdpo, per-reward [B, K] for marble.
+
+    rewards [B, K] raw scores (higher is better), group_ids [B] prompt index of each sample.
+    """
+    if rewards.ndim != 2:
+        raise ValueError(f"balance_advantages: rewards must be [B, K], got {tuple(rewards.shape)}")
+    kw = {"eps": cfg.adv_eps, "std": cfg.std, "clip": cfg.adv_clip}
+    if cfg.method == "weighted_sum":
+        return weighted_sum_advantages(rewards, group_ids, cfg.weights, **kw)
+    if cfg.method == "gdpo":
+        return gdpo_advantages(rewards, group_ids, cfg.weights, **kw)
+    if cfg.method == "marble":
+        return group_normalize(rewards, group_ids, **kw)
+    raise ValueError(f"balance_advantages: unknown method {cfg.method!r}; use weighted_sum, gdpo or marble")
+
+
 # ---- min-norm point on the simplex ---------------------------------------------------------------------------------
 
 
@@ -223,7 +241,8 @@ def min_norm_simplex(
     """alpha* = argmin_{alpha >= 0, sum alpha = 1} alpha^T G alpha, the min-norm point of the gradients' convex hull.
 
     gram [K, K] symmetric PSD (float64 internally) -> alpha [K] in gram's dtype. K = 1: [1]; K = 2: closed form;
-    K >= 3: accelerated projected gradient (FISTA, step 1/(2·lambda_max)) onto the simplex. (We tried Frank-Wolfe
+    3 <= K <= 6 with solver="auto": exact enumeration of the simplex faces (:func:`_min_norm_enumerate`); otherwise
+    accelerated projected gradient (FISTA, step 1/(2·lambda_max)) onto the simplex. (We tried Frank-Wolfe
     with exact line search, Sener & Koltun 2018 Alg. 2: its O(1/t) convergence left objective errors ~1e-3 after
     2000 iterations on random 3x3 Gram matrices, so it is not offered.)
     """
@@ -237,6 +256,8 @@ def min_norm_simplex(
     if k == 2:
         return min_norm_2(gram)
     g = 0.5 * (gram.double().cpu() + gram.double().cpu().T)
+    if solver == "auto" and k <= 6:
+        return _min_norm_enumerate(g).to(gram.dtype)
     if solver in ("auto", "projected_gradient"):
         # accelerated projected gradient (FISTA) on f(a) = a^T G a, gradient 2 G a, Lipschitz constant 2 lambda_max
         lip = 2.0 * float(torch.linalg.eigvalsh(g)[-1])
@@ -255,6 +276,44 @@ def min_norm_simplex(
             x, tk = x_new, t_new
         return x.to(gram.dtype)
     raise ValueError(f"min_norm_simplex: unknown solver {solver!r}; use auto or projected_gradient")
+
+
+def _min_norm_enumerate(g: torch.Tensor) -> torch.Tensor:
+    """Exact min-norm point for small K: the optimum is the affine-hull minimiser of some face S of the simplex.
+
+    For every non-empty support S solve the KKT system [G_S 1; 1^T 0][a; -lam] = [0; 1] (least squares for singular
+    faces), keep the solutions with a >= 0, return the one with the lowest a^T G a. 2^K - 1 tiny solves (K <= 6),
+    done in numpy: ~0.1 ms for K = 3, where torch's per-call overhead costs milliseconds.
+    """
+    gn = g.numpy()
+    k = gn.shape[0]
+    best, best_obj = None, float("inf")
+    for mask in range(1, 2**k):
+        idx = [i for i in range(k) if mask >> i & 1]
+        m = len(idx)
+        kkt = np.zeros((m + 1, m + 1))
+        kkt[:m, :m] = gn[np.ix_(idx, idx)]
+        kkt[:m, m] = 1.0
+        kkt[m, :m] = 1.0
+        rhs = np.zeros(m + 1)
+        rhs[m] = 1.0
+        try:
+            a_s = np.linalg.solve(kkt, rhs)[:m]
+        except np.linalg.LinAlgError:  # singular face (linearly dependent gradients)
+            a_s = np.linalg.lstsq(kkt, rhs, rcond=None)[0][:m]
+        if not np.isfinite(a_s).all():
+            continue
+        if a_s.min() < -1e-12 or abs(a_s.sum() - 1.0) > 1e-9:
+            continue
+        a = np.zeros(k)
+        a[idx] = np.clip(a_s, 0.0, None)
+        a /= a.sum()
+        obj = float(a @ gn @ a)
+        if obj < best_obj - 1e-15:
+            best, best_obj = a, obj
+    if best is None:  # cannot happen for a PSD matrix (every vertex is feasible); kept as a guard
+        raise RuntimeError("min_norm_simplex: no feasible face found; is the Gram matrix symmetric PSD?")
+    return torch.from_numpy(best)
 
 
 # ---- Gram matrices -------------------------------------------------------------------------------------------------
@@ -294,10 +353,11 @@ def nft_output_gram(
 def param_gram(
     losses: Sequence[torch.Tensor], params: Sequence[torch.nn.Parameter]
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Parameter-space Gram matrix of K scalar losses: G [K, K] (float64) and the flat gradients [K, P] (>= float32).
+    """Gram matrix of K scalar losses' gradients: G [K, K] (float64) and the flat gradients [K, P] (>= float32).
 
     One ``autograd.grad`` per loss with retain_graph=True (K backward passes over the graph down to `params`), so pass
-    a small parameter list (trainable LoRA weights, or a subset) to keep it cheap.
+    a small parameter list (trainable LoRA weights, or a subset) to keep it cheap. `params` may also be a non-leaf
+    tensor such as the model output v_theta: that is the output-space Gram for any objective (e.g. Flow-GRPO's).
     """
     params = [p for p in params if p.requires_grad]
     if not params:
@@ -407,6 +467,15 @@ class MarbleBalancer:
         if r.ndim != 2 or r.shape[1] != self.k:
             raise ValueError(f"MarbleBalancer.mix: r must be [B, {self.k}], got {tuple(r.shape)}")
         return r @ self.coefficients().to(r.dtype).to(r.device)
+
+    def mix_advantages(self, advantages: torch.Tensor) -> torch.Tensor:
+        """A_mix = sum_k c_k A_k [B] for objectives linear in the advantage (Flow-GRPO's loss while the ratio is
+        inside the clip range, e.g. the first inner epoch): the gradient of L(A_mix) is sum_k c_k grad L(A_k)."""
+        if advantages.ndim != 2 or advantages.shape[1] != self.k:
+            raise ValueError(
+                f"MarbleBalancer.mix_advantages: need [B, {self.k}], got {tuple(advantages.shape)}"
+            )
+        return advantages @ self.coefficients().to(advantages.dtype).to(advantages.device)
 
     def diagnostics(self, gram: torch.Tensor | None = None, prefix: str = "balance") -> dict[str, float]:
         """alpha per reward and, given the Gram matrix of this batch, each reward's cosine with the update."""

@@ -204,17 +204,44 @@ def ema_decay(update_step: int, ramp: float, max_decay: float) -> float:
 class EmaParams:
     """Exponential moving average of a list of parameters (the NFT old policy, or evaluation EMA weights).
 
-    ``update(params, decay)``: ema <- decay·ema + (1 - decay)·param. ``applied(params)`` temporarily copies the EMA
-    values into the live parameters (e.g. the LoRA weights of the policy) so one forward under ``torch.no_grad()``
-    evaluates the old policy, then restores them. Kept in float32 whatever the parameters' dtype.
+    ``update(params, decay)``: ema <- decay·ema + (1 - decay)·param. Two ways to evaluate the old policy:
+
+    - ``functional(module, *args, **kwargs)`` (built with :meth:`from_module`, so names are known): one forward with
+      the EMA tensors substituted through ``torch.func.functional_call``; the live parameters are untouched, so it
+      can run at any point, also after the v_theta forward whose graph is still needed. Preferred.
+    - ``applied(params)``: temporarily copies the EMA values into the live parameters. The copy bumps the
+      parameters' version counters, so it must run BEFORE the v_theta forward of the same step (otherwise backward
+      fails with "modified by an inplace operation").
+
+    Kept in float32 whatever the parameters' dtype.
     """
 
-    def __init__(self, params: Iterable[torch.nn.Parameter], decay: float = 0.9) -> None:
+    def __init__(
+        self, params: Iterable[torch.nn.Parameter], decay: float = 0.9, names: list[str] | None = None
+    ) -> None:
         self.params = list(params)
         if not self.params:
             raise ValueError("EmaParams: got no parameters; pass the trainable parameters of the policy")
+        if names is not None and len(names) != len(self.params):
+            raise ValueError("EmaParams: give one name per parameter")
+        self.names = names
         self.decay = decay
         self.shadow = [p.detach().float().clone() for p in self.params]
+
+    @classmethod
+    def from_module(cls, module: torch.nn.Module, decay: float = 0.9) -> EmaParams:
+        """EMA of the module's trainable parameters (requires_grad), with their names (for :meth:`functional`)."""
+        named = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
+        return cls([p for _, p in named], decay=decay, names=[n for n, _ in named])
+
+    def functional(self, module: torch.nn.Module, *args: object, **kwargs: object) -> object:
+        """module(*args, **kwargs) with the EMA values in place of the tracked parameters (live weights untouched)."""
+        if self.names is None:
+            raise ValueError(
+                "EmaParams.functional needs parameter names: build it with EmaParams.from_module(model)"
+            )
+        sub = {n: s.to(p.dtype) for n, s, p in zip(self.names, self.shadow, self.params)}
+        return torch.func.functional_call(module, sub, args, kwargs, strict=False)
 
     def _check(self, params: list[torch.nn.Parameter]) -> None:
         if len(params) != len(self.shadow) or any(p.shape != s.shape for p, s in zip(params, self.shadow)):
