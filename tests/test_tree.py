@@ -10,8 +10,10 @@ from imgalign.trainers.tree import (
     TreeSpec,
     backward_progressive_window,
     edge_advantages,
+    edge_log_prob,
     euler_step,
     flat_nfe,
+    flow_sde_mean_std,
     flow_sde_step,
     gaussian_log_prob,
     nfe_report,
@@ -120,6 +122,13 @@ def test_rollout_nfe_shared_prefix_and_recorded_transitions():
     assert torch.allclose(mean, roll.parent_mean) and torch.allclose(std, roll.parent_std)
     lp = gaussian_log_prob(roll.edge_x_next, mean[roll.edge_parent], std[roll.edge_parent])
     assert torch.allclose(torch.exp(lp - roll.edge_log_prob), torch.ones(40), atol=1e-5)
+    mean_only, std_only = flow_sde_mean_std(roll.parent_x, v, roll.parent_sigma, roll.parent_sigma_next, 0.7)
+    assert torch.allclose(mean_only, mean) and torch.equal(std_only, std)
+    assert torch.allclose(
+        torch.exp(edge_log_prob(roll, mean_only) - roll.edge_log_prob), torch.ones(40), atol=1e-5
+    )
+    # a perturbed policy gives ratio != 1
+    assert not torch.allclose(edge_log_prob(roll, mean_only + 0.1), roll.edge_log_prob)
     # node bookkeeping: every edge child has the edge's parent node as parent, depth = parent depth + 1
     assert torch.equal(roll.node_parent[roll.edge_child], roll.parent_node[roll.edge_parent])
     assert torch.equal(
@@ -203,6 +212,14 @@ def test_tree_advantages_on_rollout_and_two_trees():
     assert adv_w.shape == adv.shape and torch.isfinite(adv_w).all()
     with pytest.raises(ValueError, match="rewards"):
         tree_advantages(roll, r[:3])
+    # two trees of the same prompt: root_group pools them, so tree 1 (+100) gets the positive advantages
+    pooled = tree_advantages(roll, r, mode="tree", eps=0.0, root_group=torch.tensor([0, 0]))
+    tree1 = roll.parent_root[roll.edge_parent] == 1
+    assert (pooled[tree1] > 0).all() and (pooled[~tree1] < 0).all()
+    pooled_depth = tree_advantages(roll, r, mode="depth", eps=0.0, root_group=torch.tensor([0, 0]))
+    assert (pooled_depth[tree1 & first] > 0).all()
+    with pytest.raises(ValueError, match="root_group"):
+        tree_advantages(roll, r, root_group=torch.tensor([0]))
 
 
 def test_backward_progressive_schedule():

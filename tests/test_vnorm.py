@@ -49,6 +49,18 @@ def test_penalty_values_and_gradient_only_through_v_theta():
         norm_ratio(v2, v_ref)
 
 
+def test_linear_hinge_pins_the_norm_squared_leaves_inflation():
+    """The documented choice: with a base loss pulling toward 1.1x the reference norm, lambda = 1 keeps the linear
+    hinge's optimum at ratio 1 exactly, while the squared hinge's optimum sits at (1.1 + lambda)/(1 + lambda)."""
+    v_ref = torch.ones(1, 16)  # rms 1
+    rho = torch.linspace(0.9, 1.2, 3001)  # candidates v = rho * v_ref
+    v = rho[:, None] * v_ref
+    base = ((v - 1.1 * v_ref) ** 2).mean(1)  # (rho - 1.1)^2
+    for form, expected in (("linear", 1.0), ("squared", 2.1 / 2.0)):
+        total = base + 1.0 * velocity_norm_penalty(v, v_ref.expand_as(v), form=form)
+        assert float(rho[total.argmin()]) == pytest.approx(expected, abs=2e-4), form
+
+
 def test_buckets_and_meter():
     assert [step_bucket(i, 10) for i in range(10)] == ["early"] * 4 + ["middle"] * 3 + ["late"] * 3
     assert [step_bucket(i, 3) for i in range(3)] == ["early", "middle", "late"]

@@ -34,18 +34,26 @@ training step k (the last trainable steps first, extended backwards over trainin
 the configured tree into one that branches only inside that window (keeping the number of leaves), so the prefix
 before the window is shared by the whole group.
 
-Integration with the trainer (one rollout; prompts P, tree per prompt):
+Integration with the trainer (one rollout; P trees, normally one per prompt):
 
     spec = tree_spec_for_step(cfg, num_steps, train_step)                 # TreeSpec (progressive-aware)
     roll = tree_rollout(velocity_fn, noise [P, C, H, W], sigmas [T+1], spec, sde_step=kernels_sde_step,
                         ode_step=kernels_ode_step, noise_level=a, between=cfg.between, generator=g,
-                        cfg_multiplier=2 if cfg_scale > 1 else 1)
-    x0 = roll.leaves                            # [L = P·leaves_per_tree, C, H, W]; prompts: roll.leaf_root [L]
-    R = rewards(decode(x0))                     # [L]
-    A = tree_advantages(roll, R, mode=cfg.advantage, value=cfg.value, ...)   # [E] per branching edge
-    # loss: v = model(roll.parent_x, roll.parent_sigma, roll.parent_root) once per *parent* [M] rows, then the
-    # new mean for each parent; log-prob of each edge: N(roll.edge_x_next; mean_theta[roll.edge_parent],
-    # roll.parent_std[roll.edge_parent]) vs roll.edge_log_prob (old); GRPO clip loss with A.
+                        cfg_multiplier=2 if cfg_scale > 1 else 1)           # no grad inside
+    x0 = roll.leaves                  # [L = P·spec.num_leaves, C, H, W]; tree of each leaf: roll.leaf_root [L]
+    R = rewards(decode(x0))           # [L]
+    A = tree_advantages(roll, R, mode=cfg.advantage, value=cfg.value, temperature=cfg.value_temperature,
+                        eps=cfg.adv_eps, clip=cfg.adv_clip)                  # [E], one per branching edge
+    # update: v_theta once per PARENT row (siblings share x, sigma and conditioning), M <= E rows
+    v = model(roll.parent_x, roll.parent_sigma, cond[roll.parent_root])     # [M, C, H, W], with grad
+    mean, _ = flow_sde_mean_std(roll.parent_x, v, roll.parent_sigma, roll.parent_sigma_next, a)  # or the kernel's
+    ratio = exp(edge_log_prob(roll, mean) - roll.edge_log_prob)            # [E]; == 1 with unchanged weights
+    loss = GRPO clip loss(ratio, A) (+ KL, + vnorm penalty on v vs v_ref at the same parent rows)
+    metrics |= nfe_report(spec, P, cfg=cfg_scale > 1) | {"perf/rollout_nfe_counted": roll.nfe}
+
+edge_log_prob sums over latent dims (the honest density). A trainer that uses the reference code's per-dimension
+mean instead must recompute the old log-prob the same way from roll.parent_mean / roll.parent_std (the mean and
+std actually used) so the ratio is exactly 1 before the first update.
 """
 
 from __future__ import annotations
@@ -193,18 +201,13 @@ def euler_step(
     return x + v * _rows(sigma_next - sigma, x)
 
 
-def flow_sde_step(
-    x: torch.Tensor,
-    v: torch.Tensor,
-    sigma: torch.Tensor,
-    sigma_next: torch.Tensor,
-    noise_level: float,
-    generator: torch.Generator | None = None,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Flow-GRPO SDE step (algorithms.md section 2). Returns (x_next, mean [N, ...], std [N]).
+def flow_sde_mean_std(
+    x: torch.Tensor, v: torch.Tensor, sigma: torch.Tensor, sigma_next: torch.Tensor, noise_level: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean [N, ...] and std [N] of the Flow-GRPO SDE transition (algorithms.md section 2).
 
     s = a·sqrt(sigma/(1 - sigma)) (the next sigma in the denominator at sigma = 1), dt = sigma' - sigma,
-    mu = x + v·dt + (s²/(2 sigma))·(x + (1 - sigma)·v)·dt, x' = mu + s·sqrt(-dt)·eps; a = 0 is the Euler step.
+    mu = x + v·dt + (s²/(2 sigma))·(x + (1 - sigma)·v)·dt, std = s·sqrt(-dt); a = 0 gives the Euler step.
     """
     s = sigma.double()
     s_next = sigma_next.double()
@@ -214,6 +217,19 @@ def flow_sde_step(
     coef = (vs**2 / (2.0 * s)) * dt  # [N]
     mean = x + v * _rows(dt, x) + _rows(coef, x) * (x + _rows(1.0 - s, x) * v)
     std = (vs * torch.sqrt(-dt)).to(torch.float32)  # [N]
+    return mean, std
+
+
+def flow_sde_step(
+    x: torch.Tensor,
+    v: torch.Tensor,
+    sigma: torch.Tensor,
+    sigma_next: torch.Tensor,
+    noise_level: float,
+    generator: torch.Generator | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Flow-GRPO SDE step: x' = mu + std·eps. x, v [N, ...]; sigma, sigma_next [N]. Returns (x', mu, std [N])."""
+    mean, std = flow_sde_mean_std(x, v, sigma, sigma_next, noise_level)
     eps = torch.randn(x.shape, generator=generator, device=x.device, dtype=x.dtype)
     return mean + _rows(std, x) * eps, mean, std
 
@@ -406,6 +422,16 @@ def tree_rollout(
     )
 
 
+def edge_log_prob(rollout: TreeRollout, parent_mean: torch.Tensor) -> torch.Tensor:
+    """log-density [E] (float32, summed over latent dims) of every recorded edge under new parent means [M, ...].
+
+    parent_mean: the SDE mean recomputed from v_theta evaluated once per parent row (rollout.parent_x, parent_sigma,
+    parent_root); the std is the one used at sampling. With unchanged weights this equals rollout.edge_log_prob.
+    """
+    p = rollout.edge_parent
+    return gaussian_log_prob(rollout.edge_x_next, parent_mean[p], rollout.parent_std[p])
+
+
 # ---- credit assignment ---------------------------------------------------------------------------------------------
 
 
@@ -453,7 +479,7 @@ def edge_advantages(
     values: torch.Tensor,
     edge_child: torch.Tensor,
     node_parent: torch.Tensor,
-    node_root: torch.Tensor,
+    node_group: torch.Tensor,
     node_depth: torch.Tensor,
     mode: Literal["depth", "sibling", "tree"],
     eps: float = 1e-4,
@@ -461,8 +487,9 @@ def edge_advantages(
 ) -> torch.Tensor:
     """Per-edge advantage from node values [Nn] or [Nn, K]; edge_child [E] -> [E] or [E, K].
 
-    depth: normalise the children's values over edges of the same (tree, depth); sibling: over the children of the
-    same parent; tree: the child's value as it is (values must come from per-tree-normalised leaf rewards).
+    node_group [Nn]: the tree (or prompt group) of each node. depth: normalise the children's values over edges of
+    the same (group, depth); sibling: over the children of the same parent; tree: the child's value as it is (values
+    must come from per-group-normalised leaf rewards, as :func:`tree_advantages` does).
     """
     v = values[edge_child]
     if mode == "tree":
@@ -471,7 +498,7 @@ def edge_advantages(
         adv = group_normalize(v, node_parent[edge_child], eps=eps)
     elif mode == "depth":
         depth = node_depth[edge_child]
-        adv = group_normalize(v, node_root[edge_child] * (int(node_depth.max()) + 1) + depth, eps=eps)
+        adv = group_normalize(v, node_group[edge_child] * (int(node_depth.max()) + 1) + depth, eps=eps)
     else:
         raise ValueError(f"edge_advantages: mode must be depth, sibling or tree (got {mode!r})")
     return adv.clamp(-clip, clip) if clip > 0 else adv
@@ -485,17 +512,26 @@ def tree_advantages(
     temperature: float = 1.0,
     eps: float = 1e-4,
     clip: float = 5.0,
+    root_group: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Edge advantages [E] (or [E, K]) of a rollout from its leaf rewards [L] (or [L, K]), rows as rollout.leaves."""
+    """Edge advantages [E] (or [E, K]) of a rollout from its leaf rewards [L] (or [L, K]), rows as rollout.leaves.
+
+    root_group [P] (optional): the normalisation group of each tree, when several trees share one prompt; the
+    default is one group per tree. Used by "tree" (leaf normalisation) and "depth" (per-depth normalisation).
+    """
     if leaf_rewards.shape[0] != rollout.leaf_node.shape[0]:
         raise ValueError(
             f"tree_advantages: got {leaf_rewards.shape[0]} rewards for {rollout.leaf_node.shape[0]} leaves"
         )
     r = leaf_rewards.to(rollout.node_parent.device).float()
-    if mode == "tree":
-        r = group_normalize(
-            r, rollout.leaf_root, eps=eps
-        )  # TreeGRPO: normalise the leaves of each tree first
+    node_group = rollout.node_root
+    if root_group is not None:
+        n_roots = int(rollout.node_root.max()) + 1
+        if root_group.shape != (n_roots,):
+            raise ValueError(f"tree_advantages: root_group must have one entry per tree ({n_roots})")
+        node_group = root_group.to(rollout.node_root.device)[rollout.node_root]
+    if mode == "tree":  # TreeGRPO: normalise the leaves of each group first, then propagate
+        r = group_normalize(r, node_group[rollout.leaf_node], eps=eps)
     logit = None
     if value == "logprob":
         d = rollout.edge_x_next[0].numel()
@@ -505,14 +541,7 @@ def tree_advantages(
         raise ValueError(f"tree_advantages: value must be 'mean' or 'logprob' (got {value!r})")
     values = propagate_values(rollout.node_parent, rollout.node_depth, rollout.leaf_node, r, logit)
     return edge_advantages(
-        values,
-        rollout.edge_child,
-        rollout.node_parent,
-        rollout.node_root,
-        rollout.node_depth,
-        mode,
-        eps,
-        clip,
+        values, rollout.edge_child, rollout.node_parent, node_group, rollout.node_depth, mode, eps, clip
     )
 
 
