@@ -259,3 +259,20 @@ def test_reward_means_and_config():
         BalanceConfig(marble_ema=1.0).validate()
     with pytest.raises(ValueError):
         min_norm_simplex(torch.tensor([[float("nan")]]))
+
+
+def test_marble_update_never_opposes_a_reward_while_weighted_sum_can():
+    """MGDA property: <g_k, d*> >= ||d*||^2 >= 0 for the min-norm direction d* (EMA off), on random Gram matrices."""
+    gen = torch.Generator().manual_seed(11)
+    negatives_ws = 0
+    for _ in range(50):
+        scales = torch.tensor([10.0, 1.0, 0.1], dtype=torch.float64)
+        g = torch.randn(3, 5, generator=gen, dtype=torch.float64) * scales[:, None]
+        gram = g @ g.T
+        mb = MarbleBalancer(3, ema=0.0)
+        mb.update(gram)
+        cos = cosines_with_update(combination_gram(gram, mb.coefficients()))
+        assert float(cos.min()) >= -1e-6
+        cos_ws = cosines_with_update(combination_gram(gram, torch.ones(3, dtype=torch.float64)))
+        negatives_ws += int(float(cos_ws.min()) < 0)
+    assert negatives_ws > 0  # the raw weighted sum does oppose some reward on some of these batches

@@ -29,6 +29,11 @@ How the Gram matrix G_kl = <g_k, g_l> is obtained cheaply (``gram_source``), mea
   weights, or a subset chosen by the caller), K extra backward passes (:func:`param_gram`); refresh them only every
   N steps (``refresh_every``) and keep the EMA'd alpha in between.
 
+Several processes: gather the rewards before the group normalisation (group members live on different ranks).
+The output-space Gram sums over disjoint per-sample slices, so all-reducing (sum) the local Gram matrices gives the
+global one up to a common scale, which cancels in alpha and in the normalised coefficients c. Parameter-space Grams
+need the per-reward gradients all-reduced first (K x P), not the local Grams.
+
 Diagnostics: each reward's gradient cosine with the final update, from the Gram matrix of [g_1..g_K, d]
 (:func:`cosines_with_update`), alpha, and the per-reward means (``reward/<name>/mean``).
 """
@@ -481,7 +486,7 @@ class MarbleBalancer:
         """alpha per reward and, given the Gram matrix of this batch, each reward's cosine with the update."""
         out = {f"{prefix}/alpha/{n}": float(a) for n, a in zip(self.names, self.alpha)}
         if gram is not None:
-            cos = cosines_with_update(combination_gram(gram, self.coefficients()))
+            cos = cosines_with_update(combination_gram(gram.detach().double().cpu(), self.coefficients()))
             out.update({f"{prefix}/grad_cos/{n}": float(c) for n, c in zip(self.names, cos)})
             out[f"{prefix}/grad_cos_min"] = float(cos.min())
         return out

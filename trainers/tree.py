@@ -283,7 +283,8 @@ class TreeRollout:
         return self.parent_step[self.edge_parent]
 
     def edge_fields(self) -> dict[str, torch.Tensor]:
-        """Per-edge flat view (x, x_next, mean, std, sigma, sigma_next, step, root), for trainers without dedup."""
+        """Per-edge flat view [E, ...] (x, x_next, mean, std, sigma, sigma_next, step, root, parent/child node ids,
+        log_prob), for trainers that do not share the v_theta evaluation between siblings."""
         p = self.edge_parent
         return {
             "x": self.parent_x[p],
@@ -294,6 +295,8 @@ class TreeRollout:
             "sigma_next": self.parent_sigma_next[p],
             "step": self.parent_step[p],
             "root": self.parent_root[p],
+            "parent_node": self.parent_node[p],
+            "child_node": self.edge_child,
             "log_prob": self.edge_log_prob,
         }
 
