@@ -276,3 +276,14 @@ def test_marble_update_never_opposes_a_reward_while_weighted_sum_can():
         cos_ws = cosines_with_update(combination_gram(gram, torch.ones(3, dtype=torch.float64)))
         negatives_ws += int(float(cos_ws.min()) < 0)
     assert negatives_ws > 0  # the raw weighted sum does oppose some reward on some of these batches
+
+
+def test_balance_config_through_load_config():
+    from imgalign.config import ConfigError, load_config
+
+    cfg = load_config(
+        BalanceConfig, overrides=["method=marble", "weights=[1, 0.5]", "marble_refresh_every=5"]
+    )
+    assert cfg.method == "marble" and cfg.weights == [1.0, 0.5] and cfg.marble_refresh_every == 5
+    with pytest.raises(ConfigError, match="method"):
+        load_config(BalanceConfig, overrides=["method=pcgrad"])

@@ -237,3 +237,18 @@ def test_backward_progressive_schedule():
     assert tree_spec_for_step(cfg, 10, 0) == TreeSpec(10, (7,), (8,))
     assert tree_spec_for_step(cfg, 10, 5) == TreeSpec(10, (6,), (8,))
     assert tree_spec_for_step(TreeConfig(), 10, 5) == base
+
+
+def test_tree_config_through_load_config():
+    from imgalign.config import ConfigError, load_config
+
+    cfg = load_config(
+        TreeConfig, overrides=["branch_steps=[1, 2]", "branch_factors=[3]", "advantage=sibling"]
+    )
+    assert cfg.spec(6) == TreeSpec(6, (1, 2), (3, 3)) and cfg.advantage == "sibling"
+    with pytest.raises(ConfigError, match="advantage"):
+        load_config(TreeConfig, overrides=["advantage=foo"])
+    with pytest.raises(ValueError, match="last step"):
+        TreeConfig(branch_steps=[9]).spec(
+            10
+        )  # checked against the step count when the trainer builds the spec
