@@ -44,19 +44,26 @@ def tiny_sd3(seed: int = 0, sample_size: int = 16):
 class SD3Velocity:
     """velocity_fn(x [N, 4, H, W], sigma [N], root [N]) for a diffusers SD3 transformer (timestep = 1000·sigma)."""
 
-    def __init__(self, model, text: torch.Tensor, pooled: torch.Tensor) -> None:
-        self.model, self.text, self.pooled = model, text, pooled
-        self.rows = 0
+    def __init__(self, model, text: torch.Tensor, pooled: torch.Tensor, cfg_scale: float = 1.0) -> None:
+        self.model, self.text, self.pooled, self.cfg_scale = model, text, pooled, cfg_scale
+        self.rows = 0  # transformer rows evaluated (= NFE, CFG included)
 
     @torch.no_grad()
     def __call__(self, x: torch.Tensor, sigma: torch.Tensor, root: torch.Tensor) -> torch.Tensor:
+        text, pooled = self.text[root], self.pooled[root]
+        if self.cfg_scale != 1.0:  # one batched [uncond; cond] forward
+            x = torch.cat([x, x])
+            text = torch.cat([torch.zeros_like(text), text])
+            pooled = torch.cat([torch.zeros_like(pooled), pooled])
+            sigma = torch.cat([sigma, sigma])
         self.rows += x.shape[0]
-        return self.model(
-            hidden_states=x,
-            encoder_hidden_states=self.text[root],
-            pooled_projections=self.pooled[root],
-            timestep=sigma * 1000.0,
+        v = self.model(
+            hidden_states=x, encoder_hidden_states=text, pooled_projections=pooled, timestep=sigma * 1000.0
         ).sample
+        if self.cfg_scale != 1.0:
+            v_u, v_c = v.chunk(2)
+            v = v_u + self.cfg_scale * (v_c - v_u)
+        return v
 
 
 def flat_rollout(vf: SD3Velocity, noise: torch.Tensor, root: torch.Tensor, sigmas: torch.Tensor, a: float, g):
@@ -79,6 +86,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--size", type=int, default=16, help="latent height/width")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--noise-level", type=float, default=0.7)
+    ap.add_argument(
+        "--cfg", type=float, default=1.0, help="guidance scale; != 1 runs CFG (every NFE counts twice)"
+    )
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     depth = args.leaves.bit_length() - 1
@@ -101,12 +111,13 @@ def main(argv: list[str] | None = None) -> int:
     p, g_size = args.prompts, args.leaves
     print(
         f"tiny SD3: {sum(q.numel() for q in model.parameters())} params, latent 4x{args.size}x{args.size}, "
-        f"{t_steps} steps, {p} prompts x {g_size} images, 1 thread, no CFG (CFG doubles every NFE figure)"
+        f"{t_steps} steps, {p} prompts x {g_size} images, 1 thread, CFG {'x2 NFE' if args.cfg != 1.0 else 'off'}"
     )
 
     rows = []
     # flat
-    vf = SD3Velocity(model, text, pooled)
+    use_cfg = args.cfg != 1.0
+    vf = SD3Velocity(model, text, pooled, args.cfg)
     times = []
     for _ in range(args.repeats):
         vf.rows = 0
@@ -115,18 +126,27 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         flat_rollout(vf, noise, root, sigmas, args.noise_level, gen)
         times.append(time.perf_counter() - t0)
-    assert vf.rows == flat_nfe(p * g_size, t_steps)
+    assert vf.rows == flat_nfe(p * g_size, t_steps, cfg=use_cfg)
     trained = p * g_size * (t_steps - 1)
     rows.append(("flat Flow-GRPO", vf.rows, statistics.median(times), p * g_size, trained, trained))
     for name, spec in specs.items():
-        vf = SD3Velocity(model, text, pooled)
+        vf = SD3Velocity(model, text, pooled, args.cfg)
         times = []
         for _ in range(args.repeats):
             noise = torch.randn(p, 4, args.size, args.size, generator=gen)
             t0 = time.perf_counter()
-            roll = tree_rollout(vf, noise, sigmas, spec, noise_level=args.noise_level, generator=gen)
+            vf.rows = 0
+            roll = tree_rollout(
+                vf,
+                noise,
+                sigmas,
+                spec,
+                noise_level=args.noise_level,
+                generator=gen,
+                cfg_multiplier=1 + use_cfg,
+            )
             times.append(time.perf_counter() - t0)
-        assert roll.nfe == spec.nfe(num_trees=p), (roll.nfe, spec.nfe(num_trees=p))
+        assert roll.nfe == spec.nfe(num_trees=p, cfg=use_cfg) == vf.rows, (roll.nfe, vf.rows)
         rows.append(
             (
                 name,
