@@ -39,7 +39,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from imgalign.eval.geneval import GENEVAL_COLORS, Detection, Detections
+from imgalign.eval.geneval import GENEVAL_COLORS, ColorFn, Detection, Detections
 
 log = logging.getLogger(__name__)
 
@@ -532,6 +532,11 @@ class ClipColorClassifier:
 
 
 # ---- the suite ----------------------------------------------------------------------------------------------
+def no_color(image: Any, dets: Sequence[Detection], classname: str) -> list[str]:
+    """The colour function of a prompt set without colour clauses: never called by the judge."""
+    raise RuntimeError(f"a colour was asked for {classname!r}, but the prompt set has no colour clause")
+
+
 def build_judge(
     detector: str,
     clip: str = "ViT-L-14:openai",
@@ -539,13 +544,15 @@ def build_judge(
     device: str | torch.device = "cpu",
     dtype: torch.dtype = torch.float32,
     nms_iou: float | None = None,
-) -> tuple[HFDetector, ClipColorClassifier, Callable[[dict[str, Any]], None]]:
+) -> tuple[HFDetector, ColorFn, Callable[[dict[str, Any]], None]]:
     """Detector, colour classifier and metadata validator for :func:`imgalign.eval.suite.judge_folder`.
 
-    A zero-shot detector is queried with the classes of `metas` (all 80 COCO classes when None)."""
+    A zero-shot detector is queried with the classes of `metas` (all 80 COCO classes when None). CLIP is not
+    loaded when no prompt of `metas` has a colour clause (the colour function is then never called)."""
     classes = metadata_classes(metas) if metas else list(COCO_CLASSES)
     det = HFDetector(detector, device=device, dtype=dtype, classes=classes, nms_iou=nms_iou)
-    color = ClipColorClassifier(clip, device=device, dtype=dtype)
+    needs_color = metas is None or any("color" in c for m in metas for c in m.get("include", []))
+    color: ColorFn = ClipColorClassifier(clip, device=device, dtype=dtype) if needs_color else no_color
     known = list(det.classes)
     return det, color, lambda meta: validate_real_metadata(meta, known)
 

@@ -351,6 +351,25 @@ def test_real_suite_end_to_end_with_tiny_detector_and_clip(tiny, tmp_path, detec
         assert r["correct"] == judge(img, det(img), meta, color).correct
 
 
+def test_clip_is_loaded_only_for_colour_prompts(tiny):
+    from imgalign.eval.real import ClipColorClassifier, build_judge, no_color
+
+    plain = [
+        {"tag": "single_object", "include": [{"class": "cat", "count": 1}], "prompt": "a photo of a cat"}
+    ]
+    _, color, _ = build_judge(str(tiny["detr"]), "no-such-clip", plain)  # CLIP never loaded: no error
+    assert color is no_color
+    coloured = [
+        {"tag": "colors", "include": [{"class": "cat", "count": 1, "color": "red"}], "prompt": "a red cat"}
+    ]
+    _, color, validate = build_judge(str(tiny["detr"]), str(tiny["clip"]), coloured)
+    assert isinstance(color, ClipColorClassifier)
+    with pytest.raises(ValueError, match="not one the detector can find"):
+        validate({"tag": "single_object", "include": [{"class": "zebra", "count": 1}], "prompt": "a zebra"})
+    with pytest.raises(FileNotFoundError, match="cannot load CLIP"):
+        build_judge(str(tiny["detr"]), "no-such-clip", coloured)
+
+
 def test_real_suite_with_a_zero_shot_detector(tiny, tmp_path):
     from imgalign.eval.real import evaluate_folder
     from imgalign.eval.suite import write_prompt_folder
