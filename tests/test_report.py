@@ -176,3 +176,15 @@ def test_comparison_on_shapes_evaluations(tmp_path):
     assert f"| counting | {base['tasks']['counting']:.4f} | {expected:.4f} | -0.5000 |" in md
     assert math.isclose(base["tasks"]["single_object"], 1.0)
     assert (tmp_path / "ft" / "failures.png").is_file()
+
+
+def test_report_of_a_run_without_known_metrics(tmp_path, capsys):
+    run = tmp_path / "run-c"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text('{"step": 0, "perf/nfe": 10}\n{"step": 1, "perf/nfe": 10}\n')
+    assert main(["report", str(run)]) == 0
+    assert (
+        "No reward, KL, clip-fraction or norm-inflation metrics were logged."
+        in (run / "report/report.md").read_text()
+    )
+    assert not list((run / "report").glob("*.png")) and "0 plot(s)" in capsys.readouterr().out
