@@ -176,6 +176,21 @@ def generate_metadata(
     return metas
 
 
+def load_prompt_set(spec: str) -> list[dict[str, Any]]:
+    """A GenEval metadata file, or ``generate:SEED`` for :func:`generate_metadata` (553 prompts in the official
+    task sizes; not comparable with published numbers)."""
+    from imgalign.prompts.io import load_geneval_metadata
+
+    if spec.startswith("generate:"):
+        try:
+            seed = int(spec.split(":", 1)[1])
+        except ValueError:
+            raise ValueError(f"prompt set {spec!r}: expected generate:SEED with an integer seed") from None
+        log.warning("generated GenEval-style prompts: scores are comparable only with runs on this same set")
+        return generate_metadata(seed)
+    return load_geneval_metadata(spec)
+
+
 def metadata_classes(metas: Sequence[dict[str, Any]]) -> list[str]:
     """Every class named by a prompt set (include and exclude clauses), sorted."""
     names = {c["class"] for m in metas for c in list(m.get("include", [])) + list(m.get("exclude", []) or [])}

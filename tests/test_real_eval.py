@@ -92,6 +92,17 @@ def test_generated_prompt_set_follows_the_task_definitions():
         generate_metadata(sizes={"spatial": 3})
 
 
+def test_prompt_set_argument(tmp_path):
+    from imgalign.eval.real import generate_metadata, load_prompt_set
+    from imgalign.prompts.io import PromptFileError
+
+    assert load_prompt_set("generate:5") == generate_metadata(5)
+    with pytest.raises(ValueError, match="integer seed"):
+        load_prompt_set("generate:x")
+    with pytest.raises(PromptFileError, match="does not exist"):
+        load_prompt_set(str(tmp_path / "missing.jsonl"))
+
+
 def test_wording_rules():
     from imgalign.eval.real import make_plural, prompt_for, with_article
 

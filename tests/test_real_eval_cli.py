@@ -85,3 +85,11 @@ def test_eval_geneval_suite_with_tiny_models(tmp_path, capsys):
     assert (tmp_path / "ev" / "images" / "00001" / "samples" / "0001.png").is_file()
     assert main(["eval", "--suite", "geneval", "--ground-truth", "--out", str(tmp_path / "gt")]) == 2
     assert "only for the shapes suite" in capsys.readouterr().err
+
+
+def test_eval_geneval_prompt_set_errors(tmp_path, capsys):
+    argv = ["eval", "--suite", "geneval", "--model", str(tmp_path), "--out", str(tmp_path / "o")]
+    assert main(argv) == 2
+    assert "needs --prompts" in capsys.readouterr().err
+    assert main(argv + ["--prompts", "generate:x"]) == 2
+    assert "integer seed" in capsys.readouterr().err
