@@ -547,6 +547,33 @@ class ClipColorClassifier:
 
 
 # ---- the suite ----------------------------------------------------------------------------------------------
+def check_judge_specs(detector: str, clip: str) -> None:
+    """Cheap checks before hours of generation: the detector's config loads (a folder or a cached Hub id) and
+    the CLIP spec names a local open_clip folder or a known ARCH:PRETRAINED pair. Weights load later."""
+    import open_clip
+    from transformers import AutoConfig
+
+    from imgalign.hub import resolve
+
+    try:
+        AutoConfig.from_pretrained(resolve(detector))
+    except (OSError, ValueError) as e:
+        raise FileNotFoundError(f"cannot load detector {detector!r}: {e}") from None
+    name, pretrained = parse_clip_spec(clip)
+    if name.startswith("local-dir:"):
+        if not (Path(name.split(":", 1)[1]) / "open_clip_config.json").is_file():
+            raise FileNotFoundError(f"CLIP folder {name.split(':', 1)[1]!r} has no open_clip_config.json")
+    elif not name.startswith("hf-hub:"):
+        known = {(a.lower(), t.lower()) for a, t in open_clip.list_pretrained()}
+        if name not in open_clip.list_models() or (
+            pretrained and (name.lower(), pretrained.lower()) not in known
+        ):
+            raise ValueError(
+                f"CLIP {clip!r} is not a known open_clip ARCH:PRETRAINED pair (e.g. ViT-L-14:openai), a folder or "
+                "hf-hub:ORG/REPO"
+            )
+
+
 def no_color(image: Any, dets: Sequence[Detection], classname: str) -> list[str]:
     """The colour function of a prompt set without colour clauses: never called by the judge."""
     raise RuntimeError(f"a colour was asked for {classname!r}, but the prompt set has no colour clause")

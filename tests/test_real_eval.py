@@ -381,6 +381,19 @@ def test_clip_is_loaded_only_for_colour_prompts(tiny):
         build_judge(str(tiny["detr"]), "no-such-clip", coloured)
 
 
+def test_judge_specs_are_checked_without_loading_weights(tiny, tmp_path):
+    from imgalign.eval.real import check_judge_specs
+
+    check_judge_specs(str(tiny["detr"]), str(tiny["clip"]))
+    check_judge_specs(str(tiny["owlv2"]), "ViT-L-14:openai")  # a known pair; its weights load later
+    with pytest.raises(FileNotFoundError, match="cannot load detector"):
+        check_judge_specs(str(tmp_path / "nope"), str(tiny["clip"]))
+    with pytest.raises(ValueError, match="not a known open_clip"):
+        check_judge_specs(str(tiny["detr"]), "ViT-L-14:nonsense")
+    with pytest.raises(FileNotFoundError, match="no open_clip_config.json"):
+        check_judge_specs(str(tiny["detr"]), str(tmp_path))
+
+
 def test_real_suite_with_a_zero_shot_detector(tiny, tmp_path):
     from imgalign.eval.real import evaluate_folder
     from imgalign.eval.suite import write_prompt_folder

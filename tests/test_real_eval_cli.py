@@ -88,7 +88,13 @@ def test_eval_geneval_suite_with_tiny_models(tmp_path, capsys):
 
 
 def test_eval_geneval_prompt_set_errors(tmp_path, capsys):
+    import geneval_real_tiny as T
+
+    detr = T.build_tiny_detr(tmp_path / "detr")
     argv = ["eval", "--suite", "geneval", "--model", str(tmp_path), "--out", str(tmp_path / "o")]
+    assert main(argv + ["--detector", str(tmp_path / "none")]) == 2
+    assert "cannot load detector" in capsys.readouterr().err
+    argv += ["--detector", str(detr)]
     assert main(argv) == 2
     assert "needs --prompts" in capsys.readouterr().err
     assert main(argv + ["--prompts", "generate:x"]) == 2
