@@ -184,3 +184,39 @@ def test_shapes_family_uses_the_trained_sampler_settings(models, monkeypatch):
     # another architecture keeps the pipeline's own defaults
     assert not is_shapes_family(ModelSpec("b", str(models["base"])))
     assert sampling_defaults(ModelSpec("b", str(models["base"]))) == {}
+
+
+def test_grid_with_the_embedded_shapes_model_and_a_lora_on_it(tmp_path):
+    """The shapes base model next to a fine-tune of it (a LoRA checkpoint naming 'shapes' as its base)."""
+    from imgalign.hub import ModelNotFoundError, embedded_path
+
+    try:
+        base = embedded_path("shapes")
+    except ModelNotFoundError:
+        pytest.skip("the embedded shapes model is not in this checkout")
+    from diffusers import StableDiffusion3Pipeline
+    from peft import LoraConfig, get_peft_model
+    from peft.utils import get_peft_model_state_dict
+
+    from imgalign.eval.models import absent_components, check_model_spec, is_shapes_family, parse_model_arg
+
+    transformer = StableDiffusion3Pipeline.from_pretrained(base, **absent_components(str(base))).transformer
+    torch.manual_seed(0)
+    lora = get_peft_model(
+        transformer, LoraConfig(r=2, target_modules=["to_q", "to_v"], init_lora_weights=False)
+    )
+    layers = {k.removeprefix("base_model.model."): v for k, v in get_peft_model_state_dict(lora).items()}
+    ckpt = tmp_path / "step-000010"
+    StableDiffusion3Pipeline.save_lora_weights(
+        str(ckpt),
+        transformer_lora_layers=layers,
+        transformer_lora_adapter_metadata=lora.peft_config["default"].to_dict(),
+    )
+    (ckpt / "imgalign_model.json").write_text(json.dumps({"family": "sd3", "base_model": "shapes"}))
+    spec = check_model_spec(parse_model_arg(f"ft={ckpt}"))
+    assert (spec.base, spec.overlay) == ("shapes", str(ckpt)) and is_shapes_family(spec)
+    out = tmp_path / "shapes.png"
+    argv = ["grid", "--model", "base=shapes", "--model", f"ft={ckpt}", "--prompt", "a photo of a red circle"]
+    assert main(argv + ["--seeds", "0,1", "--steps", "2", "--cell", "64", "--out", str(out)]) == 0
+    grid = np.asarray(Image.open(out).convert("RGB"))
+    assert grid.shape[1] == 180 + 4 * (64 + 6) + 6
