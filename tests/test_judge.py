@@ -58,7 +58,7 @@ def test_judge_discriminates_corrupted_specs():
     rng = random.Random(0)
     n = wrong = 0
     by_kind: dict[str, list[bool]] = {}
-    for i, spec in enumerate(build_eval_set()):
+    for spec in build_eval_set():
         for kind, bad in corruptions(spec, rng):
             img, _ = W.render(bad, rng)
             rejected = not judge(img, DET(img), spec.to_metadata()).correct
