@@ -110,7 +110,7 @@ def _build(cls: type[T], data: dict[str, Any], prefix: str = "") -> T:
     kwargs = {}
     for k, v in data.items():
         if k not in names:
-            raise ConfigError(f"unknown config key {prefix}{k!r}; valid keys here: {', '.join(names)}")
+            raise ConfigError(f"unknown config key '{prefix}{k}'; valid keys here: {', '.join(names)}")
         kwargs[k] = _coerce(v, hints[k], prefix + k)
     return cls(**kwargs)
 
