@@ -14,6 +14,8 @@ from imgalign import __version__
 COMMAND_MODULES = [
     "imgalign.commands.world",
     "imgalign.commands.evaluate",
+    "imgalign.commands.score",
+    "imgalign.commands.rewards_cmd",
 ]
 
 log = logging.getLogger("imgalign")

@@ -181,6 +181,7 @@ class FIDReward(Reward):
     name = "fid"
     description = "FD(before) - FD(after replacing set members); ref=shapes|DIR|stats.safetensors; exact|fast"
     stateful = True
+    needs_prompt = False  # read by `imgalign score`: scores images without a prompt
 
     def __init__(
         self,

@@ -21,11 +21,6 @@ from imgalign.rewards.fid import (
 torch.set_num_threads(1)
 
 
-@pytest.fixture(autouse=True)
-def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-
-
 def scipy_fd(mu1: np.ndarray, s1: np.ndarray, mu2: np.ndarray, s2: np.ndarray) -> float:
     """The pytorch-fid formula, independently: sqrtm of the (non-symmetric) product."""
     covmean = scipy.linalg.sqrtm(s1 @ s2)
