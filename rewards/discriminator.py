@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import copy
 import logging
 from pathlib import Path
 from typing import Any
@@ -149,13 +150,18 @@ class DiscriminatorReward(Reward):
             loss.backward()
             self.opt.step()
         self.head.eval()
+        lp, ln = lp.detach(), ln.detach()
         acc = float(((lp > 0).float().mean() + (ln <= 0).float().mean()) / 2)
-        return {"disc/loss": float(loss), "disc/acc": acc, "disc/logit_fake": float(ln.mean())}
+        return {"disc/loss": loss.item(), "disc/acc": acc, "disc/logit_fake": ln.mean().item()}
 
     def state_dict(self) -> dict[str, Any]:
-        state: dict[str, Any] = {"head": self.head.state_dict(), "features": self.features_name}
+        """A copy (not views of the live tensors), so a saved state is not changed by later updates."""
+        state: dict[str, Any] = {
+            "head": copy.deepcopy(self.head.state_dict()),
+            "features": self.features_name,
+        }
         if self.opt is not None:
-            state["opt"] = self.opt.state_dict()
+            state["opt"] = copy.deepcopy(self.opt.state_dict())
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:

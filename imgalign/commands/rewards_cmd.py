@@ -61,6 +61,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--features", default="stats")
     q.set_defaults(func=run_build_shapes_artifact)
 
+    q = rs.add_parser("check", help="shapes sanity check: true prompt scored above a corrupted one?")
+    q.add_argument("--reward", action="append", required=True, metavar="NAME[:key=value,...]")
+    q.add_argument("--n", type=int, default=240, help="number of rendered prompt pairs")
+    q.add_argument("--seed", type=int, default=0)
+    q.add_argument("--device", default="cpu")
+    q.set_defaults(func=run_check)
+
     q = rs.add_parser(
         "fid-stats", help="write FID reference statistics (mean, covariance) of an image folder"
     )
@@ -140,6 +147,22 @@ def run_build_shapes_artifact(args: argparse.Namespace) -> int:
     result = build_shapes_artifact(out, n=args.n, features=args.features)
     print(json.dumps(result, indent=2))
     print(f"wrote {out}")
+    return 0
+
+
+def run_check(args: argparse.Namespace) -> int:
+    from imgalign.rewards.base import build_reward
+    from imgalign.rewards.sanity import true_vs_corrupted
+
+    results = {}
+    for spec in args.reward:
+        res = true_vs_corrupted(build_reward(spec, device=args.device), n=args.n, seed=args.seed)
+        results[spec] = res.__dict__
+        tasks = ", ".join(f"{k} {v:.2f}" for k, v in res.per_task.items())
+        print(
+            f"{spec}: true > corrupted in {res.accuracy:.3f} of {res.n} pairs ({tasks}); "
+            f"mean true {res.mean_true:.4f}, corrupted {res.mean_corrupted:.4f}"
+        )
     return 0
 
 
