@@ -61,6 +61,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--features", default="stats")
     q.set_defaults(func=run_build_shapes_artifact)
 
+    q = rs.add_parser(
+        "fd", help="Fréchet distance between two image folders (or stats files) in a feature space"
+    )
+    q.add_argument("a", help="image folder, stats file (.safetensors from fid-stats), or 'shapes' (renders)")
+    q.add_argument("b", help="image folder, stats file, or 'shapes'")
+    q.add_argument("--features", default="shapes-clip")
+    q.add_argument("--n", type=int, default=2000, help="number of renders for 'shapes'")
+    q.add_argument("--device", default="cpu")
+    q.set_defaults(func=run_fd)
+
     q = rs.add_parser("check", help="shapes sanity check: true prompt scored above a corrupted one?")
     q.add_argument("--reward", action="append", required=True, metavar="NAME[:key=value,...]")
     q.add_argument("--n", type=int, default=240, help="number of rendered prompt pairs")
@@ -147,6 +157,34 @@ def run_build_shapes_artifact(args: argparse.Namespace) -> int:
     result = build_shapes_artifact(out, n=args.n, features=args.features)
     print(json.dumps(result, indent=2))
     print(f"wrote {out}")
+    return 0
+
+
+def _stats(src: str, enc, n: int, seed: int):
+    from imgalign.rewards.fid import load_stats, shapes_reference_images, stats_of
+    from imgalign.rewards.io import load_image_folder
+
+    if src == "shapes":
+        return stats_of(enc(shapes_reference_images(n, seed=seed)))
+    if Path(src).is_file():
+        mu, sigma, _n, feats = load_stats(src)
+        if feats != enc.name:
+            raise CLIError(f"{src} holds {feats!r} statistics, not {enc.name!r}; pass --features {feats}")
+        return mu, sigma
+    _check_dir(src, "path")
+    return stats_of(enc(load_image_folder(src)))
+
+
+def run_fd(args: argparse.Namespace) -> int:
+    from imgalign.rewards.features import build_features
+    from imgalign.rewards.fid import frechet_distance
+
+    enc = build_features(args.features, args.device)
+    mu_a, sig_a = _stats(args.a, enc, args.n, 0)
+    mu_b, sig_b = _stats(args.b, enc, args.n, 1)  # 'shapes' twice gives two independent render sets
+    print(
+        f"FD({args.a}, {args.b}) in {args.features} features: {frechet_distance(mu_a, sig_a, mu_b, sig_b):.6g}"
+    )
     return 0
 
 
