@@ -135,3 +135,34 @@ def test_tiny_qwen2_vl_loads(tmp_path: Path) -> None:
     text = proc.apply_chat_template(msgs, add_generation_prompt=True, tokenize=False)
     inputs = proc(text=[text], images=[Image.new("RGB", (64, 64))], return_tensors="pt")
     assert model(**inputs).logits.shape[:2] == inputs["input_ids"].shape
+
+
+def make_tiny_dinov2(folder: Path, seed: int = 0) -> Path:
+    """A random DINOv2 (1 layer, width 32, 32 px) with its image processor, saved with save_pretrained."""
+    from transformers import BitImageProcessor, Dinov2Config, Dinov2Model
+
+    torch.manual_seed(seed)
+    cfg = Dinov2Config(
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+        image_size=32,
+        patch_size=8,
+    )
+    Dinov2Model(cfg).eval().save_pretrained(folder)
+    BitImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}).save_pretrained(
+        folder
+    )
+    return folder
+
+
+def test_feature_encoders_on_tiny_models(tmp_path: Path) -> None:
+    from imgalign.rewards.features import build_features
+
+    x = torch.rand(3, 3, 64, 64)
+    dino = build_features(f"dinov2:{make_tiny_dinov2(tmp_path / 'dino')}")
+    assert dino.dim == 32 and dino(x).shape == (3, 32)
+    clip = build_features(f"open_clip:local-dir:{make_tiny_open_clip(tmp_path / 'clip')}")
+    f = clip(x, batch_size=2)
+    assert clip.dim == 16 and f.shape == (3, 16) and torch.isfinite(f).all()
