@@ -166,3 +166,84 @@ def test_feature_encoders_on_tiny_models(tmp_path: Path) -> None:
     clip = build_features(f"open_clip:local-dir:{make_tiny_open_clip(tmp_path / 'clip')}")
     f = clip(x, batch_size=2)
     assert clip.dim == 16 and f.shape == (3, 16) and torch.isfinite(f).all()
+
+
+LLAVA_TEMPLATE = (
+    "{{ bos_token }}{% for message in messages %}"
+    "{% if message['role'] == 'user' %}<|user|>{% else %}<|assistant|>{% endif %}"
+    "{% for item in message['content'] %}{% if item['type'] == 'image' %}<image>"
+    "{% elif item['type'] == 'text' %} {{ item['text'] }}{% endif %}{% endfor %}<|end|>{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>{% endif %}"
+)
+
+
+def make_tiny_llava(folder: Path, seed: int = 0) -> Path:
+    """A random LLaVA (CLIP vision tower + Llama, width 32) with a word-level tokenizer over the shapes words."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import (
+        CLIPImageProcessor,
+        CLIPVisionConfig,
+        LlamaConfig,
+        LlavaConfig,
+        LlavaForConditionalGeneration,
+        LlavaProcessor,
+        PreTrainedTokenizerFast,
+    )
+
+    from imgalign import shapes as W
+
+    torch.manual_seed(seed)
+    specials = ["<pad>", "<unk>", "<s>", "</s>", "<image>", "<|user|>", "<|assistant|>", "<|end|>"]
+    words = ["a", "an", "photo", "of", "and", "describe", "this", "image", "."] + list(W.NUMBERS.values())
+    words += [w for s in W.SHAPES for w in (s, W.PLURALS[s])] + list(W.COLORS)
+    words += [w for r in W.RELATIONS for w in r.split()]
+    vocab = {w: i for i, w in enumerate(dict.fromkeys(specials + words))}
+    tk = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tk.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=tk,
+        unk_token="<unk>",
+        pad_token="<pad>",
+        bos_token="<s>",
+        eos_token="</s>",
+        extra_special_tokens={"image_token": "<image>"},
+    )
+    tok.add_special_tokens({"additional_special_tokens": specials[4:]})
+    ip = CLIPImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32})
+    proc = LlavaProcessor(
+        image_processor=ip,
+        tokenizer=tok,
+        patch_size=8,
+        vision_feature_select_strategy="default",
+        num_additional_image_tokens=1,
+        chat_template=LLAVA_TEMPLATE,
+    )
+    cfg = LlavaConfig(
+        vision_config=CLIPVisionConfig(
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            image_size=32,
+            patch_size=8,
+        ),
+        text_config=LlamaConfig(
+            vocab_size=len(tok),
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            num_key_value_heads=1,
+            max_position_embeddings=128,
+            bos_token_id=tok.bos_token_id,
+            eos_token_id=tok.eos_token_id,
+            pad_token_id=tok.pad_token_id,
+        ),
+        image_token_index=tok.convert_tokens_to_ids("<image>"),
+        image_seq_length=16,
+        vision_feature_layer=-1,
+        vision_feature_select_strategy="default",
+    )
+    LlavaForConditionalGeneration(cfg).eval().save_pretrained(folder)
+    proc.save_pretrained(folder)
+    return folder

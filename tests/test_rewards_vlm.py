@@ -83,3 +83,17 @@ def test_qwen2_vl_matches_independent_forward(tiny_vlm: Path) -> None:
         logp = torch.log_softmax(model(**enc).logits[0].float(), -1)
     expected = torch.stack([logp[t - 1, ids[t]] for t in range(end - n, end)]).mean()
     assert r(x, [prompt]).scores[0].item() == pytest.approx(expected.item(), rel=1e-5)
+
+
+def test_llava_word_level_tokenizer(tmp_path: Path) -> None:
+    from test_rewards_tiny import make_tiny_llava
+
+    d = make_tiny_llava(tmp_path / "llava")
+    r = build_reward(f"vlm_loglik:model={d},query=describe this image.")
+    prompts = ["a photo of two red circles", "a photo of a cross left of a square"]
+    out = r(torch.rand(2, 3, 64, 64), prompts)
+    assert torch.isfinite(out.scores).all()
+    for p, det in zip(prompts, out.details):
+        assert det["tokens"] == p.split()  # the prompt's words, without <|end|>
+    single = r(torch.rand(1, 3, 64, 64), prompts[:1]).scores
+    assert single.shape == (1,)
