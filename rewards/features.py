@@ -27,7 +27,8 @@ import torch.nn.functional as F
 
 
 class FeatureEncoder:
-    """A frozen image encoder: ``enc(images [B,3,H,W] in [0,1]) -> [B, D]`` float32 on the CPU."""
+    """A frozen image encoder: ``enc(images [B,3,H,W] in [0,1]) -> [B, D]`` float32 on the CPU; encoders with
+    ``tokens_fn`` (DINOv2) also give ``enc.tokens(images) -> [B, 1 + P, D]`` (CLS first, then patch tokens)."""
 
     def __init__(
         self,
@@ -36,8 +37,26 @@ class FeatureEncoder:
         dim: int,
         device: torch.device,
         dtype: torch.dtype,
+        tokens_fn: Callable[[torch.Tensor], torch.Tensor] | None = None,
     ) -> None:
         self.name, self.fn, self.dim, self.device, self.dtype = name, fn, dim, device, dtype
+        self.tokens_fn = tokens_fn
+
+    @property
+    def has_tokens(self) -> bool:
+        return self.tokens_fn is not None
+
+    @torch.no_grad()
+    def tokens(self, images: torch.Tensor, batch_size: int = 64) -> torch.Tensor:
+        if self.tokens_fn is None:
+            raise ValueError(
+                f"feature encoder {self.name!r} gives no patch tokens; use a dinov2:PATH encoder"
+            )
+        outs = [
+            self.tokens_fn(images[i : i + batch_size].to(self.device, self.dtype)).float().cpu()
+            for i in range(0, images.shape[0], batch_size)
+        ]
+        return torch.cat(outs)
 
     @torch.no_grad()
     def __call__(self, images: torch.Tensor, batch_size: int = 64) -> torch.Tensor:
@@ -104,12 +123,17 @@ def _dinov2(path: str, device: torch.device, dtype: torch.dtype) -> FeatureEncod
     size = int(crop.get("height") or crop.get("shortest_edge") or 224)
     mean, std = tuple(proc.image_mean), tuple(proc.image_std)
 
+    n_reg = int(getattr(model.config, "num_register_tokens", 0) or 0)
+
+    def tokens_fn(x: torch.Tensor) -> torch.Tensor:
+        h = model(pixel_values=clip_preprocess(x, size, mean, std)).last_hidden_state  # (B, 1 + R + P, D)
+        return torch.cat([h[:, :1], h[:, 1 + n_reg :]], 1)  # CLS then patch tokens, registers dropped
+
     def fn(x: torch.Tensor) -> torch.Tensor:
-        out = model(pixel_values=clip_preprocess(x, size, mean, std))
-        return out.last_hidden_state[:, 0]  # CLS token (B, D)
+        return model(pixel_values=clip_preprocess(x, size, mean, std)).last_hidden_state[:, 0]  # CLS (B, D)
 
     dim = int(model.config.hidden_size)
-    return FeatureEncoder(f"dinov2:{path}", fn, dim, device, dtype)
+    return FeatureEncoder(f"dinov2:{path}", fn, dim, device, dtype, tokens_fn)
 
 
 # ---- parameter-free statistics ------------------------------------------------------------------------------

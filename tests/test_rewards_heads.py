@@ -177,3 +177,24 @@ def test_stats_features_shape_and_determinism() -> None:
     assert torch.equal(enc(x), f)
     with pytest.raises(ValueError, match="valid: stats"):
         build_features("nope")
+
+
+def test_online_discriminator_with_patch_tokens(tmp_path: Path) -> None:
+    """Adv-GRPO variant on a tiny DINOv2: reward = 0.7 logit(CLS) + 0.3 mean patch logit, trained on both."""
+    from test_rewards_tiny import make_tiny_dinov2
+
+    d = make_tiny_dinov2(tmp_path / "dino")
+    spec = f"discriminator:features=dinov2:{d},ref_size=16,hidden=8,loss=hinge,patch_weight=0.3,n_patches=4"
+    r = build_reward(spec)
+    x = torch.rand(3, 3, 64, 64)
+    tok = r.encoder.tokens(x)  # (3, 1 + 16, 32)
+    assert tok.shape == (3, 17, 32)
+    with torch.no_grad():
+        manual = 0.7 * r.head(tok[:, 0]) + 0.3 * r.head(tok[:, 1:].flatten(0, 1)).view(3, 16).mean(1)
+    assert torch.allclose(r(x, [""] * 3).scores, manual, atol=1e-5)
+    before = [p.clone() for p in r.head.parameters()]
+    metrics = r.update(x)
+    assert all(not torch.equal(a, b) for a, b in zip(before, r.head.parameters()))
+    assert set(metrics) == {"disc/loss", "disc/acc", "disc/logit_fake"}
+    with pytest.raises(ValueError, match="patch tokens"):
+        build_reward("discriminator:features=stats,ref_size=8,patch_weight=0.3")
