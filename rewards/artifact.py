@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import random
 from pathlib import Path
 from typing import Any
@@ -162,7 +163,9 @@ def build_shapes_artifact(
         "test_clean_accuracy": float(pc.float().mean()),
         "test_artifact_recall_per_kind": per_kind,
     }
-    (out_dir / "README.md").write_text(_model_card(result))
+    tmp = out_dir / ".README.md.tmp"
+    tmp.write_text(_model_card(result))
+    os.replace(tmp, out_dir / "README.md")
     return result
 
 

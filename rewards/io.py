@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import glob
+import logging
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from PIL import Image, UnidentifiedImageError
 
 from imgalign.rewards.base import pil_to_rgb
 
+log = logging.getLogger(__name__)
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp", ".gif", ".tif", ".tiff")
 
 
@@ -78,12 +80,14 @@ def pil_batch(images: list[Image.Image], size: int | None = None) -> torch.Tenso
 def load_image_folder(path: str | Path, size: int | None = None, limit: int | None = None) -> torch.Tensor:
     """Every readable image under a folder as one batch [N, 3, S, S]; raise if none can be read."""
     files = find_images([path])[:limit] if limit else find_images([path])
-    ims = []
+    ims, bad = [], []
     for f in files:
         try:
             ims.append(read_image(f))
-        except ImageReadError:
-            continue
+        except ImageReadError as e:
+            bad.append(str(e))
+    if bad:
+        log.warning("skipped %d unreadable image(s) under %s, e.g. %s", len(bad), path, bad[0])
     if not ims:
         raise FileNotFoundError(f"no readable images under {str(path)!r}")
     return pil_batch(ims, size)
