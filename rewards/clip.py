@@ -2,7 +2,8 @@
 
 CLIPScore(c, v) = w * max(cos(E_I(v), E_T(c)), 0) with w = 2.5, the paper's rescaling (it stretches the typical
 cosine range of ViT-B/32, about [0, 0.4], towards [0, 1]). ``weight=`` changes w; ``weight=1`` gives the clipped
-cosine. Models:
+cosine; ``clamp=false`` drops the max(·, 0) (an RL reward then still ranks images whose cosines are all negative).
+Models:
 
 * ``model=shapes-clip`` (default): the embedded shapes CLIP;
 * ``model=ViT-B-32,pretrained=openai``: an open_clip architecture with a pretrained tag (cached weights; nothing is
@@ -24,10 +25,13 @@ log = logging.getLogger(__name__)
 CLIPSCORE_W = 2.5  # Hessel et al. 2021
 
 
-def clipscore(img_emb: torch.Tensor, txt_emb: torch.Tensor, w: float = CLIPSCORE_W) -> torch.Tensor:
-    """CLIPScore = w * max(cos(img, txt), 0) for matched rows. img_emb, txt_emb: (B, D) -> (B,)."""
+def clipscore(
+    img_emb: torch.Tensor, txt_emb: torch.Tensor, w: float = CLIPSCORE_W, clamp: bool = True
+) -> torch.Tensor:
+    """CLIPScore = w * max(cos(img, txt), 0) for matched rows (w * cos when clamp=False).
+    img_emb, txt_emb: (B, D) -> (B,)."""
     cos = torch.nn.functional.cosine_similarity(img_emb.float(), txt_emb.float(), dim=-1)  # (B,)
-    return w * cos.clamp(min=0)
+    return w * (cos.clamp(min=0) if clamp else cos)
 
 
 def _split_name(name: str, pretrained: str | None) -> tuple[str, str | None]:
@@ -109,6 +113,7 @@ class CLIPReward(Reward):
         model: str = "shapes-clip",
         pretrained: str | None = None,
         weight: float = CLIPSCORE_W,
+        clamp: bool = True,
         batch_size: int = 64,
     ) -> None:
         super().__init__(device, dtype)
@@ -116,6 +121,7 @@ class CLIPReward(Reward):
             str(model), self.device, dtype, pretrained
         )
         self.model_name, self.weight, self.batch_size = str(model), float(weight), int(batch_size)
+        self.clamp = bool(clamp)
 
     @torch.no_grad()
     def embed(self, images: torch.Tensor, prompts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -133,7 +139,7 @@ class CLIPReward(Reward):
         scores, details = [], []
         for i in range(0, images.shape[0], self.batch_size):
             img, txt = self.embed(images[i : i + self.batch_size], prompts[i : i + self.batch_size])
-            s = clipscore(img, txt, self.weight)
+            s = clipscore(img, txt, self.weight, self.clamp)
             cos = torch.nn.functional.cosine_similarity(img.float(), txt.float(), dim=-1)
             scores.append(s.cpu())
             details += [{"cosine": float(c)} for c in cos.cpu()]

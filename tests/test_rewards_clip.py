@@ -20,6 +20,7 @@ def test_clipscore_hand_computed() -> None:
     s = clipscore(img, txt)
     assert s.tolist() == pytest.approx([2.5 / 2**0.5, 0.0, 2.5])  # negative cosine clipped to 0
     assert clipscore(img, txt, w=1.0)[2].item() == pytest.approx(1.0)
+    assert clipscore(img, txt, clamp=False)[1].item() == pytest.approx(-2.5)
 
 
 def test_tiny_open_clip_reward_matches_manual(tmp_path: Path) -> None:
