@@ -36,6 +36,7 @@ def test_yaml_and_overrides(tmp_path):
     assert cfg.optim.betas == (0.9, 0.999)
     assert to_dict(cfg)["optim"]["betas"] == [0.9, 0.999]
     assert load_config(Cfg, None, ["rewards=clip,artifact"]).rewards == ["clip", "artifact"]
+    assert load_config(Optim, None, ["betas=0.5,0.9"]).betas == (0.5, 0.9)
 
 
 def test_unknown_key_lists_valid_ones(tmp_path):
