@@ -39,3 +39,23 @@ def test_fd_renders_vs_degraded(tmp_path: Path, capsys: pytest.CaptureFixture) -
 def test_check_command(capsys: pytest.CaptureFixture) -> None:
     assert main(["rewards", "check", "--reward", "geneval", "--n", "24"]) == 0
     assert "geneval: true > corrupted in 1.000 of 24 pairs" in capsys.readouterr().out
+
+
+def test_corruptions_are_unsatisfied_by_the_true_render() -> None:
+    import random
+
+    from imgalign import shapes as W
+    from imgalign.eval.geneval import judge
+    from imgalign.eval.shapes_detector import ShapesDetector
+    from imgalign.prompts.shapes import sample_training_specs
+    from imgalign.rewards.sanity import KINDS, applicable_kinds, corrupt_spec
+
+    det, rng, seen = ShapesDetector(), random.Random(0), set()
+    for spec in sample_training_specs(60, seed=3):
+        img = W.render(spec, 0)[0]
+        for kind in applicable_kinds(spec):
+            bad, got = corrupt_spec(spec, rng, (kind,))
+            assert got == kind and bad.tag == spec.tag and bad.prompt() != spec.prompt()
+            assert not judge(img, det(img), bad.to_metadata()).correct, (spec.prompt(), bad.prompt())
+            seen.add(kind)
+    assert seen == set(KINDS)

@@ -75,6 +75,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--reward", action="append", required=True, metavar="NAME[:key=value,...]")
     q.add_argument("--n", type=int, default=240, help="number of rendered prompt pairs")
     q.add_argument("--seed", type=int, default=0)
+    q.add_argument(
+        "--kinds",
+        default="shape,colour,count,relation,swap",
+        help="corruption kinds to draw from (comma-separated): shape, colour, count, relation, swap",
+    )
     q.add_argument("--device", default="cpu")
     q.set_defaults(func=run_check)
 
@@ -190,13 +195,18 @@ def run_fd(args: argparse.Namespace) -> int:
 
 def run_check(args: argparse.Namespace) -> int:
     from imgalign.rewards.base import build_reward
-    from imgalign.rewards.sanity import true_vs_corrupted
+    from imgalign.rewards.sanity import KINDS, true_vs_corrupted
 
     results = {}
     for spec in args.reward:
-        res = true_vs_corrupted(build_reward(spec, device=args.device), n=args.n, seed=args.seed)
+        kinds = tuple(k.strip() for k in args.kinds.split(",") if k.strip())
+        bad = [k for k in kinds if k not in KINDS]
+        if bad:
+            raise CLIError(f"unknown corruption kind(s) {bad}; valid: {', '.join(KINDS)}")
+        res = true_vs_corrupted(build_reward(spec, device=args.device), n=args.n, seed=args.seed, kinds=kinds)
         results[spec] = res.__dict__
         tasks = ", ".join(f"{k} {v:.2f}" for k, v in res.per_task.items())
+        tasks += "; by corruption: " + ", ".join(f"{k} {v:.2f}" for k, v in res.per_kind.items())
         print(
             f"{spec}: true > corrupted in {res.accuracy:.3f} of {res.n} pairs ({tasks}); "
             f"mean true {res.mean_true:.4f}, corrupted {res.mean_corrupted:.4f}"
