@@ -16,6 +16,8 @@ COMMAND_MODULES = [
     "imgalign.commands.evaluate",
     "imgalign.commands.grid",
     "imgalign.commands.report",
+    "imgalign.commands.score",
+    "imgalign.commands.rewards_cmd",
 ]
 
 log = logging.getLogger("imgalign")
