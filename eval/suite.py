@@ -76,7 +76,10 @@ def read_folder(root: Path) -> Iterator[PromptFolder]:
             raise ValueError(
                 f"{meta_path}: line 1 must be a GenEval metadata object with 'tag' and 'include'"
             )
-        samples = sorted((d / "samples").glob("*.png")) if (d / "samples").is_dir() else []
+        # like the official evaluator, only numbered samples count (a stray grid.png does not)
+        samples = (
+            sorted(p for p in (d / "samples").glob("*.png") if p.stem.isdigit()) if (d / "samples").is_dir() else []
+        )
         yield PromptFolder(int(d.name), d, meta, samples)
 
 
@@ -106,7 +109,8 @@ def judge_folder(
     """Judge every image of a GenEval-layout folder; write results.jsonl, summary.json and report.md to `out_dir`.
 
     Unreadable images and metadata that fails `validate_metadata` get a failure row (``correct: false`` with an
-    ``error``) naming the file and the problem; they count as incorrect, as a missing image would in GenEval."""
+    ``error``) naming the file and the problem, and count as incorrect. (The official evaluator skips missing
+    images and crashes on unreadable ones; we keep going and say so, and the exit status reports it.)"""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     results_path = out_dir / "results.jsonl"
