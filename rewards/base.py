@@ -39,6 +39,7 @@ class Reward:
     higher_is_better: bool = True
     differentiable: bool = False
     stateful: bool = False
+    needs_prompt: bool = True  # False for prompt-free rewards (fid, discriminator, artifact)
 
     def __init__(self, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32) -> None:
         self.device = torch.device(device)
