@@ -15,7 +15,7 @@ from typing import Any
 
 from imgalign.hub import ModelNotFoundError, embedded_path
 
-SHAPES_CLIP_NAME = "shapes-clip-vit-tiny"
+SHAPES_CLIP_NAME = "shapes-clip-tiny"
 """The open_clip model-config name of the embedded shapes CLIP (``imgalign.pretrain.clip.MODEL_NAME``)."""
 CLIP_WEIGHTS = "open_clip_model.safetensors"
 

@@ -151,17 +151,18 @@ def _interrupt_after_first_checkpoint(monkeypatch):
 
 
 TINY_CLIP = dict(
-    steps=4, batch_size=6, pool_size=12, warmup=1, embed_dim=16, vision_width=32, vision_layers=1,
+    steps=4, batch_size=6, pool_size=12, warmup=1, embed_dim=16, vision_width=8, vision_layers=1,
     vision_head_width=16, patch_size=16, text_width=16, text_layers=1, text_heads=2, eval_every=2,
     eval_images=8, checkpoint_every=2, save_dtype="float32",
 )  # fmt: skip
 
 
-def test_clip_pretrain_tiny_runs_and_resumes_exactly(tmp_path, monkeypatch):
+@pytest.mark.parametrize("arch", ["resnet", "vit"])
+def test_clip_pretrain_tiny_runs_and_resumes_exactly(tmp_path, monkeypatch, arch):
     import open_clip
     from safetensors.torch import load_file
 
-    cfg = clip_pt.Config(**TINY_CLIP)
+    cfg = clip_pt.Config(**TINY_CLIP, vision_arch=arch)
     m_full = clip_pt.pretrain(cfg, tmp_path / "full", progress=False)
     assert 0.0 <= m_full["zero_shot/shape_acc"] <= 1.0
     calls = _interrupt_after_first_checkpoint(monkeypatch)
@@ -177,9 +178,11 @@ def test_clip_pretrain_tiny_runs_and_resumes_exactly(tmp_path, monkeypatch):
     model, _, pre = open_clip.create_model_and_transforms(
         "local-dir:" + str(tmp_path / "full" / "shapes-clip")
     )
-    assert model.visual.image_size == (64, 64)
+    assert model.visual.image_size in (64, (64, 64))
     with pytest.raises(ValueError, match="different config"):
-        clip_pt.pretrain(clip_pt.Config(**{**TINY_CLIP, "lr": 1e-4}), tmp_path / "full", progress=False)
+        clip_pt.pretrain(
+            clip_pt.Config(**{**TINY_CLIP, "lr": 1e-4}, vision_arch=arch), tmp_path / "full", progress=False
+        )
 
 
 TINY_VLM = dict(
@@ -189,11 +192,12 @@ TINY_VLM = dict(
 )  # fmt: skip
 
 
-def test_vlm_pretrain_tiny_runs_and_resumes_exactly(tmp_path, monkeypatch):
+@pytest.mark.parametrize("arch", ["resnet", "vit"])
+def test_vlm_pretrain_tiny_runs_and_resumes_exactly(tmp_path, monkeypatch, arch):
     from safetensors.torch import load_file
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
-    cfg = vlm_pt.Config(**TINY_VLM)
+    cfg = vlm_pt.Config(**TINY_VLM, vision_arch=arch)
     m_full = vlm_pt.pretrain(cfg, tmp_path / "full", progress=False)
     assert 0.0 <= m_full["pairs/accuracy"] <= 1.0
     calls = _interrupt_after_first_checkpoint(monkeypatch)

@@ -1,4 +1,5 @@
-"""Contrastive pretraining of the embedded ``shapes-clip`` model: a tiny open_clip ViT/text-transformer CLIP.
+"""Contrastive pretraining of the embedded ``shapes-clip`` model: a tiny open_clip CLIP (ModifiedResNet image
+tower by default, or a ViT; a transformer text tower).
 
 The architecture is an open_clip model config (JSON, registered with ``open_clip.add_model_config`` under
 :data:`MODEL_NAME`) and the text side uses open_clip's own BPE tokenizer, so the shipped folder loads with the stock
@@ -26,7 +27,7 @@ from imgalign import shapes as W
 from imgalign.config import field
 from imgalign.pretrain import encoder_common as C
 
-MODEL_NAME = "shapes-clip-vit-tiny"
+MODEL_NAME = "shapes-clip-tiny"
 """The open_clip config name of the embedded shapes CLIP (the registry JSON shipped next to the weights)."""
 FOLDER = "shapes-clip"
 WEIGHTS = "open_clip_model.safetensors"
@@ -40,7 +41,7 @@ STD = (0.26862954, 0.26130258, 0.27577711)
 @dataclass
 class Config:
     seed: int = field(0, help="seed of the weights' initialisation and of the training data stream")
-    steps: int = field(1200, help="optimizer steps")
+    steps: int = field(600, help="optimizer steps")
     batch_size: int = field(64, help="image-caption pairs per step (the contrastive batch)")
     pool_size: int = field(8192, help="training renders, drawn once (seeded) and sampled into batches")
     caption_weights: tuple[float, ...] = field(
@@ -54,10 +55,18 @@ class Config:
         0.05, help="AdamW weight decay on matrices (not on norms, biases, embeddings)"
     )
     embed_dim: int = field(64, help="joint embedding width")
-    vision_width: int = field(64, help="ViT width")
-    vision_layers: int = field(3, help="ViT blocks")
-    vision_head_width: int = field(32, help="ViT attention head width (heads = width / head width)")
-    patch_size: int = field(8, help="ViT patch size in pixels (64 px images: (64/patch)^2 tokens)")
+    vision_arch: str = field(
+        "resnet",
+        help="image tower: resnet (open_clip's ModifiedResNet: conv stem, 4 bottleneck stages, attention pooling) "
+        "or vit. A tiny ViT learns shape from scratch far more slowly than a conv net: after 800 steps on one "
+        "thread its zero-shot shape accuracy was 0.49 (colour 1.00)",
+    )
+    vision_width: int = field(12, help="ResNet base width (stage widths 1x..8x, x4 bottleneck) or ViT width")
+    vision_layers: int = field(1, help="ResNet blocks per stage (4 stages) or ViT blocks")
+    vision_head_width: int = field(
+        32, help="attention head width of the ResNet's attention pool or of the ViT"
+    )
+    patch_size: int = field(8, help="ViT only: patch size in pixels (64 px images: (64/patch)^2 tokens)")
     text_width: int = field(48, help="text transformer width (its 49408-token embedding dominates the size)")
     text_layers: int = field(3, help="text transformer blocks")
     text_heads: int = field(2, help="text transformer heads")
@@ -81,9 +90,12 @@ class Config:
             raise ValueError(
                 f"clip: caption_weights needs {len(C.CAPTION_KINDS)} non-negative numbers ({C.CAPTION_KINDS})"
             )
-        if W.IMAGE_SIZE % self.patch_size:
+        if self.vision_arch not in ("resnet", "vit"):
+            raise ValueError(f"clip: vision_arch must be resnet or vit, got {self.vision_arch!r}")
+        if self.vision_arch == "vit" and W.IMAGE_SIZE % self.patch_size:
             raise ValueError(f"clip: patch_size must divide the image size {W.IMAGE_SIZE}")
-        if self.vision_width % self.vision_head_width or self.text_width % self.text_heads:
+        pool_width = self.vision_width * 32 if self.vision_arch == "resnet" else self.vision_width
+        if pool_width % self.vision_head_width or self.text_width % self.text_heads:
             raise ValueError("clip: widths must be multiples of the head width / number of heads")
         if self.save_dtype not in ("float16", "float32"):
             raise ValueError("clip: save_dtype must be float16 or float32")
@@ -93,15 +105,18 @@ class Config:
 
 def model_config(cfg: Config) -> dict[str, Any]:
     """The open_clip model config (the ``model_cfg`` of ``open_clip_config.json``)."""
+    vision: dict[str, Any] = {
+        "image_size": W.IMAGE_SIZE,
+        "width": cfg.vision_width,
+        "head_width": cfg.vision_head_width,
+    }
+    if cfg.vision_arch == "resnet":  # a list of stage depths selects open_clip's ModifiedResNet
+        vision["layers"] = [cfg.vision_layers] * 4
+    else:
+        vision.update(layers=cfg.vision_layers, patch_size=cfg.patch_size)
     return {
         "embed_dim": cfg.embed_dim,
-        "vision_cfg": {
-            "image_size": W.IMAGE_SIZE,
-            "layers": cfg.vision_layers,
-            "width": cfg.vision_width,
-            "head_width": cfg.vision_head_width,
-            "patch_size": cfg.patch_size,
-        },
+        "vision_cfg": vision,
         "text_cfg": {
             "context_length": cfg.context_length,
             "vocab_size": 49408,  # open_clip's SimpleTokenizer (BPE vocabulary shipped in the package)
@@ -228,7 +243,10 @@ def export(model, model_cfg: dict[str, Any], out: Path, save_dtype: str, card: s
         shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
     dt = torch.float16 if save_dtype == "float16" else torch.float32
-    sd = {k: v.detach().to(dt).contiguous() for k, v in model.state_dict().items()}
+    sd = {
+        k: (v.detach().to(dt) if v.is_floating_point() else v.detach()).contiguous()
+        for k, v in model.state_dict().items()
+    }
     save_file(sd, str(tmp / WEIGHTS))
     cfg_json = {"model_cfg": model_cfg, "preprocess_cfg": preprocess_config()}
     (tmp / "open_clip_config.json").write_text(json.dumps(cfg_json, indent=2) + "\n")
@@ -237,12 +255,15 @@ def export(model, model_cfg: dict[str, Any], out: Path, save_dtype: str, card: s
     C.replace_dir(tmp, out)
 
 
-def model_card(cfg: Config, metrics: dict[str, float], n_params: int, seconds: float) -> str:
+def model_card(
+    cfg: Config, metrics: dict[str, float], n_params: int, seconds: float, history: list[dict] | None = None
+) -> str:
     lines = [
         "# shapes-clip",
         "",
-        "A tiny open_clip CLIP (ViT image tower, transformer text tower with open_clip's BPE tokenizer) trained",
-        "contrastively on shapes-world renders (64x64) and captions. Part of imgalign's embedded models.",
+        "A tiny open_clip CLIP (ModifiedResNet image tower by default, transformer text tower with open_clip's",
+        "BPE tokenizer) trained contrastively on shapes-world renders (64x64) and captions. Part of imgalign's embedded models.",
+        "Its image tower uses BatchNorm: call `model.eval()` before encoding (the loaders do).",
         "",
         "## Load",
         "```python",
@@ -269,12 +290,13 @@ def model_card(cfg: Config, metrics: dict[str, float], n_params: int, seconds: f
         *[f"{k}: {v}" for k, v in asdict(cfg).items()],
         "```",
         "",
-        "## Metrics (held-out renders, a seed stream disjoint from training)",
+        "## Metrics (held-out renders, a seed stream separate from training)",
         f'Zero-shot over {cfg.eval_images} single-object renders, prompts "{SHAPE_TEMPLATE.format("{shape}")}" and',
         f'"{COLOUR_TEMPLATE.format("{colour}")}":',
         "",
         *[f"- {k}: {v:.4f}" for k, v in metrics.items()],
         "",
+        *C.history_table(history or []),
         "Limits: trained only on exact renders of the shapes world (4 shapes, 6 colours, dark background); not a",
         "general-purpose CLIP.",
         "",
@@ -349,7 +371,7 @@ def pretrain(cfg: Config, out_dir: Path, progress: bool = True) -> dict[str, flo
         done = step + 1
         if cfg.eval_every and done % cfg.eval_every == 0 and done < cfg.steps:
             m = evaluate()
-            history.append({"step": done, "loss": loss_avg, **m})
+            history.append({"step": done, "train/loss": loss_avg, **m})
             bar.write(
                 f"clip step {done}: loss {loss_avg:.3f} " + " ".join(f"{k} {v:.3f}" for k, v in m.items())
             )
@@ -371,5 +393,7 @@ def pretrain(cfg: Config, out_dir: Path, progress: bool = True) -> dict[str, flo
     metrics["train/minutes"] = elapsed / 60
     history.append({"step": cfg.steps, **metrics})
     (work / "history.json").write_text(json.dumps(history, indent=1) + "\n")
-    export(model, mcfg, out_dir / FOLDER, cfg.save_dtype, model_card(cfg, metrics, n_params, elapsed))
+    export(
+        model, mcfg, out_dir / FOLDER, cfg.save_dtype, model_card(cfg, metrics, n_params, elapsed, history)
+    )
     return metrics

@@ -158,3 +158,15 @@ def replace_dir(tmp: Path, final: Path) -> None:
     os.replace(tmp, final)
     if old.exists():
         shutil.rmtree(old)
+
+
+def history_table(history: list[dict[str, Any]]) -> list[str]:
+    """Markdown lines of the periodic evaluations (step, then every metric), for the model card."""
+    if not history:
+        return []
+    keys = [k for k in history[-1] if k not in ("step", "train/minutes")]
+    lines = ["During training:", "", "| step | " + " | ".join(keys) + " |", "|---" * (len(keys) + 1) + "|"]
+    for h in history:
+        cells = [f"{h[k]:.3f}" if isinstance(h.get(k), float) else str(h.get(k, "")) for k in keys]
+        lines.append(f"| {h['step']} | " + " | ".join(cells) + " |")
+    return [*lines, ""]
