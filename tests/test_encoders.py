@@ -151,7 +151,7 @@ def _interrupt_after_first_checkpoint(monkeypatch):
 
 
 TINY_CLIP = dict(
-    steps=4, batch_size=6, pool_size=12, warmup=1, embed_dim=16, vision_width=8, vision_layers=1,
+    steps=4, batch_size=6, pool_size=12, warmup=1, embed_dim=16, vision_width=16, vision_layers=1,
     vision_head_width=16, patch_size=16, text_width=16, text_layers=1, text_heads=2, eval_every=2,
     eval_images=8, checkpoint_every=2, save_dtype="float32",
 )  # fmt: skip
