@@ -132,6 +132,20 @@ def test_caption_masks_select_the_assistant_turn():
     assert (enc["input_ids"] == tok.convert_tokens_to_ids("<image>")).sum(1).tolist() == [64, 64]
 
 
+def test_caption_loglik_warns_on_unknown_words():
+    from PIL import Image
+
+    tok = vlm_pt.build_tokenizer()
+    proc = vlm_pt.build_processor(tok, 16)
+    cfg = vlm_pt.Config(**TINY_VLM)
+    torch.manual_seed(0)
+    model = vlm_pt.build_model(cfg, tok).eval()
+    im = Image.new("RGB", (64, 64))
+    with pytest.warns(UserWarning, match="outside the shapes-VLM vocabulary"):
+        ll = vlm_pt.caption_loglik(model, proc, [im, im], ["a photo of a zebra", "a photo of a circle"])
+    assert ll.shape == (2,) and torch.isfinite(ll).all()
+
+
 # ---- tiny pretraining runs: they train, write loadable folders and resume exactly ----------------------------
 class _Interrupt(Exception):
     pass

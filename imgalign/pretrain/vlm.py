@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import random
 import time
+import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -292,6 +293,14 @@ def caption_loglik(model, processor, images: list, captions: list[str], query: s
     import torch
 
     enc = encode(processor, images, captions, [query] * len(captions))
+    unk = processor.tokenizer.unk_token_id
+    bad = [c for c, row in zip(captions, (enc["input_ids"] == unk) & enc["caption_mask"]) if row.any()]
+    if bad:
+        warnings.warn(
+            f"{len(bad)} caption(s) have words outside the shapes-VLM vocabulary, scored as <unk> "
+            f"(e.g. {bad[0]!r}); vocabulary: {' '.join(vocabulary()[len(SPECIAL_TOKENS) :])}",
+            stacklevel=2,
+        )
     with torch.no_grad():
         lp = token_logprobs(model, enc)
     m = enc["caption_mask"].float()
