@@ -1,0 +1,172 @@
+"""Data, captions, schedules and checkpoints shared by the CLIP and VLM pretraining (``clip.py``, ``vlm.py``).
+
+Training batches are a pure function of ``(seed, step)``: a resumed run sees exactly the images and captions an
+uninterrupted run would. Evaluation renders come from a separate seed stream (:func:`heldout_seed`), so they are
+layouts the model never saw during training.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+import shutil
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from imgalign import shapes as W
+from imgalign.prompts.shapes import sample_training_specs
+
+CAPTION_KINDS: tuple[str, ...] = ("prompt", "full", "shapes", "colours")
+
+
+def heldout_seed(seed: int) -> int:
+    """Seed of the evaluation stream (a different stream from every training step's)."""
+    return (seed * 7919 + 0x5EED_0000) & 0x7FFFFFFF
+
+
+def step_seed(seed: int, step: int) -> int:
+    """Seed of training step `step` (its specs, layouts and caption choices)."""
+    return (seed * 1_000_003 + step * 9973 + 17) & 0x7FFFFFFF
+
+
+def describe(objs: list[W.PlacedObject], with_shape: bool = True, with_colour: bool = True) -> str:
+    """A caption naming every rendered object, grouped by (colour, shape) in order of first appearance.
+
+    >>> describe([W.PlacedObject("circle", "red", (0, 0, 1, 1), 0)] * 2)
+    'a photo of two red circles'
+    """
+    if not (with_shape or with_colour):
+        raise ValueError("describe needs with_shape or with_colour")
+    keys = [(o.color if with_colour else None, o.shape if with_shape else "object") for o in objs]
+    counts = Counter(keys)
+    phrases = []
+    for colour, noun in dict.fromkeys(keys):  # unique, in order
+        n = counts[(colour, noun)]
+        plural = W.PLURALS.get(noun, noun + "s") if n > 1 else noun
+        words = ([colour] if colour else []) + [plural]
+        head = ("an" if words[0][0] in "aeiou" else "a") if n == 1 else W.NUMBERS[n]
+        phrases.append(" ".join([head, *words]))
+    return "a photo of " + " and ".join(phrases)
+
+
+def captions(spec: W.Spec, objs: list[W.PlacedObject]) -> dict[str, str]:
+    """The caption variants of one render: the spec's own GenEval prompt, a full caption naming every object's
+    colour and shape, a shape-only caption ("a photo of a circle and two squares") and a colour-only caption
+    ("a photo of a red object and two blue objects")."""
+    return {
+        "prompt": spec.prompt(),
+        "full": describe(objs),
+        "shapes": describe(objs, with_colour=False),
+        "colours": describe(objs, with_shape=False),
+    }
+
+
+def pool_seed(seed: int) -> int:
+    """Seed of the training pool's specs and layouts."""
+    return (seed * 1_000_003 + 17) & 0x7FFFFFFF
+
+
+@dataclass
+class Pool:
+    """A fixed set of training renders: images (N, 3, 64, 64) uint8, the caption variants and spec of each."""
+
+    images: Any  # torch.Tensor (N, 3, H, W) uint8
+    captions: list[dict[str, str]]
+    specs: list[W.Spec]
+
+    def __len__(self) -> int:
+        return len(self.specs)
+
+
+def render_pool(seed: int, n: int, progress: bool = False, desc: str = "rendering") -> Pool:
+    """`n` training renders (seeded): rendering once and sampling batches from the pool keeps the 1-thread
+    training step dominated by the model rather than by the renderer."""
+    import numpy as np
+    import torch
+    from tqdm.auto import tqdm
+
+    specs = sample_training_specs(n, seed=pool_seed(seed))
+    rng = random.Random(pool_seed(seed) + 1)
+    arr = np.empty((n, W.IMAGE_SIZE, W.IMAGE_SIZE, 3), dtype=np.uint8)
+    caps = []
+    for i, spec in enumerate(tqdm(specs, desc=desc, disable=not progress, leave=False)):
+        img, objs = W.render(spec, rng)
+        arr[i] = np.asarray(img)
+        caps.append(captions(spec, objs))
+    images = torch.from_numpy(arr).permute(0, 3, 1, 2).contiguous()  # (N, 3, H, W)
+    return Pool(images, caps, specs)
+
+
+def batch_indices(seed: int, step: int, pool_size: int, batch_size: int) -> tuple[list[int], random.Random]:
+    """Pool indices of training step `step` (a pure function of seed and step) and that step's RNG."""
+    rng = random.Random(step_seed(seed, step))
+    return rng.sample(range(pool_size), batch_size), rng
+
+
+def training_batch(
+    pool: Pool,
+    seed: int,
+    step: int,
+    batch_size: int,
+    kinds: tuple[str, ...] = CAPTION_KINDS,
+    weights: tuple[float, ...] | None = None,
+) -> tuple[Any, list[str], list[int]]:
+    """Images (B, 3, H, W) uint8, one caption each (kind drawn from `kinds` with `weights`, uniform by default)
+    and the pool indices of training step `step`."""
+    idx, rng = batch_indices(seed, step, len(pool), batch_size)
+    texts = [pool.captions[i][k] for i, k in zip(idx, rng.choices(kinds, weights=weights, k=len(idx)))]
+    return pool.images[idx], texts, idx
+
+
+def lr_at(step: int, total: int, peak: float, warmup: int, floor: float = 0.1) -> float:
+    """Linear warm-up to `peak`, then cosine decay to `floor * peak` at `total` steps."""
+    if step < warmup:
+        return peak * (step + 1) / warmup
+    t = min(1.0, (step - warmup) / max(1, total - warmup))
+    return peak * (floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * t)))
+
+
+def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
+    """Atomically write a training checkpoint (tensors, ints, floats, strings): temp file, then ``os.replace``."""
+    import torch
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save(state, tmp)
+    os.replace(tmp, path)
+
+
+def load_checkpoint(path: Path) -> dict[str, Any] | None:
+    """The checkpoint at `path`, or None when there is none (``weights_only=True``: tensors and plain data)."""
+    import torch
+
+    if not path.is_file():
+        return None
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def replace_dir(tmp: Path, final: Path) -> None:
+    """Move a fully written folder `tmp` into place at `final` (the old one is removed only after)."""
+    old = final.with_name(final.name + ".old")
+    if old.exists():
+        shutil.rmtree(old)
+    if final.exists():
+        os.replace(final, old)
+    os.replace(tmp, final)
+    if old.exists():
+        shutil.rmtree(old)
+
+
+def history_table(history: list[dict[str, Any]]) -> list[str]:
+    """Markdown lines of the periodic evaluations (step, then every metric), for the model card."""
+    if not history:
+        return []
+    keys = [k for k in history[-1] if k not in ("step", "train/minutes")]
+    lines = ["During training:", "", "| step | " + " | ".join(keys) + " |", "|---" * (len(keys) + 1) + "|"]
+    for h in history:
+        cells = [f"{h[k]:.3f}" if isinstance(h.get(k), float) else str(h.get(k, "")) for k in keys]
+        lines.append(f"| {h['step']} | " + " | ".join(cells) + " |")
+    return [*lines, ""]

@@ -1,0 +1,230 @@
+"""The embedded shapes CLIP and VLM: loading as a user would, held-out checks on a small sample, the training
+pieces (captions, loss, corruptions, masks) and a tiny resumable pretraining run of each."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from imgalign import shapes as W
+from imgalign.hub import ModelNotFoundError
+from imgalign.pretrain import clip as clip_pt
+from imgalign.pretrain import encoder_common as C
+from imgalign.pretrain import vlm as vlm_pt
+from imgalign.shapes_models import load_shapes_clip
+
+
+@pytest.fixture(autouse=True)
+def _offline(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
+    torch.set_num_threads(1)
+
+
+# ---- captions and data ---------------------------------------------------------------------------------------
+def _obj(shape: str, color: str) -> W.PlacedObject:
+    return W.PlacedObject(shape, color, (0, 0, 1, 1), 0)
+
+
+def test_describe_groups_and_counts():
+    objs = [_obj("circle", "red"), _obj("square", "blue"), _obj("circle", "red"), _obj("cross", "white")]
+    assert C.describe(objs) == "a photo of two red circles and a blue square and a white cross"
+    assert (
+        C.describe(objs, with_shape=False)
+        == "a photo of two red objects and a blue object and a white object"
+    )
+    assert C.describe([_obj("triangle", "green")], with_colour=False) == "a photo of a triangle"
+
+
+def test_training_batch_is_a_function_of_seed_and_step():
+    pool = C.render_pool(0, 24)
+    a = C.training_batch(pool, 0, 5, 8)
+    b = C.training_batch(pool, 0, 5, 8)
+    c = C.training_batch(pool, 0, 6, 8)
+    assert torch.equal(a[0], b[0]) and a[1] == b[1] and a[2] == b[2]
+    assert a[2] != c[2]
+    assert a[0].shape == (8, 3, 64, 64) and a[0].dtype == torch.uint8
+
+
+def test_lr_schedule():
+    assert C.lr_at(0, 100, 1.0, 10) == pytest.approx(0.1)
+    assert C.lr_at(9, 100, 1.0, 10) == pytest.approx(1.0)
+    assert C.lr_at(10, 100, 1.0, 10) == pytest.approx(1.0)
+    assert C.lr_at(100, 100, 1.0, 10) == pytest.approx(0.1)
+    assert C.lr_at(55, 100, 1.0, 10) == pytest.approx(0.1 + 0.9 * 0.5)
+
+
+# ---- CLIP pieces ---------------------------------------------------------------------------------------------
+def test_multi_positive_loss_equals_clip_loss_when_captions_distinct():
+    g = torch.Generator().manual_seed(0)
+    logits = torch.randn(5, 5, generator=g)
+    eye = torch.eye(5, dtype=torch.bool)
+    labels = torch.arange(5)
+    ref = (
+        torch.nn.functional.cross_entropy(logits, labels)
+        + torch.nn.functional.cross_entropy(logits.t(), labels)
+    ) / 2
+    assert torch.allclose(clip_pt.multi_positive_clip_loss(logits, eye), ref)
+
+
+def test_multi_positive_loss_hand_computed():
+    # two identical captions: rows 0 and 1 have targets (1/2, 1/2); zero logits -> loss = log 2 per row
+    logits = torch.zeros(2, 2)
+    same = clip_pt.same_caption_matrix(["a photo of a circle", "a photo of a circle"])
+    assert same.all()
+    assert clip_pt.multi_positive_clip_loss(logits, same).item() == pytest.approx(
+        torch.log(torch.tensor(2.0)).item()
+    )
+
+
+# ---- bad input
+def test_shapes_clip_incomplete_folder_is_a_clear_error(tmp_path):
+    with pytest.raises(ModelNotFoundError, match="incomplete"):
+        load_shapes_clip(folder=tmp_path)
+
+
+# ---- VLM pieces ----------------------------------------------------------------------------------------------
+def test_vlm_tokenizer_covers_every_prompt_and_maps_unknown_words():
+    tok = vlm_pt.build_tokenizer()
+    unk = tok.unk_token_id
+    from imgalign.prompts.shapes import build_eval_set
+
+    for spec in build_eval_set():
+        assert unk not in tok(spec.prompt(), add_special_tokens=False)["input_ids"], spec.prompt()
+    ids = tok("a photo of a zebra", add_special_tokens=False)["input_ids"]
+    assert ids[-1] == unk and unk not in ids[:-1]
+
+
+def test_corruptions_change_the_claim():
+    rng = random.Random(0)
+    kinds = set()
+    from imgalign.prompts.shapes import build_eval_set
+
+    for spec in build_eval_set():
+        bad, kind = vlm_pt.corrupt(spec, rng)
+        kinds.add(kind)
+        assert bad.prompt() != spec.prompt()
+        if kind == "relation":
+            assert {spec.include[1].position[0], bad.include[1].position[0]} in (
+                {"left of", "right of"},
+                {"above", "below"},
+            )
+        if kind == "count":
+            assert bad.include[0].count != spec.include[0].count
+    assert kinds == {"shape", "colour", "count", "relation"}
+
+
+def test_caption_masks_select_the_assistant_turn():
+    from PIL import Image
+
+    tok = vlm_pt.build_tokenizer()
+    proc = vlm_pt.build_processor(tok, 8)
+    im = Image.new("RGB", (64, 64))
+    enc = vlm_pt.encode(proc, [im, im], ["a photo of a red circle", "a photo of two circles left of a square"],
+                        [None, vlm_pt.QUERY])  # fmt: skip
+    for r, cap in enumerate(["a photo of a red circle", "a photo of two circles left of a square"]):
+        ids = enc["input_ids"][r]
+        assert tok.convert_ids_to_tokens(ids[enc["caption_mask"][r]].tolist()) == cap.split()
+        tgt = tok.convert_ids_to_tokens(ids[enc["target_mask"][r]].tolist())
+        assert tgt == [*cap.split(), "<|end|>"]
+    assert (enc["input_ids"] == tok.convert_tokens_to_ids("<image>")).sum(1).tolist() == [64, 64]
+
+
+def test_caption_loglik_warns_on_unknown_words():
+    from PIL import Image
+
+    tok = vlm_pt.build_tokenizer()
+    proc = vlm_pt.build_processor(tok, 16)
+    cfg = vlm_pt.Config(**TINY_VLM)
+    torch.manual_seed(0)
+    model = vlm_pt.build_model(cfg, tok).eval()
+    im = Image.new("RGB", (64, 64))
+    with pytest.warns(UserWarning, match="outside the shapes-VLM vocabulary"):
+        ll = vlm_pt.caption_loglik(model, proc, [im, im], ["a photo of a zebra", "a photo of a circle"])
+    assert ll.shape == (2,) and torch.isfinite(ll).all()
+
+
+# ---- tiny pretraining runs: they train, write loadable folders and resume exactly ----------------------------
+class _Interrupt(Exception):
+    pass
+
+
+def _interrupt_after_first_checkpoint(monkeypatch):
+    real = C.save_checkpoint
+    calls = []
+
+    def save_then_stop(path, state):
+        real(path, state)
+        calls.append(state["step"])
+        raise _Interrupt
+
+    monkeypatch.setattr(C, "save_checkpoint", save_then_stop)
+    return calls
+
+
+TINY_CLIP = dict(
+    steps=4, batch_size=6, pool_size=12, warmup=1, embed_dim=16, vision_width=16, vision_layers=1,
+    vision_head_width=16, patch_size=16, text_width=16, text_layers=1, text_heads=2, eval_every=2,
+    eval_images=8, checkpoint_every=2, save_dtype="float32",
+)  # fmt: skip
+
+
+@pytest.mark.parametrize("arch", ["resnet", "vit"])
+def test_clip_pretrain_tiny_runs_and_resumes_exactly(tmp_path, monkeypatch, arch):
+    import open_clip
+    from safetensors.torch import load_file
+
+    cfg = clip_pt.Config(**TINY_CLIP, vision_arch=arch)
+    m_full = clip_pt.pretrain(cfg, tmp_path / "full", progress=False)
+    assert 0.0 <= m_full["zero_shot/shape_acc"] <= 1.0
+    calls = _interrupt_after_first_checkpoint(monkeypatch)
+    with pytest.raises(_Interrupt):
+        clip_pt.pretrain(cfg, tmp_path / "resumed", progress=False)
+    assert calls == [2] and not (tmp_path / "resumed" / "shapes-clip").exists()
+    monkeypatch.undo()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    clip_pt.pretrain(cfg, tmp_path / "resumed", progress=False)
+    a = load_file(tmp_path / "full" / "shapes-clip" / clip_pt.WEIGHTS)
+    b = load_file(tmp_path / "resumed" / "shapes-clip" / clip_pt.WEIGHTS)
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    model, _, pre = open_clip.create_model_and_transforms(
+        "local-dir:" + str(tmp_path / "full" / "shapes-clip")
+    )
+    assert model.visual.image_size in (64, (64, 64))
+    with pytest.raises(ValueError, match="different config"):
+        clip_pt.pretrain(
+            clip_pt.Config(**{**TINY_CLIP, "lr": 1e-4}, vision_arch=arch), tmp_path / "full", progress=False
+        )
+
+
+TINY_VLM = dict(
+    steps=4, batch_size=4, pool_size=8, warmup=1, vision_width=16, vision_layers=1, vision_heads=2,
+    patch_size=16, text_width=16, text_layers=1, text_heads=2, text_kv_heads=1, text_ffn=32, eval_every=2,
+    eval_pairs=6, checkpoint_every=2,
+)  # fmt: skip
+
+
+@pytest.mark.parametrize("arch", ["resnet", "vit"])
+def test_vlm_pretrain_tiny_runs_and_resumes_exactly(tmp_path, monkeypatch, arch):
+    from safetensors.torch import load_file
+    from transformers import AutoModelForImageTextToText, AutoProcessor
+
+    cfg = vlm_pt.Config(**TINY_VLM, vision_arch=arch)
+    m_full = vlm_pt.pretrain(cfg, tmp_path / "full", progress=False)
+    assert 0.0 <= m_full["pairs/accuracy"] <= 1.0
+    calls = _interrupt_after_first_checkpoint(monkeypatch)
+    with pytest.raises(_Interrupt):
+        vlm_pt.pretrain(cfg, tmp_path / "resumed", progress=False)
+    assert calls == [2] and not (tmp_path / "resumed" / "shapes-vlm").exists()
+    monkeypatch.undo()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    vlm_pt.pretrain(cfg, tmp_path / "resumed", progress=False)
+    a = load_file(tmp_path / "full" / "shapes-vlm" / "model.safetensors")
+    b = load_file(tmp_path / "resumed" / "shapes-vlm" / "model.safetensors")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    model = AutoModelForImageTextToText.from_pretrained(tmp_path / "full" / "shapes-vlm")
+    proc = AutoProcessor.from_pretrained(tmp_path / "full" / "shapes-vlm")
+    img = W.render(W.single_object("cross"), 0)[0]
+    assert vlm_pt.caption_loglik(model, proc, [img], ["a photo of a cross"]).shape == (1,)
