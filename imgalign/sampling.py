@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -78,7 +79,7 @@ def load_pipeline(
     from imgalign import hub
 
     target = hub.resolve(name_or_path)
-    if Path(target).exists() or str(name_or_path) in hub.EMBEDDED or "/" not in str(target):
+    if Path(target).exists() or not re.fullmatch(r"[\w.-]+/[\w.-]+", str(target)):  # a local folder, not a Hub id
         check_pipeline_folder(Path(target))
     # no T5: the documented way to load SD3 without its third text encoder
     pipe = StableDiffusion3Pipeline.from_pretrained(
