@@ -79,7 +79,8 @@ def load_pipeline(
     from imgalign import hub
 
     target = hub.resolve(name_or_path)
-    if Path(target).exists() or not re.fullmatch(r"[\w.-]+/[\w.-]+", str(target)):  # a local folder, not a Hub id
+    is_hub_id = re.fullmatch(r"[\w.-]+/[\w.-]+", str(target)) is not None and not Path(target).exists()
+    if not is_hub_id:
         check_pipeline_folder(Path(target))
     # no T5: the documented way to load SD3 without its third text encoder
     pipe = StableDiffusion3Pipeline.from_pretrained(

@@ -54,13 +54,16 @@ class Config:
     # autoencoder
     vae_channels: list[int] = field(default_factory=lambda: [8, 16, 32], help="AutoencoderKL block channels")
     vae_groups: int = field(
-        2, help="GroupNorm groups of the autoencoder (one channel per group erases colour: keep several per group)"
+        2,
+        help="GroupNorm groups of the autoencoder (one channel per group erases colour: keep several per group)",
     )
     vae_steps: int = field(700, help="autoencoder training steps")
     vae_batch: int = field(16, help="autoencoder batch size")
     vae_crop: int = field(32, help="side of the random crops the (convolutional) autoencoder trains on")
     vae_lr: float = field(2e-3, help="autoencoder AdamW learning rate")
-    vae_fg_weight: float = field(5.0, help="reconstruction-loss weight of object pixels relative to background")
+    vae_fg_weight: float = field(
+        5.0, help="reconstruction-loss weight of object pixels relative to background"
+    )
     vae_kl: float = field(1e-6, help="weight of the KL term of the autoencoder loss")
     # text encoders
     text_width: int = field(64, help="hidden size of each of the two CLIP text encoders")
