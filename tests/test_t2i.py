@@ -201,3 +201,22 @@ def test_missing_or_incomplete_model_folder(tmp_path, tiny_pipeline_dir):
     (broken / "model_index.json").unlink()
     with pytest.raises(IncompleteModelError, match="model_index.json"):
         load_pipeline(broken)
+
+
+def test_fold_latent_normalisation_standardises_latents_and_keeps_the_decoder():
+    cfg = tiny_config()
+    torch.manual_seed(0)
+    vae = t2i.build_vae(cfg).eval()
+    x = torch.rand(6, 3, 64, 64) * 2 - 1
+    with torch.no_grad():
+        z = vae.encode(x).latent_dist.mean
+        before = vae.decode(z).sample
+    mu, sigma = z.mean((0, 2, 3)), z.std((0, 2, 3))
+    t2i.fold_latent_normalisation(vae, mu, sigma)
+    with torch.no_grad():
+        post = vae.encode(x).latent_dist
+        z2 = post.mean
+        after = vae.decode(z2).sample
+    torch.testing.assert_close(z2, (z - mu.view(1, -1, 1, 1)) / sigma.view(1, -1, 1, 1), atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(after, before, atol=1e-5, rtol=1e-4)
+    assert vae.config.scaling_factor == 1.0 and vae.config.shift_factor == 0.0
