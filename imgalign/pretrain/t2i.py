@@ -597,7 +597,7 @@ def write_card(folder: Path, cfg: Config, metrics: dict[str, float], log_rows: l
         "Stock `diffusers.StableDiffusion3Pipeline` (no T5): `SD3Transformer2DModel`, `AutoencoderKL` (64x64 RGB ->"
         " 16x16x4), `FlowMatchEulerDiscreteScheduler`, two `CLIPTextModelWithProjection` encoders with a CLIP BPE"
         " tokenizer whose vocabulary is the shapes world. Load with",
-        "`StableDiffusion3Pipeline.from_pretrained(folder)` or `imgalign.sampling.load_pipeline('shapes')`.",
+        "`StableDiffusion3Pipeline.from_pretrained(folder, text_encoder_3=None, tokenizer_3=None)` or `imgalign.sampling.load_pipeline('shapes')`.",
         "",
         f"Sample with `max_sequence_length={cfg.t5_tokens}` (the zero 'T5' tokens it was trained with),"
         f" {NUM_INFERENCE_STEPS} steps, guidance scale {GUIDANCE_SCALE}, 64x64 (`imgalign.sampling.generate` does).",
