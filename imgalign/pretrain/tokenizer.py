@@ -12,6 +12,7 @@ already one token (no pairs left), so adding a word never changes how an earlier
 
 from __future__ import annotations
 
+import functools
 import json
 import string
 from pathlib import Path
@@ -68,7 +69,8 @@ def _bpe(word: str, ranks: dict[tuple[str, str], int]) -> list[str]:
     return parts
 
 
-def build_vocab(words: list[str]) -> tuple[dict[str, int], list[tuple[str, str]]]:
+@functools.cache
+def build_vocab(words: tuple[str, ...]) -> tuple[dict[str, int], list[tuple[str, str]]]:
     """(vocab token -> id, merges in rank order) so that each of `words` is exactly one token."""
     chars = string.ascii_lowercase + string.digits + ".,!?'\"-:;()"
     tokens: list[str] = [*chars, *(c + EOW for c in chars)]
@@ -89,7 +91,7 @@ def save_tokenizer(folder: Path, model_max_length: int):
     """Write a CLIPTokenizer for the shapes vocabulary to `folder` (standard files) and return it loaded back."""
     from transformers import CLIPTokenizer
 
-    vocab, merges = build_vocab(shapes_words())
+    vocab, merges = build_vocab(tuple(shapes_words()))
     tok = CLIPTokenizer(
         vocab=vocab,
         merges=[tuple(m) for m in merges],
