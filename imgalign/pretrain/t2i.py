@@ -1,0 +1,639 @@
+"""Pretraining of the embedded text-to-image model ``shapes``: a tiny stock ``StableDiffusion3Pipeline``.
+
+Two stages, both seeded and resumable (atomic checkpoints of model, optimizer, step and RNG states in
+``OUT/t2i-work/``; rerunning the same command continues where it stopped):
+
+1. ``AutoencoderKL`` (64x64 RGB -> 16x16x4 latents) trained on shapes renders with an L1 + MSE reconstruction loss
+   and a small KL term, then frozen; its ``scaling_factor`` / ``shift_factor`` are set so latents have zero mean and
+   unit variance.
+2. ``SD3Transformer2DModel`` (patch 2 -> 64 image tokens) trained with rectified flow matching (Esser et al. 2024,
+   SD3 paper, eq. 1-3 with logit-normal t): ``x_t = (1 - t) x0 + t eps``, target ``v = eps - x0``, jointly with two
+   tiny ``CLIPTextModelWithProjection`` encoders whose tokenizer is the shapes vocabulary
+   (:mod:`imgalign.pretrain.tokenizer`); prompts are dropped to "" with probability ``cfg_dropout`` for
+   classifier-free guidance. Prompts are encoded with the pipeline's own ``encode_prompt``, so training sees exactly
+   the context a user's pipeline call builds. An EMA of the trained weights is what ships.
+
+The finished pipeline is written with ``save_pretrained`` to ``OUT/shapes-t2i`` with a model card.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from tqdm.auto import tqdm
+
+from imgalign.config import field
+
+FOLDER = "shapes-t2i"
+WORK = "t2i-work"
+
+
+@dataclass
+class Config:
+    seed: int = field(0, help="seed of data, initialisation, noise and dropout")
+    threads: int = field(
+        1,
+        help="torch CPU threads (on a shared, oversubscribed 2-core machine 1 thread was ~10x faster than 2)",
+    )
+    bf16: bool = field(False, help="bf16 autocast (slower than fp32 on AVX2-only CPUs: ~40x slower matmuls)")
+    # data
+    n_images: int = field(
+        20000, help="pre-rendered training images (rendered once, cached in the work folder)"
+    )
+    # autoencoder
+    vae_channels: list[int] = field(default_factory=lambda: [8, 16, 32], help="AutoencoderKL block channels")
+    vae_groups: int = field(
+        2,
+        help="GroupNorm groups of the autoencoder (one channel per group erases colour: keep several per group)",
+    )
+    vae_steps: int = field(700, help="autoencoder training steps")
+    vae_batch: int = field(16, help="autoencoder batch size")
+    vae_crop: int = field(32, help="side of the random crops the (convolutional) autoencoder trains on")
+    vae_lr: float = field(2e-3, help="autoencoder AdamW learning rate")
+    vae_fg_weight: float = field(
+        5.0, help="reconstruction-loss weight of object pixels relative to background"
+    )
+    vae_kl: float = field(1e-6, help="weight of the KL term of the autoencoder loss")
+    # text encoders
+    text_width: int = field(64, help="hidden size of each of the two CLIP text encoders")
+    text_layers: int = field(3, help="layers of each text encoder (the pipeline reads the penultimate one)")
+    max_length: int = field(12, help="tokenizer model_max_length (CLIP context tokens)")
+    t5_tokens: int = field(
+        1, help="zero 'T5' tokens the pipeline appends (max_sequence_length); see sampling.py"
+    )
+    # transformer
+    layers: int = field(5, help="SD3 joint transformer blocks")
+    heads: int = field(3, help="attention heads (head dim 32)")
+    patch: int = field(4, help="transformer patch size on the 16x16 latents (4: 16 image tokens)")
+    steps: int = field(1500, help="transformer training steps")
+    batch_size: int = field(64, help="transformer batch size")
+    lr: float = field(8e-4, help="AdamW peak learning rate (transformer and text encoders)")
+    warmup: int = field(200, help="linear warm-up steps")
+    weight_decay: float = field(0.01, help="AdamW weight decay")
+    cfg_dropout: float = field(
+        0.1, help="probability of training on the empty prompt (classifier-free guidance)"
+    )
+    logit_mean: float = field(0.0, help="mean of the logit-normal t distribution")
+    logit_std: float = field(1.0, help="std of the logit-normal t distribution")
+    ema: float = field(0.999, help="EMA decay of the shipped weights")
+    shift: float = field(1.0, help="FlowMatchEulerDiscreteScheduler shift")
+    # bookkeeping
+    ckpt_every: int = field(500, help="steps between checkpoints")
+    eval_every: int = field(500, help="steps between quick evaluations (0: only at the end)")
+    eval_prompts: int = field(48, help="eval-set prompts (spread over the tasks) in the quick evaluation")
+    final_eval_images: int = field(
+        4, help="images per prompt of the full shapes-suite evaluation at the end (0: skip)"
+    )
+
+    def validate(self) -> None:
+        if self.steps < 1 or self.vae_steps < 1:
+            raise ValueError("steps and vae_steps must be at least 1")
+        if not 0 <= self.cfg_dropout < 1:
+            raise ValueError("cfg_dropout must be in [0, 1)")
+        if self.max_length < 12:
+            raise ValueError(
+                "max_length must be at least 12 (the longest shapes prompt is 10 words + 2 specials)"
+            )
+        if self.patch not in (1, 2, 4, 8) or self.vae_crop % 4:
+            raise ValueError("patch must be 1, 2, 4 or 8 and vae_crop a multiple of 4")
+        if len(self.vae_channels) != 3:
+            raise ValueError("vae_channels needs 3 entries (64x64 -> 16x16 latents)")
+
+
+# ---- pure pieces ----------------------------------------------------------------------------------------------
+def flow_matching_pair(
+    x0: torch.Tensor, eps: torch.Tensor, t: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rectified-flow interpolant and velocity target (SD3 paper, Esser et al. 2024, eq. 2-3 with a=1-t, b=t).
+
+    x0, eps: (B, C, H, W); t: (B,) in (0, 1). Returns x_t = (1-t) x0 + t eps and v = eps - x0, both (B, C, H, W)."""
+    tt = t.view(-1, 1, 1, 1)
+    return (1 - tt) * x0 + tt * eps, eps - x0
+
+
+def logit_normal(n: int, mean: float, std: float, generator: torch.Generator) -> torch.Tensor:
+    """t = sigmoid(N(mean, std^2)) (SD3 paper sec. 3.1, 'logit-normal sampling'): (n,)."""
+    return torch.sigmoid(mean + std * torch.randn(n, generator=generator))
+
+
+def lr_at(step: int, peak: float, warmup: int, total: int) -> float:
+    """Linear warm-up, then cosine decay to 10% of the peak."""
+    if step < warmup:
+        return peak * (step + 1) / warmup
+    p = min(1.0, (step - warmup) / max(1, total - warmup))
+    return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * p)))
+
+
+def recon_loss(rec: torch.Tensor, x: torch.Tensor, fg_weight: float) -> torch.Tensor:
+    """L1 + squared error per pixel, pixels off the flat background weighted `fg_weight` times more (objects
+    cover ~10% of a render; without the weight the colours are learned last). rec, x: (B, 3, H, W) in [-1, 1]."""
+    from imgalign.shapes import BACKGROUND
+
+    bg = torch.tensor(BACKGROUND, dtype=x.dtype).view(1, 3, 1, 1) / 127.5 - 1
+    w = 1 + (fg_weight - 1) * ((x - bg).abs().amax(1, keepdim=True) > 0.02).float()  # (B, 1, H, W)
+    err = (rec - x).abs() + (rec - x) ** 2
+    return (w * err).sum() / (w.sum() * x.shape[1])
+
+
+# ---- components -----------------------------------------------------------------------------------------------
+def build_vae(cfg: Config):
+    from diffusers import AutoencoderKL
+
+    ch = tuple(cfg.vae_channels)
+    return AutoencoderKL(
+        in_channels=3,
+        out_channels=3,
+        down_block_types=("DownEncoderBlock2D",) * 3,
+        up_block_types=("UpDecoderBlock2D",) * 3,
+        block_out_channels=ch,
+        layers_per_block=1,
+        latent_channels=4,
+        norm_num_groups=cfg.vae_groups,
+        sample_size=64,
+        mid_block_add_attention=False,
+        scaling_factor=1.0,  # set from latent statistics after training
+        shift_factor=0.0,
+    )
+
+
+def build_text_encoder(cfg: Config, tok, seed: int):
+    from transformers import CLIPTextConfig, CLIPTextModelWithProjection
+
+    torch.manual_seed(seed)
+    return CLIPTextModelWithProjection(
+        CLIPTextConfig(
+            vocab_size=len(tok),
+            hidden_size=cfg.text_width,
+            intermediate_size=4 * cfg.text_width,
+            num_hidden_layers=cfg.text_layers,
+            num_attention_heads=2,
+            max_position_embeddings=cfg.max_length,
+            projection_dim=cfg.text_width,
+            bos_token_id=tok.bos_token_id,
+            eos_token_id=tok.eos_token_id,
+            pad_token_id=tok.pad_token_id,
+        )
+    )
+
+
+def build_transformer(cfg: Config):
+    from diffusers import SD3Transformer2DModel
+
+    dim = 32 * cfg.heads
+    return SD3Transformer2DModel(
+        sample_size=16,
+        patch_size=cfg.patch,
+        in_channels=4,
+        num_layers=cfg.layers,
+        attention_head_dim=32,
+        num_attention_heads=cfg.heads,
+        joint_attention_dim=2 * cfg.text_width,
+        caption_projection_dim=dim,
+        pooled_projection_dim=2 * cfg.text_width,
+        out_channels=4,
+        pos_embed_max_size=16 // cfg.patch,
+    )
+
+
+def build_scheduler(cfg: Config):
+    from diffusers import FlowMatchEulerDiscreteScheduler
+
+    return FlowMatchEulerDiscreteScheduler(num_train_timesteps=1000, shift=cfg.shift)
+
+
+# ---- data -----------------------------------------------------------------------------------------------------
+def render_dataset(n: int, seed: int, progress: bool) -> tuple[torch.Tensor, list[str]]:
+    """`n` training renders as uint8 (n, 3, 64, 64) and their prompts (seeded)."""
+    from imgalign import shapes as W
+    from imgalign.prompts.shapes import sample_training_specs
+
+    specs = sample_training_specs(n, seed)
+    rng = random.Random(seed + 1)
+    imgs = np.empty((n, 64, 64, 3), dtype=np.uint8)
+    for i, s in enumerate(tqdm(specs, desc="rendering", disable=not progress)):
+        imgs[i] = np.asarray(W.render(s, rng)[0])
+    return torch.from_numpy(imgs).permute(0, 3, 1, 2).contiguous(), [s.prompt() for s in specs]
+
+
+def to_unit(x: torch.Tensor) -> torch.Tensor:
+    """uint8 images (B, 3, H, W) -> float in [-1, 1]."""
+    return x.float() / 127.5 - 1
+
+
+# ---- checkpoints ----------------------------------------------------------------------------------------------
+def atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def save_state(path: Path, state: dict[str, Any]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save(state, tmp)
+    os.replace(tmp, path)
+
+
+def load_state(path: Path) -> dict[str, Any] | None:
+    if not path.exists():
+        return None
+    return torch.load(path, weights_only=True, map_location="cpu")
+
+
+def rng_state(gen: torch.Generator) -> dict[str, Any]:
+    return {"torch": torch.get_rng_state(), "gen": gen.get_state()}
+
+
+def set_rng_state(state: dict[str, Any], gen: torch.Generator) -> None:
+    torch.set_rng_state(state["torch"])
+    gen.set_state(state["gen"])
+
+
+# ---- stage 1: autoencoder -------------------------------------------------------------------------------------
+def train_vae(cfg: Config, work: Path, images: torch.Tensor, progress: bool) -> Any:
+    vae = build_vae(cfg)
+    final = work / "vae"
+    if (final / "config.json").exists():
+        from diffusers import AutoencoderKL
+
+        return AutoencoderKL.from_pretrained(final)
+    opt = torch.optim.AdamW(vae.parameters(), lr=cfg.vae_lr, weight_decay=0.0)
+    gen = torch.Generator().manual_seed(cfg.seed + 11)
+    ckpt = work / "vae-ckpt.pt"
+    step = 0
+    st = load_state(ckpt)
+    if st is not None:
+        vae.load_state_dict(st["model"])
+        opt.load_state_dict(st["opt"])
+        step = st["step"]
+        set_rng_state(st["rng"], gen)
+    vae.train()
+    bar = tqdm(total=cfg.vae_steps, initial=step, desc="autoencoder", disable=not progress)
+    while step < cfg.vae_steps:
+        for g in opt.param_groups:
+            g["lr"] = lr_at(step, cfg.vae_lr, 100, cfg.vae_steps)
+        idx = torch.randint(0, len(images), (cfg.vae_batch,), generator=gen)
+        c = cfg.vae_crop
+        ox, oy = (4 * int(v) for v in torch.randint(0, (64 - c) // 4 + 1, (2,), generator=gen))
+        x = to_unit(images[idx][:, :, oy : oy + c, ox : ox + c])
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.bf16):
+            post = vae.encode(x).latent_dist
+            z = post.mean + post.std * torch.randn(post.mean.shape, generator=gen)
+            rec = vae.decode(z).sample
+        rec = rec.float()
+        kl = post.kl().mean()
+        loss = recon_loss(rec, x, cfg.vae_fg_weight) + cfg.vae_kl * kl
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(vae.parameters(), 1.0)
+        opt.step()
+        step += 1
+        bar.update()
+        if step % 50 == 0:
+            bar.set_postfix(loss=f"{loss.item():.4f}")
+        if step % cfg.ckpt_every == 0 or step == cfg.vae_steps:
+            save_state(
+                ckpt,
+                {"model": vae.state_dict(), "opt": opt.state_dict(), "step": step, "rng": rng_state(gen)},
+            )
+    bar.close()
+    vae.eval()
+    # latent statistics -> per-channel normalisation so that the transformer sees zero-mean, unit-variance latents
+    with torch.no_grad():
+        zs = torch.cat(
+            [vae.encode(to_unit(images[i : i + 256])).latent_dist.mean for i in range(0, 4096, 256)]
+        )
+        rec = vae.decode(zs[:256]).sample
+        err = (rec - to_unit(images[:256])).abs().mean().item()
+    fold_latent_normalisation(vae, zs.mean((0, 2, 3)), zs.std((0, 2, 3)))
+    with torch.no_grad():
+        rec2 = vae.decode(vae.encode(to_unit(images[:256])).latent_dist.mean).sample
+        err2 = (rec2 - to_unit(images[:256])).abs().mean().item()
+    print(f"after per-channel latent normalisation: L1 {err2:.4f}")
+    vae.save_pretrained(final)
+    print(f"autoencoder: L1 reconstruction error {err:.4f}; latent mean {zs.mean():.3f} std {zs.std():.3f}")
+    return vae
+
+
+@torch.no_grad()
+def fold_latent_normalisation(vae, mu: torch.Tensor, sigma: torch.Tensor) -> None:
+    """Make latents zero-mean, unit-variance per channel by folding ``z' = (z - mu) / sigma`` into the
+    encoder's ``quant_conv`` and its inverse into the decoder's ``post_quant_conv`` (both 1x1 convolutions), so the
+    stock pipeline's scalar ``scaling_factor`` / ``shift_factor`` can be 1 / 0. mu, sigma: (C,).
+
+    A single scalar scale left one channel at 1/10 of another's variance, and the transformer's errors in that
+    channel decoded to colour blobs."""
+    c = mu.numel()
+    q, pq = vae.quant_conv, vae.post_quant_conv
+    q.weight[:c] /= sigma.view(c, 1, 1, 1)  # mean rows
+    q.bias[:c] = (q.bias[:c] - mu) / sigma
+    q.bias[c:] -= 2 * torch.log(sigma)  # log-variance rows
+    w = pq.weight[:, :, 0, 0].clone()  # (C_out, C_in)
+    pq.bias += w @ mu
+    pq.weight *= sigma.view(1, c, 1, 1)
+    vae.register_to_config(scaling_factor=1.0, shift_factor=0.0)
+
+
+@torch.no_grad()
+def encode_latents(vae, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Posterior mean and std of every image, in the transformer's normalised latent space."""
+    s, b = vae.config.scaling_factor, vae.config.shift_factor
+    means, stds = [], []
+    for i in range(0, len(images), 512):
+        post = vae.encode(to_unit(images[i : i + 512])).latent_dist
+        means.append((post.mean - b) * s)
+        stds.append(post.std * s)
+    return torch.cat(means), torch.cat(stds)
+
+
+# ---- stage 2: transformer + text encoders ---------------------------------------------------------------------
+def make_pipeline(vae, transformer, te1, te2, tok1, tok2, scheduler):
+    from diffusers import StableDiffusion3Pipeline
+
+    pipe = StableDiffusion3Pipeline(
+        transformer=transformer,
+        scheduler=scheduler,
+        vae=vae,
+        text_encoder=te1,
+        tokenizer=tok1,
+        text_encoder_2=te2,
+        tokenizer_2=tok2,
+        text_encoder_3=None,
+        tokenizer_3=None,
+    )
+    pipe.set_progress_bar_config(disable=True)
+    return pipe
+
+
+def quick_eval(
+    pipe, metas: list[dict], images_per_prompt: int, seed: int, **kw
+) -> tuple[float, dict[str, float]]:
+    """Sample and judge `metas` in memory: (overall, per-task accuracy)."""
+    from imgalign.commands.world import image_seed
+    from imgalign.eval.geneval import judge, summarize
+    from imgalign.eval.shapes_detector import ShapesDetector
+    from imgalign.sampling import generate
+
+    det = ShapesDetector()
+    jobs = [(i, j) for i in range(len(metas)) for j in range(images_per_prompt)]
+    imgs = generate(
+        pipe, [metas[i]["prompt"] for i, _ in jobs], [image_seed(seed, i, j) for i, j in jobs], **kw
+    )
+    rows = [
+        {"tag": metas[i]["tag"], "correct": judge(img, det(img), metas[i]).correct}
+        for (i, _), img in zip(jobs, imgs)
+    ]
+    return summarize(rows)
+
+
+def eval_subset(n: int) -> list[dict]:
+    """`n` prompts of the shapes eval set, spread evenly over its tasks."""
+    from imgalign.prompts.io import load_geneval_metadata
+    from imgalign.prompts.shapes import EVAL_SET_PATH
+
+    metas = load_geneval_metadata(EVAL_SET_PATH)
+    stride = max(1, len(metas) // n)
+    # the eval set is grouped by task; take every stride-th prompt
+    return metas[::stride][:n]
+
+
+def pretrain(cfg: Config, out_dir: Path, progress: bool = True) -> dict[str, float]:
+    """Train the autoencoder, then the transformer and text encoders; write ``out_dir/shapes-t2i``."""
+    from diffusers.training_utils import EMAModel
+
+    from imgalign.pretrain.tokenizer import save_tokenizer
+    from imgalign.sampling import MAX_SEQUENCE_LENGTH
+
+    cfg.validate()
+    if cfg.t5_tokens != MAX_SEQUENCE_LENGTH:
+        print(f"note: t5_tokens={cfg.t5_tokens} differs from imgalign.sampling.MAX_SEQUENCE_LENGTH")
+    torch.set_num_threads(cfg.threads)
+    t_start = time.time()
+    out_dir = Path(out_dir)
+    work = out_dir / WORK
+    work.mkdir(parents=True, exist_ok=True)
+    cfg_path = work / "config.json"
+    cfg_dict = dataclasses.asdict(cfg)
+    if cfg_path.exists():
+        old = json.loads(cfg_path.read_text())
+        if old != cfg_dict:
+            changed = sorted(k for k in cfg_dict if old.get(k) != cfg_dict[k])
+            raise ValueError(
+                f"{work} holds a run with a different config (changed: {', '.join(changed)}); use another --out "
+                "or delete that folder"
+            )
+    else:
+        cfg_path.write_text(json.dumps(cfg_dict, indent=1))
+    timing_path = work / "timing.json"
+    # wall-clock seconds over every invocation of this run (resumes add up)
+    base_seconds = json.loads(timing_path.read_text())["seconds"] if timing_path.exists() else 0.0
+
+    def save_timing() -> float:
+        seconds = base_seconds + time.time() - t_start
+        atomic_write(timing_path, json.dumps({"seconds": seconds}))
+        return seconds
+
+    torch.manual_seed(cfg.seed)
+    images, prompts = render_dataset(cfg.n_images, cfg.seed, progress)
+    vae = train_vae(cfg, work, images, progress)
+    vae.requires_grad_(False).eval()
+    lat_mean, lat_std = encode_latents(vae, images)
+    del images
+
+    tok1 = save_tokenizer(work / "tokenizer", cfg.max_length)
+    tok2 = save_tokenizer(work / "tokenizer_2", cfg.max_length)
+    te1 = build_text_encoder(cfg, tok1, cfg.seed + 1)
+    te2 = build_text_encoder(cfg, tok2, cfg.seed + 2)
+    torch.manual_seed(cfg.seed + 3)
+    transformer = build_transformer(cfg)
+    scheduler = build_scheduler(cfg)
+    trained = [transformer, te1, te2]
+    params = [p for m in trained for p in m.parameters()]
+    n_params = sum(p.numel() for p in params)
+    print(
+        f"transformer {sum(p.numel() for p in transformer.parameters()) / 1e6:.2f}M params, text encoders "
+        f"{sum(p.numel() for p in te1.parameters()) / 1e6:.2f}M x 2, autoencoder "
+        f"{sum(p.numel() for p in vae.parameters()) / 1e6:.2f}M; {len(prompts)} training images; "
+        f"batch {cfg.batch_size}, {cfg.steps} steps"
+    )
+    opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.99))
+    ema = EMAModel(params, decay=cfg.ema)
+    gen = torch.Generator().manual_seed(cfg.seed + 5)
+    ckpt = work / "t2i-ckpt.pt"
+    step = 0
+    log_rows: list[dict] = []
+    st = load_state(ckpt)
+    if st is not None:
+        for m, sd in zip(trained, st["models"]):
+            m.load_state_dict(sd)
+        opt.load_state_dict(st["opt"])
+        ema.load_state_dict(st["ema"])
+        step = st["step"]
+        set_rng_state(st["rng"], gen)
+        log_rows = json.loads(st["log"])
+        print(f"resumed at step {step}")
+    pipe = make_pipeline(vae, transformer, te1, te2, tok1, tok2, scheduler)
+    metas = eval_subset(cfg.eval_prompts)
+
+    def evaluate_ema(n_img: int) -> tuple[float, dict[str, float]]:
+        ema.store(params)
+        ema.copy_to(params)
+        for m in trained:
+            m.eval()
+        try:
+            return quick_eval(pipe, metas, n_img, seed=0)
+        finally:
+            ema.restore(params)
+            for m in trained:
+                m.train()
+
+    for m in trained:
+        m.train()
+    bar = tqdm(total=cfg.steps, initial=step, desc="transformer", disable=not progress)
+    loss_acc = 0.0
+    while step < cfg.steps:
+        for g in opt.param_groups:
+            g["lr"] = lr_at(step, cfg.lr, cfg.warmup, cfg.steps)
+        idx = torch.randint(0, len(prompts), (cfg.batch_size,), generator=gen)
+        x0 = lat_mean[idx] + lat_std[idx] * torch.randn(lat_mean[idx].shape, generator=gen)
+        drop = torch.rand(cfg.batch_size, generator=gen) < cfg.cfg_dropout
+        batch_prompts = ["" if d else prompts[i] for d, i in zip(drop.tolist(), idx.tolist())]
+        eps = torch.randn(x0.shape, generator=gen)
+        t = logit_normal(cfg.batch_size, cfg.logit_mean, cfg.logit_std, gen)
+        xt, v = flow_matching_pair(x0, eps, t)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.bf16):
+            emb, _, pooled, _ = pipe.encode_prompt(
+                prompt=batch_prompts,
+                prompt_2=None,
+                prompt_3=None,
+                do_classifier_free_guidance=False,
+                max_sequence_length=cfg.t5_tokens,
+                device=torch.device("cpu"),
+            )
+            pred = transformer(
+                hidden_states=xt, encoder_hidden_states=emb, pooled_projections=pooled, timestep=t * 1000
+            ).sample
+        loss = F.mse_loss(pred.float(), v)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        gn = torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        ema.step(params)
+        step += 1
+        loss_acc += loss.item()
+        bar.update()
+        if step % 50 == 0:
+            bar.set_postfix(loss=f"{loss_acc / 50:.4f}", gn=f"{gn:.2f}")
+            log_rows.append({"step": step, "loss": loss_acc / 50})
+            loss_acc = 0.0
+        if cfg.eval_every and step % cfg.eval_every == 0 and step < cfg.steps:
+            overall, tasks = evaluate_ema(1)
+            log_rows.append(
+                {"step": step, "quick_eval": overall, **{f"task/{k}": v for k, v in tasks.items()}}
+            )
+            tqdm.write(f"step {step}: quick eval overall {overall:.3f} {json.dumps(tasks)}")
+        if step % cfg.ckpt_every == 0 or step == cfg.steps:
+            save_state(
+                ckpt,
+                {
+                    "models": [m.state_dict() for m in trained],
+                    "opt": opt.state_dict(),
+                    "ema": ema.state_dict(),
+                    "step": step,
+                    "rng": rng_state(gen),
+                    "log": json.dumps(log_rows),
+                },
+            )
+            save_timing()
+    bar.close()
+
+    # ship the EMA weights
+    ema.copy_to(params)
+    for m in trained:
+        m.eval()
+    folder = out_dir / FOLDER
+    tmp = out_dir / (FOLDER + ".tmp")
+    pipe.save_pretrained(tmp, safe_serialization=True)
+    if folder.exists():
+        import shutil
+
+        shutil.rmtree(folder)
+    os.replace(tmp, folder)
+    metrics: dict[str, float] = {"train_seconds": save_timing(), "params": float(n_params)}
+    if cfg.final_eval_images:
+        from imgalign.prompts.io import load_geneval_metadata
+        from imgalign.prompts.shapes import EVAL_SET_PATH
+        from imgalign.sampling import load_pipeline
+
+        shipped = load_pipeline(folder)
+        overall, tasks = quick_eval(
+            shipped, load_geneval_metadata(EVAL_SET_PATH), cfg.final_eval_images, seed=0
+        )
+        metrics["shapes_overall"] = overall
+        metrics.update({f"shapes/{k}": v for k, v in tasks.items()})
+    metrics["total_seconds"] = save_timing()
+    write_card(folder, cfg, metrics, log_rows)
+    return metrics
+
+
+def write_card(folder: Path, cfg: Config, metrics: dict[str, float], log_rows: list[dict]) -> None:
+    from imgalign.sampling import GUIDANCE_SCALE, NUM_INFERENCE_STEPS
+
+    size = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
+    evals = [r for r in log_rows if "quick_eval" in r]
+    lines = [
+        "# shapes-t2i: a tiny StableDiffusion3Pipeline for the shapes world",
+        "",
+        "Stock `diffusers.StableDiffusion3Pipeline` (no T5): `SD3Transformer2DModel`, `AutoencoderKL` (64x64 RGB ->"
+        " 16x16x4), `FlowMatchEulerDiscreteScheduler`, two `CLIPTextModelWithProjection` encoders with a CLIP BPE"
+        " tokenizer whose vocabulary is the shapes world. Load with",
+        "`StableDiffusion3Pipeline.from_pretrained(folder, text_encoder_3=None, tokenizer_3=None)` or `imgalign.sampling.load_pipeline('shapes')`.",
+        "",
+        f"Sample with `max_sequence_length={cfg.t5_tokens}` (the zero 'T5' tokens it was trained with),"
+        f" {NUM_INFERENCE_STEPS} steps, guidance scale {GUIDANCE_SCALE}, 64x64 (`imgalign.sampling.generate` does).",
+        "",
+        "## Training",
+        "",
+        "- command: `imgalign world pretrain --component t2i --out DIR` (defaults; seed "
+        f"{cfg.seed}); folder written to `DIR/{FOLDER}`",
+        f"- data: {cfg.n_images} renders of `imgalign.prompts.shapes.sample_training_specs({cfg.n_images}, "
+        f"seed={cfg.seed})` (held-out colour x shape pairs never named in a training prompt)",
+        f"- autoencoder: {cfg.vae_steps} steps, batch {cfg.vae_batch}; transformer + text encoders: {cfg.steps} steps,"
+        f" batch {cfg.batch_size}, AdamW lr {cfg.lr}, logit-normal t, CFG dropout {cfg.cfg_dropout},"
+        f" EMA {cfg.ema} (shipped)",
+        f"- {int(metrics['params'])} trained parameters; folder size {size / 1e6:.1f} MB",
+        f"- run time: {metrics['train_seconds'] / 60:.0f} min to the shipped weights, {metrics['total_seconds'] / 60:.0f}"
+        f" min with the final evaluation (wall clock, {cfg.threads} torch thread(s) on a shared 2-core machine)",
+        "",
+        "## Metrics",
+        "",
+    ]
+    if "shapes_overall" in metrics:
+        lines.append(
+            f"Shapes suite (`imgalign eval --suite shapes --model shapes --images-per-prompt {cfg.final_eval_images}`,"
+            f" seed 0): overall **{metrics['shapes_overall']:.3f}**"
+        )
+        lines.append("")
+        lines.append("| task | accuracy |")
+        lines.append("|---|---|")
+        for k, v in metrics.items():
+            if k.startswith("shapes/"):
+                lines.append(f"| {k[7:]} | {v:.3f} |")
+    if evals:
+        lines += [
+            "",
+            f"Quick evaluations during training ({cfg.eval_prompts} prompts, 1 image each, EMA weights):",
+            "",
+        ]
+        lines += [f"- step {r['step']}: {r['quick_eval']:.3f}" for r in evals]
+    (folder / "README.md").write_text("\n".join(lines) + "\n")

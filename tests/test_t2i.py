@@ -1,0 +1,222 @@
+"""The shapes text-to-image model: tokenizer, pretraining maths, resumable pretraining, sampling helpers."""
+
+from __future__ import annotations
+
+import logging
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from imgalign.pretrain import t2i
+from imgalign.pretrain.tokenizer import save_tokenizer, shapes_words
+
+
+@pytest.fixture(autouse=True)
+def _offline(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    torch.set_num_threads(1)
+
+
+def tiny_config(**kw) -> t2i.Config:
+    base = dict(
+        n_images=16,
+        vae_channels=[8, 8, 8],
+        vae_steps=2,
+        vae_batch=4,
+        text_width=16,
+        text_layers=2,
+        layers=1,
+        heads=1,
+        steps=4,
+        batch_size=4,
+        warmup=1,
+        ckpt_every=2,
+        eval_every=0,
+        final_eval_images=0,
+    )
+    base.update(kw)
+    return t2i.Config(**base)
+
+
+@pytest.fixture(scope="module")
+def tiny_pipeline_dir(tmp_path_factory) -> Path:
+    """A randomly initialised pipeline with the shipped architecture, saved with save_pretrained."""
+    cfg = tiny_config()
+    d = tmp_path_factory.mktemp("tiny")
+    tok = save_tokenizer(d / "tok", cfg.max_length)
+    torch.manual_seed(0)
+    pipe = t2i.make_pipeline(
+        t2i.build_vae(cfg),
+        t2i.build_transformer(cfg),
+        t2i.build_text_encoder(cfg, tok, 1),
+        t2i.build_text_encoder(cfg, tok, 2),
+        tok,
+        tok,
+        t2i.build_scheduler(cfg),
+    )
+    pipe.save_pretrained(d / "pipe")
+    return d / "pipe"
+
+
+# ---- tokenizer ------------------------------------------------------------------------------------------------
+def test_tokenizer_loads_offline_and_maps_shapes_words_to_single_tokens(tmp_path):
+    from transformers import CLIPTokenizer
+
+    save_tokenizer(tmp_path / "tokenizer", 12)
+    tok = CLIPTokenizer.from_pretrained(tmp_path / "tokenizer")
+    assert tok.model_max_length == 12
+    for w in shapes_words():
+        ids = tok(w, add_special_tokens=False).input_ids
+        assert len(ids) == 1, (w, tok.convert_ids_to_tokens(ids))
+        assert tok.convert_ids_to_tokens(ids) == [w + "</w>"]
+    # an unknown word still tokenises, into pieces (no unknown token, no crash)
+    ids = tok("a zebra", add_special_tokens=False).input_ids
+    assert len(ids) > 2 and tok.unk_token_id not in ids
+    enc = tok("a photo of a red circle and a blue square", padding="max_length", max_length=12).input_ids
+    assert enc[0] == tok.bos_token_id and enc[11] == tok.eos_token_id and len(enc) == 12
+
+
+# ---- pure maths -----------------------------------------------------------------------------------------------
+def test_flow_matching_pair_hand_values():
+    x0 = torch.tensor([2.0]).view(1, 1, 1, 1)
+    eps = torch.tensor([-1.0]).view(1, 1, 1, 1)
+    xt, v = t2i.flow_matching_pair(x0, eps, torch.tensor([0.25]))
+    assert xt.item() == pytest.approx(0.75 * 2 + 0.25 * -1)  # 1.25
+    assert v.item() == pytest.approx(-3.0)
+    # the straight path: x_t + (1 - t) * (-v) ... reaches x0 at t=0 and eps at t=1
+    x1, _ = t2i.flow_matching_pair(x0, eps, torch.tensor([1.0]))
+    assert x1.item() == pytest.approx(-1.0)
+
+
+def test_logit_normal_median_and_lr_schedule():
+    g = torch.Generator().manual_seed(0)
+    t = t2i.logit_normal(20000, 0.0, 1.0, g)
+    assert 0 < t.min() and t.max() < 1
+    assert t.median().item() == pytest.approx(0.5, abs=0.02)
+    assert t2i.lr_at(0, 1.0, 10, 100) == pytest.approx(0.1)
+    assert t2i.lr_at(10, 1.0, 10, 100) == pytest.approx(1.0)
+    assert t2i.lr_at(100, 1.0, 10, 100) == pytest.approx(0.1)
+    mid = 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * 0.5))
+    assert t2i.lr_at(55, 1.0, 10, 100) == pytest.approx(mid)
+
+
+def test_config_validation():
+    with pytest.raises(ValueError, match="cfg_dropout"):
+        tiny_config(cfg_dropout=1.5).validate()
+    with pytest.raises(ValueError, match="max_length"):
+        tiny_config(max_length=8).validate()
+
+
+# ---- resumable pretraining ------------------------------------------------------------------------------------
+def test_pretrain_resumes_after_kill_and_matches_uninterrupted(tmp_path, monkeypatch):
+    from safetensors.torch import load_file
+
+    cfg = tiny_config()
+    ref = t2i.pretrain(cfg, tmp_path / "ref", progress=False)
+    assert ref["params"] > 0
+
+    calls = {"n": 0}
+    real = t2i.flow_matching_pair
+
+    def dies_at_step_3(*a):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise KeyboardInterrupt  # killed after the step-2 checkpoint
+        return real(*a)
+
+    monkeypatch.setattr(t2i, "flow_matching_pair", dies_at_step_3)
+    with pytest.raises(KeyboardInterrupt):
+        t2i.pretrain(cfg, tmp_path / "run", progress=False)
+    st = t2i.load_state(tmp_path / "run" / t2i.WORK / "t2i-ckpt.pt")
+    assert st["step"] == 2
+    assert not (tmp_path / "run" / t2i.FOLDER).exists()
+    monkeypatch.setattr(t2i, "flow_matching_pair", real)
+    t2i.pretrain(cfg, tmp_path / "run", progress=False)  # the same command again: continues from step 2
+    assert t2i.load_state(tmp_path / "run" / t2i.WORK / "t2i-ckpt.pt")["step"] == 4
+    w = "transformer/diffusion_pytorch_model.safetensors"
+    a = load_file(tmp_path / "ref" / t2i.FOLDER / w)
+    b = load_file(tmp_path / "run" / t2i.FOLDER / w)
+    for k in a:
+        torch.testing.assert_close(a[k], b[k], rtol=0, atol=0)
+    assert (tmp_path / "run" / t2i.FOLDER / "README.md").is_file()
+
+
+def test_pretrain_refuses_a_changed_config_in_the_same_folder(tmp_path):
+    t2i.pretrain(tiny_config(steps=2), tmp_path, progress=False)
+    with pytest.raises(ValueError, match="steps"):
+        t2i.pretrain(tiny_config(steps=3), tmp_path, progress=False)
+
+
+# ---- sampling -------------------------------------------------------------------------------------------------
+def test_load_and_generate_batch_independent(tiny_pipeline_dir):
+    from diffusers import StableDiffusion3Pipeline
+
+    from imgalign.sampling import generate, load_pipeline
+
+    pipe = load_pipeline(tiny_pipeline_dir)
+    assert isinstance(pipe, StableDiffusion3Pipeline)
+    prompts = ["a photo of a red circle", "a photo of two squares", "a photo of a cross above a triangle"]
+    together = generate(pipe, prompts, [1, 2, 3], num_inference_steps=2, batch_size=3)
+    alone = generate(pipe, prompts, [1, 2, 3], num_inference_steps=2, batch_size=1)
+    assert [im.size for im in together] == [(64, 64)] * 3
+    for x, y in zip(together, alone):
+        assert np.abs(np.asarray(x, dtype=int) - np.asarray(y, dtype=int)).max() <= 2
+    other_seed = generate(pipe, prompts[:1], [9], num_inference_steps=2)[0]
+    assert np.abs(np.asarray(other_seed, dtype=int) - np.asarray(together[0], dtype=int)).max() > 2
+
+
+def test_unknown_words_warn_and_bad_size_raises(tiny_pipeline_dir, caplog):
+    from imgalign.sampling import generate, load_pipeline
+
+    pipe = load_pipeline(tiny_pipeline_dir)
+    with caplog.at_level(logging.WARNING, logger="imgalign.sampling"):
+        (img,) = generate(pipe, ["a photo of a purple zebra"], [0], num_inference_steps=1)
+    assert "zebra" in caplog.text and "purple" not in caplog.text.split("vocabulary")[-1]
+    assert img.size == (64, 64)
+    with pytest.raises(ValueError, match=r"height=72 .*64"):
+        generate(pipe, ["a photo of a circle"], [0], height=72, width=64)
+    with pytest.raises(ValueError, match="width=128"):
+        generate(pipe, ["a photo of a circle"], [0], height=64, width=128)
+    with pytest.raises(ValueError, match="one seed per prompt"):
+        generate(pipe, ["a photo of a circle"], [0, 1])
+
+
+def test_missing_or_incomplete_model_folder(tmp_path, tiny_pipeline_dir):
+    import shutil
+
+    from imgalign.sampling import IncompleteModelError, load_pipeline
+
+    with pytest.raises(IncompleteModelError, match="does not exist"):
+        load_pipeline(tmp_path / "nope")
+    broken = tmp_path / "broken"
+    shutil.copytree(tiny_pipeline_dir, broken)
+    (broken / "transformer" / "diffusion_pytorch_model.safetensors").unlink()
+    shutil.rmtree(broken / "tokenizer_2")
+    with pytest.raises(IncompleteModelError, match=r"transformer/ weights.*|tokenizer_2/") as e:
+        load_pipeline(broken)
+    assert "transformer" in str(e.value) and "tokenizer_2" in str(e.value)
+    (broken / "model_index.json").unlink()
+    with pytest.raises(IncompleteModelError, match="model_index.json"):
+        load_pipeline(broken)
+
+
+def test_fold_latent_normalisation_standardises_latents_and_keeps_the_decoder():
+    cfg = tiny_config()
+    torch.manual_seed(0)
+    vae = t2i.build_vae(cfg).eval()
+    x = torch.rand(6, 3, 64, 64) * 2 - 1
+    with torch.no_grad():
+        z = vae.encode(x).latent_dist.mean
+        before = vae.decode(z).sample
+    mu, sigma = z.mean((0, 2, 3)), z.std((0, 2, 3))
+    t2i.fold_latent_normalisation(vae, mu, sigma)
+    with torch.no_grad():
+        post = vae.encode(x).latent_dist
+        z2 = post.mean
+        after = vae.decode(z2).sample
+    torch.testing.assert_close(z2, (z - mu.view(1, -1, 1, 1)) / sigma.view(1, -1, 1, 1), atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(after, before, atol=1e-5, rtol=1e-4)
+    assert vae.config.scaling_factor == 1.0 and vae.config.shift_factor == 0.0
