@@ -14,6 +14,7 @@ from imgalign import __version__
 COMMAND_MODULES = [
     "imgalign.commands.world",
     "imgalign.commands.evaluate",
+    "imgalign.commands.train",
 ]
 
 log = logging.getLogger("imgalign")
