@@ -22,6 +22,7 @@ import contextlib
 import copy
 import json
 import logging
+import shutil
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -247,6 +248,11 @@ class FlowAdapter:
             )
         else:
             self.pipe.save_pretrained(str(out))
+            # keep the base model's component index (how it declares absent parts such as T5), so whatever loads
+            # the base model loads the fine-tune the same way
+            base_index = Path(base_model) / "model_index.json" if base_model else None
+            if base_index is not None and base_index.is_file():
+                shutil.copyfile(base_index, out / "model_index.json")
         info = {"family": self.family, "base_model": base_model, "lora": self.lora_config}
         (out / "imgalign_model.json").write_text(json.dumps(info, indent=2) + "\n")
 

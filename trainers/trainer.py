@@ -92,6 +92,20 @@ def config_hash(cfg: FlowGRPOConfig) -> str:
     return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
 
 
+def embedded_max_sequence_length(path: str) -> int | None:
+    """The shapes model was trained with a fixed number of zero 'T5' tokens (:data:`imgalign.sampling.
+    MAX_SEQUENCE_LENGTH`); other models use their pipeline's default."""
+    from imgalign import hub
+
+    if hub.EMBEDDED.get(path) != "shapes-t2i":
+        return None
+    try:
+        from imgalign.sampling import MAX_SEQUENCE_LENGTH
+    except ImportError:
+        return None
+    return int(MAX_SEQUENCE_LENGTH)
+
+
 def preflight(cfg: FlowGRPOConfig, num_processes: int = 1) -> str:
     """Cheap checks that must fail before any model loads: the model path, reward names, prompt source and batch
     layout. Returns the resolved model path."""
@@ -168,7 +182,7 @@ class FlowGRPOTrainer:
             dtype=DTYPES[cfg.model.dtype],
             height=cfg.model.resolution or None,
             width=cfg.model.resolution or None,
-            max_sequence_length=cfg.model.max_sequence_length or None,
+            max_sequence_length=cfg.model.max_sequence_length or embedded_max_sequence_length(cfg.model.path),
         )
         a = self.adapter
         if cfg.model.lora_rank > 0:
