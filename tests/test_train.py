@@ -259,3 +259,20 @@ def test_two_processes_same_advantages_as_one(sd3_dir, tmp_path):
         assert x["rewards"]["red_reward"] == pytest.approx(y["rewards"]["red_reward"], abs=1e-5)
         assert x["advantage"] == pytest.approx(y["advantage"], abs=1e-3)
     assert rows(tmp_path / "two")[0]["perf/nfe"] == 24
+
+
+def test_default_config_two_steps(tmp_path):
+    """`imgalign train --max-steps 2 --output-dir DIR` with the embedded default config (the shapes model)."""
+    from imgalign import hub
+
+    try:
+        hub.embedded_path("shapes")
+    except FileNotFoundError:
+        pytest.skip("the embedded shapes model is not in this checkout")
+    out = tmp_path / "run"
+    assert main(["train", "--max-steps", "2", "--output-dir", str(out), "--set", "eval.every=-1"]) == 0
+    assert [x["step"] for x in rows(out)] == [1, 2]
+    from imgalign.adapters import load_pipeline
+
+    pipe = load_pipeline(out / "checkpoints" / "step-000002")
+    assert type(pipe).__name__ == "StableDiffusion3Pipeline"
