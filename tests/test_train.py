@@ -116,9 +116,16 @@ def test_flux_lora_two_steps(flux_dir, tmp_path):
     cfg = tiny_config(
         flux_dir, out, model__lora_rank=2, model__max_sequence_length=16, sampling__guidance_scale=3.5
     )
+    cfg["sampling"]["kernel"] = "cps"
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("".join(f"a photo of {n} cats\n" for n in ("one", "two", "three", "four", "five")))
+    cfg["prompts"] = {"source": str(prompts), "test_fraction": 0.4}
+    cfg["eval"] = {"every": 0, "suite": "reward", "images_per_prompt": 1, "num_steps": 2}
     assert main(["train", str(write(cfg, tmp_path / "c.yaml"))]) == 0
     r = rows(out)
     assert len(r) == 2 and r[0]["perf/nfe"] == 12  # guidance-distilled: one forward per step
+    assert abs(r[0]["policy/ratio_mean"] - 1) < 1e-4  # the CPS kernel is on-policy through the trainer
+    assert "eval/reward/red_reward/mean" in r[1]  # evaluated on the 2 held-out prompts at the end
     ckpt = out / "checkpoints" / "step-000002"
     raw = load_file(str(ckpt / "trainer_state" / "trainable.safetensors"))
     assert raw and all("lora_" in n for n in raw)
@@ -183,9 +190,11 @@ def _cli(args: list[str], **kw) -> subprocess.Popen:
 def test_resume_after_sigkill_is_bitwise_equal(sd3_dir, tmp_path):
     steps = 4
     over = dict(train__max_steps=steps, train__ema_decay=0.5, train__updates_per_step=2)
+    two_rewards = ["imgalign.trainers.testing:red_reward", "imgalign.trainers.testing:RunningMeanReward"]
     # uninterrupted reference run
     ref = tmp_path / "ref"
     cfg = tiny_config(sd3_dir, ref, **over)
+    cfg["rewards"] = {"names": two_rewards, "weights": [1.0, 0.5]}  # a stateful reward: its state must resume
     cfg["log"]["checkpoint_every"] = 1
     assert main(["train", str(write(cfg, tmp_path / "ref.yaml"))]) == 0
     # the same run, killed with SIGKILL once checkpoint 2 exists, then resumed
@@ -214,6 +223,7 @@ def test_resume_after_sigkill_is_bitwise_equal(sd3_dir, tmp_path):
     ra = {x["step"]: x for x in rows(ref)}
     rb = {x["step"]: x for x in rows(out)}
     assert ra[4]["reward/red_reward/mean"] == rb[4]["reward/red_reward/mean"]
+    assert ra[4]["reward/running_mean/count"] == rb[4]["reward/running_mean/count"] == 16
 
 
 def test_two_processes_same_advantages_as_one(sd3_dir, tmp_path):

@@ -13,6 +13,8 @@ from typing import Any
 
 import torch
 
+from imgalign.rewards.base import Reward, RewardOutput, to_tensor
+
 
 def tiny_clip_tokenizer() -> Any:
     from transformers import CLIPTokenizer
@@ -157,3 +159,33 @@ def nan_every_third_reward(images: torch.Tensor, prompts: list[str], metadata: A
     r = brightness_reward(images, prompts)
     r[::3] = float("nan")
     return r
+
+
+class RunningMeanReward(Reward):
+    """Toy stateful reward for tests: brightness minus the running mean brightness of every image it was updated
+    with (its state must survive checkpoints for a resume to be exact)."""
+
+    name = "running_mean"
+    stateful = True
+
+    def __init__(self, device: Any = "cpu", dtype: torch.dtype = torch.float32) -> None:
+        super().__init__(device, dtype)
+        self.total = 0.0
+        self.count = 0
+
+    def score(self, images: torch.Tensor, prompts: list[str], metadata: Any) -> RewardOutput:
+        mean = self.total / self.count if self.count else 0.0
+        return RewardOutput(brightness_reward(images, prompts) - mean)
+
+    def update(self, images: Any, prompts: Any, metadata: Any = None) -> dict[str, float]:
+        x = to_tensor(images)
+        self.total += float(x.mean(dim=(1, 2, 3)).sum())
+        self.count += x.shape[0]
+        return {"count": float(self.count)}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"total": torch.tensor(self.total, dtype=torch.float64), "count": self.count}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.total = float(state["total"])
+        self.count = int(state["count"])
