@@ -68,8 +68,8 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
             raise ConfigError(f"{key}: expected a mapping of {tp.__name__} fields, got {value!r}")
         return _build(tp, value, prefix=key + ".")
     if origin in (list, tuple):
-        if isinstance(value, str):
-            value = [v.strip() for v in value.split(",") if v.strip()]
+        if isinstance(value, str):  # "1,2" from a --set override: each item parsed as a YAML scalar
+            value = [yaml.safe_load(v.strip()) for v in value.split(",") if v.strip()]
         if not isinstance(value, (list, tuple)):
             raise ConfigError(f"{key}: expected a list, got {value!r}")
         item_t = args[0] if args else Any
@@ -110,7 +110,7 @@ def _build(cls: type[T], data: dict[str, Any], prefix: str = "") -> T:
     kwargs = {}
     for k, v in data.items():
         if k not in names:
-            raise ConfigError(f"unknown config key {prefix}{k!r}; valid keys here: {', '.join(names)}")
+            raise ConfigError(f"unknown config key '{prefix}{k}'; valid keys here: {', '.join(names)}")
         kwargs[k] = _coerce(v, hints[k], prefix + k)
     return cls(**kwargs)
 

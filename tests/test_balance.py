@@ -1,0 +1,360 @@
+"""Multi-reward balancing: advantages, the min-norm solver, MARBLE and the amortisation identity."""
+
+import itertools
+
+import pytest
+import torch
+
+from imgalign.trainers.balance import (
+    BalanceConfig,
+    MarbleBalancer,
+    balance_advantages,
+    combination_gram,
+    cosines_with_update,
+    gdpo_advantages,
+    group_normalize,
+    min_norm_2,
+    min_norm_simplex,
+    nft_output_gram,
+    param_gram,
+    project_simplex,
+    reward_means,
+    weighted_sum_advantages,
+    zero_std_ratio,
+)
+from imgalign.trainers.nft import nft_combine, nft_loss_terms, noisy_latent, optimality_probability
+
+torch.set_num_threads(1)
+
+
+def test_group_normalize_hand_values_and_ties():
+    vals = torch.tensor([1.0, 3.0, 5.0, 5.0, 2.0, 2.0])
+    groups = torch.tensor([0, 0, 1, 1, 7, 7])
+    adv = group_normalize(vals, groups, eps=0.0)
+    assert torch.allclose(adv, torch.tensor([-1.0, 1.0, 0.0, 0.0, 0.0, 0.0]))
+    assert zero_std_ratio(vals, groups) == pytest.approx(2 / 3)
+    # global std: denominator is the batch std of the column
+    adv_g = group_normalize(vals, groups, eps=0.0, std="global")
+    assert torch.allclose(adv_g[:2], torch.tensor([-1.0, 1.0]) / vals.std(unbiased=False))
+    # two columns are normalised independently; clipping
+    two = torch.stack([vals, 10 * vals], dim=1)
+    adv2 = group_normalize(two, groups, eps=0.0, clip=0.5)
+    assert torch.allclose(adv2[:, 0], adv.clamp(-0.5, 0.5)) and torch.allclose(adv2[:, 1], adv2[:, 0])
+
+
+def test_weighted_sum_vs_gdpo():
+    # reward 0 has a large scale, reward 1 a small one: weighted sum follows reward 0 only.
+    rewards = torch.tensor([[100.0, 0.0], [0.0, 1.0], [50.0, 0.2], [50.0, 0.1]])
+    groups = torch.tensor([0, 0, 1, 1])
+    ws = weighted_sum_advantages(rewards, groups, eps=0.0)
+    assert torch.allclose(ws, torch.tensor([1.0, -1.0, 0.0, 0.0]), atol=1e-6) or ws[0] > 0
+    gd = gdpo_advantages(rewards, groups, weights=[1.0, 1.0], eps=0.0)
+    # per-reward group norm: r0 -> [1, -1, 0, 0], r1 -> [-1, 1, 1, -1]; sum [0, 0, 1, -1]; batch norm:
+    s = torch.tensor([0.0, 0.0, 1.0, -1.0])
+    assert torch.allclose(gd, s / s.std(unbiased=False), atol=1e-6)
+    with pytest.raises(ValueError, match="weight"):
+        gdpo_advantages(rewards, groups, weights=[1.0])
+
+
+def test_min_norm_2_closed_form():
+    g1, g2 = torch.tensor([1.0, 0.0]), torch.tensor([0.0, 2.0])
+    gram = torch.stack([g1, g2]) @ torch.stack([g1, g2]).T
+    a = min_norm_2(gram)
+    # min over a of ||a g1 + (1-a) g2||^2 = a^2 + 4(1-a)^2 -> a = 4/5
+    assert torch.allclose(a, torch.tensor([0.8, 0.2]))
+    # one gradient inside the other's direction and shorter: all weight on the shorter one
+    gram = torch.tensor([[1.0, 2.0], [2.0, 4.0]])
+    assert torch.allclose(min_norm_2(gram), torch.tensor([1.0, 0.0]))
+    # identical gradients: any alpha, returns the midpoint
+    assert torch.allclose(min_norm_2(torch.ones(2, 2)), torch.tensor([0.5, 0.5]))
+
+
+def _simplex_grid(k, n):
+    for c in itertools.product(range(n + 1), repeat=k - 1):
+        if sum(c) <= n:
+            yield [x / n for x in c] + [(n - sum(c)) / n]
+
+
+@pytest.mark.parametrize("solver", ["auto", "projected_gradient"])
+@pytest.mark.parametrize("k", [3, 4])
+def test_min_norm_solver_vs_brute_force(k, solver):
+    gen = torch.Generator().manual_seed(k)
+    grid = torch.tensor(list(_simplex_grid(k, 60 if k == 3 else 24)), dtype=torch.float64)  # [M, K]
+    for trial in range(6):
+        dim = 2 if trial % 2 else 8  # rank-deficient and full-rank Gram matrices
+        g = torch.randn(k, dim, generator=gen, dtype=torch.float64) + (0.0 if trial < 3 else 1.5)
+        gram = g @ g.T
+        alpha = min_norm_simplex(gram, solver=solver)
+        assert alpha.min() >= -1e-12 and abs(float(alpha.sum()) - 1.0) < 1e-9
+        obj = float(alpha @ gram @ alpha)
+        brute = float(((grid @ gram) * grid).sum(1).min())
+        assert obj <= brute + 1e-9
+        # optimality (KKT): no vertex direction improves, (G a)_j >= a^T G a for all j
+        assert float((gram @ alpha).min()) >= obj - 1e-8
+
+
+def test_min_norm_matches_scipy_for_k5():
+    scipy_opt = pytest.importorskip("scipy.optimize")
+    gen = torch.Generator().manual_seed(5)
+    g = torch.randn(5, 6, generator=gen, dtype=torch.float64)
+    gram = g @ g.T
+    alpha = min_norm_simplex(gram)
+    assert (
+        abs(
+            float(alpha @ gram @ alpha)
+            - float((a2 := min_norm_simplex(gram, "projected_gradient")) @ gram @ a2)
+        )
+        < 1e-9
+    )
+    res = scipy_opt.minimize(
+        lambda a: a @ gram.numpy() @ a,
+        x0=[0.2] * 5,
+        bounds=[(0, 1)] * 5,
+        constraints=[{"type": "eq", "fun": lambda a: a.sum() - 1}],
+        method="SLSQP",
+        options={"ftol": 1e-14, "maxiter": 1000},
+    )
+    assert float(alpha @ gram @ alpha) <= res.fun + 1e-9
+
+
+def test_project_simplex():
+    assert torch.allclose(project_simplex(torch.tensor([0.5, 0.5, 0.5])), torch.full((3,), 1 / 3))
+    assert torch.allclose(project_simplex(torch.tensor([2.0, 0.0])), torch.tensor([1.0, 0.0]))
+    assert torch.allclose(project_simplex(torch.tensor([0.2, 0.3, 0.5])), torch.tensor([0.2, 0.3, 0.5]))
+
+
+def test_marble_balancer_normalises_scales_and_emas():
+    g1 = torch.tensor([10.0, 0.0])  # large-scale reward
+    g2 = torch.tensor([0.0, 0.1])  # small-scale reward, orthogonal
+    gram = torch.stack([g1, g2]) @ torch.stack([g1, g2]).T
+    mb = MarbleBalancer(2, ema=0.5, names=["a", "b"])
+    alpha = mb.update(gram)
+    assert torch.allclose(
+        alpha, torch.tensor([0.5, 0.5], dtype=torch.float64)
+    )  # after normalisation: symmetric
+    c = mb.coefficients()
+    d = c[0] * g1.double() + c[1] * g2.double()
+    # the update has equal cosine with both rewards (the MGDA property for orthogonal normalised gradients)
+    cos = cosines_with_update(combination_gram(gram, c))
+    assert torch.allclose(cos, torch.full((2,), 2**-0.5), atol=1e-6)
+    assert torch.allclose(d / d.norm(), torch.tensor([1.0, 1.0], dtype=torch.float64) / 2**0.5)
+    diag = mb.diagnostics(gram)
+    assert diag["balance/grad_cos_min"] == pytest.approx(2**-0.5, abs=1e-6)
+    # K = 2 normalised gradients: alpha* is always the midpoint; the EMA matters for K >= 3.
+    # batch 1: e1, 3*e2, (e1+e2) -> normalised hull's min-norm point (e1+e2)/2: alpha* = [.5, .5, 0]
+    g = torch.tensor([[1.0, 0.0, 0.0], [0.0, 3.0, 0.0], [1.0, 1.0, 0.0]], dtype=torch.float64)
+    mb3 = MarbleBalancer(3, ema=0.5)
+    assert torch.allclose(mb3.update(g @ g.T), torch.tensor([0.5, 0.5, 0.0], dtype=torch.float64), atol=1e-9)
+    # batch 2: orthogonal gradients -> alpha* = 1/3 each; EMA 0.5 -> [5/12, 5/12, 1/6]
+    g2 = torch.diag(torch.tensor([1.0, 2.0, 5.0], dtype=torch.float64))
+    alpha = mb3.update(g2 @ g2.T)
+    assert torch.allclose(alpha, torch.tensor([5 / 12, 5 / 12, 1 / 6], dtype=torch.float64), atol=1e-9)
+    assert torch.allclose(mb3.alpha_star, torch.full((3,), 1 / 3, dtype=torch.float64), atol=1e-9)
+    # coefficients on the raw losses undo the scales: c ~ alpha / ||g||
+    c = mb3.coefficients(normalize=False)
+    assert torch.allclose(c, alpha / torch.tensor([1.0, 2.0, 5.0], dtype=torch.float64))
+    # a reward with zero gradient is excluded; state round-trip
+    mb0 = MarbleBalancer(3, ema=0.0)
+    a0 = mb0.update(torch.diag(torch.tensor([1.0, 0.0, 1.0])))
+    assert float(a0[1]) == 0.0 and torch.allclose(a0[[0, 2]], torch.tensor([0.5, 0.5], dtype=torch.float64))
+    mb1 = MarbleBalancer(3)
+    mb1.load_state_dict(mb0.state_dict())
+    assert torch.equal(mb1.alpha, mb0.alpha)
+
+
+class _TinyVelocity(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = torch.nn.Sequential(torch.nn.Linear(9, 16), torch.nn.SiLU(), torch.nn.Linear(16, 8))
+
+    def forward(self, x, t):  # x [B, 2, 2, 2], t [B]
+        h = torch.cat([x.flatten(1), t[:, None]], dim=1)
+        return self.net(h).reshape_as(x)
+
+
+def _nft_batch(seed=0, b=6, k=3):
+    gen = torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)
+    model = _TinyVelocity().double()
+    x0 = torch.randn(b, 2, 2, 2, generator=gen, dtype=torch.float64)
+    t = torch.rand(b, generator=gen, dtype=torch.float64) * 0.9 + 0.05
+    x_t = noisy_latent(x0, t, torch.randn(b, 2, 2, 2, generator=gen, dtype=torch.float64))
+    with torch.no_grad():
+        v_old = model(x_t, t) + 0.05 * torch.randn(b, 2, 2, 2, generator=gen, dtype=torch.float64)
+    rewards = torch.randn(b, k, generator=gen, dtype=torch.float64)
+    groups = torch.tensor([0, 0, 0, 1, 1, 1])[:b]
+    r = optimality_probability(group_normalize(rewards, groups).double(), clip=1.0)  # [B, K]
+    return model, x0, x_t, t, v_old, r
+
+
+def test_amortisation_identity_on_tiny_network():
+    """sum_k c_k grad L(r_k) == (sum_k c_k) grad L(r_mix) with r_mix = sum_k (c_k / sum c) r_k."""
+    beta = 0.8
+    model, x0, x_t, t, v_old, r = _nft_batch()
+    params = list(model.parameters())
+    v = model(x_t, t)
+    lp, lm = nft_loss_terms(v, v_old, x0, x_t, t, beta)
+    losses = [nft_combine(r[:, k], lp.double(), lm.double(), beta) for k in range(r.shape[1])]
+    gram, grads = param_gram(losses, params)  # [K, K], [K, P]
+    mb = MarbleBalancer(3, ema=0.0)
+    mb.update(gram)
+    c = mb.coefficients(normalize=False)
+    s = c.sum()
+    target = (c[:, None] * grads.double()).sum(0)  # sum_k c_k g_k = sum_k alpha_k g_k/||g_k||
+    r_mix = mb.mix(r)
+    mixed = nft_combine(r_mix, lp.double(), lm.double(), beta)
+    g_mix = torch.cat([g.reshape(-1) for g in torch.autograd.grad(mixed, params)])
+    assert torch.allclose(s * g_mix, target, rtol=1e-9, atol=1e-12)
+    # and the direction is the normalised min-norm combination
+    g_hat = grads.double() / grads.double().norm(dim=1, keepdim=True)
+    assert torch.allclose(target, (mb.alpha[:, None] * g_hat).sum(0), atol=1e-12)
+
+
+def test_output_gram_matches_autograd():
+    beta = 0.6
+    model, x0, x_t, t, v_old, r = _nft_batch(seed=3)
+    v = model(x_t, t)
+    lp, lm = nft_loss_terms(v, v_old, x0, x_t, t, beta)
+    gram = nft_output_gram(v, lp, lm, r, beta)
+    rows = []
+    for k in range(r.shape[1]):
+        loss_k = nft_combine(r[:, k].float(), lp, lm, beta)
+        rows.append(torch.autograd.grad(loss_k, v, retain_graph=True)[0].reshape(-1).double())
+    direct = torch.stack(rows) @ torch.stack(rows).T
+    assert torch.allclose(gram, direct, rtol=1e-5)
+    # the generic form: param_gram with the output tensor as the "parameter"
+    losses = [nft_combine(r[:, k], lp, lm, beta) for k in range(r.shape[1])]
+    assert torch.allclose(param_gram(losses, [v])[0], direct, rtol=1e-9)
+    # cosines with the applied update from an extra r column equal the balancer's own diagnostics (affine in r)
+    mb = MarbleBalancer(3, ema=0.0)
+    mb.update(gram)
+    ext = nft_output_gram(v, lp, lm, torch.cat([r, mb.mix(r)[:, None]], dim=1), beta)
+    cos = cosines_with_update(ext)
+    diag = mb.diagnostics(gram)
+    assert torch.allclose(cos, torch.tensor([diag[f"balance/grad_cos/{k}"] for k in range(3)]), atol=1e-5)
+    assert float(cos.min()) > 0  # MGDA: the min-norm direction has non-negative inner product with every g_k
+
+
+def test_balance_advantages_dispatch_and_mix_advantages():
+    rewards = torch.tensor([[1.0, 0.0], [0.0, 1.0], [2.0, 0.5], [1.0, 0.7]])
+    groups = torch.tensor([0, 0, 1, 1])
+    assert balance_advantages(rewards, groups, BalanceConfig()).shape == (4,)
+    assert torch.allclose(
+        balance_advantages(rewards, groups, BalanceConfig(method="gdpo")), gdpo_advantages(rewards, groups)
+    )
+    per = balance_advantages(rewards, groups, BalanceConfig(method="marble"))
+    assert per.shape == (4, 2) and torch.allclose(per, group_normalize(rewards, groups, clip=5.0))
+    mb = MarbleBalancer(2, ema=0.0)
+    mb.update(
+        torch.tensor([[4.0, 0.0], [0.0, 1.0]])
+    )  # norms 2, 1 -> alpha [.5, .5], c ~ [1/4, 1/2] -> [1/3, 2/3]
+    assert torch.allclose(mb.mix_advantages(per), per @ torch.tensor([1 / 3, 2 / 3]))
+
+
+def test_reward_means_and_config():
+    m = reward_means(torch.tensor([[1.0, 2.0], [3.0, 4.0]]), ["clip", "geneval"])
+    assert m == {"reward/clip/mean": 2.0, "reward/geneval/mean": 3.0}
+    BalanceConfig(method="marble").validate()
+    with pytest.raises(ValueError, match="marble_ema"):
+        BalanceConfig(marble_ema=1.0).validate()
+    with pytest.raises(ValueError):
+        min_norm_simplex(torch.tensor([[float("nan")]]))
+
+
+def test_marble_update_never_opposes_a_reward_while_weighted_sum_can():
+    """MGDA property: <g_k, d*> >= ||d*||^2 >= 0 for the min-norm direction d* (EMA off), on random Gram matrices."""
+    gen = torch.Generator().manual_seed(11)
+    negatives_ws = 0
+    for _ in range(50):
+        scales = torch.tensor([10.0, 1.0, 0.1], dtype=torch.float64)
+        g = torch.randn(3, 5, generator=gen, dtype=torch.float64) * scales[:, None]
+        gram = g @ g.T
+        mb = MarbleBalancer(3, ema=0.0)
+        mb.update(gram)
+        cos = cosines_with_update(combination_gram(gram, mb.coefficients()))
+        assert float(cos.min()) >= -1e-6
+        cos_ws = cosines_with_update(combination_gram(gram, torch.ones(3, dtype=torch.float64)))
+        negatives_ws += int(float(cos_ws.min()) < 0)
+    assert negatives_ws > 0  # the raw weighted sum does oppose some reward on some of these batches
+
+
+def test_balance_config_through_load_config():
+    from imgalign.config import ConfigError, load_config
+
+    cfg = load_config(
+        BalanceConfig, overrides=["method=marble", "weights=[1, 0.5]", "marble_refresh_every=5"]
+    )
+    assert cfg.method == "marble" and cfg.weights == [1.0, 0.5] and cfg.marble_refresh_every == 5
+    with pytest.raises(ConfigError, match="method"):
+        load_config(BalanceConfig, overrides=["method=pcgrad"])
+
+
+class _Toy2D(torch.nn.Module):
+    """v(x_t, t) = exact velocity of N(0, I) data in 2-D + an MLP residual that starts at zero."""
+
+    def __init__(self):
+        super().__init__()
+        self.res = torch.nn.Sequential(torch.nn.Linear(3, 32), torch.nn.SiLU(), torch.nn.Linear(32, 2))
+        torch.nn.init.zeros_(self.res[2].weight)
+        torch.nn.init.zeros_(self.res[2].bias)
+
+    def forward(self, x, t):  # x [B, 2], t [B]
+        tt = t[:, None]
+        return (2 * tt - 1) * x / ((1 - tt) ** 2 + tt**2) + self.res(torch.cat([x, tt], dim=1))
+
+
+def _run_toy(method: str, steps: int = 20) -> torch.Tensor:
+    """NFT on the 2-D toy with rewards (100·x0[0], x0[1]); returns the mean reward gain per reward [2]."""
+    from imgalign.trainers.nft import EmaParams, nft_loss_terms, sample_nft_times
+
+    torch.manual_seed(0)
+    gen = torch.Generator().manual_seed(0)
+    model = _Toy2D()
+    ema = EmaParams.from_module(model)
+    balancer = MarbleBalancer(2, ema=0.5)
+    scale = torch.tensor([100.0, 1.0])
+
+    def sample(n):
+        x = torch.randn(n, 2, generator=gen)
+        ts = torch.linspace(1.0, 0.0, 9)
+        with torch.no_grad():
+            for i in range(8):
+                x = x + model(x, ts[i].expand(n)) * (ts[i + 1] - ts[i])
+        return x * scale  # rewards [n, 2]
+
+    before = sample(1024).mean(0)
+    for _ in range(steps):
+        groups = torch.arange(64) // 8
+        with torch.no_grad():
+            x = torch.randn(64, 2, generator=gen)
+            ts = torch.linspace(1.0, 0.0, 9)
+            for i in range(8):
+                x = x + model(x, ts[i].expand(64)) * (ts[i + 1] - ts[i])
+        x0, rewards = x, x * scale
+        t = sample_nft_times(64, 0.05, 0.95, generator=gen)
+        x_t = noisy_latent(x0, t, torch.randn(64, 2, generator=gen))
+        with torch.no_grad():
+            v_old = ema.functional(model, x_t, t)
+        v = model(x_t, t)
+        lp, lm = nft_loss_terms(v, v_old, x0, x_t, t, beta=1.0)
+        if method == "marble":
+            r_k = optimality_probability(group_normalize(rewards, groups))
+            balancer.update(nft_output_gram(v, lp, lm, r_k, beta=1.0))
+            r = balancer.mix(r_k)
+        else:
+            r = optimality_probability(weighted_sum_advantages(rewards, groups))
+        loss = nft_combine(r, lp, lm, 1.0)
+        model.zero_grad()
+        loss.backward()
+        with torch.no_grad():
+            for p in model.parameters():
+                p -= 0.02 * p.grad
+        ema.update(decay=0.5)
+    return (sample(1024).mean(0) - before) / scale
+
+
+def test_marble_improves_both_rewards_where_weighted_sum_follows_the_large_one():
+    ws = _run_toy("weighted_sum")
+    mb = _run_toy("marble")
+    assert ws[0] > 0.2 and abs(float(ws[1])) < 0.1  # raw weighted sum: only the large-scale reward moves
+    assert mb[0] > 0.1 and mb[1] > 0.1  # MARBLE: both move (in latent units)

@@ -1,0 +1,110 @@
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from imgalign import shapes as W
+from imgalign.cli import main
+from imgalign.prompts.shapes import build_eval_set
+
+
+@pytest.fixture()
+def small_prompts(tmp_path: Path) -> Path:
+    specs = build_eval_set()[::20]  # 18 prompts, 3 per task
+    p = tmp_path / "small.jsonl"
+    p.write_text("".join(json.dumps(s.to_metadata()) + "\n" for s in specs))
+    return p
+
+
+def test_eval_ground_truth(tmp_path, small_prompts, capsys):
+    out = tmp_path / "ev"
+    rc = main(["eval", "--suite", "shapes", "--ground-truth", "--prompts", str(small_prompts),
+               "--images-per-prompt", "2", "--out", str(out), "--no-progress"])
+    assert rc == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert set(summary) >= {"suite", "model", "overall", "tasks", "n_images"}
+    assert summary["suite"] == "shapes" and summary["n_images"] == 36 and summary["overall"] == 1.0
+    assert set(summary["tasks"]) == set(W.TASKS)
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert len(rows) == 36 and set(rows[0]) >= {"file", "tag", "prompt", "correct", "reason"}
+    assert (out / "images" / "00000" / "metadata.jsonl").exists()
+    assert (out / "images" / "00017" / "samples" / "0001.png").exists()
+    assert "| task | score | images |" in (out / "report.md").read_text()
+
+
+def test_world_render_then_eval_images_same_seed_same_files(tmp_path, small_prompts):
+    a, b = tmp_path / "a", tmp_path / "b"
+    for d in (a, b):
+        assert main(["world", "render", "--prompts", str(small_prompts), "--images-per-prompt", "1",
+                     "--seed", "5", "--out", str(d)]) == 0
+    fa = sorted(p.read_bytes() for p in a.rglob("*.png"))
+    fb = sorted(p.read_bytes() for p in b.rglob("*.png"))
+    assert fa == fb and len(fa) == 18
+    assert main(["eval", "--images", str(a), "--out", str(tmp_path / "ev"), "--no-progress"]) == 0
+
+
+def test_eval_images_with_bad_files_keeps_going(tmp_path, small_prompts, capsys):
+    src = tmp_path / "imgs"
+    assert main(["world", "render", "--prompts", str(small_prompts), "--images-per-prompt", "2",
+                 "--out", str(src)]) == 0
+    (src / "00001" / "samples" / "0000.png").write_bytes(b"not a png")  # corrupt
+    data = (src / "00002" / "samples" / "0000.png").read_bytes()
+    (src / "00002" / "samples" / "0000.png").write_bytes(data[: len(data) // 2])  # truncated
+    (src / "00003" / "samples" / "0001.png").unlink()  # missing
+    meta = json.loads((src / "00004" / "metadata.jsonl").read_text())
+    meta["include"][0]["class"] = "hexagon"  # outside the shapes world
+    (src / "00004" / "metadata.jsonl").write_text(json.dumps(meta) + "\n")
+    out = tmp_path / "ev"
+    rc = main(["eval", "--images", str(src), "--out", str(out), "--no-progress"])
+    assert rc == 1
+    rows = {r["file"]: r for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())}
+    assert "cannot read image 00001/samples/0000.png" in rows["00001/samples/0000.png"]["error"]
+    assert rows["00002/samples/0000.png"]["error"]
+    assert "00003/samples/0001.png" not in rows  # a missing sample is simply not there
+    assert "include[0].class" in rows["00004/samples/0000.png"]["error"]
+    assert rows["00000/samples/0000.png"]["correct"] is True
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["n_errors"] == 4 and summary["n_images"] == 35
+
+
+def test_summary_only_when_complete_and_results_are_resumed(tmp_path, small_prompts, monkeypatch):
+    src = tmp_path / "imgs"
+    main(["world", "render", "--prompts", str(small_prompts), "--images-per-prompt", "1", "--out", str(src)])
+    out = tmp_path / "ev"
+    import imgalign.eval.suite as suite
+
+    calls = {"n": 0}
+    real_judge = suite.judge
+
+    def crashing_judge(*a, **k):
+        calls["n"] += 1
+        if calls["n"] == 6:
+            raise KeyboardInterrupt  # the user hits Ctrl-C mid-run
+        return real_judge(*a, **k)
+
+    monkeypatch.setattr(suite, "judge", crashing_judge)
+    with pytest.raises(KeyboardInterrupt):
+        main(["eval", "--images", str(src), "--out", str(out), "--no-progress"])
+    assert not (out / "summary.json").exists()
+    assert len((out / "results.jsonl").read_text().splitlines()) == 5  # judged rows kept
+    calls["n"] = -1000
+    assert main(["eval", "--images", str(src), "--out", str(out), "--no-progress"]) == 0
+    assert calls["n"] == -1000 + 13  # only the 13 remaining images judged
+    assert json.loads((out / "summary.json").read_text())["n_images"] == 18
+
+
+def test_eval_errors_are_clear(tmp_path, capsys):
+    assert main(["eval", "--images", str(tmp_path / "none"), "--out", str(tmp_path / "o")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert main(["eval", "--suite", "coco", "--ground-truth", "--out", str(tmp_path / "o")]) == 2
+    assert "unknown suite 'coco'; valid suites: shapes" in capsys.readouterr().err
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"tag": "colors", "prompt": "a photo of a teal circle", "include": [{"class": "circle", "count": 1, "color": "teal"}]}\n')
+    assert main(["world", "render", "--prompts", str(bad), "--out", str(tmp_path / "r")]) == 2
+    assert "bad.jsonl:1: include[0].color: unknown colour 'teal'" in capsys.readouterr().err
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["eval", "--images", str(empty), "--out", str(tmp_path / "o2")]) == 2
+    assert "holds no prompt folders" in capsys.readouterr().err
+    shutil.rmtree(empty)

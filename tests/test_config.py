@@ -1,0 +1,67 @@
+from dataclasses import dataclass
+from typing import Literal
+
+import pytest
+
+from imgalign.config import ConfigError, describe, field, load_config, to_dict
+
+
+@dataclass
+class Optim:
+    lr: float = field(3e-4, help="learning rate")
+    betas: tuple[float, float] = field((0.9, 0.999), help="Adam betas")
+
+
+@dataclass
+class Cfg:
+    name: str = field("run", help="run name")
+    steps: int = field(10, help="steps")
+    mode: Literal["a", "b"] = field("a", help="mode")
+    rewards: list[str] = field(default_factory=lambda: ["geneval"], help="rewards")
+    weights: dict[str, float] = field(default_factory=dict, help="reward weights")
+    seed: int | None = field(None, help="seed")
+    optim: Optim = field(default_factory=Optim, help="optimizer")
+
+    def validate(self) -> None:
+        if self.steps < 1:
+            raise ConfigError("steps must be >= 1; set steps=1 or more")
+
+
+def test_yaml_and_overrides(tmp_path):
+    p = tmp_path / "c.yaml"
+    p.write_text("name: x\noptim:\n  lr: 1.0e-3\nrewards: [clip, geneval]\n")
+    cfg = load_config(Cfg, p, ["optim.lr=1e-4", "steps=5", "mode=b", "weights={clip: 0.5}", "seed=3"])
+    assert cfg.name == "x" and cfg.optim.lr == pytest.approx(1e-4) and cfg.steps == 5 and cfg.mode == "b"
+    assert cfg.rewards == ["clip", "geneval"] and cfg.weights == {"clip": 0.5} and cfg.seed == 3
+    assert cfg.optim.betas == (0.9, 0.999)
+    assert to_dict(cfg)["optim"]["betas"] == [0.9, 0.999]
+    assert load_config(Cfg, None, ["rewards=clip,artifact"]).rewards == ["clip", "artifact"]
+    assert load_config(Optim, None, ["betas=0.5,0.9"]).betas == (0.5, 0.9)
+
+
+def test_unknown_key_lists_valid_ones(tmp_path):
+    with pytest.raises(ConfigError, match=r"unknown config key 'optim.lrr'; valid keys here: lr, betas"):
+        load_config(Cfg, None, ["optim.lrr=1"])
+    p = tmp_path / "c.yaml"
+    p.write_text("stepz: 3\n")
+    with pytest.raises(ConfigError, match="unknown config key 'stepz'; valid keys here: name, steps"):
+        load_config(Cfg, p)
+
+
+def test_type_errors_and_validation():
+    with pytest.raises(ConfigError, match="steps: expected an integer"):
+        load_config(Cfg, None, ["steps=abc"])
+    with pytest.raises(ConfigError, match="mode: 'c' is not one of"):
+        load_config(Cfg, None, ["mode=c"])
+    with pytest.raises(ConfigError, match="steps must be >= 1"):
+        load_config(Cfg, None, ["steps=0"])
+    with pytest.raises(ConfigError, match="must look like key=value"):
+        load_config(Cfg, None, ["steps"])
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(Cfg, "/nonexistent.yaml")
+
+
+def test_describe_has_help_for_every_leaf():
+    rows = describe(Cfg)
+    assert ("optim.lr", "0.0003", "learning rate") in rows
+    assert all(h for _, _, h in rows)

@@ -1,0 +1,198 @@
+import random
+
+import numpy as np
+import pytest
+
+from imgalign import shapes as W
+from imgalign.eval.geneval import Detection, evaluate, filter_detections, judge, summarize
+from imgalign.eval.shapes_detector import ShapesDetector
+from imgalign.prompts.shapes import build_eval_set
+
+DET = ShapesDetector()
+FLIP = {"left of": "right of", "right of": "left of", "above": "below", "below": "above"}
+
+
+def corruptions(spec: W.Spec, rng: random.Random) -> list[tuple[str, W.Spec]]:
+    """Specs that must NOT satisfy `spec`'s metadata: colour swapped, count +-1, relation flipped, object missing."""
+    out = []
+    inc = spec.include
+    other_shape = lambda s: rng.choice([x for x in W.SHAPES if x != s])  # noqa: E731
+    other_color = lambda c: rng.choice([x for x in W.COLORS if x != c])  # noqa: E731
+    if spec.tag == "single_object":
+        out.append(("object missing", W.single_object(other_shape(inc[0].shape))))
+    elif spec.tag == "two_object":
+        out.append(("object missing", W.single_object(inc[rng.randrange(2)].shape)))
+    elif spec.tag == "counting":
+        n = inc[0].count
+        for m in (n - 1, n + 1):
+            if 1 <= m <= 4:
+                out.append((f"count {m - n:+d}", W.Spec("counting", (W.Clause(inc[0].shape, count=m),))))
+    elif spec.tag == "colors":
+        out.append(("colour swapped", W.colors(other_color(inc[0].color), inc[0].shape)))
+    elif spec.tag == "position":
+        rel = inc[1].position[0]
+        out.append(("relation flipped", W.position(inc[1].shape, FLIP[rel], inc[0].shape)))
+        out.append(("object missing", W.single_object(inc[0].shape)))
+    elif spec.tag == "color_attr":
+        a, b = inc
+        if a.color != b.color:
+            out.append(("colours swapped", W.color_attr(b.color, a.shape, a.color, b.shape)))
+        out.append(("colour changed", W.color_attr(other_color(a.color), a.shape, b.color, b.shape)))
+        out.append(("object missing", W.colors(a.color, a.shape)))
+    return out
+
+
+def test_ground_truth_is_judged_correct():
+    rows = []
+    for i, spec in enumerate(build_eval_set()):
+        img, _ = W.render(spec, 1000 + i)
+        j = judge(img, DET(img), spec.to_metadata())
+        rows.append({"tag": spec.tag, "correct": j.correct, "partial": j.partial, "reason": j.reason})
+    overall, tasks = summarize(rows)
+    assert overall >= 0.99, [r for r in rows if not r["correct"]][:5]
+    assert min(tasks.values()) >= 0.98
+    assert all(r["partial"] == 1.0 for r in rows if r["correct"])
+
+
+def test_judge_discriminates_corrupted_specs():
+    rng = random.Random(0)
+    n = wrong = 0
+    by_kind: dict[str, list[bool]] = {}
+    for i, spec in enumerate(build_eval_set()):
+        for kind, bad in corruptions(spec, rng):
+            img, _ = W.render(bad, rng)
+            rejected = not judge(img, DET(img), spec.to_metadata()).correct
+            by_kind.setdefault(kind, []).append(rejected)
+            n += 1
+            wrong += not rejected
+    assert n >= 300
+    assert 1 - wrong / n >= 0.98, {k: float(np.mean(v)) for k, v in by_kind.items()}
+    assert set(by_kind) >= {"colour swapped", "count -1", "count +1", "relation flipped", "object missing"}
+
+
+def test_detector_boxes_and_colours_match_layout():
+    spec = W.color_attr("blue", "square", "yellow", "triangle")
+    img, objs = W.render(spec, 3)
+    det = DET(img)
+    assert set(det) == {"square", "triangle"}
+    for o in objs:
+        d = det[o.shape][0]
+        assert d.color == o.color
+        assert np.allclose(d.box, o.box, atol=1.01)
+        assert d.score > 0.9
+
+
+def test_detector_rejects_blobs_for_counting():
+    """A ragged blob can pass the 0.3 threshold but not counting's 0.9."""
+    arr = np.full((64, 64, 3), W.BACKGROUND, dtype=np.uint8)
+    yy, xx = np.mgrid[:64, :64]
+    blob = ((xx - 30) ** 2 / 180 + (yy - 30) ** 2 / 40 < 1) | ((xx - 38) ** 2 + (yy - 36) ** 2 < 30)
+    arr[blob] = W.COLORS["red"]
+    dets = [d for ds in DET(arr).values() for d in ds]
+    assert len(dets) == 1 and dets[0].score < 0.9
+
+
+def test_bad_image_shape_raises():
+    with pytest.raises(ValueError, match="RGB"):
+        DET(np.zeros((8, 8), dtype=np.uint8))
+
+
+# ---- the decision rules on hand-built detections (GenEval's evaluate_images.py) ---------------------------------
+def D(x0, y0, x1, y1, score=1.0, color=None):  # noqa: N802
+    return Detection(box=(x0, y0, x1, y1), score=score, color=color)
+
+
+def test_thresholds_and_counting_exclude():
+    meta = {"tag": "counting", "include": [{"class": "circle", "count": 2}], "exclude": [{"class": "circle", "count": 3}]}
+    two = {"circle": [D(0, 0, 10, 10, 0.95), D(20, 0, 30, 10, 0.95)]}
+    assert judge(None, two, meta).correct
+    # a third detection above 0.9 trips the exclude clause; one at 0.85 is filtered on counting prompts
+    assert not judge(None, {"circle": two["circle"] + [D(40, 0, 50, 10, 0.91)]}, meta).correct
+    assert judge(None, {"circle": two["circle"] + [D(40, 0, 50, 10, 0.85)]}, meta).correct
+    # below 0.9 does not count on counting prompts, but 0.31 counts elsewhere
+    weak = {"circle": [D(0, 0, 10, 10, 0.95), D(20, 0, 30, 10, 0.5)]}
+    assert not judge(None, weak, meta).correct
+    assert judge(None, {"circle": [D(0, 0, 9, 9, 0.31)]}, {"tag": "single_object", "include": [{"class": "circle", "count": 1}]}).correct
+    assert not judge(None, {"circle": [D(0, 0, 9, 9, 0.3)]}, {"tag": "single_object", "include": [{"class": "circle", "count": 1}]}).correct
+    # at most 16 detections per class survive
+    many = {"circle": [D(i, 0, i + 1, 1, 0.99) for i in range(20)]}
+    assert len(filter_detections(many, "counting")["circle"]) == 16
+
+
+def test_partial_credit_counting():
+    meta = {"tag": "counting", "include": [{"class": "circle", "count": 4}], "exclude": [{"class": "circle", "count": 5}]}
+    three = {"circle": [D(i * 12, 0, i * 12 + 10, 10) for i in range(3)]}
+    j = judge(None, three, meta)
+    assert not j.correct and j.partial == pytest.approx(0.75)
+    six = {"circle": [D(i * 10, 0, i * 10 + 8, 8) for i in range(6)]}
+    assert judge(None, six, meta).partial == pytest.approx(0.5)
+
+
+def test_colour_clause():
+    meta = {"tag": "colors", "include": [{"class": "square", "count": 1, "color": "red"}]}
+    assert judge(None, {"square": [D(0, 0, 9, 9, color="red")]}, meta).correct
+    j = judge(None, {"square": [D(0, 0, 9, 9, color="blue")]}, meta)
+    assert not j.correct and "expected red square>=1, found 0 red; and 1 blue" in j.reason
+    # the colour classifier only sees the top-`count` detections
+    two = {"square": [D(0, 0, 9, 9, 0.9, color="blue"), D(20, 0, 29, 9, 0.8, color="red")]}
+    assert not judge(None, two, meta).correct
+
+
+@pytest.mark.parametrize(
+    "rel, box_a, ok",
+    [
+        ("left of", (0, 20, 10, 30), True),
+        ("right of", (40, 20, 50, 30), True),
+        ("above", (20, 0, 30, 10), True),
+        ("below", (20, 40, 30, 50), True),
+        ("left of", (40, 20, 50, 30), False),
+        ("above", (20, 40, 30, 50), False),
+        # far diagonal: both relations hold at once (-0.61 on each axis)
+        ("left of", (6, 6, 16, 16), True),
+        ("above", (6, 6, 16, 16), True),
+        # near diagonal: after the 0.1 shrink both components fall under 0.5 of the offset norm (-0.42)
+        ("left of", (15, 15, 25, 25), False),
+    ],
+)
+def test_relations_with_margin(rel, box_a, ok):
+    meta = {
+        "tag": "position",
+        "include": [{"class": "circle", "count": 1}, {"class": "square", "count": 1, "position": [rel, 0]}],
+    }
+    objs = {"circle": [D(20, 20, 30, 30)], "square": [D(*box_a)]}
+    assert judge(None, objs, meta).correct is ok
+
+
+def test_relation_threshold_exact_values():
+    # A centred 10 px right of B, boxes 10 wide: shrink = 0.1 * 20 = 2 -> revised dx = 8 / 10 = 0.8 > 0.5
+    assert W.relative_position((10, 0, 20, 10), (0, 0, 10, 10)) == {"right of"}
+    # offset (6, 5): dx = (6 - 2) / 7.81 = 0.51 > 0.5, dy = (5 - 2) / 7.81 = 0.38 -> only "right of"
+    assert W.relative_position((6, 5, 16, 15), (0, 0, 10, 10)) == {"right of"}
+    # offset (5, 5): dx = (5 - 2) / 7.07 = 0.42 -> nothing
+    assert W.relative_position((5, 5, 15, 15), (0, 0, 10, 10)) == set()
+    # overlapping centres within the margin -> empty set
+    assert W.relative_position((1, 1, 11, 11), (0, 0, 10, 10)) == set()
+
+
+def test_missing_target_fails_position_and_partial_is_not_double_counted():
+    meta = {
+        "tag": "position",
+        "include": [{"class": "circle", "count": 1}, {"class": "square", "count": 1, "position": ["left of", 0]}],
+    }
+    j = judge(None, {"square": [D(0, 0, 9, 9)]}, meta)
+    assert not j.correct and "no target for square to be left of" in j.reason
+    assert j.partial == 0.0  # neither the circle nor the square's relation holds
+    j = judge(None, {"circle": [D(0, 0, 9, 9)], "square": [D(40, 0, 49, 9)]}, meta)
+    assert not j.correct and j.partial == pytest.approx(0.5)
+
+
+def test_summary_is_mean_of_task_scores():
+    rows = [{"tag": "a", "correct": True}] * 3 + [{"tag": "a", "correct": False}] + [{"tag": "b", "correct": False}]
+    overall, tasks = summarize(rows)
+    assert tasks == {"a": 0.75, "b": 0.0} and overall == pytest.approx(0.375)
+
+
+def test_evaluate_accepts_a_colour_classifier():
+    meta = {"tag": "colors", "include": [{"class": "dog", "count": 1, "color": "brown"}]}
+    j = evaluate(None, {"dog": [D(0, 0, 5, 5)]}, meta, lambda img, dets, cls: ["brown"] * len(dets))
+    assert j.correct

@@ -1,0 +1,254 @@
+"""Tree rollouts: exact NFE accounting, recorded transitions, value propagation and edge advantages."""
+
+import math
+
+import pytest
+import torch
+
+from imgalign.trainers.tree import (
+    TreeConfig,
+    TreeSpec,
+    backward_progressive_window,
+    edge_advantages,
+    edge_log_prob,
+    euler_step,
+    flat_nfe,
+    flow_sde_mean_std,
+    flow_sde_step,
+    gaussian_log_prob,
+    nfe_report,
+    propagate_values,
+    restrict_to_window,
+    tree_advantages,
+    tree_rollout,
+    tree_spec_for_step,
+)
+
+torch.set_num_threads(1)
+
+
+def test_spec_nfe_counts():
+    spec = TreeSpec(10, (0, 3, 6), (2, 2, 2))
+    assert [spec.alive(i) for i in range(10)] == [1, 2, 2, 2, 4, 4, 4, 8, 8, 8]
+    assert spec.num_leaves == 8 and spec.num_edges() == 2 + 4 + 8
+    assert spec.nfe() == 43 and spec.nfe(num_trees=3, cfg=True) == 43 * 6
+    assert flat_nfe(8, 10) == 80 and flat_nfe(8, 10, cfg=True) == 160
+    rep = nfe_report(spec, num_trees=2)
+    assert rep["perf/nfe_per_leaf"] == pytest.approx(43 / 8)
+    assert rep["perf/nfe_per_trained_edge"] == pytest.approx(43 / 14)
+    assert TreeSpec(4, (1,), (3,)).nfe() == 1 + 1 + 3 + 3
+    with pytest.raises(ValueError, match="last step"):
+        TreeSpec(10, (9,), (2,))
+    with pytest.raises(ValueError, match="increasing"):
+        TreeSpec(10, (3, 1), (2, 2))
+
+
+def test_config_spec_and_validation():
+    cfg = TreeConfig(branch_steps=[1, 2], branch_factors=[3])
+    cfg.validate()
+    assert cfg.spec(5) == TreeSpec(5, (1, 2), (3, 3))
+    with pytest.raises(ValueError, match="branch_factors"):
+        TreeConfig(branch_steps=[1, 2], branch_factors=[2, 2, 2]).validate()
+    with pytest.raises(ValueError, match=">= 2"):
+        TreeConfig(branch_factors=[1]).validate()
+
+
+def test_sde_step_formula_and_ode_limit():
+    x = torch.tensor([[1.0, -2.0], [0.5, 0.5]])
+    v = torch.tensor([[0.3, 0.1], [-1.0, 2.0]])
+    s, sn = torch.tensor([0.8, 1.0]), torch.tensor([0.6, 0.9])
+    x1, mean, std = flow_sde_step(x, v, s, sn, 0.0)
+    assert (
+        torch.allclose(mean, euler_step(x, v, s, sn))
+        and torch.equal(std, torch.zeros(2))
+        and torch.allclose(x1, mean)
+    )
+    a = 0.7
+    _, mean, std = flow_sde_step(x, v, s, sn, a, torch.Generator().manual_seed(0))
+    # row 0 by hand: varsigma = a sqrt(.8/.2) = 1.4; dt = -.2; mu = x + v dt + (1.96/1.6)(x + .2 v) dt
+    vs = 1.4
+    mu0 = x[0] + v[0] * -0.2 + (vs**2 / 1.6) * (x[0] + 0.2 * v[0]) * -0.2
+    assert torch.allclose(mean[0], mu0) and std[0] == pytest.approx(vs * math.sqrt(0.2))
+    # row 1 at sigma = 1: the next sigma goes in the denominator, varsigma = a sqrt(1 / 0.1)
+    assert std[1] == pytest.approx(a * math.sqrt(1 / 0.1) * math.sqrt(0.1), rel=1e-6)
+
+
+def test_gaussian_log_prob_matches_torch_distributions():
+    g = torch.Generator().manual_seed(1)
+    x, mean = torch.randn(3, 2, 2, generator=g), torch.randn(3, 2, 2, generator=g)
+    std = torch.tensor([0.5, 1.0, 2.0])
+    ref = torch.distributions.Normal(mean, std[:, None, None]).log_prob(x).flatten(1).sum(1)
+    assert torch.allclose(gaussian_log_prob(x, mean, std), ref, atol=1e-5)
+
+
+class _Counter:
+    """Velocity fn that records the rows it is called with; depends on x, sigma and the tree (prompt) index."""
+
+    def __init__(self):
+        self.rows = []
+
+    def __call__(self, x, sigma, root):
+        self.rows.append(x.shape[0])
+        return -0.5 * x + sigma[:, None, None, None] * (1.0 + root[:, None, None, None].float())
+
+
+def test_rollout_nfe_shared_prefix_and_recorded_transitions():
+    spec = TreeSpec(6, (0, 2, 3), (2, 3, 2))
+    sigmas = torch.linspace(1.0, 0.0, 7)
+    noise = torch.randn(2, 1, 2, 2, generator=torch.Generator().manual_seed(0))
+    vf = _Counter()
+    roll = tree_rollout(vf, noise, sigmas, spec, noise_level=0.7, generator=torch.Generator().manual_seed(1))
+    assert vf.rows == [2 * spec.alive(i) for i in range(6)] == [2, 4, 4, 12, 24, 24]
+    assert roll.nfe == spec.nfe(num_trees=2) == sum(vf.rows)
+    roll2 = tree_rollout(
+        vf, noise, sigmas, spec, generator=torch.Generator().manual_seed(1), cfg_multiplier=2
+    )
+    assert roll2.nfe == spec.nfe(num_trees=2, cfg=True)
+    # leaves: tree-major, 12 per tree
+    assert roll.leaves.shape == (24, 1, 2, 2) and roll.leaf_root.tolist() == [0] * 12 + [1] * 12
+    # edges: per tree 2 + 6 + 12 = 20; parents per tree 1 + 2 + 6 = 9
+    assert roll.edge_child.shape == (40,) and roll.parent_x.shape == (18, 1, 2, 2)
+    assert sorted(roll.edge_step.tolist()) == [0] * 4 + [2] * 12 + [3] * 24
+    # siblings share their parent row, hence the same x, mean, std
+    f = roll.edge_fields()
+    same_parent = roll.edge_parent[:-1] == roll.edge_parent[1:]
+    assert same_parent.any()
+    assert torch.equal(f["mean"][:-1][same_parent], f["mean"][1:][same_parent])
+    # children of the first branch of tree 0 start from tree 0's noise
+    assert torch.equal(roll.parent_x[0], noise[0]) and torch.equal(roll.parent_x[1], noise[1])
+    # recorded mean/std are the ones used: re-evaluating with the same velocity reproduces them, ratio == 1
+    v = vf(roll.parent_x, roll.parent_sigma, roll.parent_root)
+    _, mean, std = flow_sde_step(roll.parent_x, v, roll.parent_sigma, roll.parent_sigma_next, 0.7)
+    assert torch.allclose(mean, roll.parent_mean) and torch.allclose(std, roll.parent_std)
+    lp = gaussian_log_prob(roll.edge_x_next, mean[roll.edge_parent], std[roll.edge_parent])
+    assert torch.allclose(torch.exp(lp - roll.edge_log_prob), torch.ones(40), atol=1e-5)
+    mean_only, std_only = flow_sde_mean_std(roll.parent_x, v, roll.parent_sigma, roll.parent_sigma_next, 0.7)
+    assert torch.allclose(mean_only, mean) and torch.equal(std_only, std)
+    assert torch.allclose(
+        torch.exp(edge_log_prob(roll, mean_only) - roll.edge_log_prob), torch.ones(40), atol=1e-5
+    )
+    # a perturbed policy gives ratio != 1
+    assert not torch.allclose(edge_log_prob(roll, mean_only + 0.1), roll.edge_log_prob)
+    # node bookkeeping: every edge child has the edge's parent node as parent, depth = parent depth + 1
+    assert torch.equal(roll.node_parent[roll.edge_child], roll.parent_node[roll.edge_parent])
+    assert torch.equal(
+        roll.node_depth[roll.edge_child], roll.node_depth[roll.parent_node[roll.edge_parent]] + 1
+    )
+    assert roll.node_depth[roll.leaf_node].tolist() == [3] * 24
+
+
+def test_rollout_chunking_and_between_sde():
+    spec = TreeSpec(4, (1,), (3,))
+    sigmas = torch.linspace(1.0, 0.0, 5)
+    noise = torch.randn(3, 1, 2, 2, generator=torch.Generator().manual_seed(0))
+    a = tree_rollout(_Counter(), noise, sigmas, spec, generator=torch.Generator().manual_seed(2))
+    vf = _Counter()
+    b = tree_rollout(vf, noise, sigmas, spec, generator=torch.Generator().manual_seed(2), max_batch=2)
+    assert torch.equal(a.leaves, b.leaves) and a.nfe == b.nfe and max(vf.rows) == 2
+    c = tree_rollout(
+        _Counter(), noise, sigmas, spec, between="sde", generator=torch.Generator().manual_seed(2)
+    )
+    assert c.nfe == a.nfe and not torch.allclose(c.leaves, a.leaves)
+    with pytest.raises(ValueError, match="sigmas"):
+        tree_rollout(_Counter(), noise, sigmas[:-1], spec)
+
+
+# Hand-built tree: root 0 -> children 1, 2; 1 -> leaves 3, 4; 2 -> leaves 5, 6.
+PARENT = torch.tensor([-1, 0, 0, 1, 1, 2, 2])
+DEPTH = torch.tensor([0, 1, 1, 2, 2, 2, 2])
+ROOT = torch.zeros(7, dtype=torch.long)
+LEAVES = torch.tensor([3, 4, 5, 6])
+EDGE_CHILD = torch.tensor([1, 2, 3, 4, 5, 6])
+
+
+def test_value_propagation_hand_built():
+    r = torch.tensor([1.0, 3.0, 5.0, 9.0])
+    vals = propagate_values(PARENT, DEPTH, LEAVES, r)
+    assert torch.allclose(vals, torch.tensor([4.5, 2.0, 7.0, 1.0, 3.0, 5.0, 9.0]))
+    # log-prob weighted: weights softmax(logit) among siblings: leaves 3, 4 with logits log 1, log 3 -> 1/4, 3/4
+    logit = torch.tensor([0.0, 0.0, 0.0, math.log(1.0), math.log(3.0), 0.0, 0.0])
+    vals_w = propagate_values(PARENT, DEPTH, LEAVES, r, logit)
+    assert vals_w[1] == pytest.approx(0.25 * 1 + 0.75 * 3) and vals_w[0] == pytest.approx((2.5 + 7.0) / 2)
+    # several rewards at once
+    two = propagate_values(PARENT, DEPTH, LEAVES, torch.stack([r, -r], 1))
+    assert torch.allclose(two[:, 1], -vals)
+
+
+def test_edge_advantages_hand_built():
+    r = torch.tensor([1.0, 3.0, 5.0, 9.0])
+    vals = propagate_values(PARENT, DEPTH, LEAVES, r)
+    sib = edge_advantages(vals, EDGE_CHILD, PARENT, ROOT, DEPTH, "sibling", eps=0.0)
+    assert torch.allclose(sib, torch.tensor([-1.0, 1.0, -1.0, 1.0, -1.0, 1.0]))
+    dep = edge_advantages(vals, EDGE_CHILD, PARENT, ROOT, DEPTH, "depth", eps=0.0)
+    std2 = math.sqrt((3.5**2 + 1.5**2 + 0.5**2 + 4.5**2) / 4)
+    expected = torch.tensor([-1.0, 1.0, -3.5 / std2, -1.5 / std2, 0.5 / std2, 4.5 / std2])
+    assert torch.allclose(dep, expected, atol=1e-6)
+    clipped = edge_advantages(vals, EDGE_CHILD, PARENT, ROOT, DEPTH, "depth", eps=0.0, clip=1.2)
+    assert float(clipped.max()) == pytest.approx(1.2)
+    # tree mode: values of leaf rewards normalised over the tree (done by tree_advantages) are used as they are
+    norm_r = (r - 4.5) / std2
+    tv = propagate_values(PARENT, DEPTH, LEAVES, norm_r)
+    tr = edge_advantages(tv, EDGE_CHILD, PARENT, ROOT, DEPTH, "tree")
+    assert torch.allclose(tr, torch.tensor([-2.5, 2.5, -3.5, -1.5, 0.5, 4.5]) / std2, atol=1e-6)
+    # ties within a sibling group give exactly zero
+    tied = propagate_values(PARENT, DEPTH, LEAVES, torch.tensor([2.0, 2.0, 5.0, 9.0]))
+    sib_t = edge_advantages(tied, EDGE_CHILD, PARENT, ROOT, DEPTH, "sibling")
+    assert sib_t[2] == 0.0 and sib_t[3] == 0.0
+
+
+def test_tree_advantages_on_rollout_and_two_trees():
+    spec = TreeSpec(4, (0, 1), (2, 2))
+    roll = tree_rollout(_Counter(), torch.zeros(2, 1, 1, 1), torch.linspace(1.0, 0.0, 5), spec)
+    # leaves tree-major, siblings adjacent: tree 0 leaves [a, b | c, d], tree 1 the same + 100
+    r = torch.tensor([1.0, 3.0, 5.0, 9.0, 101.0, 103.0, 105.0, 109.0])
+    for mode in ("depth", "sibling", "tree"):
+        adv = tree_advantages(roll, r, mode=mode, eps=0.0)
+        a0, a1 = adv[roll.parent_root[roll.edge_parent] == 0], adv[roll.parent_root[roll.edge_parent] == 1]
+        assert torch.allclose(a0, a1, atol=1e-5), mode  # a per-tree shift changes nothing
+    adv = tree_advantages(roll, r, mode="depth", eps=0.0)
+    first = roll.edge_step == 0
+    assert torch.allclose(adv[first], torch.tensor([-1.0, 1.0, -1.0, 1.0]))
+    adv_w = tree_advantages(roll, r, mode="depth", value="logprob", temperature=1.0)
+    assert adv_w.shape == adv.shape and torch.isfinite(adv_w).all()
+    with pytest.raises(ValueError, match="rewards"):
+        tree_advantages(roll, r[:3])
+    # two trees of the same prompt: root_group pools them, so tree 1 (+100) gets the positive advantages
+    pooled = tree_advantages(roll, r, mode="tree", eps=0.0, root_group=torch.tensor([0, 0]))
+    tree1 = roll.parent_root[roll.edge_parent] == 1
+    assert (pooled[tree1] > 0).all() and (pooled[~tree1] < 0).all()
+    pooled_depth = tree_advantages(roll, r, mode="depth", eps=0.0, root_group=torch.tensor([0, 0]))
+    assert (pooled_depth[tree1 & first] > 0).all()
+    with pytest.raises(ValueError, match="root_group"):
+        tree_advantages(roll, r, root_group=torch.tensor([0]))
+
+
+def test_backward_progressive_schedule():
+    assert backward_progressive_window(0, 10, initial=1, grow_every=10) == [8]
+    assert backward_progressive_window(25, 10, initial=1, grow_every=10, grow_by=1) == [6, 7, 8]
+    assert backward_progressive_window(10_000, 10) == list(range(9))
+    base = TreeSpec(10, (0, 3, 6), (2, 2, 2))
+    assert restrict_to_window(base, 8) == TreeSpec(10, (8,), (8,))
+    assert restrict_to_window(base, 6) == TreeSpec(10, (6,), (8,))
+    assert restrict_to_window(base, 3) == TreeSpec(10, (3, 6), (4, 2))
+    assert restrict_to_window(base, 0) == base
+    # fewer NFEs when branching late: the long prefix is shared
+    assert restrict_to_window(base, 8).nfe() == 9 + 8 < base.nfe()
+    cfg = TreeConfig(progressive=True, progressive_initial=2, progressive_grow_every=5)
+    assert tree_spec_for_step(cfg, 10, 0) == TreeSpec(10, (7,), (8,))
+    assert tree_spec_for_step(cfg, 10, 5) == TreeSpec(10, (6,), (8,))
+    assert tree_spec_for_step(TreeConfig(), 10, 5) == base
+
+
+def test_tree_config_through_load_config():
+    from imgalign.config import ConfigError, load_config
+
+    cfg = load_config(
+        TreeConfig, overrides=["branch_steps=[1, 2]", "branch_factors=[3]", "advantage=sibling"]
+    )
+    assert cfg.spec(6) == TreeSpec(6, (1, 2), (3, 3)) and cfg.advantage == "sibling"
+    with pytest.raises(ConfigError, match="advantage"):
+        load_config(TreeConfig, overrides=["advantage=foo"])
+    with pytest.raises(ValueError, match="last step"):
+        TreeConfig(branch_steps=[9]).spec(
+            10
+        )  # checked against the step count when the trainer builds the spec

@@ -1,0 +1,86 @@
+"""Velocity-norm hinge: zero below the reference norm, no gradient into the reference, bucketed ratios."""
+
+import pytest
+import torch
+
+from imgalign.trainers.vnorm import (
+    InflationMeter,
+    VNormConfig,
+    norm_ratio,
+    step_bucket,
+    velocity_norm_penalty,
+)
+
+torch.set_num_threads(1)
+
+
+def test_penalty_exactly_zero_when_not_inflated():
+    g = torch.Generator().manual_seed(0)
+    v_ref = torch.randn(5, 4, 3, 3, generator=g, requires_grad=True)
+    scale = torch.tensor([0.2, 0.9, 1.0, 0.5, 0.999]).reshape(5, 1, 1, 1)
+    # v_theta with norms <= the reference's (rotated direction, shrunk)
+    v = v_ref.detach().flip(1) * scale  # same norm as the reference, other direction, then shrunk
+    v.requires_grad_(True)
+    for form in ("linear", "squared"):
+        pen = velocity_norm_penalty(v, v_ref, form=form)
+        assert torch.equal(pen, torch.zeros(5))
+        pen.sum().backward()
+        assert torch.equal(v.grad, torch.zeros_like(v))
+        assert v_ref.grad is None
+        v.grad = None
+
+
+def test_penalty_values_and_gradient_only_through_v_theta():
+    v_ref = torch.tensor([[3.0, 4.0], [0.0, 2.0]], requires_grad=True)  # norms 5, 2
+    v = torch.tensor([[6.0, 8.0], [0.0, 1.0]], requires_grad=True)  # norms 10, 1
+    lin = velocity_norm_penalty(v, v_ref, "linear")
+    assert torch.allclose(lin, torch.tensor([1.0, 0.0]))
+    sq = velocity_norm_penalty(v, v_ref, "squared")
+    assert torch.allclose(sq, torch.tensor([1.0, 0.0]))
+    lin.sum().backward()
+    assert v_ref.grad is None
+    # d(||v||/5)/dv = v/(5 ||v||) for the inflated sample, 0 for the other
+    assert torch.allclose(v.grad, torch.tensor([[0.6 / 5, 0.8 / 5], [0.0, 0.0]]))
+    v2 = torch.tensor([[3.3, 4.4]], requires_grad=True)  # ratio 1.1
+    assert torch.allclose(velocity_norm_penalty(v2, v_ref[:1], "squared"), torch.tensor([0.01]))
+    with pytest.raises(ValueError):
+        velocity_norm_penalty(v2, v_ref[:1], "cubic")
+    with pytest.raises(ValueError, match="match"):
+        norm_ratio(v2, v_ref)
+
+
+def test_linear_hinge_pins_the_norm_squared_leaves_inflation():
+    """The documented choice: with a base loss pulling toward 1.1x the reference norm, lambda = 1 keeps the linear
+    hinge's optimum at ratio 1 exactly, while the squared hinge's optimum sits at (1.1 + lambda)/(1 + lambda)."""
+    v_ref = torch.ones(1, 16)  # rms 1
+    rho = torch.linspace(0.9, 1.2, 3001)  # candidates v = rho * v_ref
+    v = rho[:, None] * v_ref
+    base = ((v - 1.1 * v_ref) ** 2).mean(1)  # (rho - 1.1)^2
+    for form, expected in (("linear", 1.0), ("squared", 2.1 / 2.0)):
+        total = base + 1.0 * velocity_norm_penalty(v, v_ref.expand_as(v), form=form)
+        assert float(rho[total.argmin()]) == pytest.approx(expected, abs=2e-4), form
+
+
+def test_buckets_and_meter():
+    assert [step_bucket(i, 10) for i in range(10)] == ["early"] * 4 + ["middle"] * 3 + ["late"] * 3
+    assert [step_bucket(i, 3) for i in range(3)] == ["early", "middle", "late"]
+    m = InflationMeter()
+    ref = torch.ones(2, 4)
+    m.update(1.1 * ref, ref, step_index=0, num_steps=10)
+    m.update(torch.stack([1.0 * ref[0], 1.2 * ref[0]]), ref, step_index=9, num_steps=10)
+    m.update(0.9 * ref[:1], ref[:1], sigma=torch.tensor([0.5]))
+    out = m.compute()
+    assert out["vnorm/norm_ratio/early"] == pytest.approx(1.1)
+    assert out["vnorm/norm_ratio/late"] == pytest.approx(1.1)
+    assert out["vnorm/norm_ratio/middle"] == pytest.approx(0.9)
+    assert out["vnorm/norm_ratio/all"] == pytest.approx((1.1 * 2 + 2.2 + 0.9) / 5)
+    with pytest.raises(ValueError):
+        m.update(ref, ref)
+    m.reset()
+    assert m.compute() == {}
+
+
+def test_config():
+    VNormConfig(weight=1.0).validate()
+    with pytest.raises(ValueError, match="weight"):
+        VNormConfig(weight=-1.0).validate()

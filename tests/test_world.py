@@ -1,0 +1,135 @@
+import json
+import random
+
+import numpy as np
+import pytest
+
+from imgalign import shapes as W
+from imgalign.prompts import shapes as P
+from imgalign.prompts.io import PromptFileError, load_geneval_metadata, load_prompts
+from tests.conftest import SHARED
+
+
+def test_prompts_follow_geneval_phrasing():
+    assert W.single_object("circle").prompt() == "a photo of a circle"
+    assert W.counting("cross", 3).prompt() == "a photo of three crosses"
+    assert W.colors("red", "square").prompt() == "a photo of a red square"
+    assert W.position("triangle", "left of", "square").prompt() == "a photo of a triangle left of a square"
+    assert W.color_attr("blue", "square", "yellow", "cross").prompt() == "a photo of a blue square and a yellow cross"
+    assert W.two_object("circle", "star" if "star" in W.SHAPES else "cross").prompt().startswith("a photo of a circle and")
+
+
+def test_metadata_round_trip_matches_official_schema():
+    spec = W.position("triangle", "below", "circle")
+    meta = spec.to_metadata()
+    assert meta == {
+        "tag": "position",
+        "include": [{"class": "circle", "count": 1}, {"class": "triangle", "count": 1, "position": ["below", 0]}],
+        "prompt": "a photo of a triangle below a circle",
+    }
+    assert W.Spec.from_metadata(meta) == spec
+    c = W.counting("square", 2).to_metadata()
+    assert c["exclude"] == [{"class": "square", "count": 3}]
+
+
+@pytest.mark.parametrize(
+    "meta, field",
+    [
+        ({"tag": "single_object", "include": [{"class": "hexagon", "count": 1}]}, "include[0].class"),
+        ({"tag": "colors", "include": [{"class": "circle", "count": 1, "color": "teal"}]}, "include[0].color"),
+        (
+            {"tag": "position", "include": [{"class": "circle"}, {"class": "square", "position": ["near", 0]}]},
+            "include[1].position",
+        ),
+        ({"tag": "dancing", "include": [{"class": "circle"}]}, "unknown tag"),
+        ({"tag": "counting", "include": [{"class": "circle", "count": 9}]}, "include[0].count"),
+    ],
+)
+def test_bad_specs_name_the_field(meta, field):
+    with pytest.raises(W.SpecError, match=field.replace("[", r"\[").replace("]", r"\]")):
+        W.Spec.from_metadata(meta)
+
+
+def test_render_is_seeded_and_layout_satisfies_clauses():
+    spec = W.position("cross", "above", "circle")
+    a, objs = W.render(spec, 7)
+    b, _ = W.render(spec, 7)
+    assert np.array_equal(np.asarray(a), np.asarray(b))
+    assert a.size == (W.IMAGE_SIZE, W.IMAGE_SIZE)
+    target = next(o for o in objs if o.clause == 0)
+    mover = next(o for o in objs if o.clause == 1)
+    assert "above" in W.relative_position(mover.box, target.box)
+    for i, o in enumerate(objs):  # never touching
+        for p in objs[i + 1 :]:
+            assert not (o.box[0] < p.box[2] and p.box[0] < o.box[2] and o.box[1] < p.box[3] and p.box[1] < o.box[3])
+
+
+def test_render_tensor_contract():
+    x = W.render_tensor([W.single_object("square"), W.counting("circle", 4)], seed=1)
+    import torch
+
+    assert x.shape == (2, 3, 64, 64) and x.dtype == torch.float32
+    assert float(x.min()) >= 0.0 and float(x.max()) <= 1.0
+
+
+def test_eval_set_has_all_tasks_and_held_out_pairs():
+    metas = load_geneval_metadata(P.EVAL_SET_PATH)
+    tags = [m["tag"] for m in metas]
+    for t in W.TASKS:
+        assert tags.count(t) >= 50
+    # the committed file is exactly what the generator builds
+    assert metas == [s.to_metadata() for s in P.build_eval_set()]
+    held = [m for m in metas if any((c.get("color"), c["class"]) in W.HELD_OUT_PAIRS for c in m["include"])]
+    assert len(held) >= 30
+
+
+def test_training_prompts_exclude_held_out_colour_pairs():
+    specs = P.sample_training_specs(3000, seed=0)
+    assert {s.tag for s in specs} == set(W.TASKS)
+    for s in specs:
+        for c in s.include:
+            assert c.color is None or (c.color, c.shape) not in W.HELD_OUT_PAIRS
+    assert P.sample_training_specs(50, seed=3) == P.sample_training_specs(50, seed=3)
+
+
+def test_official_geneval_metadata_parses():
+    path = SHARED / "data" / "geneval" / "evaluation_metadata.jsonl"
+    if not path.exists():
+        pytest.skip("official GenEval metadata not present beside the checkout")
+    metas = load_geneval_metadata(path)
+    assert len(metas) == 553
+    counts = {t: sum(m["tag"] == t for m in metas) for t in W.TASKS}
+    assert counts == {
+        "single_object": 80, "two_object": 99, "counting": 80, "colors": 94, "position": 100, "color_attr": 100,
+    }
+
+
+def test_metadata_loader_names_line_and_field(tmp_path):
+    p = tmp_path / "m.jsonl"
+    good = json.dumps(W.single_object("circle").to_metadata())
+    p.write_text(good + "\n{not json\n")
+    with pytest.raises(PromptFileError, match=r"m.jsonl:2: not valid JSON"):
+        load_geneval_metadata(p)
+    p.write_text(good + "\n" + json.dumps({"tag": "colors", "include": [{"class": "circle", "count": 1}]}) + "\n")
+    with pytest.raises(PromptFileError, match=r"m.jsonl:2: field 'prompt' is missing"):
+        load_geneval_metadata(p)
+    with pytest.raises(PromptFileError, match="does not exist"):
+        load_geneval_metadata(tmp_path / "nope.jsonl")
+
+
+def test_load_prompts_txt_and_jsonl(tmp_path):
+    t = tmp_path / "p.txt"
+    t.write_text("a photo of a circle\n\n a photo of two squares \n")
+    assert [r.prompt for r in load_prompts(t)] == ["a photo of a circle", "a photo of two squares"]
+    j = tmp_path / "p.jsonl"
+    j.write_text(json.dumps({"prompt": "x", "style": 1}) + "\n")
+    assert load_prompts(j)[0].metadata == {"prompt": "x", "style": 1}
+    j.write_text(json.dumps({"text": "x"}) + "\n")
+    with pytest.raises(PromptFileError, match="p.jsonl:1"):
+        load_prompts(j)
+
+
+def test_layout_randomness_covers_canvas():
+    rng = random.Random(0)
+    xs = [W.layout(W.single_object("circle"), rng)[0].box[0] for _ in range(200)]
+    assert min(xs) < 10 and max(xs) > 35

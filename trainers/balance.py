@@ -1,0 +1,537 @@
+"""Multi-reward advantages and balancers: weighted sum, GDPO and MARBLE (min-norm gradient balancing).
+
+Follows ``shared/papers/algorithms.md`` section 6 and the MARBLE abstract (``abstracts.md``). Rewards arrive as a
+matrix R [B, K] (B samples, K rewards) with prompt-group ids [B]; every balancer outputs what the base objective
+consumes:
+
+- ``weighted_sum``: A = group_normalize(sum_k w_k R_k) -- the reference code's default (raw scales dominate).
+- ``gdpo``: A = batch_normalize(sum_k w_k group_normalize(R_k)) (GDPO: per-reward group normalisation first).
+- ``marble``: per-reward advantages A_k = group_normalize(R_k) [B, K]; per-reward gradients g_k, normalised
+  g^_k = g_k/||g_k||; alpha* = argmin_{alpha in simplex} ||sum_k alpha_k g^_k||^2 (MGDA min-norm point; closed form
+  for K = 2, exact enumeration of the simplex faces for K <= 6, accelerated projected gradient beyond); alpha <- ema·alpha + (1 - ema)·alpha*; the update is
+  d = sum_k alpha_k g^_k = sum_k c_k g_k with c_k = alpha_k/||g_k||.
+
+Amortisation (MARBLE on DiffusionNFT): the NFT loss is affine in the per-sample optimality probability r, so
+sum_k c_k L(r_k) = s·L(r_mix) with s = sum_k c_k and r_mix = sum_k (c_k/s)·r_k (each r_k from its own advantage
+A_k). One backward of L(r_mix) therefore gives the MARBLE direction exactly (scaled by 1/s; by default we drop s,
+since the optimiser's step size absorbs it: ``MarbleBalancer.mix``). Verified in ``tests/test_balance.py``.
+
+How the Gram matrix G_kl = <g_k, g_l> is obtained cheaply (``BalanceConfig.marble_gram``), measured in
+``bench/bench_marble.py`` (tiny SD3, batch 8, K = 3, 1 CPU thread; step time relative to a single-reward NFT step:
+output 1.06-1.17x median / 1.06x min, params over the final projection 1.17-1.23x, params over all weights ~2.0x,
+all weights refreshed every 10 steps ~1.0x):
+
+- ``"output"`` (default): gradients with respect to the network output v_theta instead of the weights (the
+  "MGDA-UB" bound of Sener & Koltun 2018, which balances gradients at the shared representation). For NFT these are
+  available in closed form from two autograd calls through the loss head only (no backward through the network):
+  a_i = dL+_i/dv, b_i = dL-_i/dv live on disjoint per-sample slices, so
+  G = (P^T diag(aa) P + P^T diag(ab) Q + Q^T diag(ab) P + Q^T diag(bb) Q)/(beta·B)^2 with P = r [B, K], Q = 1 - P and
+  the per-sample scalars aa_i = ||a_i||^2, ab_i = <a_i, b_i>, bb_i = ||b_i||^2 (:func:`nft_output_gram`). Cost: a
+  few elementwise ops on a [B, ...] latent, independent of the model size.
+- ``"params"``: true parameter-space gradients of each per-reward loss over the trainable parameters (e.g. the LoRA
+  weights, or a subset chosen by the caller), K extra backward passes (:func:`param_gram`); refresh them only every
+  N steps (``refresh_every``) and keep the EMA'd alpha in between. The output-space cosines are a proxy for the
+  parameter-space ones (the Jacobian is left out); for the acceptance measure (share of mini-batches in which the
+  worst reward's cosine with the update is negative) compute :func:`param_gram` on the LoRA weights at the logged
+  steps.
+
+Integration (NFT objective, K rewards, B samples in prompt groups ``group_ids`` [B]):
+
+    A = balance_advantages(R [B, K], group_ids, cfg)        # [B] (weighted_sum/gdpo) or [B, K] (marble)
+    v = model(x_t, t); v_old = ema.functional(model, x_t, t) (no grad)
+    Lp, Lm = nft_loss_terms(v, v_old, x0, x_t, t, beta)      # [B] each
+    if cfg.method == "marble":
+        r_k = optimality_probability(A, nft.adv_clip)        # [B, K]
+        if balancer.needs_refresh(update_step):
+            gram = nft_output_gram(v, Lp, Lm, r_k, beta)     # or param_gram([nft_combine(r_k[:, k], Lp, Lm, beta)
+            balancer.update(gram)                            #               for k in range(K)], lora_params)
+            metrics |= balancer.diagnostics(gram)
+        r = balancer.mix(r_k)                                # [B]
+    else:
+        r = optimality_probability(A, nft.adv_clip)          # [B]
+    loss = nft_combine(r, Lp, Lm, beta) (+ ref / vnorm terms); loss.backward()   # ONE backward
+    metrics |= reward_means(R, names)
+
+For Flow-GRPO use ``balancer.mix_advantages(A)`` (exact while the ratio is inside the clip range).
+
+Several processes: gather the rewards before the group normalisation (group members live on different ranks).
+The output-space Gram sums over disjoint per-sample slices, so all-reducing (sum) the local Gram matrices gives the
+global one up to a common scale, which cancels in alpha and in the normalised coefficients c. Parameter-space Grams
+need the per-reward gradients all-reduced first (K x P), not the local Grams.
+
+Diagnostics: each reward's gradient cosine with the final update, from the Gram matrix of [g_1..g_K, d]
+(:func:`cosines_with_update`), alpha, and the per-reward means (``reward/<name>/mean``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import torch
+
+from imgalign.config import field
+
+
+@dataclass
+class BalanceConfig:
+    """How several rewards become one training signal (algorithms.md section 6)."""
+
+    method: Literal["weighted_sum", "gdpo", "marble"] = field(
+        "weighted_sum",
+        help="weighted_sum (raw scores), gdpo (per-reward group norm, sum, batch norm) or marble.",
+    )
+    weights: list[float] = field(
+        default_factory=list,
+        help="Per-reward weights for weighted_sum/gdpo, in reward order (empty = all 1).",
+    )
+    std: Literal["group", "global"] = field(
+        "group",
+        help="Advantage denominator: the prompt group's std or the whole batch's std (flow_grpo global_std).",
+    )
+    adv_eps: float = field(1e-4, help="Added to the std in advantage normalisation.")
+    adv_clip: float = field(5.0, help="Clip advantages to +-adv_clip after normalisation (0 = no clip).")
+    marble_ema: float = field(
+        0.9, help="EMA on MARBLE's alpha: alpha <- ema*alpha + (1-ema)*alpha* (0 = use each batch's alpha*)."
+    )
+    marble_gram: Literal["output", "params"] = field(
+        "output",
+        help="Where per-reward gradients are compared: the velocity output (cheap) or trainable params.",
+    )
+    marble_refresh_every: int = field(1, help="Recompute the Gram matrix and alpha* every N updates (>= 1).")
+    marble_solver: Literal["auto", "projected_gradient"] = field(
+        "auto",
+        help="Min-norm solver for K >= 3 (K = 2: closed form; auto = exact face enumeration for K <= 6, else FISTA).",
+    )
+
+    def validate(self) -> None:
+        if self.method not in ("weighted_sum", "gdpo", "marble"):
+            raise ValueError(f"balance.method must be weighted_sum, gdpo or marble (got {self.method!r}).")
+        if any(w < 0 for w in self.weights):
+            raise ValueError(f"balance.weights must be non-negative (got {self.weights}).")
+        if not 0.0 <= self.marble_ema < 1.0:
+            raise ValueError(f"balance.marble_ema must be in [0, 1) (got {self.marble_ema}).")
+        if self.marble_refresh_every < 1:
+            raise ValueError(f"balance.marble_refresh_every must be >= 1 (got {self.marble_refresh_every}).")
+        if self.adv_eps <= 0 or self.adv_clip < 0:
+            raise ValueError("balance.adv_eps must be > 0 and balance.adv_clip >= 0.")
+
+
+# ---- advantages ---------------------------------------------------------------------------------------------------
+
+
+def group_normalize(
+    values: torch.Tensor,
+    group_ids: torch.Tensor,
+    eps: float = 1e-4,
+    std: Literal["group", "global"] = "group",
+    clip: float = 0.0,
+) -> torch.Tensor:
+    """GRPO advantages (x - mean_group)/(std + eps) per column, in float32; ties within a group give exactly 0.
+
+    values [B] or [B, K]; group_ids [B] (any integer labels, e.g. prompt index). std="group" uses the group's
+    population std, "global" the whole batch's std per column. clip > 0 clips the result to +-clip.
+    """
+    squeeze = values.ndim == 1
+    x = values.float().reshape(values.shape[0], -1)  # [B, K]
+    if group_ids.shape != (x.shape[0],):
+        raise ValueError(f"group_normalize: group_ids must be [B]={x.shape[0]}, got {tuple(group_ids.shape)}")
+    _, inv = torch.unique(group_ids, return_inverse=True)
+    n_groups = int(inv.max()) + 1 if inv.numel() else 0
+    counts = torch.zeros(n_groups, device=x.device).index_add_(
+        0, inv, torch.ones_like(inv, dtype=torch.float32)
+    )
+    mean = (
+        torch.zeros(n_groups, x.shape[1], device=x.device).index_add_(0, inv, x) / counts[:, None]
+    )  # [G, K]
+    centered = x - mean[inv]  # [B, K]
+    var = (
+        torch.zeros(n_groups, x.shape[1], device=x.device).index_add_(0, inv, centered.pow(2))
+        / counts[:, None]
+    )
+    group_std = var.sqrt()  # [G, K]
+    if std == "group":
+        denom = group_std[inv]
+    elif std == "global":
+        denom = x.std(dim=0, unbiased=False, keepdim=True).expand_as(x)
+    else:
+        raise ValueError(f"group_normalize: std must be 'group' or 'global', got {std!r}")
+    adv = centered / (denom + eps)
+    tied = group_std[inv] <= 1e-12 * (1.0 + mean[inv].abs())  # every member of the group has the same value
+    adv = torch.where(tied, torch.zeros_like(adv), adv)
+    if clip > 0:
+        adv = adv.clamp(-clip, clip)
+    return adv[:, 0] if squeeze else adv
+
+
+def zero_std_ratio(values: torch.Tensor, group_ids: torch.Tensor) -> float:
+    """Share of groups whose values all tie (they carry no GRPO signal). values [B]."""
+    ties = []
+    for g in torch.unique(group_ids):
+        v = values[group_ids == g]
+        ties.append(bool((v == v[0]).all()))
+    return sum(ties) / max(len(ties), 1)
+
+
+def _weights(weights: Sequence[float] | torch.Tensor | None, k: int, device: torch.device) -> torch.Tensor:
+    if weights is None or len(weights) == 0:
+        return torch.ones(k, device=device)
+    w = torch.as_tensor(
+        list(weights) if not isinstance(weights, torch.Tensor) else weights, dtype=torch.float32
+    )
+    if w.shape != (k,):
+        raise ValueError(
+            f"balance: got {w.numel()} reward weights for {k} rewards; give one weight per reward"
+        )
+    return w.to(device)
+
+
+def weighted_sum_advantages(
+    rewards: torch.Tensor,
+    group_ids: torch.Tensor,
+    weights: Sequence[float] | None = None,
+    eps: float = 1e-4,
+    std: Literal["group", "global"] = "group",
+    clip: float = 5.0,
+) -> torch.Tensor:
+    """Reference default: group-normalise the weighted sum of raw rewards. rewards [B, K] -> advantages [B]."""
+    w = _weights(weights, rewards.shape[1], rewards.device)
+    return group_normalize(rewards.float() @ w, group_ids, eps=eps, std=std, clip=clip)
+
+
+def gdpo_advantages(
+    rewards: torch.Tensor,
+    group_ids: torch.Tensor,
+    weights: Sequence[float] | None = None,
+    eps: float = 1e-4,
+    std: Literal["group", "global"] = "group",
+    clip: float = 5.0,
+) -> torch.Tensor:
+    """GDPO: normalise each reward within its group, weighted-sum, then normalise over the batch. [B, K] -> [B]."""
+    w = _weights(weights, rewards.shape[1], rewards.device)
+    per_reward = group_normalize(rewards, group_ids, eps=eps, std=std)  # [B, K]
+    combined = per_reward @ w  # [B]
+    adv = (combined - combined.mean()) / (combined.std(unbiased=False) + eps)
+    return adv.clamp(-clip, clip) if clip > 0 else adv
+
+
+def balance_advantages(rewards: torch.Tensor, group_ids: torch.Tensor, cfg: BalanceConfig) -> torch.Tensor:
+    """Advantages for the configured balancer: [B] for weighted_sum/gdpo, per-reward [B, K] for marble.
+
+    rewards [B, K] raw scores (higher is better), group_ids [B] prompt index of each sample.
+    """
+    if rewards.ndim != 2:
+        raise ValueError(f"balance_advantages: rewards must be [B, K], got {tuple(rewards.shape)}")
+    kw = {"eps": cfg.adv_eps, "std": cfg.std, "clip": cfg.adv_clip}
+    if cfg.method == "weighted_sum":
+        return weighted_sum_advantages(rewards, group_ids, cfg.weights, **kw)
+    if cfg.method == "gdpo":
+        return gdpo_advantages(rewards, group_ids, cfg.weights, **kw)
+    if cfg.method == "marble":
+        return group_normalize(rewards, group_ids, **kw)
+    raise ValueError(f"balance_advantages: unknown method {cfg.method!r}; use weighted_sum, gdpo or marble")
+
+
+# ---- min-norm point on the simplex ---------------------------------------------------------------------------------
+
+
+def min_norm_2(gram: torch.Tensor) -> torch.Tensor:
+    """Closed-form min-norm point for K = 2 (MGDA): alpha_1 = clip((G22 - G12)/(G11 + G22 - 2 G12), 0, 1).
+
+    gram [2, 2] -> alpha [2]. When g1 = g2 (zero denominator) every alpha is optimal; returns [0.5, 0.5].
+    """
+    g = gram.double()
+    den = g[0, 0] + g[1, 1] - 2.0 * g[0, 1]
+    if den <= 1e-12 * (g[0, 0] + g[1, 1]).clamp_min(1e-300):
+        a = torch.tensor(0.5, dtype=torch.float64)
+    else:
+        a = ((g[1, 1] - g[0, 1]) / den).clamp(0.0, 1.0)
+    return torch.stack([a, 1.0 - a]).to(gram.dtype)
+
+
+def project_simplex(v: torch.Tensor) -> torch.Tensor:
+    """Euclidean projection of v [K] onto the probability simplex (sort-based, Duchi et al. 2008)."""
+    u, _ = torch.sort(v, descending=True)
+    css = u.cumsum(0) - 1.0
+    idx = torch.arange(1, v.numel() + 1, dtype=v.dtype)
+    cond = u - css / idx > 0
+    rho = int(torch.nonzero(cond)[-1]) + 1
+    theta = css[rho - 1] / rho
+    return (v - theta).clamp_min(0.0)
+
+
+def min_norm_simplex(
+    gram: torch.Tensor,
+    solver: Literal["auto", "projected_gradient"] = "auto",
+    max_iter: int = 2000,
+    tol: float = 1e-12,
+) -> torch.Tensor:
+    """alpha* = argmin_{alpha >= 0, sum alpha = 1} alpha^T G alpha, the min-norm point of the gradients' convex hull.
+
+    gram [K, K] symmetric PSD (float64 internally) -> alpha [K] in gram's dtype. K = 1: [1]; K = 2: closed form;
+    3 <= K <= 6 with solver="auto": exact enumeration of the simplex faces (:func:`_min_norm_enumerate`); otherwise
+    accelerated projected gradient (FISTA, step 1/(2·lambda_max)) onto the simplex. (We tried Frank-Wolfe
+    with exact line search, Sener & Koltun 2018 Alg. 2: its O(1/t) convergence left objective errors ~1e-3 after
+    2000 iterations on random 3x3 Gram matrices, so it is not offered.)
+    """
+    k = gram.shape[0]
+    if gram.shape != (k, k) or k == 0:
+        raise ValueError(f"min_norm_simplex: gram must be a non-empty square matrix, got {tuple(gram.shape)}")
+    if not torch.isfinite(gram).all():
+        raise ValueError("min_norm_simplex: gram has non-finite entries (a reward gradient overflowed?)")
+    if k == 1:
+        return torch.ones(1, dtype=gram.dtype)
+    if k == 2:
+        return min_norm_2(gram)
+    g = 0.5 * (gram.double().cpu() + gram.double().cpu().T)
+    if solver == "auto" and k <= 6:
+        return _min_norm_enumerate(g).to(gram.dtype)
+    if solver in ("auto", "projected_gradient"):
+        # accelerated projected gradient (FISTA) on f(a) = a^T G a, gradient 2 G a, Lipschitz constant 2 lambda_max
+        lip = 2.0 * float(torch.linalg.eigvalsh(g)[-1])
+        if lip <= 0:
+            return torch.full((k,), 1.0 / k, dtype=gram.dtype)
+        step = 1.0 / lip
+        x = torch.full((k,), 1.0 / k, dtype=torch.float64)
+        y, tk = x.clone(), 1.0
+        for _ in range(max_iter):
+            x_new = project_simplex(y - step * 2.0 * (g @ y))
+            t_new = 0.5 * (1.0 + (1.0 + 4.0 * tk * tk) ** 0.5)
+            y = x_new + ((tk - 1.0) / t_new) * (x_new - x)
+            if float((x_new - x).abs().max()) < tol:
+                x = x_new
+                break
+            x, tk = x_new, t_new
+        return x.to(gram.dtype)
+    raise ValueError(f"min_norm_simplex: unknown solver {solver!r}; use auto or projected_gradient")
+
+
+def _min_norm_enumerate(g: torch.Tensor) -> torch.Tensor:
+    """Exact min-norm point for small K: the optimum is the affine-hull minimiser of some face S of the simplex.
+
+    For every non-empty support S solve the KKT system [G_S 1; 1^T 0][a; -lam] = [0; 1] (least squares for singular
+    faces), keep the solutions with a >= 0, return the one with the lowest a^T G a. 2^K - 1 tiny solves (K <= 6),
+    done in numpy: ~0.1 ms for K = 3, where torch's per-call overhead costs milliseconds.
+    """
+    gn = g.numpy()
+    k = gn.shape[0]
+    best, best_obj = None, float("inf")
+    for mask in range(1, 2**k):
+        idx = [i for i in range(k) if mask >> i & 1]
+        m = len(idx)
+        kkt = np.zeros((m + 1, m + 1))
+        kkt[:m, :m] = gn[np.ix_(idx, idx)]
+        kkt[:m, m] = 1.0
+        kkt[m, :m] = 1.0
+        rhs = np.zeros(m + 1)
+        rhs[m] = 1.0
+        try:
+            a_s = np.linalg.solve(kkt, rhs)[:m]
+        except np.linalg.LinAlgError:  # singular face (linearly dependent gradients)
+            a_s = np.linalg.lstsq(kkt, rhs, rcond=None)[0][:m]
+        if not np.isfinite(a_s).all():
+            continue
+        if a_s.min() < -1e-12 or abs(a_s.sum() - 1.0) > 1e-9:
+            continue
+        a = np.zeros(k)
+        a[idx] = np.clip(a_s, 0.0, None)
+        a /= a.sum()
+        obj = float(a @ gn @ a)
+        if obj < best_obj - 1e-15:
+            best, best_obj = a, obj
+    if best is None:  # cannot happen for a PSD matrix (every vertex is feasible); kept as a guard
+        raise RuntimeError("min_norm_simplex: no feasible face found; is the Gram matrix symmetric PSD?")
+    return torch.from_numpy(best)
+
+
+# ---- Gram matrices -------------------------------------------------------------------------------------------------
+
+
+def nft_output_gram(
+    v_theta: torch.Tensor,
+    loss_plus: torch.Tensor,
+    loss_minus: torch.Tensor,
+    r: torch.Tensor,
+    beta: float,
+) -> torch.Tensor:
+    """Gram matrix [K, K] of the per-reward NFT loss gradients with respect to the network output v_theta.
+
+    v_theta [B, ...] is the model output the per-sample losses loss_plus/loss_minus [B] were computed from (graph
+    kept: uses retain_graph); r [B, K] is each reward's optimality probability. The k-th loss is
+    (1/beta)·mean_i(r_ik L+_i + (1 - r_ik) L-_i); see the module docstring for the closed form.
+    """
+    b = v_theta.shape[0]
+    if r.ndim != 2 or r.shape[0] != b:
+        raise ValueError(f"nft_output_gram: r must be [B={b}, K], got {tuple(r.shape)}")
+    a_grad, b_grad = (
+        torch.autograd.grad(loss_plus.sum(), v_theta, retain_graph=True)[0].float().flatten(1),
+        torch.autograd.grad(loss_minus.sum(), v_theta, retain_graph=True)[0].float().flatten(1),
+    )  # [B, D] each: dL+_i/dv and dL-_i/dv (sample i only touches row i)
+    aa = (a_grad * a_grad).sum(1)  # [B]
+    ab = (a_grad * b_grad).sum(1)
+    bb = (b_grad * b_grad).sum(1)
+    p = r.detach().float()  # [B, K]
+    q = 1.0 - p
+    gram = (
+        p.T @ (aa[:, None] * p) + p.T @ (ab[:, None] * q) + q.T @ (ab[:, None] * p) + q.T @ (bb[:, None] * q)
+    )
+    return (gram / (beta * b) ** 2).double()
+
+
+def param_gram(
+    losses: Sequence[torch.Tensor], params: Sequence[torch.nn.Parameter]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Gram matrix of K scalar losses' gradients: G [K, K] (float64) and the flat gradients [K, P] (>= float32).
+
+    One ``autograd.grad`` per loss with retain_graph=True (K backward passes over the graph down to `params`), so pass
+    a small parameter list (trainable LoRA weights, or a subset) to keep it cheap. `params` may also be a non-leaf
+    tensor such as the model output v_theta: that is the output-space Gram for any objective (e.g. Flow-GRPO's).
+    """
+    params = [p for p in params if p.requires_grad]
+    if not params:
+        raise ValueError("param_gram: no trainable parameters given")
+    rows = []
+    for loss in losses:
+        grads = torch.autograd.grad(loss, params, retain_graph=True, allow_unused=True)
+        flat_k = [(g if g is not None else torch.zeros_like(p)).reshape(-1) for g, p in zip(grads, params)]
+        rows.append(torch.cat([f.to(torch.promote_types(f.dtype, torch.float32)) for f in flat_k]))
+    flat = torch.stack(rows)  # [K, P]
+    return (flat.double() @ flat.double().T), flat
+
+
+def cosines_with_update(gram_ext: torch.Tensor) -> torch.Tensor:
+    """cos(g_k, d) for k < K from the Gram matrix [K+1, K+1] of [g_1, ..., g_K, d] (d = the applied update)."""
+    g = gram_ext.double()
+    norms = g.diagonal().clamp_min(0).sqrt()
+    return (g[:-1, -1] / (norms[:-1] * norms[-1]).clamp_min(1e-30)).to(torch.float32)
+
+
+def combination_gram(gram: torch.Tensor, coeffs: torch.Tensor) -> torch.Tensor:
+    """Extend G [K, K] of g_1..g_K to [K+1, K+1] with d = sum_k coeffs_k g_k (for :func:`cosines_with_update`)."""
+    g = gram.double()
+    c = coeffs.double()
+    gd = g @ c  # [K]: <g_k, d>
+    dd = c @ gd
+    top = torch.cat([g, gd[:, None]], dim=1)
+    bottom = torch.cat([gd, dd.reshape(1)])[None]
+    return torch.cat([top, bottom], dim=0)
+
+
+# ---- MARBLE --------------------------------------------------------------------------------------------------------
+
+
+class MarbleBalancer:
+    """MARBLE state: EMA'd simplex weights alpha over K normalised per-reward gradients.
+
+    Per update: ``update(gram)`` (when ``needs_refresh()``) solves alpha* on the normalised Gram matrix and EMAs it;
+    ``coefficients()`` gives c_k = alpha_k/||g_k|| (weights on the raw per-reward losses) normalised to sum 1;
+    ``mix(r)`` gives the amortised per-sample r_mix [B] = r [B, K] @ c; ``diagnostics(gram)`` the cosines.
+    """
+
+    def __init__(
+        self,
+        num_rewards: int,
+        ema: float = 0.9,
+        refresh_every: int = 1,
+        solver: Literal["auto", "projected_gradient"] = "auto",
+        names: Sequence[str] | None = None,
+    ) -> None:
+        if num_rewards < 1:
+            raise ValueError("MarbleBalancer: num_rewards must be >= 1")
+        self.k = num_rewards
+        self.ema = ema
+        self.refresh_every = refresh_every
+        self.solver = solver
+        self.names = list(names) if names is not None else [str(i) for i in range(num_rewards)]
+        if len(self.names) != num_rewards:
+            raise ValueError("MarbleBalancer: give one name per reward")
+        self.alpha = torch.full((num_rewards,), 1.0 / num_rewards, dtype=torch.float64)
+        self.alpha_star = self.alpha.clone()
+        self.grad_norms = torch.ones(num_rewards, dtype=torch.float64)
+        self.steps = 0  # number of update() calls
+
+    def needs_refresh(self, update_step: int) -> bool:
+        """True on the updates where the Gram matrix should be recomputed (every `refresh_every`-th, from 0)."""
+        return update_step % self.refresh_every == 0
+
+    def update(self, gram: torch.Tensor) -> torch.Tensor:
+        """Solve alpha* on the normalised Gram matrix of raw per-reward gradients gram [K, K]; EMA; return alpha."""
+        if gram.shape != (self.k, self.k):
+            raise ValueError(
+                f"MarbleBalancer.update: gram must be [{self.k}, {self.k}], got {tuple(gram.shape)}"
+            )
+        g = gram.detach().double().cpu()
+        norms = g.diagonal().clamp_min(0).sqrt()
+        safe = norms.clamp_min(1e-30)
+        g_hat = g / (safe[:, None] * safe[None, :])  # Gram of g_k/||g_k||
+        dead = norms <= 1e-30  # a reward with zero gradient (all its groups tied): exclude it from the hull
+        if bool(dead.all()):
+            alpha_star = torch.full((self.k,), 1.0 / self.k, dtype=torch.float64)
+        elif bool(dead.any()):
+            live = (~dead).nonzero().reshape(-1)
+            alpha_star = torch.zeros(self.k, dtype=torch.float64)
+            alpha_star[live] = min_norm_simplex(g_hat[live][:, live], solver=self.solver)
+        else:
+            alpha_star = min_norm_simplex(g_hat, solver=self.solver)
+        self.alpha_star = alpha_star
+        self.alpha = (
+            alpha_star.clone() if self.steps == 0 else self.ema * self.alpha + (1.0 - self.ema) * alpha_star
+        )
+        self.grad_norms = norms
+        self.steps += 1
+        return self.alpha.clone()
+
+    def coefficients(self, normalize: bool = True) -> torch.Tensor:
+        """c_k = alpha_k/||g_k|| [K] (float64), so sum_k c_k g_k = sum_k alpha_k g^_k; normalised to sum 1 by default."""
+        c = self.alpha / self.grad_norms.clamp_min(1e-30)
+        c = torch.where(self.grad_norms <= 1e-30, torch.zeros_like(c), c)
+        if normalize:
+            s = c.sum()
+            c = c / s if s > 0 else torch.full_like(c, 1.0 / self.k)
+        return c
+
+    def mix(self, r: torch.Tensor) -> torch.Tensor:
+        """Amortised NFT target: r_mix = sum_k c_k r_k with sum c = 1, so r_mix stays in [0, 1]. r [B, K] -> [B]."""
+        if r.ndim != 2 or r.shape[1] != self.k:
+            raise ValueError(f"MarbleBalancer.mix: r must be [B, {self.k}], got {tuple(r.shape)}")
+        return r @ self.coefficients().to(r.dtype).to(r.device)
+
+    def mix_advantages(self, advantages: torch.Tensor) -> torch.Tensor:
+        """A_mix = sum_k c_k A_k [B] for objectives linear in the advantage (Flow-GRPO's loss while the ratio is
+        inside the clip range, e.g. the first inner epoch): the gradient of L(A_mix) is sum_k c_k grad L(A_k)."""
+        if advantages.ndim != 2 or advantages.shape[1] != self.k:
+            raise ValueError(
+                f"MarbleBalancer.mix_advantages: need [B, {self.k}], got {tuple(advantages.shape)}"
+            )
+        return advantages @ self.coefficients().to(advantages.dtype).to(advantages.device)
+
+    def diagnostics(self, gram: torch.Tensor | None = None, prefix: str = "balance") -> dict[str, float]:
+        """alpha per reward and, given the Gram matrix of this batch, each reward's cosine with the update."""
+        out = {f"{prefix}/alpha/{n}": float(a) for n, a in zip(self.names, self.alpha)}
+        if gram is not None:
+            cos = cosines_with_update(combination_gram(gram.detach().double().cpu(), self.coefficients()))
+            out.update({f"{prefix}/grad_cos/{n}": float(c) for n, c in zip(self.names, cos)})
+            out[f"{prefix}/grad_cos_min"] = float(cos.min())
+        return out
+
+    def state_dict(self) -> dict[str, object]:
+        return {"alpha": self.alpha.clone(), "grad_norms": self.grad_norms.clone(), "steps": self.steps}
+
+    def load_state_dict(self, state: dict[str, object]) -> None:
+        alpha = torch.as_tensor(state["alpha"], dtype=torch.float64)
+        if alpha.shape != (self.k,):
+            raise ValueError(
+                f"MarbleBalancer.load_state_dict: saved alpha has {alpha.numel()} rewards, not {self.k}"
+            )
+        self.alpha = alpha
+        self.grad_norms = torch.as_tensor(state["grad_norms"], dtype=torch.float64)
+        self.steps = int(state["steps"])  # type: ignore[arg-type]
+
+
+def reward_means(rewards: torch.Tensor, names: Sequence[str]) -> dict[str, float]:
+    """Per-reward batch means as flat metrics ``reward/<name>/mean``. rewards [B, K]."""
+    if rewards.shape[1] != len(names):
+        raise ValueError(f"reward_means: {rewards.shape[1]} reward columns but {len(names)} names")
+    return {f"reward/{n}/mean": float(rewards[:, i].float().mean()) for i, n in enumerate(names)}
