@@ -58,6 +58,22 @@ def add_penalty(
     return loss + cfg.penalty_weight * _masked_mean(pen, w)
 
 
+@PENALTIES.register("vnorm")
+def vnorm_linear(v_theta: torch.Tensor, v_ref: torch.Tensor) -> torch.Tensor:
+    """The velocity-norm hinge max(0, ‖v_θ‖/‖v_ref‖ − 1) per sample (:mod:`imgalign.trainers.vnorm`)."""
+    from imgalign.trainers.vnorm import velocity_norm_penalty
+
+    return velocity_norm_penalty(v_theta, v_ref, form="linear")
+
+
+@PENALTIES.register("vnorm_squared")
+def vnorm_squared(v_theta: torch.Tensor, v_ref: torch.Tensor) -> torch.Tensor:
+    """The squared velocity-norm hinge max(0, ‖v_θ‖/‖v_ref‖ − 1)² per sample."""
+    from imgalign.trainers.vnorm import velocity_norm_penalty
+
+    return velocity_norm_penalty(v_theta, v_ref, form="squared")
+
+
 @OBJECTIVES.register("grpo")
 class GRPOObjective:
     """Flow-GRPO (Liu et al. 2025, eq. 4-6): clipped surrogate on each trained SDE transition, plus β·KL to the
