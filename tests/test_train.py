@@ -178,6 +178,19 @@ def test_nan_reward_is_masked(sd3_dir, tmp_path, caplog):
     assert all(torch.isfinite(t).all() for t in w.values())
 
 
+def test_plugin_objective_hooks_and_state(sd3_dir, tmp_path):
+    """An objective given as package.module:attr plugs in through config; its hooks run and its state is saved."""
+    out = tmp_path / "run"
+    cfg = tiny_config(sd3_dir, out, objective__name="imgalign.trainers.testing:counting_grpo")
+    cfg["train"]["updates_per_step"] = 2
+    cfg["log"]["checkpoint_every"] = 1
+    assert main(["train", str(write(cfg, tmp_path / "c.yaml"))]) == 0
+    state = torch.load(
+        out / "checkpoints" / "step-000002" / "trainer_state" / "objective.pt", weights_only=True
+    )
+    assert state == {"updates": 4}
+
+
 def test_print_config_and_max_steps_override(sd3_dir, tmp_path, capsys):
     cfg = write(tiny_config(sd3_dir, tmp_path / "run"), tmp_path / "c.yaml")
     assert main(["train", str(cfg), "--max-steps", "7", "--set", "train.lr=3e-4", "--print-config"]) == 0

@@ -7,6 +7,10 @@ Objective contract (registered in :data:`imgalign.trainers.registry.OBJECTIVES`)
   objective such as NFT: its fresh-noise draws),
 - ``loss(ctx, rollout, idx, term, advantages, valid) -> (loss, metrics)`` for the samples `idx` [b] of the rollout.
 
+Optional hooks: ``after_update(params)`` after every optimizer step (e.g. NFT's EMA old policy), and
+``state_dict()`` / ``load_state_dict(state)`` for objective state that checkpoints must carry (tensors and plain
+Python values only: it is loaded with ``weights_only=True``).
+
 The trainer averages ``loss`` over terms and micro-batches, so an objective only ever sees one micro-batch.
 A velocity penalty (``objective.penalty``, e.g. the velocity-norm hinge) composes with any objective that produces
 (v_θ, v_ref): :func:`add_penalty` adds λ·mean(penalty(v_θ, v_ref)).
@@ -110,6 +114,8 @@ class GRPOObjective:
             s.kernel, x_t, v, sig, i, s.noise_level, prev_sample=x_next, reduce=c.logprob_reduce
         )
         w = valid[idx].float().to(dev)
+        if rollout.train_mask is not None:
+            w = w * rollout.train_mask[idx, i].float().to(dev)
         sur = grpo_clipped_loss(
             out.log_prob, rollout.log_probs[idx, i].to(dev), advantages[idx].to(dev), c.clip_range, w
         )

@@ -4,6 +4,9 @@ Rollout strategy contract (registered in :data:`imgalign.trainers.registry.ROLLO
 
     strategy(ctx: RolloutContext, prompts [B], metadata [B], sample_ids [B], group_ids [B]) -> Rollout
 
+Rows are samples for flat rollouts; a strategy may instead return other trainable units (e.g. tree edges) as rows,
+with ``train_mask`` saying which step each row trains and ``extras["credit"]`` computing their advantages.
+
 Every sample's randomness (initial noise and every SDE step's noise) comes from its own generator seeded by
 (seed, step, global sample index): samples differ on every process, and the result does not depend on how samples
 are split over processes or forward batches, which is what makes multi-process runs and resumes reproducible.
@@ -48,6 +51,11 @@ class Rollout:
     train_steps: list[int]  # denoising-step indices whose transitions are trained
     images: torch.Tensor  # [B, 3, H, W] in [0, 1]
     nfe: int  # transformer evaluations spent on this rollout (CFG counts 2)
+    # [B, S] bool: which transitions of each row are trained (None: every row at every step of `train_steps`);
+    # lets strategies whose rows are tree edges train each edge at its own branch step only
+    train_mask: torch.Tensor | None = None
+    # "credit": optional callable(scores [K, N] gathered over processes, balanced: Balanced) -> (advantages [B],
+    # valid [B]) for strategies with their own credit assignment (tree rollouts: per-edge advantages)
     extras: dict[str, Any] = field(default_factory=dict)
 
     @property

@@ -189,3 +189,25 @@ class RunningMeanReward(Reward):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.total = float(state["total"])
         self.count = int(state["count"])
+
+
+def counting_grpo(cfg: Any, sampling: Any) -> Any:
+    """Toy plug-in objective for tests (given as ``objective.name: imgalign.trainers.testing:counting_grpo``):
+    GRPO that counts optimizer steps through the ``after_update`` hook and checkpoints the count."""
+    from imgalign.trainers.objectives import GRPOObjective
+
+    class CountingGRPO(GRPOObjective):
+        def __init__(self) -> None:
+            super().__init__(cfg, sampling)
+            self.updates = 0
+
+        def after_update(self, params: list[torch.nn.Parameter]) -> None:
+            self.updates += 1
+
+        def state_dict(self) -> dict[str, Any]:
+            return {"updates": self.updates}
+
+        def load_state_dict(self, state: dict[str, Any]) -> None:
+            self.updates = int(state["updates"])
+
+    return CountingGRPO()

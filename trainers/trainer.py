@@ -342,9 +342,9 @@ class FlowGRPOTrainer:
         bal = self.balancer(
             scores_all, self.reward_weights, gid_all, finite, cfg.objective.std_mode, cfg.objective.adv_clip
         )
-        if "advantages" in ro.extras:  # strategies with their own credit assignment (tree rollouts)
-            bal.advantages = ro.extras["advantages"]
         adv_local, valid_local = bal.advantages[sl], bal.valid[sl]
+        if "credit" in ro.extras:  # strategies with their own credit assignment (tree rollouts: per-edge)
+            adv_local, valid_local = ro.extras["credit"](scores_all, bal)
         for k, name in enumerate(self.rewards):
             s = scores_all[k][finite[k]]
             m[f"reward/{name}/mean"] = float(s.mean()) if s.numel() else float("nan")
@@ -403,6 +403,8 @@ class FlowGRPOTrainer:
             self.optimizer.zero_grad(set_to_none=True)
             if self.ema is not None:
                 self.ema.update()
+            if hasattr(self.objective, "after_update"):  # e.g. NFT's EMA old policy
+                self.objective.after_update(self.params)
         out = {k: sums[k] / counts[k] for k in sums}
         # average over processes
         keys = sorted(out)
@@ -528,6 +530,8 @@ class FlowGRPOTrainer:
                 C.save_tensors(st / "ema.safetensors", dict(zip(self.param_names, self.ema.shadow)))
             C.torch_save(self.optimizer.state_dict(), st / "optimizer.pt")
             C.torch_save(self.scheduler.state_dict(), st / "scheduler.pt")
+            if hasattr(self.objective, "state_dict"):
+                C.torch_save(self.objective.state_dict(), st / "objective.pt")
             C.torch_save(
                 {k: r.state_dict() for k, r in self.rewards.items() if getattr(r, "stateful", False)},
                 st / "rewards.pt",
@@ -580,6 +584,8 @@ class FlowGRPOTrainer:
             self.ema.shadow = [ema[n].float().clone() for n in self.param_names]
         self.optimizer.load_state_dict(C.torch_load(st / "optimizer.pt"))
         self.scheduler.load_state_dict(C.torch_load(st / "scheduler.pt"))
+        if hasattr(self.objective, "load_state_dict") and (st / "objective.pt").is_file():
+            self.objective.load_state_dict(C.torch_load(st / "objective.pt"))
         rstate = C.torch_load(st / "rewards.pt")
         for k, s in rstate.items():
             self.rewards[k].load_state_dict(s)
