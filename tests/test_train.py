@@ -191,6 +191,14 @@ def test_plugin_objective_hooks_and_state(sd3_dir, tmp_path):
     assert state == {"updates": 4}
 
 
+def test_time_budget_stops_early_with_checkpoint(sd3_dir, tmp_path):
+    out = tmp_path / "run"
+    cfg = tiny_config(sd3_dir, out, train__max_steps=50, train__time_budget_min=0.001)
+    assert main(["train", str(write(cfg, tmp_path / "c.yaml"))]) == 0
+    assert [x["step"] for x in rows(out)] == [1]
+    assert (out / "checkpoints" / "step-000001" / "trainer_state" / "state.json").is_file()
+
+
 def test_print_config_and_max_steps_override(sd3_dir, tmp_path, capsys):
     cfg = write(tiny_config(sd3_dir, tmp_path / "run"), tmp_path / "c.yaml")
     assert main(["train", str(cfg), "--max-steps", "7", "--set", "train.lr=3e-4", "--print-config"]) == 0

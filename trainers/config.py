@@ -193,6 +193,11 @@ class TrainConfig:
     seed: int = field(
         0, help="seed of noise, prompt order and LoRA init; a resumed run continues the sequence"
     )
+    time_budget_min: float = field(
+        0.0,
+        help="stop early (with the final eval and checkpoint) when the next step would pass this many minutes "
+        "of training wall time; 0 = no limit; `--resume auto` continues toward max_steps",
+    )
 
     def validate(self) -> None:
         if self.max_steps < 1:

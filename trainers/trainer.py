@@ -89,6 +89,7 @@ def config_hash(cfg: FlowGRPOConfig) -> str:
     d = to_dict(cfg)
     d.pop("log", None)  # where a run writes does not change what it computes
     d["train"].pop("max_steps", None)
+    d["train"].pop("time_budget_min", None)
     return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -281,19 +282,24 @@ class FlowGRPOTrainer:
             disable=not (self.is_main and cfg.log.progress),
             dynamic_ncols=True,
         )
+        t_start = time.perf_counter()
+        eval_cost = 0.0
         for step in range(self.start_step, cfg.train.max_steps):
             t0 = time.perf_counter()
             metrics = self.train_step(step)
             metrics["perf/sec_step"] = time.perf_counter() - t0
             done = step + 1
-            if cfg.eval.every > 0 and done % cfg.eval.every == 0 and done < cfg.train.max_steps:
+            final = done == cfg.train.max_steps or self._out_of_time(
+                t_start, metrics["perf/sec_step"], eval_cost
+            )
+            if cfg.eval.every > 0 and done % cfg.eval.every == 0 and not final:
                 metrics.update(self.evaluate(done))
-            if done == cfg.train.max_steps and cfg.eval.every >= 0:
+                eval_cost = metrics.get("perf/sec_eval", eval_cost)
+            if final and cfg.eval.every >= 0:
                 metrics.update(self.evaluate(done))
+            metrics["perf/sec_total"] = time.perf_counter() - t_start
             self._log(step, metrics)
-            if (
-                cfg.log.checkpoint_every and done % cfg.log.checkpoint_every == 0
-            ) or done == cfg.train.max_steps:
+            if (cfg.log.checkpoint_every and done % cfg.log.checkpoint_every == 0) or final:
                 self.save(done)
             last = metrics
             bar.update(1)
@@ -304,10 +310,31 @@ class FlowGRPOTrainer:
                     if k.startswith("reward/") and k.endswith("/mean")
                 }
             )
+            if final:
+                if done < cfg.train.max_steps:
+                    log.info(
+                        "stopping after step %d of %d: train.time_budget_min=%s reached (resume to continue)",
+                        done,
+                        cfg.train.max_steps,
+                        cfg.train.time_budget_min,
+                    )
+                break
         bar.close()
         self.acc.wait_for_everyone()
         self.acc.end_training()
         return last
+
+    def _out_of_time(self, t_start: float, step_sec: float, eval_sec: float) -> bool:
+        """True when another step (plus the final evaluation and save) would overrun ``train.time_budget_min``;
+        decided on the main process and shared, so every process stops at the same step."""
+        budget = self.cfg.train.time_budget_min * 60.0
+        if budget <= 0:
+            return False
+        elapsed = time.perf_counter() - t_start
+        # reserve: one more step, the final evaluation (measured, or guessed as 3 steps) and a save
+        stop = elapsed + step_sec + (eval_sec or 3.0 * step_sec) + 0.5 * step_sec > budget
+        flag = torch.tensor([float(stop and self.is_main)], device=self.acc.device)
+        return bool(self.acc.reduce(flag, reduction="sum").item() > 0)
 
     def _local_slice(self) -> slice:
         n = self.layout["samples_per_process"]
