@@ -191,6 +191,22 @@ def test_plugin_objective_hooks_and_state(sd3_dir, tmp_path):
     assert state == {"updates": 4}
 
 
+def test_nft_objective_two_steps(sd3_dir, tmp_path):
+    """objective.name: nft trains on the same rollouts (x0 + advantages) and checkpoints its EMA old policy."""
+    out = tmp_path / "run"
+    cfg = tiny_config(sd3_dir, out, objective__name="nft", train__updates_per_step=2)
+    cfg["objective"].update(penalty="vnorm", penalty_weight=0.1, terms_per_sample=2)
+    assert main(["train", str(write(cfg, tmp_path / "c.yaml"))]) == 0
+    r = rows(out)
+    assert len(r) == 2 and {"nft/loss_plus", "nft/r_mean", "policy/vnorm_ratio"} <= set(r[0])
+    ckpt = out / "checkpoints" / "step-000002" / "trainer_state"
+    raw = load_file(str(ckpt / "trainable.safetensors"))
+    init = initial_trainable(sd3_dir)
+    assert not [n for n, t in raw.items() if torch.equal(t, init[n])]
+    state = torch.load(ckpt / "objective.pt", weights_only=True)
+    assert state["updates"] == 4 and len(state["old"]["shadow"]) == len(raw)
+
+
 def test_time_budget_stops_early_with_checkpoint(sd3_dir, tmp_path):
     out = tmp_path / "run"
     cfg = tiny_config(sd3_dir, out, train__max_steps=50, train__time_budget_min=0.001)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from imgalign.config import ConfigError, field
+from imgalign.trainers.nft import NFTConfig
 
 
 @dataclass
@@ -147,7 +148,7 @@ class RewardConfig:
 
 @dataclass
 class ObjectiveConfig:
-    name: str = field("grpo", help="training objective: grpo (nft arrives later) or package.module:attr")
+    name: str = field("grpo", help="training objective: grpo, nft (DiffusionNFT) or package.module:attr")
     clip_range: float = field(
         0.2,
         help="PPO clip ε on the ratio. Log-densities are summed over latent dims (true density), so the usual "
@@ -163,6 +164,10 @@ class ObjectiveConfig:
     kl_beta: float = field(0.0, help="weight β of the closed-form KL to the frozen base model (0 = off)")
     penalty: str = field("", help="velocity penalty fn(v_theta, v_ref) -> [B] by name or package.module:attr")
     penalty_weight: float = field(0.0, help="weight λ of the velocity penalty")
+    terms_per_sample: int = field(
+        2, help="x0-based objectives (nft): fresh-noise draws per stored sample per update"
+    )
+    nft: NFTConfig = field(default_factory=NFTConfig, help="DiffusionNFT settings (objective.name: nft)")
 
     def validate(self) -> None:
         if self.clip_range <= 0:

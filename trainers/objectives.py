@@ -141,3 +141,109 @@ class GRPOObjective:
                 loss = loss + c.kl_beta * _masked_mean(kl, w)
             loss = add_penalty(c, loss, v, v_ref, w, metrics)
         return loss, metrics
+
+
+@OBJECTIVES.register("nft")
+class NFTObjective:
+    """DiffusionNFT (algorithms.md §4; :mod:`imgalign.trainers.nft`) on the same rollouts: only the final x0 and
+    the advantages are used; each stored sample gets ``terms_per_sample`` fresh (t, ε) draws per update; the old
+    policy is an EMA of the trained weights updated after every optimizer step. The loss is computed on the
+    conditional velocity (no CFG), as DiffusionNFT trains CFG-free; samples whose advantage is invalid (tied group,
+    non-finite reward) are masked out."""
+
+    def __init__(self, cfg: ObjectiveConfig, sampling: SamplingConfig) -> None:
+        self.cfg, self.sampling = cfg, sampling
+        self.needs_reference = cfg.nft.ref_weight > 0 or cfg.penalty_weight > 0
+        self.old = None  # EmaParams of the trainable weights, built at the first loss
+        self.updates = 0
+        self._pending_state: dict[str, Any] | None = None
+
+    def terms(self, rollout: Rollout) -> list[int]:
+        return list(range(self.cfg.terms_per_sample))
+
+    def _ensure_old(self, params: list[torch.nn.Parameter]) -> None:
+        from imgalign.trainers.nft import EmaParams
+
+        if self.old is None:
+            self.old = EmaParams(params, decay=0.0)
+            if self._pending_state is not None:
+                self.old.load_state_dict(self._pending_state["old"])
+                self._pending_state = None
+
+    def loss(
+        self,
+        ctx: TrainContext,
+        rollout: Rollout,
+        idx: torch.Tensor,
+        term: int,
+        advantages: torch.Tensor,
+        valid: torch.Tensor,
+    ) -> tuple[torch.Tensor, dict[str, Any]]:
+        from imgalign.trainers.nft import (
+            nft_loss_terms,
+            noisy_latent,
+            optimality_probability,
+            ref_velocity_loss,
+        )
+        from imgalign.trainers.prompting import _mix
+
+        c, n = self.cfg, self.cfg.nft
+        a = ctx.adapter
+        dev = a.device
+        params = [p for _, p in a.trainable_named_parameters()]
+        self._ensure_old(params)
+        x0 = rollout.latents[idx, -1].to(dev)  # [b, ...]
+        b = x0.shape[0]
+        ids = rollout.sample_ids[idx]
+        gens = [torch.Generator().manual_seed(_mix(ctx.step, term, int(i), 4242)) for i in ids]
+        # t per sample: stratified over [t_min, t_max] by the sample's position in the micro-batch
+        u = torch.stack([torch.rand((), generator=g, dtype=torch.float64) for g in gens])
+        t = (n.t_min + (n.t_max - n.t_min) * (torch.arange(b, dtype=torch.float64) + u) / b).float().to(dev)
+        eps = torch.stack([torch.randn(x0.shape[1:], generator=g) for g in gens]).to(dev)
+        x_t = noisy_latent(x0, t, eps)
+        cond = rollout.cond.index(idx)
+        assert self.old is not None
+        with torch.no_grad(), self.old.applied(params):  # before the v_θ forward (version counters)
+            v_old = a.velocity(x_t, t, cond, 1.0, transformer=ctx.model)
+        v = a.velocity(x_t, t, cond, 1.0, transformer=ctx.model)
+        lp, lm = nft_loss_terms(v, v_old, x0, x_t, t, n.beta)
+        r = optimality_probability(advantages[idx].to(dev), clip=n.adv_clip)
+        w = valid[idx].float().to(dev)
+        loss = _masked_mean(r * lp + (1 - r) * lm, w) / n.beta
+        metrics: dict[str, Any] = {
+            "policy/loss": float(loss.detach()),
+            "nft/loss_plus": float(_masked_mean(lp.detach(), w)),
+            "nft/loss_minus": float(_masked_mean(lm.detach(), w)),
+            "nft/r_mean": float(_masked_mean(r, w)),
+        }
+        if self.needs_reference:
+            with torch.no_grad(), a.reference() as ref:
+                v_ref = a.velocity(x_t, t, cond, 1.0, transformer=ref)
+            if n.ref_weight > 0:
+                loss = loss + n.ref_weight * ref_velocity_loss(v, v_ref)
+            loss = add_penalty(c, loss, v, v_ref, w, metrics)
+        return loss, metrics
+
+    def after_update(self, params: list[torch.nn.Parameter]) -> None:
+        from imgalign.trainers.nft import ema_decay
+
+        self._ensure_old(params)
+        self.updates += 1
+        assert self.old is not None
+        self.old.update(
+            params, decay=ema_decay(self.updates, self.cfg.nft.ema_decay_ramp, self.cfg.nft.ema_decay_max)
+        )
+
+    def state_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"updates": self.updates}
+        if self.old is not None:
+            out["old"] = self.old.state_dict()
+        return out
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.updates = int(state["updates"])
+        if "old" in state:
+            if self.old is not None:
+                self.old.load_state_dict(state["old"])
+            else:
+                self._pending_state = state
