@@ -193,3 +193,23 @@ def test_grpo_loss_hand_computed():
     out = grpo_clipped_loss(lp2, torch.zeros(3), torch.tensor([1.0, -2.0, 0.5]), 0.2)
     out.loss.backward()
     torch.testing.assert_close(lp2.grad, torch.tensor([-1.0, 2.0, -0.5]) / 3)
+
+
+def test_balancers_single_reward_equals_grpo_and_gdpo_matches_math_module():
+    from imgalign.trainers.balance import gdpo_advantages
+    from imgalign.trainers.rewarding import gdpo, group_norm_weighted
+
+    g = torch.Generator().manual_seed(0)
+    r = torch.rand(2, 8, generator=g)
+    gid = torch.arange(8) // 4
+    finite = torch.ones_like(r, dtype=torch.bool)
+    one = group_norm_weighted(r[:1], torch.ones(1), gid, finite[:1])
+    torch.testing.assert_close(one.advantages, group_advantages(r[0], gid).advantages)
+    both = gdpo(r, torch.tensor([1.0, 0.5]), gid, finite)
+    torch.testing.assert_close(both.advantages, gdpo_advantages(r.T, gid, [1.0, 0.5]))
+    # a NaN reward masks its sample out of both balancers
+    r[1, 3] = float("nan")
+    fin = torch.isfinite(r)
+    assert not group_norm_weighted(r, torch.ones(2), gid, fin).valid[3]
+    out = gdpo(r, torch.ones(2), gid, fin)
+    assert not out.valid[3] and out.advantages[3] == 0 and torch.isfinite(out.advantages).all()

@@ -118,3 +118,30 @@ def weighted_sum(
     combined = (weights.view(-1, 1) * r).sum(dim=0)
     adv = group_advantages(combined, group_ids, std_mode, adv_clip, finite=ok)  # type: ignore[arg-type]
     return Balanced(adv.advantages, adv.valid, adv.zero_std_ratio, None)
+
+
+@BALANCERS.register("gdpo")
+def gdpo(
+    rewards: torch.Tensor,
+    weights: torch.Tensor,
+    group_ids: torch.Tensor,
+    finite: torch.Tensor,
+    std_mode: str = "group",
+    adv_clip: float | None = 5.0,
+) -> Balanced:
+    """GDPO (algorithms.md §6; :func:`imgalign.trainers.balance.gdpo_advantages`): each reward normalised within
+    its group, weighted sum, then normalised over the batch. Non-finite samples are left out of every statistic."""
+    from imgalign.trainers.balance import gdpo_advantages, group_normalize
+
+    ok = finite.all(dim=0)
+    adv = torch.zeros(rewards.shape[1])
+    per = torch.zeros_like(rewards)
+    idx = ok.nonzero().flatten()
+    std = "group" if std_mode == "group" else "global"
+    if idx.numel():
+        r = rewards[:, idx].T.float()  # [n, K]
+        adv[idx] = gdpo_advantages(r, group_ids[idx], weights.tolist(), std=std, clip=adv_clip or 0.0)
+        per[:, idx] = group_normalize(r, group_ids[idx], std=std).T
+    groups = torch.unique(group_ids)
+    tied = sum(1 for g in groups if bool(((per[:, (group_ids == g) & ok]).abs().sum() == 0).item()))
+    return Balanced(adv, ok, tied / max(len(groups), 1), per)
