@@ -229,6 +229,7 @@ class EvalConfig:
     )
     seed: int = field(1234, help="seed of the evaluation noise (fixed, so evaluations are comparable)")
     use_ema: bool = field(True, help="evaluate the EMA weights when train.ema_decay > 0")
+    at_start: bool = field(False, help="also evaluate the untrained model before step 1 (a fresh run only)")
 
     def validate(self) -> None:
         if self.suite not in ("shapes", "reward"):

@@ -36,6 +36,10 @@ def plot_metrics(
     import matplotlib.pyplot as plt
 
     rows = read_metrics(path)
+    ev = (Path(path) if Path(path).is_dir() else Path(path).parent) / "eval.jsonl"
+    if ev.is_file():  # every evaluation, including the base model's at step 0 (eval.at_start)
+        rows = [r for r in rows if not any(k.startswith("eval/") for k in r)]
+        rows += [json.loads(x) for x in ev.read_text().splitlines() if x.strip()]
     if keys is None:
         found = sorted({k for r in rows for k in r})
         keys = [k for k in found if k.startswith("reward/") and k.endswith("/mean")]
@@ -44,7 +48,7 @@ def plot_metrics(
         raise ValueError("no metric keys to plot (none given and no reward/*/mean in the file)")
     fig, axes = plt.subplots(1, len(keys), figsize=(4.5 * len(keys), 3.2), squeeze=False)
     for ax, key in zip(axes[0], keys):
-        pts = [(r["step"], r[key]) for r in rows if key in r]
+        pts = sorted((r["step"], r[key]) for r in rows if key in r)
         if not pts:
             ax.set_title(f"{key} (absent)")
             continue

@@ -284,6 +284,8 @@ class FlowGRPOTrainer:
         )
         t_start = time.perf_counter()
         eval_cost = 0.0
+        if self.start_step == 0 and cfg.eval.at_start and cfg.eval.every >= 0:
+            eval_cost = self.evaluate(0).get("perf/sec_eval", 0.0)  # the base model, for before/after
         for step in range(self.start_step, cfg.train.max_steps):
             t0 = time.perf_counter()
             metrics = self.train_step(step)
@@ -482,6 +484,10 @@ class FlowGRPOTrainer:
                 self._save_grid(images[:16], None, self.out / "samples" / f"eval-step-{step:06d}.png")
             out["perf/sec_eval"] = time.perf_counter() - t
             log.info("eval at step %d: %s", step, {k: round(v, 4) for k, v in out.items()})
+            with open(
+                self.out / "eval.jsonl", "a"
+            ) as f:  # every evaluation, step 0 (the base model) included
+                f.write(json.dumps({"step": step, **out}) + "\n")
         self.acc.wait_for_everyone()
         return out
 
