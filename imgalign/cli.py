@@ -14,6 +14,10 @@ from imgalign import __version__
 COMMAND_MODULES = [
     "imgalign.commands.world",
     "imgalign.commands.evaluate",
+    "imgalign.commands.grid",
+    "imgalign.commands.report",
+    "imgalign.commands.score",
+    "imgalign.commands.rewards_cmd",
     "imgalign.commands.train",
 ]
 

@@ -223,7 +223,14 @@ class FunctionReward(Reward):
         return RewardOutput(scores=torch.as_tensor(np.asarray(out, dtype=np.float32)))
 
 
-BUILTIN_MODULES = ["imgalign.rewards.geneval"]
+BUILTIN_MODULES = [
+    "imgalign.rewards.geneval",
+    "imgalign.rewards.clip",
+    "imgalign.rewards.vlm",
+    "imgalign.rewards.discriminator",
+    "imgalign.rewards.artifact",
+    "imgalign.rewards.fid",
+]
 
 
 def _import_builtin() -> None:

@@ -19,8 +19,21 @@ def small_prompts(tmp_path: Path) -> Path:
 
 def test_eval_ground_truth(tmp_path, small_prompts, capsys):
     out = tmp_path / "ev"
-    rc = main(["eval", "--suite", "shapes", "--ground-truth", "--prompts", str(small_prompts),
-               "--images-per-prompt", "2", "--out", str(out), "--no-progress"])
+    rc = main(
+        [
+            "eval",
+            "--suite",
+            "shapes",
+            "--ground-truth",
+            "--prompts",
+            str(small_prompts),
+            "--images-per-prompt",
+            "2",
+            "--out",
+            str(out),
+            "--no-progress",
+        ]
+    )
     assert rc == 0
     summary = json.loads((out / "summary.json").read_text())
     assert set(summary) >= {"suite", "model", "overall", "tasks", "n_images"}
@@ -36,8 +49,23 @@ def test_eval_ground_truth(tmp_path, small_prompts, capsys):
 def test_world_render_then_eval_images_same_seed_same_files(tmp_path, small_prompts):
     a, b = tmp_path / "a", tmp_path / "b"
     for d in (a, b):
-        assert main(["world", "render", "--prompts", str(small_prompts), "--images-per-prompt", "1",
-                     "--seed", "5", "--out", str(d)]) == 0
+        assert (
+            main(
+                [
+                    "world",
+                    "render",
+                    "--prompts",
+                    str(small_prompts),
+                    "--images-per-prompt",
+                    "1",
+                    "--seed",
+                    "5",
+                    "--out",
+                    str(d),
+                ]
+            )
+            == 0
+        )
     fa = sorted(p.read_bytes() for p in a.rglob("*.png"))
     fb = sorted(p.read_bytes() for p in b.rglob("*.png"))
     assert fa == fb and len(fa) == 18
@@ -46,8 +74,21 @@ def test_world_render_then_eval_images_same_seed_same_files(tmp_path, small_prom
 
 def test_eval_images_with_bad_files_keeps_going(tmp_path, small_prompts, capsys):
     src = tmp_path / "imgs"
-    assert main(["world", "render", "--prompts", str(small_prompts), "--images-per-prompt", "2",
-                 "--out", str(src)]) == 0
+    assert (
+        main(
+            [
+                "world",
+                "render",
+                "--prompts",
+                str(small_prompts),
+                "--images-per-prompt",
+                "2",
+                "--out",
+                str(src),
+            ]
+        )
+        == 0
+    )
     (src / "00001" / "samples" / "0000.png").write_bytes(b"not a png")  # corrupt
     data = (src / "00002" / "samples" / "0000.png").read_bytes()
     (src / "00002" / "samples" / "0000.png").write_bytes(data[: len(data) // 2])  # truncated
@@ -100,7 +141,9 @@ def test_eval_errors_are_clear(tmp_path, capsys):
     assert main(["eval", "--suite", "coco", "--ground-truth", "--out", str(tmp_path / "o")]) == 2
     assert "unknown suite 'coco'; valid suites: shapes" in capsys.readouterr().err
     bad = tmp_path / "bad.jsonl"
-    bad.write_text('{"tag": "colors", "prompt": "a photo of a teal circle", "include": [{"class": "circle", "count": 1, "color": "teal"}]}\n')
+    bad.write_text(
+        '{"tag": "colors", "prompt": "a photo of a teal circle", "include": [{"class": "circle", "count": 1, "color": "teal"}]}\n'
+    )
     assert main(["world", "render", "--prompts", str(bad), "--out", str(tmp_path / "r")]) == 2
     assert "bad.jsonl:1: include[0].color: unknown colour 'teal'" in capsys.readouterr().err
     empty = tmp_path / "empty"

@@ -58,7 +58,7 @@ def test_judge_discriminates_corrupted_specs():
     rng = random.Random(0)
     n = wrong = 0
     by_kind: dict[str, list[bool]] = {}
-    for i, spec in enumerate(build_eval_set()):
+    for spec in build_eval_set():
         for kind, bad in corruptions(spec, rng):
             img, _ = W.render(bad, rng)
             rejected = not judge(img, DET(img), spec.to_metadata()).correct
@@ -103,7 +103,11 @@ def D(x0, y0, x1, y1, score=1.0, color=None):  # noqa: N802
 
 
 def test_thresholds_and_counting_exclude():
-    meta = {"tag": "counting", "include": [{"class": "circle", "count": 2}], "exclude": [{"class": "circle", "count": 3}]}
+    meta = {
+        "tag": "counting",
+        "include": [{"class": "circle", "count": 2}],
+        "exclude": [{"class": "circle", "count": 3}],
+    }
     two = {"circle": [D(0, 0, 10, 10, 0.95), D(20, 0, 30, 10, 0.95)]}
     assert judge(None, two, meta).correct
     # a third detection above 0.9 trips the exclude clause; one at 0.85 is filtered on counting prompts
@@ -112,15 +116,27 @@ def test_thresholds_and_counting_exclude():
     # below 0.9 does not count on counting prompts, but 0.31 counts elsewhere
     weak = {"circle": [D(0, 0, 10, 10, 0.95), D(20, 0, 30, 10, 0.5)]}
     assert not judge(None, weak, meta).correct
-    assert judge(None, {"circle": [D(0, 0, 9, 9, 0.31)]}, {"tag": "single_object", "include": [{"class": "circle", "count": 1}]}).correct
-    assert not judge(None, {"circle": [D(0, 0, 9, 9, 0.3)]}, {"tag": "single_object", "include": [{"class": "circle", "count": 1}]}).correct
+    assert judge(
+        None,
+        {"circle": [D(0, 0, 9, 9, 0.31)]},
+        {"tag": "single_object", "include": [{"class": "circle", "count": 1}]},
+    ).correct
+    assert not judge(
+        None,
+        {"circle": [D(0, 0, 9, 9, 0.3)]},
+        {"tag": "single_object", "include": [{"class": "circle", "count": 1}]},
+    ).correct
     # at most 16 detections per class survive
     many = {"circle": [D(i, 0, i + 1, 1, 0.99) for i in range(20)]}
     assert len(filter_detections(many, "counting")["circle"]) == 16
 
 
 def test_partial_credit_counting():
-    meta = {"tag": "counting", "include": [{"class": "circle", "count": 4}], "exclude": [{"class": "circle", "count": 5}]}
+    meta = {
+        "tag": "counting",
+        "include": [{"class": "circle", "count": 4}],
+        "exclude": [{"class": "circle", "count": 5}],
+    }
     three = {"circle": [D(i * 12, 0, i * 12 + 10, 10) for i in range(3)]}
     j = judge(None, three, meta)
     assert not j.correct and j.partial == pytest.approx(0.75)
@@ -177,7 +193,10 @@ def test_relation_threshold_exact_values():
 def test_missing_target_fails_position_and_partial_is_not_double_counted():
     meta = {
         "tag": "position",
-        "include": [{"class": "circle", "count": 1}, {"class": "square", "count": 1, "position": ["left of", 0]}],
+        "include": [
+            {"class": "circle", "count": 1},
+            {"class": "square", "count": 1, "position": ["left of", 0]},
+        ],
     }
     j = judge(None, {"square": [D(0, 0, 9, 9)]}, meta)
     assert not j.correct and "no target for square to be left of" in j.reason
@@ -187,7 +206,11 @@ def test_missing_target_fails_position_and_partial_is_not_double_counted():
 
 
 def test_summary_is_mean_of_task_scores():
-    rows = [{"tag": "a", "correct": True}] * 3 + [{"tag": "a", "correct": False}] + [{"tag": "b", "correct": False}]
+    rows = (
+        [{"tag": "a", "correct": True}] * 3
+        + [{"tag": "a", "correct": False}]
+        + [{"tag": "b", "correct": False}]
+    )
     overall, tasks = summarize(rows)
     assert tasks == {"a": 0.75, "b": 0.0} and overall == pytest.approx(0.375)
 

@@ -15,8 +15,15 @@ def test_prompts_follow_geneval_phrasing():
     assert W.counting("cross", 3).prompt() == "a photo of three crosses"
     assert W.colors("red", "square").prompt() == "a photo of a red square"
     assert W.position("triangle", "left of", "square").prompt() == "a photo of a triangle left of a square"
-    assert W.color_attr("blue", "square", "yellow", "cross").prompt() == "a photo of a blue square and a yellow cross"
-    assert W.two_object("circle", "star" if "star" in W.SHAPES else "cross").prompt().startswith("a photo of a circle and")
+    assert (
+        W.color_attr("blue", "square", "yellow", "cross").prompt()
+        == "a photo of a blue square and a yellow cross"
+    )
+    assert (
+        W.two_object("circle", "star" if "star" in W.SHAPES else "cross")
+        .prompt()
+        .startswith("a photo of a circle and")
+    )
 
 
 def test_metadata_round_trip_matches_official_schema():
@@ -24,7 +31,10 @@ def test_metadata_round_trip_matches_official_schema():
     meta = spec.to_metadata()
     assert meta == {
         "tag": "position",
-        "include": [{"class": "circle", "count": 1}, {"class": "triangle", "count": 1, "position": ["below", 0]}],
+        "include": [
+            {"class": "circle", "count": 1},
+            {"class": "triangle", "count": 1, "position": ["below", 0]},
+        ],
         "prompt": "a photo of a triangle below a circle",
     }
     assert W.Spec.from_metadata(meta) == spec
@@ -36,9 +46,15 @@ def test_metadata_round_trip_matches_official_schema():
     "meta, field",
     [
         ({"tag": "single_object", "include": [{"class": "hexagon", "count": 1}]}, "include[0].class"),
-        ({"tag": "colors", "include": [{"class": "circle", "count": 1, "color": "teal"}]}, "include[0].color"),
         (
-            {"tag": "position", "include": [{"class": "circle"}, {"class": "square", "position": ["near", 0]}]},
+            {"tag": "colors", "include": [{"class": "circle", "count": 1, "color": "teal"}]},
+            "include[0].color",
+        ),
+        (
+            {
+                "tag": "position",
+                "include": [{"class": "circle"}, {"class": "square", "position": ["near", 0]}],
+            },
             "include[1].position",
         ),
         ({"tag": "dancing", "include": [{"class": "circle"}]}, "unknown tag"),
@@ -61,7 +77,9 @@ def test_render_is_seeded_and_layout_satisfies_clauses():
     assert "above" in W.relative_position(mover.box, target.box)
     for i, o in enumerate(objs):  # never touching
         for p in objs[i + 1 :]:
-            assert not (o.box[0] < p.box[2] and p.box[0] < o.box[2] and o.box[1] < p.box[3] and p.box[1] < o.box[3])
+            assert not (
+                o.box[0] < p.box[2] and p.box[0] < o.box[2] and o.box[1] < p.box[3] and p.box[1] < o.box[3]
+            )
 
 
 def test_render_tensor_contract():
@@ -100,7 +118,12 @@ def test_official_geneval_metadata_parses():
     assert len(metas) == 553
     counts = {t: sum(m["tag"] == t for m in metas) for t in W.TASKS}
     assert counts == {
-        "single_object": 80, "two_object": 99, "counting": 80, "colors": 94, "position": 100, "color_attr": 100,
+        "single_object": 80,
+        "two_object": 99,
+        "counting": 80,
+        "colors": 94,
+        "position": 100,
+        "color_attr": 100,
     }
 
 
@@ -110,7 +133,9 @@ def test_metadata_loader_names_line_and_field(tmp_path):
     p.write_text(good + "\n{not json\n")
     with pytest.raises(PromptFileError, match=r"m.jsonl:2: not valid JSON"):
         load_geneval_metadata(p)
-    p.write_text(good + "\n" + json.dumps({"tag": "colors", "include": [{"class": "circle", "count": 1}]}) + "\n")
+    p.write_text(
+        good + "\n" + json.dumps({"tag": "colors", "include": [{"class": "circle", "count": 1}]}) + "\n"
+    )
     with pytest.raises(PromptFileError, match=r"m.jsonl:2: field 'prompt' is missing"):
         load_geneval_metadata(p)
     with pytest.raises(PromptFileError, match="does not exist"):

@@ -1,0 +1,331 @@
+"""Reports: a training run's metrics as plots and a markdown summary, and an evaluation compared with a baseline
+(a per-task delta table and a gallery of failed images with the judge's reasons).
+
+Training metrics: ``RUN_DIR/metrics.jsonl``, one flat JSON dict per line (``step``, ``reward/<name>/mean``,
+``reward/<name>/std``, ``policy/kl`` or ``policy/approx_kl``, ``policy/clipfrac``, ``vnorm/inflation/<bucket>`` or
+``vnorm/norm_ratio/<bucket>``, ...).
+Evaluations: the folders :func:`imgalign.eval.suite.judge_folder` writes (``summary.json``, ``results.jsonl``, and
+the judged images under ``images/``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+REWARD_MEAN = re.compile(r"^reward/(.+)/mean$")
+KL_KEYS = ("policy/kl", "policy/approx_kl")
+# velocity-norm inflation ||v_theta|| / ||v_ref|| per step bucket (trainers.vnorm logs vnorm/norm_ratio/<bucket>)
+INFLATION_PREFIXES = ("vnorm/inflation/", "vnorm/norm_ratio")
+
+
+# ---- training runs ----------------------------------------------------------------------------------------------
+def load_metrics(path: Path) -> list[dict[str, Any]]:
+    """Rows of a metrics.jsonl. A cut-off last line (a run still writing, or killed) is skipped with a warning; a
+    malformed line elsewhere is an error naming the file and line."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"{path} does not exist; `imgalign report` needs a run folder with metrics.jsonl"
+        )
+    try:
+        lines = path.read_text().splitlines()
+    except (OSError, UnicodeDecodeError) as e:
+        raise ValueError(f"cannot read {path}: {e}") from None
+    rows: list[dict[str, Any]] = []
+    numbered = [(n, ln) for n, ln in enumerate(lines, start=1) if ln.strip()]
+    for k, (n, line) in enumerate(numbered):
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            if k == len(numbered) - 1:
+                log.warning("%s:%d: incomplete last line skipped", path, n)
+                continue
+            raise ValueError(f"{path}:{n}: not valid JSON ({e.msg})") from None
+        if not isinstance(row, dict):
+            raise ValueError(f"{path}:{n}: expected one flat JSON object per line")
+        rows.append(row)
+    if not rows:
+        raise ValueError(f"{path} holds no metrics rows")
+    return rows
+
+
+def series(rows: Sequence[dict[str, Any]], key: str) -> tuple[np.ndarray, np.ndarray]:
+    """(steps, values) of the rows that carry a finite number under `key`; steps default to the row index."""
+    xs, ys = [], []
+    for i, r in enumerate(rows):
+        v = r.get(key)
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+            xs.append(r.get("step", i))
+            ys.append(float(v))
+    return np.asarray(xs, dtype=np.float64), np.asarray(ys, dtype=np.float64)
+
+
+def ema(values: np.ndarray, alpha: float) -> np.ndarray:
+    """Exponential moving average, bias-corrected from the first value: s_t = (1-a) s_{t-1} + a v_t."""
+    out = np.empty_like(values)
+    acc, norm = 0.0, 0.0
+    for i, v in enumerate(values):
+        acc = (1 - alpha) * acc + alpha * v
+        norm = (1 - alpha) * norm + alpha
+        out[i] = acc / norm
+    return out
+
+
+def metric_groups(keys: Sequence[str]) -> dict[str, list[str]]:
+    """Which plots a run gets: per-reward means, KL, clip fraction, norm inflation (only those present)."""
+    keys = sorted(set(keys))
+    groups = {
+        "rewards": [k for k in keys if REWARD_MEAN.match(k)],
+        "kl": [k for k in KL_KEYS if k in keys],
+        "clipfrac": [k for k in keys if k == "policy/clipfrac"],
+        "inflation": [k for k in keys if k.startswith(INFLATION_PREFIXES) or k == "policy/vnorm_ratio"],
+    }
+    return {g: ks for g, ks in groups.items() if ks}
+
+
+def plot_run(rows: Sequence[dict[str, Any]], out_dir: Path) -> list[Path]:
+    """One PNG per metric group in `out_dir` (matplotlib, Agg backend); raw values thin, smoothed thick."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from imgalign.eval.gallery import save_png
+
+    out_dir = Path(out_dir)
+    keys = {k for r in rows for k in r}
+    written = []
+    for group, ks in metric_groups(sorted(keys)).items():
+        n = len(ks) if group == "rewards" else 1
+        fig, axes = plt.subplots(n, 1, figsize=(7, 2.6 * n), squeeze=False, sharex=True)
+        for i, k in enumerate(ks):
+            ax = axes[i if group == "rewards" else 0][0]
+            x, y = series(rows, k)
+            if not len(y):
+                continue
+            alpha = min(1.0, 10.0 / len(y))
+            (line,) = ax.plot(x, y, lw=0.8, alpha=0.45 if alpha < 1 else 1.0, label=None if alpha < 1 else k)
+            if alpha < 1:
+                ax.plot(x, ema(y, alpha), lw=2, color=line.get_color(), label=k)
+            std_key = k[: -len("/mean")] + "/std" if group == "rewards" else None
+            if std_key and std_key in keys:
+                xs, s = series(rows, std_key)
+                if len(s) == len(y) and np.array_equal(xs, x):
+                    ax.fill_between(x, y - s, y + s, color=line.get_color(), alpha=0.15, lw=0)
+            ax.set_ylabel(k.split("/")[1] if group == "rewards" else group)
+            ax.grid(alpha=0.3)
+            ax.legend(loc="best", fontsize=8)
+        axes[-1][0].set_xlabel("step")
+        fig.suptitle({"rewards": "reward (mean over samples)", "kl": "KL to the reference policy",
+                      "clipfrac": "clipped fraction", "inflation": "velocity-norm inflation"}[group])  # fmt: skip
+        fig.tight_layout()
+        fig.canvas.draw()
+        from PIL import Image
+
+        img = Image.frombuffer("RGBA", fig.canvas.get_width_height(), fig.canvas.buffer_rgba()).convert("RGB")
+        plt.close(fig)
+        path = out_dir / f"{group}.png"
+        save_png(img, path)
+        written.append(path)
+    return written
+
+
+def summarize_run(rows: Sequence[dict[str, Any]], run_name: str = "run") -> str:
+    """A short markdown summary: steps covered, then first / last / best / last-10% mean of the key metrics."""
+    steps = [r["step"] for r in rows if isinstance(r.get("step"), (int, float))]
+    keys = sorted({k for r in rows for k in r})
+    groups = metric_groups(keys)
+    lines = [f"# Training report: {run_name}", ""]
+    span = f"steps {min(steps):g}-{max(steps):g}" if steps else "no `step` field"
+    lines += [f"{len(rows)} logged rows, {span}.", ""]
+    shown = [k for g in ("rewards", "kl", "clipfrac", "inflation") for k in groups.get(g, [])]
+    if not shown:
+        lines.append("No reward, KL, clip-fraction or norm-inflation metrics were logged.")
+        return "\n".join(lines) + "\n"
+    lines += ["| metric | first | last | best | mean of last 10% |", "| --- | ---: | ---: | ---: | ---: |"]
+    for k in shown:
+        _, y = series(rows, k)
+        if not len(y):
+            continue
+        tail = y[-max(1, len(y) // 10) :]
+        best = f"{y.max():.4g}" if REWARD_MEAN.match(k) else "—"
+        lines.append(f"| `{k}` | {y[0]:.4g} | {y[-1]:.4g} | {best} | {tail.mean():.4g} |")
+    for k in groups.get("rewards", []):
+        _, y = series(rows, k)
+        if len(y) >= 2:
+            lines.append("")
+            lines.append(f"`{k}` moved {y[-1] - y[0]:+.4g} from the first to the last logged step.")
+    plots = [g for g in ("rewards", "kl", "clipfrac", "inflation") if g in groups]
+    lines += ["", "Plots: " + ", ".join(f"[{g}]({g}.png)" for g in plots)]
+    return "\n".join(lines) + "\n"
+
+
+def write_run_report(run_dir: Path, out_dir: Path | None = None) -> tuple[Path, list[Path]]:
+    """Plots and report.md for a run folder (default output: RUN_DIR/report/)."""
+    from imgalign.eval.suite import atomic_write_text
+
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise FileNotFoundError(f"run folder {str(run_dir)!r} does not exist")
+    rows = load_metrics(run_dir / "metrics.jsonl")
+    out_dir = Path(out_dir) if out_dir else run_dir / "report"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    plots = plot_run(rows, out_dir)
+    md = out_dir / "report.md"
+    atomic_write_text(md, summarize_run(rows, run_dir.name))
+    return md, plots
+
+
+# ---- evaluation against a baseline ------------------------------------------------------------------------------
+def load_summary(eval_dir: Path) -> dict[str, Any]:
+    path = Path(eval_dir) / "summary.json"
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"{path} does not exist; --baseline needs the --out folder of an earlier, finished `imgalign eval`"
+        )
+    try:
+        summary = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not valid JSON ({e.msg})") from None
+    if not isinstance(summary, dict) or "tasks" not in summary or "overall" not in summary:
+        raise ValueError(f"{path}: expected an evaluation summary with 'overall' and 'tasks'")
+    return summary
+
+
+def load_results(eval_dir: Path) -> list[dict[str, Any]]:
+    path = Path(eval_dir) / "results.jsonl"
+    if not path.is_file():
+        return []
+    rows = []
+    for line in path.read_text().splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue  # a line cut short by a crash
+    return rows
+
+
+def delta_table(current: dict[str, Any], baseline: dict[str, Any]) -> str:
+    """Markdown: per task and overall, baseline score, current score and the difference (current - baseline)."""
+
+    def cell(v: float | None) -> str:
+        return "—" if v is None else f"{v:.4f}"
+
+    tasks = sorted(set(current["tasks"]) | set(baseline["tasks"]))
+    lines = [
+        f"| task | baseline (`{baseline.get('model', '?')}`) | current (`{current.get('model', '?')}`) | delta |",
+        "| --- | ---: | ---: | ---: |",
+    ]
+    for t in tasks + ["overall"]:
+        b = baseline["overall"] if t == "overall" else baseline["tasks"].get(t)
+        c = current["overall"] if t == "overall" else current["tasks"].get(t)
+        d = f"{c - b:+.4f}" if b is not None and c is not None else "—"
+        name = "**overall**" if t == "overall" else t
+        lines.append(f"| {name} | {cell(b)} | {cell(c)} | {d} |")
+    return "\n".join(lines)
+
+
+def comparability_notes(
+    current: dict[str, Any], baseline: dict[str, Any], cur_rows: list[dict], base_rows: list[dict]
+) -> list[str]:
+    """Warnings when the two evaluations are not like for like, and image-level flips when they are."""
+    notes = []
+    if current.get("suite") != baseline.get("suite"):
+        notes.append(
+            f"Different suites: baseline `{baseline.get('suite')}`, current `{current.get('suite')}`."
+        )
+    if current.get("n_images") != baseline.get("n_images"):
+        notes.append(
+            f"Different image counts: baseline {baseline.get('n_images')}, current {current.get('n_images')}."
+        )
+    only = sorted(set(current["tasks"]) ^ set(baseline["tasks"]))
+    if only:
+        notes.append(
+            f"Tasks in only one of the two: {', '.join(only)} (the overall scores average different tasks)."
+        )
+    base_by_file = {(r.get("file"), r.get("prompt")): r for r in base_rows}
+    shared = [
+        (r, base_by_file[k]) for r in cur_rows if (k := (r.get("file"), r.get("prompt"))) in base_by_file
+    ]
+    if shared:
+        fixed = sum(1 for c, b in shared if c["correct"] and not b["correct"])
+        broke = sum(1 for c, b in shared if b["correct"] and not c["correct"])
+        notes.append(
+            f"Same prompt and image index in both: {len(shared)} images; {fixed} now correct that failed before, "
+            f"{broke} now failing that were correct."
+        )
+    return notes
+
+
+def failure_gallery(
+    eval_dir: Path,
+    out_png: Path,
+    images_dir: Path | None = None,
+    max_images: int = 24,
+    ncols: int = 6,
+    cell: int = 192,
+) -> int:
+    """A PNG grid of failed images, each captioned with its prompt and the judge's reason; returns how many.
+
+    Failures are spread over tasks (round-robin by task, in file order), so one bad task does not fill the page.
+    Writes nothing and returns 0 when nothing failed."""
+    from imgalign.eval.gallery import caption_grid, save_png
+    from imgalign.eval.suite import load_image
+
+    eval_dir = Path(eval_dir)
+    images_dir = Path(images_dir) if images_dir else eval_dir / "images"
+    fails = [r for r in load_results(eval_dir) if not r.get("correct")]
+    by_task: dict[str, list[dict[str, Any]]] = {}
+    for r in fails:
+        by_task.setdefault(str(r.get("tag")), []).append(r)
+    picked: list[dict[str, Any]] = []
+    while len(picked) < max_images and any(by_task.values()):
+        for t in sorted(by_task):
+            if by_task[t] and len(picked) < max_images:
+                picked.append(by_task[t].pop(0))
+    images, captions = [], []
+    for r in picked:
+        why = r.get("error") or r.get("reason") or "incorrect"
+        try:
+            img = load_image(images_dir / r["file"])
+        except (OSError, ValueError):
+            from PIL import Image
+
+            img = Image.new("RGB", (cell, cell), (200, 200, 200))
+            why = f"(image missing) {why}"
+        images.append(img)
+        captions.append(f"[{r.get('tag')}] {r.get('prompt')}\n{why}")
+    if not images:
+        return 0
+    save_png(caption_grid(images, captions, ncols=ncols, cell=cell), Path(out_png))
+    return len(images)
+
+
+def write_comparison(
+    eval_dir: Path, baseline_dir: Path, images_dir: Path | None = None, max_failures: int = 24
+) -> str:
+    """``comparison.md`` (delta table, notes) and ``failures.png`` in `eval_dir`; returns the markdown."""
+    from imgalign.eval.suite import atomic_write_text
+
+    eval_dir, baseline_dir = Path(eval_dir), Path(baseline_dir)
+    baseline = load_summary(baseline_dir)
+    current = load_summary(eval_dir)
+    notes = comparability_notes(current, baseline, load_results(eval_dir), load_results(baseline_dir))
+    n_fail = failure_gallery(eval_dir, eval_dir / "failures.png", images_dir, max_images=max_failures)
+    lines = [f"# Comparison with the baseline `{baseline_dir}`", "", delta_table(current, baseline), ""]
+    lines += [f"- {n}" for n in notes]
+    if n_fail:
+        lines += ["", f"![failures](failures.png) ({n_fail} failed images with the judge's reasons)"]
+    md = "\n".join(lines) + "\n"
+    atomic_write_text(eval_dir / "comparison.md", md)
+    return md

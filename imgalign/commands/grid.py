@@ -1,0 +1,165 @@
+"""``imgalign grid``: the same prompts and seeds through several models, side by side in one labelled PNG.
+
+Rows are prompts, columns are models (each model's seeds side by side); an optional reward score is printed under
+each image. Models: an embedded name (``shapes``), a pipeline folder, a Hub id already downloaded, or
+``BASE+OVERLAY`` for a fine-tuned part on a base (a LoRA adapter folder or a transformer folder; a trainer LoRA
+checkpoint alone finds its base in its imgalign_model.json), e.g.::
+
+    imgalign grid --model base=shapes --model grpo=runs/grpo/checkpoints/step-000500 \\
+        --model other=shapes+path/to/peft_adapter --prompts eval.jsonl --seeds 0,1 --reward geneval --out grid.png
+
+Every input is checked before any model loads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "grid",
+        help="compare models on the same prompts and seeds in one labelled PNG",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--model",
+        action="append",
+        required=True,
+        metavar="LABEL=PATH",
+        help="a column: LABEL=PATH or LABEL=BASE+OVERLAY (repeat for each model)",
+    )
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--prompt", action="append", metavar="TEXT", help="a row's prompt (repeatable)")
+    src.add_argument(
+        "--prompts", metavar="FILE", help="prompt file: .txt (one per line) or .jsonl (GenEval lines)"
+    )
+    p.add_argument("--seeds", default="0", help="comma-separated seeds, the same for every model (default 0)")
+    p.add_argument("--reward", help="reward spec (e.g. geneval, clip:model=...) to print under each image")
+    p.add_argument("--steps", type=int, help="sampling steps (default: the pipeline's)")
+    p.add_argument("--guidance", type=float, help="guidance scale (default: the pipeline's)")
+    p.add_argument("--size", type=int, help="image height and width (default: the pipeline's)")
+    p.add_argument(
+        "--max-sequence-length",
+        type=int,
+        help="SD3 text context length (default: the pipeline's; the shapes model's own for the shapes family)",
+    )
+    p.add_argument("--max-prompts", type=int, default=16, help="use at most this many prompts of a file")
+    p.add_argument("--cell", type=int, default=160, help="displayed image size in pixels")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--dtype", default="float32", choices=("float32", "float16", "bfloat16"))
+    p.add_argument("--out", required=True, help="output PNG")
+    p.set_defaults(func=run_grid)
+
+
+def parse_seeds(text: str) -> list[int]:
+    try:
+        seeds = [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise ValueError(f"--seeds {text!r}: expected comma-separated integers such as 0,1,2") from None
+    if not seeds:
+        raise ValueError("--seeds is empty; give at least one seed, e.g. --seeds 0")
+    return seeds
+
+
+def check_reward_spec(spec: str) -> None:
+    """Fail early on an unknown reward name (the reward itself is built after this check)."""
+    from imgalign.rewards.base import list_rewards, parse_reward_spec
+
+    name, _ = parse_reward_spec(spec)
+    if name not in list_rewards() and ":" not in name:
+        raise ValueError(
+            f"unknown reward {name!r}; valid rewards: {', '.join(list_rewards())} (or a 'package.module:attr' path)"
+        )
+
+
+def read_rows(args: argparse.Namespace) -> tuple[list[str], list[dict[str, Any] | None]]:
+    """Prompts and their metadata (GenEval lines keep theirs; plain prompts have none)."""
+    if args.prompts:
+        from imgalign.prompts.io import load_prompts
+
+        records = load_prompts(args.prompts)[: args.max_prompts]
+        return [r.prompt for r in records], [r.metadata if "include" in r.metadata else None for r in records]
+    prompts = [p.strip() for p in args.prompt or []]
+    if not prompts or any(not p for p in prompts):
+        raise ValueError("--prompt needs non-empty text; give at least one prompt")
+    return prompts, [None] * len(prompts)
+
+
+def run_grid(args: argparse.Namespace) -> int:
+    import torch
+
+    from imgalign.eval.gallery import labelled_grid, save_png
+    from imgalign.eval.models import (
+        check_model_spec,
+        generate_images,
+        load_pipeline,
+        parse_model_arg,
+        sampling_defaults,
+    )
+    from imgalign.rewards.base import parse_reward_spec
+
+    # ---- every check first, before any model loads ----
+    specs = [parse_model_arg(m) for m in args.model]
+    seen: dict[str, str] = {}
+    for s, raw in zip(specs, args.model):
+        if s.label in seen:
+            raise ValueError(
+                f"label {s.label!r} is used twice (--model {seen[s.label]!r} and --model {raw!r}); "
+                "give each model a distinct LABEL="
+            )
+        seen[s.label] = raw
+    specs = [check_model_spec(s) for s in specs]
+    prompts, metas = read_rows(args)
+    seeds = parse_seeds(args.seeds)
+    if args.reward:
+        check_reward_spec(args.reward)
+        if parse_reward_spec(args.reward)[0] == "geneval" and any(m is None for m in metas):
+            raise ValueError(
+                "--reward geneval needs GenEval metadata: give --prompts FILE.jsonl with GenEval lines"
+            )
+    out = Path(args.out)
+    if out.suffix.lower() != ".png":
+        raise ValueError(f"--out {args.out!r}: the grid is written as PNG; use a .png name")
+    dtype = getattr(torch, args.dtype)
+
+    # ---- generate: images[r][c] with c = model * len(seeds) + seed index ----
+    images: list[list[Any]] = [[] for _ in prompts]
+    for s in specs:
+        log.info("generating with %s (%s)", s.label, s)
+        pipe = load_pipeline(s, device=args.device, dtype=dtype)
+        settings = sampling_defaults(s)  # the shapes family's trained settings, else the pipeline's
+        given = {"steps": args.steps, "guidance": args.guidance, "size": args.size}
+        given["max_sequence_length"] = args.max_sequence_length
+        settings.update({k: v for k, v in given.items() if v is not None})
+        for r, prompt in enumerate(prompts):
+            images[r] += generate_images(pipe, [prompt] * len(seeds), seeds, **settings)
+        del pipe
+    captions = None
+    if args.reward:
+        from imgalign.rewards.base import build_reward
+
+        reward = build_reward(args.reward, device=args.device)
+        captions = []
+        for r, row in enumerate(images):  # one image at a time: models may differ in image size
+            meta = [metas[r]] if metas[r] is not None else None
+            scores = [float(reward([im], [prompts[r]], meta).scores[0]) for im in row]
+            captions.append([f"{reward.name}: {v:.3f}" for v in scores])
+    grid = labelled_grid(
+        images,
+        prompts,
+        [s.label for s in specs],
+        captions=captions,
+        group=len(seeds),
+        sub_labels=[f"seed {x}" for x in seeds] if len(seeds) > 1 else None,
+        cell=args.cell,
+    )
+    save_png(grid, out)
+    print(f"wrote {out} ({len(prompts)} prompts x {len(specs)} models x {len(seeds)} seeds)")
+    return 0

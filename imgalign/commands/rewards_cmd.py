@@ -1,0 +1,231 @@
+"""``imgalign rewards``: list rewards, fit discriminator and artifact heads, build the shapes artifact model,
+and write FID reference statistics."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from imgalign.cli import CLIError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "rewards", help="list rewards; fit discriminator / artifact heads; FID reference stats"
+    )
+    rs = p.add_subparsers(dest="rewards_command", metavar="ACTION")
+    rs.required = True
+
+    q = rs.add_parser("list", help="every registered reward with a one-line description")
+    q.set_defaults(func=run_list)
+
+    q = rs.add_parser("fit-discriminator", help="fit a real-vs-generated head on frozen features (DRL)")
+    q.add_argument("--real", required=True, help="folder of real (reference) images")
+    q.add_argument("--fake", required=True, help="folder of base-model samples")
+    q.add_argument(
+        "--features",
+        default="shapes-clip",
+        help="feature encoder (stats, shapes-clip, open_clip:..., dinov2:...)",
+    )
+    q.add_argument("--out", required=True, help="output head file (.safetensors)")
+    q.add_argument("--hidden", type=int, default=256, help="MLP hidden units (0: linear)")
+    q.add_argument("--epochs", type=int, default=300)
+    q.add_argument("--lr", type=float, default=1e-3)
+    q.add_argument(
+        "--val-frac", type=float, default=0.2, help="held-out share per class, reported as val_acc"
+    )
+    q.add_argument("--device", default="cpu")
+    q.set_defaults(func=run_fit_discriminator)
+
+    q = rs.add_parser("fit-artifact", help="fit a clean-vs-artifact head on frozen features")
+    q.add_argument("--clean", required=True, help="folder of artifact-free images")
+    q.add_argument("--artifact", required=True, help="folder of images with artifacts")
+    q.add_argument(
+        "--features", default="stats", help="feature encoder (stats, shapes-clip, open_clip:..., dinov2:...)"
+    )
+    q.add_argument("--out", required=True, help="output head file (.safetensors)")
+    q.add_argument("--hidden", type=int, default=32, help="MLP hidden units (0: linear)")
+    q.add_argument("--epochs", type=int, default=500)
+    q.add_argument("--val-frac", type=float, default=0.2)
+    q.add_argument("--device", default="cpu")
+    q.set_defaults(func=run_fit_artifact)
+
+    q = rs.add_parser(
+        "build-shapes-artifact", help="(re)train the shipped shapes artifact model from renders"
+    )
+    q.add_argument(
+        "--out", help="output folder (default: the embedded imgalign/assets/models/shapes-artifact)"
+    )
+    q.add_argument("--n", type=int, default=1400, help="training images per class")
+    q.add_argument("--features", default="stats")
+    q.set_defaults(func=run_build_shapes_artifact)
+
+    q = rs.add_parser(
+        "fd", help="Fréchet distance between two image folders (or stats files) in a feature space"
+    )
+    q.add_argument("a", help="image folder, stats file (.safetensors from fid-stats), or 'shapes' (renders)")
+    q.add_argument("b", help="image folder, stats file, or 'shapes'")
+    q.add_argument("--features", default="shapes-clip")
+    q.add_argument("--n", type=int, default=2000, help="number of renders for 'shapes'")
+    q.add_argument("--device", default="cpu")
+    q.set_defaults(func=run_fd)
+
+    q = rs.add_parser("check", help="shapes sanity check: true prompt scored above a corrupted one?")
+    q.add_argument("--reward", action="append", required=True, metavar="NAME[:key=value,...]")
+    q.add_argument("--n", type=int, default=240, help="number of rendered prompt pairs")
+    q.add_argument("--seed", type=int, default=0)
+    q.add_argument(
+        "--kinds",
+        default="shape,colour,count,relation,swap",
+        help="corruption kinds to draw from (comma-separated): shape, colour, count, relation, swap",
+    )
+    q.add_argument("--device", default="cpu")
+    q.set_defaults(func=run_check)
+
+    q = rs.add_parser(
+        "fid-stats", help="write FID reference statistics (mean, covariance) of an image folder"
+    )
+    q.add_argument("--images", required=True, help="folder of reference images, or 'shapes' for renders")
+    q.add_argument("--features", default="shapes-clip")
+    q.add_argument("--n", type=int, default=2000, help="number of renders when --images shapes")
+    q.add_argument("--out", required=True, help="output stats file (.safetensors)")
+    q.add_argument("--device", default="cpu")
+    q.set_defaults(func=run_fid_stats)
+
+
+def run_list(args: argparse.Namespace) -> int:
+    from imgalign.rewards.base import list_rewards
+
+    rows = list_rewards()
+    width = max(len(k) for k in rows)
+    for k, v in rows.items():
+        print(f"{k:<{width}}  {v}")
+    return 0
+
+
+def _check_dir(path: str, flag: str) -> None:
+    if not Path(path).is_dir():
+        raise CLIError(f"{flag} {path!r} is not a folder")
+
+
+def run_fit_discriminator(args: argparse.Namespace) -> int:
+    from imgalign.rewards.discriminator import fit_discriminator
+
+    _check_dir(args.real, "--real")
+    _check_dir(args.fake, "--fake")
+    metrics = fit_discriminator(
+        args.real,
+        args.fake,
+        args.features,
+        args.out,
+        hidden=args.hidden,
+        epochs=args.epochs,
+        lr=args.lr,
+        val_frac=args.val_frac,
+        device=args.device,
+    )
+    print(json.dumps(metrics, indent=2))
+    print(f"wrote {args.out}; use it with --reward discriminator:head={args.out}")
+    return 0
+
+
+def run_fit_artifact(args: argparse.Namespace) -> int:
+    from imgalign.rewards.artifact import fit_artifact
+    from imgalign.rewards.io import load_image_folder
+
+    _check_dir(args.clean, "--clean")
+    _check_dir(args.artifact, "--artifact")
+    clean = load_image_folder(args.clean)
+    art = load_image_folder(args.artifact, size=clean.shape[-1])
+    metrics = fit_artifact(
+        clean,
+        art,
+        args.features,
+        args.out,
+        hidden=args.hidden,
+        epochs=args.epochs,
+        val_frac=args.val_frac,
+        device=args.device,
+        extra={"clean": args.clean, "artifact": args.artifact},
+    )
+    print(json.dumps(metrics, indent=2))
+    print(f"wrote {args.out}; use it with --reward artifact:model={args.out}")
+    return 0
+
+
+def run_build_shapes_artifact(args: argparse.Namespace) -> int:
+    from imgalign.hub import ASSETS, EMBEDDED
+    from imgalign.rewards.artifact import build_shapes_artifact
+
+    out = Path(args.out) if args.out else ASSETS / EMBEDDED["shapes-artifact"]
+    result = build_shapes_artifact(out, n=args.n, features=args.features)
+    print(json.dumps(result, indent=2))
+    print(f"wrote {out}")
+    return 0
+
+
+def _stats(src: str, enc, n: int, seed: int):
+    from imgalign.rewards.fid import load_stats, shapes_reference_images, stats_of
+    from imgalign.rewards.io import load_image_folder
+
+    if src == "shapes":
+        return stats_of(enc(shapes_reference_images(n, seed=seed)))
+    if Path(src).is_file():
+        mu, sigma, _n, feats = load_stats(src)
+        if feats != enc.name:
+            raise CLIError(f"{src} holds {feats!r} statistics, not {enc.name!r}; pass --features {feats}")
+        return mu, sigma
+    _check_dir(src, "path")
+    return stats_of(enc(load_image_folder(src)))
+
+
+def run_fd(args: argparse.Namespace) -> int:
+    from imgalign.rewards.features import build_features
+    from imgalign.rewards.fid import frechet_distance
+
+    enc = build_features(args.features, args.device)
+    mu_a, sig_a = _stats(args.a, enc, args.n, 0)
+    mu_b, sig_b = _stats(args.b, enc, args.n, 1)  # 'shapes' twice gives two independent render sets
+    print(
+        f"FD({args.a}, {args.b}) in {args.features} features: {frechet_distance(mu_a, sig_a, mu_b, sig_b):.6g}"
+    )
+    return 0
+
+
+def run_check(args: argparse.Namespace) -> int:
+    from imgalign.rewards.base import build_reward
+    from imgalign.rewards.sanity import KINDS, true_vs_corrupted
+
+    results = {}
+    for spec in args.reward:
+        kinds = tuple(k.strip() for k in args.kinds.split(",") if k.strip())
+        bad = [k for k in kinds if k not in KINDS]
+        if bad:
+            raise CLIError(f"unknown corruption kind(s) {bad}; valid: {', '.join(KINDS)}")
+        res = true_vs_corrupted(build_reward(spec, device=args.device), n=args.n, seed=args.seed, kinds=kinds)
+        results[spec] = res.__dict__
+        tasks = ", ".join(f"{k} {v:.2f}" for k, v in res.per_task.items())
+        tasks += "; by corruption: " + ", ".join(f"{k} {v:.2f}" for k, v in res.per_kind.items())
+        print(
+            f"{spec}: true > corrupted in {res.accuracy:.3f} of {res.n} pairs ({tasks}); "
+            f"mean true {res.mean_true:.4f}, corrupted {res.mean_corrupted:.4f}"
+        )
+    return 0
+
+
+def run_fid_stats(args: argparse.Namespace) -> int:
+    from imgalign.rewards.features import build_features
+    from imgalign.rewards.fid import save_stats, shapes_reference_images, stats_of
+    from imgalign.rewards.io import load_image_folder
+
+    enc = build_features(args.features, args.device)
+    if args.images == "shapes":
+        images = shapes_reference_images(args.n)
+    else:
+        _check_dir(args.images, "--images")
+        images = load_image_folder(args.images)
+    mu, sigma = stats_of(enc(images))
+    save_stats(args.out, mu, sigma, images.shape[0], args.features)
+    print(f"wrote {args.out} ({images.shape[0]} images, {mu.shape[0]}-d {args.features} features)")
+    return 0

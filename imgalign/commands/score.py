@@ -1,0 +1,229 @@
+"""``imgalign score``: score image files, folders or globs with one or more rewards.
+
+Prompts come from ``--prompts`` (JSONL rows ``{"file": ..., "prompt": ..., optional GenEval metadata}``) or, for
+images in the GenEval folder layout (``<index>/samples/<n>.png``), from ``<index>/metadata.jsonl``. Output: one row
+per image ``{"file", "prompt", "scores": {reward: value}, "error": null | text}`` as JSONL (CSV when ``--out`` ends
+in ``.csv``), and a summary table on stdout. Unreadable files and files without a prompt get an error row; every
+other file is still scored; the exit status is 1 when any file failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import math
+import os
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from imgalign.cli import CLIError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("score", help="score image files with rewards; writes one JSONL/CSV row per image")
+    p.add_argument("paths", nargs="+", help="image files, folders (searched recursively) or globs")
+    p.add_argument(
+        "--reward",
+        action="append",
+        required=True,
+        metavar="NAME[:key=value,...]",
+        help="a reward (repeatable), e.g. clip, geneval:mode=strict, artifact; see `imgalign rewards list`",
+    )
+    p.add_argument(
+        "--prompts", help="JSONL with a 'file' and a 'prompt' per row (plus GenEval metadata if needed)"
+    )
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--out", required=True, help="output file (.jsonl, or .csv)")
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(func=run_score)
+
+
+def load_prompt_map(path: str | Path) -> dict[str, dict[str, Any]]:
+    """JSONL rows with 'file' and 'prompt' -> {file string: row}; errors name the file and line."""
+    path = Path(path)
+    if not path.is_file():
+        raise CLIError(f"prompt file {str(path)!r} does not exist")
+    out: dict[str, dict[str, Any]] = {}
+    for n, line in enumerate(path.read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise CLIError(f"{path}:{n}: not valid JSON ({e.msg})") from None
+        if (
+            not isinstance(row, dict)
+            or not isinstance(row.get("file"), str)
+            or not isinstance(row.get("prompt"), str)
+        ):
+            raise CLIError(f"{path}:{n}: each row needs string fields 'file' and 'prompt'")
+        out[row["file"]] = row
+    if not out:
+        raise CLIError(f"prompt file {str(path)!r} holds no rows")
+    return out
+
+
+def _lookup(file: Path, mapping: dict[str, dict[str, Any]], base: Path | None) -> dict[str, Any] | None:
+    """Match a file to a prompt row: as given, resolved, relative to the prompt file's folder, or by name."""
+    keys = [str(file), str(file.resolve())]
+    if base is not None:
+        try:
+            keys.append(str(file.resolve().relative_to(base.resolve())))
+        except ValueError:
+            pass
+    for k in keys:
+        if k in mapping:
+            return mapping[k]
+    by_name = [r for k, r in mapping.items() if Path(k).name == file.name]
+    return by_name[0] if len(by_name) == 1 else None
+
+
+def _geneval_meta(file: Path) -> dict[str, Any] | None:
+    """Metadata of an image in the GenEval layout ``<5-digit>/samples/<n>.png``, else None."""
+    if file.parent.name != "samples" or not file.parent.parent.name.isdigit():
+        return None
+    meta = file.parent.parent / "metadata.jsonl"
+    if not meta.is_file():
+        return None
+    text = meta.read_text().strip()
+    try:
+        row = json.loads(text.splitlines()[0]) if text else None
+    except json.JSONDecodeError:
+        return None
+    return row if isinstance(row, dict) and isinstance(row.get("prompt"), str) else None
+
+
+def _fmt(v: float) -> str:
+    return f"{v:.4f}" if math.isfinite(v) else str(v)
+
+
+def summary_table(rows: list[dict[str, Any]], keys: list[str]) -> str:
+    lines = [f"{'reward':<28} {'n':>6} {'mean':>10} {'std':>10} {'min':>10} {'max':>10}"]
+    for k in keys:
+        vals = [r["scores"][k] for r in rows if k in r["scores"]]
+        if not vals:
+            lines.append(f"{k:<28} {0:>6} {'-':>10} {'-':>10} {'-':>10} {'-':>10}")
+            continue
+        mean = sum(vals) / len(vals)
+        std = math.sqrt(sum((v - mean) ** 2 for v in vals) / len(vals))
+        lines.append(
+            f"{k:<28} {len(vals):>6} {_fmt(mean):>10} {_fmt(std):>10} {_fmt(min(vals)):>10} {_fmt(max(vals)):>10}"
+        )
+    n_err = sum(1 for r in rows if r["error"])
+    lines.append(f"{len(rows)} files, {len(rows) - n_err} fully scored, {n_err} with errors")
+    return "\n".join(lines)
+
+
+def write_rows(path: Path, rows: list[dict[str, Any]], keys: list[str]) -> None:
+    """JSONL (or CSV for *.csv), written to a temp name then renamed."""
+    if path.suffix.lower() == ".csv":
+        buf = io.StringIO()
+        w = csv.writer(buf)
+        w.writerow(["file", "prompt", *keys, "error"])
+        for r in rows:
+            w.writerow([r["file"], r["prompt"], *(r["scores"].get(k, "") for k in keys), r["error"] or ""])
+        text = buf.getvalue()
+    else:
+        text = "".join(json.dumps(r) + "\n" for r in rows)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def run_score(args: argparse.Namespace) -> int:
+    from tqdm.auto import tqdm
+
+    from imgalign.rewards.base import build_reward, parse_reward_spec
+    from imgalign.rewards.io import ImageReadError, find_images, pil_batch, read_image
+
+    if args.batch_size < 1:
+        raise CLIError("--batch-size must be at least 1")
+    out = Path(args.out)
+    if out.suffix.lower() not in (".jsonl", ".csv", ".json"):
+        raise CLIError(f"--out {args.out!r} must end in .jsonl or .csv")
+    files = find_images(args.paths)
+    if not files:
+        raise CLIError(f"no image files found in {' '.join(args.paths)}")
+    mapping = load_prompt_map(args.prompts) if args.prompts else None
+    base = Path(args.prompts).parent if args.prompts else None
+
+    names = [parse_reward_spec(s)[0] for s in args.reward]
+    keys = [n if names.count(n) == 1 else s for n, s in zip(names, args.reward)]
+    rewards = {k: build_reward(s, device=args.device) for k, s in zip(keys, args.reward)}  # fails up front
+    needs_prompt = any(getattr(r, "needs_prompt", True) for r in rewards.values())
+
+    rows: list[dict[str, Any]] = []
+    pending: list[tuple[dict[str, Any], Any, dict[str, Any] | None]] = []
+
+    def flush() -> None:
+        groups: dict[tuple[int, int], list[tuple[dict[str, Any], Any, dict[str, Any] | None]]] = defaultdict(
+            list
+        )
+        for item in pending:
+            groups[item[1].size].append(item)
+        for group in groups.values():
+            x = pil_batch([g[1] for g in group])
+            prompts = [g[0]["prompt"] or "" for g in group]
+            metas = [g[2] or {} for g in group]
+            for key, reward in rewards.items():
+                _score_group(reward, key, x, prompts, metas, [g[0] for g in group])
+        pending.clear()
+
+    for f in tqdm(files, desc="score", disable=args.no_progress, unit="img"):
+        row: dict[str, Any] = {"file": str(f), "prompt": None, "scores": {}, "error": None}
+        rows.append(row)
+        meta = (_lookup(f, mapping, base) if mapping is not None else None) or _geneval_meta(f)
+        if meta is not None:
+            row["prompt"] = meta["prompt"]
+        elif needs_prompt:
+            hint = (
+                "add it to --prompts"
+                if mapping is not None
+                else "pass --prompts FILE.jsonl with file/prompt rows"
+            )
+            row["error"] = f"no prompt for {f}: {hint} (or use the GenEval folder layout)"
+            continue
+        try:
+            img = read_image(f)
+        except ImageReadError as e:
+            row["error"] = str(e)
+            continue
+        pending.append((row, img, meta))
+        if len(pending) >= args.batch_size:
+            flush()
+    if pending:
+        flush()
+    write_rows(out, rows, keys)
+    print(summary_table(rows, keys))
+    print(f"wrote {out}")
+    return 1 if any(r["error"] for r in rows) else 0
+
+
+def _score_group(
+    reward: Any, key: str, x: Any, prompts: list[str], metas: list[dict], rows: list[dict]
+) -> None:
+    """Score one same-size batch; if the batch fails, score items one by one so one bad item cannot sink the rest."""
+    meta_arg = metas if any(metas) else None
+    try:
+        scores = reward(x, prompts, meta_arg).scores.tolist()
+    except Exception as e:  # noqa: BLE001 -- any reward failure becomes a per-file error row
+        if len(rows) == 1:
+            _add_error(rows[0], f"{key}: {e}")
+            return
+        for i in range(len(rows)):
+            _score_group(reward, key, x[i : i + 1], prompts[i : i + 1], metas[i : i + 1], rows[i : i + 1])
+        return
+    for row, s in zip(rows, scores):
+        if math.isfinite(s):
+            row["scores"][key] = float(s)
+        else:
+            _add_error(row, f"{key}: non-finite score {s}")
+
+
+def _add_error(row: dict[str, Any], msg: str) -> None:
+    row["error"] = msg if not row["error"] else f"{row['error']}; {msg}"

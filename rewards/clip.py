@@ -1,0 +1,146 @@
+"""``clip``: CLIPScore with any open_clip model (Hessel et al. 2021, "CLIPScore", eq. 1).
+
+CLIPScore(c, v) = w * max(cos(E_I(v), E_T(c)), 0) with w = 2.5, the paper's rescaling (it stretches the typical
+cosine range of ViT-B/32, about [0, 0.4], towards [0, 1]). ``weight=`` changes w; ``weight=1`` gives the clipped
+cosine; ``clamp=false`` drops the max(·, 0) (an RL reward then still ranks images whose cosines are all negative).
+Models:
+
+* ``model=shapes-clip`` (default): the embedded shapes CLIP;
+* ``model=ViT-B-32,pretrained=openai``: an open_clip architecture with a pretrained tag (cached weights; nothing is
+  downloaded when ``HF_HUB_OFFLINE=1``) or ``pretrained=/path/to/checkpoint.safetensors``;
+* ``model=local-dir:/path`` or ``model=/path`` (a folder with ``open_clip_config.json`` and weights).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+import torch
+
+from imgalign.rewards.base import Reward, RewardOutput, register_reward
+
+log = logging.getLogger(__name__)
+CLIPSCORE_W = 2.5  # Hessel et al. 2021
+
+
+def clipscore(
+    img_emb: torch.Tensor, txt_emb: torch.Tensor, w: float = CLIPSCORE_W, clamp: bool = True
+) -> torch.Tensor:
+    """CLIPScore = w * max(cos(img, txt), 0) for matched rows (w * cos when clamp=False).
+    img_emb, txt_emb: (B, D) -> (B,)."""
+    cos = torch.nn.functional.cosine_similarity(img_emb.float(), txt_emb.float(), dim=-1)  # (B,)
+    return w * (cos.clamp(min=0) if clamp else cos)
+
+
+def _split_name(name: str, pretrained: str | None) -> tuple[str, str | None]:
+    """Normalise the accepted model strings to open_clip's (model_name, pretrained)."""
+    if name.startswith("open_clip:"):
+        name = name.split(":", 1)[1]
+    if "@" in name and not name.startswith("local-dir:"):
+        name, pretrained = name.split("@", 1)
+    if not name.startswith(("local-dir:", "hf-hub:")) and os.path.isdir(name):
+        name = f"local-dir:{name}"
+    return name, pretrained or None
+
+
+def load_open_clip(
+    name: str, device: torch.device, dtype: torch.dtype, pretrained: str | None = None
+) -> tuple[Any, Any, int, tuple[float, ...], tuple[float, ...]]:
+    """Load an open_clip model by the names the module docstring lists.
+    Returns (model in eval mode, tokenizer, image size, mean, std)."""
+    if name in ("shapes-clip", "open_clip:shapes-clip"):
+        model, tokenizer = _load_shapes_clip(device, dtype)
+    else:
+        import open_clip
+
+        model_name, pre = _split_name(name, pretrained)
+        try:
+            model = open_clip.create_model(
+                model_name, pretrained=pre, device=device, precision=_precision(dtype)
+            )
+        except RuntimeError as e:
+            raise ValueError(
+                f"cannot load open_clip model {model_name!r} (pretrained={pre!r}): {e}. "
+                "Use an architecture from open_clip.list_models() with a cached pretrained tag, a checkpoint "
+                "file, or a local-dir: folder"
+            ) from None
+        tokenizer = open_clip.get_tokenizer(model_name)
+    model = model.to(device).eval().requires_grad_(False)
+    from open_clip.model import get_model_preprocess_cfg
+
+    cfg = get_model_preprocess_cfg(model)
+    size = cfg.get("size", 224)
+    size = int(size[0] if isinstance(size, (tuple, list)) else size)
+    mean = tuple(cfg.get("mean", (0.48145466, 0.4578275, 0.40821073)))
+    std = tuple(cfg.get("std", (0.26862954, 0.26130258, 0.27577711)))
+    return model, tokenizer, size, mean, std
+
+
+def _precision(dtype: torch.dtype) -> str:
+    return {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}.get(dtype, "fp32")
+
+
+def _load_shapes_clip(device: torch.device, dtype: torch.dtype) -> tuple[Any, Any]:
+    """The embedded shapes CLIP: through ``imgalign.shapes_models`` when it is installed, else straight from the
+    asset folder with open_clip's ``local-dir:`` loader."""
+    try:
+        from imgalign.shapes_models import load_shapes_clip
+    except ImportError:
+        import open_clip
+
+        from imgalign.hub import embedded_path
+
+        path = f"local-dir:{embedded_path('shapes-clip')}"
+        model = open_clip.create_model(path, device=device, precision=_precision(dtype))
+        return model, open_clip.get_tokenizer(path)
+    model, _preprocess, tokenizer = load_shapes_clip(device, dtype)
+    return model, tokenizer
+
+
+@register_reward("clip", "CLIPScore 2.5*max(cos,0) with an open_clip model (default: the shapes CLIP)")
+class CLIPReward(Reward):
+    name = "clip"
+    description = (
+        "CLIPScore w*max(cos,0), w=2.5 (Hessel et al.); model=shapes-clip|ARCH,pretrained=TAG|local-dir:"
+    )
+
+    def __init__(
+        self,
+        device: str | torch.device = "cpu",
+        dtype: torch.dtype = torch.float32,
+        model: str = "shapes-clip",
+        pretrained: str | None = None,
+        weight: float = CLIPSCORE_W,
+        clamp: bool = True,
+        batch_size: int = 64,
+    ) -> None:
+        super().__init__(device, dtype)
+        self.model, self.tokenizer, self.size, self.mean, self.std = load_open_clip(
+            str(model), self.device, dtype, pretrained
+        )
+        self.model_name, self.weight, self.batch_size = str(model), float(weight), int(batch_size)
+        self.clamp = bool(clamp)
+
+    @torch.no_grad()
+    def embed(self, images: torch.Tensor, prompts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Image and text embeddings (B, D) each."""
+        from imgalign.rewards.features import clip_preprocess
+
+        x = clip_preprocess(images.to(self.device, self.dtype), self.size, self.mean, self.std)
+        img = self.model.encode_image(x)
+        txt = self.model.encode_text(self.tokenizer(prompts).to(self.device))
+        return img, txt
+
+    def score(
+        self, images: torch.Tensor, prompts: list[str], metadata: list[dict[str, Any]] | None
+    ) -> RewardOutput:
+        scores, details = [], []
+        for i in range(0, images.shape[0], self.batch_size):
+            img, txt = self.embed(images[i : i + self.batch_size], prompts[i : i + self.batch_size])
+            s = clipscore(img, txt, self.weight, self.clamp)
+            cos = torch.nn.functional.cosine_similarity(img.float(), txt.float(), dim=-1)
+            scores.append(s.cpu())
+            details += [{"cosine": float(c)} for c in cos.cpu()]
+        return RewardOutput(torch.cat(scores).float(), details)

@@ -1,0 +1,192 @@
+"""Frozen image feature encoders shared by the discriminator, artifact and FID rewards.
+
+Every encoder maps a float batch [B, 3, H, W] in [0, 1] to float32 features [B, D] on the CPU, under no_grad.
+Names (a string, so they fit in a reward spec such as ``discriminator:features=shapes-clip``):
+
+=======================================  ===============================================================
+name                                     what
+=======================================  ===============================================================
+``shapes-clip``                          image tower of the embedded shapes CLIP
+``open_clip:ARCH`` / ``ARCH@TAG``        an open_clip architecture, random or with a pretrained tag
+``open_clip:ARCH@/path/ckpt``            an open_clip architecture with a local checkpoint file
+``open_clip:local-dir:/path``            an open_clip folder (open_clip_config.json + weights)
+``dinov2:PATH_OR_ID``                    a DINOv2 model through transformers (CLS token)
+``stats``                                parameter-free image statistics (colour / saturation / gradient
+                                         histograms, Laplacian and Fourier band energies); no weights
+=======================================  ===============================================================
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+
+class FeatureEncoder:
+    """A frozen image encoder: ``enc(images [B,3,H,W] in [0,1]) -> [B, D]`` float32 on the CPU; encoders with
+    ``tokens_fn`` (DINOv2) also give ``enc.tokens(images) -> [B, 1 + P, D]`` (CLS first, then patch tokens)."""
+
+    def __init__(
+        self,
+        name: str,
+        fn: Callable[[torch.Tensor], torch.Tensor],
+        dim: int,
+        device: torch.device,
+        dtype: torch.dtype,
+        tokens_fn: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    ) -> None:
+        self.name, self.fn, self.dim, self.device, self.dtype = name, fn, dim, device, dtype
+        self.tokens_fn = tokens_fn
+
+    @property
+    def has_tokens(self) -> bool:
+        return self.tokens_fn is not None
+
+    @torch.no_grad()
+    def tokens(self, images: torch.Tensor, batch_size: int = 64) -> torch.Tensor:
+        if self.tokens_fn is None:
+            raise ValueError(
+                f"feature encoder {self.name!r} gives no patch tokens; use a dinov2:PATH encoder"
+            )
+        outs = [
+            self.tokens_fn(images[i : i + batch_size].to(self.device, self.dtype)).float().cpu()
+            for i in range(0, images.shape[0], batch_size)
+        ]
+        return torch.cat(outs)
+
+    @torch.no_grad()
+    def __call__(self, images: torch.Tensor, batch_size: int = 64) -> torch.Tensor:
+        outs = []
+        for i in range(0, images.shape[0], batch_size):
+            x = images[i : i + batch_size].to(self.device, self.dtype)
+            outs.append(self.fn(x).float().cpu())
+        return torch.cat(outs) if outs else torch.zeros(0, self.dim)
+
+
+_CACHE: dict[tuple[str, str, str], FeatureEncoder] = {}
+
+
+def build_features(
+    name: str, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32
+) -> FeatureEncoder:
+    """Build (and cache per process) the feature encoder called `name`; see the module docstring."""
+    device = torch.device(device)
+    key = (name, str(device), str(dtype))
+    if key not in _CACHE:
+        _CACHE[key] = _build(name, device, dtype)
+    return _CACHE[key]
+
+
+def _build(name: str, device: torch.device, dtype: torch.dtype) -> FeatureEncoder:
+    if name == "stats":
+        return FeatureEncoder("stats", image_stats, STATS_DIM, device, torch.float32)
+    if name == "shapes-clip" or name.startswith("open_clip:"):
+        from imgalign.rewards.clip import load_open_clip
+
+        model, _tok, size, mean, std = load_open_clip(name, device, dtype)
+
+        def clip_fn(x: torch.Tensor) -> torch.Tensor:
+            return model.encode_image(clip_preprocess(x, size, mean, std))
+
+        dim = int(clip_fn(torch.zeros(1, 3, size, size, device=device, dtype=dtype)).shape[-1])
+        return FeatureEncoder(name, clip_fn, dim, device, dtype)
+    if name.startswith("dinov2:"):
+        return _dinov2(name.split(":", 1)[1], device, dtype)
+    raise ValueError(
+        f"unknown feature encoder {name!r}; valid: stats, shapes-clip, open_clip:ARCH[@TAG|@CKPT], "
+        "open_clip:local-dir:PATH, dinov2:PATH_OR_ID"
+    )
+
+
+def clip_preprocess(
+    x: torch.Tensor, size: int, mean: tuple[float, ...], std: tuple[float, ...]
+) -> torch.Tensor:
+    """Tensor version of open_clip's eval transform: bicubic resize to `size` (square inputs) and normalise.
+    Works on batches without a PIL round trip, so rewards on generated tensors stay on their device."""
+    if x.shape[-1] != size or x.shape[-2] != size:
+        x = F.interpolate(x, size=(size, size), mode="bicubic", align_corners=False, antialias=True)
+    m = torch.tensor(mean, device=x.device, dtype=x.dtype).view(1, 3, 1, 1)
+    s = torch.tensor(std, device=x.device, dtype=x.dtype).view(1, 3, 1, 1)
+    return (x.clamp(0, 1) - m) / s
+
+
+def _dinov2(path: str, device: torch.device, dtype: torch.dtype) -> FeatureEncoder:
+    from transformers import AutoImageProcessor, AutoModel
+
+    model = AutoModel.from_pretrained(path, dtype=dtype).to(device).eval()
+    proc = AutoImageProcessor.from_pretrained(path)
+    crop = getattr(proc, "crop_size", None) or getattr(proc, "size", None) or {}
+    size = int(crop.get("height") or crop.get("shortest_edge") or 224)
+    mean, std = tuple(proc.image_mean), tuple(proc.image_std)
+
+    n_reg = int(getattr(model.config, "num_register_tokens", 0) or 0)
+
+    def tokens_fn(x: torch.Tensor) -> torch.Tensor:
+        h = model(pixel_values=clip_preprocess(x, size, mean, std)).last_hidden_state  # (B, 1 + R + P, D)
+        return torch.cat([h[:, :1], h[:, 1 + n_reg :]], 1)  # CLS then patch tokens, registers dropped
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return model(pixel_values=clip_preprocess(x, size, mean, std)).last_hidden_state[:, 0]  # CLS (B, D)
+
+    dim = int(model.config.hidden_size)
+    return FeatureEncoder(f"dinov2:{path}", fn, dim, device, dtype, tokens_fn)
+
+
+# ---- parameter-free statistics ------------------------------------------------------------------------------
+_HIST_BINS = 8
+_FFT_BANDS = 6
+STATS_DIM = 3 * _HIST_BINS + 2 * _HIST_BINS + _HIST_BINS + 3 + _FFT_BANDS + 2
+
+
+def _soft_hist(v: torch.Tensor, bins: int, lo: float = 0.0, hi: float = 1.0) -> torch.Tensor:
+    """Triangular-kernel histogram of values v (B, N) on [lo, hi] -> (B, bins), rows summing to 1."""
+    centres = torch.linspace(lo, hi, bins, device=v.device, dtype=v.dtype)
+    width = (hi - lo) / (bins - 1)
+    w = (1 - (v[..., None] - centres).abs() / width).clamp(min=0)  # (B, N, bins)
+    return w.sum(1) / v.shape[1]
+
+
+def image_stats(x: torch.Tensor) -> torch.Tensor:
+    """Hand-made image statistics (B, 3, H, W) -> (B, STATS_DIM): per-channel, saturation, value and gradient
+    histograms, Laplacian energy at three scales, radial Fourier band energies, and the peak-to-mean ratio of the
+    high-frequency spectrum (periodic grid textures). No weights, deterministic, a few ms per batch on a CPU."""
+    x = x.float().clamp(0, 1)
+    b = x.shape[0]
+    feats = [_soft_hist(x[:, c].reshape(b, -1), _HIST_BINS) for c in range(3)]
+    mx, mn = x.max(1).values, x.min(1).values  # (B, H, W)
+    sat = (mx - mn) / (mx + 1e-6)
+    feats += [_soft_hist(sat.reshape(b, -1), _HIST_BINS), _soft_hist(mx.reshape(b, -1), _HIST_BINS)]
+    gray = x.mean(1, keepdim=True)  # (B, 1, H, W)
+    gx = gray[..., :, 1:] - gray[..., :, :-1]
+    gy = gray[..., 1:, :] - gray[..., :-1, :]
+    grad = torch.sqrt(gx[..., :-1, :] ** 2 + gy[..., :, :-1] ** 2 + 1e-12)
+    feats.append(_soft_hist(torch.log10(grad.reshape(b, -1) + 1e-3), _HIST_BINS, -3.0, 0.0))
+    lap_k = torch.tensor([[0, 1, 0], [1, -4, 1], [0, 1, 0]], dtype=x.dtype, device=x.device).view(1, 1, 3, 3)
+    laps = []
+    g = gray
+    for _ in range(3):
+        laps.append(F.conv2d(g, lap_k).abs().mean((1, 2, 3)))
+        g = F.avg_pool2d(g, 2) if min(g.shape[-2:]) >= 8 else g
+    feats.append(torch.log(torch.stack(laps, 1) + 1e-4))
+    spec = torch.fft.fftshift(torch.fft.fft2(gray[:, 0] - gray.mean((2, 3))[:, :, None]), dim=(-2, -1)).abs()
+    h, w = spec.shape[-2:]
+    yy, xx = torch.meshgrid(
+        torch.arange(h, device=x.device) - h // 2, torch.arange(w, device=x.device) - w // 2, indexing="ij"
+    )
+    r = torch.sqrt(yy.float() ** 2 + xx.float() ** 2) / (math.hypot(h, w) / 2)  # 0..1
+    total = spec.pow(2).sum((1, 2)) + 1e-8
+    edges = torch.linspace(0, 1.0001, _FFT_BANDS + 1)
+    bands = [spec.pow(2)[:, (r >= edges[i]) & (r < edges[i + 1])].sum(1) / total for i in range(_FFT_BANDS)]
+    feats.append(torch.log(torch.stack(bands, 1) + 1e-8))
+    high = spec[:, r > 0.25]
+    feats.append(torch.log(high.max(1).values / (high.mean(1) + 1e-8) + 1e-8)[:, None])
+    feats.append(torch.log(total)[:, None] / 10)
+    return torch.cat(feats, 1)
+
+
+def describe_encoder(enc: FeatureEncoder) -> dict[str, Any]:
+    return {"name": enc.name, "dim": enc.dim}

@@ -1,0 +1,151 @@
+"""Small classifier heads on frozen features, shared by the discriminator and artifact rewards.
+
+A :class:`FeatureHead` owns its feature normalisation (buffers ``mean``/``std``, fixed when it is built), so the
+same standardisation runs in training and in scoring -- Adv-GRPO's released code normalises features for the reward
+but not for training (algorithms.md §9); keeping it inside the module makes that mistake impossible.
+Heads are saved as safetensors with JSON metadata naming the feature encoder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+HEAD_KIND = "imgalign-feature-head"
+
+
+class FeatureHead(nn.Module):
+    """(f − mean) / std, then a linear layer (hidden=0) or a one-hidden-layer MLP, to one logit per sample."""
+
+    def __init__(self, dim: int, hidden: int = 0, dropout: float = 0.0) -> None:
+        super().__init__()
+        self.dim, self.hidden = int(dim), int(hidden)
+        self.register_buffer("mean", torch.zeros(dim))
+        self.register_buffer("std", torch.ones(dim))
+        if hidden:
+            self.net = nn.Sequential(
+                nn.Linear(dim, hidden), nn.SiLU(), nn.Dropout(dropout), nn.Linear(hidden, 1)
+            )
+        else:
+            self.net = nn.Sequential(nn.Linear(dim, 1))
+
+    def set_normalisation(self, feats: torch.Tensor) -> None:
+        """Fix the standardisation from features (N, D); called once, before any training."""
+        self.mean.copy_(feats.float().mean(0))
+        self.std.copy_(feats.float().std(0).clamp(min=1e-4))
+
+    def forward(self, feats: torch.Tensor) -> torch.Tensor:
+        """Features (B, D) -> logits (B,)."""
+        return self.net((feats.float() - self.mean) / self.std).squeeze(-1)
+
+
+def head_loss(logits_pos: torch.Tensor, logits_neg: torch.Tensor, loss: str = "bce") -> torch.Tensor:
+    """Discriminator loss. ``bce``: logistic loss, whose optimum is logit = log p_pos/p_neg (DRL's reward);
+    ``hinge``: mean(relu(1 − l_pos)) + mean(relu(1 + l_neg)) (Adv-GRPO)."""
+    if loss == "bce":
+        return F.softplus(-logits_pos).mean() + F.softplus(logits_neg).mean()
+    if loss == "hinge":
+        return F.relu(1 - logits_pos).mean() + F.relu(1 + logits_neg).mean()
+    raise ValueError(f"unknown head loss {loss!r}; valid: bce, hinge")
+
+
+@dataclass
+class FitResult:
+    head: FeatureHead
+    metrics: dict[str, float]
+
+
+def accuracy(head: FeatureHead, pos: torch.Tensor, neg: torch.Tensor) -> float:
+    with torch.no_grad():
+        right = (head(pos) > 0).sum() + (head(neg) <= 0).sum()
+    return float(right) / max(1, pos.shape[0] + neg.shape[0])
+
+
+def fit_head(
+    pos: torch.Tensor,
+    neg: torch.Tensor,
+    hidden: int = 0,
+    epochs: int = 300,
+    lr: float = 1e-2,
+    weight_decay: float = 1e-3,
+    loss: str = "bce",
+    val_frac: float = 0.2,
+    seed: int = 0,
+) -> FitResult:
+    """Fit a head separating positives (N1, D) from negatives (N2, D), full-batch AdamW; a seeded `val_frac` of
+    each class is held out and reported as ``val_acc`` (the head is trained on the rest)."""
+    if pos.shape[0] < 2 or neg.shape[0] < 2:
+        raise ValueError(f"need at least 2 examples per class, got {pos.shape[0]} and {neg.shape[0]}")
+    g = torch.Generator().manual_seed(seed)
+
+    def split(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        idx = torch.randperm(x.shape[0], generator=g)
+        k = int(round(x.shape[0] * val_frac)) if val_frac > 0 else 0
+        return x[idx[k:]], x[idx[:k]]
+
+    (ptr, pva), (ntr, nva) = split(pos.float()), split(neg.float())
+    torch.manual_seed(seed)
+    head = FeatureHead(pos.shape[1], hidden)
+    head.set_normalisation(torch.cat([ptr, ntr]))
+    opt = torch.optim.AdamW(head.parameters(), lr=lr, weight_decay=weight_decay)
+    # balance the classes: each term of head_loss is a per-class mean
+    for _ in range(epochs):
+        head.train()
+        opt.zero_grad()
+        head_loss(head(ptr), head(ntr), loss).backward()
+        opt.step()
+    head.eval()
+    metrics = {
+        "train_acc": accuracy(head, ptr, ntr),
+        "n_pos": float(pos.shape[0]),
+        "n_neg": float(neg.shape[0]),
+    }
+    if pva.shape[0] and nva.shape[0]:
+        metrics["val_acc"] = accuracy(head, pva, nva)
+    return FitResult(head, metrics)
+
+
+def save_head(path: str | Path, head: FeatureHead, features: str, task: str, extra: dict[str, Any]) -> None:
+    """Write the head atomically as safetensors; metadata records the encoder, sizes, task and metrics."""
+    from safetensors.torch import save_file
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    meta = {
+        "kind": HEAD_KIND,
+        "task": task,
+        "features": features,
+        "dim": str(head.dim),
+        "hidden": str(head.hidden),
+        "extra": json.dumps(extra),
+    }
+    tmp = path.with_name(f".{path.name}.tmp")
+    save_file({k: v.detach().contiguous() for k, v in head.state_dict().items()}, str(tmp), metadata=meta)
+    os.replace(tmp, path)
+
+
+def load_head(path: str | Path, task: str | None = None) -> tuple[FeatureHead, dict[str, Any]]:
+    """Read a head written by :func:`save_head` -> (head in eval mode, metadata with ``extra`` decoded)."""
+    from safetensors import safe_open
+    from safetensors.torch import load_file
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"head file {str(path)!r} does not exist")
+    with safe_open(str(path), framework="pt") as fh:
+        meta = dict(fh.metadata() or {})
+    if meta.get("kind") != HEAD_KIND:
+        raise ValueError(f"{path} is not an imgalign feature head (make one with `imgalign rewards fit-...`)")
+    if task is not None and meta.get("task") != task:
+        raise ValueError(f"{path} holds a {meta.get('task')!r} head, not a {task!r} head")
+    head = FeatureHead(int(meta["dim"]), int(meta["hidden"]))
+    head.load_state_dict(load_file(str(path)))
+    meta["extra"] = json.loads(meta.get("extra", "{}"))
+    return head.eval(), meta

@@ -1,0 +1,93 @@
+"""Image files for rewards: find them (files, folders, globs), open them safely, load a folder as a batch."""
+
+from __future__ import annotations
+
+import glob
+import logging
+from collections.abc import Iterable
+from pathlib import Path
+
+import numpy as np
+import torch
+from PIL import Image, UnidentifiedImageError
+
+from imgalign.rewards.base import pil_to_rgb
+
+log = logging.getLogger(__name__)
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp", ".gif", ".tif", ".tiff")
+
+
+class ImageReadError(ValueError):
+    """An image file that cannot be decoded; the message names the file and the problem."""
+
+
+def find_images(paths: Iterable[str | Path]) -> list[Path]:
+    """Expand files, folders (recursively, image suffixes only) and globs into a sorted, de-duplicated list.
+    Explicitly named files are kept whatever their suffix (so a broken one gets an error row, not silence)."""
+    out: list[Path] = []
+    for p in paths:
+        s = str(p)
+        path = Path(s)
+        if path.is_dir():
+            out += sorted(q for q in path.rglob("*") if q.is_file() and q.suffix.lower() in IMAGE_SUFFIXES)
+        elif path.is_file():
+            out.append(path)
+        elif any(ch in s for ch in "*?["):
+            out += sorted(Path(q) for q in glob.glob(s, recursive=True) if Path(q).is_file())
+        else:
+            raise FileNotFoundError(f"{s!r} is not a file, folder or glob that matches anything")
+    seen: set[Path] = set()
+    uniq = []
+    for p in out:
+        if p not in seen:
+            seen.add(p)
+            uniq.append(p)
+    return uniq
+
+
+def read_image(path: str | Path) -> Image.Image:
+    """Decode an image fully (truncation surfaces here) and convert any mode to 8-bit RGB.
+    Raises :class:`ImageReadError` naming the file for empty, truncated, corrupt or non-image files."""
+    path = Path(path)
+    try:
+        if path.stat().st_size == 0:
+            raise ImageReadError(f"{path}: empty file (0 bytes)")
+        with Image.open(path) as im:
+            im.load()
+            return pil_to_rgb(im)
+    except UnidentifiedImageError:
+        raise ImageReadError(f"{path}: not an image (PIL cannot identify the format)") from None
+    except (OSError, SyntaxError, ValueError) as e:
+        if isinstance(e, ImageReadError):
+            raise
+        raise ImageReadError(f"{path}: cannot decode image ({e})") from None
+
+
+def pil_batch(images: list[Image.Image], size: int | None = None) -> torch.Tensor:
+    """RGB PIL images -> float32 [B, 3, S, S] in [0, 1]; resized (bicubic) to `size`, or to the first image's
+    size when images differ and no size is given."""
+    if not images:
+        raise ValueError("no images to batch")
+    target = (size, size) if size else images[0].size
+    arrs = []
+    for im in images:
+        if im.size != target:
+            im = im.resize(target, Image.Resampling.BICUBIC)
+        arrs.append(np.asarray(im, dtype=np.float32) / 255.0)
+    return torch.from_numpy(np.stack(arrs)).permute(0, 3, 1, 2).contiguous()
+
+
+def load_image_folder(path: str | Path, size: int | None = None, limit: int | None = None) -> torch.Tensor:
+    """Every readable image under a folder as one batch [N, 3, S, S]; raise if none can be read."""
+    files = find_images([path])[:limit] if limit else find_images([path])
+    ims, bad = [], []
+    for f in files:
+        try:
+            ims.append(read_image(f))
+        except ImageReadError as e:
+            bad.append(str(e))
+    if bad:
+        log.warning("skipped %d unreadable image(s) under %s, e.g. %s", len(bad), path, bad[0])
+    if not ims:
+        raise FileNotFoundError(f"no readable images under {str(path)!r}")
+    return pil_batch(ims, size)

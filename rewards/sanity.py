@@ -1,0 +1,106 @@
+"""Sanity checks for prompt-conditioned rewards on the shapes world: does a reward score an exact render's true
+prompt above a minimally corrupted one (a different shape, colour, count or relation)?"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from imgalign import shapes as W
+
+OPPOSITE = {"left of": "right of", "right of": "left of", "above": "below", "below": "above"}
+
+
+KINDS = ("shape", "colour", "count", "relation", "swap")
+
+
+def applicable_kinds(spec: W.Spec) -> list[str]:
+    """Corruptions that apply to `spec`: shape always; colour if a clause is coloured; count for counting;
+    relation for position; swap (exchange two different colours, a binding test) for color_attr."""
+    kinds = ["shape"]
+    if any(c.color for c in spec.include):
+        kinds.append("colour")
+    if spec.tag == "counting":
+        kinds.append("count")
+    if spec.tag == "position":
+        kinds.append("relation")
+    if spec.tag == "color_attr" and spec.include[0].color != spec.include[1].color:
+        kinds.append("swap")
+    return kinds
+
+
+def corrupt_spec(spec: W.Spec, rng: random.Random, kinds: tuple[str, ...] = KINDS) -> tuple[W.Spec, str]:
+    """A spec of the same task that the exact render of `spec` does not satisfy, and the kind of change: one
+    clause's shape (kept distinct from the other clause's), one colour, the count, the relation (to its opposite),
+    or the two colours swapped. The kind is drawn uniformly from those in `kinds` that apply."""
+    options = [k for k in applicable_kinds(spec) if k in kinds] or ["shape"]
+    kind = rng.choice(options)
+    inc = list(spec.include)
+    if kind == "shape":
+        i = rng.randrange(len(inc))
+        new = rng.choice([s for s in W.SHAPES if s not in {c.shape for c in inc}])
+        inc[i] = W.Clause(new, inc[i].count, inc[i].color, inc[i].position)
+        exclude = tuple((new, n) if s == spec.include[i].shape else (s, n) for s, n in spec.exclude)
+        return W.Spec(spec.tag, tuple(inc), exclude), kind
+    if kind == "colour":
+        i = rng.choice([k for k, c in enumerate(inc) if c.color])
+        inc[i] = W.Clause(inc[i].shape, inc[i].count, rng.choice([c for c in W.COLORS if c != inc[i].color]))
+        return W.Spec(spec.tag, tuple(inc), spec.exclude), kind
+    if kind == "count":
+        c = inc[0]
+        return W.counting(c.shape, rng.choice([k for k in (2, 3, 4) if k != c.count])), kind
+    if kind == "relation":
+        target, mover = inc
+        assert mover.position is not None
+        return W.position(mover.shape, OPPOSITE[mover.position[0]], target.shape), kind
+    a, b = inc  # swap
+    return W.color_attr(b.color, a.shape, a.color, b.shape), kind
+
+
+@dataclass
+class PairResult:
+    accuracy: float  # share of pairs with score(true) > score(corrupted)
+    n: int
+    per_task: dict[str, float]
+    per_kind: dict[str, float]
+    mean_true: float
+    mean_corrupted: float
+
+
+def true_vs_corrupted(
+    reward: Any, n: int = 240, seed: int = 0, batch_size: int = 32, kinds: tuple[str, ...] = KINDS
+) -> PairResult:
+    """Render `n` seeded training specs (all six tasks), score each image with its true prompt and with a
+    corrupted one (:func:`corrupt_spec` restricted to `kinds`); ties count as failures."""
+    from imgalign.prompts.shapes import sample_training_specs
+
+    rng = random.Random(seed)
+    specs = sample_training_specs(n, seed=seed)
+    pairs = [corrupt_spec(s, rng, kinds) for s in specs]
+    bad, bad_kinds = [p[0] for p in pairs], [p[1] for p in pairs]
+    images = W.render_tensor(specs, seed=seed)
+    wins, true_all, bad_all = [], [], []
+    for i in range(0, n, batch_size):
+        sl = slice(i, i + batch_size)
+        t = reward(images[sl], [s.prompt() for s in specs[sl]], [s.to_metadata() for s in specs[sl]]).scores
+        c = reward(images[sl], [s.prompt() for s in bad[sl]], [s.to_metadata() for s in bad[sl]]).scores
+        wins.append(t > c)
+        true_all.append(t)
+        bad_all.append(c)
+    w = torch.cat(wins).float()
+    per_task: dict[str, list[float]] = {}
+    per_kind: dict[str, list[float]] = {}
+    for s, k, v in zip(specs, bad_kinds, w.tolist()):
+        per_task.setdefault(s.tag, []).append(v)
+        per_kind.setdefault(k, []).append(v)
+    return PairResult(
+        accuracy=float(w.mean()),
+        n=n,
+        per_task={k: sum(v) / len(v) for k, v in sorted(per_task.items())},
+        per_kind={k: sum(v) / len(v) for k, v in sorted(per_kind.items())},
+        mean_true=float(torch.cat(true_all).mean()),
+        mean_corrupted=float(torch.cat(bad_all).mean()),
+    )

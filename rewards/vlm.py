@@ -1,0 +1,175 @@
+"""``vlm_loglik``: the prompt's log-likelihood under a frozen VLM (SpectraReward / PromptEcho; algorithms.md §10).
+
+One teacher-forced pass of an image-text-to-text model (transformers ``AutoModelForImageTextToText`` with its
+``AutoProcessor`` and chat template): user turn = [image, guiding query (empty by default; PromptEcho uses e.g.
+"Describe this image in detail.")], assistant turn = the prompt. Reward = mean log p(prompt tokens), where prompt
+tokens are the assistant-turn tokens before the first end-of-turn / EOS / special token (so those are masked).
+Per-token log-probs come back in the details. Batched with right padding.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import torch
+
+from imgalign.rewards.base import Reward, RewardOutput, register_reward, to_pil
+
+log = logging.getLogger(__name__)
+
+
+def masked_mean_logprob(
+    logits: torch.Tensor, input_ids: torch.Tensor, mask: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Teacher-forced token log-probs and their masked mean.
+
+    logits (B, T, V) predict the next token; input_ids (B, T); mask (B, T) marks the target tokens to score.
+    Returns (mean log p over masked tokens (B,), token log-probs (B, T) with 0 where unmasked)."""
+    logp = torch.log_softmax(logits[:, :-1].float(), dim=-1)  # (B, T-1, V): position t predicts token t+1
+    tok = logp.gather(-1, input_ids[:, 1:, None]).squeeze(-1)  # (B, T-1)
+    m = mask[:, 1:].to(tok.dtype)
+    tok = tok * m
+    mean = tok.sum(1) / m.sum(1).clamp(min=1)
+    return mean, torch.cat([torch.zeros_like(tok[:, :1]), tok], 1)
+
+
+def load_vlm(
+    name: str, device: torch.device, dtype: torch.dtype, trust_remote_code: bool = False
+) -> tuple[Any, Any]:
+    """(model in eval mode, processor) for ``shapes-vlm`` or a local folder / cached Hub id."""
+    if name == "shapes-vlm":
+        try:
+            from imgalign.shapes_models import load_shapes_vlm
+        except ImportError:
+            from imgalign.hub import embedded_path
+
+            name = str(embedded_path("shapes-vlm"))
+        else:
+            model, processor = load_shapes_vlm(device, dtype)
+            return model.eval().requires_grad_(False), processor
+    from transformers import AutoModelForImageTextToText, AutoProcessor
+
+    try:
+        model = AutoModelForImageTextToText.from_pretrained(
+            name, dtype=dtype, trust_remote_code=trust_remote_code
+        )
+        processor = AutoProcessor.from_pretrained(name, trust_remote_code=trust_remote_code)
+    except OSError as e:
+        raise ValueError(
+            f"vlm_loglik: cannot load {name!r} ({e}); give a local save_pretrained folder, a cached Hub id, "
+            "or shapes-vlm"
+        ) from None
+    return model.to(device).eval().requires_grad_(False), processor
+
+
+@register_reward("vlm_loglik", "mean log p(prompt | image) under a frozen VLM (SpectraReward / PromptEcho)")
+class VLMLogLikReward(Reward):
+    name = "vlm_loglik"
+    description = "mean log p(prompt tokens | image, query) under a VLM; model=shapes-vlm|PATH, query=..."
+
+    def __init__(
+        self,
+        device: str | torch.device = "cpu",
+        dtype: torch.dtype = torch.float32,
+        model: str = "shapes-vlm",
+        query: str = "",
+        batch_size: int = 8,
+        trust_remote_code: bool = False,
+    ) -> None:
+        super().__init__(device, dtype)
+        self.model, self.processor = load_vlm(str(model), self.device, dtype, trust_remote_code)
+        self.query, self.batch_size = str(query or ""), int(batch_size)
+        tok = self.tokenizer
+        if (
+            getattr(self.processor, "chat_template", None) is None
+            and getattr(tok, "chat_template", None) is None
+        ):
+            raise ValueError(f"vlm_loglik: the processor of {model!r} has no chat template")
+        self.stop_ids = {int(i) for i in tok.all_special_ids}
+        if tok.eos_token_id is not None:
+            self.stop_ids.add(int(tok.eos_token_id))
+
+    @property
+    def tokenizer(self) -> Any:
+        return getattr(self.processor, "tokenizer", self.processor)
+
+    def _messages(self, prompt: str | None) -> list[dict[str, Any]]:
+        user: list[dict[str, Any]] = [{"type": "image"}]
+        if self.query:
+            user.append({"type": "text", "text": self.query})
+        msgs: list[dict[str, Any]] = [{"role": "user", "content": user}]
+        if prompt is not None:
+            msgs.append({"role": "assistant", "content": [{"type": "text", "text": prompt}]})
+        return msgs
+
+    def _encode(self, texts: list[str], images: list[Any]) -> dict[str, torch.Tensor]:
+        tok = self.tokenizer
+        side = tok.padding_side
+        tok.padding_side = "right"
+        try:
+            return self.processor(text=texts, images=images, padding=True, return_tensors="pt")
+        finally:
+            tok.padding_side = side
+
+    def prompt_mask(
+        self,
+        full_ids: torch.Tensor,
+        full_attn: torch.Tensor,
+        prefix_ids: torch.Tensor,
+        prefix_attn: torch.Tensor,
+    ) -> torch.Tensor:
+        """(B, T) mask of the prompt tokens: after the shared user-turn prefix, up to the first special token."""
+        mask = torch.zeros_like(full_ids, dtype=torch.bool)
+        for b in range(full_ids.shape[0]):
+            n_full, n_pre = int(full_attn[b].sum()), int(prefix_attn[b].sum())
+            f, p = full_ids[b, :n_full].tolist(), prefix_ids[b, :n_pre].tolist()
+            start = 0
+            while start < min(n_pre, n_full) and f[start] == p[start]:
+                start += 1  # longest common prefix (a BPE merge across the boundary shortens it)
+            end = start
+            while end < n_full and f[end] not in self.stop_ids:
+                end += 1
+            mask[b, start:end] = True
+        return mask
+
+    @torch.no_grad()
+    def _score_batch(
+        self, images: torch.Tensor, prompts: list[str]
+    ) -> tuple[torch.Tensor, list[dict[str, Any]]]:
+        pils = to_pil(images)
+        apply = self.processor.apply_chat_template
+        full = [apply(self._messages(p), tokenize=False) for p in prompts]
+        prefix = apply(self._messages(None), add_generation_prompt=True, tokenize=False)
+        enc = self._encode(full, pils)
+        pre = self._encode([prefix] * len(prompts), pils)
+        mask = self.prompt_mask(
+            enc["input_ids"], enc["attention_mask"], pre["input_ids"], pre["attention_mask"]
+        )
+        if not bool(mask.any(1).all()):
+            raise ValueError("vlm_loglik: a prompt produced no tokens to score (empty prompt?)")
+        inputs = {k: v.to(self.device) for k, v in enc.items()}
+        if "pixel_values" in inputs:
+            inputs["pixel_values"] = inputs["pixel_values"].to(self.dtype)
+        logits = self.model(**inputs).logits.cpu()
+        mean, tok_lp = masked_mean_logprob(logits, enc["input_ids"], mask)
+        details = []
+        for b in range(len(prompts)):
+            idx = mask[b].nonzero().squeeze(-1)
+            details.append(
+                {
+                    "tokens": self.tokenizer.convert_ids_to_tokens(enc["input_ids"][b, idx].tolist()),
+                    "token_logprobs": tok_lp[b, idx].tolist(),
+                }
+            )
+        return mean, details
+
+    def score(
+        self, images: torch.Tensor, prompts: list[str], metadata: list[dict[str, Any]] | None
+    ) -> RewardOutput:
+        scores, details = [], []
+        for i in range(0, images.shape[0], self.batch_size):
+            s, d = self._score_batch(images[i : i + self.batch_size], prompts[i : i + self.batch_size])
+            scores.append(s)
+            details += d
+        return RewardOutput(torch.cat(scores).float(), details)

@@ -1,0 +1,186 @@
+"""``imgalign grid``: base and fine-tuned tiny SD3 pipelines side by side, and clear errors before any model loads."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from imgalign.cli import main
+
+torch.set_num_threads(1)
+SHAPES_PROMPTS = Path(__file__).resolve().parents[1] / "prompts" / "shapes_geneval.jsonl"
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    """A tiny base pipeline, a full fine-tuned copy, a transformer-only overlay and a PEFT LoRA overlay."""
+    import geneval_real_tiny as T
+    from diffusers import StableDiffusion3Pipeline
+    from peft import LoraConfig, get_peft_model
+
+    from imgalign.eval.models import absent_components
+
+    root = tmp_path_factory.mktemp("grid")
+    base = T.build_tiny_sd3(root / "base")
+    pipe = StableDiffusion3Pipeline.from_pretrained(base, **absent_components(base))
+    with torch.no_grad():
+        for p in pipe.transformer.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    pipe.save_pretrained(root / "full")
+    pipe.transformer.save_pretrained(root / "overlay")
+    fresh = StableDiffusion3Pipeline.from_pretrained(base, **absent_components(base)).transformer
+    lora = get_peft_model(fresh, LoraConfig(r=2, target_modules=["to_q", "to_v"], init_lora_weights=False))
+    lora.save_pretrained(root / "lora")
+    # a LoRA checkpoint as imgalign's trainer writes it: diffusers LoRA weights + imgalign_model.json naming the base
+    from peft.utils import get_peft_model_state_dict
+
+    layers = {k.removeprefix("base_model.model."): v for k, v in get_peft_model_state_dict(lora).items()}
+    StableDiffusion3Pipeline.save_lora_weights(
+        str(root / "ckpt"),
+        transformer_lora_layers=layers,
+        transformer_lora_adapter_metadata=lora.peft_config["default"].to_dict(),  # rank and alpha
+    )
+    (root / "ckpt" / "imgalign_model.json").write_text(json.dumps({"family": "sd3", "base_model": str(base)}))
+    return {
+        "base": base,
+        "full": root / "full",
+        "overlay": root / "overlay",
+        "lora": root / "lora",
+        "ckpt": root / "ckpt",
+    }
+
+
+def test_model_argument_syntax():
+    from imgalign.eval.models import ModelSpec, parse_model_arg
+
+    assert parse_model_arg("base=shapes") == ModelSpec("base", "shapes")
+    assert parse_model_arg("ft=shapes+runs/a/lora") == ModelSpec("ft", "shapes", "runs/a/lora")
+    assert parse_model_arg("runs/a/final") == ModelSpec("final", "runs/a/final")
+    with pytest.raises(ValueError, match="needs both parts"):
+        parse_model_arg("ft=shapes+")
+
+
+def test_overlays_change_the_model_and_seeds_are_shared(models):
+    from imgalign.eval.models import generate_images, load_pipeline
+
+    def sample(spec: str) -> np.ndarray:
+        pipe = load_pipeline(spec)
+        ims = generate_images(pipe, ["a cat", "a cat"], [3, 4], steps=2, size=16)
+        return np.stack([np.asarray(i) for i in ims])
+
+    base = sample(str(models["base"]))
+    assert np.array_equal(base, sample(str(models["base"])))  # same seeds, same pixels
+    assert not np.array_equal(base[0], base[1])  # different seeds differ
+    full = sample(str(models["full"]))
+    assert not np.array_equal(base, full)
+    assert np.array_equal(full, sample(f"{models['base']}+{models['overlay']}"))  # same weights, two routes
+    peft_lora = sample(f"{models['base']}+{models['lora']}")
+    assert not np.array_equal(base, peft_lora)
+    # the same LoRA weights saved as a trainer checkpoint, which names its own base
+    assert np.array_equal(peft_lora, sample(str(models["ckpt"])))
+    assert np.array_equal(peft_lora, sample(f"{models['base']}+{models['ckpt']}"))
+
+
+def test_grid_png_is_labelled_rows_by_models(models, tmp_path):
+    out = tmp_path / "grid.png"
+    argv = ["grid", "--model", f"base={models['base']}", "--model", f"ft={models['full']}"]
+    argv += ["--model", f"lora={models['base']}+{models['lora']}", "--prompt", "a red circle"]
+    argv += ["--prompt", "two blue squares", "--seeds", "0,1", "--steps", "2", "--size", "16", "--cell", "32"]
+    assert main(argv + ["--out", str(out)]) == 0
+    grid = np.asarray(Image.open(out).convert("RGB"))
+    from imgalign.eval.gallery import PAD
+
+    assert grid.shape[1] == 180 + 6 * (32 + PAD) + PAD  # label column + 3 models x 2 seeds
+    assert (grid[:20, 180:] < 128).any() and (grid[40:, :170] < 128).any()  # header and row-label ink
+
+
+def test_labelled_grid_places_every_image_once():
+    from imgalign.eval.gallery import labelled_grid
+
+    colours = [[(255, 0, 0), (0, 255, 0)], [(0, 0, 255), (255, 0, 255)]]
+    images = [[Image.new("RGB", (8, 8), c) for c in row] for row in colours]
+    g = np.asarray(
+        labelled_grid(images, ["p1", "p2"], ["m1", "m2"], captions=[["a", "b"], ["c", "d"]], cell=24)
+    )
+    for row in colours:
+        for c in row:
+            assert int((g == c).all(-1).sum()) == 24 * 24  # scaled to the cell, pasted exactly once
+    with pytest.raises(ValueError, match="do not line up"):
+        labelled_grid(images, ["p1"], ["m1", "m2"])
+
+
+def test_grid_with_reward_scores_under_images(models, tmp_path):
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text("".join(SHAPES_PROMPTS.read_text().splitlines(keepends=True)[:2]))
+    out = tmp_path / "g.png"
+    argv = ["grid", "--model", f"base={models['base']}", "--prompts", str(prompts), "--steps", "2"]
+    assert main(argv + ["--size", "16", "--cell", "32", "--out", str(out)]) == 0
+    plain = Image.open(out).size
+    assert main(argv + ["--size", "16", "--cell", "32", "--reward", "geneval", "--out", str(out)]) == 0
+    scored = Image.open(out).size
+    assert scored[0] == plain[0] and scored[1] > plain[1]  # a caption line under each image
+
+
+@pytest.fixture
+def no_loading(monkeypatch):
+    import imgalign.eval.models as M
+
+    def fail(*a, **k):
+        raise AssertionError("a model was loaded before the inputs were checked")
+
+    monkeypatch.setattr(M, "load_pipeline", fail)
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--model", "a={base}", "--model", "a={full}", "--prompt", "x"], "label 'a' is used twice"),
+        (["--model", "a={base}", "--model", "b=/no/such/model", "--prompt", "x"], "does not exist"),
+        (["--model", "a=runs/missing", "--prompt", "x"], "does not exist"),
+        (["--model", "a={base}", "--prompt", "  "], "non-empty"),
+        (["--model", "a={base}", "--prompts", "{tmp}/none.txt"], "does not exist"),
+        (["--model", "a={base}", "--prompts", "{tmp}/empty.txt"], "holds no prompts"),
+        (["--model", "a={base}", "--prompts", "{tmp}/binary.txt"], "cannot read prompt file"),
+        (["--model", "a={base}", "--prompts", "{tmp}/bad.jsonl"], "not valid JSON"),
+        (["--model", "a={lora}", "--prompt", "x"], "is a LoRA folder that does not name its base"),
+        (["--model", "a={base}+{tmp}", "--prompt", "x"], "not a fine-tuned model folder"),
+        (["--model", "a={base}", "--prompt", "x", "--seeds", "0,x"], "comma-separated integers"),
+        (["--model", "a={base}", "--prompt", "x", "--reward", "nope"], "unknown reward 'nope'"),
+        (["--model", "a={base}", "--prompt", "x", "--reward", "geneval"], "needs GenEval metadata"),
+    ],
+)
+def test_bad_inputs_fail_clearly_before_loading(models, tmp_path, capsys, no_loading, extra, message):
+    (tmp_path / "empty.txt").write_text("\n\n")
+    (tmp_path / "binary.txt").write_bytes(b"\xff\xfe\x00bad")
+    (tmp_path / "bad.jsonl").write_text(json.dumps({"prompt": "ok"}) + "\n{oops\n")
+    fill = {"base": models["base"], "full": models["full"], "lora": models["lora"], "tmp": tmp_path}
+    argv = ["grid"] + [a.format(**fill) for a in extra] + ["--out", str(tmp_path / "g.png")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert not (tmp_path / "g.png").exists()
+
+
+def test_shapes_family_uses_the_trained_sampler_settings(models, monkeypatch):
+    import sys
+    import types
+
+    from imgalign.eval.models import ModelSpec, is_shapes_family, sampling_defaults
+
+    fake = types.ModuleType("imgalign.sampling")
+    fake.NUM_INFERENCE_STEPS, fake.GUIDANCE_SCALE, fake.MAX_SEQUENCE_LENGTH = 20, 4.0, 1
+    monkeypatch.setitem(sys.modules, "imgalign.sampling", fake)
+    assert is_shapes_family(ModelSpec("a", "shapes", "runs/lora"))
+    assert sampling_defaults(ModelSpec("a", "shapes")) == {
+        "steps": 20,
+        "guidance": 4.0,
+        "max_sequence_length": 1,
+    }
+    # another architecture keeps the pipeline's own defaults
+    assert not is_shapes_family(ModelSpec("b", str(models["base"])))
+    assert sampling_defaults(ModelSpec("b", str(models["base"]))) == {}

@@ -1,0 +1,415 @@
+"""The real-model GenEval suite: prompt sets, generation into the official layout, and the whole path with tiny
+random detectors (DETR, OWLv2) and a tiny random open_clip model. No network."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from imgalign.eval.geneval import GENEVAL_COLORS, Detection, judge
+from imgalign.prompts.io import load_geneval_metadata, validate_geneval_line
+
+torch.set_num_threads(1)
+REPO = Path(__file__).resolve().parents[1]
+# the official file is never copied into the repo: read it from the shared data folder (or $GENEVAL_METADATA)
+OFFICIAL = Path(
+    os.environ.get(
+        "GENEVAL_METADATA", REPO.parent / "shared" / "data" / "geneval" / "evaluation_metadata.jsonl"
+    )
+)
+needs_official = pytest.mark.skipif(
+    not OFFICIAL.is_file(), reason=f"official GenEval metadata not at {OFFICIAL}"
+)
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """Tiny random SD3 pipeline, DETR, OWLv2 and open_clip model, saved once for the module."""
+    import geneval_real_tiny as T
+
+    root = tmp_path_factory.mktemp("tiny")
+    return {
+        "sd3": T.build_tiny_sd3(root / "sd3"),
+        "detr": T.build_tiny_detr(root / "detr"),
+        "owlv2": T.build_tiny_owlv2(root / "owlv2"),
+        "mask2former": T.build_tiny_mask2former(root / "mask2former"),
+        "grounding-dino": T.build_tiny_grounding_dino(root / "grounding-dino"),
+        "clip": T.build_tiny_open_clip(root / "clip"),
+    }
+
+
+# ---- prompt sets --------------------------------------------------------------------------------------------
+@needs_official
+def test_official_metadata_loads_and_matches_the_task_definitions():
+    from imgalign.eval.real import COCO_CLASSES, TASK_SIZES, prompt_for, validate_real_metadata
+
+    metas = load_geneval_metadata(OFFICIAL)
+    assert len(metas) == 553
+    assert {t: sum(m["tag"] == t for m in metas) for t in TASK_SIZES} == TASK_SIZES
+    for m in metas:
+        validate_real_metadata(m, COCO_CLASSES)
+        assert prompt_for(m) == m["prompt"]  # our wording reproduces every official prompt
+
+
+@needs_official
+def test_coco_class_list_is_genevals():
+    from imgalign.eval.real import COCO_CLASSES
+
+    names = (OFFICIAL.parent / "object_names.txt").read_text().split("\n")
+    assert list(COCO_CLASSES) == [n.strip() for n in names if n.strip()]
+
+
+def test_generated_prompt_set_follows_the_task_definitions():
+    from imgalign.eval.real import COCO_CLASSES, RELATIONS, TASK_SIZES, generate_metadata, prompt_for
+
+    metas = generate_metadata(seed=3)
+    assert generate_metadata(seed=3) == metas and generate_metadata(seed=4) != metas
+    assert {t: sum(m["tag"] == t for m in metas) for t in TASK_SIZES} == TASK_SIZES
+    for i, m in enumerate(metas):
+        validate_geneval_line(m, f"line {i}")
+        inc = m["include"]
+        assert all(c["class"] in COCO_CLASSES and c.get("color", "red") in GENEVAL_COLORS for c in inc)
+        assert m["prompt"] == prompt_for(m)
+        if m["tag"] == "counting":
+            assert 2 <= inc[0]["count"] <= 4
+            assert m["exclude"] == [{"class": inc[0]["class"], "count": inc[0]["count"] + 1}]
+        if len(inc) == 2:
+            assert inc[0]["class"] != inc[1]["class"]
+        if m["tag"] == "color_attr":
+            assert inc[0]["color"] != inc[1]["color"]
+        if m["tag"] == "position":
+            assert inc[1]["position"][0] in RELATIONS and inc[1]["position"][1] == 0
+    assert {m["include"][0]["class"] for m in metas if m["tag"] == "single_object"} == set(COCO_CLASSES)
+    small = generate_metadata(seed=0, sizes={"counting": 5})
+    assert [m["tag"] for m in small] == ["counting"] * 5
+    with pytest.raises(ValueError, match="unknown GenEval task"):
+        generate_metadata(sizes={"spatial": 3})
+
+
+def test_prompt_set_argument(tmp_path):
+    from imgalign.eval.real import generate_metadata, load_prompt_set
+    from imgalign.prompts.io import PromptFileError
+
+    assert load_prompt_set("generate:5") == generate_metadata(5)
+    with pytest.raises(ValueError, match="integer seed"):
+        load_prompt_set("generate:x")
+    with pytest.raises(PromptFileError, match="does not exist"):
+        load_prompt_set(str(tmp_path / "missing.jsonl"))
+
+
+def test_wording_rules():
+    from imgalign.eval.real import make_plural, prompt_for, with_article
+
+    assert with_article("orange cow") == "an orange cow" and with_article("tv") == "a tv"
+    assert [make_plural(n) for n in ("bus", "bench", "wine glass", "sheep")] == [
+        "buses",
+        "benchs",
+        "wine glasses",
+        "sheeps",
+    ]  # GenEval's own (naive) plurals, so prompts match the official file
+    meta = {
+        "tag": "position",
+        "include": [
+            {"class": "umbrella", "count": 1},
+            {"class": "apple", "count": 1, "position": ["below", 0]},
+        ],
+    }
+    assert prompt_for(meta) == "a photo of an apple below an umbrella"
+
+
+# ---- colour crops -------------------------------------------------------------------------------------------
+def test_paste_and_crop_uses_the_mask_on_grey_and_the_box():
+    from imgalign.eval.real import paste_and_crop
+
+    arr = np.zeros((20, 30, 3), np.uint8)
+    arr[:, :] = (10, 200, 30)
+    img = Image.fromarray(arr)
+    mask = np.zeros((20, 30), bool)
+    mask[5:10, 4:8] = True
+    crop = np.asarray(paste_and_crop(img, Detection(box=(2, 3, 12, 15), score=1.0, mask=mask)))
+    assert crop.shape == (12, 10, 3)
+    assert (crop[2:7, 2:6] == (10, 200, 30)).all()  # inside the mask: the object's pixels
+    assert (crop[0, 0] == (0x99, 0x99, 0x99)).all() and (crop[-1, -1] == (0x99, 0x99, 0x99)).all()
+    # no mask: the original pixels cropped to the box (GenEval pastes only when it has a mask)
+    crop = np.asarray(paste_and_crop(img, Detection(box=(2, 3, 12, 15), score=1.0)))
+    assert crop.shape == (12, 10, 3) and (crop == (10, 200, 30)).all()
+    with pytest.raises(ValueError, match="does not match the image size"):
+        paste_and_crop(img, Detection(box=(0, 0, 5, 5), score=1.0, mask=np.ones((5, 5), bool)))
+
+
+def test_clip_colour_classifier_is_the_argmax_of_template_averaged_text_embeddings(tiny):
+    import open_clip
+
+    from imgalign.eval.real import COLOR_TEMPLATES, ClipColorClassifier
+
+    clf = ClipColorClassifier(str(tiny["clip"]))
+    w = clf.text_classifier("car")
+    assert w.shape[1] == len(GENEVAL_COLORS)
+    assert torch.allclose(w.norm(dim=0), torch.ones(len(GENEVAL_COLORS)), atol=1e-5)
+    # independent computation with open_clip directly
+    model, _, preprocess = open_clip.create_model_and_transforms(f"local-dir:{tiny['clip']}")
+    tok = open_clip.get_tokenizer(f"local-dir:{tiny['clip']}")
+    rng = np.random.default_rng(0)
+    img = Image.fromarray((rng.random((24, 24, 3)) * 255).astype(np.uint8))
+    dets = [Detection(box=(0, 0, 12, 12), score=1.0), Detection(box=(8, 4, 24, 20), score=0.9)]
+    with torch.no_grad():
+        scores = []
+        for d in dets:
+            f = model.encode_image(preprocess(img.crop(d.box))[None])
+            f = f / f.norm()
+            per_color = []
+            for c in GENEVAL_COLORS:
+                t = model.encode_text(tok([tpl.format(c=c, obj="car") for tpl in COLOR_TEMPLATES]))
+                t = (t / t.norm(dim=-1, keepdim=True)).mean(0)
+                per_color.append(float(f[0] @ (t / t.norm())))
+            scores.append(per_color)
+    expected = [GENEVAL_COLORS[int(np.argmax(s))] for s in scores]
+    assert clf(img, dets, "car") == expected
+
+
+# ---- detectors ----------------------------------------------------------------------------------------------
+def test_label_spellings_map_to_geneval_classes():
+    from imgalign.eval.real import COCO_CLASSES, canonical_label
+
+    assert canonical_label("mouse", COCO_CLASSES) == "computer mouse"
+    assert canonical_label("Potted_Plant", COCO_CLASSES) == "potted plant"
+    assert canonical_label("tvmonitor", COCO_CLASSES) == "tv"
+    assert canonical_label("N/A", COCO_CLASSES) is None
+
+
+def test_closed_set_detector_reports_geneval_classes(tiny):
+    from imgalign.eval.real import HFDetector
+
+    d = HFDetector(str(tiny["detr"]))
+    assert d.kind == "detr" and d.classes == ["bench", "cat", "computer mouse", "dog"]
+    img = Image.fromarray((np.random.default_rng(1).random((40, 48, 3)) * 255).astype(np.uint8))
+    out = d(img)
+    assert out and set(out) <= set(d.classes)
+    for dets in out.values():
+        assert [x.score for x in dets] == sorted((x.score for x in dets), reverse=True)
+        for x in dets:
+            x0, y0, x1, y1 = x.box
+            assert 0 <= x0 < x1 <= 48 and 0 <= y0 < y1 <= 40 and 0 < x.score <= 1
+
+
+def test_zero_shot_detector_is_queried_with_the_class_names(tiny):
+    from imgalign.eval.real import HFDetector
+
+    d = HFDetector(str(tiny["owlv2"]), classes=["cat", "computer mouse", "dog"], query_chunk=2)
+    assert d.kind == "owlv2" and d.nms_iou == 0.3
+    img = Image.fromarray((np.random.default_rng(2).random((40, 48, 3)) * 255).astype(np.uint8))
+    out = d(img)
+    assert set(out) <= {"cat", "computer mouse", "dog"} and out
+    # one pass holds cat and computer mouse: each box goes to one of them, never both
+    assert not {x.box for x in out.get("cat", [])} & {x.box for x in out.get("computer mouse", [])}
+    for dets in out.values():
+        boxes = torch.tensor([x.box for x in dets])
+        if len(boxes) > 1:  # per-class NMS at 0.3 leaves no pair overlapping more
+            from torchvision.ops import box_iou
+
+            iou = box_iou(boxes, boxes).fill_diagonal_(0)
+            assert float(iou.max()) <= 0.3 + 1e-6
+
+
+def test_grounding_dino_scores_each_class_by_its_own_tokens(tiny):
+    from imgalign.eval.real import HFDetector
+
+    classes = ["cat", "computer mouse", "dog"]
+    d = HFDetector(str(tiny["grounding-dino"]), classes=classes, min_score=0.0)
+    assert d.kind == "grounding-dino" and d.nms_iou is None
+    img = Image.fromarray((np.random.default_rng(4).random((40, 48, 3)) * 255).astype(np.uint8))
+    out = d(img)
+    # independent check: mean sigmoid over each class's token positions ([CLS] cat . computer mouse . dog .),
+    # then every query goes to its best class
+    inputs = d.processor(text="cat. computer mouse. dog.", images=img, return_tensors="pt")
+    with torch.no_grad():
+        probs = torch.sigmoid(d.model(**inputs).logits[0])
+    scores = torch.stack([probs[:, sp].mean(-1) for sp in ([1], [3, 4], [6])], dim=-1)  # (queries, 3)
+    best, idx = scores.max(-1)
+    n_found = sum(len(v) for v in out.values())
+    assert 0 < n_found <= len(best)
+    for k, cls in enumerate(classes):
+        expected = sorted(best[idx == k].tolist(), reverse=True)
+        got = [x.score for x in out.get(cls, [])]
+        assert got == pytest.approx(expected[: len(got)], abs=1e-6)
+
+
+def test_zero_shot_queries_are_packed_under_the_text_length(tiny):
+    from imgalign.eval.real import HFDetector
+
+    d = HFDetector(str(tiny["grounding-dino"]), classes=["cat", "computer mouse", "dog", "bench", "cup"])
+    # token cost: the name's tokens + its "." -> 2, 3, 2, 2, 2
+    assert d._chunks(budget=5) == [["cat", "computer mouse"], ["dog", "bench"], ["cup"]]
+    assert d._chunks(budget=100) == [["cat", "computer mouse", "dog", "bench", "cup"]]
+    d.query_chunk = 2
+    assert d._chunks(budget=100) == [["cat", "computer mouse"], ["dog", "bench"], ["cup"]]
+
+
+def test_instance_segmenter_keeps_masks_and_boxes_them(tiny):
+    from imgalign.eval.real import HFDetector, paste_and_crop
+
+    d = HFDetector(str(tiny["mask2former"]))
+    assert d.kind == "mask2former" and d.classes == ["bench", "cat", "computer mouse", "dog"]
+    img = Image.fromarray((np.random.default_rng(3).random((40, 48, 3)) * 255).astype(np.uint8))
+    out = d(img)
+    dets = [x for v in out.values() for x in v]
+    assert dets and any(x.score > 0.3 for x in dets)
+    for x in dets:
+        assert x.mask is not None and x.mask.shape == (40, 48) and x.mask.any()
+        ys, xs = np.nonzero(x.mask)  # the box is the mask's extent
+        assert x.box == (xs.min(), ys.min(), xs.max() + 1, ys.max() + 1)
+        crop = np.asarray(paste_and_crop(img, x))
+        inside = x.mask[int(x.box[1]) : int(x.box[3]), int(x.box[0]) : int(x.box[2])]
+        assert (crop[~inside] == 0x99).all()  # outside the mask: #999 grey
+
+
+def test_detector_errors_name_the_model(tmp_path):
+    from imgalign.eval.real import HFDetector
+
+    with pytest.raises(FileNotFoundError, match="cannot load detector"):
+        HFDetector(str(tmp_path / "nope"))
+
+
+# ---- generation into the official layout, then the whole path ---------------------------------------------
+def test_generation_writes_the_official_layout_and_resumes(tiny, tmp_path):
+    from imgalign.eval.models import generate_folder, load_pipeline
+    from imgalign.eval.suite import read_folder
+
+    metas = [
+        {"tag": "single_object", "include": [{"class": "cat", "count": 1}], "prompt": "a photo of a cat"},
+        {
+            "tag": "counting",
+            "include": [{"class": "dog", "count": 2}],
+            "exclude": [{"class": "dog", "count": 3}],
+            "prompt": "a photo of two dogs",
+        },
+    ]
+    pipe = load_pipeline(str(tiny["sd3"]))
+    out = tmp_path / "images"
+    generate_folder(pipe, metas, out, images_per_prompt=2, seed=7, progress=False, steps=2, size=16)
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()) == [
+        "00000/metadata.jsonl",
+        "00000/samples/0000.png",
+        "00000/samples/0001.png",
+        "00001/metadata.jsonl",
+        "00001/samples/0000.png",
+        "00001/samples/0001.png",
+    ]
+    assert json.loads((out / "00001" / "metadata.jsonl").read_text()) == metas[1]
+    folders = list(read_folder(out))
+    assert [f.metadata for f in folders] == metas and all(len(f.samples) == 2 for f in folders)
+    # resume: only the missing image is generated again, with the same seed, so the same pixels
+    first = np.asarray(Image.open(out / "00001" / "samples" / "0001.png"))
+    kept = (out / "00000" / "samples" / "0000.png").stat().st_mtime_ns
+    (out / "00001" / "samples" / "0001.png").unlink()
+    generate_folder(pipe, metas, out, images_per_prompt=2, seed=7, progress=False, steps=2, size=16)
+    assert (out / "00000" / "samples" / "0000.png").stat().st_mtime_ns == kept
+    assert np.array_equal(np.asarray(Image.open(out / "00001" / "samples" / "0001.png")), first)
+
+
+@pytest.mark.parametrize("detector", ["detr", "mask2former"])
+def test_real_suite_end_to_end_with_tiny_detector_and_clip(tiny, tmp_path, detector):
+    from imgalign.eval.models import generate_folder, load_pipeline
+    from imgalign.eval.real import build_judge, evaluate_folder
+
+    metas = [
+        {"tag": "single_object", "include": [{"class": "cat", "count": 1}], "prompt": "a photo of a cat"},
+        {
+            "tag": "colors",
+            "include": [{"class": "computer mouse", "count": 1, "color": "blue"}],
+            "prompt": "a photo of a blue computer mouse",
+        },
+        {
+            "tag": "position",
+            "include": [
+                {"class": "bench", "count": 1},
+                {"class": "dog", "count": 1, "position": ["above", 0]},
+            ],
+            "prompt": "a photo of a dog above a bench",
+        },
+        # a class the closed-set tiny DETR does not know: judged as an error row, not silently as a miss
+        {
+            "tag": "single_object",
+            "include": [{"class": "giraffe", "count": 1}],
+            "prompt": "a photo of a giraffe",
+        },
+    ]
+    images = tmp_path / "images"
+    generate_folder(
+        load_pipeline(str(tiny["sd3"])), metas, images, 2, seed=0, progress=False, steps=2, size=16
+    )
+    summary = evaluate_folder(
+        images, tmp_path / "eval", str(tiny[detector]), str(tiny["clip"]), progress=False
+    )
+    rows = [json.loads(x) for x in (tmp_path / "eval" / "results.jsonl").read_text().splitlines()]
+    assert summary["n_images"] == 8 and len(rows) == 8
+    assert summary["n_errors"] == 2 and all("giraffe" in r["error"] for r in rows if r["error"])
+    assert set(summary["tasks"]) == {"single_object", "colors", "position"}
+    assert json.loads((tmp_path / "eval" / "summary.json").read_text())["overall"] == summary["overall"]
+    # the results are what the shared judge decides on the same detections and colours
+    det, color, _ = build_judge(str(tiny[detector]), str(tiny["clip"]), metas)
+    for r in rows:
+        if r["error"]:
+            continue
+        img = Image.open(images / r["file"]).convert("RGB")
+        meta = metas[int(r["file"].split("/")[0])]
+        assert r["correct"] == judge(img, det(img), meta, color).correct
+
+
+def test_clip_is_loaded_only_for_colour_prompts(tiny):
+    from imgalign.eval.real import ClipColorClassifier, build_judge, no_color
+
+    plain = [
+        {"tag": "single_object", "include": [{"class": "cat", "count": 1}], "prompt": "a photo of a cat"}
+    ]
+    _, color, _ = build_judge(str(tiny["detr"]), "no-such-clip", plain)  # CLIP never loaded: no error
+    assert color is no_color
+    coloured = [
+        {"tag": "colors", "include": [{"class": "cat", "count": 1, "color": "red"}], "prompt": "a red cat"}
+    ]
+    _, color, validate = build_judge(str(tiny["detr"]), str(tiny["clip"]), coloured)
+    assert isinstance(color, ClipColorClassifier)
+    with pytest.raises(ValueError, match="not one the detector can find"):
+        validate({"tag": "single_object", "include": [{"class": "zebra", "count": 1}], "prompt": "a zebra"})
+    with pytest.raises(FileNotFoundError, match="cannot load CLIP"):
+        build_judge(str(tiny["detr"]), "no-such-clip", coloured)
+
+
+def test_judge_specs_are_checked_without_loading_weights(tiny, tmp_path):
+    from imgalign.eval.real import check_judge_specs
+
+    check_judge_specs(str(tiny["detr"]), str(tiny["clip"]))
+    check_judge_specs(str(tiny["owlv2"]), "ViT-L-14:openai")  # a known pair; its weights load later
+    with pytest.raises(FileNotFoundError, match="cannot load detector"):
+        check_judge_specs(str(tmp_path / "nope"), str(tiny["clip"]))
+    with pytest.raises(ValueError, match="not a known open_clip"):
+        check_judge_specs(str(tiny["detr"]), "ViT-L-14:nonsense")
+    with pytest.raises(FileNotFoundError, match="no open_clip_config.json"):
+        check_judge_specs(str(tiny["detr"]), str(tmp_path))
+
+
+def test_real_suite_with_a_zero_shot_detector(tiny, tmp_path):
+    from imgalign.eval.real import evaluate_folder
+    from imgalign.eval.suite import write_prompt_folder
+
+    meta = {
+        "tag": "color_attr",
+        "include": [
+            {"class": "giraffe", "count": 1, "color": "red"},
+            {"class": "cup", "count": 1, "color": "blue"},
+        ],
+        "prompt": "a photo of a red giraffe and a blue cup",
+    }
+    rng = np.random.default_rng(0)
+    imgs = [Image.fromarray((rng.random((32, 32, 3)) * 255).astype(np.uint8)) for _ in range(2)]
+    write_prompt_folder(tmp_path / "images", 0, meta, imgs)
+    summary = evaluate_folder(tmp_path / "images", tmp_path / "eval", str(tiny["owlv2"]), str(tiny["clip"]))
+    # zero-shot: queried with the prompt set's own classes, so "giraffe" is no error here
+    assert summary["n_images"] == 2 and summary["n_errors"] == 0
+    assert set(summary["tasks"]) == {"color_attr"}

@@ -1,0 +1,101 @@
+"""``imgalign eval --suite geneval`` and ``--baseline``: needs patches/evaluate-real-suite.patch applied to the
+lead's imgalign/commands/evaluate.py (skipped until then)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from imgalign.cli import main
+from imgalign.commands import evaluate
+
+torch.set_num_threads(1)
+pytestmark = pytest.mark.skipif(
+    "geneval" not in evaluate.SUITES,
+    reason="apply patches/evaluate-real-suite.patch to imgalign/commands/evaluate.py",
+)
+SHAPES_PROMPTS = Path(__file__).resolve().parents[1] / "prompts" / "shapes_geneval.jsonl"
+
+
+def subset(path: Path, tags: dict[str, int]) -> Path:
+    out = []
+    for line in SHAPES_PROMPTS.read_text().splitlines():
+        tag = json.loads(line)["tag"]
+        if tags.get(tag, 0) > 0:
+            tags[tag] -= 1
+            out.append(line)
+    path.write_text("\n".join(out) + "\n")
+    return path
+
+
+def test_eval_baseline_prints_the_delta_table(tmp_path, capsys):
+    prompts = subset(tmp_path / "p.jsonl", {"single_object": 2, "counting": 2, "position": 2})
+    common = ["eval", "--suite", "shapes", "--prompts", str(prompts), "--no-progress"]
+    common += ["--images-per-prompt", "1"]
+    assert main(common + ["--ground-truth", "--out", str(tmp_path / "base")]) == 0
+    # a "fine-tuned" folder: the same renders with one counting image blanked
+    images = tmp_path / "ft-images"
+    from imgalign.eval.suite import copy_folder
+
+    copy_folder(tmp_path / "base" / "images", images)
+    from PIL import Image
+
+    blank = images / "00002" / "samples" / "0000.png"
+    Image.new("RGB", Image.open(blank).size, (255, 255, 255)).save(blank)
+    capsys.readouterr()
+    argv = common + ["--images", str(images), "--out", str(tmp_path / "ft")]
+    argv += ["--baseline", str(tmp_path / "base")]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "| task | baseline" in out and "| counting |" in out and "-0.5000 |" in out
+    assert (tmp_path / "ft" / "comparison.md").is_file() and (tmp_path / "ft" / "failures.png").is_file()
+
+
+def test_eval_baseline_missing_fails_before_work(tmp_path, capsys):
+    argv = ["eval", "--ground-truth", "--out", str(tmp_path / "x"), "--baseline", str(tmp_path / "none")]
+    assert main(argv) == 2
+    assert "--baseline needs" in capsys.readouterr().err and not (tmp_path / "x").exists()
+
+
+def test_eval_geneval_suite_with_tiny_models(tmp_path, capsys):
+    import geneval_real_tiny as T
+
+    sd3 = T.build_tiny_sd3(tmp_path / "sd3")
+    detr = T.build_tiny_detr(tmp_path / "detr")
+    clip = T.build_tiny_open_clip(tmp_path / "clip")
+    prompts = tmp_path / "p.jsonl"
+    metas = [
+        {"tag": "single_object", "include": [{"class": "cat", "count": 1}], "prompt": "a photo of a cat"},
+        {
+            "tag": "colors",
+            "include": [{"class": "dog", "count": 1, "color": "red"}],
+            "prompt": "a photo of a red dog",
+        },
+    ]
+    prompts.write_text("".join(json.dumps(m) + "\n" for m in metas))
+    argv = ["eval", "--suite", "geneval", "--model", str(sd3), "--prompts", str(prompts)]
+    argv += ["--detector", str(detr)]
+    argv += ["--clip", str(clip), "--images-per-prompt", "2", "--no-progress", "--out", str(tmp_path / "ev")]
+    assert main(argv) == 0
+    summary = json.loads((tmp_path / "ev" / "summary.json").read_text())
+    assert summary["n_images"] == 4 and set(summary["tasks"]) == {"single_object", "colors"}
+    assert (tmp_path / "ev" / "images" / "00001" / "samples" / "0001.png").is_file()
+    assert main(["eval", "--suite", "geneval", "--ground-truth", "--out", str(tmp_path / "gt")]) == 2
+    assert "only for the shapes suite" in capsys.readouterr().err
+
+
+def test_eval_geneval_prompt_set_errors(tmp_path, capsys):
+    import geneval_real_tiny as T
+
+    detr = T.build_tiny_detr(tmp_path / "detr")
+    argv = ["eval", "--suite", "geneval", "--model", str(tmp_path), "--out", str(tmp_path / "o")]
+    assert main(argv + ["--detector", str(tmp_path / "none")]) == 2
+    assert "cannot load detector" in capsys.readouterr().err
+    argv += ["--detector", str(detr)]
+    assert main(argv) == 2
+    assert "needs --prompts" in capsys.readouterr().err
+    assert main(argv + ["--prompts", "generate:x"]) == 2
+    assert "integer seed" in capsys.readouterr().err

@@ -1,0 +1,190 @@
+"""``imgalign report`` on a training run's metrics.jsonl, and the evaluation-vs-baseline comparison."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from imgalign.cli import main
+
+SHAPES_PROMPTS = Path(__file__).resolve().parents[1] / "prompts" / "shapes_geneval.jsonl"
+
+
+def write_run(folder: Path, n: int = 40, inflation: bool = True, tail: str = "") -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = []
+    for s in range(n):
+        row = {
+            "step": s,
+            "reward/geneval/mean": 0.2 + 0.01 * s,
+            "reward/geneval/std": 0.1,
+            "policy/kl": 0.001 * s,
+            "policy/clipfrac": 0.05,
+            "perf/step_time": 1.0,
+        }
+        if s % 2 == 0:
+            row["reward/clip/mean"] = 0.3 - 0.001 * s  # logged every other step
+        if inflation:
+            row["vnorm/inflation/low"] = 1.0 + 0.01 * s
+            row["vnorm/inflation/high"] = 1.1
+        lines.append(json.dumps(row))
+    lines.append(json.dumps({"step": n, "policy/kl": float("nan")}))  # json writes NaN; it is skipped
+    (folder / "metrics.jsonl").write_text("\n".join(lines) + "\n" + tail)
+    return folder
+
+
+def test_report_plots_and_summary(tmp_path, capsys):
+    run = write_run(tmp_path / "run-a", tail='{"step": 41, "reward/geneval/me')  # killed mid-write
+    assert main(["report", str(run)]) == 0
+    out = run / "report"
+    for name in ("rewards", "kl", "clipfrac", "inflation"):
+        with Image.open(out / f"{name}.png") as im:
+            assert im.format == "PNG" and im.size[0] > 200
+    md = (out / "report.md").read_text()
+    assert "41 logged rows, steps 0-40." in md
+    # first / last / best / mean of the last 10% (4 of 40 values: steps 36-39), by hand
+    assert "| `reward/geneval/mean` | 0.2 | 0.59 | 0.59 | 0.575 |" in md
+    assert "| `reward/clip/mean` | 0.3 | 0.262 | 0.3 | 0.263 |" in md  # 20 values, last 2: 0.264, 0.262
+    assert "| `policy/kl` | 0 | 0.039 | — | 0.0375 |" in md  # the NaN row is ignored
+    assert "`reward/geneval/mean` moved +0.39" in md
+    assert "perf/step_time" not in md
+    assert "report.md" in capsys.readouterr().out
+
+
+def test_report_without_norm_inflation_makes_no_inflation_plot(tmp_path):
+    run = write_run(tmp_path / "run-b", inflation=False)
+    assert main(["report", str(run), "--out", str(tmp_path / "rep")]) == 0
+    assert sorted(p.name for p in (tmp_path / "rep").glob("*.png")) == [
+        "clipfrac.png",
+        "kl.png",
+        "rewards.png",
+    ]
+
+
+def test_report_errors(tmp_path, capsys):
+    assert main(["report", str(tmp_path / "missing")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    run = tmp_path / "bad"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text('{"step": 0}\n{broken\n{"step": 2}\n')
+    assert main(["report", str(run)]) == 2
+    assert "metrics.jsonl:2: not valid JSON" in capsys.readouterr().err
+
+
+def test_metric_groups():
+    from imgalign.eval.reports import metric_groups
+
+    keys = ["step", "reward/clip/mean", "reward/clip/std", "reward/running_mean/count", "policy/approx_kl"]
+    keys += ["vnorm/norm_ratio/early", "vnorm/norm_ratio/all", "policy/vnorm_ratio", "perf/nfe"]
+    assert metric_groups(keys) == {
+        "rewards": ["reward/clip/mean"],
+        "kl": ["policy/approx_kl"],
+        "inflation": ["policy/vnorm_ratio", "vnorm/norm_ratio/all", "vnorm/norm_ratio/early"],
+    }
+
+
+def test_ema_matches_the_normalised_weighted_mean():
+    from imgalign.eval.reports import ema
+
+    v = np.array([1.0, 3.0, 2.0])
+    a = 0.5
+    w = np.array([(1 - a) ** 2 * a, (1 - a) * a, a])  # weights of v0, v1, v2 at t = 2
+    assert ema(v, a)[-1] == pytest.approx(float((w * v).sum() / w.sum()))
+    assert ema(v, 1.0).tolist() == v.tolist()
+
+
+# ---- baseline comparison --------------------------------------------------------------------------------------
+def write_eval(folder: Path, model: str, tasks: dict[str, float], rows: list[dict]) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    overall = sum(tasks.values()) / len(tasks)
+    summary = {"suite": "shapes", "model": model, "overall": overall, "tasks": tasks, "n_images": len(rows)}
+    (folder / "summary.json").write_text(json.dumps(summary))
+    (folder / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return folder
+
+
+def test_delta_table_by_hand():
+    from imgalign.eval.reports import delta_table
+
+    base = {"model": "base", "overall": 0.375, "tasks": {"counting": 0.5, "colors": 0.25}}
+    cur = {"model": "ft", "overall": 0.875, "tasks": {"counting": 0.75, "position": 1.0}}
+    lines = delta_table(cur, base).splitlines()
+    assert lines[0] == "| task | baseline (`base`) | current (`ft`) | delta |"
+    assert "| colors | 0.2500 | — | — |" in lines
+    assert "| counting | 0.5000 | 0.7500 | +0.2500 |" in lines
+    assert "| position | — | 1.0000 | — |" in lines
+    assert lines[-1] == "| **overall** | 0.3750 | 0.8750 | +0.5000 |"
+
+
+def test_comparison_and_failure_gallery(tmp_path):
+    from imgalign.eval.reports import write_comparison
+
+    def row(i: int, tag: str, ok: bool) -> dict:
+        return {"file": f"{i:05d}/samples/0000.png", "tag": tag, "prompt": f"p{i}", "correct": ok,
+                "reason": "" if ok else f"expected square>={i}, found 0", "error": None}  # fmt: skip
+
+    base = write_eval(tmp_path / "base", "base", {"counting": 0.5, "colors": 0.5},
+                      [row(0, "counting", True), row(1, "counting", False), row(2, "colors", True),
+                       row(3, "colors", False)])  # fmt: skip
+    cur = write_eval(tmp_path / "cur", "ft", {"counting": 1.0, "colors": 0.0},
+                     [row(0, "counting", True), row(1, "counting", True), row(2, "colors", False),
+                      row(3, "colors", False)])  # fmt: skip
+    for i in (2, 3):  # failed images; image 3 is missing on disk -> a grey placeholder
+        if i == 2:
+            p = cur / "images" / f"{i:05d}" / "samples" / "0000.png"
+            p.parent.mkdir(parents=True)
+            Image.new("RGB", (64, 64), (200, 30, 30)).save(p)
+    md = write_comparison(cur, base)
+    assert "| colors | 0.5000 | 0.0000 | -0.5000 |" in md and "| counting | 0.5000 | 1.0000 | +0.5000 |" in md
+    assert "1 now correct that failed before, 1 now failing that were correct" in md
+    assert (cur / "comparison.md").read_text() == md
+    with Image.open(cur / "failures.png") as g:
+        arr = np.asarray(g.convert("RGB"))
+    assert (arr == (200, 30, 30)).all(-1).sum() > 100 and "2 failed images" in md
+    with pytest.raises(FileNotFoundError, match="--baseline needs"):
+        write_comparison(cur, tmp_path / "nothing")
+
+
+def test_comparison_on_shapes_evaluations(tmp_path):
+    """Two real judge_folder outputs on the shapes world: exact renders vs renders with blanks."""
+    from imgalign.commands.world import render_folder
+    from imgalign.eval.reports import write_comparison
+    from imgalign.eval.shapes_detector import ShapesDetector
+    from imgalign.eval.suite import judge_folder
+    from imgalign.prompts.io import load_geneval_metadata
+
+    metas = load_geneval_metadata(SHAPES_PROMPTS)
+    picked = []
+    for tag in ("single_object", "counting", "position"):
+        picked += [m for m in metas if m["tag"] == tag][:2]
+    render_folder(picked, tmp_path / "gt" / "images", 1, seed=0, progress=False)
+    render_folder(picked, tmp_path / "ft" / "images", 1, seed=0, progress=False)
+    blank = tmp_path / "ft" / "images" / "00002" / "samples" / "0000.png"  # a counting prompt
+    Image.new("RGB", Image.open(blank).size, (255, 255, 255)).save(blank)
+    for name in ("gt", "ft"):
+        judge_folder(
+            tmp_path / name / "images", tmp_path / name, ShapesDetector(), model=name, progress=False
+        )
+    base = json.loads((tmp_path / "gt" / "summary.json").read_text())
+    md = write_comparison(tmp_path / "ft", tmp_path / "gt")
+    expected = base["tasks"]["counting"] - 0.5
+    assert f"| counting | {base['tasks']['counting']:.4f} | {expected:.4f} | -0.5000 |" in md
+    assert math.isclose(base["tasks"]["single_object"], 1.0)
+    assert (tmp_path / "ft" / "failures.png").is_file()
+
+
+def test_report_of_a_run_without_known_metrics(tmp_path, capsys):
+    run = tmp_path / "run-c"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text('{"step": 0, "perf/nfe": 10}\n{"step": 1, "perf/nfe": 10}\n')
+    assert main(["report", str(run)]) == 0
+    assert (
+        "No reward, KL, clip-fraction or norm-inflation metrics were logged."
+        in (run / "report/report.md").read_text()
+    )
+    assert not list((run / "report").glob("*.png")) and "0 plot(s)" in capsys.readouterr().out

@@ -1,0 +1,61 @@
+"""`imgalign rewards fd | fid-stats | check`: small runs with the weight-free `stats` features."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import torch
+from test_rewards_heads import degrade, write_folder
+
+from imgalign.cli import main
+from imgalign.rewards.base import build_reward
+from imgalign.rewards.fid import shapes_reference_images
+
+torch.set_num_threads(1)
+
+
+def _fd(capsys: pytest.CaptureFixture, *argv: str) -> float:
+    assert main(["rewards", "fd", *argv]) == 0
+    return float(re.search(r"features: (\S+)", capsys.readouterr().out).group(1))
+
+
+def test_fd_renders_vs_degraded(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    a = write_folder(tmp_path / "a", shapes_reference_images(100, seed=1))
+    b = write_folder(tmp_path / "b", shapes_reference_images(100, seed=2))
+    c = write_folder(tmp_path / "c", degrade(shapes_reference_images(100, seed=3)))
+    same = _fd(capsys, str(a), str(b), "--features", "stats")
+    other = _fd(capsys, str(a), str(c), "--features", "stats")
+    assert same < 0.1 * other
+    stats = tmp_path / "a.safetensors"
+    assert main(["rewards", "fid-stats", "--images", str(a), "--features", "stats", "--out", str(stats)]) == 0
+    assert _fd(capsys, str(stats), str(b), "--features", "stats") == pytest.approx(same, rel=1e-5)
+    r = build_reward(f"fid:features=stats,ref={stats},set_size=32")
+    assert torch.isfinite(r(shapes_reference_images(4, seed=9), [""] * 4).scores).all()
+    assert main(["rewards", "fd", str(stats), str(b), "--features", "shapes-clip"]) == 2  # features mismatch
+
+
+def test_check_command(capsys: pytest.CaptureFixture) -> None:
+    assert main(["rewards", "check", "--reward", "geneval", "--n", "24"]) == 0
+    assert "geneval: true > corrupted in 1.000 of 24 pairs" in capsys.readouterr().out
+
+
+def test_corruptions_are_unsatisfied_by_the_true_render() -> None:
+    import random
+
+    from imgalign import shapes as W
+    from imgalign.eval.geneval import judge
+    from imgalign.eval.shapes_detector import ShapesDetector
+    from imgalign.prompts.shapes import sample_training_specs
+    from imgalign.rewards.sanity import KINDS, applicable_kinds, corrupt_spec
+
+    det, rng, seen = ShapesDetector(), random.Random(0), set()
+    for spec in sample_training_specs(60, seed=3):
+        img = W.render(spec, 0)[0]
+        for kind in applicable_kinds(spec):
+            bad, got = corrupt_spec(spec, rng, (kind,))
+            assert got == kind and bad.tag == spec.tag and bad.prompt() != spec.prompt()
+            assert not judge(img, det(img), bad.to_metadata()).correct, (spec.prompt(), bad.prompt())
+            seen.add(kind)
+    assert seen == set(KINDS)

@@ -1,0 +1,134 @@
+"""FD math against scipy, running sums, subset-replace rewards (exact vs fast), the fid reward's state."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.linalg
+import torch
+
+from imgalign.rewards.fid import (
+    FIDReward,
+    frechet_distance,
+    load_stats,
+    mean_cov,
+    replace_one_fd_exact,
+    replace_one_fd_fast,
+    save_stats,
+    stats_of,
+    trace_sqrt_rank_one_delta,
+)
+
+torch.set_num_threads(1)
+
+
+def scipy_fd(mu1: np.ndarray, s1: np.ndarray, mu2: np.ndarray, s2: np.ndarray) -> float:
+    """The pytorch-fid formula, independently: sqrtm of the (non-symmetric) product."""
+    covmean = scipy.linalg.sqrtm(s1 @ s2)
+    covmean = covmean.real
+    return float(((mu1 - mu2) ** 2).sum() + np.trace(s1) + np.trace(s2) - 2 * np.trace(covmean))
+
+
+def _random_stats(rng: np.random.Generator, d: int, n: int, shift: float) -> tuple[np.ndarray, np.ndarray]:
+    a = rng.normal(size=(d, d)) / np.sqrt(d)
+    x = rng.normal(size=(n, d)) @ a + shift
+    return x.mean(0), np.cov(x, rowvar=False)
+
+
+def test_fd_matches_scipy_sqrtm() -> None:
+    rng = np.random.default_rng(0)
+    for d in (5, 32):
+        mu1, s1 = _random_stats(rng, d, 4 * d, 0.0)
+        mu2, s2 = _random_stats(rng, d, 4 * d, 0.3)
+        ours = frechet_distance(*(torch.from_numpy(v) for v in (mu1, s1, mu2, s2)))
+        ref = scipy_fd(mu1, s1, mu2, s2)
+        assert abs(ours - ref) / abs(ref) < 1e-6
+
+
+def test_fd_hand_computed_diagonal() -> None:
+    # diagonal covariances: FD = |mu1-mu2|^2 + sum (sqrt(a) - sqrt(b))^2
+    mu1, mu2 = torch.tensor([0.0, 1.0]), torch.tensor([1.0, 1.0])
+    s1, s2 = torch.diag(torch.tensor([4.0, 1.0])), torch.diag(torch.tensor([1.0, 9.0]))
+    assert frechet_distance(mu1, s1, mu2, s2) == pytest.approx(1 + (2 - 1) ** 2 + (1 - 3) ** 2, rel=1e-12)
+
+
+def test_running_sums_match_numpy_cov() -> None:
+    x = torch.randn(50, 6, dtype=torch.float64)
+    mu, cov = mean_cov(x.sum(0), x.T @ x, 50)
+    assert torch.allclose(mu, x.mean(0))
+    assert torch.allclose(cov, torch.from_numpy(np.cov(x.numpy(), rowvar=False)), atol=1e-12)
+
+
+def _set_up(d: int = 16, n: int = 200, b: int = 24, seed: int = 0):
+    g = torch.Generator().manual_seed(seed)
+    ref = torch.randn(400, d, generator=g, dtype=torch.float64)
+    gen = torch.randn(n, d, generator=g, dtype=torch.float64) * 1.3 + 0.4
+    new = torch.randn(b, d, generator=g, dtype=torch.float64) * torch.linspace(0.5, 2.0, b)[:, None]
+    mu_r, s_r = stats_of(ref)
+    from imgalign.rewards.fid import psd_sqrt
+
+    return gen.sum(0), gen.T @ gen, n, gen[0], new, mu_r, s_r, psd_sqrt(s_r), gen
+
+
+def test_exact_replace_matches_recomputation() -> None:
+    s1, s2, n, removed, new, mu_r, s_r, sq, gen = _set_up()
+    exact = replace_one_fd_exact(s1, s2, n, removed, new, mu_r, s_r, sq)
+    for i in (0, 7):
+        feats = torch.cat([gen[1:], new[i : i + 1]])
+        mu, cov = stats_of(feats)
+        assert exact[i].item() == pytest.approx(frechet_distance(mu_r, s_r, mu, cov), rel=1e-9)
+
+
+@pytest.mark.parametrize("d,n", [(32, 300), (48, 30)])  # full-rank and rank-deficient (n < d) sets
+def test_fast_mode_matches_exact(d: int, n: int) -> None:
+    from scipy.stats import spearmanr
+
+    s1, s2, n, removed, new, mu_r, s_r, sq, _ = _set_up(d=d, n=n, b=48)
+    exact = replace_one_fd_exact(s1, s2, n, removed, new, mu_r, s_r, sq)
+    fast = replace_one_fd_fast(s1, s2, n, removed, new, mu_r, s_r, sq)
+    mu, cov = mean_cov(s1, s2, n)
+    before = frechet_distance(mu_r, s_r, mu, cov, sq)
+    assert spearmanr(before - exact.numpy(), before - fast.numpy()).statistic >= 0.999
+    assert torch.allclose(fast, exact, rtol=1e-7)
+
+
+@pytest.mark.parametrize("zeros", [0, 3])
+def test_rank_one_trace_sqrt_against_eigvalsh(zeros: int) -> None:
+    g = torch.Generator().manual_seed(1)
+    lam = torch.rand(20, generator=g, dtype=torch.float64) * 10 + 0.01
+    lam = torch.cat([torch.zeros(zeros, dtype=torch.float64), lam]).sort().values
+    z = torch.randn(4, lam.shape[0], generator=g, dtype=torch.float64)
+    delta = trace_sqrt_rank_one_delta(lam, z, 0.3)
+    for i in range(4):
+        m = torch.diag(lam) + 0.3 * torch.outer(z[i], z[i])
+        full = torch.linalg.eigvalsh(m).clamp(min=0).sqrt().sum() - lam.sqrt().sum()
+        # with zero eigenvalues eigvalsh's own round-off (~1e-15) turns into ~3e-8 after the square root
+        assert delta[i].item() == pytest.approx(full.item(), rel=1e-10 if zeros == 0 else 1e-7)
+
+
+def test_stats_file_roundtrip(tmp_path) -> None:
+    mu, sigma = torch.randn(4, dtype=torch.float64), torch.eye(4, dtype=torch.float64)
+    save_stats(tmp_path / "s.safetensors", mu, sigma, 10, "stats")
+    mu2, sigma2, n, feats = load_stats(tmp_path / "s.safetensors")
+    assert torch.equal(mu, mu2) and torch.equal(sigma, sigma2) and n == 10 and feats == "stats"
+
+
+def test_fid_reward_prefers_samples_that_close_the_gap() -> None:
+    r = FIDReward(features="stats", ref="shapes", ref_size=64, set_size=40)
+    from imgalign.rewards.fid import shapes_reference_images
+
+    real = shapes_reference_images(24, seed=5)
+    noise = torch.rand(24, 3, 64, 64)
+    r.update(noise[:16])
+    r.update(real[:8] * 0.5)  # degraded set
+    out = r(torch.cat([real[8:16], noise[16:24]]), [""] * 16)
+    assert out.scores.dtype == torch.float32 and out.scores.shape == (16,)
+    assert out.scores[:8].mean() > out.scores[8:].mean()
+    state = r.state_dict()
+    r2 = FIDReward(features="stats", ref="shapes", ref_size=64, set_size=40)
+    r2.load_state_dict(state)
+    assert torch.allclose(r2(real[8:10], ["", ""]).scores, r(real[8:10], ["", ""]).scores)
+    group = FIDReward(features="stats", ref="shapes", ref_size=64, set_size=40, mode="group")
+    group.load_state_dict(state)
+    g = group(real[8:12], [""] * 4).scores
+    assert torch.all(g == g[0]) and g[0] > 0

@@ -1,0 +1,61 @@
+"""Every registered reward: random images in, finite float32 [B] out, on the CPU with no network."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from test_rewards_tiny import make_tiny_open_clip, make_tiny_qwen2_vl
+
+from imgalign.prompts.shapes import EVAL_SET_PATH
+from imgalign.rewards.base import build_reward, list_rewards
+
+torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="module")
+def options(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    d = tmp_path_factory.mktemp("models")
+    clip = make_tiny_open_clip(d / "clip")
+    vlm = make_tiny_qwen2_vl(d / "vlm")
+    return {
+        "clip": f"clip:model=local-dir:{clip}",
+        "vlm_loglik": f"vlm_loglik:model={vlm}",
+        "discriminator": "discriminator:features=stats,ref_size=32,hidden=8",
+        "artifact": "artifact",  # the shipped shapes-artifact model
+        "fid": "fid:features=stats,ref_size=64,set_size=16",
+        "geneval": "geneval",
+    }
+
+
+def test_every_registered_reward_is_covered(options: dict[str, str]) -> None:
+    assert set(list_rewards()) == set(options), "add the new reward to this test's options"
+    assert all(list_rewards().values()), "every reward needs a one-line description"
+
+
+@pytest.mark.parametrize("name", sorted(list_rewards()))
+def test_random_images_give_finite_float32_scores(name: str, options: dict[str, str]) -> None:
+    b = 3
+    metas = [json.loads(line) for line in Path(EVAL_SET_PATH).read_text().splitlines()[:b]]
+    prompts = [m["prompt"] for m in metas]
+    reward = build_reward(options[name])
+    torch.manual_seed(0)
+    out = reward(torch.rand(b, 3, 64, 64), prompts, metas)
+    assert out.scores.dtype == torch.float32 and out.scores.shape == (b,)
+    assert torch.isfinite(out.scores).all()
+    assert out.details is None or len(out.details) == b
+    for flag in ("higher_is_better", "differentiable", "stateful"):
+        assert isinstance(getattr(reward, flag), bool)
+    if reward.stateful:
+        state = reward.state_dict()
+        reward.update(torch.rand(2, 3, 64, 64), prompts[:2])
+        reward.load_state_dict(state)
+
+
+def test_unknown_reward_lists_valid_names() -> None:
+    with pytest.raises(
+        ValueError, match="valid rewards: .*artifact.*clip.*discriminator.*fid.*geneval.*vlm_loglik"
+    ):
+        build_reward("clipp")

@@ -1,0 +1,154 @@
+"""`imgalign score`: prompts from JSONL or the GenEval layout, bad files as error rows, CSV, exit status."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from imgalign import shapes as W
+from imgalign.cli import main
+from imgalign.eval.suite import write_prompt_folder
+
+SPECS = [
+    W.single_object("circle"),
+    W.colors("red", "square"),
+    W.counting("cross", 2),
+    W.two_object("circle", "triangle"),
+]
+
+
+def _prompt_row(file: str, spec: W.Spec) -> dict:
+    return {"file": file, **spec.to_metadata()}
+
+
+@pytest.fixture()
+def folder(tmp_path: Path) -> tuple[Path, Path]:
+    d = tmp_path / "imgs"
+    d.mkdir()
+    rows = []
+    for i, s in enumerate(SPECS):
+        W.render(s, i)[0].save(d / f"ok{i}.png")
+        rows.append(_prompt_row(f"ok{i}.png", s))
+    img = W.render(SPECS[0], 9)[0]
+    img.convert("L").save(d / "gray.png")
+    img.convert("RGBA").save(d / "rgba.png")
+    img.convert("P").save(d / "palette.png")
+    Image.fromarray(np.asarray(img.convert("L"), dtype=np.uint16) * 257).save(d / "deep16.png")
+    for name in ("gray.png", "rgba.png", "palette.png", "deep16.png"):
+        rows.append(_prompt_row(name, SPECS[0]))
+    (d / "empty.png").write_bytes(b"")
+    (d / "notimage.png").write_text("hello, I am text")
+    good = (d / "ok0.png").read_bytes()
+    (d / "truncated.png").write_bytes(good[: len(good) // 2])
+    (d / "corrupt.png").write_bytes(good[:40] + bytes(range(256)) * 4)
+    for name in ("empty.png", "notimage.png", "truncated.png", "corrupt.png"):
+        rows.append(_prompt_row(name, SPECS[0]))
+    W.render(SPECS[1], 3)[0].save(d / "noprompt.png")
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return d, prompts
+
+
+def test_score_folder_with_bad_files(
+    folder: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    d, prompts = folder
+    out = tmp_path / "scores.jsonl"
+    rc = main(
+        [
+            "score",
+            str(d),
+            "--reward",
+            "geneval",
+            "--reward",
+            "artifact",
+            "--prompts",
+            str(prompts),
+            "--out",
+            str(out),
+            "--batch-size",
+            "3",
+            "--no-progress",
+        ]
+    )
+    assert rc == 1  # some files failed
+    rows = {Path(r["file"]).name: r for r in map(json.loads, out.read_text().splitlines())}
+    assert len(rows) == 13
+    for name in (
+        "ok0.png",
+        "ok1.png",
+        "ok2.png",
+        "ok3.png",
+        "gray.png",
+        "rgba.png",
+        "palette.png",
+        "deep16.png",
+    ):
+        assert rows[name]["error"] is None, rows[name]
+        assert set(rows[name]["scores"]) == {"geneval", "artifact"}
+    for i in range(4):
+        assert rows[f"ok{i}.png"]["scores"]["geneval"] == 1.0
+        assert rows[f"ok{i}.png"]["prompt"] == SPECS[i].prompt()
+    assert "empty file" in rows["empty.png"]["error"]
+    assert "not an image" in rows["notimage.png"]["error"]
+    assert "truncated.png" in rows["truncated.png"]["error"]
+    assert "corrupt.png" in rows["corrupt.png"]["error"]
+    assert "no prompt" in rows["noprompt.png"]["error"]
+    for name in ("empty.png", "notimage.png", "truncated.png", "corrupt.png", "noprompt.png"):
+        assert rows[name]["scores"] == {}
+    text = capsys.readouterr().out
+    assert "geneval" in text and "13 files, 8 fully scored, 5 with errors" in text
+
+
+def test_score_geneval_layout_and_csv(tmp_path: Path) -> None:
+    d = tmp_path / "gen"
+    for i, s in enumerate(SPECS):
+        write_prompt_folder(d, i, s.to_metadata(), [W.render(s, j)[0] for j in range(2)])
+    out = tmp_path / "scores.csv"
+    rc = main(["score", str(d), "--reward", "geneval:mode=strict", "--out", str(out), "--no-progress"])
+    assert rc == 0
+    rows = list(csv.DictReader(out.open()))
+    assert len(rows) == 8 and rows[0].keys() == {"file", "prompt", "geneval", "error"}
+    assert all(float(r["geneval"]) == 1.0 and r["error"] == "" for r in rows)
+
+
+def test_prompt_free_rewards_need_no_prompts(folder: tuple[Path, Path], tmp_path: Path) -> None:
+    d, _ = folder
+    out = tmp_path / "a.jsonl"
+    rc = main(
+        [
+            "score",
+            str(d / "ok0.png"),
+            str(d / "noprompt.png"),
+            "--reward",
+            "artifact",
+            "--out",
+            str(out),
+            "--no-progress",
+        ]
+    )
+    assert rc == 0
+    assert all(json.loads(r)["error"] is None for r in out.read_text().splitlines())
+
+
+def test_unknown_reward_fails_up_front(
+    folder: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    d, prompts = folder
+    out = tmp_path / "x.jsonl"
+    rc = main(["score", str(d), "--reward", "clipp", "--prompts", str(prompts), "--out", str(out)])
+    assert rc == 2 and not out.exists()
+    assert "unknown reward 'clipp'; valid rewards:" in capsys.readouterr().err
+    assert main(["score", str(tmp_path / "missing"), "--reward", "artifact", "--out", str(out)]) == 2
+
+
+def test_rewards_list(capsys: pytest.CaptureFixture) -> None:
+    assert main(["rewards", "list"]) == 0
+    text = capsys.readouterr().out
+    for name in ("clip", "vlm_loglik", "discriminator", "artifact", "fid", "geneval"):
+        assert name in text

@@ -1,0 +1,249 @@
+"""Tiny random models for the reward tests (saved to disk and loaded back through the libraries' own loaders),
+and checks that the builders themselves produce loadable models."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+TINY_CLIP_CFG = {
+    "embed_dim": 16,
+    "vision_cfg": {"image_size": 32, "layers": 1, "width": 32, "head_width": 16, "patch_size": 8},
+    "text_cfg": {"context_length": 16, "vocab_size": 49408, "width": 32, "heads": 2, "layers": 1},
+}
+
+
+def make_tiny_open_clip(folder: Path, seed: int = 0) -> Path:
+    """A random open_clip model saved as open_clip_config.json + open_clip_model.safetensors (the local-dir form)."""
+    import open_clip
+    from safetensors.torch import save_file
+
+    torch.manual_seed(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    model = open_clip.CLIP(**TINY_CLIP_CFG)
+    cfg = {"model_cfg": TINY_CLIP_CFG, "preprocess_cfg": {"mean": [0.5] * 3, "std": [0.25] * 3}}
+    (folder / "open_clip_config.json").write_text(json.dumps(cfg))
+    save_file(
+        {k: v.contiguous() for k, v in model.state_dict().items()},
+        str(folder / "open_clip_model.safetensors"),
+    )
+    return folder
+
+
+def test_tiny_open_clip_loads(tmp_path: Path) -> None:
+    from imgalign.rewards.clip import load_open_clip
+
+    d = make_tiny_open_clip(tmp_path / "clip")
+    model, tok, size, mean, std = load_open_clip(f"local-dir:{d}", torch.device("cpu"), torch.float32)
+    assert size == 32 and mean == (0.5, 0.5, 0.5)
+    assert model.encode_image(torch.zeros(2, 3, 32, 32)).shape == (2, 16)
+    assert tok(["a photo of a square"]).shape == (1, 16)
+
+
+QWEN2_VL_TEMPLATE = (
+    "{% for message in messages %}{% if loop.first and message['role'] != 'system' %}<|im_start|>system\n"
+    "You are a helpful assistant.<|im_end|>\n{% endif %}<|im_start|>{{ message['role'] }}\n"
+    "{% if message['content'] is string %}{{ message['content'] }}<|im_end|>\n{% else %}"
+    "{% for content in message['content'] %}{% if content['type'] == 'image' %}"
+    "<|vision_start|><|image_pad|><|vision_end|>{% elif content['type'] == 'text' %}{{ content['text'] }}"
+    "{% endif %}{% endfor %}<|im_end|>\n{% endif %}{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+QWEN2_VL_SPECIALS = [
+    "<|endoftext|>",
+    "<|im_start|>",
+    "<|im_end|>",
+    "<|vision_start|>",
+    "<|vision_end|>",
+    "<|image_pad|>",
+    "<|video_pad|>",
+]
+
+
+def make_tiny_qwen2_vl(folder: Path, seed: int = 0) -> Path:
+    """A random Qwen2-VL (2 layers, width 32) with a byte-level BPE tokenizer (no merges) and the Qwen2-VL chat
+    template, saved with save_pretrained so AutoModelForImageTextToText / AutoProcessor load it offline."""
+    from transformers import (
+        Qwen2TokenizerFast,
+        Qwen2VLConfig,
+        Qwen2VLForConditionalGeneration,
+        Qwen2VLImageProcessor,
+        Qwen2VLProcessor,
+        Qwen2VLVideoProcessor,
+    )
+    from transformers.convert_slow_tokenizer import bytes_to_unicode
+
+    torch.manual_seed(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    vocab = {ch: i for i, ch in enumerate(bytes_to_unicode().values())}
+    tok = Qwen2TokenizerFast(vocab=vocab, merges=[])
+    tok.add_special_tokens({"additional_special_tokens": QWEN2_VL_SPECIALS[1:]})
+    tok.add_special_tokens({"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"})
+    ids = {t: tok.convert_tokens_to_ids(t) for t in QWEN2_VL_SPECIALS}
+    image_proc = Qwen2VLImageProcessor(min_pixels=56 * 56, max_pixels=56 * 56, patch_size=14, merge_size=2)
+    proc = Qwen2VLProcessor(
+        image_processor=image_proc,
+        tokenizer=tok,
+        video_processor=Qwen2VLVideoProcessor(),
+        chat_template=QWEN2_VL_TEMPLATE,
+    )
+    cfg = Qwen2VLConfig(
+        text_config={
+            "vocab_size": len(tok),
+            "hidden_size": 32,
+            "intermediate_size": 64,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 2,
+            "num_key_value_heads": 1,
+            "max_position_embeddings": 512,
+            "rope_parameters": {"rope_type": "default", "mrope_section": [4, 2, 2], "rope_theta": 10000.0},
+            "bos_token_id": ids["<|endoftext|>"],
+            "eos_token_id": ids["<|im_end|>"],
+            "pad_token_id": ids["<|endoftext|>"],
+        },
+        vision_config={
+            "depth": 1,
+            "embed_dim": 32,
+            "hidden_size": 32,
+            "num_heads": 2,
+            "mlp_ratio": 2,
+            "patch_size": 14,
+            "spatial_merge_size": 2,
+            "temporal_patch_size": 2,
+        },
+        image_token_id=ids["<|image_pad|>"],
+        video_token_id=ids["<|video_pad|>"],
+        vision_start_token_id=ids["<|vision_start|>"],
+        vision_end_token_id=ids["<|vision_end|>"],
+    )
+    model = Qwen2VLForConditionalGeneration(cfg).eval()
+    model.save_pretrained(folder)
+    proc.save_pretrained(folder)
+    return folder
+
+
+def test_tiny_qwen2_vl_loads(tmp_path: Path) -> None:
+    from PIL import Image
+    from transformers import AutoModelForImageTextToText, AutoProcessor
+
+    d = make_tiny_qwen2_vl(tmp_path / "vlm")
+    model = AutoModelForImageTextToText.from_pretrained(d)
+    proc = AutoProcessor.from_pretrained(d)
+    msgs = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "hi"}]}]
+    text = proc.apply_chat_template(msgs, add_generation_prompt=True, tokenize=False)
+    inputs = proc(text=[text], images=[Image.new("RGB", (64, 64))], return_tensors="pt")
+    assert model(**inputs).logits.shape[:2] == inputs["input_ids"].shape
+
+
+def make_tiny_dinov2(folder: Path, seed: int = 0) -> Path:
+    """A random DINOv2 (1 layer, width 32, 32 px) with its image processor, saved with save_pretrained."""
+    from transformers import BitImageProcessor, Dinov2Config, Dinov2Model
+
+    torch.manual_seed(seed)
+    cfg = Dinov2Config(
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+        image_size=32,
+        patch_size=8,
+    )
+    Dinov2Model(cfg).eval().save_pretrained(folder)
+    BitImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}).save_pretrained(
+        folder
+    )
+    return folder
+
+
+def test_feature_encoders_on_tiny_models(tmp_path: Path) -> None:
+    from imgalign.rewards.features import build_features
+
+    x = torch.rand(3, 3, 64, 64)
+    dino = build_features(f"dinov2:{make_tiny_dinov2(tmp_path / 'dino')}")
+    assert dino.dim == 32 and dino(x).shape == (3, 32)
+    clip = build_features(f"open_clip:local-dir:{make_tiny_open_clip(tmp_path / 'clip')}")
+    f = clip(x, batch_size=2)
+    assert clip.dim == 16 and f.shape == (3, 16) and torch.isfinite(f).all()
+
+
+LLAVA_TEMPLATE = (
+    "{{ bos_token }}{% for message in messages %}"
+    "{% if message['role'] == 'user' %}<|user|>{% else %}<|assistant|>{% endif %}"
+    "{% for item in message['content'] %}{% if item['type'] == 'image' %}<image>"
+    "{% elif item['type'] == 'text' %} {{ item['text'] }}{% endif %}{% endfor %}<|end|>{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>{% endif %}"
+)
+
+
+def make_tiny_llava(folder: Path, seed: int = 0) -> Path:
+    """A random LLaVA (CLIP vision tower + Llama, width 32) with a word-level tokenizer over the shapes words."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import (
+        CLIPImageProcessor,
+        CLIPVisionConfig,
+        LlamaConfig,
+        LlavaConfig,
+        LlavaForConditionalGeneration,
+        LlavaProcessor,
+        PreTrainedTokenizerFast,
+    )
+
+    from imgalign import shapes as W
+
+    torch.manual_seed(seed)
+    specials = ["<pad>", "<unk>", "<s>", "</s>", "<image>", "<|user|>", "<|assistant|>", "<|end|>"]
+    words = ["a", "an", "photo", "of", "and", "describe", "this", "image", "."] + list(W.NUMBERS.values())
+    words += [w for s in W.SHAPES for w in (s, W.PLURALS[s])] + list(W.COLORS)
+    words += [w for r in W.RELATIONS for w in r.split()]
+    vocab = {w: i for i, w in enumerate(dict.fromkeys(specials + words))}
+    tk = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tk.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=tk,
+        unk_token="<unk>",
+        pad_token="<pad>",
+        bos_token="<s>",
+        eos_token="</s>",
+        extra_special_tokens={"image_token": "<image>"},
+    )
+    tok.add_special_tokens({"additional_special_tokens": specials[4:]})
+    ip = CLIPImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32})
+    proc = LlavaProcessor(
+        image_processor=ip,
+        tokenizer=tok,
+        patch_size=8,
+        vision_feature_select_strategy="default",
+        num_additional_image_tokens=1,
+        chat_template=LLAVA_TEMPLATE,
+    )
+    cfg = LlavaConfig(
+        vision_config=CLIPVisionConfig(
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            image_size=32,
+            patch_size=8,
+        ),
+        text_config=LlamaConfig(
+            vocab_size=len(tok),
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            num_key_value_heads=1,
+            max_position_embeddings=128,
+            bos_token_id=tok.bos_token_id,
+            eos_token_id=tok.eos_token_id,
+            pad_token_id=tok.pad_token_id,
+        ),
+        image_token_index=tok.convert_tokens_to_ids("<image>"),
+        image_seq_length=16,
+        vision_feature_layer=-1,
+        vision_feature_select_strategy="default",
+    )
+    LlavaForConditionalGeneration(cfg).eval().save_pretrained(folder)
+    proc.save_pretrained(folder)
+    return folder

@@ -1,0 +1,99 @@
+"""vlm_loglik: the masked mean against hand-computed values, and a tiny random Qwen2-VL saved and loaded offline."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from test_rewards_tiny import make_tiny_qwen2_vl
+
+from imgalign.rewards.base import build_reward
+from imgalign.rewards.vlm import masked_mean_logprob
+
+torch.set_num_threads(1)
+
+
+def test_masked_mean_logprob_hand_computed() -> None:
+    # vocab 2, T = 3: position 0 predicts token 1, position 1 predicts token 2
+    logits = torch.tensor([[[0.0, 0.0], [math.log(3.0), 0.0], [5.0, 5.0]]])
+    ids = torch.tensor([[1, 1, 0]])
+    mask = torch.tensor([[False, True, True]])
+    mean, tok = masked_mean_logprob(logits, ids, mask)
+    # p(token1 | pos0) = 1/2; p(token0 | pos1) = 3/4
+    assert tok[0, 1].item() == pytest.approx(math.log(0.5))
+    assert tok[0, 2].item() == pytest.approx(math.log(0.75))
+    assert mean.item() == pytest.approx((math.log(0.5) + math.log(0.75)) / 2)
+    mean_one, _ = masked_mean_logprob(logits, ids, torch.tensor([[False, False, True]]))
+    assert mean_one.item() == pytest.approx(math.log(0.75))
+
+
+@pytest.fixture(scope="module")
+def tiny_vlm(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_tiny_qwen2_vl(tmp_path_factory.mktemp("vlm") / "qwen2vl")
+
+
+def test_qwen2_vl_scores_prompt_tokens_only(tiny_vlm: Path) -> None:
+    r = build_reward(f"vlm_loglik:model={tiny_vlm},batch_size=4")
+    prompts = ["a photo of a red circle", "a photo of two squares", "a cross"]
+    x = torch.rand(3, 3, 64, 64)
+    out = r(x, prompts)
+    assert out.scores.dtype == torch.float32 and out.scores.shape == (3,)
+    assert torch.isfinite(out.scores).all() and (out.scores < 0).all()
+    tok = r.tokenizer
+    for p, d in zip(prompts, out.details):
+        # exactly the prompt's tokens are scored: no end-of-turn, newline or template tokens
+        assert tok.convert_tokens_to_string(d["tokens"]) == p
+        assert out.scores[prompts.index(p)].item() == pytest.approx(
+            sum(d["token_logprobs"]) / len(d["tokens"]), rel=1e-5
+        )
+
+
+def test_qwen2_vl_batched_with_padding_matches_single(tiny_vlm: Path) -> None:
+    r = build_reward(f"vlm_loglik:model={tiny_vlm},batch_size=8,query=Describe this image.")
+    prompts = ["a photo of a red circle", "a cross", "a photo of four white triangles"]
+    x = torch.rand(3, 3, 64, 64)
+    batched = r(x, prompts).scores
+    single = torch.cat([r(x[i : i + 1], prompts[i : i + 1]).scores for i in range(3)])
+    assert torch.allclose(batched, single, atol=1e-4)
+
+
+def test_qwen2_vl_matches_independent_forward(tiny_vlm: Path) -> None:
+    """Recompute the reward by hand: full chat text, locate the prompt by string position, score those tokens."""
+    from transformers import AutoModelForImageTextToText, AutoProcessor
+
+    r = build_reward(f"vlm_loglik:model={tiny_vlm}")
+    model = AutoModelForImageTextToText.from_pretrained(tiny_vlm).eval()
+    proc = AutoProcessor.from_pretrained(tiny_vlm)
+    prompt = "two blue squares"
+    x = torch.rand(1, 3, 64, 64)
+    from imgalign.rewards.base import to_pil
+
+    msgs = [
+        {"role": "user", "content": [{"type": "image"}]},
+        {"role": "assistant", "content": [{"type": "text", "text": prompt}]},
+    ]
+    text = proc.apply_chat_template(msgs, tokenize=False)
+    enc = proc(text=[text], images=to_pil(x), return_tensors="pt")
+    ids = enc["input_ids"][0]
+    n = len(prompt)  # byte-level tokenizer without merges: one token per character
+    end = (ids == proc.tokenizer.convert_tokens_to_ids("<|im_end|>")).nonzero()[-1].item()
+    with torch.no_grad():
+        logp = torch.log_softmax(model(**enc).logits[0].float(), -1)
+    expected = torch.stack([logp[t - 1, ids[t]] for t in range(end - n, end)]).mean()
+    assert r(x, [prompt]).scores[0].item() == pytest.approx(expected.item(), rel=1e-5)
+
+
+def test_llava_word_level_tokenizer(tmp_path: Path) -> None:
+    from test_rewards_tiny import make_tiny_llava
+
+    d = make_tiny_llava(tmp_path / "llava")
+    r = build_reward(f"vlm_loglik:model={d},query=describe this image.")
+    prompts = ["a photo of two red circles", "a photo of a cross left of a square"]
+    out = r(torch.rand(2, 3, 64, 64), prompts)
+    assert torch.isfinite(out.scores).all()
+    for p, det in zip(prompts, out.details):
+        assert det["tokens"] == p.split()  # the prompt's words, without <|end|>
+    single = r(torch.rand(1, 3, 64, 64), prompts[:1]).scores
+    assert single.shape == (1,)
