@@ -18,6 +18,7 @@ COMMAND_MODULES = [
     "imgalign.commands.report",
     "imgalign.commands.score",
     "imgalign.commands.rewards_cmd",
+    "imgalign.commands.train",
 ]
 
 log = logging.getLogger("imgalign")

@@ -1,0 +1,462 @@
+"""Model adapters: the narrow interface the trainers use to drive a flow-matching text-to-image pipeline.
+
+A trainer never touches a pipeline directly. It asks an adapter to
+
+- ``encode(prompts)``: text conditioning for a batch (each distinct prompt encoded once and cached),
+- ``init_noise(n, generators)``: initial latents in the model's own layout (packed tokens for FLUX),
+- ``sigmas(num_steps)``: the σ schedule (σ_0 = 1 … σ_N = 0, the scheduler's shift applied),
+- ``velocity(x, sigma, cond, guidance_scale)``: the (guided) velocity as **one** batched forward,
+- ``decode(x)``: images in [0, 1], ``[B, 3, H, W]``,
+- ``trainable_parameters()`` / ``add_lora(...)`` / ``reference()``: what to train, and the frozen base for KL,
+- ``save(dir, ...)``: a folder diffusers loads (``from_pretrained(dir)`` or ``pipe.load_lora_weights(dir)``).
+
+Two families are implemented: :class:`SD3Adapter` (``StableDiffusion3Pipeline``: SD3, SD3.5 and the embedded
+``shapes`` model; timestep = 1000·σ, true CFG over [uncond; cond]) and :class:`FluxAdapter` (``FluxPipeline``:
+FLUX.1; 2×2-packed latent tokens, timestep = σ, guidance as an embedding for the guidance-distilled models, so one
+forward per step). Adding a family means one more small subclass and a line in :data:`FAMILIES`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import logging
+import shutil
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+log = logging.getLogger(__name__)
+
+DEFAULT_LORA_TARGETS = ["to_k", "to_q", "to_v", "to_out.0"]
+
+
+@dataclass
+class Cond:
+    """Text conditioning for a batch: per-token embeddings and a pooled vector (both [B, ...])."""
+
+    embeds: torch.Tensor  # [B, T, D]
+    pooled: torch.Tensor  # [B, P]
+    text_ids: torch.Tensor | None = None  # FLUX only: [T, 3] position ids of the text tokens
+
+    def index(self, idx: torch.Tensor | slice | Sequence[int]) -> Cond:
+        return Cond(self.embeds[idx], self.pooled[idx], self.text_ids)
+
+    @staticmethod
+    def cat(items: Sequence[Cond]) -> Cond:
+        return Cond(
+            torch.cat([c.embeds for c in items]), torch.cat([c.pooled for c in items]), items[0].text_ids
+        )
+
+
+class FlowAdapter:
+    """Base class: common state (pipeline, transformer, device, compute dtype) and the prompt cache."""
+
+    family = "base"
+    pipeline_class_name = ""
+    default_max_sequence_length = 256
+
+    def __init__(
+        self,
+        pipe: Any,
+        device: str | torch.device = "cpu",
+        dtype: torch.dtype = torch.float32,
+        height: int | None = None,
+        width: int | None = None,
+        max_sequence_length: int | None = None,
+    ) -> None:
+        self.pipe = pipe
+        self.device = torch.device(device)
+        self.dtype = dtype
+        self.transformer = pipe.transformer
+        # the pipelines' own defaults (SD3: 256 T5 tokens, zero-padded when T5 is absent; FLUX: 512)
+        self.max_sequence_length = max_sequence_length or self.default_max_sequence_length
+        pipe.to(self.device)
+        self.transformer.to(self.device, dtype)
+        for name in ("text_encoder", "text_encoder_2", "text_encoder_3", "vae"):
+            m = getattr(pipe, name, None)
+            if m is not None:
+                m.requires_grad_(False).eval()
+        self.transformer.requires_grad_(False)
+        default = self.default_resolution()
+        self.height = height or default
+        self.width = width or default
+        self._cache: dict[str, Cond] = {}
+        self._reference: torch.nn.Module | None = None
+        self.lora_config: dict[str, Any] | None = None
+
+    # ---- construction ----------------------------------------------------------------------------------------
+    @classmethod
+    def from_pretrained(
+        cls, path: str, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32, **kwargs: Any
+    ) -> FlowAdapter:
+        import diffusers
+
+        pipe_cls = getattr(diffusers, cls.pipeline_class_name)
+        pipe = pipe_cls.from_pretrained(path, dtype=torch.float32, **absent_components(path))
+        return cls(pipe, device=device, dtype=dtype, **kwargs)
+
+    def default_resolution(self) -> int:
+        return int(self.transformer.config.sample_size) * self.vae_scale_factor
+
+    @property
+    def vae_scale_factor(self) -> int:
+        return 2 ** (len(self.pipe.vae.config.block_out_channels) - 1)
+
+    # ---- prompts ---------------------------------------------------------------------------------------------
+    def encode(self, prompts: Sequence[str]) -> Cond:
+        """Conditioning for `prompts` [B]; every distinct prompt is encoded once and cached (text encoders are
+        frozen)."""
+        missing = sorted({p for p in prompts if p not in self._cache})
+        if missing:
+            with torch.no_grad():
+                c = self._encode_uncached(missing)
+            for i, p in enumerate(missing):
+                self._cache[p] = Cond(c.embeds[i : i + 1].float(), c.pooled[i : i + 1].float(), c.text_ids)
+        return Cond.cat([self._cache[p] for p in prompts])
+
+    def _encode_uncached(self, prompts: list[str]) -> Cond:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    # ---- sampling pieces -------------------------------------------------------------------------------------
+    def latent_shape(self) -> tuple[int, ...]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def init_noise(self, generators: Sequence[torch.Generator]) -> torch.Tensor:
+        """One standard-normal latent per generator (so each sample's noise is independent of batch layout):
+        [len(generators), *latent_shape] float32."""
+        shape = self.latent_shape()
+        return torch.stack([torch.randn(shape, generator=g) for g in generators]).to(self.device)
+
+    def sigmas(self, num_steps: int) -> torch.Tensor:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def nfe_per_step(self, guidance_scale: float) -> int:
+        """Transformer evaluations per denoising step per sample (CFG counts 2)."""
+        return 2 if self.uses_cfg(guidance_scale) else 1
+
+    def uses_cfg(self, guidance_scale: float) -> bool:
+        return guidance_scale > 1.0
+
+    def negative_cond(self, n: int) -> Cond:
+        return self.encode([""] * n)
+
+    def velocity(
+        self,
+        x: torch.Tensor,
+        sigma: torch.Tensor | float,
+        cond: Cond,
+        guidance_scale: float = 1.0,
+        transformer: torch.nn.Module | None = None,
+    ) -> torch.Tensor:
+        """Guided velocity [B, ...] float32 at noise level σ (scalar or [B]); with CFG one forward over
+        [uncond; cond] and v = v_u + w·(v_c − v_u)."""
+        model = transformer if transformer is not None else self.transformer
+        b = x.shape[0]
+        sig = torch.as_tensor(sigma, dtype=torch.float32, device=self.device).expand(b)
+        if self.uses_cfg(guidance_scale):
+            neg = self.negative_cond(b)
+            out = self._forward(
+                model, torch.cat([x, x]), torch.cat([sig, sig]), Cond.cat([neg, cond]), guidance_scale
+            )
+            v_u, v_c = out.chunk(2)
+            return v_u + guidance_scale * (v_c - v_u)
+        return self._forward(model, x, sig, cond, guidance_scale)
+
+    def _forward(
+        self, model: torch.nn.Module, x: torch.Tensor, sigma: torch.Tensor, cond: Cond, guidance_scale: float
+    ) -> torch.Tensor:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def decode(self, x: torch.Tensor) -> torch.Tensor:
+        """Latents (model layout) -> images [B, 3, H, W] float32 in [0, 1]."""
+        vae = self.pipe.vae
+        lat = self._unpack(x).to(self.device, vae.dtype)
+        lat = lat / vae.config.scaling_factor + (vae.config.shift_factor or 0.0)
+        with torch.no_grad():
+            img = vae.decode(lat, return_dict=False)[0]
+        return (img.float() / 2 + 0.5).clamp(0, 1)
+
+    def _unpack(self, x: torch.Tensor) -> torch.Tensor:
+        return x
+
+    # ---- training --------------------------------------------------------------------------------------------
+    def add_lora(
+        self, rank: int, alpha: float, target_modules: Sequence[str] | None = None, init_seed: int = 0
+    ) -> None:
+        """Attach a peft LoRA adapter to the transformer (only its weights train; the base stays frozen)."""
+        from peft import LoraConfig
+
+        targets = list(target_modules or DEFAULT_LORA_TARGETS)
+        cfg = LoraConfig(r=rank, lora_alpha=alpha, init_lora_weights="gaussian", target_modules=targets)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(init_seed)  # the LoRA A init is seeded: runs and resumes are reproducible
+            self.transformer.add_adapter(cfg)
+        self.lora_config = {"rank": rank, "alpha": alpha, "target_modules": targets}
+        for n, p in self.transformer.named_parameters():
+            p.requires_grad_("lora_" in n)
+
+    def enable_full_finetune(self, keep_reference: bool) -> None:
+        """Train every transformer weight; keep a frozen copy as the KL reference when asked."""
+        if keep_reference:
+            self._reference = copy.deepcopy(self.transformer).requires_grad_(False).eval()
+        self.transformer.requires_grad_(True)
+
+    def trainable_named_parameters(self) -> list[tuple[str, torch.nn.Parameter]]:
+        return [(n, p) for n, p in self.transformer.named_parameters() if p.requires_grad]
+
+    @contextlib.contextmanager
+    def reference(self) -> Iterator[torch.nn.Module]:
+        """The frozen base model: the LoRA-disabled transformer, or the copy kept at the start of full
+        fine-tuning."""
+        if self.lora_config is not None:
+            self.transformer.disable_adapters()
+            try:
+                yield self.transformer
+            finally:
+                self.transformer.enable_adapters()
+        elif self._reference is not None:
+            yield self._reference
+        else:
+            raise RuntimeError(
+                "no reference model: enable full fine-tuning with keep_reference=True or add LoRA"
+            )
+
+    def enable_gradient_checkpointing(self) -> None:
+        self.transformer.enable_gradient_checkpointing()
+
+    # ---- saving ----------------------------------------------------------------------------------------------
+    def save(self, out_dir: str | Path, base_model: str = "") -> None:
+        """Write a diffusers-loadable folder: a LoRA (``pytorch_lora_weights.safetensors``, for
+        ``pipe.load_lora_weights(dir)``) or the whole pipeline (``from_pretrained(dir)``), plus
+        ``imgalign_model.json`` naming the base model (so :func:`load_pipeline` can rebuild a LoRA pipeline)."""
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        if self.lora_config is not None:
+            from peft.utils import get_peft_model_state_dict
+
+            layers = get_peft_model_state_dict(self.transformer)
+            # the adapter metadata (rank, alpha, targets) travels in the safetensors header, so diffusers scales
+            # the LoRA by alpha/r on load exactly as in training
+            meta = self.transformer.peft_config["default"].to_dict()
+            type(self.pipe).save_lora_weights(
+                str(out), transformer_lora_layers=layers, transformer_lora_adapter_metadata=meta
+            )
+        else:
+            self.pipe.save_pretrained(str(out))
+            # keep the base model's component index (how it declares absent parts such as T5), so whatever loads
+            # the base model loads the fine-tune the same way
+            base_index = Path(base_model) / "model_index.json" if base_model else None
+            if base_index is not None and base_index.is_file():
+                shutil.copyfile(base_index, out / "model_index.json")
+        info = {"family": self.family, "base_model": base_model, "lora": self.lora_config}
+        (out / "imgalign_model.json").write_text(json.dumps(info, indent=2) + "\n")
+
+
+class SD3Adapter(FlowAdapter):
+    """``StableDiffusion3Pipeline`` (SD3, SD3.5, the embedded ``shapes`` model): timestep = 1000·σ; T5 optional."""
+
+    family = "sd3"
+    pipeline_class_name = "StableDiffusion3Pipeline"
+
+    def _encode_uncached(self, prompts: list[str]) -> Cond:
+        pe, _, pooled, _ = self.pipe.encode_prompt(
+            prompt=prompts,
+            prompt_2=None,
+            prompt_3=None,
+            device=self.device,
+            do_classifier_free_guidance=False,
+            max_sequence_length=self.max_sequence_length,
+        )
+        return Cond(pe, pooled)
+
+    def latent_shape(self) -> tuple[int, ...]:
+        c = self.transformer.config.in_channels
+        f = self.vae_scale_factor
+        return (c, self.height // f, self.width // f)
+
+    def sigmas(self, num_steps: int) -> torch.Tensor:
+        from diffusers.pipelines.stable_diffusion_3.pipeline_stable_diffusion_3 import calculate_shift
+
+        sched = copy.deepcopy(self.pipe.scheduler)
+        kwargs = {}
+        if sched.config.get("use_dynamic_shifting", None):
+            p = self.transformer.config.patch_size
+            seq = (self.height // self.vae_scale_factor // p) * (self.width // self.vae_scale_factor // p)
+            kwargs["mu"] = calculate_shift(
+                seq,
+                sched.config.get("base_image_seq_len", 256),
+                sched.config.get("max_image_seq_len", 4096),
+                sched.config.get("base_shift", 0.5),
+                sched.config.get("max_shift", 1.16),
+            )
+        sched.set_timesteps(num_steps, device="cpu", **kwargs)
+        return sched.sigmas.float().clone()
+
+    def _forward(
+        self, model: torch.nn.Module, x: torch.Tensor, sigma: torch.Tensor, cond: Cond, guidance_scale: float
+    ) -> torch.Tensor:
+        out = model(
+            hidden_states=x.to(self.dtype),
+            timestep=(sigma * 1000.0).to(self.dtype),
+            encoder_hidden_states=cond.embeds.to(self.dtype),
+            pooled_projections=cond.pooled.to(self.dtype),
+            return_dict=False,
+        )[0]
+        return out.float()
+
+
+class FluxAdapter(FlowAdapter):
+    """``FluxPipeline`` (FLUX.1): latents packed into 2×2 tokens, timestep = σ, resolution-dependent shift (μ),
+    and, for guidance-distilled models (``guidance_embeds``), the guidance scale as an input: one forward per step."""
+
+    family = "flux"
+    pipeline_class_name = "FluxPipeline"
+    default_max_sequence_length = 512
+
+    def default_resolution(self) -> int:
+        # FLUX transformers have no sample_size; the VAE's does
+        return int(self.pipe.vae.config.sample_size)
+
+    def _encode_uncached(self, prompts: list[str]) -> Cond:
+        pe, pooled, text_ids = self.pipe.encode_prompt(
+            prompt=prompts, prompt_2=None, device=self.device, max_sequence_length=self.max_sequence_length
+        )
+        return Cond(pe, pooled, text_ids)
+
+    def uses_cfg(self, guidance_scale: float) -> bool:
+        return False  # FLUX.1-dev/schnell: guidance is distilled into an embedding (no true CFG)
+
+    def _grid(self) -> tuple[int, int]:
+        f = self.vae_scale_factor
+        return 2 * (self.height // (f * 2)), 2 * (self.width // (f * 2))
+
+    def latent_shape(self) -> tuple[int, ...]:
+        h, w = self._grid()
+        c = self.transformer.config.in_channels  # = 4 × VAE latent channels
+        return ((h // 2) * (w // 2), c)
+
+    def sigmas(self, num_steps: int) -> torch.Tensor:
+        import numpy as np
+        from diffusers.pipelines.flux.pipeline_flux import calculate_shift
+
+        sched = copy.deepcopy(self.pipe.scheduler)
+        seq = self.latent_shape()[0]
+        mu = calculate_shift(
+            seq,
+            sched.config.get("base_image_seq_len", 256),
+            sched.config.get("max_image_seq_len", 4096),
+            sched.config.get("base_shift", 0.5),
+            sched.config.get("max_shift", 1.15),
+        )
+        sched.set_timesteps(sigmas=np.linspace(1.0, 1 / num_steps, num_steps), device="cpu", mu=mu)
+        return sched.sigmas.float().clone()
+
+    def _forward(
+        self, model: torch.nn.Module, x: torch.Tensor, sigma: torch.Tensor, cond: Cond, guidance_scale: float
+    ) -> torch.Tensor:
+        h, w = self._grid()
+        img_ids = self.pipe._prepare_latent_image_ids(x.shape[0], h // 2, w // 2, self.device, self.dtype)
+        guidance = None
+        if self.transformer.config.guidance_embeds:
+            guidance = torch.full([x.shape[0]], guidance_scale, device=self.device, dtype=torch.float32)
+        out = model(
+            hidden_states=x.to(self.dtype),
+            timestep=sigma.to(self.dtype),
+            guidance=guidance,
+            pooled_projections=cond.pooled.to(self.dtype),
+            encoder_hidden_states=cond.embeds.to(self.dtype),
+            txt_ids=cond.text_ids.to(self.device, self.dtype),
+            img_ids=img_ids,
+            return_dict=False,
+        )[0]
+        return out.float()
+
+    def _unpack(self, x: torch.Tensor) -> torch.Tensor:
+        h, w = self._grid()
+        f = self.vae_scale_factor
+        return self.pipe._unpack_latents(x, h * f, w * f, f)
+
+
+FAMILIES: dict[str, type[FlowAdapter]] = {"sd3": SD3Adapter, "flux": FluxAdapter}
+PIPELINE_TO_FAMILY = {cls.pipeline_class_name: name for name, cls in FAMILIES.items()}
+
+
+def absent_components(path: str | Path) -> dict[str, None]:
+    """Components saved as absent (``[null, null]`` in ``model_index.json``, e.g. SD3 without T5): diffusers wants
+    them passed explicitly as None."""
+    index = Path(path) / "model_index.json"
+    if not index.is_file():
+        return {}
+    entries = json.loads(index.read_text())
+    return {
+        k: None
+        for k, v in entries.items()
+        if not k.startswith("_") and (v is None or (isinstance(v, list) and all(x is None for x in v)))
+    }
+
+
+def detect_family(path: str | Path) -> str:
+    """The adapter family of a diffusers pipeline folder, from its ``model_index.json``."""
+    index = Path(path) / "model_index.json"
+    if not index.is_file():
+        raise FileNotFoundError(
+            f"{str(path)!r} is not a diffusers pipeline folder (no model_index.json); give a local pipeline folder, "
+            "an embedded model name such as 'shapes', or set model.family"
+        )
+    cls_name = json.loads(index.read_text()).get("_class_name", "")
+    if cls_name not in PIPELINE_TO_FAMILY:
+        raise ValueError(
+            f"{str(path)!r} holds a {cls_name!r}; supported pipelines: {', '.join(sorted(PIPELINE_TO_FAMILY))}"
+        )
+    return PIPELINE_TO_FAMILY[cls_name]
+
+
+def load_adapter(
+    path: str | Path,
+    family: str | None = None,
+    device: str | torch.device = "cpu",
+    dtype: torch.dtype = torch.float32,
+    **kwargs: Any,
+) -> FlowAdapter:
+    """Load a pipeline folder (or embedded name) into its family's adapter."""
+    from imgalign import hub
+
+    resolved = hub.resolve(path)
+    fam = family or detect_family(resolved)
+    if fam not in FAMILIES:
+        raise ValueError(f"unknown model family {fam!r}; valid families: {', '.join(sorted(FAMILIES))}")
+    return FAMILIES[fam].from_pretrained(resolved, device=device, dtype=dtype, **kwargs)
+
+
+def load_pipeline(
+    path: str | Path, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32
+) -> Any:
+    """A diffusers pipeline from a model folder or an imgalign checkpoint: a full checkpoint is a pipeline folder;
+    a LoRA checkpoint loads its base model (named in ``imgalign_model.json``) and then ``load_lora_weights``."""
+    import diffusers
+
+    from imgalign import hub
+
+    p = Path(hub.resolve(path))
+    info_path = p / "imgalign_model.json"
+    info = json.loads(info_path.read_text()) if info_path.is_file() else {}
+    if (p / "model_index.json").is_file():
+        cls_name = json.loads((p / "model_index.json").read_text())["_class_name"]
+        return (
+            getattr(diffusers, cls_name)
+            .from_pretrained(str(p), dtype=dtype, **absent_components(p))
+            .to(device)
+        )
+    if info.get("lora"):
+        base = hub.resolve(info["base_model"])
+        pipe = load_pipeline(base, device, dtype)
+        pipe.load_lora_weights(str(p))
+        return pipe
+    raise FileNotFoundError(
+        f"{str(p)!r} is neither a diffusers pipeline folder nor an imgalign LoRA checkpoint"
+    )

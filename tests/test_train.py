@@ -1,0 +1,328 @@
+"""`imgalign train` end to end on tiny random SD3 / FLUX pipelines: smoke runs (every trainable parameter changes,
+metrics logged), bad input caught before any model loads, NaN rewards masked, checkpoints loadable, resume after
+SIGKILL bitwise equal, and two accelerate processes giving the same advantages as one."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from safetensors.torch import load_file
+
+from imgalign.cli import main
+from imgalign.trainers.testing import tiny_flux_pipeline, tiny_sd3_pipeline
+
+torch.set_num_threads(1)
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True)
+def _offline(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+
+@pytest.fixture(scope="module")
+def sd3_dir(tmp_path_factory):
+    return tiny_sd3_pipeline(tmp_path_factory.mktemp("sd3"))
+
+
+@pytest.fixture(scope="module")
+def flux_dir(tmp_path_factory):
+    return tiny_flux_pipeline(tmp_path_factory.mktemp("flux"))
+
+
+def tiny_config(model: Path, out: Path, **over) -> dict:
+    cfg = {
+        "model": {"path": str(model)},
+        "prompts": {"source": "shapes", "tasks": ["single_object", "colors"]},
+        "sampling": {"num_steps": 3, "group_size": 2, "samples_per_step": 4, "batch_size": 4},
+        "rewards": {"names": ["imgalign.trainers.testing:red_reward"]},
+        "objective": {"clip_range": 0.2},
+        "train": {"max_steps": 2, "lr": 1e-3, "micro_batch_size": 2, "updates_per_step": 1},
+        "eval": {"every": -1},
+        "log": {"output_dir": str(out), "sample_every": 1, "trackers": "none", "progress": False},
+    }
+    for key, val in over.items():
+        sect, name = key.split("__")
+        cfg[sect][name] = val
+    return cfg
+
+
+def write(cfg: dict, path: Path) -> Path:
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def rows(out: Path) -> list[dict]:
+    return [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+
+
+def initial_trainable(model_dir: Path) -> dict[str, torch.Tensor]:
+    sd = {}
+    for f in (model_dir / "transformer").glob("*.safetensors"):
+        sd.update(load_file(str(f)))
+    return sd
+
+
+def test_sd3_full_finetune_two_steps(sd3_dir, tmp_path):
+    out = tmp_path / "run"
+    cfg = tiny_config(sd3_dir, out, objective__kl_beta=0.01, train__ema_decay=0.5)
+    cfg["objective"].update(penalty="vnorm", penalty_weight=0.1)  # the velocity-norm hinge composes with GRPO
+    cfg = write(cfg, tmp_path / "c.yaml")
+    assert main(["train", str(cfg)]) == 0
+    r = rows(out)
+    assert [x["step"] for x in r] == [1, 2]
+    for key in (
+        "reward/red_reward/mean",
+        "policy/approx_kl",
+        "policy/clipfrac",
+        "policy/kl",
+        "policy/ratio_mean",
+        "train/zero_std_ratio",
+        "train/grad_norm",
+        "perf/nfe",
+        "perf/sec_rollout",
+        "perf/sec_train",
+    ):
+        assert key in r[0] and r[0][key] == r[0][key], key
+    # on-policy first update: ratio == 1 and the KL to the base is 0 at initialisation
+    assert abs(r[0]["policy/ratio_mean"] - 1) < 1e-4 and r[0]["policy/clipfrac"] == 0
+    assert r[0]["policy/kl"] < 1e-8 and r[1]["policy/kl"] > 0
+    assert r[0]["policy/vnorm_ratio"] == pytest.approx(1.0, abs=1e-5) and r[0]["policy/penalty"] == 0.0
+    # exact NFE count: 4 samples x 3 steps x 1 (no CFG)
+    assert r[0]["perf/nfe"] == 12
+    ckpt = out / "checkpoints" / "step-000002"
+    assert (ckpt / "model_index.json").is_file() and (ckpt / "trainer_state" / "state.json").is_file()
+    raw = load_file(str(ckpt / "trainer_state" / "trainable.safetensors"))
+    init = initial_trainable(sd3_dir)
+    unchanged = [n for n, t in raw.items() if torch.equal(t, init[n])]
+    assert not unchanged, f"parameters that did not change: {unchanged[:5]}"
+    from diffusers import StableDiffusion3Pipeline
+
+    pipe = StableDiffusion3Pipeline.from_pretrained(str(ckpt), text_encoder_3=None, tokenizer_3=None)
+    ema = load_file(str(ckpt / "trainer_state" / "ema.safetensors"))
+    name = next(iter(ema))
+    torch.testing.assert_close(pipe.transformer.state_dict()[name], ema[name])  # the export holds the EMA
+    assert (out / "samples" / "step-000000.png").is_file() and (out / "config.yaml").is_file()
+
+
+def test_flux_lora_two_steps(flux_dir, tmp_path):
+    out = tmp_path / "run"
+    cfg = tiny_config(
+        flux_dir, out, model__lora_rank=2, model__max_sequence_length=16, sampling__guidance_scale=3.5
+    )
+    cfg["sampling"]["kernel"] = "cps"
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("".join(f"a photo of {n} cats\n" for n in ("one", "two", "three", "four", "five")))
+    cfg["prompts"] = {"source": str(prompts), "test_fraction": 0.4}
+    cfg["eval"] = {"every": 0, "suite": "reward", "images_per_prompt": 1, "num_steps": 2}
+    assert main(["train", str(write(cfg, tmp_path / "c.yaml"))]) == 0
+    r = rows(out)
+    assert len(r) == 2 and r[0]["perf/nfe"] == 12  # guidance-distilled: one forward per step
+    assert abs(r[0]["policy/ratio_mean"] - 1) < 1e-4  # the CPS kernel is on-policy through the trainer
+    assert "eval/reward/red_reward/mean" in r[1]  # evaluated on the 2 held-out prompts at the end
+    ckpt = out / "checkpoints" / "step-000002"
+    raw = load_file(str(ckpt / "trainer_state" / "trainable.safetensors"))
+    assert raw and all("lora_" in n for n in raw)
+    from imgalign.adapters import load_adapter
+
+    fresh = load_adapter(flux_dir, max_sequence_length=16)
+    fresh.add_lora(2, 4.0, init_seed=0)
+    init = {n: p.detach().clone() for n, p in fresh.trainable_named_parameters()}
+    unchanged = [n for n, t in raw.items() if torch.equal(t, init[n])]
+    assert not unchanged, f"parameters that did not change: {unchanged[:5]}"
+    fresh.pipe.load_lora_weights(str(ckpt))  # diffusers' own loader on the LoRA checkpoint
+
+
+def test_bad_input_fails_before_model_loads(sd3_dir, tmp_path, capsys, monkeypatch):
+    import imgalign.adapters as adapters
+
+    def boom(*a, **k):
+        raise AssertionError("a model was loaded")
+
+    monkeypatch.setattr(adapters, "load_adapter", boom)
+    base = tiny_config(sd3_dir, tmp_path / "run")
+    cases = [
+        ({"sampling": {**base["sampling"], "group_size": 3}}, "does not divide"),
+        ({"rewards": {"names": ["no_such_reward"]}}, "unknown reward 'no_such_reward'"),
+        ({"model": {"path": str(tmp_path / "missing")}}, "does not exist"),
+        ({"model": {"path": str(sd3_dir), "family": "sdxl"}}, "unknown model family"),
+        ({"objective": {"name": "dpo"}}, "unknown objective 'dpo'"),
+        ({"train": {**base["train"], "bogus": 1}}, "bogus"),
+    ]
+    for patch, msg in cases:
+        cfg = {**base, **patch}
+        assert main(["train", str(write(cfg, tmp_path / "bad.yaml"))]) == 2
+        assert msg in capsys.readouterr().err, msg
+    assert not (tmp_path / "run" / "metrics.jsonl").exists()
+
+
+def test_nan_reward_is_masked(sd3_dir, tmp_path, caplog):
+    out = tmp_path / "run"
+    cfg = tiny_config(sd3_dir, out, rewards__names=["imgalign.trainers.testing:nan_every_third_reward"])
+    cfg["sampling"].update(samples_per_step=6, group_size=3, batch_size=6)
+    with caplog.at_level("WARNING"):
+        assert main(["train", str(write(cfg, tmp_path / "c.yaml"))]) == 0
+    assert "nan_every_third_reward" in caplog.text and "non-finite" in caplog.text
+    r = rows(out)
+    assert r[0]["reward/nan_every_third_reward/nonfinite"] == 2
+    w = load_file(str(out / "checkpoints" / "step-000002" / "trainer_state" / "trainable.safetensors"))
+    assert all(torch.isfinite(t).all() for t in w.values())
+
+
+def test_plugin_objective_hooks_and_state(sd3_dir, tmp_path):
+    """An objective given as package.module:attr plugs in through config; its hooks run and its state is saved."""
+    out = tmp_path / "run"
+    cfg = tiny_config(sd3_dir, out, objective__name="imgalign.trainers.testing:counting_grpo")
+    cfg["train"]["updates_per_step"] = 2
+    cfg["log"]["checkpoint_every"] = 1
+    assert main(["train", str(write(cfg, tmp_path / "c.yaml"))]) == 0
+    state = torch.load(
+        out / "checkpoints" / "step-000002" / "trainer_state" / "objective.pt", weights_only=True
+    )
+    assert state == {"updates": 4}
+
+
+def test_nft_objective_two_steps(sd3_dir, tmp_path):
+    """objective.name: nft trains on the same rollouts (x0 + advantages) and checkpoints its EMA old policy."""
+    out = tmp_path / "run"
+    cfg = tiny_config(sd3_dir, out, objective__name="nft", train__updates_per_step=2)
+    cfg["objective"].update(penalty="vnorm", penalty_weight=0.1, terms_per_sample=2)
+    assert main(["train", str(write(cfg, tmp_path / "c.yaml"))]) == 0
+    r = rows(out)
+    assert len(r) == 2 and {"nft/loss_plus", "nft/r_mean", "policy/vnorm_ratio"} <= set(r[0])
+    ckpt = out / "checkpoints" / "step-000002" / "trainer_state"
+    raw = load_file(str(ckpt / "trainable.safetensors"))
+    init = initial_trainable(sd3_dir)
+    assert not [n for n, t in raw.items() if torch.equal(t, init[n])]
+    state = torch.load(ckpt / "objective.pt", weights_only=True)
+    assert state["updates"] == 4 and len(state["old"]["shadow"]) == len(raw)
+
+
+def test_time_budget_stops_early_with_checkpoint(sd3_dir, tmp_path):
+    out = tmp_path / "run"
+    cfg = tiny_config(sd3_dir, out, train__max_steps=50, train__time_budget_min=0.001)
+    assert main(["train", str(write(cfg, tmp_path / "c.yaml"))]) == 0
+    assert [x["step"] for x in rows(out)] == [1]
+    assert (out / "checkpoints" / "step-000001" / "trainer_state" / "state.json").is_file()
+
+
+def test_print_config_and_max_steps_override(sd3_dir, tmp_path, capsys):
+    cfg = write(tiny_config(sd3_dir, tmp_path / "run"), tmp_path / "c.yaml")
+    assert main(["train", str(cfg), "--max-steps", "7", "--set", "train.lr=3e-4", "--print-config"]) == 0
+    printed = yaml.safe_load(capsys.readouterr().out)
+    assert printed["train"]["max_steps"] == 7 and printed["train"]["lr"] == pytest.approx(3e-4)
+
+
+def _cli(args: list[str], **kw) -> subprocess.Popen:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    return subprocess.Popen([sys.executable, "-m", "imgalign", *args], env=env, cwd=REPO, **kw)
+
+
+def test_resume_after_sigkill_is_bitwise_equal(sd3_dir, tmp_path):
+    steps = 4
+    over = dict(train__max_steps=steps, train__ema_decay=0.5, train__updates_per_step=2)
+    two_rewards = ["imgalign.trainers.testing:red_reward", "imgalign.trainers.testing:RunningMeanReward"]
+    # uninterrupted reference run
+    ref = tmp_path / "ref"
+    cfg = tiny_config(sd3_dir, ref, **over)
+    cfg["rewards"] = {"names": two_rewards, "weights": [1.0, 0.5]}  # a stateful reward: its state must resume
+    cfg["log"]["checkpoint_every"] = 1
+    assert main(["train", str(write(cfg, tmp_path / "ref.yaml"))]) == 0
+    # the same run, killed with SIGKILL once checkpoint 2 exists, then resumed
+    out = tmp_path / "killed"
+    cfg["log"]["output_dir"] = str(out)
+    cfg["log"]["keep_last"] = 10
+    path = write(cfg, tmp_path / "k.yaml")
+    proc = _cli(["train", str(path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 240
+    while not (out / "checkpoints" / "step-000002" / "trainer_state" / "state.json").exists():
+        assert proc.poll() is None, "training ended before it could be killed"
+        assert time.time() < deadline
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    done = sorted(p.name for p in (out / "checkpoints").glob("step-*"))
+    assert "step-000004" not in done, "the run finished before the kill; nothing was tested"
+    assert main(["train", str(path), "--resume", "auto"]) == 0
+    a = load_file(str(ref / "checkpoints" / "step-000004" / "trainer_state" / "trainable.safetensors"))
+    b = load_file(str(out / "checkpoints" / "step-000004" / "trainer_state" / "trainable.safetensors"))
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    ea = load_file(str(ref / "checkpoints" / "step-000004" / "trainer_state" / "ema.safetensors"))
+    eb = load_file(str(out / "checkpoints" / "step-000004" / "trainer_state" / "ema.safetensors"))
+    assert all(torch.equal(ea[k], eb[k]) for k in ea)
+    # metrics of the resumed steps equal the reference's
+    ra = {x["step"]: x for x in rows(ref)}
+    rb = {x["step"]: x for x in rows(out)}
+    assert ra[4]["reward/red_reward/mean"] == rb[4]["reward/red_reward/mean"]
+    assert ra[4]["reward/running_mean/count"] == rb[4]["reward/running_mean/count"] == 16
+
+
+def test_two_processes_same_advantages_as_one(sd3_dir, tmp_path):
+    cfg = tiny_config(sd3_dir, tmp_path / "one", train__max_steps=1)
+    cfg["sampling"].update(samples_per_step=8, group_size=4, batch_size=4)
+    cfg["objective"]["std_mode"] = "batch"
+    cfg["log"].update(save_rollouts=True, sample_every=0)
+    assert main(["train", str(write(cfg, tmp_path / "one.yaml"))]) == 0
+    cfg["log"]["output_dir"] = str(tmp_path / "two")
+    path = write(cfg, tmp_path / "two.yaml")
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "accelerate.commands.launch",
+            "--cpu",
+            "--num_processes",
+            "2",
+            "--num_machines",
+            "1",
+            "--mixed_precision",
+            "no",
+            "--dynamo_backend",
+            "no",
+            "-m",
+            "imgalign",
+            "train",
+            str(path),
+        ],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    one = [json.loads(x) for x in (tmp_path / "one" / "rollouts.jsonl").read_text().splitlines()]
+    two = [json.loads(x) for x in (tmp_path / "two" / "rollouts.jsonl").read_text().splitlines()]
+    assert len(one) == len(two) == 8
+    for x, y in zip(one, two):
+        assert x["prompt"] == y["prompt"]
+        assert x["rewards"]["red_reward"] == pytest.approx(y["rewards"]["red_reward"], abs=1e-5)
+        assert x["advantage"] == pytest.approx(y["advantage"], abs=1e-3)
+    assert rows(tmp_path / "two")[0]["perf/nfe"] == 24
+
+
+def test_default_config_two_steps(tmp_path):
+    """`imgalign train --max-steps 2 --output-dir DIR` with the embedded default config (the shapes model)."""
+    from imgalign import hub
+
+    try:
+        hub.embedded_path("shapes")
+    except FileNotFoundError:
+        pytest.skip("the embedded shapes model is not in this checkout")
+    out = tmp_path / "run"
+    assert main(["train", "--max-steps", "2", "--output-dir", str(out), "--set", "eval.every=-1"]) == 0
+    assert [x["step"] for x in rows(out)] == [1, 2]
+    from imgalign.adapters import load_pipeline
+
+    pipe = load_pipeline(out / "checkpoints" / "step-000002")
+    assert type(pipe).__name__ == "StableDiffusion3Pipeline"

@@ -1,0 +1,118 @@
+"""Checkpoints: everything a bitwise-exact resume needs, written atomically, loadable by diffusers.
+
+Layout of ``<run>/checkpoints/step-000040/``::
+
+    model_index.json, transformer/, ...     full fine-tune: the pipeline (``from_pretrained(dir)``), or
+    pytorch_lora_weights.safetensors        LoRA: ``pipe.load_lora_weights(dir)`` on the base model
+    imgalign_model.json                     family, base model, LoRA settings
+    trainer_state/
+        state.json                          step, prompt-sampler position, config hash, what was exported
+        trainable.safetensors               the raw trainable weights (the export above holds the EMA if enabled)
+        ema.safetensors                     EMA shadow weights (if enabled)
+        optimizer.pt, scheduler.pt          torch state dicts (loaded with weights_only=True)
+        rewards.pt                          state of stateful rewards
+        rng_<rank>.json, rng_<rank>.safetensors   every process's Python / NumPy / torch RNG state
+
+The folder is first written as ``.tmp-step-000040`` and renamed when complete, so a crash mid-save leaves the last
+good checkpoint untouched; ``state.json`` is written last inside it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from safetensors.torch import load_file, save_file
+
+STEP_RE = re.compile(r"^step-(\d{6,})$")
+
+
+def checkpoint_name(step: int) -> str:
+    return f"step-{step:06d}"
+
+
+def list_checkpoints(run_dir: str | Path) -> list[Path]:
+    """Complete checkpoints of a run, oldest first."""
+    d = Path(run_dir) / "checkpoints"
+    if not d.is_dir():
+        return []
+    found = [
+        p for p in d.iterdir() if STEP_RE.match(p.name) and (p / "trainer_state" / "state.json").is_file()
+    ]
+    return sorted(found, key=lambda p: int(STEP_RE.match(p.name).group(1)))  # type: ignore[union-attr]
+
+
+def latest_checkpoint(run_dir: str | Path) -> Path | None:
+    ckpts = list_checkpoints(run_dir)
+    return ckpts[-1] if ckpts else None
+
+
+def rng_state() -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+    """This process's RNG states: JSON-able Python/NumPy parts and tensors for torch."""
+    py = random.getstate()
+    np_state = np.random.get_state()
+    js = {
+        "python": [py[0], list(py[1]), py[2]],
+        "numpy": [np_state[0], np_state[1].tolist(), int(np_state[2]), int(np_state[3]), float(np_state[4])],
+    }
+    tensors = {"torch_cpu": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        for i, s in enumerate(torch.cuda.get_rng_state_all()):
+            tensors[f"torch_cuda_{i}"] = s
+    return js, tensors
+
+
+def set_rng_state(js: dict[str, Any], tensors: dict[str, torch.Tensor]) -> None:
+    py = js["python"]
+    random.setstate((py[0], tuple(py[1]), py[2]))
+    n = js["numpy"]
+    np.random.set_state((n[0], np.array(n[1], dtype=np.uint32), n[2], n[3], n[4]))
+    torch.set_rng_state(tensors["torch_cpu"])
+    if torch.cuda.is_available():
+        states = [tensors[k] for k in sorted(tensors) if k.startswith("torch_cuda_")]
+        if states:
+            torch.cuda.set_rng_state_all(states)
+
+
+def save_tensors(path: Path, tensors: dict[str, torch.Tensor]) -> None:
+    save_file({k: v.detach().contiguous().cpu() for k, v in tensors.items()}, str(path))
+
+
+def torch_save(obj: Any, path: Path) -> None:
+    torch.save(obj, str(path))
+
+
+def torch_load(path: Path) -> Any:
+    return torch.load(str(path), map_location="cpu", weights_only=True)
+
+
+def prune(run_dir: str | Path, keep_last: int) -> None:
+    for p in list_checkpoints(run_dir)[:-keep_last]:
+        shutil.rmtree(p, ignore_errors=True)
+
+
+def read_state(ckpt: Path) -> dict[str, Any]:
+    return json.loads((ckpt / "trainer_state" / "state.json").read_text())
+
+
+def load_tensors(path: Path) -> dict[str, torch.Tensor]:
+    return load_file(str(path))
+
+
+def finalize(tmp: Path, final: Path) -> None:
+    """Atomically publish a fully written checkpoint folder (replacing an older one of the same step)."""
+    if final.exists():
+        old = final.with_name(final.name + ".old")
+        shutil.rmtree(old, ignore_errors=True)
+        os.replace(final, old)
+        os.replace(tmp, final)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.replace(tmp, final)

@@ -1,0 +1,314 @@
+"""Typed training config (``imgalign train``): every field has help text; ``validate()`` checks run before any model
+loads, so a bad combination fails in a second with a message that says what to change.
+
+Batch sizes (all *global*, i.e. over every process, so a config means the same thing on 1 or N processes):
+
+- ``sampling.samples_per_step`` images per step = ``samples_per_step / group_size`` prompts × ``group_size``
+  images each (the group size must divide it);
+- samples per step must divide evenly over processes; each process rolls out its share in forward batches of
+  ``sampling.batch_size``;
+- ``train.updates_per_step`` optimizer steps per rollout batch, each over an equal share of the samples and every
+  trained denoising step, in micro-batches of ``train.micro_batch_size`` samples (gradient accumulation).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from imgalign.config import ConfigError, field
+from imgalign.trainers.nft import NFTConfig
+
+
+@dataclass
+class ModelConfig:
+    path: str = field("shapes", help="embedded model name (shapes) or a diffusers pipeline folder / Hub id")
+    family: str = field("auto", help="adapter family: auto (from model_index.json), sd3 or flux")
+    dtype: Literal["float32", "bfloat16", "float16"] = field(
+        "float32", help="dtype the frozen weights are held in (trainable weights stay float32)"
+    )
+    resolution: int = field(0, help="image side in pixels; 0 = the model's default")
+    max_sequence_length: int = field(0, help="text tokens (T5); 0 = the pipeline's default")
+    lora_rank: int = field(0, help="LoRA rank on the transformer; 0 = full fine-tuning of the transformer")
+    lora_alpha: float = field(0.0, help="LoRA alpha; 0 = 2 x rank")
+    lora_targets: list[str] = field(
+        default_factory=lambda: ["to_k", "to_q", "to_v", "to_out.0"], help="module names LoRA attaches to"
+    )
+    gradient_checkpointing: bool = field(False, help="recompute activations in backward (large models)")
+
+    def validate(self) -> None:
+        if self.family not in ("auto", "sd3", "flux"):
+            raise ConfigError(f"model.family: unknown model family {self.family!r}; valid: auto, sd3, flux")
+        if self.lora_rank < 0:
+            raise ConfigError("model.lora_rank must be >= 0 (0 = full fine-tuning)")
+        if not self.path:
+            raise ConfigError(
+                "model.path is empty: give an embedded name such as 'shapes' or a pipeline folder"
+            )
+
+
+@dataclass
+class PromptConfig:
+    source: str = field(
+        "shapes",
+        help="'shapes' (the shapes-world generator), or a .txt (a prompt per line) / .jsonl (prompt + metadata, "
+        "GenEval metadata included) file",
+    )
+    tasks: list[str] = field(
+        default_factory=lambda: [
+            "single_object",
+            "two_object",
+            "counting",
+            "colors",
+            "position",
+            "color_attr",
+        ],
+        help="shapes generator only: GenEval tasks to draw training prompts from",
+    )
+    test_fraction: float = field(
+        0.1, help="files only: share of prompts held out for evaluation (seeded split)"
+    )
+    seed: int = field(0, help="seed of the split and of the per-step prompt sequence")
+
+    def validate(self) -> None:
+        if not 0.0 <= self.test_fraction < 1.0:
+            raise ConfigError("prompts.test_fraction must be in [0, 1)")
+
+
+@dataclass
+class SamplingConfig:
+    num_steps: int = field(10, help="denoising steps per rollout (train with few, evaluate with more)")
+    guidance_scale: float = field(
+        1.0,
+        help="policy CFG scale, used identically in rollouts and in the training forward (so the ratio is 1 "
+        "on-policy); <= 1 disables CFG and halves the NFEs; FLUX: the guidance-embedding value",
+    )
+    kernel: Literal["sde", "cps"] = field(
+        "sde", help="stochastic step: Flow-GRPO SDE or coefficients-preserving"
+    )
+    noise_level: float = field(0.7, help="SDE noise level a (0.7 SD3, 0.9 FLUX); 0 would be the ODE")
+    sde_window: int = field(
+        0,
+        help="train a random window of this many consecutive SDE steps (ODE elsewhere); 0 = all but the last",
+    )
+    group_size: int = field(8, help="images per prompt (G); advantages are computed within each group")
+    samples_per_step: int = field(
+        32,
+        help="images per step over all processes (= prompts per step x group_size; a multiple of group_size)",
+    )
+    batch_size: int = field(8, help="samples per forward pass during rollouts (per process)")
+    rollout: str = field("flat", help="rollout strategy: flat (tree arrives later) or package.module:attr")
+
+    def validate(self) -> None:
+        if self.num_steps < 2:
+            raise ConfigError("sampling.num_steps must be at least 2 (the last step is never trained)")
+        if self.group_size < 2:
+            raise ConfigError(
+                "sampling.group_size must be at least 2: advantages compare images of one prompt"
+            )
+        if self.samples_per_step < 1 or self.batch_size < 1:
+            raise ConfigError("sampling.samples_per_step and sampling.batch_size must be >= 1")
+        if self.samples_per_step % self.group_size:
+            raise ConfigError(
+                f"sampling.group_size={self.group_size} does not divide sampling.samples_per_step="
+                f"{self.samples_per_step}: every prompt needs a full group; make samples_per_step a multiple of "
+                "group_size"
+            )
+
+    @property
+    def prompts_per_step(self) -> int:
+        return self.samples_per_step // self.group_size
+        if self.noise_level <= 0:
+            raise ConfigError("sampling.noise_level must be > 0: the policy needs a density to train")
+        if self.sde_window < 0 or self.sde_window > self.num_steps - 1:
+            raise ConfigError(f"sampling.sde_window must be in [0, num_steps - 1 = {self.num_steps - 1}]")
+
+
+@dataclass
+class RewardConfig:
+    names: list[str] = field(
+        default_factory=lambda: ["geneval:mode=partial"],
+        help="reward specs from the reward registry ('name:key=value,...' or 'package.module:attr')",
+    )
+    weights: list[float] = field(default_factory=list, help="one weight per reward; empty = all 1")
+    balancer: str = field(
+        "group_norm_weighted",
+        help="how rewards combine into advantages: group_norm_weighted (each reward normalised within its group, "
+        "then the weighted sum) or weighted_sum (raw scores); or package.module:attr",
+    )
+
+    def validate(self) -> None:
+        if not self.names:
+            raise ConfigError("rewards.names is empty: name at least one reward (e.g. geneval:mode=partial)")
+        if self.weights and len(self.weights) != len(self.names):
+            raise ConfigError(
+                f"rewards.weights has {len(self.weights)} entries for {len(self.names)} rewards; give one per reward"
+            )
+
+
+@dataclass
+class ObjectiveConfig:
+    name: str = field("grpo", help="training objective: grpo, nft (DiffusionNFT) or package.module:attr")
+    clip_range: float = field(
+        0.2,
+        help="PPO clip ε on the ratio. Log-densities are summed over latent dims (true density), so the usual "
+        "0.1-0.3 applies; with logprob_reduce=mean use about log(1+ε)/D (the reference code's 1e-4)",
+    )
+    logprob_reduce: Literal["sum", "mean"] = field(
+        "sum", help="sum (the true Gaussian log-density) or mean over latent dims (the reference code)"
+    )
+    adv_clip: float = field(5.0, help="advantages are clipped to ±adv_clip")
+    std_mode: Literal["group", "batch"] = field(
+        "group", help="advantage denominator: the group's std or the whole batch's (the reference global_std)"
+    )
+    kl_beta: float = field(0.0, help="weight β of the closed-form KL to the frozen base model (0 = off)")
+    penalty: str = field("", help="velocity penalty fn(v_theta, v_ref) -> [B] by name or package.module:attr")
+    penalty_weight: float = field(0.0, help="weight λ of the velocity penalty")
+    terms_per_sample: int = field(
+        2, help="x0-based objectives (nft): fresh-noise draws per stored sample per update"
+    )
+    nft: NFTConfig = field(default_factory=NFTConfig, help="DiffusionNFT settings (objective.name: nft)")
+
+    def validate(self) -> None:
+        if self.clip_range <= 0:
+            raise ConfigError("objective.clip_range must be > 0")
+        if self.kl_beta < 0 or self.penalty_weight < 0:
+            raise ConfigError("objective.kl_beta and objective.penalty_weight must be >= 0")
+        if self.penalty_weight > 0 and not self.penalty:
+            raise ConfigError("objective.penalty_weight > 0 needs objective.penalty (its name)")
+
+
+@dataclass
+class TrainConfig:
+    max_steps: int = field(100, help="training steps (one rollout batch each)")
+    lr: float = field(1e-4, help="AdamW learning rate")
+    weight_decay: float = field(1e-4, help="AdamW weight decay")
+    adam_beta1: float = field(0.9, help="AdamW beta1")
+    adam_beta2: float = field(0.999, help="AdamW beta2")
+    adam_eps: float = field(1e-8, help="AdamW epsilon")
+    warmup_steps: int = field(0, help="linear LR warm-up, in optimizer steps")
+    lr_schedule: Literal["constant", "cosine"] = field("constant", help="LR schedule after warm-up")
+    grad_clip: float = field(1.0, help="max gradient norm (0 = no clipping)")
+    updates_per_step: int = field(
+        1, help="optimizer steps per rollout batch (each on its share of the samples)"
+    )
+    micro_batch_size: int = field(8, help="samples per training forward (per process); the rest accumulates")
+    ema_decay: float = field(0.0, help="EMA of trainable weights for evaluation and export (0 = off)")
+    mixed_precision: Literal["no", "bf16", "fp16"] = field("no", help="accelerate mixed precision")
+    seed: int = field(
+        0, help="seed of noise, prompt order and LoRA init; a resumed run continues the sequence"
+    )
+    time_budget_min: float = field(
+        0.0,
+        help="stop early (with the final eval and checkpoint) when the next step would pass this many minutes "
+        "of training wall time; 0 = no limit; `--resume auto` continues toward max_steps",
+    )
+
+    def validate(self) -> None:
+        if self.max_steps < 1:
+            raise ConfigError("train.max_steps must be >= 1")
+        if self.lr <= 0:
+            raise ConfigError("train.lr must be > 0")
+        if self.updates_per_step < 1 or self.micro_batch_size < 1:
+            raise ConfigError("train.updates_per_step and train.micro_batch_size must be >= 1")
+        if not 0.0 <= self.ema_decay < 1.0:
+            raise ConfigError("train.ema_decay must be in [0, 1)")
+
+
+@dataclass
+class EvalConfig:
+    every: int = field(0, help="evaluate every N steps and at the end (0 = only at the end; -1 = never)")
+    suite: str = field(
+        "shapes", help="eval suite: shapes (GenEval on the shapes world) or reward (test prompts)"
+    )
+    prompts_per_task: int = field(10, help="shapes suite: prompts per task taken from the eval set")
+    images_per_prompt: int = field(2, help="images per evaluation prompt")
+    num_steps: int = field(20, help="ODE steps for evaluation samples")
+    guidance_scale: float = field(
+        -1.0, help="evaluation CFG scale; -1 = the policy's sampling.guidance_scale"
+    )
+    seed: int = field(1234, help="seed of the evaluation noise (fixed, so evaluations are comparable)")
+    use_ema: bool = field(True, help="evaluate the EMA weights when train.ema_decay > 0")
+    at_start: bool = field(False, help="also evaluate the untrained model before step 1 (a fresh run only)")
+
+    def validate(self) -> None:
+        if self.suite not in ("shapes", "reward"):
+            raise ConfigError(f"eval.suite: unknown suite {self.suite!r}; valid: shapes, reward")
+
+
+@dataclass
+class LogConfig:
+    output_dir: str = field(
+        "runs/flow_grpo", help="run folder: config.yaml, metrics.jsonl, checkpoints/, samples/"
+    )
+    checkpoint_every: int = field(0, help="checkpoint every N steps (0 = only at the end)")
+    keep_last: int = field(2, help="checkpoints kept (older ones deleted after a successful save)")
+    sample_every: int = field(10, help="save a grid of rollout images every N steps (0 = never)")
+    trackers: str = field(
+        "auto", help="accelerate trackers: auto (tensorboard if installed), none, tensorboard, wandb"
+    )
+    save_rollouts: bool = field(False, help="append per-sample rewards and advantages to rollouts.jsonl")
+    progress: bool = field(True, help="progress bar with ETA (main process only)")
+
+    def validate(self) -> None:
+        if self.keep_last < 1:
+            raise ConfigError("log.keep_last must be >= 1")
+
+
+@dataclass
+class FlowGRPOConfig:
+    model: ModelConfig = field(default_factory=ModelConfig, help="the model and what of it trains")
+    prompts: PromptConfig = field(default_factory=PromptConfig, help="training and evaluation prompts")
+    sampling: SamplingConfig = field(default_factory=SamplingConfig, help="rollouts")
+    rewards: RewardConfig = field(default_factory=RewardConfig, help="rewards and their combination")
+    objective: ObjectiveConfig = field(default_factory=ObjectiveConfig, help="the loss")
+    train: TrainConfig = field(default_factory=TrainConfig, help="optimisation")
+    eval: EvalConfig = field(default_factory=EvalConfig, help="evaluation during training")
+    log: LogConfig = field(default_factory=LogConfig, help="outputs")
+
+    def validate(self) -> None:
+        from imgalign.trainers.registry import BALANCERS, OBJECTIVES, PENALTIES, ROLLOUTS
+
+        for reg, name, key in (
+            (OBJECTIVES, self.objective.name, "objective.name"),
+            (ROLLOUTS, self.sampling.rollout, "sampling.rollout"),
+            (BALANCERS, self.rewards.balancer, "rewards.balancer"),
+        ):
+            try:
+                reg.check(name)
+            except ValueError as e:
+                raise ConfigError(f"{key}: {e}") from None
+        if self.objective.penalty:
+            try:
+                PENALTIES.check(self.objective.penalty)
+            except ValueError as e:
+                raise ConfigError(f"objective.penalty: {e}") from None
+
+
+def check_batch_layout(cfg: FlowGRPOConfig, num_processes: int) -> dict[str, int]:
+    """The derived batch sizes; raise :class:`ConfigError` when the global batch cannot be split evenly."""
+    s, t = cfg.sampling, cfg.train
+    total = s.samples_per_step
+    if total % num_processes:
+        raise ConfigError(
+            f"sampling.samples_per_step={total} does not split over {num_processes} processes; make it a multiple "
+            f"of {num_processes}"
+        )
+    local = total // num_processes
+    if local % t.updates_per_step:
+        raise ConfigError(
+            f"{local} samples per process do not split into train.updates_per_step={t.updates_per_step} equal "
+            "updates; change one of them"
+        )
+    trained = s.sde_window or (s.num_steps - 1)
+    per_update = local // t.updates_per_step
+    return {
+        "processes": num_processes,
+        "prompts_per_step": s.prompts_per_step,
+        "group_size": s.group_size,
+        "samples_per_step": total,
+        "samples_per_process": local,
+        "samples_per_update_per_process": per_update,
+        "trained_steps_per_sample": trained,
+        "micro_batches_per_update": -(-per_update // t.micro_batch_size) * trained,
+    }

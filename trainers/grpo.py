@@ -1,0 +1,97 @@
+"""GRPO math as pure functions: group advantages with zero-std filtering, and the clipped surrogate.
+
+References: Shao et al. 2024 (GRPO); Liu et al. 2025, Flow-GRPO eq. 4-6 (algorithms.md §2).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+
+StdMode = Literal["group", "batch"]
+
+
+@dataclass
+class Advantages:
+    advantages: torch.Tensor  # [N] float32; 0 where `valid` is False
+    valid: torch.Tensor  # [N] bool: sample belongs to a group with non-tied rewards and has a finite reward
+    zero_std_ratio: float  # share of groups dropped because every (finite) reward in them ties
+
+
+def group_advantages(
+    rewards: torch.Tensor,
+    group_ids: torch.Tensor,
+    std_mode: StdMode = "group",
+    clip: float | None = 5.0,
+    eps: float = 1e-4,
+    finite: torch.Tensor | None = None,
+    tie_tol: float = 1e-6,
+) -> Advantages:
+    """A_i = (r_i − mean_group(i)) / (std + eps), clipped to ±clip.  rewards, group_ids: [N] -> [N].
+
+    ``std_mode="group"``: std of the sample's own group; ``"batch"``: the std of every valid reward in the batch
+    (the reference code's ``global_std``). Groups whose rewards all tie (std ≤ tie_tol) carry no signal and are
+    dropped (advantage 0, ``valid`` False); their share is ``zero_std_ratio``. Samples with ``finite`` False (a NaN or
+    infinite reward, already masked by the caller) take no part in any statistic and get advantage 0."""
+    r = rewards.float()
+    finite = torch.isfinite(r) if finite is None else (finite & torch.isfinite(r))
+    r = torch.where(finite, r, torch.zeros_like(r))
+    adv = torch.zeros_like(r)
+    valid = torch.zeros_like(finite)
+    groups = torch.unique(group_ids)
+    n_tied = 0
+    for g in groups:
+        m = (group_ids == g) & finite
+        if int(m.sum()) < 2 or float(r[m].std(unbiased=False)) <= tie_tol:
+            n_tied += 1
+            continue
+        adv[m] = r[m] - r[m].mean()
+        valid |= m
+    if std_mode == "group":
+        for g in groups:
+            m = (group_ids == g) & valid
+            if m.any():
+                adv[m] = adv[m] / (r[m].std(unbiased=False) + eps)
+    elif std_mode == "batch":
+        if valid.any():
+            adv = adv / (r[finite].std(unbiased=False) + eps)
+    else:
+        raise ValueError(f"std_mode must be 'group' or 'batch', got {std_mode!r}")
+    if clip is not None:
+        adv = adv.clamp(-clip, clip)
+    adv = torch.where(valid, adv, torch.zeros_like(adv))
+    return Advantages(adv, valid, n_tied / max(len(groups), 1))
+
+
+@dataclass
+class SurrogateOutput:
+    loss: torch.Tensor  # scalar
+    ratio: torch.Tensor  # [B] detached
+    clipfrac: torch.Tensor  # scalar: share of samples where the clipped branch is active
+    approx_kl: torch.Tensor  # scalar: ½·mean((logπ_θ − logπ_old)²) (Schulman's k2 estimator)
+
+
+def grpo_clipped_loss(
+    log_prob: torch.Tensor,
+    old_log_prob: torch.Tensor,
+    advantages: torch.Tensor,
+    clip_range: float,
+    weights: torch.Tensor | None = None,
+) -> SurrogateOutput:
+    """PPO/GRPO clipped surrogate: mean(max(−A·ρ, −A·clip(ρ, 1 − ε, 1 + ε))), ρ = exp(logπ_θ − logπ_old).
+    log_prob, old_log_prob, advantages: [B] -> scalar. `weights` [B] (0/1 masks) make it a weighted mean."""
+    diff = log_prob.float() - old_log_prob.float()
+    ratio = torch.exp(diff)
+    a = advantages.float()
+    unclipped = -a * ratio
+    clipped = -a * torch.clamp(ratio, 1.0 - clip_range, 1.0 + clip_range)
+    per = torch.maximum(unclipped, clipped)
+    w = torch.ones_like(per) if weights is None else weights.float()
+    denom = w.sum().clamp_min(1.0)
+    loss = (per * w).sum() / denom
+    with torch.no_grad():
+        clipfrac = (((ratio - 1.0).abs() > clip_range).float() * w).sum() / denom
+        approx_kl = (0.5 * diff**2 * w).sum() / denom
+    return SurrogateOutput(loss, ratio.detach(), clipfrac, approx_kl)

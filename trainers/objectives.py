@@ -1,0 +1,249 @@
+"""Training objectives on rollouts.
+
+Objective contract (registered in :data:`imgalign.trainers.registry.OBJECTIVES`): a class built as
+``Objective(cfg: ObjectiveConfig, sampling: SamplingConfig)`` with
+
+- ``terms(rollout) -> list[int]``: the loss terms of one sample (GRPO: its trained denoising steps; an x0-based
+  objective such as NFT: its fresh-noise draws),
+- ``loss(ctx, rollout, idx, term, advantages, valid) -> (loss, metrics)`` for the samples `idx` [b] of the rollout.
+
+Optional hooks: ``after_update(params)`` after every optimizer step (e.g. NFT's EMA old policy), and
+``state_dict()`` / ``load_state_dict(state)`` for objective state that checkpoints must carry (tensors and plain
+Python values only: it is loaded with ``weights_only=True``).
+
+The trainer averages ``loss`` over terms and micro-batches, so an objective only ever sees one micro-batch.
+A velocity penalty (``objective.penalty``, e.g. the velocity-norm hinge) composes with any objective that produces
+(v_θ, v_ref): :func:`add_penalty` adds λ·mean(penalty(v_θ, v_ref)).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from imgalign.adapters import FlowAdapter
+from imgalign.trainers import kernels as K
+from imgalign.trainers.config import ObjectiveConfig, SamplingConfig
+from imgalign.trainers.grpo import grpo_clipped_loss
+from imgalign.trainers.registry import OBJECTIVES, PENALTIES
+from imgalign.trainers.rollout import Rollout, step_kernel
+
+
+@dataclass
+class TrainContext:
+    adapter: FlowAdapter
+    model: torch.nn.Module  # the (possibly DDP-wrapped) transformer with gradients
+    step: int
+
+
+def _masked_mean(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    return (x * w).sum() / w.sum().clamp_min(1.0)
+
+
+def add_penalty(
+    cfg: ObjectiveConfig,
+    loss: torch.Tensor,
+    v: torch.Tensor,
+    v_ref: torch.Tensor,
+    w: torch.Tensor,
+    metrics: dict,
+) -> torch.Tensor:
+    """loss + λ·mean_b(penalty(v_θ, v_ref)); logs the penalty and the norm ratio ‖v_θ‖/‖v_ref‖."""
+    with torch.no_grad():
+        ratio = v.flatten(1).norm(dim=1) / v_ref.flatten(1).norm(dim=1).clamp_min(1e-12)
+        metrics["policy/vnorm_ratio"] = float(_masked_mean(ratio, w))
+    if cfg.penalty_weight <= 0:
+        return loss
+    fn = PENALTIES.get(cfg.penalty)
+    pen = fn(v, v_ref.detach()).reshape(-1)
+    metrics["policy/penalty"] = float(_masked_mean(pen.detach(), w))
+    return loss + cfg.penalty_weight * _masked_mean(pen, w)
+
+
+@PENALTIES.register("vnorm")
+def vnorm_linear(v_theta: torch.Tensor, v_ref: torch.Tensor) -> torch.Tensor:
+    """The velocity-norm hinge max(0, ‖v_θ‖/‖v_ref‖ − 1) per sample (:mod:`imgalign.trainers.vnorm`)."""
+    from imgalign.trainers.vnorm import velocity_norm_penalty
+
+    return velocity_norm_penalty(v_theta, v_ref, form="linear")
+
+
+@PENALTIES.register("vnorm_squared")
+def vnorm_squared(v_theta: torch.Tensor, v_ref: torch.Tensor) -> torch.Tensor:
+    """The squared velocity-norm hinge max(0, ‖v_θ‖/‖v_ref‖ − 1)² per sample."""
+    from imgalign.trainers.vnorm import velocity_norm_penalty
+
+    return velocity_norm_penalty(v_theta, v_ref, form="squared")
+
+
+@OBJECTIVES.register("grpo")
+class GRPOObjective:
+    """Flow-GRPO (Liu et al. 2025, eq. 4-6): clipped surrogate on each trained SDE transition, plus β·KL to the
+    frozen base in closed form with the step's actual variance (algorithms.md §2)."""
+
+    needs_reference = False
+
+    def __init__(self, cfg: ObjectiveConfig, sampling: SamplingConfig) -> None:
+        self.cfg, self.sampling = cfg, sampling
+        self.needs_reference = cfg.kl_beta > 0 or cfg.penalty_weight > 0
+
+    def terms(self, rollout: Rollout) -> list[int]:
+        return list(rollout.train_steps)
+
+    def loss(
+        self,
+        ctx: TrainContext,
+        rollout: Rollout,
+        idx: torch.Tensor,
+        term: int,
+        advantages: torch.Tensor,
+        valid: torch.Tensor,
+    ) -> tuple[torch.Tensor, dict[str, Any]]:
+        s, c = self.sampling, self.cfg
+        a = ctx.adapter
+        i = term
+        dev = a.device
+        x_t = rollout.latents[idx, i].to(dev)  # [b, ...]
+        x_next = rollout.latents[idx, i + 1].to(dev)
+        sig = rollout.sigmas.to(dev)
+        cond = rollout.cond.index(idx)
+        v = a.velocity(x_t, sig[i], cond, s.guidance_scale, transformer=ctx.model)
+        out = step_kernel(
+            s.kernel, x_t, v, sig, i, s.noise_level, prev_sample=x_next, reduce=c.logprob_reduce
+        )
+        w = valid[idx].float().to(dev)
+        if rollout.train_mask is not None:
+            w = w * rollout.train_mask[idx, i].float().to(dev)
+        sur = grpo_clipped_loss(
+            out.log_prob, rollout.log_probs[idx, i].to(dev), advantages[idx].to(dev), c.clip_range, w
+        )
+        loss = sur.loss
+        metrics: dict[str, Any] = {
+            "policy/loss": float(sur.loss.detach()),
+            "policy/approx_kl": float(sur.approx_kl),
+            "policy/clipfrac": float(sur.clipfrac),
+            "policy/ratio_mean": float(_masked_mean(sur.ratio, w)),
+            "policy/ratio_min": float(sur.ratio.min()),
+            "policy/ratio_max": float(sur.ratio.max()),
+            "policy/logprob": float(_masked_mean(out.log_prob.detach(), w)),
+        }
+        if self.needs_reference:
+            with torch.no_grad(), a.reference() as ref:
+                v_ref = a.velocity(x_t, sig[i], cond, s.guidance_scale, transformer=ref)
+                ref_out = step_kernel(
+                    s.kernel, x_t, v_ref, sig, i, s.noise_level, prev_sample=x_next, reduce=c.logprob_reduce
+                )
+            kl = K.gaussian_kl_equal_std(out.mean, ref_out.mean, out.std, c.logprob_reduce)  # [b]
+            metrics["policy/kl"] = float(_masked_mean(kl.detach(), w))
+            if c.kl_beta > 0:
+                loss = loss + c.kl_beta * _masked_mean(kl, w)
+            loss = add_penalty(c, loss, v, v_ref, w, metrics)
+        return loss, metrics
+
+
+@OBJECTIVES.register("nft")
+class NFTObjective:
+    """DiffusionNFT (algorithms.md §4; :mod:`imgalign.trainers.nft`) on the same rollouts: only the final x0 and
+    the advantages are used; each stored sample gets ``terms_per_sample`` fresh (t, ε) draws per update; the old
+    policy is an EMA of the trained weights updated after every optimizer step. The loss is computed on the
+    conditional velocity (no CFG), as DiffusionNFT trains CFG-free; samples whose advantage is invalid (tied group,
+    non-finite reward) are masked out."""
+
+    def __init__(self, cfg: ObjectiveConfig, sampling: SamplingConfig) -> None:
+        self.cfg, self.sampling = cfg, sampling
+        self.needs_reference = cfg.nft.ref_weight > 0 or cfg.penalty_weight > 0
+        self.old = None  # EmaParams of the trainable weights, built at the first loss
+        self.updates = 0
+        self._pending_state: dict[str, Any] | None = None
+
+    def terms(self, rollout: Rollout) -> list[int]:
+        return list(range(self.cfg.terms_per_sample))
+
+    def _ensure_old(self, params: list[torch.nn.Parameter]) -> None:
+        from imgalign.trainers.nft import EmaParams
+
+        if self.old is None:
+            self.old = EmaParams(params, decay=0.0)
+            if self._pending_state is not None:
+                self.old.load_state_dict(self._pending_state["old"])
+                self._pending_state = None
+
+    def loss(
+        self,
+        ctx: TrainContext,
+        rollout: Rollout,
+        idx: torch.Tensor,
+        term: int,
+        advantages: torch.Tensor,
+        valid: torch.Tensor,
+    ) -> tuple[torch.Tensor, dict[str, Any]]:
+        from imgalign.trainers.nft import (
+            nft_loss_terms,
+            noisy_latent,
+            optimality_probability,
+            ref_velocity_loss,
+        )
+        from imgalign.trainers.prompting import _mix
+
+        c, n = self.cfg, self.cfg.nft
+        a = ctx.adapter
+        dev = a.device
+        params = [p for _, p in a.trainable_named_parameters()]
+        self._ensure_old(params)
+        x0 = rollout.latents[idx, -1].to(dev)  # [b, ...]
+        b = x0.shape[0]
+        ids = rollout.sample_ids[idx]
+        gens = [torch.Generator().manual_seed(_mix(ctx.step, term, int(i), 4242)) for i in ids]
+        # t per sample: stratified over [t_min, t_max] by the sample's position in the micro-batch
+        u = torch.stack([torch.rand((), generator=g, dtype=torch.float64) for g in gens])
+        t = (n.t_min + (n.t_max - n.t_min) * (torch.arange(b, dtype=torch.float64) + u) / b).float().to(dev)
+        eps = torch.stack([torch.randn(x0.shape[1:], generator=g) for g in gens]).to(dev)
+        x_t = noisy_latent(x0, t, eps)
+        cond = rollout.cond.index(idx)
+        assert self.old is not None
+        with torch.no_grad(), self.old.applied(params):  # before the v_θ forward (version counters)
+            v_old = a.velocity(x_t, t, cond, 1.0, transformer=ctx.model)
+        v = a.velocity(x_t, t, cond, 1.0, transformer=ctx.model)
+        lp, lm = nft_loss_terms(v, v_old, x0, x_t, t, n.beta)
+        r = optimality_probability(advantages[idx].to(dev), clip=n.adv_clip)
+        w = valid[idx].float().to(dev)
+        loss = _masked_mean(r * lp + (1 - r) * lm, w) / n.beta
+        metrics: dict[str, Any] = {
+            "policy/loss": float(loss.detach()),
+            "nft/loss_plus": float(_masked_mean(lp.detach(), w)),
+            "nft/loss_minus": float(_masked_mean(lm.detach(), w)),
+            "nft/r_mean": float(_masked_mean(r, w)),
+        }
+        if self.needs_reference:
+            with torch.no_grad(), a.reference() as ref:
+                v_ref = a.velocity(x_t, t, cond, 1.0, transformer=ref)
+            if n.ref_weight > 0:
+                loss = loss + n.ref_weight * ref_velocity_loss(v, v_ref)
+            loss = add_penalty(c, loss, v, v_ref, w, metrics)
+        return loss, metrics
+
+    def after_update(self, params: list[torch.nn.Parameter]) -> None:
+        from imgalign.trainers.nft import ema_decay
+
+        self._ensure_old(params)
+        self.updates += 1
+        assert self.old is not None
+        self.old.update(
+            params, decay=ema_decay(self.updates, self.cfg.nft.ema_decay_ramp, self.cfg.nft.ema_decay_max)
+        )
+
+    def state_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"updates": self.updates}
+        if self.old is not None:
+            out["old"] = self.old.state_dict()
+        return out
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.updates = int(state["updates"])
+        if "old" in state:
+            if self.old is not None:
+                self.old.load_state_dict(state["old"])
+            else:
+                self._pending_state = state

@@ -1,0 +1,85 @@
+"""Curves from a run's ``metrics.jsonl``: ``python -m imgalign.trainers.plots RUN_DIR [KEY ...] [--out PNG]``.
+
+Defaults to every ``reward/<name>/mean`` and ``eval/shapes/overall`` key found, against the step (and the
+cumulative rollout NFEs on a second axis label when present)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+
+def read_metrics(path: str | Path) -> list[dict[str, float]]:
+    p = Path(path)
+    if p.is_dir():
+        p = p / "metrics.jsonl"
+    if not p.is_file():
+        raise FileNotFoundError(f"{p} does not exist: point at a run folder or its metrics.jsonl")
+    rows = []
+    for n, line in enumerate(p.read_text().splitlines(), start=1):
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                raise ValueError(f"{p}:{n}: not valid JSON") from None
+    return rows
+
+
+def plot_metrics(
+    path: str | Path, keys: list[str] | None = None, out: str | Path | None = None, smooth: int = 5
+) -> Path:
+    """One panel per key (raw and a `smooth`-step moving average) against the training step; returns the PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = read_metrics(path)
+    ev = (Path(path) if Path(path).is_dir() else Path(path).parent) / "eval.jsonl"
+    if ev.is_file():  # every evaluation, including the base model's at step 0 (eval.at_start)
+        rows = [r for r in rows if not any(k.startswith("eval/") for k in r)]
+        rows += [json.loads(x) for x in ev.read_text().splitlines() if x.strip()]
+    if keys is None:
+        found = sorted({k for r in rows for k in r})
+        keys = [k for k in found if k.startswith("reward/") and k.endswith("/mean")]
+        keys += [k for k in found if k == "eval/shapes/overall"]
+    if not keys:
+        raise ValueError("no metric keys to plot (none given and no reward/*/mean in the file)")
+    fig, axes = plt.subplots(1, len(keys), figsize=(4.5 * len(keys), 3.2), squeeze=False)
+    for ax, key in zip(axes[0], keys):
+        pts = sorted((r["step"], r[key]) for r in rows if key in r)
+        if not pts:
+            ax.set_title(f"{key} (absent)")
+            continue
+        xs, ys = zip(*pts)
+        ax.plot(xs, ys, "o-" if len(xs) < 20 else "-", alpha=0.4 if len(xs) >= 20 else 1.0, label="per step")
+        if len(ys) >= 20 and smooth > 1:
+            avg = [
+                sum(ys[max(0, i - smooth + 1) : i + 1]) / len(ys[max(0, i - smooth + 1) : i + 1])
+                for i in range(len(ys))
+            ]
+            ax.plot(xs, avg, "-", label=f"{smooth}-step mean")
+            ax.legend(fontsize=7)
+        ax.set_title(key, fontsize=9)
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    target = Path(out) if out else (Path(path) if Path(path).is_dir() else Path(path).parent) / "curves.png"
+    fig.savefig(target, dpi=110)
+    plt.close(fig)
+    return target
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("run", help="run folder or metrics.jsonl")
+    p.add_argument("keys", nargs="*", help="metric keys (default: reward means and eval overall)")
+    p.add_argument("--out", help="PNG path (default: RUN/curves.png)")
+    a = p.parse_args(argv)
+    print(plot_metrics(a.run, a.keys or None, a.out))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,88 @@
+"""Prompt sources for training: the shapes-world generator or a prompt file (.txt, .jsonl, GenEval metadata), a
+seeded train/test split, and a per-step sampler that is a pure function of (seed, step).
+
+Because the prompts of step k depend only on (seed, k), every process computes the same global list and takes its
+own share, and a run resumed at step k continues exactly the sequence an uninterrupted run would have seen.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from imgalign.trainers.config import PromptConfig
+
+
+@dataclass
+class PromptBatch:
+    prompts: list[str]  # [P] distinct prompts of the step (global)
+    metadata: list[dict[str, Any]]  # [P]
+
+
+def _mix(*xs: int) -> int:
+    """A stable 63-bit seed from integers (Python's hash() of tuples is not stable across processes)."""
+    h = 0x9E3779B97F4A7C15
+    for x in xs:
+        h = (h ^ (x & 0xFFFFFFFFFFFFFFFF)) * 0xBF58476D1CE4E5B9 & 0xFFFFFFFFFFFFFFFF
+        h ^= h >> 31
+    return h & 0x7FFFFFFFFFFFFFFF
+
+
+class PromptSampler:
+    """Prompts for each training step, plus the held-out test prompts."""
+
+    def __init__(self, cfg: PromptConfig) -> None:
+        self.cfg = cfg
+        self.train: list[tuple[str, dict[str, Any]]] = []
+        self.test: list[tuple[str, dict[str, Any]]] = []
+        if cfg.source == "shapes":
+            from imgalign import shapes as W
+
+            bad = [t for t in cfg.tasks if t not in W.TASKS]
+            if bad:
+                raise ValueError(f"prompts.tasks: unknown task(s) {bad}; valid tasks: {', '.join(W.TASKS)}")
+        else:
+            from imgalign.prompts.io import load_prompts
+
+            path = Path(cfg.source)
+            if not path.is_file():
+                raise FileNotFoundError(
+                    f"prompts.source {cfg.source!r} does not exist: give 'shapes' or a .txt/.jsonl prompt file"
+                )
+            records = [(r.prompt, dict(r.metadata)) for r in load_prompts(path)]
+            order = list(range(len(records)))
+            random.Random(cfg.seed).shuffle(order)
+            n_test = int(round(len(records) * cfg.test_fraction))
+            if n_test >= len(records):
+                n_test = len(records) - 1
+            self.test = [records[i] for i in order[:n_test]]
+            self.train = [records[i] for i in order[n_test:]]
+
+    def position(self, step: int, prompts_per_step: int) -> int:
+        """How many training prompts have been drawn before `step` (saved in checkpoints)."""
+        return step * prompts_per_step
+
+    def for_step(self, step: int, n: int) -> PromptBatch:
+        """The `n` prompts of training step `step` (identical on every process)."""
+        if self.cfg.source == "shapes":
+            from imgalign.prompts.shapes import sample_training_specs
+
+            specs = sample_training_specs(n, seed=_mix(self.cfg.seed, step), tasks=tuple(self.cfg.tasks))
+            return PromptBatch([s.prompt() for s in specs], [s.to_metadata() for s in specs])
+        # files: walk through seeded permutations of the train prompts, epoch after epoch
+        start = self.position(step, n)
+        size = len(self.train)
+        prompts, metas = [], []
+        cache: dict[int, list[int]] = {}
+        for k in range(start, start + n):
+            epoch, i = divmod(k, size)
+            if epoch not in cache:
+                perm = list(range(size))
+                random.Random(_mix(self.cfg.seed, 7919, epoch)).shuffle(perm)
+                cache[epoch] = perm
+            p, m = self.train[cache[epoch][i]]
+            prompts.append(p)
+            metas.append(m)
+        return PromptBatch(prompts, metas)

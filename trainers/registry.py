@@ -1,0 +1,66 @@
+"""Name -> implementation registries for the parts of training users pick in config: objectives ("grpo"; "nft"
+later), rollout strategies ("flat"; "tree" later), reward balancers ("group_norm_weighted", "weighted_sum") and
+velocity penalties. Any entry can also be given as a ``package.module:attr`` path to the user's own code."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class Registry(Generic[T]):
+    def __init__(self, kind: str, builtin_modules: tuple[str, ...] = ()) -> None:
+        self.kind = kind
+        self._items: dict[str, T] = {}
+        self._builtin = builtin_modules
+
+    def register(self, name: str) -> Callable[[T], T]:
+        def deco(obj: T) -> T:
+            self._items[name] = obj
+            return obj
+
+        return deco
+
+    def _load_builtin(self) -> None:
+        for m in self._builtin:
+            try:
+                importlib.import_module(m)
+            except ModuleNotFoundError as e:  # an optional built-in not present in this checkout
+                if e.name != m:
+                    raise
+
+    def names(self) -> list[str]:
+        self._load_builtin()
+        return sorted(self._items)
+
+    def get(self, name: str) -> T:
+        self._load_builtin()
+        if name in self._items:
+            return self._items[name]
+        if ":" in name:
+            mod, attr = name.split(":", 1)
+            try:
+                return getattr(importlib.import_module(mod), attr)
+            except (ImportError, AttributeError) as e:
+                raise ValueError(f"cannot import {self.kind} {name!r}: {e}") from None
+        raise ValueError(
+            f"unknown {self.kind} {name!r}; valid {self.kind}s: {', '.join(self.names())} "
+            "(or a 'package.module:attr' path to your own)"
+        )
+
+    def check(self, name: str) -> None:
+        """Raise the `get` error without keeping the result (config validation)."""
+        self.get(name)
+
+
+OBJECTIVES: Registry[Any] = Registry("objective", ("imgalign.trainers.objectives", "imgalign.trainers.nft"))
+ROLLOUTS: Registry[Any] = Registry(
+    "rollout strategy", ("imgalign.trainers.rollout", "imgalign.trainers.tree")
+)
+BALANCERS: Registry[Any] = Registry(
+    "reward balancer", ("imgalign.trainers.rewarding", "imgalign.trainers.balance")
+)
+PENALTIES: Registry[Any] = Registry("velocity penalty", ("imgalign.trainers.vnorm",))

@@ -1,0 +1,147 @@
+"""Rewards in the trainer: build them from the registry, score a batch (non-finite scores masked with a warning
+naming the reward), and balancers that turn K rewards into one advantage per sample.
+
+Balancer contract (registered in :data:`imgalign.trainers.registry.BALANCERS`)::
+
+    balancer(rewards [K, N], weights [K], group_ids [N], finite [K, N] bool, std_mode, adv_clip) -> Balanced
+
+``Balanced.advantages`` [N] drive the objective; ``per_reward`` [K, N] (each reward's own group-normalised advantage)
+is there for balancers such as MARBLE that combine per-reward gradients.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from imgalign.trainers.grpo import group_advantages
+from imgalign.trainers.registry import BALANCERS
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Balanced:
+    advantages: torch.Tensor  # [N]
+    valid: torch.Tensor  # [N] bool
+    zero_std_ratio: float
+    per_reward: torch.Tensor | None = None  # [K, N]
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+def reward_key(spec: str, reward: Any) -> str:
+    """The metric name of a reward: its ``name`` attribute (``geneval``), made unique by the caller."""
+    return getattr(reward, "name", None) or spec.split(":")[0]
+
+
+def build_rewards(specs: list[str], device: str | torch.device = "cpu") -> dict[str, Any]:
+    """name -> reward object, for every spec (duplicate names get a numeric suffix)."""
+    from imgalign.rewards.base import build_reward
+
+    out: dict[str, Any] = {}
+    for spec in specs:
+        r = build_reward(spec, device=device)
+        key = reward_key(spec, r)
+        k, i = key, 2
+        while k in out:
+            k, i = f"{key}_{i}", i + 1
+        out[k] = r
+    return out
+
+
+def score_all(
+    rewards: dict[str, Any], images: torch.Tensor, prompts: list[str], metadata: list[dict[str, Any]]
+) -> torch.Tensor:
+    """[K, B] float32 scores; a NaN or infinite score stays in place (the caller masks it) and is warned about by
+    reward name."""
+    rows = []
+    for name, r in rewards.items():
+        s = r(images, prompts, metadata).scores.detach().float().reshape(-1).cpu()
+        bad = ~torch.isfinite(s)
+        if bad.any():
+            log.warning(
+                "reward %r returned %d non-finite score(s) (NaN/inf) for prompt(s) %s; those samples are masked "
+                "out of the advantages and the loss",
+                name,
+                int(bad.sum()),
+                sorted({prompts[i] for i in bad.nonzero().flatten().tolist()})[:3],
+            )
+        rows.append(s)
+    return torch.stack(rows)
+
+
+def _group_normalise(r: torch.Tensor, gid: torch.Tensor, ok: torch.Tensor, eps: float = 1e-4) -> torch.Tensor:
+    """(r − group mean)/(group std + eps) over the finite members of each group; 0 elsewhere. [N] -> [N]."""
+    out = torch.zeros_like(r)
+    for g in torch.unique(gid):
+        m = (gid == g) & ok
+        if m.sum() >= 1:
+            x = r[m]
+            out[m] = (x - x.mean()) / (x.std(unbiased=False) + eps)
+    return out
+
+
+@BALANCERS.register("group_norm_weighted")
+def group_norm_weighted(
+    rewards: torch.Tensor,
+    weights: torch.Tensor,
+    group_ids: torch.Tensor,
+    finite: torch.Tensor,
+    std_mode: str = "group",
+    adv_clip: float | None = 5.0,
+) -> Balanced:
+    """Each reward normalised within its group (so scales cannot dominate), weighted sum, then GRPO advantages of
+    the sum. With one reward this equals plain GRPO advantages of that reward."""
+    ok = finite.all(dim=0)
+    r = torch.where(finite, rewards, torch.zeros_like(rewards))
+    per = torch.stack([_group_normalise(r[k], group_ids, ok) for k in range(r.shape[0])])
+    combined = (weights.view(-1, 1) * per).sum(dim=0) if r.shape[0] > 1 else r[0]
+    adv = group_advantages(combined, group_ids, std_mode, adv_clip, finite=ok)  # type: ignore[arg-type]
+    return Balanced(adv.advantages, adv.valid, adv.zero_std_ratio, per)
+
+
+@BALANCERS.register("weighted_sum")
+def weighted_sum(
+    rewards: torch.Tensor,
+    weights: torch.Tensor,
+    group_ids: torch.Tensor,
+    finite: torch.Tensor,
+    std_mode: str = "group",
+    adv_clip: float | None = 5.0,
+) -> Balanced:
+    """The reference code's default: raw scores summed with fixed weights, then GRPO advantages."""
+    ok = finite.all(dim=0)
+    r = torch.where(finite, rewards, torch.zeros_like(rewards))
+    combined = (weights.view(-1, 1) * r).sum(dim=0)
+    adv = group_advantages(combined, group_ids, std_mode, adv_clip, finite=ok)  # type: ignore[arg-type]
+    return Balanced(adv.advantages, adv.valid, adv.zero_std_ratio, None)
+
+
+@BALANCERS.register("gdpo")
+def gdpo(
+    rewards: torch.Tensor,
+    weights: torch.Tensor,
+    group_ids: torch.Tensor,
+    finite: torch.Tensor,
+    std_mode: str = "group",
+    adv_clip: float | None = 5.0,
+) -> Balanced:
+    """GDPO (algorithms.md §6; :func:`imgalign.trainers.balance.gdpo_advantages`): each reward normalised within
+    its group, weighted sum, then normalised over the batch. Non-finite samples are left out of every statistic."""
+    from imgalign.trainers.balance import gdpo_advantages, group_normalize
+
+    ok = finite.all(dim=0)
+    adv = torch.zeros(rewards.shape[1])
+    per = torch.zeros_like(rewards)
+    idx = ok.nonzero().flatten()
+    std = "group" if std_mode == "group" else "global"
+    if idx.numel():
+        r = rewards[:, idx].T.float()  # [n, K]
+        adv[idx] = gdpo_advantages(r, group_ids[idx], weights.tolist(), std=std, clip=adv_clip or 0.0)
+        per[:, idx] = group_normalize(r, group_ids[idx], std=std).T
+    groups = torch.unique(group_ids)
+    tied = sum(1 for g in groups if bool(((per[:, (group_ids == g) & ok]).abs().sum() == 0).item()))
+    return Balanced(adv, ok, tied / max(len(groups), 1), per)

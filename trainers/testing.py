@@ -1,0 +1,213 @@
+"""Tiny random pipelines and toy rewards for tests (built the way diffusers' own tests build dummy components:
+2 heads, one layer, 8×8 images), saved with ``save_pretrained`` so they load back through ``from_pretrained``.
+
+Tokenizers cannot be downloaded in tests: a character-level CLIP BPE vocabulary (no merges) and a tiny Unigram T5
+vocabulary are written here instead.
+"""
+
+from __future__ import annotations
+
+import string
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from imgalign.rewards.base import Reward, RewardOutput, to_tensor
+
+
+def tiny_clip_tokenizer() -> Any:
+    from transformers import CLIPTokenizer
+
+    vocab = {"<|startoftext|>": 0, "<|endoftext|>": 1, "!": 2}
+    for c in string.ascii_lowercase + string.digits:
+        vocab.setdefault(c, len(vocab))
+        vocab.setdefault(c + "</w>", len(vocab))
+    return CLIPTokenizer(vocab=vocab, merges=[], pad_token="!", model_max_length=77)
+
+
+def tiny_t5_tokenizer() -> Any:
+    from transformers import T5TokenizerFast
+
+    pieces = [("<pad>", 0.0), ("</s>", 0.0), ("<unk>", 0.0), ("▁", -1.0)]
+    pieces += [(c, -2.0) for c in string.ascii_lowercase + string.digits]
+    return T5TokenizerFast(vocab=pieces, extra_ids=0, model_max_length=77)
+
+
+def _clip_encoder(seed: int, projection: bool) -> Any:
+    from transformers import CLIPTextConfig, CLIPTextModel, CLIPTextModelWithProjection
+
+    cfg = CLIPTextConfig(
+        bos_token_id=0,
+        eos_token_id=1,
+        pad_token_id=2,
+        hidden_size=32,
+        intermediate_size=37,
+        layer_norm_eps=1e-05,
+        num_attention_heads=4,
+        num_hidden_layers=2,
+        vocab_size=80,
+        hidden_act="gelu",
+        projection_dim=32,
+        max_position_embeddings=77,
+    )
+    torch.manual_seed(seed)
+    return (CLIPTextModelWithProjection if projection else CLIPTextModel)(cfg)
+
+
+def _tiny_vae(latent_channels: int, sample_size: int) -> Any:
+    from diffusers import AutoencoderKL
+
+    torch.manual_seed(0)
+    return AutoencoderKL(
+        sample_size=sample_size,
+        in_channels=3,
+        out_channels=3,
+        block_out_channels=(4,),
+        layers_per_block=1,
+        latent_channels=latent_channels,
+        norm_num_groups=1,
+        use_quant_conv=False,
+        use_post_quant_conv=False,
+        shift_factor=0.0609,
+        scaling_factor=1.5035,
+    )
+
+
+def tiny_sd3_pipeline(out_dir: str | Path, size: int = 8) -> Path:
+    """A random ``StableDiffusion3Pipeline`` (two tiny CLIPs, no T5, 8×8 images), saved to `out_dir`."""
+    from diffusers import FlowMatchEulerDiscreteScheduler, SD3Transformer2DModel, StableDiffusion3Pipeline
+
+    torch.manual_seed(0)
+    transformer = SD3Transformer2DModel(
+        sample_size=size,
+        patch_size=1,
+        in_channels=4,
+        num_layers=1,
+        attention_head_dim=8,
+        num_attention_heads=2,
+        caption_projection_dim=16,
+        joint_attention_dim=64,
+        pooled_projection_dim=64,
+        out_channels=4,
+    )
+    pipe = StableDiffusion3Pipeline(
+        transformer=transformer,
+        scheduler=FlowMatchEulerDiscreteScheduler(shift=3.0),
+        vae=_tiny_vae(4, size),
+        text_encoder=_clip_encoder(1, True),
+        text_encoder_2=_clip_encoder(2, True),
+        text_encoder_3=None,
+        tokenizer=tiny_clip_tokenizer(),
+        tokenizer_2=tiny_clip_tokenizer(),
+        tokenizer_3=None,
+    )
+    pipe.save_pretrained(str(out_dir))
+    return Path(out_dir)
+
+
+def tiny_flux_pipeline(out_dir: str | Path, size: int = 8, guidance_embeds: bool = True) -> Path:
+    """A random ``FluxPipeline`` (tiny CLIP + tiny T5, 1-channel VAE latents packed 2×2), saved to `out_dir`."""
+    from diffusers import FlowMatchEulerDiscreteScheduler, FluxPipeline, FluxTransformer2DModel
+    from transformers import T5Config, T5EncoderModel
+
+    torch.manual_seed(0)
+    transformer = FluxTransformer2DModel(
+        patch_size=1,
+        in_channels=4,
+        num_layers=1,
+        num_single_layers=1,
+        attention_head_dim=16,
+        num_attention_heads=2,
+        joint_attention_dim=32,
+        pooled_projection_dim=32,
+        axes_dims_rope=[4, 4, 8],
+        guidance_embeds=guidance_embeds,
+    )
+    torch.manual_seed(3)
+    t5 = T5EncoderModel(
+        T5Config(
+            vocab_size=40, d_model=32, d_kv=8, d_ff=37, num_layers=2, num_heads=4, decoder_start_token_id=0
+        )
+    )
+    pipe = FluxPipeline(
+        transformer=transformer,
+        scheduler=FlowMatchEulerDiscreteScheduler(use_dynamic_shifting=True),
+        vae=_tiny_vae(1, size),
+        text_encoder=_clip_encoder(1, False),
+        text_encoder_2=t5,
+        tokenizer=tiny_clip_tokenizer(),
+        tokenizer_2=tiny_t5_tokenizer(),
+    )
+    pipe.save_pretrained(str(out_dir))
+    return Path(out_dir)
+
+
+def brightness_reward(images: torch.Tensor, prompts: list[str], metadata: Any = None) -> torch.Tensor:
+    """Toy reward for tests: mean brightness of each image [B, 3, H, W] -> [B]."""
+    return images.float().mean(dim=(1, 2, 3))
+
+
+def red_reward(images: torch.Tensor, prompts: list[str], metadata: Any = None) -> torch.Tensor:
+    """Toy reward for tests: mean red minus mean green/blue."""
+    x = images.float()
+    return x[:, 0].mean(dim=(1, 2)) - 0.5 * (x[:, 1] + x[:, 2]).mean(dim=(1, 2))
+
+
+def nan_every_third_reward(images: torch.Tensor, prompts: list[str], metadata: Any = None) -> torch.Tensor:
+    """Toy reward for tests: brightness, but NaN for every third image (tests the masking path)."""
+    r = brightness_reward(images, prompts)
+    r[::3] = float("nan")
+    return r
+
+
+class RunningMeanReward(Reward):
+    """Toy stateful reward for tests: brightness minus the running mean brightness of every image it was updated
+    with (its state must survive checkpoints for a resume to be exact)."""
+
+    name = "running_mean"
+    stateful = True
+
+    def __init__(self, device: Any = "cpu", dtype: torch.dtype = torch.float32) -> None:
+        super().__init__(device, dtype)
+        self.total = 0.0
+        self.count = 0
+
+    def score(self, images: torch.Tensor, prompts: list[str], metadata: Any) -> RewardOutput:
+        mean = self.total / self.count if self.count else 0.0
+        return RewardOutput(brightness_reward(images, prompts) - mean)
+
+    def update(self, images: Any, prompts: Any, metadata: Any = None) -> dict[str, float]:
+        x = to_tensor(images)
+        self.total += float(x.mean(dim=(1, 2, 3)).sum())
+        self.count += x.shape[0]
+        return {"count": float(self.count)}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"total": torch.tensor(self.total, dtype=torch.float64), "count": self.count}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.total = float(state["total"])
+        self.count = int(state["count"])
+
+
+def counting_grpo(cfg: Any, sampling: Any) -> Any:
+    """Toy plug-in objective for tests (given as ``objective.name: imgalign.trainers.testing:counting_grpo``):
+    GRPO that counts optimizer steps through the ``after_update`` hook and checkpoints the count."""
+    from imgalign.trainers.objectives import GRPOObjective
+
+    class CountingGRPO(GRPOObjective):
+        def __init__(self) -> None:
+            super().__init__(cfg, sampling)
+            self.updates = 0
+
+        def after_update(self, params: list[torch.nn.Parameter]) -> None:
+            self.updates += 1
+
+        def state_dict(self) -> dict[str, Any]:
+            return {"updates": self.updates}
+
+        def load_state_dict(self, state: dict[str, Any]) -> None:
+            self.updates = int(state["updates"])
+
+    return CountingGRPO()

@@ -1,0 +1,648 @@
+"""The online-RL trainer for flow-matching T2I models, readable top to bottom:
+
+    for step in steps:
+        prompts   <- the step's prompts (a pure function of (seed, step)); this process's share of the samples
+        rollout   <- the rollout strategy (flat Flow-GRPO SDE sampling; tree later) with the current policy
+        rewards   <- every reward on this process's images, gathered over processes (groups span processes)
+        advantage <- the balancer (per-reward group normalisation + weighted sum, then GRPO advantages)
+        update    <- the objective (GRPO clipped surrogate + closed-form KL; NFT later) over trained terms,
+                     gradient accumulation, clipping, AdamW, LR schedule, EMA
+        log / sample grid / eval / checkpoint
+
+Model-family differences live in :mod:`imgalign.adapters`; the objective, rollout strategy, balancer and velocity
+penalty are looked up by name in :mod:`imgalign.trainers.registry`, so new ones plug in through configuration.
+Distribution, mixed precision and trackers come from accelerate (``accelerate launch --num_processes N -m imgalign
+train ...``; DeepSpeed ZeRO-2 / FSDP through ``accelerate config``; see ``examples/README.md``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import math
+import os
+import shutil
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import torch
+import yaml
+
+from imgalign.config import ConfigError, to_dict
+from imgalign.trainers import checkpoint as C
+from imgalign.trainers.config import FlowGRPOConfig, check_batch_layout
+from imgalign.trainers.objectives import TrainContext
+from imgalign.trainers.prompting import PromptSampler, _mix
+from imgalign.trainers.registry import BALANCERS, OBJECTIVES, ROLLOUTS
+from imgalign.trainers.rewarding import build_rewards, score_all
+from imgalign.trainers.rollout import Rollout, RolloutContext
+
+log = logging.getLogger(__name__)
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+class EMA:
+    """Exponential moving average of the trainable weights (float32 shadow copies), for evaluation and export."""
+
+    def __init__(self, params: list[torch.nn.Parameter], decay: float) -> None:
+        self.params = params
+        self.decay = decay
+        self.shadow = [p.detach().float().clone() for p in params]
+
+    @torch.no_grad()
+    def update(self) -> None:
+        for s, p in zip(self.shadow, self.params):
+            s.lerp_(p.detach().float(), 1.0 - self.decay)
+
+    @contextlib.contextmanager
+    def swapped_in(self):  # noqa: ANN201 - context manager
+        backup = [p.detach().clone() for p in self.params]
+        with torch.no_grad():
+            for s, p in zip(self.shadow, self.params):
+                p.copy_(s.to(p.dtype))
+        try:
+            yield
+        finally:
+            with torch.no_grad():
+                for b, p in zip(backup, self.params):
+                    p.copy_(b)
+
+
+def lr_lambda_factory(warmup: int, total: int, schedule: str):  # noqa: ANN201
+    def fn(k: int) -> float:
+        if warmup and k < warmup:
+            return (k + 1) / warmup
+        if schedule == "cosine":
+            progress = min(1.0, (k - warmup) / max(1, total - warmup))
+            return 0.5 * (1 + math.cos(math.pi * progress))
+        return 1.0
+
+    return fn
+
+
+def config_hash(cfg: FlowGRPOConfig) -> str:
+    d = to_dict(cfg)
+    d.pop("log", None)  # where a run writes does not change what it computes
+    d["train"].pop("max_steps", None)
+    d["train"].pop("time_budget_min", None)
+    return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def embedded_max_sequence_length(path: str) -> int | None:
+    """The shapes model was trained with a fixed number of zero 'T5' tokens (:data:`imgalign.sampling.
+    MAX_SEQUENCE_LENGTH`); other models use their pipeline's default."""
+    from imgalign import hub
+
+    if hub.EMBEDDED.get(path) != "shapes-t2i":
+        return None
+    try:
+        from imgalign.sampling import MAX_SEQUENCE_LENGTH
+    except ImportError:
+        return None
+    return int(MAX_SEQUENCE_LENGTH)
+
+
+def preflight(cfg: FlowGRPOConfig, num_processes: int = 1) -> str:
+    """Cheap checks that must fail before any model loads: the model path, reward names, prompt source and batch
+    layout. Returns the resolved model path."""
+    from imgalign import hub
+    from imgalign.rewards.base import list_rewards, parse_reward_spec
+
+    check_batch_layout(cfg, num_processes)
+    known = list_rewards()
+    for spec in cfg.rewards.names:
+        name, _ = parse_reward_spec(spec)
+        if name not in known and ":" not in name:
+            raise ConfigError(
+                f"rewards.names: unknown reward {name!r}; valid rewards: {', '.join(sorted(known))} "
+                "(or a 'package.module:attr' path)"
+            )
+    if cfg.prompts.source != "shapes" and not Path(cfg.prompts.source).is_file():
+        raise FileNotFoundError(
+            f"prompts.source {cfg.prompts.source!r} does not exist: give 'shapes' or a .txt/.jsonl prompt file"
+        )
+    path = hub.resolve(cfg.model.path)  # an embedded name whose files are missing raises here
+    local_looking = path.startswith((".", "/", "~")) or os.path.sep in path and path.count("/") != 1
+    offline = os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false")
+    if not Path(path).exists() and (local_looking or offline):
+        raise FileNotFoundError(
+            f"model.path {cfg.model.path!r} does not exist: give an embedded model name (shapes), a local "
+            "diffusers pipeline folder, or a Hub id (online)"
+        )
+    return path
+
+
+class FlowGRPOTrainer:
+    """Builds everything from a :class:`FlowGRPOConfig` and runs :meth:`train`."""
+
+    def __init__(self, cfg: FlowGRPOConfig, output_dir: str | Path | None = None) -> None:
+        self.cfg = cfg
+        self.out = Path(output_dir or cfg.log.output_dir)
+
+    # ------------------------------------------------------------------------------------------------ setup
+    def setup(self, resume: str | None = None) -> None:
+        from accelerate import Accelerator
+        from accelerate.utils import DistributedDataParallelKwargs
+
+        from imgalign.adapters import load_adapter
+
+        cfg = self.cfg
+        trackers = self._trackers()
+        self.acc = Accelerator(
+            mixed_precision=cfg.train.mixed_precision,
+            log_with=trackers or None,
+            project_dir=str(self.out),
+            kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=False)],
+        )
+        self.layout = check_batch_layout(cfg, self.acc.num_processes)
+        self.is_main = self.acc.is_main_process
+        self.rank, self.world = self.acc.process_index, self.acc.num_processes
+        # fail on bad names before any weights load
+        self.objective = OBJECTIVES.get(cfg.objective.name)(cfg.objective, cfg.sampling)
+        self.rollout_fn = ROLLOUTS.get(cfg.sampling.rollout)
+        self.balancer = BALANCERS.get(cfg.rewards.balancer)
+        self.sampler = PromptSampler(cfg.prompts)
+        model_path = preflight(cfg)
+        self.rewards = build_rewards(cfg.rewards.names, device=self.acc.device)
+        self.reward_weights = torch.tensor(
+            cfg.rewards.weights or [1.0] * len(self.rewards), dtype=torch.float32
+        )
+
+        self.resume_from = self._resolve_resume(resume)
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.model_path = model_path
+        self.adapter = load_adapter(
+            model_path,
+            family=None if cfg.model.family == "auto" else cfg.model.family,
+            device=self.acc.device,
+            dtype=DTYPES[cfg.model.dtype],
+            height=cfg.model.resolution or None,
+            width=cfg.model.resolution or None,
+            max_sequence_length=cfg.model.max_sequence_length or embedded_max_sequence_length(cfg.model.path),
+        )
+        a = self.adapter
+        if cfg.model.lora_rank > 0:
+            a.add_lora(
+                cfg.model.lora_rank,
+                cfg.model.lora_alpha or 2.0 * cfg.model.lora_rank,
+                cfg.model.lora_targets,
+                cfg.train.seed,
+            )
+        else:
+            a.enable_full_finetune(keep_reference=self.objective.needs_reference)
+        # trainable weights in float32 (frozen ones may be bf16/fp16)
+        for _, p in a.trainable_named_parameters():
+            p.data = p.data.float()
+        if cfg.model.gradient_checkpointing:
+            a.enable_gradient_checkpointing()
+        self.param_names = [n for n, _ in a.trainable_named_parameters()]
+        self.params = [p for _, p in a.trainable_named_parameters()]
+        if not self.params:
+            raise RuntimeError("nothing to train: the model has no trainable parameters")
+        opt = torch.optim.AdamW(
+            self.params,
+            lr=cfg.train.lr,
+            betas=(cfg.train.adam_beta1, cfg.train.adam_beta2),
+            eps=cfg.train.adam_eps,
+            weight_decay=cfg.train.weight_decay,
+        )
+        total_updates = cfg.train.max_steps * cfg.train.updates_per_step
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            opt, lr_lambda_factory(cfg.train.warmup_steps, total_updates, cfg.train.lr_schedule)
+        )
+        self.model, self.optimizer = self.acc.prepare(a.transformer, opt)
+        self.ema = EMA(self.params, cfg.train.ema_decay) if cfg.train.ema_decay > 0 else None
+        self.start_step = 0
+        self.nfe_total = 0
+        if self.resume_from is not None:
+            self._load(self.resume_from)
+        if self.is_main:
+            self._write_config()
+            if trackers:
+                self.acc.init_trackers("imgalign", config=_flat(to_dict(cfg)))
+        log.info("batch layout: %s", json.dumps(self.layout))
+        log.info(
+            "trainable parameters: %d tensors, %.3fM values (%s)",
+            len(self.params),
+            sum(p.numel() for p in self.params) / 1e6,
+            f"LoRA r={cfg.model.lora_rank}" if cfg.model.lora_rank else "full fine-tune",
+        )
+
+    def _trackers(self) -> list[str]:
+        t = self.cfg.log.trackers
+        if t == "none":
+            return []
+        if t == "auto":
+            try:
+                import tensorboard  # noqa: F401
+            except ImportError:
+                return []
+            return ["tensorboard"]
+        return [x.strip() for x in t.split(",") if x.strip()]
+
+    def _resolve_resume(self, resume: str | None) -> Path | None:
+        if not resume:
+            return None
+        if resume == "auto":
+            found = C.latest_checkpoint(self.out)
+            if found is None:
+                log.info("--resume auto: no checkpoint under %s, starting fresh", self.out)
+            return found
+        p = Path(resume)
+        if (p / "trainer_state" / "state.json").is_file():
+            return p
+        found = C.latest_checkpoint(p)
+        if found is None:
+            raise FileNotFoundError(
+                f"--resume {resume!r}: no complete checkpoint there (trainer_state/state.json)"
+            )
+        return found
+
+    def _write_config(self) -> None:
+        path = self.out / "config.yaml"
+        tmp = path.with_suffix(".yaml.tmp")
+        tmp.write_text(yaml.safe_dump(to_dict(self.cfg), sort_keys=False))
+        os.replace(tmp, path)
+
+    # ------------------------------------------------------------------------------------------------ loop
+    def train(self) -> dict[str, float]:
+        from tqdm.auto import tqdm
+
+        cfg = self.cfg
+        last: dict[str, float] = {}
+        bar = tqdm(
+            total=cfg.train.max_steps,
+            initial=self.start_step,
+            desc="train",
+            disable=not (self.is_main and cfg.log.progress),
+            dynamic_ncols=True,
+        )
+        t_start = time.perf_counter()
+        eval_cost = 0.0
+        if self.start_step == 0 and cfg.eval.at_start and cfg.eval.every >= 0:
+            eval_cost = self.evaluate(0).get("perf/sec_eval", 0.0)  # the base model, for before/after
+        for step in range(self.start_step, cfg.train.max_steps):
+            t0 = time.perf_counter()
+            metrics = self.train_step(step)
+            metrics["perf/sec_step"] = time.perf_counter() - t0
+            done = step + 1
+            final = done == cfg.train.max_steps or self._out_of_time(
+                t_start, metrics["perf/sec_step"], eval_cost
+            )
+            if cfg.eval.every > 0 and done % cfg.eval.every == 0 and not final:
+                metrics.update(self.evaluate(done))
+                eval_cost = metrics.get("perf/sec_eval", eval_cost)
+            if final and cfg.eval.every >= 0:
+                metrics.update(self.evaluate(done))
+            metrics["perf/sec_total"] = time.perf_counter() - t_start
+            self._log(step, metrics)
+            if (cfg.log.checkpoint_every and done % cfg.log.checkpoint_every == 0) or final:
+                self.save(done)
+            last = metrics
+            bar.update(1)
+            bar.set_postfix(
+                {
+                    k.split("/")[-2]: f"{v:.3f}"
+                    for k, v in metrics.items()
+                    if k.startswith("reward/") and k.endswith("/mean")
+                }
+            )
+            if final:
+                if done < cfg.train.max_steps:
+                    log.info(
+                        "stopping after step %d of %d: train.time_budget_min=%s reached (resume to continue)",
+                        done,
+                        cfg.train.max_steps,
+                        cfg.train.time_budget_min,
+                    )
+                break
+        bar.close()
+        self.acc.wait_for_everyone()
+        self.acc.end_training()
+        return last
+
+    def _out_of_time(self, t_start: float, step_sec: float, eval_sec: float) -> bool:
+        """True when another step (plus the final evaluation and save) would overrun ``train.time_budget_min``;
+        decided on the main process and shared, so every process stops at the same step."""
+        budget = self.cfg.train.time_budget_min * 60.0
+        if budget <= 0:
+            return False
+        elapsed = time.perf_counter() - t_start
+        # reserve: one more step, the final evaluation (measured, or guessed as 3 steps) and a save
+        stop = elapsed + step_sec + (eval_sec or 3.0 * step_sec) + 0.5 * step_sec > budget
+        flag = torch.tensor([float(stop and self.is_main)], device=self.acc.device)
+        return bool(self.acc.reduce(flag, reduction="sum").item() > 0)
+
+    def _local_slice(self) -> slice:
+        n = self.layout["samples_per_process"]
+        return slice(self.rank * n, (self.rank + 1) * n)
+
+    def train_step(self, step: int) -> dict[str, float]:
+        cfg, a = self.cfg, self.adapter
+        m: dict[str, float] = {}
+        G = cfg.sampling.group_size
+        # ---- prompts: the global list of the step, this process's share of its samples
+        batch = self.sampler.for_step(step, cfg.sampling.prompts_per_step)
+        all_prompts = [p for p in batch.prompts for _ in range(G)]
+        all_meta = [md for md in batch.metadata for _ in range(G)]
+        sl = self._local_slice()
+        sample_ids = torch.arange(cfg.sampling.samples_per_step)[sl]
+        group_ids = sample_ids // G
+        # ---- rollout
+        t = time.perf_counter()
+        self.model.eval()
+        ctx = RolloutContext(a, self.model, cfg.sampling, cfg.train.seed, step, cfg.objective.logprob_reduce)
+        with torch.no_grad(), self.acc.autocast():
+            ro: Rollout = self.rollout_fn(ctx, all_prompts[sl], all_meta[sl], sample_ids, group_ids)
+        m["perf/sec_rollout"] = time.perf_counter() - t
+        # ---- rewards, gathered over processes (group members live on different ranks)
+        t = time.perf_counter()
+        scores = score_all(self.rewards, ro.images, ro.prompts, ro.metadata)  # [K, b]
+        scores_all = self.acc.gather(scores.to(self.acc.device).T.contiguous()).T.cpu()  # [K, N]
+        self._update_stateful_rewards(ro, all_prompts, all_meta, m)
+        m["perf/sec_reward"] = time.perf_counter() - t
+        finite = torch.isfinite(scores_all)
+        gid_all = torch.arange(cfg.sampling.samples_per_step) // G
+        bal = self.balancer(
+            scores_all, self.reward_weights, gid_all, finite, cfg.objective.std_mode, cfg.objective.adv_clip
+        )
+        adv_local, valid_local = bal.advantages[sl], bal.valid[sl]
+        if "credit" in ro.extras:  # strategies with their own credit assignment (tree rollouts: per-edge)
+            adv_local, valid_local = ro.extras["credit"](scores_all, bal)
+        for k, name in enumerate(self.rewards):
+            s = scores_all[k][finite[k]]
+            m[f"reward/{name}/mean"] = float(s.mean()) if s.numel() else float("nan")
+            m[f"reward/{name}/std"] = float(s.std(unbiased=False)) if s.numel() else float("nan")
+            m[f"reward/{name}/nonfinite"] = float((~finite[k]).sum())
+        m["train/zero_std_ratio"] = bal.zero_std_ratio
+        m["train/valid_ratio"] = float(bal.valid.float().mean())
+        m["train/adv_abs_mean"] = float(bal.advantages[bal.valid].abs().mean()) if bal.valid.any() else 0.0
+        m.update(bal.metrics)
+        nfe = torch.tensor([float(ro.nfe)], device=self.acc.device)
+        m["perf/nfe"] = float(self.acc.reduce(nfe, reduction="sum").item())
+        self.nfe_total += int(m["perf/nfe"])
+        m["perf/nfe_total"] = float(self.nfe_total)
+        if self.is_main and cfg.log.save_rollouts:
+            self._save_rollouts(step, batch, scores_all, bal)
+        if self.is_main and cfg.log.sample_every and step % cfg.log.sample_every == 0:
+            self._save_grid(ro.images, ro.prompts, self.out / "samples" / f"step-{step:06d}.png")
+        # ---- update
+        t = time.perf_counter()
+        m.update(self._update(step, ro, adv_local, valid_local))
+        m["perf/sec_train"] = time.perf_counter() - t
+        m["train/lr"] = float(self.scheduler.get_last_lr()[0])
+        return m
+
+    def _update(self, step: int, ro: Rollout, adv: torch.Tensor, valid: torch.Tensor) -> dict[str, float]:
+        cfg = self.cfg
+        self.model.train()
+        n = len(ro.prompts)
+        perm = torch.randperm(
+            n, generator=torch.Generator().manual_seed(_mix(cfg.train.seed, step, 31, self.rank))
+        )
+        chunks = perm.chunk(cfg.train.updates_per_step)
+        terms = self.objective.terms(ro)
+        ctx = TrainContext(self.adapter, self.model, step)
+        sums: dict[str, float] = defaultdict(float)
+        counts: dict[str, int] = defaultdict(int)
+        grad_norms = []
+        nfe_train = 0
+        for chunk in chunks:
+            micro = [(mb, term) for mb in chunk.split(cfg.train.micro_batch_size) for term in terms]
+            for k, (mb, term) in enumerate(micro):
+                sync = k == len(micro) - 1
+                ctx_mgr = contextlib.nullcontext() if sync else self.acc.no_sync(self.model)
+                with ctx_mgr, self.acc.autocast():
+                    loss, mm = self.objective.loss(ctx, ro, mb, term, adv, valid)
+                    self.acc.backward(loss / len(micro))
+                nfe_train += len(mb) * self.adapter.nfe_per_step(cfg.sampling.guidance_scale)
+                for key, val in mm.items():
+                    sums[key] += val
+                    counts[key] += 1
+            max_norm = cfg.train.grad_clip if cfg.train.grad_clip > 0 else float("inf")
+            gn = self.acc.clip_grad_norm_(self.params, max_norm)
+            grad_norms.append(float(gn))
+            self.optimizer.step()
+            self.scheduler.step()
+            self.optimizer.zero_grad(set_to_none=True)
+            if self.ema is not None:
+                self.ema.update()
+            if hasattr(self.objective, "after_update"):  # e.g. NFT's EMA old policy
+                self.objective.after_update(self.params)
+        out = {k: sums[k] / counts[k] for k in sums}
+        # average over processes
+        keys = sorted(out)
+        if self.world > 1 and keys:
+            vals = self.acc.reduce(
+                torch.tensor([out[k] for k in keys], device=self.acc.device), reduction="mean"
+            )
+            out = dict(zip(keys, vals.tolist()))
+        out["train/grad_norm"] = sum(grad_norms) / len(grad_norms)
+        out["perf/nfe_train"] = float(nfe_train * self.world)
+        return out
+
+    def _update_stateful_rewards(self, ro: Rollout, prompts: list[str], meta: list[dict], m: dict) -> None:
+        stateful = {k: r for k, r in self.rewards.items() if getattr(r, "stateful", False)}
+        if not stateful:
+            return
+        images = self.acc.gather(
+            ro.images.to(self.acc.device)
+        ).cpu()  # every process updates on the global batch
+        for name, r in stateful.items():
+            for key, val in (r.update(images, prompts, meta) or {}).items():
+                m[f"reward/{name}/{key}"] = float(val)
+
+    # ------------------------------------------------------------------------------------------------ eval
+    def evaluate(self, step: int) -> dict[str, float]:
+        from imgalign.trainers.evaluation import reward_suite, shapes_suite
+
+        cfg = self.cfg
+        out: dict[str, float] = {}
+        if self.is_main:
+            t = time.perf_counter()
+            gs = cfg.eval.guidance_scale if cfg.eval.guidance_scale >= 0 else cfg.sampling.guidance_scale
+            model = self.acc.unwrap_model(self.model)
+            model.eval()
+            swap = (
+                self.ema.swapped_in()
+                if (self.ema is not None and cfg.eval.use_ema)
+                else contextlib.nullcontext()
+            )
+            with torch.no_grad(), swap:
+                if cfg.eval.suite == "shapes":
+                    out, images = shapes_suite(self.adapter, model, cfg.eval, gs)
+                else:
+                    out, images = reward_suite(
+                        self.adapter, model, cfg.eval, gs, self.rewards, self.sampler.test
+                    )
+            if images.numel():
+                self._save_grid(images[:16], None, self.out / "samples" / f"eval-step-{step:06d}.png")
+            out["perf/sec_eval"] = time.perf_counter() - t
+            log.info("eval at step %d: %s", step, {k: round(v, 4) for k, v in out.items()})
+            with open(
+                self.out / "eval.jsonl", "a"
+            ) as f:  # every evaluation, step 0 (the base model) included
+                f.write(json.dumps({"step": step, **out}) + "\n")
+        self.acc.wait_for_everyone()
+        return out
+
+    # ------------------------------------------------------------------------------------------------ logging
+    def _log(self, step: int, metrics: dict[str, float]) -> None:
+        if not self.is_main:
+            return
+        row = {"step": step + 1, **{k: float(v) for k, v in sorted(metrics.items())}}
+        with open(self.out / "metrics.jsonl", "a") as f:
+            f.write(json.dumps(row) + "\n")
+        if self.acc.trackers:
+            self.acc.log(metrics, step=step + 1)
+
+    def _save_rollouts(self, step: int, batch: Any, scores: torch.Tensor, bal: Any) -> None:
+        G = self.cfg.sampling.group_size
+        with open(self.out / "rollouts.jsonl", "a") as f:
+            for i in range(scores.shape[1]):
+                f.write(
+                    json.dumps(
+                        {
+                            "step": step,
+                            "sample": i,
+                            "prompt": batch.prompts[i // G],
+                            "rewards": {n: float(scores[k, i]) for k, n in enumerate(self.rewards)},
+                            "advantage": float(bal.advantages[i]),
+                            "valid": bool(bal.valid[i]),
+                        }
+                    )
+                    + "\n"
+                )
+
+    @staticmethod
+    def _save_grid(images: torch.Tensor, prompts: list[str] | None, path: Path) -> None:
+        from PIL import Image
+
+        from imgalign.rewards.base import to_pil
+
+        ims = to_pil(images[:16])
+        if not ims:
+            return
+        cols = min(8, len(ims))
+        rows = -(-len(ims) // cols)
+        w, h = ims[0].size
+        grid = Image.new("RGB", (cols * w, rows * h))
+        for i, im in enumerate(ims):
+            grid.paste(im, ((i % cols) * w, (i // cols) * h))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name("." + path.name + ".tmp")
+        grid.save(tmp, format="PNG")
+        os.replace(tmp, path)
+        if prompts is not None:
+            C_txt = path.with_suffix(".txt")
+            C_txt.write_text("\n".join(prompts[: len(ims)]) + "\n")
+
+    # ------------------------------------------------------------------------------------------------ checkpoints
+    def save(self, step: int) -> Path:
+        """Write checkpoint `step` atomically (every process writes its RNG state; the main process the rest)."""
+        cfg = self.cfg
+        root = self.out / "checkpoints"
+        final = root / C.checkpoint_name(step)
+        tmp = root / f".tmp-{C.checkpoint_name(step)}"
+        if self.is_main:
+            shutil.rmtree(tmp, ignore_errors=True)
+            (tmp / "trainer_state").mkdir(parents=True)
+        self.acc.wait_for_everyone()
+        js, tens = C.rng_state()
+        (tmp / "trainer_state" / f"rng_{self.rank}.json").write_text(json.dumps(js))
+        C.save_tensors(tmp / "trainer_state" / f"rng_{self.rank}.safetensors", tens)
+        if self.is_main:
+            st = tmp / "trainer_state"
+            C.save_tensors(st / "trainable.safetensors", dict(zip(self.param_names, self.params)))
+            if self.ema is not None:
+                C.save_tensors(st / "ema.safetensors", dict(zip(self.param_names, self.ema.shadow)))
+            C.torch_save(self.optimizer.state_dict(), st / "optimizer.pt")
+            C.torch_save(self.scheduler.state_dict(), st / "scheduler.pt")
+            if hasattr(self.objective, "state_dict"):
+                C.torch_save(self.objective.state_dict(), st / "objective.pt")
+            C.torch_save(
+                {k: r.state_dict() for k, r in self.rewards.items() if getattr(r, "stateful", False)},
+                st / "rewards.pt",
+            )
+            swap = self.ema.swapped_in() if self.ema is not None else contextlib.nullcontext()
+            with swap:
+                self.adapter.save(tmp, base_model=self.model_path)
+            state = {
+                "step": step,
+                "prompt_position": self.sampler.position(step, cfg.sampling.prompts_per_step),
+                "nfe_total": self.nfe_total,
+                "num_processes": self.world,
+                "config_hash": config_hash(cfg),
+                "exported_weights": "ema" if self.ema is not None else "raw",
+            }
+            tmp_state = st / "state.json.tmp"
+            tmp_state.write_text(json.dumps(state, indent=2) + "\n")
+            os.replace(tmp_state, st / "state.json")
+            C.finalize(tmp, final)
+            C.prune(self.out, cfg.log.keep_last)
+            log.info("saved checkpoint %s", final)
+        self.acc.wait_for_everyone()
+        return final
+
+    def _load(self, ckpt: Path) -> None:
+        st = ckpt / "trainer_state"
+        state = C.read_state(ckpt)
+        if state["config_hash"] != config_hash(self.cfg):
+            log.warning(
+                "resuming %s with a changed config (hash %s -> %s)",
+                ckpt,
+                state["config_hash"],
+                config_hash(self.cfg),
+            )
+        if state["num_processes"] != self.world:
+            raise ConfigError(
+                f"checkpoint {ckpt} was written by {state['num_processes']} processes; resume with the same number"
+            )
+        weights = C.load_tensors(st / "trainable.safetensors")
+        missing = [n for n in self.param_names if n not in weights]
+        if missing:
+            raise ValueError(
+                f"checkpoint {ckpt} lacks trainable weights {missing[:3]}...: was it a different model?"
+            )
+        with torch.no_grad():
+            for n, p in zip(self.param_names, self.params):
+                p.copy_(weights[n])
+        if self.ema is not None:
+            ema = C.load_tensors(st / "ema.safetensors")
+            self.ema.shadow = [ema[n].float().clone() for n in self.param_names]
+        self.optimizer.load_state_dict(C.torch_load(st / "optimizer.pt"))
+        self.scheduler.load_state_dict(C.torch_load(st / "scheduler.pt"))
+        if hasattr(self.objective, "load_state_dict") and (st / "objective.pt").is_file():
+            self.objective.load_state_dict(C.torch_load(st / "objective.pt"))
+        rstate = C.torch_load(st / "rewards.pt")
+        for k, s in rstate.items():
+            self.rewards[k].load_state_dict(s)
+        js = json.loads((st / f"rng_{self.rank}.json").read_text())
+        C.set_rng_state(js, C.load_tensors(st / f"rng_{self.rank}.safetensors"))
+        self.start_step = int(state["step"])
+        self.nfe_total = int(state.get("nfe_total", 0))
+        log.info("resumed from %s at step %d", ckpt, self.start_step)
+
+
+def _flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v if isinstance(v, (int, float, str, bool)) else str(v)
+    return out
+
+
+def run(
+    cfg: FlowGRPOConfig, output_dir: str | Path | None = None, resume: str | None = None
+) -> dict[str, float]:
+    """Build a trainer and train; returns the last step's metrics."""
+    tr = FlowGRPOTrainer(cfg, output_dir)
+    tr.setup(resume)
+    return tr.train()
