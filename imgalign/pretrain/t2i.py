@@ -563,7 +563,8 @@ def pretrain(cfg: Config, out_dir: Path, progress: bool = True) -> dict[str, flo
         m.eval()
     folder = out_dir / FOLDER
     tmp = out_dir / (FOLDER + ".tmp")
-    pipe.save_pretrained(tmp, safe_serialization=True)
+    # shards of at most 4 MB keep every shipped file small for git; diffusers reads the index transparently
+    pipe.save_pretrained(tmp, safe_serialization=True, max_shard_size="4MB")
     if folder.exists():
         import shutil
 
