@@ -376,23 +376,8 @@ def pretrain(cfg: Config, out_dir: Path, progress: bool = True) -> dict[str, flo
                 f"clip step {done}: loss {loss_avg:.3f} " + " ".join(f"{k} {v:.3f}" for k, v in m.items())
             )
         if done % cfg.checkpoint_every == 0 or done == cfg.steps:
-            C.save_checkpoint(
-                ckpt_path,
-                {
-                    "model": model.state_dict(),
-                    "optimizer": opt.state_dict(),
-                    "step": done,
-                    "elapsed": time.time() - t0,
-                    "config": json.dumps(asdict(cfg), sort_keys=True),
-                    "history": json.dumps(history),
-                },
-            )
-    elapsed = time.time() - t0
-    metrics = evaluate()
-    metrics["train/loss"] = float(loss_avg) if loss_avg is not None else float("nan")
-    metrics["train/minutes"] = elapsed / 60
-    history.append({"step": cfg.steps, **metrics})
-    (work / "history.json").write_text(json.dumps(history, indent=1) + "\n")
+            C.save_training_state(ckpt_path, model, opt, done, t0, cfg, history)
+    metrics, elapsed = C.final_metrics(evaluate, loss_avg, t0, cfg.steps, history, work)
     export(
         model, mcfg, out_dir / FOLDER, cfg.save_dtype, model_card(cfg, metrics, n_params, elapsed, history)
     )

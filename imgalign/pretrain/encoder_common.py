@@ -7,12 +7,15 @@ layouts the model never saw during training.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import random
 import shutil
+import time
 from collections import Counter
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -137,6 +140,43 @@ def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
     tmp = path.with_name(path.name + ".tmp")
     torch.save(state, tmp)
     os.replace(tmp, path)
+
+
+def save_training_state(
+    path: Path, model: Any, opt: Any, done: int, t0: float, cfg: Any, history: list[dict[str, Any]]
+) -> None:
+    """The resumable state shared by the CLIP and VLM pretraining loops (model, optimizer, step, clock, config)."""
+    save_checkpoint(
+        path,
+        {
+            "model": model.state_dict(),
+            "optimizer": opt.state_dict(),
+            "step": done,
+            "elapsed": time.time() - t0,
+            "config": json.dumps(asdict(cfg), sort_keys=True),
+            "history": json.dumps(history),
+        },
+    )
+
+
+def final_metrics(
+    evaluate: Callable[[], dict[str, float]],
+    loss_avg: float | None,
+    t0: float,
+    steps: int,
+    history: list[dict[str, Any]],
+    work: Path,
+) -> tuple[dict[str, float], float]:
+    """Evaluate once more at the end, append to the history (also written to ``work/history.json``), and return
+    the metrics and the elapsed seconds."""
+    elapsed = time.time() - t0
+    metrics = evaluate()
+    metrics["train/loss"] = float(loss_avg) if loss_avg is not None else float("nan")
+    metrics["train/minutes"] = elapsed / 60
+    history.append({"step": steps, **metrics})
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "history.json").write_text(json.dumps(history, indent=1) + "\n")
+    return metrics, elapsed
 
 
 def load_checkpoint(path: Path) -> dict[str, Any] | None:

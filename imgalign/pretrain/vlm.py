@@ -533,23 +533,7 @@ def pretrain(cfg: Config, out_dir: Path, progress: bool = True) -> dict[str, flo
                 f"vlm step {done}: loss {loss_avg:.3f} " + " ".join(f"{k} {v:.3f}" for k, v in mt.items())
             )
         if done % cfg.checkpoint_every == 0 or done == cfg.steps:
-            C.save_checkpoint(
-                ckpt_path,
-                {
-                    "model": model.state_dict(),
-                    "optimizer": opt.state_dict(),
-                    "step": done,
-                    "elapsed": time.time() - t0,
-                    "config": json.dumps(asdict(cfg), sort_keys=True),
-                    "history": json.dumps(history),
-                },
-            )
-    elapsed = time.time() - t0
-    metrics = evaluate()
-    metrics["train/loss"] = float(loss_avg) if loss_avg is not None else float("nan")
-    metrics["train/minutes"] = elapsed / 60
-    history.append({"step": cfg.steps, **metrics})
-    work.mkdir(parents=True, exist_ok=True)
-    (work / "history.json").write_text(json.dumps(history, indent=1) + "\n")
+            C.save_training_state(ckpt_path, model, opt, done, t0, cfg, history)
+    metrics, elapsed = C.final_metrics(evaluate, loss_avg, t0, cfg.steps, history, work)
     export(model, processor, out_dir / FOLDER, model_card(cfg, metrics, n_params, elapsed, history))
     return metrics
