@@ -65,9 +65,9 @@ Diagnostics: each reward's gradient cosine with the final update, from the Gram 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -535,3 +535,198 @@ def reward_means(rewards: torch.Tensor, names: Sequence[str]) -> dict[str, float
     if rewards.shape[1] != len(names):
         raise ValueError(f"reward_means: {rewards.shape[1]} reward columns but {len(names)} names")
     return {f"reward/{n}/mean": float(rewards[:, i].float().mean()) for i, n in enumerate(names)}
+
+
+# ---- trainer integration -------------------------------------------------------------------------------------------
+
+
+def flat_gradients(losses: Sequence[torch.Tensor], probes: Sequence[torch.Tensor]) -> torch.Tensor:
+    """The gradients of each scalar loss with respect to `probes`, flattened: [len(losses), P] float32.
+
+    ``probes`` are leaf parameters (parameter-space gradients) or non-leaf tensors such as the network output
+    v_theta (output-space gradients). Every call keeps the graph (retain_graph) for the training backward.
+    """
+    return param_gram(losses, probes)[1].float()
+
+
+class UpdateGram:
+    """Gram matrix [K+1, K+1] of [g_1, ..., g_K, d] over the micro-batches of one optimizer update.
+
+    ``space="output"``: each micro-batch's rows are gradients with respect to its own network output, i.e.
+    disjoint coordinates of the update's output vector, so the update's Gram is the sum of the micro-batch Grams.
+    ``space="params"``: the rows are parameter gradients of the same parameters; they are summed, then the Gram.
+    """
+
+    def __init__(self, space: Literal["output", "params"]) -> None:
+        self.space = space
+        self._gram: torch.Tensor | None = None
+        self._flat: torch.Tensor | None = None
+
+    def add(self, flat: torch.Tensor) -> None:
+        """flat [K+1, P] gradients of one micro-batch."""
+        if self.space == "output":
+            g = flat.double() @ flat.double().T
+            self._gram = g if self._gram is None else self._gram + g
+        else:
+            self._flat = flat.detach().clone() if self._flat is None else self._flat + flat
+
+    def result(self, reduce: Callable[[torch.Tensor], torch.Tensor] | None = None) -> torch.Tensor | None:
+        """The Gram matrix (float64) or None when nothing was added; ``reduce`` sums a tensor over processes."""
+        if self.space == "output":
+            if self._gram is None:
+                return None
+            return reduce(self._gram) if reduce is not None else self._gram
+        if self._flat is None:
+            return None
+        flat = reduce(self._flat) if reduce is not None else self._flat
+        return flat.double() @ flat.double().T
+
+
+class RewardBalancing:
+    """Per-run state for MARBLE and for the gradient-cosine diagnostics, used by the trainer's update loop.
+
+    Per optimizer update: :meth:`start_update`; per micro-batch :meth:`micro_loss` (one forward, shared by the
+    per-reward losses, the Gram matrix and the mixed loss: ONE training backward); :meth:`end_update`; per step
+    :meth:`step_metrics`. MARBLE solves alpha* on the Gram matrix of the update's FIRST micro-batch (a random share
+    of the batch, after the trainer's shuffle), EMAs alpha and mixes every micro-batch of that update with the same
+    coefficients c. With ``diagnose`` on, every micro-batch also adds its [g_1..g_K, d] gradients (d = the gradient
+    of the loss actually back-propagated, regularisers included, before AdamW's preconditioning and clipping) to the
+    update's Gram, giving each reward's cosine with the update and the running share of updates in which the worst
+    reward's cosine is negative.
+    """
+
+    def __init__(
+        self,
+        names: Sequence[str],
+        marble: bool,
+        diagnose: bool,
+        space: Literal["output", "params"] = "output",
+        ema: float = 0.9,
+        refresh_every: int = 1,
+        solver: Literal["auto", "projected_gradient"] = "auto",
+    ) -> None:
+        self.names = list(names)
+        self.k = len(self.names)
+        self.balancer = (
+            MarbleBalancer(self.k, ema=ema, refresh_every=refresh_every, solver=solver, names=self.names)
+            if marble
+            else None
+        )
+        self.diagnose = diagnose
+        self.space = space
+        self.updates = 0  # optimizer updates seen (MARBLE's refresh clock)
+        self.diag_updates = 0  # updates with a cosine measurement
+        self.neg_updates = 0  # ... in which the worst reward's cosine was < 0
+        self._acc: UpdateGram | None = None
+        self._cos: list[torch.Tensor] = []
+        self._seconds = 0.0
+        self._first = True
+
+    @property
+    def active(self) -> bool:
+        return self.balancer is not None or self.diagnose
+
+    def coefficients(self) -> torch.Tensor:
+        """Weights c [K] (sum 1) on the per-reward signals; MARBLE only."""
+        assert self.balancer is not None
+        return self.balancer.coefficients()
+
+    def start_update(self) -> None:
+        self._acc = UpdateGram(self.space) if self.diagnose else None
+        self._first = True
+
+    def micro_loss(
+        self,
+        head: Any,
+        per_reward: torch.Tensor,
+        advantages: torch.Tensor,
+        params: Sequence[torch.nn.Parameter],
+        reduce: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    ) -> tuple[torch.Tensor, dict[str, Any]]:
+        """The loss of one micro-batch from an objective's :class:`~imgalign.trainers.objectives.LossHead`.
+
+        per_reward [b, K]: each reward's advantage; advantages [b]: the balancer's (weighted_sum / gdpo; unused by
+        MARBLE); params: the parameter-space probes (``space="params"``). ``reduce`` sums over processes.
+        """
+        import time
+
+        t0 = time.perf_counter()
+        first, self._first = self._first, False
+        sig = head.to_signal(per_reward.to(head.output.device))  # [b, K]
+        probes = [head.output] if self.space == "output" else list(params)
+        refresh = self.balancer is not None and first and self.balancer.needs_refresh(self.updates)
+        flat = None
+        if refresh or self.diagnose:
+            per_losses = [head.policy(sig[:, j])[0] for j in range(self.k)]
+            flat = flat_gradients(per_losses, probes)  # [K, P]
+        if refresh:
+            assert flat is not None and self.balancer is not None
+            if self.space == "output":
+                gram = flat.double() @ flat.double().T
+                self.balancer.update(reduce(gram) if reduce is not None else gram)
+            else:
+                f = reduce(flat) if reduce is not None else flat
+                self.balancer.update(f.double() @ f.double().T)
+        if self.balancer is not None:
+            signal = sig @ self.coefficients().to(sig.dtype).to(sig.device)  # [b]: the amortised mix
+        else:
+            signal = head.to_signal(advantages.to(head.output.device))
+        loss, metrics = head.total(signal)
+        if self.diagnose:
+            assert flat is not None and self._acc is not None
+            self._acc.add(torch.cat([flat, flat_gradients([loss], probes)]))
+        self._seconds += time.perf_counter() - t0
+        return loss, metrics
+
+    def end_update(self, reduce: Callable[[torch.Tensor], torch.Tensor] | None = None) -> None:
+        self.updates += 1
+        gram = self._acc.result(reduce) if self._acc is not None else None
+        self._acc = None
+        if gram is None:
+            return
+        cos = cosines_with_update(gram)  # [K]
+        self._cos.append(cos)
+        self.diag_updates += 1
+        self.neg_updates += int(bool(cos.min() < 0))
+
+    def step_metrics(self, prefix: str = "balance") -> dict[str, float]:
+        """alpha (MARBLE), each reward's cosine with the update (mean over this step's updates), the worst one, the
+        share of this step's updates and the running share of all updates with a negative worst cosine."""
+        out: dict[str, float] = {"perf/sec_balance": self._seconds}
+        if self.balancer is not None:
+            out.update(self.balancer.diagnostics(None, prefix))
+            out.update(
+                {f"{prefix}/alpha_star/{n}": float(a) for n, a in zip(self.names, self.balancer.alpha_star)}
+            )
+            out.update({f"{prefix}/coef/{n}": float(c) for n, c in zip(self.names, self.coefficients())})
+        if self._cos:
+            cos = torch.stack(self._cos)  # [U, K]
+            out.update({f"{prefix}/grad_cos/{n}": float(c) for n, c in zip(self.names, cos.mean(0))})
+            worst = cos.min(dim=1).values  # [U]
+            out[f"{prefix}/grad_cos_min"] = float(worst.mean())
+            out[f"{prefix}/neg_cos_share_step"] = float((worst < 0).float().mean())
+        if self.diag_updates:
+            out[f"{prefix}/neg_cos_share"] = self.neg_updates / self.diag_updates
+        self._cos, self._seconds = [], 0.0
+        return out
+
+    def state_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "updates": self.updates,
+            "diag_updates": self.diag_updates,
+            "neg_updates": self.neg_updates,
+        }
+        if self.balancer is not None:
+            out["marble"] = self.balancer.state_dict()
+        return out
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.updates = int(state["updates"])
+        self.diag_updates = int(state["diag_updates"])
+        self.neg_updates = int(state["neg_updates"])
+        if self.balancer is not None:
+            if "marble" not in state:
+                raise ValueError(
+                    "RewardBalancing: the checkpoint has no MARBLE state (was it trained without it?)"
+                )
+            self.balancer.load_state_dict(state["marble"])

@@ -124,6 +124,35 @@ class SamplingConfig:
             raise ConfigError(f"sampling.sde_window must be in [0, num_steps - 1 = {self.num_steps - 1}]")
 
 
+# ---- multi-reward balancing (owner: marble) ------------------------------------------------------------------------
+@dataclass
+class MarbleConfig:
+    """MARBLE settings (``rewards.balancer: marble``; :mod:`imgalign.trainers.balance`)."""
+
+    gram: Literal["output", "params"] = field(
+        "output",
+        help="where per-reward gradients are compared: output = w.r.t. the network output v_theta (through the loss "
+        "head only, ~free; the MGDA-UB bound), params = w.r.t. the trainable weights (K extra backward passes); "
+        "also the space of rewards.diagnose_cosines",
+    )
+    ema: float = field(
+        0.9, help="EMA on alpha: alpha <- ema*alpha + (1-ema)*alpha* (0 = each update's alpha*)"
+    )
+    refresh_every: int = field(
+        1, help="solve alpha* every N optimizer updates, keeping the EMA'd alpha between"
+    )
+    solver: Literal["auto", "projected_gradient"] = field(
+        "auto",
+        help="min-norm solver for K >= 3: auto (exact face enumeration for K <= 6) or projected_gradient",
+    )
+
+    def validate(self) -> None:
+        if not 0.0 <= self.ema < 1.0:
+            raise ConfigError(f"rewards.marble.ema must be in [0, 1) (got {self.ema})")
+        if self.refresh_every < 1:
+            raise ConfigError(f"rewards.marble.refresh_every must be >= 1 (got {self.refresh_every})")
+
+
 @dataclass
 class RewardConfig:
     names: list[str] = field(
@@ -134,7 +163,16 @@ class RewardConfig:
     balancer: str = field(
         "group_norm_weighted",
         help="how rewards combine into advantages: group_norm_weighted (each reward normalised within its group, "
-        "then the weighted sum) or weighted_sum (raw scores); or package.module:attr",
+        "then the weighted sum), weighted_sum (raw scores), gdpo (per-reward group norm, weighted sum, batch norm), "
+        "marble (min-norm balancing of the per-reward gradients, rewards.marble); or package.module:attr",
+    )
+    diagnose_cosines: bool = field(
+        False,
+        help="log each reward's gradient cosine with the update and the share of updates whose worst cosine is "
+        "negative (balance/*), for any balancer; costs K+1 gradient probes per micro-batch (rewards.marble.gram)",
+    )
+    marble: MarbleConfig = field(
+        default_factory=MarbleConfig, help="MARBLE settings (rewards.balancer: marble)"
     )
 
     def validate(self) -> None:
@@ -144,6 +182,11 @@ class RewardConfig:
             raise ConfigError(
                 f"rewards.weights has {len(self.weights)} entries for {len(self.names)} rewards; give one per reward"
             )
+        if any(w < 0 for w in self.weights):
+            raise ConfigError(f"rewards.weights must be non-negative (got {self.weights})")
+
+
+# ---- end multi-reward balancing ------------------------------------------------------------------------------------
 
 
 @dataclass

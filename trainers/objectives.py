@@ -7,6 +7,11 @@ Objective contract (registered in :data:`imgalign.trainers.registry.OBJECTIVES`)
   objective such as NFT: its fresh-noise draws),
 - ``loss(ctx, rollout, idx, term, advantages, valid) -> (loss, metrics)`` for the samples `idx` [b] of the rollout.
 
+Optional for multi-reward balancing (``rewards.balancer: marble`` and ``rewards.diagnose_cosines``):
+``head(ctx, rollout, idx, term, valid) -> LossHead``, one forward that can be turned into a loss for several
+advantage vectors (each reward's own, or their mix) without another forward; ``loss`` is then
+``head.total(head.to_signal(advantages[idx]))``.
+
 Optional hooks: ``after_update(params)`` after every optimizer step (e.g. NFT's EMA old policy), and
 ``state_dict()`` / ``load_state_dict(state)`` for objective state that checkpoints must carry (tensors and plain
 Python values only: it is loaded with ``weights_only=True``).
@@ -18,6 +23,7 @@ A velocity penalty (``objective.penalty``, e.g. the velocity-norm hinge) compose
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +42,28 @@ class TrainContext:
     adapter: FlowAdapter
     model: torch.nn.Module  # the (possibly DDP-wrapped) transformer with gradients
     step: int
+
+
+@dataclass
+class LossHead:
+    """One micro-batch's forward, reusable for several advantage vectors (multi-reward balancing).
+
+    ``to_signal`` maps advantages [b] or [b, K] elementwise to the per-sample learning signal the loss is affine in
+    (GRPO: the advantage itself; NFT: the optimality probability r); ``policy(signal [b]) -> (loss, metrics)`` is
+    the reward-driven part; ``extra`` the reward-independent terms (KL, reference, velocity penalty; scalar, 0 when
+    none). ``output`` is the network output v_theta [b, ...] (graph kept): the output-space gradient probe.
+    """
+
+    output: torch.Tensor
+    to_signal: Callable[[torch.Tensor], torch.Tensor]
+    policy: Callable[[torch.Tensor], tuple[torch.Tensor, dict[str, Any]]]
+    extra: torch.Tensor
+    metrics: dict[str, Any]
+
+    def total(self, signal: torch.Tensor) -> tuple[torch.Tensor, dict[str, Any]]:
+        """The full loss for per-sample signal [b]: policy(signal) + extra, with every metric."""
+        loss, m = self.policy(signal)
+        return loss + self.extra, {**m, **self.metrics}
 
 
 def _masked_mean(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
@@ -101,6 +129,14 @@ class GRPOObjective:
         advantages: torch.Tensor,
         valid: torch.Tensor,
     ) -> tuple[torch.Tensor, dict[str, Any]]:
+        h = self.head(ctx, rollout, idx, term, valid)
+        return h.total(h.to_signal(advantages[idx].to(h.output.device)))
+
+    def head(
+        self, ctx: TrainContext, rollout: Rollout, idx: torch.Tensor, term: int, valid: torch.Tensor
+    ) -> LossHead:
+        """The forward on trained step `term` of samples `idx`; the surrogate for any advantage vector. The loss is
+        linear in the advantage wherever the ratio is inside the clip range (always on-policy, ratio = 1)."""
         s, c = self.sampling, self.cfg
         a = ctx.adapter
         i = term
@@ -116,19 +152,21 @@ class GRPOObjective:
         w = valid[idx].float().to(dev)
         if rollout.train_mask is not None:
             w = w * rollout.train_mask[idx, i].float().to(dev)
-        sur = grpo_clipped_loss(
-            out.log_prob, rollout.log_probs[idx, i].to(dev), advantages[idx].to(dev), c.clip_range, w
-        )
-        loss = sur.loss
-        metrics: dict[str, Any] = {
-            "policy/loss": float(sur.loss.detach()),
-            "policy/approx_kl": float(sur.approx_kl),
-            "policy/clipfrac": float(sur.clipfrac),
-            "policy/ratio_mean": float(_masked_mean(sur.ratio, w)),
-            "policy/ratio_min": float(sur.ratio.min()),
-            "policy/ratio_max": float(sur.ratio.max()),
-            "policy/logprob": float(_masked_mean(out.log_prob.detach(), w)),
-        }
+        old_lp = rollout.log_probs[idx, i].to(dev)
+
+        def policy(adv: torch.Tensor) -> tuple[torch.Tensor, dict[str, Any]]:
+            sur = grpo_clipped_loss(out.log_prob, old_lp, adv, c.clip_range, w)
+            return sur.loss, {
+                "policy/loss": float(sur.loss.detach()),
+                "policy/approx_kl": float(sur.approx_kl),
+                "policy/clipfrac": float(sur.clipfrac),
+                "policy/ratio_mean": float(_masked_mean(sur.ratio, w)),
+                "policy/ratio_min": float(sur.ratio.min()),
+                "policy/ratio_max": float(sur.ratio.max()),
+            }
+
+        metrics: dict[str, Any] = {"policy/logprob": float(_masked_mean(out.log_prob.detach(), w))}
+        extra = torch.zeros((), device=dev)
         if self.needs_reference:
             with torch.no_grad(), a.reference() as ref:
                 v_ref = a.velocity(x_t, sig[i], cond, s.guidance_scale, transformer=ref)
@@ -138,9 +176,9 @@ class GRPOObjective:
             kl = K.gaussian_kl_equal_std(out.mean, ref_out.mean, out.std, c.logprob_reduce)  # [b]
             metrics["policy/kl"] = float(_masked_mean(kl.detach(), w))
             if c.kl_beta > 0:
-                loss = loss + c.kl_beta * _masked_mean(kl, w)
-            loss = add_penalty(c, loss, v, v_ref, w, metrics)
-        return loss, metrics
+                extra = extra + c.kl_beta * _masked_mean(kl, w)
+            extra = add_penalty(c, extra, v, v_ref, w, metrics)
+        return LossHead(v, lambda adv: adv.float(), policy, extra, metrics)
 
 
 @OBJECTIVES.register("nft")
@@ -179,6 +217,14 @@ class NFTObjective:
         advantages: torch.Tensor,
         valid: torch.Tensor,
     ) -> tuple[torch.Tensor, dict[str, Any]]:
+        h = self.head(ctx, rollout, idx, term, valid)
+        return h.total(h.to_signal(advantages[idx].to(h.output.device)))
+
+    def head(
+        self, ctx: TrainContext, rollout: Rollout, idx: torch.Tensor, term: int, valid: torch.Tensor
+    ) -> LossHead:
+        """The forward on fresh-noise draw `term` of samples `idx`; the NFT loss is affine in the optimality
+        probability r (the signal), which MARBLE mixes across rewards (:mod:`imgalign.trainers.balance`)."""
         from imgalign.trainers.nft import (
             nft_loss_terms,
             noisy_latent,
@@ -207,22 +253,24 @@ class NFTObjective:
             v_old = a.velocity(x_t, t, cond, 1.0, transformer=ctx.model)
         v = a.velocity(x_t, t, cond, 1.0, transformer=ctx.model)
         lp, lm = nft_loss_terms(v, v_old, x0, x_t, t, n.beta)
-        r = optimality_probability(advantages[idx].to(dev), clip=n.adv_clip)
         w = valid[idx].float().to(dev)
-        loss = _masked_mean(r * lp + (1 - r) * lm, w) / n.beta
+
+        def policy(r: torch.Tensor) -> tuple[torch.Tensor, dict[str, Any]]:
+            loss = _masked_mean(r * lp + (1 - r) * lm, w) / n.beta
+            return loss, {"policy/loss": float(loss.detach()), "nft/r_mean": float(_masked_mean(r, w))}
+
         metrics: dict[str, Any] = {
-            "policy/loss": float(loss.detach()),
             "nft/loss_plus": float(_masked_mean(lp.detach(), w)),
             "nft/loss_minus": float(_masked_mean(lm.detach(), w)),
-            "nft/r_mean": float(_masked_mean(r, w)),
         }
+        extra = torch.zeros((), device=dev)
         if self.needs_reference:
             with torch.no_grad(), a.reference() as ref:
                 v_ref = a.velocity(x_t, t, cond, 1.0, transformer=ref)
             if n.ref_weight > 0:
-                loss = loss + n.ref_weight * ref_velocity_loss(v, v_ref)
-            loss = add_penalty(c, loss, v, v_ref, w, metrics)
-        return loss, metrics
+                extra = extra + n.ref_weight * ref_velocity_loss(v, v_ref)
+            extra = add_penalty(c, extra, v, v_ref, w, metrics)
+        return LossHead(v, lambda adv: optimality_probability(adv, clip=n.adv_clip), policy, extra, metrics)
 
     def after_update(self, params: list[torch.nn.Parameter]) -> None:
         from imgalign.trainers.nft import ema_decay

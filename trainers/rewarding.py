@@ -145,3 +145,47 @@ def gdpo(
     groups = torch.unique(group_ids)
     tied = sum(1 for g in groups if bool(((per[:, (group_ids == g) & ok]).abs().sum() == 0).item()))
     return Balanced(adv, ok, tied / max(len(groups), 1), per)
+
+
+def per_reward_advantages(
+    rewards: torch.Tensor,
+    group_ids: torch.Tensor,
+    finite: torch.Tensor,
+    std_mode: str = "group",
+    adv_clip: float | None = 5.0,
+) -> tuple[torch.Tensor, torch.Tensor, float]:
+    """Each reward's own GRPO advantage (normalised within its group, clipped): the signal of each per-reward gradient.
+
+    rewards, finite [K, N]; group_ids [N] -> (advantages [K, N], valid [N], zero_std_ratio). A sample is valid when
+    every reward of it is finite and at least one reward varies in its group; a reward that ties in a group gives 0
+    there (for NFT: r = 1/2). zero_std_ratio is the share of groups in which every reward ties.
+    """
+    ok = finite.all(dim=0)
+    per, valid = [], torch.zeros_like(ok)
+    for k in range(rewards.shape[0]):
+        adv = group_advantages(rewards[k], group_ids, std_mode, adv_clip, finite=ok)  # type: ignore[arg-type]
+        per.append(adv.advantages)
+        valid |= adv.valid
+    groups = torch.unique(group_ids)
+    tied = sum(1 for g in groups if not bool(valid[group_ids == g].any()))
+    return torch.stack(per), valid & ok, tied / max(len(groups), 1)
+
+
+@BALANCERS.register("marble")
+def marble(
+    rewards: torch.Tensor,
+    weights: torch.Tensor,
+    group_ids: torch.Tensor,
+    finite: torch.Tensor,
+    std_mode: str = "group",
+    adv_clip: float | None = 5.0,
+) -> Balanced:
+    """MARBLE (algorithms.md §6): per-reward group-normalised advantages; the trainer mixes them with the EMA'd
+    min-norm simplex weights of the per-reward gradients (:class:`imgalign.trainers.balance.MarbleBalancer`).
+
+    ``advantages`` here is the weighted mean of the per-reward advantages (weights normalised to sum 1), only a
+    placeholder for logging and for callers without MARBLE support; the trainer replaces it. ``weights`` do not
+    enter MARBLE's direction (the min-norm point is scale-free per reward)."""
+    per, valid, tied = per_reward_advantages(rewards, group_ids, finite, std_mode, adv_clip)
+    w = weights.float() / weights.float().sum().clamp_min(1e-12)
+    return Balanced((w.view(-1, 1) * per).sum(dim=0), valid, tied, per)

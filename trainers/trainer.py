@@ -172,6 +172,7 @@ class FlowGRPOTrainer:
         self.reward_weights = torch.tensor(
             cfg.rewards.weights or [1.0] * len(self.rewards), dtype=torch.float32
         )
+        self.balancing = self._build_balancing()
 
         self.resume_from = self._resolve_resume(resume)
         self.out.mkdir(parents=True, exist_ok=True)
@@ -232,6 +233,37 @@ class FlowGRPOTrainer:
             sum(p.numel() for p in self.params) / 1e6,
             f"LoRA r={cfg.model.lora_rank}" if cfg.model.lora_rank else "full fine-tune",
         )
+
+    # ---- multi-reward balancing (owner: marble) -----------------------------------------------------------------
+    def _build_balancing(self) -> Any:
+        """MARBLE / gradient-cosine state (:class:`imgalign.trainers.balance.RewardBalancing`), or None."""
+        from imgalign.trainers.balance import RewardBalancing
+
+        rc = self.cfg.rewards
+        marble = rc.balancer == "marble"
+        if not (marble or rc.diagnose_cosines):
+            return None
+        if not hasattr(self.objective, "head"):
+            raise ConfigError(
+                f"rewards.balancer=marble / rewards.diagnose_cosines need an objective with a head() (grpo, nft); "
+                f"{self.cfg.objective.name!r} has none"
+            )
+        return RewardBalancing(
+            list(self.rewards),
+            marble=marble,
+            diagnose=rc.diagnose_cosines,
+            space=rc.marble.gram,
+            ema=rc.marble.ema,
+            refresh_every=rc.marble.refresh_every,
+            solver=rc.marble.solver,
+        )
+
+    def _reduce_sum(self, t: torch.Tensor) -> torch.Tensor:
+        if self.world == 1:
+            return t
+        return self.acc.reduce(t.to(self.acc.device), reduction="sum").cpu()
+
+    # ---- end multi-reward balancing -------------------------------------------------------------------------------
 
     def _trackers(self) -> list[str]:
         t = self.cfg.log.trackers
@@ -374,6 +406,9 @@ class FlowGRPOTrainer:
         adv_local, valid_local = bal.advantages[sl], bal.valid[sl]
         if "credit" in ro.extras:  # strategies with their own credit assignment (tree rollouts: per-edge)
             adv_local, valid_local = ro.extras["credit"](scores_all, bal)
+        per_reward_local = None
+        if self.balancing is not None:  # MARBLE / cosine diagnostics: each reward's own advantage [b, K]
+            per_reward_local = self._per_reward_advantages(ro, scores_all, gid_all, finite)[:, sl].T
         for k, name in enumerate(self.rewards):
             s = scores_all[k][finite[k]]
             m[f"reward/{name}/mean"] = float(s.mean()) if s.numel() else float("nan")
@@ -393,12 +428,33 @@ class FlowGRPOTrainer:
             self._save_grid(ro.images, ro.prompts, self.out / "samples" / f"step-{step:06d}.png")
         # ---- update
         t = time.perf_counter()
-        m.update(self._update(step, ro, adv_local, valid_local))
+        m.update(self._update(step, ro, adv_local, valid_local, per_reward_local))
         m["perf/sec_train"] = time.perf_counter() - t
         m["train/lr"] = float(self.scheduler.get_last_lr()[0])
         return m
 
-    def _update(self, step: int, ro: Rollout, adv: torch.Tensor, valid: torch.Tensor) -> dict[str, float]:
+    def _per_reward_advantages(
+        self, ro: Rollout, scores: torch.Tensor, gid: torch.Tensor, finite: torch.Tensor
+    ) -> torch.Tensor:
+        """[K, N] group-normalised advantage of each reward (the same definition for every balancer)."""
+        from imgalign.trainers.rewarding import per_reward_advantages
+
+        if "credit" in ro.extras:
+            raise ConfigError(
+                "rewards.balancer=marble and rewards.diagnose_cosines do not support rollouts with their own credit "
+                f"assignment ({self.cfg.sampling.rollout!r}); use sampling.rollout: flat"
+            )
+        o = self.cfg.objective
+        return per_reward_advantages(scores, gid, finite, o.std_mode, o.adv_clip)[0]
+
+    def _update(
+        self,
+        step: int,
+        ro: Rollout,
+        adv: torch.Tensor,
+        valid: torch.Tensor,
+        per_reward: torch.Tensor | None = None,
+    ) -> dict[str, float]:
         cfg = self.cfg
         self.model.train()
         n = len(ro.prompts)
@@ -412,13 +468,20 @@ class FlowGRPOTrainer:
         counts: dict[str, int] = defaultdict(int)
         grad_norms = []
         nfe_train = 0
+        bb = self.balancing if per_reward is not None else None  # MARBLE / cosine diagnostics
         for chunk in chunks:
             micro = [(mb, term) for mb in chunk.split(cfg.train.micro_batch_size) for term in terms]
+            if bb is not None:
+                bb.start_update()
             for k, (mb, term) in enumerate(micro):
                 sync = k == len(micro) - 1
                 ctx_mgr = contextlib.nullcontext() if sync else self.acc.no_sync(self.model)
                 with ctx_mgr, self.acc.autocast():
-                    loss, mm = self.objective.loss(ctx, ro, mb, term, adv, valid)
+                    if bb is not None:  # one forward; per-reward probes; the balanced loss; ONE backward
+                        head = self.objective.head(ctx, ro, mb, term, valid)
+                        loss, mm = bb.micro_loss(head, per_reward[mb], adv[mb], self.params, self._reduce_sum)
+                    else:
+                        loss, mm = self.objective.loss(ctx, ro, mb, term, adv, valid)
                     self.acc.backward(loss / len(micro))
                 nfe_train += len(mb) * self.adapter.nfe_per_step(cfg.sampling.guidance_scale)
                 for key, val in mm.items():
@@ -430,6 +493,8 @@ class FlowGRPOTrainer:
             self.optimizer.step()
             self.scheduler.step()
             self.optimizer.zero_grad(set_to_none=True)
+            if bb is not None:
+                bb.end_update(self._reduce_sum)
             if self.ema is not None:
                 self.ema.update()
             if hasattr(self.objective, "after_update"):  # e.g. NFT's EMA old policy
@@ -442,6 +507,8 @@ class FlowGRPOTrainer:
                 torch.tensor([out[k] for k in keys], device=self.acc.device), reduction="mean"
             )
             out = dict(zip(keys, vals.tolist()))
+        if bb is not None:
+            out.update(bb.step_metrics())
         out["train/grad_norm"] = sum(grad_norms) / len(grad_norms)
         out["perf/nfe_train"] = float(nfe_train * self.world)
         return out
@@ -565,6 +632,8 @@ class FlowGRPOTrainer:
             C.torch_save(self.scheduler.state_dict(), st / "scheduler.pt")
             if hasattr(self.objective, "state_dict"):
                 C.torch_save(self.objective.state_dict(), st / "objective.pt")
+            if self.balancing is not None:
+                C.torch_save(self.balancing.state_dict(), st / "balance.pt")
             C.torch_save(
                 {k: r.state_dict() for k, r in self.rewards.items() if getattr(r, "stateful", False)},
                 st / "rewards.pt",
@@ -619,6 +688,8 @@ class FlowGRPOTrainer:
         self.scheduler.load_state_dict(C.torch_load(st / "scheduler.pt"))
         if hasattr(self.objective, "load_state_dict") and (st / "objective.pt").is_file():
             self.objective.load_state_dict(C.torch_load(st / "objective.pt"))
+        if self.balancing is not None and (st / "balance.pt").is_file():
+            self.balancing.load_state_dict(C.torch_load(st / "balance.pt"))
         rstate = C.torch_load(st / "rewards.pt")
         for k, s in rstate.items():
             self.rewards[k].load_state_dict(s)
