@@ -1,14 +1,25 @@
-"""Amortised MARBLE step vs single-reward DiffusionNFT step on a tiny random SD3 transformer, side by side.
+"""The amortised MARBLE update vs a single-reward update, side by side, through the trainer's own code paths.
 
-    OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 python bench/bench_marble.py [--rewards 3] [--batch 8] [--reps 12]
+    OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 python bench/bench_marble.py [--config examples/shapes/marble.yaml]
+        [--samples 32] [--rewards 3] [--reps 30] [--set key=value ...]
 
-One step = fresh noise and t, v_theta forward (with grad), old-policy forward (EMA weights, no grad), NFT loss,
-backward, AdamW step, EMA update. MARBLE adds: per-reward group advantages -> r [B, K], the per-reward gradient Gram
-matrix, the min-norm solve, the EMA on alpha, r_mix, diagnostics (cosines); still ONE backward. Gram sources timed:
-``output`` (gradients w.r.t. v_theta through the loss head only: the default), ``params-subset`` (K autograd calls
-to the final projection's parameters), ``params-all`` (K full extra backward passes) and ``params-all/every-10``
-(refreshed every 10th step). Variants run round-robin so shared-CPU noise hits them alike; medians are printed with
-the ratio to the single-reward step (target <= 1.10x).
+Builds the trainer from the config (default: the embedded shapes model with DiffusionNFT, as in
+``examples/shapes/marble.yaml``), rolls out ONE batch and then times one optimizer update on it (the objective's
+forwards, the loss, ONE backward, gradient clipping, AdamW, the old-policy EMA) in these variants, all on the same
+model, rollout and K synthetic reward columns:
+
+- ``single``: the objective's ``loss`` with the first reward's group advantages (a single-reward update);
+- ``marble``: :class:`~imgalign.trainers.balance.RewardBalancing` with output-space Gram (K gradient probes through
+  the loss head only, the min-norm solve, the EMA, the alpha-mixed signal), diagnostics off;
+- ``marble+diag``: as above plus the gradient-cosine diagnostics (``rewards.diagnose_cosines``, on in the example
+  configs: K+1 probes per micro-batch);
+- ``marble:params``: parameter-space Gram on every trainable weight (K extra backward passes), for reference;
+- ``marble:params/10``: the same, refreshed every 10 updates.
+
+Rollouts and reward scoring (identical for every balancer with the same rewards) are not timed, so the ratios are
+the strict ones. The variants run round-robin (one update each per round, after a warm-up round) so the shared
+machine's noise hits them alike; printed: the median time of each, its ratio to ``single`` and the median of the
+per-round paired ratios.
 """
 
 from __future__ import annotations
@@ -16,148 +27,151 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import tempfile
 import time
 
 import torch
 
-from imgalign.trainers.balance import MarbleBalancer, group_normalize, nft_output_gram, param_gram
-from imgalign.trainers.nft import EmaParams, nft_combine, nft_loss_terms, noisy_latent, optimality_probability
+
+def build(args: argparse.Namespace):  # noqa: ANN201 - returns the trainer and its rollout
+    from imgalign.config import load_config
+    from imgalign.trainers.config import FlowGRPOConfig
+    from imgalign.trainers.rollout import RolloutContext
+    from imgalign.trainers.trainer import FlowGRPOTrainer
+
+    out = tempfile.mkdtemp(prefix="bench_marble_")
+    overrides = [
+        f"sampling.samples_per_step={args.samples}",
+        f"sampling.batch_size={args.samples}",
+        f"train.micro_batch_size={args.samples}",
+        "train.updates_per_step=1",
+        "eval.every=-1",
+        "log.trackers=none",
+        "log.progress=false",
+        f"log.output_dir={out}",
+        "rewards.balancer=weighted_sum",  # the trainer's own balancing state is not used here
+        "rewards.diagnose_cosines=false",
+        *args.set,
+    ]
+    cfg = load_config(FlowGRPOConfig, args.config, overrides)
+    tr = FlowGRPOTrainer(cfg, out)
+    tr.setup()
+    g = cfg.sampling.group_size
+    batch = tr.sampler.for_step(0, cfg.sampling.prompts_per_step)
+    prompts = [p for p in batch.prompts for _ in range(g)]
+    meta = [m for m in batch.metadata for _ in range(g)]
+    ids = torch.arange(len(prompts))
+    ctx = RolloutContext(tr.adapter, tr.model, cfg.sampling, cfg.train.seed, 0, cfg.objective.logprob_reduce)
+    with torch.no_grad():
+        ro = tr.rollout_fn(ctx, prompts, meta, ids, ids // g)
+    return tr, ro, ids // g
 
 
-def tiny_sd3(seed: int = 0, sample_size: int = 16):
-    from diffusers import SD3Transformer2DModel
+class Update:
+    """One optimizer update of variant `name` on the fixed rollout (the trainer's _update loop, one chunk)."""
 
-    torch.manual_seed(seed)
-    return SD3Transformer2DModel(
-        sample_size=sample_size,
-        patch_size=2,
-        in_channels=4,
-        num_layers=2,
-        attention_head_dim=16,
-        num_attention_heads=2,
-        caption_projection_dim=32,
-        joint_attention_dim=32,
-        pooled_projection_dim=32,
-        out_channels=4,
-        pos_embed_max_size=sample_size,
-    )
+    def __init__(self, name: str, tr, ro, per: torch.Tensor, valid: torch.Tensor, names: list[str]) -> None:
+        from imgalign.trainers.balance import RewardBalancing
 
-
-class Step:
-    """One NFT update; `variant` is 'single' or 'marble:<gram source>[:refresh]'."""
-
-    def __init__(self, variant: str, args, data) -> None:
-        self.variant = variant
-        self.model = tiny_sd3(sample_size=args.size)
-        self.params = [p for p in self.model.parameters() if p.requires_grad]
-        self.opt = torch.optim.AdamW(self.params, lr=1e-4)
-        self.ema = EmaParams.from_module(self.model, decay=0.9)
-        self.data = data
-        self.k = args.rewards
-        self.balancer = MarbleBalancer(
-            self.k, ema=0.9, refresh_every=10 if variant.endswith("every-10") else 1
-        )
-        self.subset = [p for n, p in self.model.named_parameters() if n.startswith("proj_out")]
+        self.name, self.tr, self.ro, self.per, self.valid = name, tr, ro, per, valid
+        self.rb = None
+        if name != "single":
+            self.rb = RewardBalancing(
+                names,
+                marble=True,
+                diagnose=name == "marble+diag",
+                space="params" if name.startswith("marble:params") else "output",
+                refresh_every=10 if name.endswith("/10") else 1,
+            )
+        self.metrics: dict[str, float] = {}
         self.n = 0
-        self.gen = torch.Generator().manual_seed(1)
 
-    def velocity(self, x, t, old: bool = False):
-        _, text, pooled, _, _ = self.data
-        kw = {
-            "hidden_states": x,
-            "encoder_hidden_states": text,
-            "pooled_projections": pooled,
-            "timestep": t * 1000.0,
-        }
-        return (self.ema.functional(self.model, **kw) if old else self.model(**kw)).sample
+    def __call__(self) -> None:
+        from imgalign.trainers.objectives import TrainContext
 
-    def __call__(self) -> dict[str, float]:
-        x0, text, pooled, rewards, groups = self.data
-        b = x0.shape[0]
-        t = torch.rand(b, generator=self.gen)
-        x_t = noisy_latent(x0, t, torch.randn(x0.shape, generator=self.gen))
-        v = self.velocity(x_t, t)
-        with torch.no_grad():
-            v_old = self.velocity(x_t, t, old=True)
-        metrics: dict[str, float] = {}
-        loss_plus, loss_minus = nft_loss_terms(v, v_old, x0, x_t, t, beta=1.0)  # [B] each
-        if self.variant == "single":
-            r = optimality_probability(group_normalize(rewards[:, 0], groups))
-            loss = nft_combine(r, loss_plus, loss_minus, 1.0)
-        else:
-            r_k = optimality_probability(group_normalize(rewards, groups))  # [B, K]
-            source = self.variant.split(":")[1]
-            if self.balancer.needs_refresh(self.n):
-                if source == "output":
-                    gram = nft_output_gram(v, loss_plus, loss_minus, r_k, beta=1.0)
-                else:
-                    losses = [nft_combine(r_k[:, j], loss_plus, loss_minus, 1.0) for j in range(self.k)]
-                    gram, _ = param_gram(losses, self.subset if source == "params-subset" else self.params)
-                self.balancer.update(gram)
-                metrics = self.balancer.diagnostics(gram)
-            loss = nft_combine(self.balancer.mix(r_k), loss_plus, loss_minus, 1.0)
-        self.opt.zero_grad(set_to_none=True)
-        loss.backward()
-        self.opt.step()
-        self.ema.update()
+        tr, ro = self.tr, self.ro
+        cfg = tr.cfg
+        tr.model.train()
+        ctx = TrainContext(tr.adapter, tr.model, self.n)
+        idx = torch.arange(len(ro.prompts))
+        micro = [(mb, t) for mb in idx.split(cfg.train.micro_batch_size) for t in tr.objective.terms(ro)]
+        if self.rb is not None:
+            self.rb.start_update()
+        for mb, term in micro:
+            if self.rb is None:
+                loss, _ = tr.objective.loss(ctx, ro, mb, term, self.per[:, 0], self.valid)
+            else:
+                head = tr.objective.head(ctx, ro, mb, term, self.valid)
+                loss, _ = self.rb.micro_loss(head, self.per[mb], self.per[mb, 0], tr.params)
+            (loss / len(micro)).backward()
+        torch.nn.utils.clip_grad_norm_(tr.params, cfg.train.grad_clip or float("inf"))
+        tr.optimizer.step()
+        tr.optimizer.zero_grad(set_to_none=True)
+        if hasattr(tr.objective, "after_update"):
+            tr.objective.after_update(tr.params)
+        if self.rb is not None:
+            self.rb.end_update()
+            self.metrics = self.rb.step_metrics()
         self.n += 1
-        return metrics
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--rewards", type=int, default=3)
-    ap.add_argument("--batch", type=int, default=8)
-    ap.add_argument("--group", type=int, default=4)
-    ap.add_argument("--size", type=int, default=16)
-    ap.add_argument("--reps", type=int, default=12)
+    ap.add_argument("--config", default="examples/shapes/marble.yaml")
+    ap.add_argument("--samples", type=int, default=32, help="samples per update (one micro-batch)")
+    ap.add_argument("--rewards", type=int, default=3, help="K synthetic reward columns")
+    ap.add_argument("--reps", type=int, default=30, help="round-robin rounds")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override")
+    ap.add_argument(
+        "--variants", default="single,marble,marble+diag,marble:params,marble:params/10", help="comma list"
+    )
     args = ap.parse_args(argv)
-    torch.set_num_threads(1)
-    g = torch.Generator().manual_seed(0)
-    data = (
-        torch.randn(args.batch, 4, args.size, args.size, generator=g),
-        torch.randn(args.batch, 8, 32, generator=g),
-        torch.randn(args.batch, 32, generator=g),
-        torch.rand(args.batch, args.rewards, generator=g) * torch.tensor([1.0, 10.0, 0.1])[: args.rewards],
-        torch.arange(args.batch) // args.group,
-    )
-    variants = [
-        "single",
-        "marble:output",
-        "marble:params-subset",
-        "marble:params-all",
-        "marble:params-all/every-10",
-    ]
-    steps = {v: Step(v, args, data) for v in variants}
-    for s in steps.values():  # warm-up
-        s()
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+    from imgalign.trainers.rewarding import per_reward_advantages
+
+    tr, ro, gid = build(args)
+    gen = torch.Generator().manual_seed(0)
+    scales = torch.logspace(-1, 3, args.rewards)[:, None]  # rewards on very different scales
+    scores = torch.randn(args.rewards, gid.numel(), generator=gen) * scales  # [K, N]
+    per, valid, _ = per_reward_advantages(scores, gid, torch.isfinite(scores))
+    per = per.T.contiguous()  # [N, K]
+    names = [f"r{k}" for k in range(args.rewards)]
+    variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+    if "single" not in variants:
+        raise SystemExit("bench_marble: --variants must include 'single' (the reference)")
+    runs = {v: Update(v, tr, ro, per, valid, names) for v in variants}
+    for u in runs.values():  # warm-up
+        u()
     times: dict[str, list[float]] = {v: [] for v in variants}
-    last: dict[str, dict[str, float]] = {}
     for _ in range(args.reps):
-        for v, s in steps.items():
+        for v, u in runs.items():
             t0 = time.perf_counter()
-            m = s()
+            u()
             times[v].append(time.perf_counter() - t0)
-            last[v] = m or last.get(v, {})
-    base = statistics.median(times["single"])
-    n_params = sum(p.numel() for p in steps["single"].params)
+    n_params = sum(p.numel() for p in tr.params)
     print(
-        f"tiny SD3 ({n_params} params), batch {args.batch}, latent 4x{args.size}x{args.size}, K={args.rewards} "
-        f"rewards, {args.reps} round-robin reps, 1 thread"
+        f"{tr.cfg.model.path} ({n_params / 1e6:.2f}M trainable), objective {tr.cfg.objective.name}, "
+        f"{gid.numel()} samples/update, K={args.rewards} rewards, {args.reps} round-robin rounds, "
+        f"{torch.get_num_threads()} thread(s)"
     )
-    base_min = min(times["single"])
-    print(f"{'step':30s} {'median ms':>10s} {'ratio':>7s} {'min ms':>8s} {'ratio':>7s}")
+    base = times["single"]
+    print(f"{'update':20s} {'median ms':>10s} {'ratio':>8s} {'paired':>8s} {'min ms':>8s}")
     for v in variants:
-        med, best = statistics.median(times[v]), min(times[v])
-        print(f"{v:30s} {1000 * med:10.2f} {med / base:7.3f}x {1000 * best:8.2f} {best / base_min:7.3f}x")
-    cos = {k: round(x, 3) for k, x in last["marble:output"].items()}
-    print(f"marble:output diagnostics (last step): {cos}")
-    ratio = statistics.median(times["marble:output"]) / base
-    ratio_min = min(times["marble:output"]) / base_min
-    print(
-        f"amortised MARBLE (output Gram) / single-reward NFT step: {ratio:.3f}x median, {ratio_min:.3f}x min "
-        "(target <= 1.10x; the extra cost is a fixed few ms per step, independent of the model size)"
-    )
+        paired = statistics.median(t / b for t, b in zip(times[v], base))
+        med = statistics.median(times[v])
+        print(
+            f"{v:20s} {1000 * med:10.1f} {med / statistics.median(base):7.3f}x {paired:7.3f}x "
+            f"{1000 * min(times[v]):8.1f}"
+        )
+    if "marble" in runs:
+        paired = statistics.median(t / b for t, b in zip(times["marble"], base))
+        print(
+            f"marble diagnostics (last update): { {k: round(x, 3) for k, x in runs['marble'].metrics.items()} }"
+        )
+        print(
+            f"amortised MARBLE update / single-reward update: {paired:.3f}x (median of paired ratios; "
+            "target <= 1.10x)"
+        )
     return 0
 
 
