@@ -17,9 +17,9 @@ A_k). One backward of L(r_mix) therefore gives the MARBLE direction exactly (sca
 since the optimiser's step size absorbs it: ``MarbleBalancer.mix``). Verified in ``tests/test_balance.py``.
 
 How the Gram matrix G_kl = <g_k, g_l> is obtained cheaply (``BalanceConfig.marble_gram``), measured in
-``bench/bench_marble.py`` (tiny SD3, batch 8, K = 3, 1 CPU thread; step time relative to a single-reward NFT step:
-output 1.06-1.17x median / 1.06x min, params over the final projection 1.17-1.23x, params over all weights ~2.0x,
-all weights refreshed every 10 steps ~1.0x):
+``bench/bench_marble.py`` (the trainer's own update on the embedded shapes model, NFT, K = 3; update time relative
+to a single-reward update; figures and commands in the bench's docstring: ``output`` within noise of 1.0x,
+``params`` over all 1.65M trainable weights ~3.6x, ``params`` refreshed every 10 updates ~1.0x):
 
 - ``"output"`` (default): gradients with respect to the network output v_theta instead of the weights (the
   "MGDA-UB" bound of Sener & Koltun 2018, which balances gradients at the shared representation). For NFT these are
@@ -52,7 +52,29 @@ Integration (NFT objective, K rewards, B samples in prompt groups ``group_ids`` 
     loss = nft_combine(r, Lp, Lm, beta) (+ ref / vnorm terms); loss.backward()   # ONE backward
     metrics |= reward_means(R, names)
 
-For Flow-GRPO use ``balancer.mix_advantages(A)`` (exact while the ratio is inside the clip range).
+For Flow-GRPO use ``balancer.mix_advantages(A)``. What holds there: the clipped surrogate
+max(-A·rho, -A·clip(rho)) is linear in A for every sample whose ratio rho is inside [1 - eps, 1 + eps] (always on the
+first, on-policy update: rho = 1), so the gradient of L(A_mix) is exactly sum_k c_k grad L(A_k) there; for a sample
+whose ratio is outside the clip range the active branch depends on the sign of A, so the mixed sample's gradient is
+0 or the unclipped one while the per-reward sum mixes clipped (0) and unclipped terms: the identity is then only
+approximate (it fails exactly on the clipped samples, whose share is logged as policy/clipfrac).
+
+In ``imgalign train`` (``rewards.balancer: marble``; :class:`RewardBalancing`, trainer ``_update``): the objectives
+expose ``head()`` (:class:`imgalign.trainers.objectives.LossHead`): one forward whose loss can be formed for any
+advantage vector. Each micro-batch: per-reward advantages A [b, K] (:func:`imgalign.trainers.rewarding.
+per_reward_advantages`, the same definition for every balancer) -> signal s_k = to_signal(A_k) (NFT: r_k; GRPO: A_k)
+-> on the FIRST micro-batch of an update (every ``rewards.marble.refresh_every`` updates), the K per-reward policy
+losses' gradients with respect to v_theta (``rewards.marble.gram: output``, default; K autograd calls through the loss
+head only) or to the trainable weights (``params``; K extra backward passes) -> Gram -> alpha* -> EMA -> c; the
+mixed signal s_k @ c -> the loss (regularisers once, since sum c = 1) -> ONE backward. Every micro-batch of the update
+uses the same c, so alpha* sees the first micro-batch only: set ``train.micro_batch_size`` to the samples per update
+(and ``objective.terms_per_sample: 1`` for NFT) to let it see the whole batch, as the shapes example configs do.
+``rewards.diagnose_cosines`` (any balancer) adds, per micro-batch, the gradients of the K per-reward losses and of the
+loss actually back-propagated (d) in the same space, summed over the update (:class:`UpdateGram`), and logs
+``balance/grad_cos/<reward>``, ``balance/grad_cos_min``, ``balance/neg_cos_share_step`` and the running
+``balance/neg_cos_share`` (share of updates whose worst reward's cosine with d is negative); d is the loss gradient
+before gradient clipping and AdamW's preconditioning. Measured cost: ``bench/bench_marble.py`` (figures in its
+docstring).
 
 Several processes: gather the rewards before the group normalisation (group members live on different ranks).
 The output-space Gram sums over disjoint per-sample slices, so all-reducing (sum) the local Gram matrices gives the
