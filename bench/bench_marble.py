@@ -34,7 +34,7 @@ trainable weights, full fine-tune), NFT, K = 3, ``--reps 3`` (32 samples per upd
 
 i.e. the amortised update is within noise of the single-reward update (target <= 1.10x); the time spent in the
 balancing itself (``perf/sec_balance`` in metrics.jsonl: K probes through the loss head, the solve, the mix) was
-0.45 s of ~10.7 s here, and 0.007-0.03 s of a 0.37-0.40 s update in an unloaded 2-step run of
+0.45 s of ~10.7 s here, and 0.03 s then 0.007 s of 0.40 s and 0.37 s updates in the 2-step smoke run of
 ``examples/shapes/marble.yaml``. The parameter-space Gram on every weight costs K extra backward passes (3.6x);
 refreshed every 10 updates it amortises to ~1.0x.
 """
