@@ -32,7 +32,14 @@ trainable weights, full fine-tune), NFT, K = 3, ``--reps 3`` (32 samples per upd
     marble:params      40894.4  3.668x   3.635x
     marble:params/10   10045.5  0.901x   0.937x
 
-i.e. the amortised update is within noise of the single-reward update (target <= 1.10x); the time spent in the
+and ``--samples 8 --reps 12 --variants single,marble,marble+diag`` (~4.5 s per update under the same load):
+
+    update           median ms   ratio   paired
+    single              4518.3  1.000x   1.000x
+    marble              4772.9  1.056x   1.061x
+    marble+diag         4667.7  1.033x   1.054x
+
+i.e. the amortised update is within about 6% of the single-reward update (target <= 1.10x); the time spent in the
 balancing itself (``perf/sec_balance`` in metrics.jsonl: K probes through the loss head, the solve, the mix) was
 0.45 s of ~10.7 s here, and 0.03 s then 0.007 s of 0.40 s and 0.37 s updates in the 2-step smoke run of
 ``examples/shapes/marble.yaml``. The parameter-space Gram on every weight costs K extra backward passes (3.6x);
