@@ -194,7 +194,8 @@ class FlowGRPOTrainer:
                 cfg.train.seed,
             )
         else:
-            a.enable_full_finetune(keep_reference=self.objective.needs_reference)
+            # the frozen copy also serves the evaluation's norm-inflation measurement (eval.vnorm_images)
+            a.enable_full_finetune(keep_reference=self.objective.needs_reference or cfg.eval.vnorm_images > 0)
         # trainable weights in float32 (frozen ones may be bf16/fp16)
         for _, p in a.trainable_named_parameters():
             p.data = p.data.float()
@@ -374,6 +375,7 @@ class FlowGRPOTrainer:
         adv_local, valid_local = bal.advantages[sl], bal.valid[sl]
         if "credit" in ro.extras:  # strategies with their own credit assignment (tree rollouts: per-edge)
             adv_local, valid_local = ro.extras["credit"](scores_all, bal)
+        m.update(ro.extras.get("metrics", {}))  # strategy metrics (tree: NFE report, edge credit statistics)
         for k, name in enumerate(self.rewards):
             s = scores_all[k][finite[k]]
             m[f"reward/{name}/mean"] = float(s.mean()) if s.numel() else float("nan")
@@ -401,7 +403,7 @@ class FlowGRPOTrainer:
     def _update(self, step: int, ro: Rollout, adv: torch.Tensor, valid: torch.Tensor) -> dict[str, float]:
         cfg = self.cfg
         self.model.train()
-        n = len(ro.prompts)
+        n = ro.num_rows  # the samples, or a tree rollout's parent rows
         perm = torch.randperm(
             n, generator=torch.Generator().manual_seed(_mix(cfg.train.seed, step, 31, self.rank))
         )
@@ -480,6 +482,10 @@ class FlowGRPOTrainer:
                     out, images = reward_suite(
                         self.adapter, model, cfg.eval, gs, self.rewards, self.sampler.test
                     )
+                if cfg.eval.vnorm_images > 0:  # ‖v_θ‖/‖v_ref‖ per step bucket along the policy's ODE paths
+                    from imgalign.trainers.vnorm import eval_inflation
+
+                    out.update(eval_inflation(self.adapter, model, cfg.eval, gs, self.sampler.test))
             if images.numel():
                 self._save_grid(images[:16], None, self.out / "samples" / f"eval-step-{step:06d}.png")
             out["perf/sec_eval"] = time.perf_counter() - t
