@@ -7,7 +7,8 @@ Flat = Flow-GRPO: `leaves` independent SDE trajectories per prompt; every step b
 Tree = TreeGRPO/BranchGRPO: one shared initial noise per prompt, binary SDE branches at the given steps (ODE
 elsewhere), only branching edges trained; siblings share their parent's x, so the update evaluates v_theta once per
 parent row. Reported per method: rollout NFEs (counted by the driver, checked against the formula), rollout wall
-time, trained samples (transitions), update forward rows, and NFE / seconds per leaf image and per trained sample.
+time, trained samples (transitions), update forward rows, NFE / seconds per leaf image and per trained sample, and
+the update's forward + backward time over its rows, so the last column is the whole step's wall time per trained sample.
 """
 
 from __future__ import annotations
@@ -76,6 +77,26 @@ def flat_rollout(vf: SD3Velocity, noise: torch.Tensor, root: torch.Tensor, sigma
     return x
 
 
+def update_seconds(vf: SD3Velocity, rows: int, size: int, micro: int, gen: torch.Generator) -> float:
+    """Wall time of the update's forward + backward over `rows` transformer rows (v_theta with grad, in micro-batches
+    of `micro`): flat re-evaluates every trained transition, the tree one row per parent."""
+    model = vf.model
+    t0 = time.perf_counter()
+    for s in range(0, rows, micro):
+        n = min(micro, rows - s)
+        x = torch.randn(n, 4, size, size, generator=gen)
+        root = torch.zeros(n, dtype=torch.long)
+        v = model(
+            hidden_states=x,
+            encoder_hidden_states=vf.text[root],
+            pooled_projections=vf.pooled[root],
+            timestep=torch.full((n,), 500.0),
+        ).sample
+        v.square().mean().backward()
+    model.zero_grad(set_to_none=True)
+    return time.perf_counter() - t0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--prompts", type=int, default=2)
@@ -85,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--size", type=int, default=16, help="latent height/width")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--micro", type=int, default=16, help="update micro-batch (rows per forward + backward)")
     ap.add_argument("--noise-level", type=float, default=0.7)
     ap.add_argument(
         "--cfg", type=float, default=1.0, help="guidance scale; != 1 runs CFG (every NFE counts twice)"
@@ -158,15 +180,20 @@ def main(argv: list[str] | None = None) -> int:
             )
         )
 
+    # the update: forward + backward of v_theta over the rows each method re-evaluates (CFG doubles them)
+    upd_s = [update_seconds(vf, r[5] * (1 + use_cfg), args.size, args.micro, gen) for r in rows]
     hdr = (
         f"{'method':34s} {'NFE':>5s} {'wall s':>7s} {'leaves':>6s} {'trained':>7s} {'upd rows':>8s} "
-        f"{'NFE/leaf':>8s} {'NFE/trained':>11s} {'ms/leaf':>8s} {'ms/trained':>10s}"
+        f"{'NFE/leaf':>8s} {'NFE/trained':>11s} {'ms/leaf':>8s} {'ms/trained':>10s} {'upd s':>6s} "
+        f"{'NFE+upd/trained':>15s} {'total ms/trained':>16s}"
     )
     print(hdr)
-    for name, nfe, wall, leaves, trained, upd in rows:
+    for (name, nfe, wall, leaves, trained, upd), us in zip(rows, upd_s):
+        upd_nfe = upd * (1 + use_cfg)
         print(
             f"{name:34s} {nfe:5d} {wall:7.3f} {leaves:6d} {trained:7d} {upd:8d} {nfe / leaves:8.2f} "
-            f"{nfe / trained:11.2f} {1000 * wall / leaves:8.2f} {1000 * wall / trained:10.2f}"
+            f"{nfe / trained:11.2f} {1000 * wall / leaves:8.2f} {1000 * wall / trained:10.2f} {us:6.2f} "
+            f"{(nfe + upd_nfe) / trained:15.2f} {1000 * (wall + us) / trained:16.2f}"
         )
     flat_nfe_leaf = rows[0][1] / rows[0][3]
     for name, nfe, wall, leaves, *_ in rows[1:]:
@@ -176,7 +203,8 @@ def main(argv: list[str] | None = None) -> int:
         )
     print(
         "trained = transitions carrying a policy-gradient term; upd rows = v_theta rows the update evaluates "
-        "(tree: one per parent, shared by its children)"
+        "(tree: one per parent, shared by its children); upd s = forward + backward over them; total = rollout + "
+        "update wall time per trained sample"
     )
     return 0
 

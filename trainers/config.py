@@ -18,6 +18,7 @@ from typing import Literal
 
 from imgalign.config import ConfigError, field
 from imgalign.trainers.nft import NFTConfig
+from imgalign.trainers.tree import TreeConfig
 
 
 @dataclass
@@ -97,7 +98,16 @@ class SamplingConfig:
         help="images per step over all processes (= prompts per step x group_size; a multiple of group_size)",
     )
     batch_size: int = field(8, help="samples per forward pass during rollouts (per process)")
-    rollout: str = field("flat", help="rollout strategy: flat (tree arrives later) or package.module:attr")
+    rollout: str = field(
+        "flat",
+        help="rollout strategy: flat (G independent trajectories per prompt), tree (one shared noise per prompt, "
+        "SDE branches at sampling.tree.branch_steps; TreeGRPO/BranchGRPO) or package.module:attr",
+    )
+    tree: TreeConfig = field(
+        default_factory=TreeConfig,
+        help="tree rollouts (sampling.rollout: tree): branch steps and factors (leaves = group_size), per-edge "
+        "credit and the B2-DiffuRL backward-progressive schedule",
+    )
 
     def validate(self) -> None:
         if self.num_steps < 2:
@@ -115,13 +125,37 @@ class SamplingConfig:
                 "group_size"
             )
 
-    @property
-    def prompts_per_step(self) -> int:
-        return self.samples_per_step // self.group_size
         if self.noise_level <= 0:
             raise ConfigError("sampling.noise_level must be > 0: the policy needs a density to train")
         if self.sde_window < 0 or self.sde_window > self.num_steps - 1:
             raise ConfigError(f"sampling.sde_window must be in [0, num_steps - 1 = {self.num_steps - 1}]")
+        if self.rollout == "tree":  # ---- tree rollouts (issue 6)
+            self._validate_tree()
+
+    def _validate_tree(self) -> None:
+        t = self.tree
+        if self.sde_window:
+            raise ConfigError(
+                "sampling.sde_window must be 0 with sampling.rollout=tree: the SDE (trained) steps of a tree are "
+                "its branch steps, sampling.tree.branch_steps"
+            )
+        try:
+            spec = t.spec(self.num_steps)
+        except ValueError as e:
+            raise ConfigError(
+                f"sampling.tree.branch_steps {t.branch_steps}: every branch step must lie in the trainable SDE "
+                f"range [0, num_steps - 2 = {self.num_steps - 2}] and be strictly increasing ({e})"
+            ) from None
+        if spec.num_leaves != self.group_size:
+            raise ConfigError(
+                f"sampling.tree: {spec.num_leaves} leaves per tree (the product of branch_factors "
+                f"{list(spec.branch_factors)}) but sampling.group_size={self.group_size}: every prompt's group is "
+                "one tree, so make the product of the branching factors equal group_size"
+            )
+
+    @property
+    def prompts_per_step(self) -> int:
+        return self.samples_per_step // self.group_size
 
 
 # ---- multi-reward balancing (owner: marble) ------------------------------------------------------------------------
@@ -207,6 +241,12 @@ class ObjectiveConfig:
     kl_beta: float = field(0.0, help="weight β of the closed-form KL to the frozen base model (0 = off)")
     penalty: str = field("", help="velocity penalty fn(v_theta, v_ref) -> [B] by name or package.module:attr")
     penalty_weight: float = field(0.0, help="weight λ of the velocity penalty")
+    vnorm_log: bool = field(
+        False,
+        help="log the norm inflation ‖v_θ‖/‖v_ref‖ per step bucket (vnorm/norm_ratio/early|middle|late|all) even "
+        "without KL or penalty: one extra no-grad reference forward per micro-batch (always logged when the "
+        "reference is evaluated anyway)",
+    )
     terms_per_sample: int = field(
         2, help="x0-based objectives (nft): fresh-noise draws per stored sample per update"
     )
@@ -273,10 +313,18 @@ class EvalConfig:
     seed: int = field(1234, help="seed of the evaluation noise (fixed, so evaluations are comparable)")
     use_ema: bool = field(True, help="evaluate the EMA weights when train.ema_decay > 0")
     at_start: bool = field(False, help="also evaluate the untrained model before step 1 (a fresh run only)")
+    vnorm_images: int = field(
+        8,
+        help="evaluation images whose ODE trajectories measure the norm inflation ‖v_θ‖/‖v_ref‖ against the frozen "
+        "base per step bucket (eval/vnorm/norm_ratio/early|middle|late|all); 0 = off. Full fine-tuning keeps a "
+        "frozen copy of the transformer for it",
+    )
 
     def validate(self) -> None:
         if self.suite not in ("shapes", "reward"):
             raise ConfigError(f"eval.suite: unknown suite {self.suite!r}; valid: shapes, reward")
+        if self.vnorm_images < 0:
+            raise ConfigError("eval.vnorm_images must be >= 0 (0 = no inflation measurement)")
 
 
 @dataclass
@@ -326,6 +374,11 @@ class FlowGRPOConfig:
                 PENALTIES.check(self.objective.penalty)
             except ValueError as e:
                 raise ConfigError(f"objective.penalty: {e}") from None
+        if self.sampling.rollout == "tree" and self.objective.name == "nft":
+            raise ConfigError(
+                "sampling.rollout=tree trains per-edge SDE transitions with the GRPO objective; objective.name=nft "
+                "uses only the final samples, so use sampling.rollout=flat with it (or objective.name=grpo)"
+            )
 
 
 def check_batch_layout(cfg: FlowGRPOConfig, num_processes: int) -> dict[str, int]:
@@ -345,6 +398,26 @@ def check_batch_layout(cfg: FlowGRPOConfig, num_processes: int) -> dict[str, int
         )
     trained = s.sde_window or (s.num_steps - 1)
     per_update = local // t.updates_per_step
+    if s.rollout == "tree":  # ---- tree rollouts: every tree (prompt group) lives on one process
+        if local % s.group_size:
+            raise ConfigError(
+                f"sampling.rollout=tree: {local} samples per process is not a whole number of trees of "
+                f"group_size={s.group_size}; make samples_per_step a multiple of group_size x {num_processes} "
+                "processes"
+            )
+        spec = s.tree.spec(s.num_steps)
+        rows = (local // s.group_size) * sum(spec.alive(b) for b in spec.branch_steps)
+        return {
+            "processes": num_processes,
+            "prompts_per_step": s.prompts_per_step,
+            "group_size": s.group_size,
+            "samples_per_step": total,
+            "samples_per_process": local,
+            "tree_parent_rows_per_process": rows,
+            "tree_trained_edges_per_tree": spec.num_edges(),
+            "tree_rollout_nfe_per_tree": spec.nfe(),
+            "micro_batches_per_update": -(-(rows // t.updates_per_step) // t.micro_batch_size),
+        }
     return {
         "processes": num_processes,
         "prompts_per_step": s.prompts_per_step,

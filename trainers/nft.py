@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import torch
 
-from imgalign.config import field
+from imgalign.config import ConfigError, field
 
 
 @dataclass
@@ -63,17 +63,21 @@ class NFTConfig:
 
     def validate(self) -> None:
         if not self.beta > 0:
-            raise ValueError(f"nft.beta must be > 0 (got {self.beta}); DiffusionNFT uses beta around 1.")
+            raise ConfigError(
+                f"objective.nft.beta must be > 0 (got {self.beta}); DiffusionNFT uses beta around 1."
+            )
         if not self.adv_clip > 0:
-            raise ValueError(f"nft.adv_clip must be > 0 (got {self.adv_clip}).")
+            raise ConfigError(f"objective.nft.adv_clip must be > 0 (got {self.adv_clip}).")
         if not 0.0 <= self.t_min < self.t_max <= 1.0:
-            raise ValueError(
-                f"nft.t_min/t_max must satisfy 0 <= t_min < t_max <= 1 (got {self.t_min}, {self.t_max})."
+            raise ConfigError(
+                f"objective.nft.t_min/t_max must satisfy 0 <= t_min < t_max <= 1 (got {self.t_min}, {self.t_max})."
             )
         if not 0.0 <= self.ema_decay_max < 1.0 or self.ema_decay_ramp < 0:
-            raise ValueError("nft.ema_decay_max must be in [0, 1) and nft.ema_decay_ramp >= 0.")
+            raise ConfigError(
+                "objective.nft.ema_decay_max must be in [0, 1) and objective.nft.ema_decay_ramp >= 0."
+            )
         if self.ref_weight < 0:
-            raise ValueError(f"nft.ref_weight must be >= 0 (got {self.ref_weight}).")
+            raise ConfigError(f"objective.nft.ref_weight must be >= 0 (got {self.ref_weight}).")
 
 
 def optimality_probability(advantages: torch.Tensor, clip: float = 1.0) -> torch.Tensor:

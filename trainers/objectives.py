@@ -35,6 +35,7 @@ from imgalign.trainers.config import ObjectiveConfig, SamplingConfig
 from imgalign.trainers.grpo import grpo_clipped_loss
 from imgalign.trainers.registry import OBJECTIVES, PENALTIES
 from imgalign.trainers.rollout import Rollout, step_kernel
+from imgalign.trainers.vnorm import sigma_bucket, step_bucket
 
 
 @dataclass
@@ -77,11 +78,17 @@ def add_penalty(
     v_ref: torch.Tensor,
     w: torch.Tensor,
     metrics: dict,
+    buckets: list[str] | None = None,
 ) -> torch.Tensor:
-    """loss + λ·mean_b(penalty(v_θ, v_ref)); logs the penalty and the norm ratio ‖v_θ‖/‖v_ref‖."""
+    """loss + λ·mean_b(penalty(v_θ, v_ref)); logs the penalty and the norm ratio ‖v_θ‖/‖v_ref‖ (overall, and per
+    step bucket early/middle/late when `buckets` [b] names each row's bucket: ``vnorm/norm_ratio/<bucket>``)."""
     with torch.no_grad():
         ratio = v.flatten(1).norm(dim=1) / v_ref.flatten(1).norm(dim=1).clamp_min(1e-12)
         metrics["policy/vnorm_ratio"] = float(_masked_mean(ratio, w))
+        if buckets is not None:
+            from imgalign.trainers.vnorm import bucket_means
+
+            metrics.update(bucket_means(ratio, buckets))
     if cfg.penalty_weight <= 0:
         return loss
     fn = PENALTIES.get(cfg.penalty)
@@ -115,9 +122,11 @@ class GRPOObjective:
 
     def __init__(self, cfg: ObjectiveConfig, sampling: SamplingConfig) -> None:
         self.cfg, self.sampling = cfg, sampling
-        self.needs_reference = cfg.kl_beta > 0 or cfg.penalty_weight > 0
+        self.needs_reference = cfg.kl_beta > 0 or cfg.penalty_weight > 0 or cfg.vnorm_log
 
     def terms(self, rollout: Rollout) -> list[int]:
+        if "tree" in rollout.extras:  # tree rollouts: one term, every parent row carries its own branch step
+            return [0]
         return list(rollout.train_steps)
 
     def loss(
@@ -129,6 +138,8 @@ class GRPOObjective:
         advantages: torch.Tensor,
         valid: torch.Tensor,
     ) -> tuple[torch.Tensor, dict[str, Any]]:
+        if "tree" in rollout.extras:  # per-edge credit on parent rows (issue 6)
+            return self._tree_loss(ctx, rollout.extras["tree"], idx, advantages, valid)
         h = self.head(ctx, rollout, idx, term, valid)
         return h.total(h.to_signal(advantages[idx].to(h.output.device)))
 
@@ -177,8 +188,68 @@ class GRPOObjective:
             metrics["policy/kl"] = float(_masked_mean(kl.detach(), w))
             if c.kl_beta > 0:
                 extra = extra + c.kl_beta * _masked_mean(kl, w)
-            extra = add_penalty(c, extra, v, v_ref, w, metrics)
+            extra = add_penalty(c, extra, v, v_ref, w, metrics, [step_bucket(i, s.num_steps)] * len(idx))
         return LossHead(v, lambda adv: adv.float(), policy, extra, metrics)
+
+    # ---- tree rollouts (issue 6): rows are parents, v_θ once per row, the clipped surrogate on every child edge
+    def _tree_loss(
+        self,
+        ctx: TrainContext,
+        rows: Any,
+        idx: torch.Tensor,
+        advantages: torch.Tensor,
+        valid: torch.Tensor,
+    ) -> tuple[torch.Tensor, dict[str, Any]]:
+        """GRPO on the branching edges of the parent rows `idx` [b] (:class:`imgalign.trainers.rollout.TreeRows`):
+        advantages, valid [M, k] per child edge; each child's log-density under the std it was sampled with."""
+        from imgalign.trainers.rollout import kernel_mean_std
+
+        s, c, a = self.sampling, self.cfg, ctx.adapter
+        dev = a.device
+        x = rows.x[idx].to(dev)  # [b, ...]
+        sig, sig_n = rows.sigma[idx].to(dev), rows.sigma_next[idx].to(dev)  # [b]
+        std = rows.std[idx].to(dev)  # [b]
+        cond = rows.cond.index(idx.to(rows.cond.embeds.device))
+        kids = rows.children[idx].to(dev)  # [b, k, ...]
+        b, k = kids.shape[:2]
+        v = a.velocity(x, sig, cond, s.guidance_scale, transformer=ctx.model)  # [b, ...], once per parent
+        mean, _ = kernel_mean_std(s.kernel, x, v, sig, sig_n, s.noise_level, rows.sigma_next_of_one)
+        lp = K.gaussian_log_prob(
+            kids.flatten(0, 1), mean.repeat_interleave(k, 0), std.repeat_interleave(k), c.logprob_reduce
+        ).view(b, k)  # [b, k]
+        w = (valid[idx] & rows.child_mask[idx]).float().to(dev)  # [b, k]
+        sur = grpo_clipped_loss(
+            lp.flatten(),
+            rows.old_log_prob[idx].to(dev).flatten(),
+            advantages[idx].to(dev).flatten(),
+            c.clip_range,
+            w.flatten(),
+        )
+        loss = sur.loss
+        wf = w.flatten()
+        metrics: dict[str, Any] = {
+            "policy/loss": float(sur.loss.detach()),
+            "policy/approx_kl": float(sur.approx_kl),
+            "policy/clipfrac": float(sur.clipfrac),
+            "policy/ratio_mean": float(_masked_mean(sur.ratio, wf)),
+            "policy/ratio_min": float(sur.ratio[wf > 0].min()) if bool((wf > 0).any()) else 1.0,
+            "policy/ratio_max": float(sur.ratio[wf > 0].max()) if bool((wf > 0).any()) else 1.0,
+            "policy/logprob": float(_masked_mean(lp.detach().flatten(), wf)),
+        }
+        if self.needs_reference:
+            w_row = (w.sum(1) > 0).float()  # [b] a parent row counts when any of its edges trains
+            with torch.no_grad(), a.reference() as ref:
+                v_ref = a.velocity(x, sig, cond, s.guidance_scale, transformer=ref)
+                ref_mean, _ = kernel_mean_std(
+                    s.kernel, x, v_ref, sig, sig_n, s.noise_level, rows.sigma_next_of_one
+                )
+            kl = K.gaussian_kl_equal_std(mean, ref_mean, std, c.logprob_reduce)  # [b]
+            metrics["policy/kl"] = float(_masked_mean(kl.detach(), w_row))
+            if c.kl_beta > 0:
+                loss = loss + c.kl_beta * _masked_mean(kl, w_row)
+            buckets = [step_bucket(int(i), rows.num_steps) for i in rows.step[idx].tolist()]
+            loss = add_penalty(c, loss, v, v_ref, w_row, metrics, buckets)
+        return loss, metrics
 
 
 @OBJECTIVES.register("nft")
@@ -191,7 +262,7 @@ class NFTObjective:
 
     def __init__(self, cfg: ObjectiveConfig, sampling: SamplingConfig) -> None:
         self.cfg, self.sampling = cfg, sampling
-        self.needs_reference = cfg.nft.ref_weight > 0 or cfg.penalty_weight > 0
+        self.needs_reference = cfg.nft.ref_weight > 0 or cfg.penalty_weight > 0 or cfg.vnorm_log
         self.old = None  # EmaParams of the trainable weights, built at the first loss
         self.updates = 0
         self._pending_state: dict[str, Any] | None = None
@@ -269,7 +340,7 @@ class NFTObjective:
                 v_ref = a.velocity(x_t, t, cond, 1.0, transformer=ref)
             if n.ref_weight > 0:
                 extra = extra + n.ref_weight * ref_velocity_loss(v, v_ref)
-            extra = add_penalty(c, extra, v, v_ref, w, metrics)
+            extra = add_penalty(c, extra, v, v_ref, w, metrics, [sigma_bucket(float(x)) for x in t.tolist()])
         return LossHead(v, lambda adv: optimality_probability(adv, clip=n.adv_clip), policy, extra, metrics)
 
     def after_update(self, params: list[torch.nn.Parameter]) -> None:

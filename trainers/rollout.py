@@ -6,6 +6,8 @@ Rollout strategy contract (registered in :data:`imgalign.trainers.registry.ROLLO
 
 Rows are samples for flat rollouts; a strategy may instead return other trainable units (e.g. tree edges) as rows,
 with ``train_mask`` saying which step each row trains and ``extras["credit"]`` computing their advantages.
+The ``tree`` strategy scores its leaves (``prompts``/``images`` are the G leaves of each prompt, in the flat order)
+but trains ``train_rows`` parent rows, described by :class:`TreeRows` in ``extras["tree"]``.
 
 Every sample's randomness (initial noise and every SDE step's noise) comes from its own generator seeded by
 (seed, step, global sample index): samples differ on every process, and the result does not depend on how samples
@@ -57,10 +59,17 @@ class Rollout:
     # "credit": optional callable(scores [K, N] gathered over processes, balanced: Balanced) -> (advantages [B],
     # valid [B]) for strategies with their own credit assignment (tree rollouts: per-edge advantages)
     extras: dict[str, Any] = field(default_factory=dict)
+    # rows the update iterates over when they are not the scored samples (tree rollouts: parent rows); None = B
+    train_rows: int | None = None
 
     @property
     def x0(self) -> torch.Tensor:
         return self.latents[:, -1]
+
+    @property
+    def num_rows(self) -> int:
+        """Trainable rows of the update: the samples (flat), or e.g. a tree rollout's parent rows."""
+        return len(self.prompts) if self.train_rows is None else self.train_rows
 
 
 def step_kernel(
@@ -168,3 +177,215 @@ def flat_rollout(
 
 
 RolloutStrategy = Callable[..., Rollout]
+
+
+# ---- tree rollouts (TreeGRPO / BranchGRPO; algorithms.md section 3; math in imgalign.trainers.tree) ---------------
+
+
+def kernel_mean_std(
+    kernel: str,
+    x: torch.Tensor,
+    v: torch.Tensor,
+    sigma: torch.Tensor,
+    sigma_next: torch.Tensor,
+    noise_level: float,
+    sigma_next_of_one: torch.Tensor | float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean [N, ...] and std [N] of the configured stochastic step with per-row noise levels sigma, sigma_next [N]
+    (the same formulas the flat rollout samples and trains with)."""
+    if kernel == "sde":
+        return K.flow_sde_mean_std(x, v, sigma, sigma_next, noise_level, sigma_next_of_one)
+    if kernel == "cps":
+        return K.cps_mean_std(x, v, sigma, sigma_next, noise_level)
+    raise ValueError(f"unknown kernel {kernel!r}; valid: sde, cps")
+
+
+@dataclass
+class TreeRows:
+    """What the update needs of a tree rollout, one row per parent (a node at a branch step): v_theta is evaluated
+    once per row and shared by its k children (siblings share x, sigma and conditioning).
+
+    k = the largest branching factor; rows with fewer children are padded (child_mask False)."""
+
+    x: torch.Tensor  # [M, ...] latent at which the parent's velocity was evaluated
+    sigma: torch.Tensor  # [M]
+    sigma_next: torch.Tensor  # [M]
+    step: torch.Tensor  # [M] sampling-step index of the branch
+    std: torch.Tensor  # [M] the std actually used to sample the children
+    cond: Cond  # [M] conditioning of the row's prompt
+    children: torch.Tensor  # [M, k, ...] the sampled children x_{i+1}
+    child_mask: torch.Tensor  # [M, k] bool
+    old_log_prob: torch.Tensor  # [M, k] behaviour log-densities (objective.logprob_reduce), 0 where padded
+    edge_index: torch.Tensor  # [M, k] index of each child's edge in the TreeRollout (-1 where padded)
+    sigma_next_of_one: float  # the schedule's sigmas[1] (the SDE's sigma = 1 guard)
+    num_steps: int
+
+
+def _tree_rows(
+    roll: Any, cond: Cond, sigmas: torch.Tensor, num_steps: int, reduce: str
+) -> tuple[TreeRows, torch.Tensor]:
+    """Parent-row layout of a :class:`imgalign.trainers.tree.TreeRollout`; also returns each edge's slot [E]."""
+    m, e = roll.parent_x.shape[0], roll.edge_child.shape[0]
+    first = torch.full((m,), e, dtype=torch.long, device=roll.edge_parent.device)
+    first = first.scatter_reduce(0, roll.edge_parent, torch.arange(e, device=first.device), reduce="amin")
+    slot = torch.arange(e, device=first.device) - first[roll.edge_parent]  # [E] position among siblings
+    k = int(slot.max()) + 1
+    children = roll.edge_x_next.new_zeros((m, k, *roll.edge_x_next.shape[1:]))
+    children[roll.edge_parent, slot] = roll.edge_x_next
+    mask = torch.zeros(m, k, dtype=torch.bool, device=first.device)
+    mask[roll.edge_parent, slot] = True
+    edge_index = torch.full((m, k), -1, dtype=torch.long, device=first.device)
+    edge_index[roll.edge_parent, slot] = torch.arange(e, device=first.device)
+    # the behaviour log-density recomputed exactly as the loss computes it (same reduction, same mean and std)
+    lp = K.gaussian_log_prob(
+        roll.edge_x_next, roll.parent_mean[roll.edge_parent], roll.parent_std[roll.edge_parent], reduce
+    )  # [E]
+    old = torch.zeros(m, k)
+    old[roll.edge_parent.cpu(), slot.cpu()] = lp.float().cpu()
+    rows = TreeRows(
+        x=roll.parent_x,
+        sigma=roll.parent_sigma,
+        sigma_next=roll.parent_sigma_next,
+        step=roll.parent_step,
+        std=roll.parent_std,
+        cond=cond.index(roll.parent_root),
+        children=children,
+        child_mask=mask.cpu(),
+        old_log_prob=old,
+        edge_index=edge_index.cpu(),
+        sigma_next_of_one=float(sigmas[1]),
+        num_steps=num_steps,
+    )
+    return rows, slot
+
+
+def tree_credit(
+    roll: Any,
+    rows: TreeRows,
+    leaf_ids: torch.Tensor,
+    tcfg: Any,
+    metrics: dict[str, float],
+) -> Callable[[torch.Tensor, Any], tuple[torch.Tensor, torch.Tensor]]:
+    """The ``extras["credit"]`` callable of a tree rollout: (scores [K, N], balanced) -> (advantages [M, k], valid
+    [M, k]) per edge, laid out like ``rows.children``.
+
+    Leaf signal: the balancer's per-sample advantage (for one reward the group-normalised reward; for several the
+    balancer's combination), so every balancer works with trees. A leaf the balancer masked (non-finite reward)
+    enters with the valid leaves' mean (0) and edges whose subtree holds no valid leaf, or whose tree is tied, are
+    masked out. Edge credit: :func:`imgalign.trainers.tree.tree_advantages` with the configured mode and value."""
+    from imgalign.trainers.tree import propagate_values, tree_advantages
+
+    def credit(scores: torch.Tensor, balanced: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        dev = roll.node_parent.device
+        signal = balanced.advantages[leaf_ids].float().to(dev)  # [L]
+        leaf_valid = balanced.valid[leaf_ids].to(dev)  # [L]
+        adv_e = tree_advantages(
+            roll,
+            signal,
+            mode=tcfg.advantage,
+            value=tcfg.value,
+            temperature=tcfg.value_temperature,
+            eps=tcfg.adv_eps,
+            clip=tcfg.adv_clip,
+        )  # [E]
+        has_valid = propagate_values(roll.node_parent, roll.node_depth, roll.leaf_node, leaf_valid.float())
+        valid_e = (has_valid[roll.edge_child] > 0) & torch.isfinite(adv_e)  # [E]
+        adv_e = torch.where(valid_e, adv_e, torch.zeros_like(adv_e))
+        idx = rows.edge_index.clamp_min(0)
+        adv = torch.where(rows.child_mask, adv_e.cpu()[idx], torch.zeros(idx.shape))  # [M, k]
+        valid = rows.child_mask & valid_e.cpu()[idx]
+        metrics["tree/edge_valid_ratio"] = float(valid_e.float().mean())
+        metrics["tree/edge_adv_abs_mean"] = float(adv_e[valid_e].abs().mean()) if valid_e.any() else 0.0
+        return adv, valid
+
+    return credit
+
+
+@ROLLOUTS.register("tree")
+def tree_rollout_strategy(
+    ctx: RolloutContext,
+    prompts: list[str],
+    metadata: list[dict[str, Any]],
+    sample_ids: torch.Tensor,
+    group_ids: torch.Tensor,
+) -> Rollout:
+    """Tree rollouts (TreeGRPO / BranchGRPO, algorithms.md section 3): one shared initial noise per prompt, SDE
+    branches at ``sampling.tree.branch_steps`` (ODE or single-child SDE elsewhere), every shared prefix computed
+    once. The G = group_size leaves of a prompt are its group, scored like flat samples; only branching edges are
+    trained, each against the std it was sampled with, with per-edge advantages from ``extras["credit"]``.
+
+    Randomness per tree: the root noise and every SDE noise of tree g come from a generator seeded by (seed, step,
+    global group id), so a tree does not depend on how trees are split over processes or forward batches."""
+    from imgalign.trainers.tree import nfe_report, tree_rollout, tree_spec_for_step
+
+    a, cfg = ctx.adapter, ctx.cfg
+    g_size = cfg.group_size
+    n = len(prompts)
+    if n % g_size or not torch.equal(group_ids, group_ids[::g_size].repeat_interleave(g_size)):
+        raise ValueError(
+            f"tree rollout: got {n} samples that are not whole groups of group_size={g_size} (every tree is one "
+            "prompt's group and must live on one process)"
+        )
+    spec = tree_spec_for_step(cfg.tree, cfg.num_steps, ctx.step)
+    if spec.num_leaves != g_size:
+        raise ValueError(f"tree rollout: {spec.num_leaves} leaves per tree but group_size={g_size}")
+    trees = group_ids[::g_size]  # [P] global group ids
+    tree_prompts = prompts[::g_size]
+    gens = [torch.Generator().manual_seed(_mix(ctx.seed, ctx.step, int(gid), 7919)) for gid in trees]
+    noise = a.init_noise(gens)  # [P, ...] one shared initial noise per prompt
+    cond = a.encode(tree_prompts)  # [P]
+    sig = a.sigmas(cfg.num_steps).to(noise.device)
+    p = len(trees)
+
+    def velocity_fn(x: torch.Tensor, sigma: torch.Tensor, root: torch.Tensor) -> torch.Tensor:
+        return a.velocity(x, sigma, cond.index(root), cfg.guidance_scale, transformer=ctx.model)
+
+    def sde_step(x, v, sigma, sigma_next, noise_level, _generator):  # noqa: ANN001, ANN202
+        mean, std = kernel_mean_std(cfg.kernel, x, v, sigma, sigma_next, noise_level, sig[1])
+        per = x.shape[0] // p  # rows are tree-major: P equal blocks, one per tree
+        eps = torch.cat([torch.randn((per, *x.shape[1:]), generator=g) for g in gens]).to(x.device)
+        return mean + K._bcast(std, mean) * eps, mean, std
+
+    def ode_step(x, v, sigma, sigma_next):  # noqa: ANN001, ANN202
+        return K.ode_step(x, v, sigma, sigma_next).prev_sample
+
+    roll = tree_rollout(
+        velocity_fn,
+        noise,
+        sig,
+        spec,
+        sde_step=sde_step,
+        ode_step=ode_step,
+        noise_level=cfg.noise_level,
+        between=cfg.tree.between,
+        cfg_multiplier=a.nfe_per_step(cfg.guidance_scale),
+        max_batch=cfg.batch_size,
+    )
+    rows, _ = _tree_rows(roll, cond, sig, cfg.num_steps, ctx.logprob_reduce)
+    images = torch.cat(
+        [a.decode(roll.leaves[s : s + cfg.batch_size]).cpu() for s in range(0, n, cfg.batch_size)]
+    )
+    uses_cfg = a.nfe_per_step(cfg.guidance_scale) == 2
+    metrics: dict[str, float] = nfe_report(spec, cfg.prompts_per_step, cfg=uses_cfg)
+    metrics["tree/trained_edges"] = float(roll.edge_child.numel())
+    metrics["tree/parent_rows"] = float(rows.x.shape[0])
+    metrics["tree/first_branch_step"] = float(spec.branch_steps[0])
+    return Rollout(
+        prompts=list(prompts),
+        metadata=list(metadata),
+        sample_ids=sample_ids,
+        group_ids=group_ids,
+        cond=cond.index(torch.arange(p).repeat_interleave(g_size)),
+        sigmas=a.sigmas(cfg.num_steps),
+        latents=roll.leaves.float()[:, None],  # [L, 1, ...]: only the leaves (x0) are kept per sample
+        log_probs=torch.zeros(n, 0),
+        train_steps=list(spec.branch_steps),
+        images=images,
+        nfe=roll.nfe,
+        extras={
+            "tree": rows,
+            "credit": tree_credit(roll, rows, sample_ids, cfg.tree, metrics),
+            "metrics": metrics,
+        },
+        train_rows=rows.x.shape[0],
+    )

@@ -195,7 +195,8 @@ class FlowGRPOTrainer:
                 cfg.train.seed,
             )
         else:
-            a.enable_full_finetune(keep_reference=self.objective.needs_reference)
+            # the frozen copy also serves the evaluation's norm-inflation measurement (eval.vnorm_images)
+            a.enable_full_finetune(keep_reference=self.objective.needs_reference or cfg.eval.vnorm_images > 0)
         # trainable weights in float32 (frozen ones may be bf16/fp16)
         for _, p in a.trainable_named_parameters():
             p.data = p.data.float()
@@ -409,6 +410,7 @@ class FlowGRPOTrainer:
         per_reward_local = None
         if self.balancing is not None:  # MARBLE / cosine diagnostics: each reward's own advantage [b, K]
             per_reward_local = self._per_reward_advantages(ro, scores_all, gid_all, finite)[:, sl].T
+        m.update(ro.extras.get("metrics", {}))  # strategy metrics (tree: NFE report, edge credit statistics)
         for k, name in enumerate(self.rewards):
             s = scores_all[k][finite[k]]
             m[f"reward/{name}/mean"] = float(s.mean()) if s.numel() else float("nan")
@@ -457,7 +459,7 @@ class FlowGRPOTrainer:
     ) -> dict[str, float]:
         cfg = self.cfg
         self.model.train()
-        n = len(ro.prompts)
+        n = ro.num_rows  # the samples, or a tree rollout's parent rows
         perm = torch.randperm(
             n, generator=torch.Generator().manual_seed(_mix(cfg.train.seed, step, 31, self.rank))
         )
@@ -547,6 +549,10 @@ class FlowGRPOTrainer:
                     out, images = reward_suite(
                         self.adapter, model, cfg.eval, gs, self.rewards, self.sampler.test
                     )
+                if cfg.eval.vnorm_images > 0:  # ‖v_θ‖/‖v_ref‖ per step bucket along the policy's ODE paths
+                    from imgalign.trainers.vnorm import eval_inflation
+
+                    out.update(eval_inflation(self.adapter, model, cfg.eval, gs, self.sampler.test))
             if images.numel():
                 self._save_grid(images[:16], None, self.out / "samples" / f"eval-step-{step:06d}.png")
             out["perf/sec_eval"] = time.perf_counter() - t

@@ -65,7 +65,7 @@ from typing import Literal
 
 import torch
 
-from imgalign.config import field
+from imgalign.config import ConfigError, field
 from imgalign.trainers.balance import group_normalize
 
 VelocityFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
@@ -113,20 +113,24 @@ class TreeConfig:
 
     def validate(self) -> None:
         if not self.branch_factors or any(k < 2 for k in self.branch_factors):
-            raise ValueError(f"tree.branch_factors must be integers >= 2 (got {self.branch_factors}).")
+            raise ConfigError(
+                f"sampling.tree.branch_factors must be integers >= 2 (got {self.branch_factors})."
+            )
         if len(self.branch_factors) not in (1, len(self.branch_steps)):
-            raise ValueError(
-                f"tree.branch_factors has {len(self.branch_factors)} entries for {len(self.branch_steps)} branch "
+            raise ConfigError(
+                f"sampling.tree.branch_factors has {len(self.branch_factors)} entries for {len(self.branch_steps)} branch "
                 "steps; give one factor, or one per branch step."
             )
         if not self.branch_steps:
-            raise ValueError(
-                "tree.branch_steps is empty: give at least one branch step, or use flat rollouts."
+            raise ConfigError(
+                "sampling.tree.branch_steps is empty: give at least one branch step, or use flat rollouts."
             )
         if self.value_temperature <= 0 or self.adv_eps <= 0 or self.adv_clip < 0:
-            raise ValueError("tree.value_temperature and tree.adv_eps must be > 0, tree.adv_clip >= 0.")
+            raise ConfigError(
+                "sampling.tree.value_temperature and sampling.tree.adv_eps must be > 0, sampling.tree.adv_clip >= 0."
+            )
         if self.progressive_initial < 1 or self.progressive_grow_every < 1 or self.progressive_grow_by < 0:
-            raise ValueError("tree.progressive_initial/grow_every must be >= 1 and grow_by >= 0.")
+            raise ConfigError("sampling.tree.progressive_initial/grow_every must be >= 1 and grow_by >= 0.")
 
     def spec(self, num_steps: int) -> TreeSpec:
         factors = (

@@ -26,16 +26,22 @@ reference (LoRA disabled / base weights) under ``torch.no_grad()`` at the same (
     metrics.update(meter.compute())  # {'vnorm/norm_ratio/early': ..., '/middle', '/late', '/all'}
 
 For NFT (no sampling step), use bucket_by="sigma" with the sampled t instead of a step index.
+
+In ``imgalign train``: the hinge is ``objective.penalty: vnorm`` (or ``vnorm_squared``) with weight
+``objective.penalty_weight``; the ratio per bucket is logged as ``vnorm/norm_ratio/<bucket>`` whenever the update
+evaluates the reference (KL, penalty, or ``objective.vnorm_log: true``), and at every evaluation as
+``eval/vnorm/norm_ratio/<bucket>`` along the policy's ODE trajectories (``eval.vnorm_images``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 
-from imgalign.config import field
+from imgalign.config import ConfigError, field
 
 BUCKETS = ("early", "middle", "late")
 
@@ -55,9 +61,9 @@ class VNormConfig:
 
     def validate(self) -> None:
         if self.weight < 0:
-            raise ValueError(f"vnorm.weight must be >= 0 (got {self.weight}).")
+            raise ConfigError(f"vnorm.weight must be >= 0 (got {self.weight}).")
         if self.form not in ("linear", "squared"):
-            raise ValueError(f"vnorm.form must be 'linear' or 'squared' (got {self.form!r}).")
+            raise ConfigError(f"vnorm.form must be 'linear' or 'squared' (got {self.form!r}).")
 
 
 def velocity_norms(v: torch.Tensor) -> torch.Tensor:
@@ -148,3 +154,79 @@ class InflationMeter:
         if n:
             out[f"{self.prefix}/all"] = sum(self.sums.values()) / n
         return out
+
+
+def bucket_means(
+    ratio: torch.Tensor, buckets: Sequence[str], prefix: str = "vnorm/norm_ratio"
+) -> dict[str, float]:
+    """Mean norm ratio [B] per step bucket (buckets [B] of 'early'/'middle'/'late') and overall, as flat metrics
+    ``{prefix}/<bucket>`` and ``{prefix}/all`` (buckets without rows are omitted)."""
+    r = ratio.detach().float().reshape(-1).cpu()
+    if len(buckets) != r.shape[0]:
+        raise ValueError(f"bucket_means: {len(buckets)} bucket names for {r.shape[0]} ratios")
+    out = {}
+    for b in BUCKETS:
+        m = torch.tensor([x == b for x in buckets], dtype=torch.bool)
+        if m.any():
+            out[f"{prefix}/{b}"] = float(r[m].mean())
+    if r.numel():
+        out[f"{prefix}/all"] = float(r.mean())
+    return out
+
+
+@torch.no_grad()
+def inflation_along_ode(
+    adapter: Any,
+    model: torch.nn.Module,
+    prompts: list[str],
+    seeds: list[int],
+    num_steps: int,
+    guidance_scale: float,
+    prefix: str = "eval/vnorm/norm_ratio",
+) -> dict[str, float]:
+    """The norm inflation ||v_theta||/||v_ref|| per step bucket along the policy's own deterministic (Euler ODE)
+    trajectories, one per (prompt, seed): at every step both the policy `model` and the frozen reference
+    (``adapter.reference()``) are evaluated at the same (x, sigma, conditioning), with the same guidance scale
+    (algorithms.md section 5: the inflation the velocity-norm paper reports). Returns ``{prefix}/early`` etc."""
+    meter = InflationMeter(prefix)
+    sig = adapter.sigmas(num_steps).to(adapter.device)
+    x = adapter.init_noise([torch.Generator().manual_seed(int(z)) for z in seeds])  # [B, ...]
+    cond = adapter.encode(prompts)
+    for i in range(num_steps):
+        v = adapter.velocity(x, sig[i], cond, guidance_scale, transformer=model)
+        with adapter.reference() as ref:
+            v_ref = adapter.velocity(x, sig[i], cond, guidance_scale, transformer=ref)
+        meter.update(v, v_ref, step_index=i, num_steps=num_steps)
+        x = x + v * (sig[i + 1] - sig[i])
+    return meter.compute()
+
+
+def eval_inflation(
+    adapter: Any,
+    model: torch.nn.Module,
+    cfg: Any,
+    guidance_scale: float,
+    test_prompts: list[tuple[str, dict[str, Any]]],
+) -> dict[str, float]:
+    """``eval/vnorm/norm_ratio/*`` for the trainer's evaluation (``cfg``: its EvalConfig): the first
+    ``cfg.vnorm_images`` prompts of the evaluation set (shapes suite: its tasks in turn; reward suite: the held-out
+    prompts), with the suite's seeds. Empty when there is nothing to measure."""
+    from imgalign.trainers.prompting import _mix
+
+    if cfg.vnorm_images <= 0:
+        return {}
+    if cfg.suite == "shapes":
+        from imgalign.trainers.evaluation import shapes_eval_set
+
+        metas = shapes_eval_set(cfg.prompts_per_task)
+        by_task: dict[str, list[str]] = {}
+        for m in metas:
+            by_task.setdefault(m["tag"], []).append(m["prompt"])
+        order = [p for group in zip(*by_task.values()) for p in group]  # round-robin over tasks
+        prompts = order[: cfg.vnorm_images]
+    else:
+        prompts = [p for p, _ in test_prompts][: cfg.vnorm_images]
+    if not prompts:
+        return {}
+    seeds = [_mix(cfg.seed, 10_000 + i, 0) for i in range(len(prompts))]
+    return inflation_along_ode(adapter, model, prompts, seeds, cfg.num_steps, guidance_scale)

@@ -1,0 +1,252 @@
+"""`imgalign train` with tree rollouts (sampling.rollout: tree) on a tiny random SD3 pipeline: a 2-step smoke run
+(every trainable parameter changes, NFE and credit metrics logged, the velocity-norm hinge and KL compose), the
+importance ratio is exactly 1 on-policy for every tree edge, the rollout's NFE equals the formula (CFG x2) and
+the transformer rows actually evaluated, config errors fail before any model loads, and a resumed tree run equals
+an uninterrupted one."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from safetensors.torch import load_file
+
+from imgalign.cli import main
+from imgalign.trainers.testing import tiny_sd3_pipeline
+
+torch.set_num_threads(1)
+
+
+@pytest.fixture(autouse=True)
+def _offline(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+
+@pytest.fixture(scope="module")
+def sd3_dir(tmp_path_factory):
+    return tiny_sd3_pipeline(tmp_path_factory.mktemp("sd3"))
+
+
+def tree_config(model: Path, out: Path, prompts: Path) -> dict:
+    """2 prompts x 4 leaves, 4 steps, binary branches at steps 0 and 2: NFE per tree 1 + 2 + 2 + 4 = 9."""
+    return {
+        "model": {"path": str(model)},
+        "prompts": {"source": str(prompts), "test_fraction": 0.3},
+        "sampling": {
+            "num_steps": 4,
+            "group_size": 4,
+            "samples_per_step": 8,
+            "batch_size": 8,
+            "rollout": "tree",
+            "tree": {"branch_steps": [0, 2], "branch_factors": [2]},
+        },
+        "rewards": {"names": ["imgalign.trainers.testing:red_reward"]},
+        "objective": {"clip_range": 0.2},
+        "train": {"max_steps": 2, "lr": 1e-3, "micro_batch_size": 4, "updates_per_step": 1},
+        "eval": {"every": -1},
+        "log": {"output_dir": str(out), "sample_every": 0, "trackers": "none", "progress": False},
+    }
+
+
+@pytest.fixture
+def prompts(tmp_path):
+    p = tmp_path / "prompts.txt"
+    p.write_text("".join(f"a photo of {n} cats\n" for n in ("one", "two", "three", "four", "five", "six")))
+    return p
+
+
+def write(cfg: dict, path: Path) -> Path:
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def rows(out: Path) -> list[dict]:
+    return [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+
+
+def initial_trainable(model_dir: Path) -> dict[str, torch.Tensor]:
+    sd = {}
+    for f in (model_dir / "transformer").glob("*.safetensors"):
+        sd.update(load_file(str(f)))
+    return sd
+
+
+def test_tree_grpo_two_steps(sd3_dir, prompts, tmp_path):
+    out = tmp_path / "run"
+    cfg = tree_config(sd3_dir, out, prompts)
+    cfg["objective"].update(kl_beta=0.01, penalty="vnorm", penalty_weight=0.1)  # KL and the hinge compose
+    cfg["eval"] = {"every": 0, "suite": "reward", "images_per_prompt": 1, "num_steps": 3, "vnorm_images": 2}
+    assert main(["train", str(write(cfg, tmp_path / "c.yaml"))]) == 0
+    r = rows(out)
+    assert [x["step"] for x in r] == [1, 2]
+    for key in (
+        "reward/red_reward/mean",
+        "policy/approx_kl",
+        "policy/kl",
+        "policy/penalty",
+        "vnorm/norm_ratio/early",
+        "vnorm/norm_ratio/middle",
+        "perf/nfe",
+        "perf/rollout_nfe",
+        "perf/nfe_per_leaf",
+        "perf/flat_nfe_same_leaves",
+        "tree/trained_edges",
+        "tree/edge_adv_abs_mean",
+        "train/grad_norm",
+    ):
+        assert key in r[0] and r[0][key] == r[0][key], key
+    # exact NFE: a shared prefix counts once (2 trees x 9), against 8 samples x 4 steps for flat rollouts
+    assert r[0]["perf/nfe"] == r[0]["perf/rollout_nfe"] == 18 and r[0]["perf/flat_nfe_same_leaves"] == 32
+    assert r[0]["tree/trained_edges"] == 2 * (2 + 4) and r[0]["tree/parent_rows"] == 2 * (1 + 2)
+    assert r[0]["perf/nfe_train"] == 6  # v_theta once per parent row, not once per edge
+    assert abs(r[0]["policy/ratio_mean"] - 1) < 1e-4 and r[0]["policy/clipfrac"] == 0
+    assert r[0]["policy/kl"] < 1e-8 and r[1]["policy/kl"] > 0
+    assert r[0]["vnorm/norm_ratio/early"] == pytest.approx(1.0, abs=1e-5) and r[0]["policy/penalty"] == 0.0
+    # the final evaluation measures the inflation against the frozen base per bucket
+    assert {"eval/vnorm/norm_ratio/early", "eval/vnorm/norm_ratio/late"} <= r[1].keys()
+    assert r[1]["eval/vnorm/norm_ratio/all"] != 1.0
+    ckpt = out / "checkpoints" / "step-000002" / "trainer_state" / "trainable.safetensors"
+    raw = load_file(str(ckpt))
+    init = initial_trainable(sd3_dir)
+    unchanged = [n for n, t in raw.items() if torch.equal(t, init[n])]
+    assert not unchanged, f"parameters that did not change: {unchanged[:5]}"
+
+
+def _setup(sd3_dir, guidance: float, **tree):
+    from imgalign.adapters import load_adapter
+    from imgalign.trainers.config import SamplingConfig
+    from imgalign.trainers.tree import TreeConfig
+
+    a = load_adapter(sd3_dir)
+    s = SamplingConfig(
+        num_steps=5,
+        group_size=4,
+        samples_per_step=8,
+        batch_size=3,
+        rollout="tree",
+        guidance_scale=guidance,
+        tree=TreeConfig(**tree),
+    )
+    s.validate()
+    return a, s
+
+
+def _roll(a, s, step: int = 0):
+    from imgalign.trainers.rollout import ROLLOUTS, RolloutContext
+
+    prompts = [p for p in ("a red circle", "two blue squares") for _ in range(4)]
+    ctx = RolloutContext(a, a.transformer, s, seed=3, step=step)
+    with torch.no_grad():
+        return ROLLOUTS.get("tree")(ctx, prompts, [{}] * 8, torch.arange(8), torch.arange(8) // 4)
+
+
+@pytest.mark.parametrize("between", ["ode", "sde"])
+def test_tree_edges_ratio_one_on_policy(sd3_dir, between):
+    from imgalign.trainers.config import ObjectiveConfig
+    from imgalign.trainers.objectives import GRPOObjective, TrainContext
+    from imgalign.trainers.rewarding import Balanced
+
+    a, s = _setup(sd3_dir, 1.0, branch_steps=[0, 2], branch_factors=[2], between=between, advantage="sibling")
+    a.enable_full_finetune(keep_reference=False)
+    ro = _roll(a, s)
+    rows_ = ro.extras["tree"]
+    assert ro.num_rows == rows_.x.shape[0] == 2 * 3 and rows_.child_mask.all()
+    bal = Balanced(torch.linspace(-1, 1, 8), torch.ones(8, dtype=torch.bool), 0.0)
+    adv, valid = ro.extras["credit"](torch.zeros(1, 8), bal)
+    assert adv.shape == valid.shape == (6, 2) and valid.all()
+    # sibling mode with k = 2: every pair of children is +-1 (or 0 on a tie)
+    assert (
+        torch.allclose(adv.abs().sum(1), torch.full((6,), 2.0), atol=5e-3) and (adv.sum(1).abs() < 1e-5).all()
+    )
+    obj = GRPOObjective(ObjectiveConfig(clip_range=0.2), s)
+    ctx = TrainContext(a, a.transformer, 0)
+    for idx in (torch.arange(6), torch.tensor([4, 1])):  # any micro-batch of parent rows
+        loss, m = obj.loss(ctx, ro, idx, obj.terms(ro)[0], adv, valid)
+        assert m["policy/ratio_min"] == pytest.approx(1.0, abs=1e-4), m
+        assert m["policy/ratio_max"] == pytest.approx(1.0, abs=1e-4), m
+        loss.backward()
+    assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in a.transformer.parameters())
+
+
+def test_tree_rollout_nfe_equals_formula_and_forward_rows(sd3_dir):
+    from imgalign.trainers.tree import TreeSpec
+
+    # CFG (guidance 3 > 1): one batched [uncond; cond] forward per row, so every row counts 2
+    a, s = _setup(sd3_dir, 3.0, branch_steps=[1, 3], branch_factors=[2])
+    counted = []
+    pre = a.transformer.register_forward_pre_hook(
+        lambda mod, args, kwargs: counted.append(kwargs["hidden_states"].shape[0]), with_kwargs=True
+    )
+    try:
+        ro = _roll(a, s)
+    finally:
+        pre.remove()
+    spec = TreeSpec(5, (1, 3), (2, 2))
+    assert ro.nfe == spec.nfe(num_trees=2, cfg=True) == 2 * 2 * (1 + 1 + 2 + 2 + 4) == sum(counted)
+    assert ro.extras["metrics"]["perf/rollout_nfe"] == spec.nfe(num_trees=2, cfg=True)  # 2 prompts per step
+    assert ro.images.shape[0] == 8 and ro.x0.shape[0] == 8
+
+
+def test_tree_progressive_schedule_in_rollout(sd3_dir):
+    a, s = _setup(
+        sd3_dir, 1.0, branch_steps=[0, 1], branch_factors=[2], progressive=True, progressive_grow_every=5
+    )
+    early, later = _roll(a, s, step=0), _roll(a, s, step=5)
+    assert (
+        early.train_steps == [3] and early.extras["tree"].x.shape[0] == 2
+    )  # one 4-way branch at the last step
+    # the window grew backwards: the shared prefix got shorter, so the rollout costs more (2 trees x (3 + 2 x 4))
+    assert later.train_steps == [2] and (early.nfe, later.nfe) == (2 * (4 + 4), 2 * (3 + 2 * 4))
+
+
+def test_tree_config_errors_fail_before_model_loads(sd3_dir, prompts, tmp_path, capsys, monkeypatch):
+    import imgalign.adapters as adapters
+
+    def boom(*a, **k):
+        raise AssertionError("a model was loaded")
+
+    monkeypatch.setattr(adapters, "load_adapter", boom)
+    base = tree_config(sd3_dir, tmp_path / "run", prompts)
+    cases = [
+        ({"tree": {"branch_steps": [0, 1, 2], "branch_factors": [2]}}, "8 leaves per tree"),
+        ({"tree": {"branch_steps": [0, 3], "branch_factors": [2]}}, "trainable SDE range"),
+        ({"sde_window": 2}, "sde_window must be 0"),
+        ({"tree": {"branch_steps": [0], "branch_factors": [1]}}, "branch_factors must be integers >= 2"),
+        ({"samples_per_step": 4, "batch_size": 4, "group_size": 2, "tree": {"branch_steps": [0]}}, None),
+    ]
+    for patch, msg in cases:
+        cfg = json.loads(json.dumps(base))
+        cfg["sampling"].update(patch)
+        code = main(["train", str(write(cfg, tmp_path / "bad.yaml")), "--print-config"])
+        if msg is None:
+            assert code == 0  # a valid variant
+            capsys.readouterr()
+            continue
+        assert code == 2, patch
+        assert msg in capsys.readouterr().err, msg
+    cfg = json.loads(json.dumps(base))
+    cfg["objective"]["name"] = "nft"
+    assert main(["train", str(write(cfg, tmp_path / "bad.yaml"))]) == 2
+    assert "use sampling.rollout=flat" in capsys.readouterr().err
+    assert not (tmp_path / "run" / "metrics.jsonl").exists()
+
+
+def test_tree_resume_equals_uninterrupted(sd3_dir, prompts, tmp_path):
+    # 2 steps: the 4 training prompts are all new at every step (adapter.encode caches prompts and encodes the
+    # missing ones as one batch, so a repeated prompt's embedding depends on what it was first batched with)
+    cfg = tree_config(sd3_dir, tmp_path / "ref", prompts)
+    cfg["log"]["checkpoint_every"] = 1
+    cfg["log"]["keep_last"] = 5
+    assert main(["train", str(write(cfg, tmp_path / "ref.yaml"))]) == 0
+    cfg["log"]["output_dir"] = str(tmp_path / "cut")
+    path = write(cfg, tmp_path / "cut.yaml")
+    assert main(["train", str(path), "--max-steps", "1"]) == 0
+    assert main(["train", str(path), "--resume", "auto"]) == 0
+    name = "step-000002/trainer_state/trainable.safetensors"
+    a = load_file(str(tmp_path / "ref" / "checkpoints" / name))
+    b = load_file(str(tmp_path / "cut" / "checkpoints" / name))
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert rows(tmp_path / "ref")[-1]["perf/nfe_total"] == rows(tmp_path / "cut")[-1]["perf/nfe_total"] == 36
