@@ -14,25 +14,13 @@ import yaml
 from safetensors.torch import load_file
 
 from imgalign.cli import main
-from imgalign.rewards.base import FunctionReward, register_reward
 from imgalign.trainers.testing import tiny_sd3_pipeline
 
 torch.set_num_threads(1)
 
 RED = "imgalign.trainers.testing:red_reward"
 BRIGHT = "imgalign.trainers.testing:brightness_reward"
-BLUE = "test_marble_blue"
-
-
-def blue_reward(images: torch.Tensor, prompts: list[str], metadata: object = None) -> torch.Tensor:
-    """Toy third reward: mean blue minus mean red (conflicts with red_reward)."""
-    x = images.float()
-    return x[:, 2].mean(dim=(1, 2)) - x[:, 0].mean(dim=(1, 2))
-
-
-@register_reward(BLUE, "test only: mean blue minus mean red")
-def _blue_factory(device: object = "cpu", dtype: object = None) -> FunctionReward:
-    return FunctionReward(blue_reward, name="blue_reward")
+BLUE = "imgalign.trainers.testing:blue_reward"  # the path form: nothing added to the global registry
 
 
 @pytest.fixture(scope="module")

@@ -154,6 +154,12 @@ def red_reward(images: torch.Tensor, prompts: list[str], metadata: Any = None) -
     return x[:, 0].mean(dim=(1, 2)) - 0.5 * (x[:, 1] + x[:, 2]).mean(dim=(1, 2))
 
 
+def blue_reward(images: torch.Tensor, prompts: list[str], metadata: Any = None) -> torch.Tensor:
+    """Toy reward for tests: mean blue minus mean red (conflicts with red_reward)."""
+    x = images.float()
+    return x[:, 2].mean(dim=(1, 2)) - x[:, 0].mean(dim=(1, 2))
+
+
 def nan_every_third_reward(images: torch.Tensor, prompts: list[str], metadata: Any = None) -> torch.Tensor:
     """Toy reward for tests: brightness, but NaN for every third image (tests the masking path)."""
     r = brightness_reward(images, prompts)
