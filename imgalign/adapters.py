@@ -110,13 +110,14 @@ class FlowAdapter:
     # ---- prompts ---------------------------------------------------------------------------------------------
     def encode(self, prompts: Sequence[str]) -> Cond:
         """Conditioning for `prompts` [B]; every distinct prompt is encoded once and cached (text encoders are
-        frozen)."""
+        frozen). Each prompt is encoded on its own, so its embedding is a function of the prompt alone and not of
+        which prompts it first shared a batch with (batched matmuls differ in the last bits): a resumed run
+        reproduces an uninterrupted one even when the prompt sequence wraps around."""
         missing = sorted({p for p in prompts if p not in self._cache})
-        if missing:
-            with torch.no_grad():
-                c = self._encode_uncached(missing)
-            for i, p in enumerate(missing):
-                self._cache[p] = Cond(c.embeds[i : i + 1].float(), c.pooled[i : i + 1].float(), c.text_ids)
+        with torch.no_grad():
+            for p in missing:
+                c = self._encode_uncached([p])
+                self._cache[p] = Cond(c.embeds.float(), c.pooled.float(), c.text_ids)
         return Cond.cat([self._cache[p] for p in prompts])
 
     def _encode_uncached(self, prompts: list[str]) -> Cond:  # pragma: no cover - abstract
