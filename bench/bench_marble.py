@@ -60,7 +60,7 @@ import torch
 def build(args: argparse.Namespace):  # noqa: ANN201 - returns the trainer and its rollout
     from imgalign.config import load_config
     from imgalign.trainers.config import FlowGRPOConfig
-    from imgalign.trainers.rollout import RolloutContext
+    from imgalign.trainers.testing import first_rollout
     from imgalign.trainers.trainer import FlowGRPOTrainer
 
     out = tempfile.mkdtemp(prefix="bench_marble_")
@@ -80,15 +80,8 @@ def build(args: argparse.Namespace):  # noqa: ANN201 - returns the trainer and i
     cfg = load_config(FlowGRPOConfig, args.config, overrides)
     tr = FlowGRPOTrainer(cfg, out)
     tr.setup()
-    g = cfg.sampling.group_size
-    batch = tr.sampler.for_step(0, cfg.sampling.prompts_per_step)
-    prompts = [p for p in batch.prompts for _ in range(g)]
-    meta = [m for m in batch.metadata for _ in range(g)]
-    ids = torch.arange(len(prompts))
-    ctx = RolloutContext(tr.adapter, tr.model, cfg.sampling, cfg.train.seed, 0, cfg.objective.logprob_reduce)
-    with torch.no_grad():
-        ro = tr.rollout_fn(ctx, prompts, meta, ids, ids // g)
-    return tr, ro, ids // g
+    ro, gid = first_rollout(tr)
+    return tr, ro, gid
 
 
 class Update:

@@ -14,7 +14,7 @@ import yaml
 from safetensors.torch import load_file
 
 from imgalign.cli import main
-from imgalign.trainers.testing import tiny_sd3_pipeline
+from imgalign.trainers.testing import first_rollout, tiny_sd3_pipeline
 
 torch.set_num_threads(1)
 
@@ -142,7 +142,6 @@ def _trainer_and_rollout(sd3_dir: Path, out: Path, rewards: list[str], objective
     from imgalign.config import load_config
     from imgalign.trainers.config import FlowGRPOConfig
     from imgalign.trainers.rewarding import per_reward_advantages, score_all
-    from imgalign.trainers.rollout import RolloutContext
     from imgalign.trainers.trainer import FlowGRPOTrainer
 
     cfg_d = tiny_config(sd3_dir, out, rewards, "marble", objective, **over)
@@ -151,16 +150,9 @@ def _trainer_and_rollout(sd3_dir: Path, out: Path, rewards: list[str], objective
     cfg = load_config(FlowGRPOConfig, path)
     tr = FlowGRPOTrainer(cfg, out)
     tr.setup()
-    g = cfg.sampling.group_size
-    batch = tr.sampler.for_step(0, cfg.sampling.prompts_per_step)
-    prompts = [p for p in batch.prompts for _ in range(g)]
-    meta = [m for m in batch.metadata for _ in range(g)]
-    ids = torch.arange(len(prompts))
-    ctx = RolloutContext(tr.adapter, tr.model, cfg.sampling, cfg.train.seed, 0, cfg.objective.logprob_reduce)
-    with torch.no_grad():
-        ro = tr.rollout_fn(ctx, prompts, meta, ids, ids // g)
+    ro, gid = first_rollout(tr)
     scores = score_all(tr.rewards, ro.images, ro.prompts, ro.metadata)  # [K, N]
-    per, valid, _ = per_reward_advantages(scores, ids // g, torch.isfinite(scores))
+    per, valid, _ = per_reward_advantages(scores, gid, torch.isfinite(scores))
     return tr, ro, per.T.contiguous(), valid  # [N, K], [N]
 
 
