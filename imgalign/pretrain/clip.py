@@ -67,7 +67,11 @@ class Config:
         32, help="attention head width of the ResNet's attention pool or of the ViT"
     )
     patch_size: int = field(8, help="ViT only: patch size in pixels (64 px images: (64/patch)^2 tokens)")
-    text_width: int = field(48, help="text transformer width (its 49408-token embedding dominates the size)")
+    text_width: int = field(
+        32,
+        help="text transformer width (its 49408-token embedding dominates the size; 32 keeps the fp16 file under "
+        "5 MB, and matched width 48 on zero-shot and true-vs-corrupted accuracy)",
+    )
     text_layers: int = field(3, help="text transformer blocks")
     text_heads: int = field(2, help="text transformer heads")
     context_length: int = field(24, help="text tokens incl. start/end (the longest shapes caption needs 19)")
