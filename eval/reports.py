@@ -186,6 +186,142 @@ def write_run_report(run_dir: Path, out_dir: Path | None = None) -> tuple[Path, 
     return md, plots
 
 
+# ---- several runs side by side (seeds of each configuration) --------------------------------------------------
+def load_run_rows(run_dir: Path) -> list[dict[str, Any]]:
+    """metrics.jsonl of a run with its eval.jsonl merged in (every evaluation, the base model's at step 0 too)."""
+    run_dir = Path(run_dir)
+    rows = load_metrics(run_dir / "metrics.jsonl")
+    ev = run_dir / "eval.jsonl"
+    if ev.is_file():
+        rows = [{k: v for k, v in r.items() if not k.startswith("eval/")} for r in rows]
+        rows += load_metrics(ev)
+        rows.sort(key=lambda r: r.get("step", 0))
+    return rows
+
+
+def series_vs(rows: Sequence[dict[str, Any]], key: str, x_key: str = "step") -> tuple[np.ndarray, np.ndarray]:
+    """(x, values) of `key`, x read from a cumulative counter such as ``perf/nfe_total`` at the same step
+    (the counter is 0 at step 0, where the base model is evaluated)."""
+    if x_key == "step":
+        return series(rows, key)
+    at = {0: 0.0}
+    for r in rows:
+        if isinstance(r.get(x_key), (int, float)) and "step" in r:
+            at[r["step"]] = float(r[x_key])
+    steps, ys = series(rows, key)
+    keep = [i for i, s in enumerate(steps) if s in at]
+    return np.asarray([at[steps[i]] for i in keep]), ys[keep]
+
+
+def first_reaching(x: np.ndarray, y: np.ndarray, target: float, window: int = 1) -> float | None:
+    """The first x at which the trailing `window`-point mean of y reaches `target` (None if it never does).
+
+    x, y: (N,) in logging order. With window 1 this is the first x with y >= target."""
+    for i in range(len(y)):
+        lo = max(0, i - window + 1)
+        if i + 1 >= window and y[lo : i + 1].mean() >= target:
+            return float(x[i])
+    return None
+
+
+def compare_runs(
+    groups: dict[str, list[Path]],
+    keys: Sequence[str],
+    out_dir: Path,
+    x_key: str = "step",
+    target: tuple[str, float] | None = None,
+    window: int = 10,
+) -> tuple[Path, Path]:
+    """Overlay groups of runs (label -> run folders, e.g. the seeds of one config): ``compare.png`` with one panel
+    per key (a thin line per run, smoothed when dense; a thick line for the group mean at common points), and
+    ``compare.md`` with each run's first and last value of every key and, with `target` = (key, value), the x
+    (e.g. cumulative NFEs) at which the run's trailing `window`-point mean of that key first reaches the value,
+    and the ratio of the group means. Returns (markdown path, PNG path)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from imgalign.eval.suite import atomic_write_text
+
+    if not groups or not keys:
+        raise ValueError("compare needs at least one LABEL=RUN group and one metric key")
+    runs = {label: [(Path(r), load_run_rows(Path(r))) for r in paths] for label, paths in groups.items()}
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    fig, axes = plt.subplots(1, len(keys), figsize=(5 * len(keys), 3.6), squeeze=False)
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for ax, key in zip(axes[0], keys):
+        for gi, (label, items) in enumerate(runs.items()):
+            c = colours[gi % len(colours)]
+            curves = []
+            for _, rows in items:
+                x, y = series_vs(rows, key, x_key)
+                if not len(y):
+                    continue
+                dense = len(y) >= 20
+                ys = ema(y, min(1.0, 10.0 / len(y))) if dense else y
+                ax.plot(x, ys, "-" if dense else "o-", color=c, alpha=0.35, lw=1)
+                curves.append((x, ys))
+            if curves:
+                n = min(len(cx) for cx, _ in curves)
+                mx = np.mean([cx[:n] for cx, _ in curves], axis=0)
+                my = np.mean([cy[:n] for _, cy in curves], axis=0)
+                ax.plot(
+                    mx,
+                    my,
+                    "-" if n >= 20 else "o-",
+                    color=c,
+                    lw=2.2,
+                    label=f"{label} (mean of {len(curves)})",
+                )
+        ax.set_title(key, fontsize=9)
+        ax.set_xlabel(x_key)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    png = out_dir / "compare.png"
+    fig.savefig(png, dpi=110)
+    plt.close(fig)
+
+    lines = [
+        "# Runs compared",
+        "",
+        "| group | run | metric | first | last |",
+        "| --- | --- | --- | ---: | ---: |",
+    ]
+    for label, items in runs.items():
+        for run, rows in items:
+            for key in keys:
+                _, y = series(rows, key)
+                if len(y):
+                    lines.append(f"| {label} | `{run.name}` | `{key}` | {y[0]:.4g} | {y[-1]:.4g} |")
+    if target is not None:
+        tkey, tval = target
+        lines += [
+            "",
+            f"## {x_key} to reach `{tkey}` >= {tval:g} (trailing mean of {window} logged points)",
+            "",
+        ]
+        lines += ["| group | per run | mean over runs that reached it |", "| --- | --- | ---: |"]
+        means = {}
+        for label, items in runs.items():
+            hits = [first_reaching(*series_vs(rows, tkey, x_key), tval, window) for _, rows in items]
+            got = [h for h in hits if h is not None]
+            means[label] = float(np.mean(got)) if got else None
+            cells = ", ".join("not reached" if h is None else f"{h:.6g}" for h in hits)
+            lines.append(
+                f"| {label} | {cells} | {'—' if not got else f'{means[label]:.6g} ({len(got)}/{len(hits)})'} |"
+            )
+        labels = list(means)
+        if len(labels) >= 2 and all(means[k] for k in labels[:2]):
+            a, b = labels[:2]
+            lines += ["", f"Ratio {a}/{b} of the mean {x_key} to the target: **{means[a] / means[b]:.2f}**"]
+    md = out_dir / "compare.md"
+    atomic_write_text(md, "\n".join(lines) + "\n")
+    return md, png
+
+
 # ---- evaluation against a baseline ------------------------------------------------------------------------------
 def load_summary(eval_dir: Path) -> dict[str, Any]:
     path = Path(eval_dir) / "summary.json"

@@ -188,3 +188,48 @@ def test_report_of_a_run_without_known_metrics(tmp_path, capsys):
         in (run / "report/report.md").read_text()
     )
     assert not list((run / "report").glob("*.png")) and "0 plot(s)" in capsys.readouterr().out
+
+
+def test_first_reaching_by_hand():
+    from imgalign.eval.reports import first_reaching
+
+    x = np.array([0.0, 10, 20, 30, 40])
+    y = np.array([0.0, 0.5, 0.2, 0.6, 0.9])
+    assert first_reaching(x, y, 0.5) == 10.0  # first point at or above
+    assert first_reaching(x, y, 0.5, window=2) == 40.0  # trailing means 0.25, 0.35, 0.4, 0.75
+    assert first_reaching(x, y, 0.95) is None
+
+
+def test_report_compare_groups_of_runs_and_nfe_to_target(tmp_path, capsys):
+    def run(folder: Path, nfe_per_step: float, slope: float) -> Path:
+        folder.mkdir()
+        rows = [
+            {"step": s, "reward/geneval/mean": slope * s, "perf/nfe_total": nfe_per_step * s}
+            for s in range(1, 11)
+        ]
+        (folder / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        (folder / "eval.jsonl").write_text(json.dumps({"step": 0, "eval/shapes/overall": 0.1}) + "\n")
+        return folder
+
+    flat = [run(tmp_path / f"flat{i}", 100.0, 0.1) for i in range(2)]
+    tree = [run(tmp_path / f"tree{i}", 50.0, 0.1) for i in range(2)]
+    args = ["report", "--compare", f"flat={flat[0]},{flat[1]}", f"tree={tree[0]},{tree[1]}"]
+    args += ["--keys", "reward/geneval/mean", "eval/shapes/overall", "--x", "perf/nfe_total"]
+    args += ["--target", "reward/geneval/mean=0.5", "--window", "1", "--out", str(tmp_path / "cmp")]
+    assert main(args) == 0
+    md = (tmp_path / "cmp" / "compare.md").read_text()
+    # reward 0.1 * step reaches 0.5 at step 5: 500 NFEs flat, 250 tree
+    assert "| flat | 500, 500 | 500 (2/2) |" in md
+    assert "| tree | 250, 250 | 250 (2/2) |" in md
+    assert "Ratio flat/tree of the mean perf/nfe_total to the target: **2.00**" in md
+    assert "| flat | `flat0` | `eval/shapes/overall` | 0.1 | 0.1 |" in md
+    with Image.open(tmp_path / "cmp" / "compare.png") as im:
+        assert im.size[0] > 400
+    assert "compare.md" in capsys.readouterr().out
+
+
+def test_report_compare_rejects_bad_arguments(tmp_path):
+    with pytest.raises(SystemExit, match="LABEL=RUN"):
+        main(["report", "--compare", "nolabel", "--keys", "k", "--out", str(tmp_path)])
+    with pytest.raises(SystemExit, match="--keys"):
+        main(["report", "--compare", f"a={tmp_path}"])

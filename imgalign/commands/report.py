@@ -8,14 +8,59 @@ import argparse
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("report", help="plots and a markdown summary of a training run's metrics.jsonl")
-    p.add_argument("run_dir", metavar="RUN_DIR", help="a training run folder holding metrics.jsonl")
+    p.add_argument(
+        "run_dir", metavar="RUN_DIR", nargs="?", help="a training run folder holding metrics.jsonl"
+    )
     p.add_argument("--out", help="output folder (default: RUN_DIR/report)")
+    p.add_argument(
+        "--compare",
+        nargs="+",
+        metavar="LABEL=RUN[,RUN...]",
+        help="instead of one run: overlay groups of runs (e.g. the seeds of each config); writes OUT/compare.png "
+        "and OUT/compare.md",
+    )
+    p.add_argument("--keys", nargs="+", help="metric keys to compare (with --compare)")
+    p.add_argument(
+        "--x",
+        default="step",
+        help="x axis with --compare: step, or a cumulative counter such as perf/nfe_total",
+    )
+    p.add_argument(
+        "--target",
+        metavar="KEY=VALUE",
+        help="with --compare: report the x at which each run's trailing mean of KEY first reaches VALUE",
+    )
+    p.add_argument("--window", type=int, default=10, help="trailing-mean window for --target (logged points)")
     p.set_defaults(func=run_report)
 
 
 def run_report(args: argparse.Namespace) -> int:
-    from imgalign.eval.reports import write_run_report
+    from imgalign.eval.reports import compare_runs, write_run_report
 
+    if args.compare:
+        groups = {}
+        for item in args.compare:
+            label, sep, runs = item.partition("=")
+            if not sep or not label or not runs:
+                raise SystemExit(f"--compare takes LABEL=RUN[,RUN...], got {item!r}")
+            groups[label] = runs.split(",")
+        if not args.keys or not args.out:
+            raise SystemExit("--compare needs --keys KEY [KEY ...] and --out DIR")
+        target = None
+        if args.target:
+            key, sep, value = args.target.rpartition("=")
+            try:
+                target = (key, float(value))
+            except ValueError:
+                raise SystemExit(f"--target takes KEY=VALUE with a number, got {args.target!r}") from None
+            if not sep or not key:
+                raise SystemExit(f"--target takes KEY=VALUE, got {args.target!r}")
+        md, png = compare_runs(groups, args.keys, args.out, x_key=args.x, target=target, window=args.window)
+        print(md.read_text(), end="")
+        print(f"wrote {md} and {png}")
+        return 0
+    if not args.run_dir:
+        raise SystemExit("give RUN_DIR, or --compare LABEL=RUN[,RUN...] --keys ... --out DIR")
     md, plots = write_run_report(args.run_dir, args.out)
     print(md.read_text(), end="")
     print(f"wrote {md} and {len(plots)} plot(s): {', '.join(p.name for p in plots) or 'none'}")
