@@ -110,6 +110,31 @@ def test_config_validation():
         tiny_config(max_length=8).validate()
 
 
+def test_decoder_noise_is_relative_to_each_channel_and_off_at_zero():
+    g = torch.Generator().manual_seed(0)
+    mean = torch.randn(512, 2, 4, 4, generator=g) * torch.tensor([1.0, 10.0]).view(1, 2, 1, 1)
+    n = t2i.decoder_noise(mean, 0.5, g)
+    assert n.shape == mean.shape
+    ratio = n[:, 1].std() / n[:, 0].std()
+    assert 8.5 < ratio < 11.5  # follows the channel's spread
+    # per-sample std U(0, 0.5) x channel std: E[rel^2] = 0.25 / 3, so the overall std is sqrt(1/12) ~ 0.289
+    assert abs(n[:, 0].std().item() - (1 / 12) ** 0.5) < 0.03
+    assert t2i.decoder_noise(mean, 0.0, g).abs().max() == 0
+    with pytest.raises(ValueError, match="vae_mix"):
+        tiny_config(vae_mix=-1.0).validate()
+
+
+def test_autoencoder_linearity_and_noise_options_change_training(tmp_path):
+    from safetensors.torch import load_file
+
+    t2i.pretrain(tiny_config(steps=1), tmp_path / "plain", progress=False)
+    t2i.pretrain(tiny_config(steps=1, vae_mix=1.0, vae_noise=0.5), tmp_path / "mix", progress=False)
+    w = "vae/diffusion_pytorch_model.safetensors"
+    a = load_file(tmp_path / "plain" / t2i.FOLDER / w)
+    b = load_file(tmp_path / "mix" / t2i.FOLDER / w)
+    assert any(not torch.equal(a[k], b[k]) for k in a)
+
+
 # ---- resumable pretraining ------------------------------------------------------------------------------------
 def test_pretrain_resumes_after_kill_and_matches_uninterrupted(tmp_path, monkeypatch):
     from safetensors.torch import load_file

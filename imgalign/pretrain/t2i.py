@@ -5,7 +5,9 @@ Two stages, both seeded and resumable (atomic checkpoints of model, optimizer, s
 
 1. ``AutoencoderKL`` (64x64 RGB -> 16x16x4 latents) trained on shapes renders with an L1 + MSE reconstruction loss
    and a small KL term, then frozen; its ``scaling_factor`` / ``shift_factor`` are set so latents have zero mean and
-   unit variance.
+   unit variance. Two options (off by default, the shipped model predates them) make the latent space easier to
+   model: ``vae_mix`` (decoding a mix of two latents must give the same mix of the images) and ``vae_noise``
+   (the decoder reconstructs clean images from noisy latents).
 2. ``SD3Transformer2DModel`` (patch 2 -> 64 image tokens) trained with rectified flow matching (Esser et al. 2024,
    SD3 paper, eq. 1-3 with logit-normal t): ``x_t = (1 - t) x0 + t eps``, target ``v = eps - x0``, jointly with two
    tiny ``CLIPTextModelWithProjection`` encoders whose tokenizer is the shapes vocabulary
@@ -65,6 +67,18 @@ class Config:
         5.0, help="reconstruction-loss weight of object pixels relative to background"
     )
     vae_kl: float = field(1e-6, help="weight of the KL term of the autoencoder loss")
+    vae_mix: float = field(
+        0.0,
+        help="weight of the latent-linearity loss: decode(a z1 + (1-a) z2) must reconstruct a x1 + (1-a) x2 for "
+        "random pairs of the batch and a ~ U(0, 1), so averages of latents decode to averages of images as in pixel "
+        "space (without it a latent average decodes to full-strength objects of the wrong colour; 0: off)",
+    )
+    vae_noise: float = field(
+        0.0,
+        help="decoder noise augmentation: the decoder reconstructs the clean image from latents plus Gaussian noise "
+        "of std U(0, vae_noise) x the batch's per-channel latent std, so the transformer's small latent errors "
+        "decode to clean shapes instead of colour speckles (0: off)",
+    )
     # text encoders
     text_width: int = field(64, help="hidden size of each of the two CLIP text encoders")
     text_layers: int = field(3, help="layers of each text encoder (the pipeline reads the penultimate one)")
@@ -107,6 +121,8 @@ class Config:
             )
         if self.patch not in (1, 2, 4, 8) or self.vae_crop % 4:
             raise ValueError("patch must be 1, 2, 4 or 8 and vae_crop a multiple of 4")
+        if self.vae_mix < 0 or self.vae_noise < 0:
+            raise ValueError("vae_mix and vae_noise must be >= 0 (0 turns them off)")
         if len(self.vae_channels) != 3:
             raise ValueError("vae_channels needs 3 entries (64x64 -> 16x16 latents)")
 
@@ -144,6 +160,16 @@ def recon_loss(rec: torch.Tensor, x: torch.Tensor, fg_weight: float) -> torch.Te
     w = 1 + (fg_weight - 1) * ((x - bg).abs().amax(1, keepdim=True) > 0.02).float()  # (B, 1, H, W)
     err = (rec - x).abs() + (rec - x) ** 2
     return (w * err).sum() / (w.sum() * x.shape[1])
+
+
+def decoder_noise(mean: torch.Tensor, max_rel: float, generator: torch.Generator) -> torch.Tensor:
+    """Noise for decoder augmentation: std U(0, max_rel) per sample, relative to each channel's std over the batch
+    (so the encoder cannot outgrow it by scaling its latents). mean: (B, C, h, w) posterior means; returns the same
+    shape."""
+    b = mean.shape[0]
+    rel = torch.rand(b, 1, 1, 1, generator=generator) * max_rel  # (B, 1, 1, 1)
+    scale = mean.std(dim=(0, 2, 3), keepdim=True)  # (1, C, 1, 1)
+    return rel * scale * torch.randn(mean.shape, generator=generator)
 
 
 # ---- components -----------------------------------------------------------------------------------------------
@@ -289,10 +315,20 @@ def train_vae(cfg: Config, work: Path, images: torch.Tensor, progress: bool) -> 
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.bf16):
             post = vae.encode(x).latent_dist
             z = post.mean + post.std * torch.randn(post.mean.shape, generator=gen)
+            if cfg.vae_noise > 0:
+                z = z + decoder_noise(post.mean.detach(), cfg.vae_noise, gen)
             rec = vae.decode(z).sample
         rec = rec.float()
         kl = post.kl().mean()
         loss = recon_loss(rec, x, cfg.vae_fg_weight) + cfg.vae_kl * kl
+        if cfg.vae_mix > 0:
+            perm = torch.randperm(len(x), generator=gen)
+            a = torch.rand(len(x), 1, 1, 1, generator=gen)
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.bf16):
+                rec_mix = vae.decode(a * z + (1 - a) * z[perm]).sample
+            loss = loss + cfg.vae_mix * recon_loss(
+                rec_mix.float(), a * x + (1 - a) * x[perm], cfg.vae_fg_weight
+            )
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(vae.parameters(), 1.0)
