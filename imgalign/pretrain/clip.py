@@ -41,13 +41,18 @@ STD = (0.26862954, 0.26130258, 0.27577711)
 @dataclass
 class Config:
     seed: int = field(0, help="seed of the weights' initialisation and of the training data stream")
-    steps: int = field(600, help="optimizer steps")
+    steps: int = field(
+        2000,
+        help="optimizer steps (600 already give zero-shot 1.00; relations and colour binding need the rest)",
+    )
     batch_size: int = field(64, help="image-caption pairs per step (the contrastive batch)")
     pool_size: int = field(8192, help="training renders, drawn once (seeded) and sampled into batches")
     caption_weights: tuple[float, ...] = field(
-        (0.3, 0.3, 0.3, 0.1),
-        help="probabilities of the caption kinds prompt, full (colour+shape), shapes-only, colours-only; colour "
-        "alone separates most pairs in a batch, so shape-bearing captions get most of the weight",
+        (0.5, 0.35, 0.1, 0.05),
+        help="probabilities of the caption kinds prompt, full (colour+shape), shapes-only, colours-only; the "
+        "GenEval prompt (relations, colour binding) and the full caption get most of the weight: with "
+        "(0.3, 0.3, 0.3, 0.1) and 600 steps true-vs-corrupted prompt accuracy was 0.938 (relation 0.56, colour swap "
+        "0.33), with these weights and 2000 steps 0.958 (0.67, 0.56)",
     )
     lr: float = field(2e-3, help="peak AdamW learning rate (linear warm-up, cosine decay to 10%)")
     warmup: int = field(100, help="warm-up steps")
