@@ -16,3 +16,11 @@ SHARED = REPO.parent / "shared"
 def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
+
+
+@pytest.fixture(scope="module")
+def sd3_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random SD3 pipeline saved with save_pretrained (one per test module)."""
+    from imgalign.trainers.testing import tiny_sd3_pipeline
+
+    return tiny_sd3_pipeline(tmp_path_factory.mktemp("sd3"))

@@ -8,19 +8,9 @@ import torch
 
 from imgalign.adapters import FluxAdapter, SD3Adapter, detect_family, load_adapter, load_pipeline
 from imgalign.trainers import kernels as K
-from imgalign.trainers.testing import tiny_flux_pipeline, tiny_sd3_pipeline
+from imgalign.trainers.testing import tiny_flux_pipeline
 
 torch.set_num_threads(1)
-
-
-@pytest.fixture(autouse=True)
-def _offline(monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-
-
-@pytest.fixture(scope="module")
-def sd3_dir(tmp_path_factory):
-    return tiny_sd3_pipeline(tmp_path_factory.mktemp("sd3"))
 
 
 @pytest.fixture(scope="module")

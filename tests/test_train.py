@@ -18,20 +18,13 @@ import yaml
 from safetensors.torch import load_file
 
 from imgalign.cli import main
-from imgalign.trainers.testing import tiny_flux_pipeline, tiny_sd3_pipeline
+from imgalign.trainers.testing import metric_rows as rows
+from imgalign.trainers.testing import tiny_flux_pipeline
+from imgalign.trainers.testing import transformer_weights as initial_trainable
+from imgalign.trainers.testing import write_config as write
 
 torch.set_num_threads(1)
 REPO = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(autouse=True)
-def _offline(monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-
-
-@pytest.fixture(scope="module")
-def sd3_dir(tmp_path_factory):
-    return tiny_sd3_pipeline(tmp_path_factory.mktemp("sd3"))
 
 
 @pytest.fixture(scope="module")
@@ -54,22 +47,6 @@ def tiny_config(model: Path, out: Path, **over) -> dict:
         sect, name = key.split("__")
         cfg[sect][name] = val
     return cfg
-
-
-def write(cfg: dict, path: Path) -> Path:
-    path.write_text(yaml.safe_dump(cfg))
-    return path
-
-
-def rows(out: Path) -> list[dict]:
-    return [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
-
-
-def initial_trainable(model_dir: Path) -> dict[str, torch.Tensor]:
-    sd = {}
-    for f in (model_dir / "transformer").glob("*.safetensors"):
-        sd.update(load_file(str(f)))
-    return sd
 
 
 def test_sd3_full_finetune_two_steps(sd3_dir, tmp_path):

@@ -14,18 +14,14 @@ import yaml
 from safetensors.torch import load_file
 
 from imgalign.cli import main
-from imgalign.trainers.testing import first_rollout, tiny_sd3_pipeline
+from imgalign.trainers.testing import first_rollout
+from imgalign.trainers.testing import transformer_weights as initial_trainable
 
 torch.set_num_threads(1)
 
 RED = "imgalign.trainers.testing:red_reward"
 BRIGHT = "imgalign.trainers.testing:brightness_reward"
 BLUE = "imgalign.trainers.testing:blue_reward"  # the path form: nothing added to the global registry
-
-
-@pytest.fixture(scope="module")
-def sd3_dir(tmp_path_factory):
-    return tiny_sd3_pipeline(tmp_path_factory.mktemp("sd3"))
 
 
 def tiny_config(model: Path, out: Path, rewards: list[str], balancer: str, objective: str, **over) -> dict:
@@ -51,13 +47,6 @@ def train(cfg: dict, tmp_path: Path) -> list[dict]:
     assert main(["train", str(path)]) == 0
     out = Path(cfg["log"]["output_dir"])
     return [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
-
-
-def initial_trainable(model_dir: Path) -> dict[str, torch.Tensor]:
-    sd = {}
-    for f in (model_dir / "transformer").glob("*.safetensors"):
-        sd.update(load_file(str(f)))
-    return sd
 
 
 def test_marble_nft_three_rewards_two_steps(sd3_dir, tmp_path):

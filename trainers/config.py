@@ -398,6 +398,13 @@ def check_batch_layout(cfg: FlowGRPOConfig, num_processes: int) -> dict[str, int
         )
     trained = s.sde_window or (s.num_steps - 1)
     per_update = local // t.updates_per_step
+    common = {
+        "processes": num_processes,
+        "prompts_per_step": s.prompts_per_step,
+        "group_size": s.group_size,
+        "samples_per_step": total,
+        "samples_per_process": local,
+    }
     if s.rollout == "tree":  # ---- tree rollouts: every tree (prompt group) lives on one process
         if local % s.group_size:
             raise ConfigError(
@@ -408,22 +415,14 @@ def check_batch_layout(cfg: FlowGRPOConfig, num_processes: int) -> dict[str, int
         spec = s.tree.spec(s.num_steps)
         rows = (local // s.group_size) * sum(spec.alive(b) for b in spec.branch_steps)
         return {
-            "processes": num_processes,
-            "prompts_per_step": s.prompts_per_step,
-            "group_size": s.group_size,
-            "samples_per_step": total,
-            "samples_per_process": local,
+            **common,
             "tree_parent_rows_per_process": rows,
             "tree_trained_edges_per_tree": spec.num_edges(),
             "tree_rollout_nfe_per_tree": spec.nfe(),
             "micro_batches_per_update": -(-(rows // t.updates_per_step) // t.micro_batch_size),
         }
     return {
-        "processes": num_processes,
-        "prompts_per_step": s.prompts_per_step,
-        "group_size": s.group_size,
-        "samples_per_step": total,
-        "samples_per_process": local,
+        **common,
         "samples_per_update_per_process": per_update,
         "trained_steps_per_sample": trained,
         "micro_batches_per_update": -(-per_update // t.micro_batch_size) * trained,

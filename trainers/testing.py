@@ -234,3 +234,29 @@ def first_rollout(tr: Any) -> tuple[Any, torch.Tensor]:
     with torch.no_grad():
         ro = tr.rollout_fn(ctx, prompts, meta, ids, ids // g)
     return ro, ids // g
+
+
+# ---- helpers shared by the training tests -------------------------------------------------------------------------
+def write_config(cfg: dict[str, Any], path: Path) -> Path:
+    """Write a training config dict as YAML to `path` and return the path."""
+    import yaml
+
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def metric_rows(out: Path) -> list[dict[str, Any]]:
+    """The rows of a run folder's metrics.jsonl."""
+    import json
+
+    return [json.loads(x) for x in (Path(out) / "metrics.jsonl").read_text().splitlines()]
+
+
+def transformer_weights(model_dir: Path) -> dict[str, torch.Tensor]:
+    """Every tensor of a saved pipeline's transformer (all safetensors shards)."""
+    from safetensors.torch import load_file
+
+    sd: dict[str, torch.Tensor] = {}
+    for f in (Path(model_dir) / "transformer").glob("*.safetensors"):
+        sd.update(load_file(str(f)))
+    return sd
