@@ -151,3 +151,35 @@ def test_eval_errors_are_clear(tmp_path, capsys):
     assert main(["eval", "--images", str(empty), "--out", str(tmp_path / "o2")]) == 2
     assert "holds no prompt folders" in capsys.readouterr().err
     shutil.rmtree(empty)
+
+
+def test_eval_model_sampler_overrides_reach_the_sampler(tmp_path, small_prompts, monkeypatch):
+    import imgalign.sampling as S
+
+    seen: dict = {}
+
+    def fake_generate_folder(model, metas, out_dir, images_per_prompt, seed, progress=True, **kw):
+        seen.update(kw, model=model)
+        specs = [W.Spec.from_metadata(m) for m in metas]
+        from imgalign.commands.world import render_folder
+
+        render_folder([s.to_metadata() for s in specs], out_dir, images_per_prompt, seed, progress=False)
+
+    monkeypatch.setattr(S, "generate_folder", fake_generate_folder)
+    argv = ["eval", "--model", "shapes", "--prompts", str(small_prompts), "--images-per-prompt", "1"]
+    argv += ["--steps", "7", "--guidance-scale", "1.5", "--out", str(tmp_path / "o"), "--no-progress"]
+    assert main(argv) == 0
+    assert seen == {"model": "shapes", "num_inference_steps": 7, "guidance_scale": 1.5}
+    seen.clear()
+    argv = ["eval", "--model", "shapes", "--prompts", str(small_prompts), "--images-per-prompt", "1"]
+    assert main(argv + ["--out", str(tmp_path / "o2"), "--no-progress"]) == 0
+    assert seen == {"model": "shapes"}  # the model's documented evaluation settings
+
+
+def test_eval_sampler_options_need_a_model(tmp_path, small_prompts, capsys):
+    argv = ["eval", "--ground-truth", "--prompts", str(small_prompts), "--guidance-scale", "2"]
+    assert main(argv + ["--out", str(tmp_path / "o")]) == 2
+    assert "--steps and --guidance-scale apply to --model" in capsys.readouterr().err
+    argv = ["eval", "--model", "shapes", "--prompts", str(small_prompts), "--steps", "0"]
+    assert main(argv + ["--out", str(tmp_path / "o")]) == 2
+    assert "--steps must be at least 1" in capsys.readouterr().err

@@ -32,6 +32,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--images-per-prompt", type=int, default=4)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--steps",
+        type=int,
+        help="sampler steps with --model (default: the shapes model's evaluation setting, else the pipeline's own)",
+    )
+    p.add_argument(
+        "--guidance-scale",
+        type=float,
+        help="classifier-free guidance scale with --model (default: the shapes model's evaluation setting, else the "
+        "pipeline's own; 1 turns guidance off)",
+    )
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument("--no-progress", action="store_true")
     p.add_argument(
@@ -54,11 +65,27 @@ def shapes_validate(meta: dict) -> None:
     W.Spec.from_metadata(meta)
 
 
+def sampler_overrides(args: argparse.Namespace, steps_key: str, guidance_key: str) -> dict[str, float | int]:
+    """The sampler settings given on the command line, under the generator's own keyword names."""
+    out: dict[str, float | int] = {}
+    if args.steps is not None:
+        out[steps_key] = args.steps
+    if args.guidance_scale is not None:
+        out[guidance_key] = args.guidance_scale
+    return out
+
+
 def run_eval(args: argparse.Namespace) -> int:
     if args.suite not in SUITES:
         raise ValueError(f"unknown suite {args.suite!r}; valid suites: {', '.join(SUITES)}")
     if args.images_per_prompt < 1:
         raise ValueError("--images-per-prompt must be at least 1")
+    if (args.steps is not None or args.guidance_scale is not None) and not args.model:
+        raise ValueError("--steps and --guidance-scale apply to --model (images are judged as they are)")
+    if args.steps is not None and args.steps < 1:
+        raise ValueError(f"--steps must be at least 1 (got {args.steps})")
+    if args.guidance_scale is not None and not args.guidance_scale >= 0:
+        raise ValueError(f"--guidance-scale must be >= 0 (got {args.guidance_scale}); 1 turns guidance off")
     if args.baseline:
         from imgalign.eval.reports import load_summary
 
@@ -83,7 +110,15 @@ def run_eval(args: argparse.Namespace) -> int:
         else:
             from imgalign.sampling import generate_folder
 
-            generate_folder(args.model, metas, images, args.images_per_prompt, args.seed, progress=progress)
+            generate_folder(
+                args.model,
+                metas,
+                images,
+                args.images_per_prompt,
+                args.seed,
+                progress=progress,
+                **sampler_overrides(args, "num_inference_steps", "guidance_scale"),
+            )
             model = args.model
     summary = judge_folder(
         images,
@@ -143,6 +178,7 @@ def run_real_eval(args: argparse.Namespace) -> int:
         spec = check_model_spec(parse_model_arg(args.model))
         pipe = load_pipeline(spec, device=args.device)
         settings = sampling_defaults(spec)  # the shapes family's trained settings, else the pipeline's
+        settings.update(sampler_overrides(args, "steps", "guidance"))
         generate_folder(pipe, metas, images, args.images_per_prompt, args.seed, progress=progress, **settings)
         del pipe
         model = args.model
