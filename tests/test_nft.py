@@ -142,6 +142,8 @@ def test_config_validation():
         NFTConfig(beta=0.0).validate()
     with pytest.raises(ValueError, match="t_min"):
         NFTConfig(t_min=0.8, t_max=0.5).validate()
+    with pytest.raises(ValueError, match="guidance_scale must be >= 1"):
+        NFTConfig(guidance_scale=0.5).validate()
 
 
 class _Toy1D(torch.nn.Module):

@@ -184,6 +184,25 @@ def test_nft_objective_two_steps(sd3_dir, tmp_path):
     assert state["updates"] == 4 and len(state["old"]["shadow"]) == len(raw)
 
 
+def test_nft_guidance_scale_trains_the_guided_velocity(sd3_dir, tmp_path, caplog):
+    """objective.nft.guidance_scale: the loss uses the CFG velocity the rollouts sample with (same rollouts, a
+    different loss), and a mismatch with sampling.guidance_scale is warned about."""
+    losses = {}
+    for w in (1.0, 3.0):
+        out = tmp_path / f"run{w}"
+        cfg = tiny_config(sd3_dir, out, objective__name="nft", train__max_steps=1)
+        cfg["sampling"]["guidance_scale"] = 3.0
+        cfg["objective"]["nft"] = {"guidance_scale": w}
+        caplog.clear()
+        assert main(["train", str(write(cfg, tmp_path / f"c{w}.yaml"))]) == 0
+        warned = "trains the velocity at CFG 1 but rollouts sample at CFG 3" in caplog.text
+        assert warned == (w == 1.0)
+        r = rows(out)[0]
+        losses[w] = (r["reward/red_reward/mean"], r["nft/loss_plus"])
+    assert losses[1.0][0] == losses[3.0][0]  # the same rollouts
+    assert losses[1.0][1] != pytest.approx(losses[3.0][1], rel=1e-4)
+
+
 def test_time_budget_stops_early_with_checkpoint(sd3_dir, tmp_path):
     out = tmp_path / "run"
     cfg = tiny_config(sd3_dir, out, train__max_steps=50, train__time_budget_min=0.001)

@@ -53,6 +53,12 @@ class NFTConfig:
         0.0,
         help="Weight of the optional mean((v_theta - v_ref)^2) term toward the frozen base model (0 = off).",
     )
+    guidance_scale: float = field(
+        1.0,
+        help="CFG scale of the velocity the loss trains: 1 trains the conditional velocity (CFG-free, as "
+        "DiffusionNFT, which also samples without CFG); set it to sampling.guidance_scale when rollouts and "
+        "evaluation sample with CFG, so that the policy trained is the policy sampled (costs 2 forwards).",
+    )
     ema_decay_max: float = field(
         0.9, help="Upper bound of the old-policy EMA decay (0 = old policy = current)."
     )
@@ -78,6 +84,11 @@ class NFTConfig:
             )
         if self.ref_weight < 0:
             raise ConfigError(f"objective.nft.ref_weight must be >= 0 (got {self.ref_weight}).")
+        if not self.guidance_scale >= 1.0:
+            raise ConfigError(
+                f"objective.nft.guidance_scale must be >= 1 (got {self.guidance_scale}); 1 trains the conditional "
+                "velocity."
+            )
 
 
 def optimality_probability(advantages: torch.Tensor, clip: float = 1.0) -> torch.Tensor:

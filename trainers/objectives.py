@@ -23,6 +23,7 @@ A velocity penalty (``objective.penalty``, e.g. the velocity-norm hinge) compose
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -257,11 +258,23 @@ class NFTObjective:
     """DiffusionNFT (algorithms.md §4; :mod:`imgalign.trainers.nft`) on the same rollouts: only the final x0 and
     the advantages are used; each stored sample gets ``terms_per_sample`` fresh (t, ε) draws per update; the old
     policy is an EMA of the trained weights updated after every optimizer step. The loss is computed on the
-    conditional velocity (no CFG), as DiffusionNFT trains CFG-free; samples whose advantage is invalid (tied group,
-    non-finite reward) are masked out."""
+    velocity at ``objective.nft.guidance_scale``: 1 (default) is the conditional velocity, as DiffusionNFT trains
+    CFG-free; rollouts sampled with CFG w > 1 should train at w too, otherwise the samples come from one policy and
+    the update shapes another (measured on the shapes model: CLIP alone fell under NFT with CFG-4 rollouts and a
+    CFG-free loss, and rose with CFG-free rollouts). Samples whose advantage is invalid (tied group, non-finite
+    reward) are masked out."""
 
     def __init__(self, cfg: ObjectiveConfig, sampling: SamplingConfig) -> None:
         self.cfg, self.sampling = cfg, sampling
+        if sampling.guidance_scale != cfg.nft.guidance_scale:
+            logging.getLogger(__name__).warning(
+                "objective nft trains the velocity at CFG %g but rollouts sample at CFG %g: the update shapes a "
+                "different policy from the one sampled; set objective.nft.guidance_scale=%g (or sample with %g)",
+                cfg.nft.guidance_scale,
+                sampling.guidance_scale,
+                sampling.guidance_scale,
+                cfg.nft.guidance_scale,
+            )
         self.needs_reference = cfg.nft.ref_weight > 0 or cfg.penalty_weight > 0 or cfg.vnorm_log
         self.old = None  # EmaParams of the trainable weights, built at the first loss
         self.updates = 0
@@ -320,9 +333,10 @@ class NFTObjective:
         x_t = noisy_latent(x0, t, eps)
         cond = rollout.cond.index(idx)
         assert self.old is not None
+        w_cfg = n.guidance_scale
         with torch.no_grad(), self.old.applied(params):  # before the v_θ forward (version counters)
-            v_old = a.velocity(x_t, t, cond, 1.0, transformer=ctx.model)
-        v = a.velocity(x_t, t, cond, 1.0, transformer=ctx.model)
+            v_old = a.velocity(x_t, t, cond, w_cfg, transformer=ctx.model)
+        v = a.velocity(x_t, t, cond, w_cfg, transformer=ctx.model)
         lp, lm = nft_loss_terms(v, v_old, x0, x_t, t, n.beta)
         w = valid[idx].float().to(dev)
 
@@ -337,7 +351,7 @@ class NFTObjective:
         extra = torch.zeros((), device=dev)
         if self.needs_reference:
             with torch.no_grad(), a.reference() as ref:
-                v_ref = a.velocity(x_t, t, cond, 1.0, transformer=ref)
+                v_ref = a.velocity(x_t, t, cond, w_cfg, transformer=ref)
             if n.ref_weight > 0:
                 extra = extra + n.ref_weight * ref_velocity_loss(v, v_ref)
             extra = add_penalty(c, extra, v, v_ref, w, metrics, [sigma_bucket(float(x)) for x in t.tolist()])
