@@ -21,6 +21,19 @@ the strict ones. The variants run round-robin (one update each per round, after 
 machine's noise hits them alike; printed: the median time of each, its ratio to ``single`` and the median of the
 per-round paired ratios.
 
+Re-measured 2026-11-30 (evening) with the current ``examples/shapes/marble.yaml`` (NFT loss on the CFG-4 velocity, so
+every forward is a CFG pair), machine otherwise idle, 32 samples per update, ``--reps 30``
+(``--variants single,marble,marble+diag``):
+
+    update           median ms   ratio   paired
+    single               483.3  1.000x   1.000x
+    marble               479.1  0.991x   1.006x
+    marble+diag          478.9  0.991x   1.012x
+
+and ``--samples 8 --reps 12``: marble 1.032x, marble+diag 1.041x (paired).
+
+Earlier measurement, with the previous example config (loss on the conditional velocity):
+
 Measured 2026-11-30 on the shared 2-core machine under heavy load (load average ~12, the process got a small share
 of a core, so single timings are noisy; the paired ratio is the figure to read), embedded shapes model (1.65M
 trainable weights, full fine-tune), NFT, K = 3, ``--reps 3`` (32 samples per update, ~10 s per update):
