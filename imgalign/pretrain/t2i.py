@@ -8,10 +8,10 @@ Two stages, both seeded and resumable (atomic checkpoints of model, optimizer, s
    unit variance. Two options (off by default, the shipped model predates them) make the latent space easier to
    model: ``vae_mix`` (decoding a mix of two latents must give the same mix of the images) and ``vae_noise``
    (the decoder reconstructs clean images from noisy latents).
-2. ``SD3Transformer2DModel`` (patch 2 -> 64 image tokens) trained with rectified flow matching (Esser et al. 2024,
-   SD3 paper, eq. 1-3 with logit-normal t): ``x_t = (1 - t) x0 + t eps``, target ``v = eps - x0``, jointly with two
-   tiny ``CLIPTextModelWithProjection`` encoders whose tokenizer is the shapes vocabulary
-   (:mod:`imgalign.pretrain.tokenizer`); prompts are dropped to "" with probability ``cfg_dropout`` for
+2. ``SD3Transformer2DModel`` (default patch 4 -> 16 image tokens; ``patch=2`` gives 64) trained with rectified
+   flow matching (Esser et al. 2024, SD3 paper, eq. 1-3 with logit-normal t): ``x_t = (1 - t) x0 + t eps``, target
+   ``v = eps - x0``, jointly with two tiny ``CLIPTextModelWithProjection`` encoders whose tokenizer is the shapes
+   vocabulary (:mod:`imgalign.pretrain.tokenizer`); prompts are dropped to "" with probability ``cfg_dropout`` for
    classifier-free guidance. Prompts are encoded with the pipeline's own ``encode_prompt``, so training sees exactly
    the context a user's pipeline call builds. An EMA of the trained weights is what ships.
 
