@@ -609,6 +609,7 @@ def evaluate_folder(
     model: str = "images",
     nms_iou: float | None = None,
     progress: bool = True,
+    sampler: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Judge a GenEval-layout folder with a transformers detector and an open_clip colour classifier."""
     from imgalign.eval.suite import judge_folder, read_folder
@@ -624,5 +625,6 @@ def evaluate_folder(
         model=model,
         validate_metadata=validate,
         progress=progress,
+        sampler=sampler,
     )
     return summary

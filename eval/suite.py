@@ -78,7 +78,9 @@ def read_folder(root: Path) -> Iterator[PromptFolder]:
             )
         # like the official evaluator, only numbered samples count (a stray grid.png does not)
         samples = (
-            sorted(p for p in (d / "samples").glob("*.png") if p.stem.isdigit()) if (d / "samples").is_dir() else []
+            sorted(p for p in (d / "samples").glob("*.png") if p.stem.isdigit())
+            if (d / "samples").is_dir()
+            else []
         )
         yield PromptFolder(int(d.name), d, meta, samples)
 
@@ -105,8 +107,10 @@ def judge_folder(
     model: str = "ground-truth",
     validate_metadata: Callable[[dict[str, Any]], None] | None = None,
     progress: bool = True,
+    sampler: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Judge every image of a GenEval-layout folder; write results.jsonl, summary.json and report.md to `out_dir`.
+    `sampler` (the settings the images were generated with, if this run generated them) is recorded in both.
 
     Unreadable images and metadata that fails `validate_metadata` get a failure row (``correct: false`` with an
     ``error``) naming the file and the problem, and count as incorrect. (The official evaluator skips missing
@@ -176,6 +180,8 @@ def judge_folder(
         "n_images": len(rows),
         "n_errors": sum(1 for r in rows if r.get("error")),
     }
+    if sampler is not None:
+        summary["sampler"] = sampler
     atomic_write_text(out_dir / "report.md", render_report(summary, rows))
     atomic_write_text(out_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
     return summary
@@ -191,6 +197,11 @@ def render_report(summary: dict[str, Any], rows: Sequence[dict[str, Any]], max_f
         f"Overall: **{summary['overall']:.4f}** over {summary['n_images']} images"
         + (f" ({summary['n_errors']} could not be judged)" if summary.get("n_errors") else ""),
         "",
+    ]
+    if "sampler" in summary:
+        settings = ", ".join(f"{k} {v}" for k, v in summary["sampler"].items()) or "the pipeline's defaults"
+        lines += [f"Sampler: {settings}", ""]
+    lines += [
         "| task | score | images |",
         "| --- | ---: | ---: |",
     ]

@@ -170,10 +170,28 @@ def test_eval_model_sampler_overrides_reach_the_sampler(tmp_path, small_prompts,
     argv += ["--steps", "7", "--guidance-scale", "1.5", "--out", str(tmp_path / "o"), "--no-progress"]
     assert main(argv) == 0
     assert seen == {"model": "shapes", "num_inference_steps": 7, "guidance_scale": 1.5}
+    summary = json.loads((tmp_path / "o" / "summary.json").read_text())
+    assert summary["sampler"] == {"num_inference_steps": 7, "guidance_scale": 1.5}
+    assert "Sampler: num_inference_steps 7, guidance_scale 1.5" in (tmp_path / "o" / "report.md").read_text()
     seen.clear()
     argv = ["eval", "--model", "shapes", "--prompts", str(small_prompts), "--images-per-prompt", "1"]
     assert main(argv + ["--out", str(tmp_path / "o2"), "--no-progress"]) == 0
-    assert seen == {"model": "shapes"}  # the model's documented evaluation settings
+    # the model's documented evaluation settings
+    assert seen == {
+        "model": "shapes",
+        "num_inference_steps": S.NUM_INFERENCE_STEPS,
+        "guidance_scale": S.GUIDANCE_SCALE,
+    }
+    argv = [
+        "eval",
+        "--images",
+        str(tmp_path / "o" / "images"),
+        "--out",
+        str(tmp_path / "o3"),
+        "--no-progress",
+    ]
+    assert main(argv) == 0
+    assert "sampler" not in json.loads((tmp_path / "o3" / "summary.json").read_text())  # not generated here
 
 
 def test_eval_sampler_options_need_a_model(tmp_path, small_prompts, capsys):
