@@ -159,11 +159,10 @@ def test_eval_model_sampler_overrides_reach_the_sampler(tmp_path, small_prompts,
     seen: dict = {}
 
     def fake_generate_folder(model, metas, out_dir, images_per_prompt, seed, progress=True, **kw):
-        seen.update(kw, model=model)
-        specs = [W.Spec.from_metadata(m) for m in metas]
         from imgalign.commands.world import render_folder
 
-        render_folder([s.to_metadata() for s in specs], out_dir, images_per_prompt, seed, progress=False)
+        seen.update(kw, model=model)
+        render_folder(metas, out_dir, images_per_prompt, seed, progress=False)
 
     monkeypatch.setattr(S, "generate_folder", fake_generate_folder)
     argv = ["eval", "--model", "shapes", "--prompts", str(small_prompts), "--images-per-prompt", "1"]

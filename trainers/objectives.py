@@ -260,8 +260,7 @@ class NFTObjective:
     policy is an EMA of the trained weights updated after every optimizer step. The loss is computed on the
     velocity at ``objective.nft.guidance_scale``: 1 (default) is the conditional velocity, as DiffusionNFT trains
     CFG-free; rollouts sampled with CFG w > 1 should train at w too, otherwise the samples come from one policy and
-    the update shapes another. Samples whose advantage is invalid (tied group, non-finite
-    reward) are masked out."""
+    the update shapes another. Samples whose advantage is invalid (tied group, non-finite reward) are masked out."""
 
     def __init__(self, cfg: ObjectiveConfig, sampling: SamplingConfig) -> None:
         self.cfg, self.sampling = cfg, sampling
