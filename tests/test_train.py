@@ -106,6 +106,9 @@ def test_flux_lora_two_steps(flux_dir, tmp_path):
     assert len(r) == 2 and r[0]["perf/nfe"] == 12  # guidance-distilled: one forward per step
     assert abs(r[0]["policy/ratio_mean"] - 1) < 1e-4  # the CPS kernel is on-policy through the trainer
     assert "eval/reward/red_reward/mean" in r[1]  # evaluated on the 2 held-out prompts at the end
+    assert (
+        r[1]["eval/prompt_dependence/seed"] > 0 and r[1]["eval/prompt_dependence/ratio"] >= 0
+    )  # 2 prompts x 4 seeds
     ckpt = out / "checkpoints" / "step-000002"
     raw = load_file(str(ckpt / "trainer_state" / "trainable.safetensors"))
     assert raw and all("lora_" in n for n in raw)

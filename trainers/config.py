@@ -319,12 +319,27 @@ class EvalConfig:
         "base per step bucket (eval/vnorm/norm_ratio/early|middle|late|all); 0 = off. Full fine-tuning keeps a "
         "frozen copy of the transformer for it",
     )
+    prompt_dependence_prompts: int = field(
+        6,
+        help="prompts x prompt_dependence_seeds extra evaluation images measuring how much a changed prompt moves "
+        "the image against a changed seed (eval/prompt_dependence/ratio; near 0: the prompt is ignored, the mark of "
+        "reward hacking by a prompt-independent texture); 0 = off",
+    )
+    prompt_dependence_seeds: int = field(
+        4, help="seeds per prompt of the prompt-dependence measurement (>= 2)"
+    )
 
     def validate(self) -> None:
         if self.suite not in ("shapes", "reward"):
             raise ConfigError(f"eval.suite: unknown suite {self.suite!r}; valid: shapes, reward")
         if self.vnorm_images < 0:
             raise ConfigError("eval.vnorm_images must be >= 0 (0 = no inflation measurement)")
+        if self.prompt_dependence_prompts < 0 or self.prompt_dependence_prompts == 1:
+            raise ConfigError("eval.prompt_dependence_prompts must be 0 (off) or >= 2")
+        if self.prompt_dependence_prompts and self.prompt_dependence_seeds < 2:
+            raise ConfigError(
+                "eval.prompt_dependence_seeds must be >= 2 (distances between seeds are compared)"
+            )
 
 
 @dataclass

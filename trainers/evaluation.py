@@ -106,3 +106,58 @@ def reward_suite(
             float(s[torch.isfinite(s)].mean()) if torch.isfinite(s).any() else 0.0
         )
     return out, images
+
+
+def prompt_dependence(images: torch.Tensor) -> dict[str, float]:
+    """How much the prompt moves the image compared with the noise seed.
+
+    ``images``: [P, S, C, H, W], prompt p drawn from seed s (the same S seeds for every prompt), P, S >= 2.
+    ``prompt`` = mean |x[p, s] - x[q, s]| over prompt pairs p < q at a fixed seed; ``seed`` = mean |x[p, s] - x[p, t]|
+    over seed pairs s < t at a fixed prompt; ``ratio`` = prompt / seed. A model that reads its prompts changes the
+    picture when the prompt changes (ratio of order 1 or more); a ratio near 0 means the prompt is ignored, which is
+    what reward hacking by a prompt-independent texture looks like (see examples/shapes/README.md).
+    """
+    P, S = images.shape[:2]
+    if P < 2 or S < 2:
+        raise ValueError(
+            f"prompt_dependence needs >= 2 prompts and >= 2 seeds, got images of shape {tuple(images.shape)}"
+        )
+    x = images.float().flatten(2)  # [P, S, D]
+    d_prompt = (x[:, None] - x[None, :]).abs().mean(-1)  # [P, P, S]
+    d_seed = (x[:, :, None] - x[:, None, :]).abs().mean(-1)  # [P, S, S]
+    iu_p = torch.triu_indices(P, P, 1)
+    iu_s = torch.triu_indices(S, S, 1)
+    mp = float(d_prompt[iu_p[0], iu_p[1]].mean())
+    ms = float(d_seed[:, iu_s[0], iu_s[1]].mean())
+    return {"prompt": mp, "seed": ms, "ratio": mp / max(ms, 1e-12)}
+
+
+def eval_prompt_dependence(
+    adapter: FlowAdapter,
+    model: torch.nn.Module,
+    cfg: EvalConfig,
+    guidance_scale: float,
+    test_prompts: list[tuple[str, dict[str, Any]]],
+) -> dict[str, float]:
+    """``eval/prompt_dependence/{prompt,seed,ratio}`` for the trainer's evaluation: ``cfg.prompt_dependence_prompts``
+    distinct prompts (shapes suite: its tasks in turn; reward suite: the held-out prompts) x the same
+    ``cfg.prompt_dependence_seeds`` seeds, ODE-sampled like the suite. Empty when off or when fewer than 2 prompts."""
+    n_p, n_s = cfg.prompt_dependence_prompts, cfg.prompt_dependence_seeds
+    if n_p <= 0:
+        return {}
+    if cfg.suite == "shapes":
+        by_task: dict[str, list[str]] = {}
+        for m in shapes_eval_set(cfg.prompts_per_task):
+            by_task.setdefault(m["tag"], []).append(m["prompt"])
+        pool = [p for group in zip(*by_task.values()) for p in group]  # round-robin over tasks
+    else:
+        pool = [p for p, _ in test_prompts]
+    prompts = list(dict.fromkeys(pool))[:n_p]
+    if len(prompts) < 2:
+        return {}
+    seeds = [_mix(cfg.seed, 20_000 + s, 0) for s in range(n_s)]
+    flat_p = [p for p in prompts for _ in seeds]
+    flat_s = [s for _ in prompts for s in seeds]
+    images = ode_sample(adapter, model, flat_p, flat_s, cfg.num_steps, guidance_scale)
+    d = prompt_dependence(images.view(len(prompts), n_s, *images.shape[1:]))
+    return {f"eval/prompt_dependence/{k}": v for k, v in d.items()}

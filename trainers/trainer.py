@@ -528,7 +528,7 @@ class FlowGRPOTrainer:
 
     # ------------------------------------------------------------------------------------------------ eval
     def evaluate(self, step: int) -> dict[str, float]:
-        from imgalign.trainers.evaluation import reward_suite, shapes_suite
+        from imgalign.trainers.evaluation import eval_prompt_dependence, reward_suite, shapes_suite
 
         cfg = self.cfg
         out: dict[str, float] = {}
@@ -553,16 +553,43 @@ class FlowGRPOTrainer:
                     from imgalign.trainers.vnorm import eval_inflation
 
                     out.update(eval_inflation(self.adapter, model, cfg.eval, gs, self.sampler.test))
+                out.update(eval_prompt_dependence(self.adapter, model, cfg.eval, gs, self.sampler.test))
             if images.numel():
                 self._save_grid(images[:16], None, self.out / "samples" / f"eval-step-{step:06d}.png")
             out["perf/sec_eval"] = time.perf_counter() - t
             log.info("eval at step %d: %s", step, {k: round(v, 4) for k, v in out.items()})
+            self._warn_prompt_independence(step, out)
             with open(
                 self.out / "eval.jsonl", "a"
             ) as f:  # every evaluation, step 0 (the base model) included
                 f.write(json.dumps({"step": step, **out}) + "\n")
         self.acc.wait_for_everyone()
         return out
+
+    def _warn_prompt_independence(self, step: int, out: dict[str, float]) -> None:
+        """Warn when eval/prompt_dependence/ratio fell below half the base model's (the step-0 evaluation in
+        eval.jsonl, written when eval.at_start is on): the policy is drawing the same picture whatever the prompt."""
+        key = "eval/prompt_dependence/ratio"
+        if step == 0 or key not in out:
+            return
+        base = None
+        with contextlib.suppress(OSError, ValueError):
+            for line in open(self.out / "eval.jsonl"):
+                row = json.loads(line)
+                if row.get("step") == 0 and key in row:
+                    base = float(row[key])
+                    break
+        if base is not None and out[key] < 0.5 * base:
+            log.warning(
+                "step %d: %s = %.3f, below half the base model's %.3f: a changed prompt now moves the image much "
+                "less than a changed seed. The policy may be hacking the reward with a prompt-independent picture; "
+                "look at %s before trusting the reward curve",
+                step,
+                key,
+                out[key],
+                base,
+                self.out / "samples",
+            )
 
     # ------------------------------------------------------------------------------------------------ logging
     def _log(self, step: int, metrics: dict[str, float]) -> None:
