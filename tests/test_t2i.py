@@ -127,7 +127,7 @@ def test_decoder_noise_is_relative_to_each_channel_and_off_at_zero():
 def test_autoencoder_linearity_and_noise_options_change_training(tmp_path):
     from safetensors.torch import load_file
 
-    t2i.pretrain(tiny_config(steps=1), tmp_path / "plain", progress=False)
+    t2i.pretrain(tiny_config(steps=1, vae_mix=0.0, vae_noise=0.0), tmp_path / "plain", progress=False)
     t2i.pretrain(tiny_config(steps=1, vae_mix=1.0, vae_noise=0.5), tmp_path / "mix", progress=False)
     w = "vae/diffusion_pytorch_model.safetensors"
     a = load_file(tmp_path / "plain" / t2i.FOLDER / w)

@@ -5,10 +5,10 @@ Two stages, both seeded and resumable (atomic checkpoints of model, optimizer, s
 
 1. ``AutoencoderKL`` (64x64 RGB -> 16x16x4 latents) trained on shapes renders with an L1 + MSE reconstruction loss
    and a small KL term, then frozen; its ``scaling_factor`` / ``shift_factor`` are set so latents have zero mean and
-   unit variance. Two options (off by default, the shipped model predates them) make the latent space easier to
-   model: ``vae_mix`` (decoding a mix of two latents must give the same mix of the images) and ``vae_noise``
-   (the decoder reconstructs clean images from noisy latents).
-2. ``SD3Transformer2DModel`` (default patch 4 -> 16 image tokens; ``patch=2`` gives 64) trained with rectified
+   unit variance. Two terms make the latent space easier to model (both on by default): ``vae_mix`` (decoding a
+   mix of two latents must give the same mix of the images) and ``vae_noise`` (the decoder reconstructs clean
+   images from noisy latents).
+2. ``SD3Transformer2DModel`` (default patch 2 -> 64 image tokens; ``patch=4`` gives 16) trained with rectified
    flow matching (Esser et al. 2024, SD3 paper, eq. 1-3 with logit-normal t): ``x_t = (1 - t) x0 + t eps``, target
    ``v = eps - x0``, jointly with two tiny ``CLIPTextModelWithProjection`` encoders whose tokenizer is the shapes
    vocabulary (:mod:`imgalign.pretrain.tokenizer`); prompts are dropped to "" with probability ``cfg_dropout`` for
@@ -68,13 +68,13 @@ class Config:
     )
     vae_kl: float = field(1e-6, help="weight of the KL term of the autoencoder loss")
     vae_mix: float = field(
-        0.0,
+        1.0,
         help="weight of the latent-linearity loss: decode(a z1 + (1-a) z2) must reconstruct a x1 + (1-a) x2 for "
         "random pairs of the batch and a ~ U(0, 1), so averages of latents decode to averages of images as in pixel "
         "space (without it a latent average decodes to full-strength objects of the wrong colour; 0: off)",
     )
     vae_noise: float = field(
-        0.0,
+        0.5,
         help="decoder noise augmentation: the decoder reconstructs the clean image from latents plus Gaussian noise "
         "of std U(0, vae_noise) x the batch's per-channel latent std, so the transformer's small latent errors "
         "decode to clean shapes instead of colour speckles (0: off)",
@@ -89,8 +89,8 @@ class Config:
     # transformer
     layers: int = field(5, help="SD3 joint transformer blocks")
     heads: int = field(3, help="attention heads (head dim 32)")
-    patch: int = field(4, help="transformer patch size on the 16x16 latents (4: 16 image tokens)")
-    steps: int = field(1500, help="transformer training steps")
+    patch: int = field(2, help="transformer patch size on the 16x16 latents (2: 64 image tokens, 4: 16)")
+    steps: int = field(6000, help="transformer training steps")
     batch_size: int = field(64, help="transformer batch size")
     lr: float = field(8e-4, help="AdamW peak learning rate (transformer and text encoders)")
     warmup: int = field(200, help="linear warm-up steps")
@@ -104,7 +104,7 @@ class Config:
     shift: float = field(1.0, help="FlowMatchEulerDiscreteScheduler shift")
     # bookkeeping
     ckpt_every: int = field(500, help="steps between checkpoints")
-    eval_every: int = field(500, help="steps between quick evaluations (0: only at the end)")
+    eval_every: int = field(1000, help="steps between quick evaluations (0: only at the end)")
     eval_prompts: int = field(48, help="eval-set prompts (spread over the tasks) in the quick evaluation")
     final_eval_images: int = field(
         4, help="images per prompt of the full shapes-suite evaluation at the end (0: skip)"
