@@ -52,6 +52,17 @@ def shapes_eval_set(prompts_per_task: int) -> list[dict[str, Any]]:
     return [m for tag in by_tag for m in by_tag[tag][:prompts_per_task]]
 
 
+def eval_prompt_pool(cfg: EvalConfig, test_prompts: list[tuple[str, dict[str, Any]]]) -> list[str]:
+    """The evaluation's prompts in the order the extra measurements take them: for the shapes suite, its eval-set
+    prompts round-robin over the tasks (one per task in turn); for the reward suite, the held-out prompts."""
+    if cfg.suite != "shapes":
+        return [p for p, _ in test_prompts]
+    by_task: dict[str, list[str]] = {}
+    for m in shapes_eval_set(cfg.prompts_per_task):
+        by_task.setdefault(m["tag"], []).append(m["prompt"])
+    return [p for group in zip(*by_task.values()) for p in group]
+
+
 def shapes_suite(
     adapter: FlowAdapter, model: torch.nn.Module, cfg: EvalConfig, guidance_scale: float
 ) -> tuple[dict[str, float], torch.Tensor]:
@@ -145,13 +156,7 @@ def eval_prompt_dependence(
     n_p, n_s = cfg.prompt_dependence_prompts, cfg.prompt_dependence_seeds
     if n_p <= 0:
         return {}
-    if cfg.suite == "shapes":
-        by_task: dict[str, list[str]] = {}
-        for m in shapes_eval_set(cfg.prompts_per_task):
-            by_task.setdefault(m["tag"], []).append(m["prompt"])
-        pool = [p for group in zip(*by_task.values()) for p in group]  # round-robin over tasks
-    else:
-        pool = [p for p, _ in test_prompts]
+    pool = eval_prompt_pool(cfg, test_prompts)
     prompts = list(dict.fromkeys(pool))[:n_p]
     if len(prompts) < 2:
         return {}

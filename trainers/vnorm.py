@@ -215,17 +215,9 @@ def eval_inflation(
 
     if cfg.vnorm_images <= 0:
         return {}
-    if cfg.suite == "shapes":
-        from imgalign.trainers.evaluation import shapes_eval_set
+    from imgalign.trainers.evaluation import eval_prompt_pool
 
-        metas = shapes_eval_set(cfg.prompts_per_task)
-        by_task: dict[str, list[str]] = {}
-        for m in metas:
-            by_task.setdefault(m["tag"], []).append(m["prompt"])
-        order = [p for group in zip(*by_task.values()) for p in group]  # round-robin over tasks
-        prompts = order[: cfg.vnorm_images]
-    else:
-        prompts = [p for p, _ in test_prompts][: cfg.vnorm_images]
+    prompts = eval_prompt_pool(cfg, test_prompts)[: cfg.vnorm_images]
     if not prompts:
         return {}
     seeds = [_mix(cfg.seed, 10_000 + i, 0) for i in range(len(prompts))]
