@@ -38,3 +38,20 @@ def test_needs_two_prompts_and_two_seeds():
     with pytest.raises(ConfigError, match="prompt_dependence_prompts"):
         EvalConfig(prompt_dependence_prompts=1).validate()
     EvalConfig(prompt_dependence_prompts=0, prompt_dependence_seeds=1).validate()  # off: seeds unchecked
+
+
+def test_trainer_warns_when_the_ratio_halves(tmp_path, caplog):
+    import json
+    import logging
+    from types import SimpleNamespace
+
+    from imgalign.trainers.trainer import FlowGRPOTrainer
+
+    key = "eval/prompt_dependence/ratio"
+    (tmp_path / "eval.jsonl").write_text(json.dumps({"step": 0, key: 1.0}) + "\n")
+    fake = SimpleNamespace(out=tmp_path)
+    with caplog.at_level(logging.WARNING):
+        FlowGRPOTrainer._warn_prompt_independence(fake, 50, {key: 0.6})  # above half: quiet
+        assert "prompt-independent" not in caplog.text
+        FlowGRPOTrainer._warn_prompt_independence(fake, 60, {key: 0.4})
+    assert "step 60" in caplog.text and "prompt-independent" in caplog.text

@@ -574,7 +574,7 @@ class FlowGRPOTrainer:
             return
         base = None
         with contextlib.suppress(OSError, ValueError):
-            for line in open(self.out / "eval.jsonl"):
+            for line in (self.out / "eval.jsonl").read_text().splitlines():
                 row = json.loads(line)
                 if row.get("step") == 0 and key in row:
                     base = float(row[key])
