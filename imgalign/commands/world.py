@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import random
 from pathlib import Path
+from typing import Any
 
 from tqdm.auto import tqdm
 
@@ -30,7 +31,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     pt = wsub.add_parser("pretrain", help="train the embedded models on shapes data (seeded, resumable)")
     pt.add_argument("--component", required=True, choices=["t2i", "clip", "vlm", "all"])
     pt.add_argument("--out", required=True, help="output folder; one sub-folder per component")
-    pt.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override")
+    pt.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="config override; with --component all, prefix the key with its component (t2i.steps=12000)",
+    )
+    pt.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        help="components trained at once, each in its own process with its config's `threads` (default: 2 for "
+        "--component all on a machine with at least 2 CPUs, so the t2i model trains beside the CLIP, then the VLM)",
+    )
     pt.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
     pt.set_defaults(func=run_pretrain)
 
@@ -63,23 +77,79 @@ def run_render(args: argparse.Namespace) -> int:
     return 0
 
 
+def split_component_overrides(names: list[str], overrides: list[str]) -> dict[str, list[str]]:
+    """``--set`` values per component: plain ``key=value`` for one component, ``component.key=value`` for several."""
+    per: dict[str, list[str]] = {n: [] for n in names}
+    for o in overrides:
+        head = o.split("=", 1)[0]
+        comp, dot, key = head.partition(".")
+        if dot and comp in per:
+            per[comp].append(o[len(comp) + 1 :])
+        elif len(names) == 1:
+            per[names[0]].append(o)
+        else:
+            raise ValueError(
+                f"--set {o!r}: with --component all, prefix the key with its component, one of {names} "
+                f"(e.g. --set {names[0]}.{head}=...)"
+            )
+    return per
+
+
+def _pretrain_one(module: str, cfg: Any, out: str, progress: bool) -> dict[str, float]:
+    """One component's pretraining (module level, so a worker process can run it)."""
+    import importlib
+
+    return importlib.import_module(module).pretrain(cfg, Path(out), progress=progress)
+
+
 def run_pretrain(args: argparse.Namespace) -> int:
     import importlib
+    import os
 
     from imgalign.config import load_config, to_dict
     from imgalign.pretrain import COMPONENTS
 
     names = list(COMPONENTS) if args.component == "all" else [args.component]
-    if args.set and len(names) > 1:
-        raise ValueError("--set applies to one component; run each --component separately to override")
+    per = split_component_overrides(names, args.set)
     mods = {n: importlib.import_module(COMPONENTS[n]) for n in names}
-    cfgs = {n: load_config(m.Config, None, args.set) for n, m in mods.items()}  # validate all before training
+    cfgs = {n: load_config(m.Config, None, per[n]) for n, m in mods.items()}  # validate all before training
+    jobs = args.jobs if args.jobs is not None else min(2, os.cpu_count() or 1)
+    if jobs < 1:
+        raise ValueError(f"--jobs must be at least 1, got {jobs}")
     if args.print_config:
         import yaml
 
         print(yaml.safe_dump({n: to_dict(c) for n, c in cfgs.items()}, sort_keys=False))
         return 0
-    for n, m in mods.items():
-        metrics = m.pretrain(cfgs[n], Path(args.out), progress=True)
-        print(f"{n}: {metrics}")
+    out = Path(args.out)
+    if jobs == 1 or len(names) == 1:
+        for n in names:
+            print(f"{n}: {_pretrain_one(COMPONENTS[n], cfgs[n], str(out), True)}")
+        return 0
+    # Several processes, each with its component's `threads` (1 by default). The components are independent and
+    # each seeds itself, so the folders equal those of sequential runs. They are submitted longest first (t2i), so
+    # one worker trains the t2i model while the other trains the CLIP, then the VLM. Only the first shows a
+    # progress bar: bars from two processes would overwrite each other.
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    print(f"training {', '.join(names)} in {min(jobs, len(names))} processes; progress bar: {names[0]}")
+    failed: dict[str, BaseException] = {}
+    with ProcessPoolExecutor(max_workers=min(jobs, len(names)), mp_context=mp.get_context("spawn")) as pool:
+        futs = {
+            n: pool.submit(_pretrain_one, COMPONENTS[n], cfgs[n], str(out), i == 0)
+            for i, n in enumerate(names)
+        }
+        for n, f in futs.items():
+            try:
+                print(f"{n}: {f.result()}")
+            except Exception as e:  # the others keep training; report every failure at the end
+                failed[n] = e
+                print(f"{n}: FAILED: {type(e).__name__}: {e}")
+    if failed:
+        raise RuntimeError(
+            f"pretraining failed for {', '.join(failed)} (first error: {next(iter(failed.values()))}); the other "
+            f"components finished. Fix the cause and run the same command again: every component resumes from its "
+            f"last checkpoint in {out}"
+        ) from next(iter(failed.values()))
     return 0
