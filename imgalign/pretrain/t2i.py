@@ -90,7 +90,7 @@ class Config:
     layers: int = field(5, help="SD3 joint transformer blocks")
     heads: int = field(3, help="attention heads (head dim 32)")
     patch: int = field(2, help="transformer patch size on the 16x16 latents (2: 64 image tokens, 4: 16)")
-    steps: int = field(6000, help="transformer training steps")
+    steps: int = field(10000, help="transformer training steps")
     batch_size: int = field(64, help="transformer batch size")
     lr: float = field(8e-4, help="AdamW peak learning rate (transformer and text encoders)")
     warmup: int = field(200, help="linear warm-up steps")
@@ -645,9 +645,10 @@ def write_card(folder: Path, cfg: Config, metrics: dict[str, float], log_rows: l
         f"{cfg.seed}); folder written to `DIR/{FOLDER}`",
         f"- data: {cfg.n_images} renders of `imgalign.prompts.shapes.sample_training_specs({cfg.n_images}, "
         f"seed={cfg.seed})` (held-out colour x shape pairs never named in a training prompt)",
-        f"- autoencoder: {cfg.vae_steps} steps, batch {cfg.vae_batch}; transformer + text encoders: {cfg.steps} steps,"
-        f" batch {cfg.batch_size}, AdamW lr {cfg.lr}, logit-normal t, CFG dropout {cfg.cfg_dropout},"
-        f" EMA {cfg.ema} (shipped)",
+        f"- autoencoder: {cfg.vae_steps} steps, batch {cfg.vae_batch}, latent-mixing weight {cfg.vae_mix}, decoder"
+        f" noise {cfg.vae_noise}; transformer + text encoders: {cfg.steps} steps, batch {cfg.batch_size}, patch"
+        f" {cfg.patch} ({(16 // cfg.patch) ** 2} image tokens), AdamW lr {cfg.lr} (warm-up {cfg.warmup}, cosine to"
+        f" 10%), logit-normal t, CFG dropout {cfg.cfg_dropout}, EMA {cfg.ema} (shipped)",
         f"- {int(metrics['params'])} trained parameters; folder size {size / 1e6:.1f} MB",
         f"- run time: {metrics['train_seconds'] / 60:.0f} min to the shipped weights, {metrics['total_seconds'] / 60:.0f}"
         f" min with the final evaluation (wall clock, {cfg.threads} torch thread(s) on a shared 2-core machine)",
