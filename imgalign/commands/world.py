@@ -82,7 +82,7 @@ def split_component_overrides(names: list[str], overrides: list[str]) -> dict[st
     per: dict[str, list[str]] = {n: [] for n in names}
     for o in overrides:
         head = o.split("=", 1)[0]
-        comp, dot, key = head.partition(".")
+        comp, dot, _ = head.partition(".")
         if dot and comp in per:
             per[comp].append(o[len(comp) + 1 :])
         elif len(names) == 1:
