@@ -75,3 +75,16 @@ def test_all_in_two_processes_equals_each_component_alone(tmp_path, monkeypatch)
     ):
         a, b = load_file(tmp_path / "all" / f), load_file(tmp_path / "one" / f)
         assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), f
+
+
+def test_a_failing_component_does_not_stop_the_others(tmp_path, monkeypatch, capsys):
+    """t2i refuses a work folder left by a different config; the CLIP and VLM still finish, the error names t2i."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    torch.set_num_threads(1)
+    t2i.pretrain(t2i.Config(**{**TINY["t2i"], "steps": 1}), tmp_path, progress=False)
+    args = ["world", "pretrain", "--component", "all", "--out", str(tmp_path), "--jobs", "2"]
+    assert main(args + _sets("t2i") + _sets("clip") + _sets("vlm")) != 0
+    err = capsys.readouterr().err
+    assert "pretraining failed for t2i" in err and "resumes" in err
+    assert (tmp_path / "shapes-clip" / clip_pt.WEIGHTS).is_file()
+    assert (tmp_path / "shapes-vlm" / "model.safetensors").is_file()

@@ -147,7 +147,9 @@ def run_pretrain(args: argparse.Namespace) -> int:
                 failed[n] = e
                 print(f"{n}: FAILED: {type(e).__name__}: {e}")
     if failed:
-        raise RuntimeError(
+        from imgalign.cli import CLIError
+
+        raise CLIError(
             f"pretraining failed for {', '.join(failed)} (first error: {next(iter(failed.values()))}); the other "
             f"components finished. Fix the cause and run the same command again: every component resumes from its "
             f"last checkpoint in {out}"
