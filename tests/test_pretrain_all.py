@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 from safetensors.torch import load_file
+from test_encoders import TINY_CLIP, TINY_VLM
+from test_t2i import TINY_T2I
 
 from imgalign.cli import main
 from imgalign.commands.world import split_component_overrides
@@ -12,22 +14,12 @@ from imgalign.pretrain import clip as clip_pt
 from imgalign.pretrain import t2i
 from imgalign.pretrain import vlm as vlm_pt
 
+# the component tests' tiny configs, two steps each
 TINY = {
-    "t2i": dict(
-        n_images=16, vae_channels=[8, 8, 8], vae_steps=2, vae_batch=4, text_width=16, text_layers=2, layers=1,
-        heads=1, steps=2, batch_size=4, warmup=1, ckpt_every=2, eval_every=0, final_eval_images=0,
-    ),
-    "clip": dict(
-        steps=2, batch_size=6, pool_size=12, warmup=1, embed_dim=16, vision_width=16, vision_layers=1,
-        vision_head_width=16, patch_size=16, text_width=16, text_layers=1, text_heads=2, eval_every=2,
-        eval_images=8, checkpoint_every=2, save_dtype="float32",
-    ),
-    "vlm": dict(
-        steps=2, batch_size=4, pool_size=8, warmup=1, vision_width=16, vision_layers=1, vision_heads=2,
-        patch_size=16, text_width=16, text_layers=1, text_heads=2, text_kv_heads=1, text_ffn=32, eval_every=2,
-        eval_pairs=6, checkpoint_every=2,
-    ),
-}  # fmt: skip
+    "t2i": {**TINY_T2I, "steps": 2},
+    "clip": {**TINY_CLIP, "steps": 2},
+    "vlm": {**TINY_VLM, "steps": 2},
+}
 
 
 def _sets(comp: str) -> list[str]:

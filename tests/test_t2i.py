@@ -20,25 +20,26 @@ def _offline(monkeypatch):
     torch.set_num_threads(1)
 
 
+TINY_T2I = dict(
+    n_images=16,
+    vae_channels=[8, 8, 8],
+    vae_steps=2,
+    vae_batch=4,
+    text_width=16,
+    text_layers=2,
+    layers=1,
+    heads=1,
+    steps=4,
+    batch_size=4,
+    warmup=1,
+    ckpt_every=2,
+    eval_every=0,
+    final_eval_images=0,
+)
+
+
 def tiny_config(**kw) -> t2i.Config:
-    base = dict(
-        n_images=16,
-        vae_channels=[8, 8, 8],
-        vae_steps=2,
-        vae_batch=4,
-        text_width=16,
-        text_layers=2,
-        layers=1,
-        heads=1,
-        steps=4,
-        batch_size=4,
-        warmup=1,
-        ckpt_every=2,
-        eval_every=0,
-        final_eval_images=0,
-    )
-    base.update(kw)
-    return t2i.Config(**base)
+    return t2i.Config(**{**TINY_T2I, **kw})
 
 
 @pytest.fixture(scope="module")
