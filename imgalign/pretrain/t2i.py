@@ -36,6 +36,7 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from imgalign.config import field
+from imgalign.shapes import IMAGE_SIZE
 
 FOLDER = "shapes-t2i"
 WORK = "t2i-work"
@@ -127,6 +128,11 @@ class Config:
             raise ValueError("vae_channels needs 3 entries (64x64 -> 16x16 latents)")
 
 
+IMAGE_SIDE = IMAGE_SIZE  # pixels: the shapes world's render size
+LATENT_SIDE = IMAGE_SIDE // 4  # the autoencoder downsamples twice: 64x64x3 -> 16x16x4
+LR_FLOOR = 0.1  # lr_at's cosine ends at this fraction of the peak
+
+
 # ---- pure pieces ----------------------------------------------------------------------------------------------
 def flow_matching_pair(
     x0: torch.Tensor, eps: torch.Tensor, t: torch.Tensor
@@ -144,11 +150,11 @@ def logit_normal(n: int, mean: float, std: float, generator: torch.Generator) ->
 
 
 def lr_at(step: int, peak: float, warmup: int, total: int) -> float:
-    """Linear warm-up, then cosine decay to 10% of the peak."""
+    """Linear warm-up, then cosine decay to ``LR_FLOOR`` (10%) of the peak."""
     if step < warmup:
         return peak * (step + 1) / warmup
     p = min(1.0, (step - warmup) / max(1, total - warmup))
-    return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * p)))
+    return peak * (LR_FLOOR + (1 - LR_FLOOR) * 0.5 * (1 + math.cos(math.pi * p)))
 
 
 def recon_loss(rec: torch.Tensor, x: torch.Tensor, fg_weight: float) -> torch.Tensor:
@@ -186,7 +192,7 @@ def build_vae(cfg: Config):
         layers_per_block=1,
         latent_channels=4,
         norm_num_groups=cfg.vae_groups,
-        sample_size=64,
+        sample_size=IMAGE_SIDE,
         mid_block_add_attention=False,
         scaling_factor=1.0,  # set from latent statistics after training
         shift_factor=0.0,
@@ -218,7 +224,7 @@ def build_transformer(cfg: Config):
 
     dim = 32 * cfg.heads
     return SD3Transformer2DModel(
-        sample_size=16,
+        sample_size=LATENT_SIDE,
         patch_size=cfg.patch,
         in_channels=4,
         num_layers=cfg.layers,
@@ -246,7 +252,7 @@ def render_dataset(n: int, seed: int, progress: bool) -> tuple[torch.Tensor, lis
 
     specs = sample_training_specs(n, seed)
     rng = random.Random(seed + 1)
-    imgs = np.empty((n, 64, 64, 3), dtype=np.uint8)
+    imgs = np.empty((n, IMAGE_SIDE, IMAGE_SIDE, 3), dtype=np.uint8)
     for i, s in enumerate(tqdm(specs, desc="rendering", disable=not progress)):
         imgs[i] = np.asarray(W.render(s, rng)[0])
     return torch.from_numpy(imgs).permute(0, 3, 1, 2).contiguous(), [s.prompt() for s in specs]
@@ -631,13 +637,13 @@ def write_card(folder: Path, cfg: Config, metrics: dict[str, float], log_rows: l
     lines = [
         "# shapes-t2i: a tiny StableDiffusion3Pipeline for the shapes world",
         "",
-        "Stock `diffusers.StableDiffusion3Pipeline` (no T5): `SD3Transformer2DModel`, `AutoencoderKL` (64x64 RGB ->"
-        " 16x16x4), `FlowMatchEulerDiscreteScheduler`, two `CLIPTextModelWithProjection` encoders with a CLIP BPE"
+        "Stock `diffusers.StableDiffusion3Pipeline` (no T5): `SD3Transformer2DModel`, `AutoencoderKL`"
+        f" ({IMAGE_SIDE}x{IMAGE_SIDE} RGB -> {LATENT_SIDE}x{LATENT_SIDE}x4), `FlowMatchEulerDiscreteScheduler`, two `CLIPTextModelWithProjection` encoders with a CLIP BPE"
         " tokenizer whose vocabulary is the shapes world. Load with",
         "`StableDiffusion3Pipeline.from_pretrained(folder, text_encoder_3=None, tokenizer_3=None)` or `imgalign.sampling.load_pipeline('shapes')`.",
         "",
         f"Sample with `max_sequence_length={cfg.t5_tokens}` (the zero 'T5' tokens it was trained with),"
-        f" {NUM_INFERENCE_STEPS} steps, guidance scale {GUIDANCE_SCALE}, 64x64 (`imgalign.sampling.generate` does).",
+        f" {NUM_INFERENCE_STEPS} steps, guidance scale {GUIDANCE_SCALE}, {IMAGE_SIDE}x{IMAGE_SIDE} (`imgalign.sampling.generate` does).",
         "",
         "## Training",
         "",
@@ -647,8 +653,8 @@ def write_card(folder: Path, cfg: Config, metrics: dict[str, float], log_rows: l
         f"seed={cfg.seed})` (held-out colour x shape pairs never named in a training prompt)",
         f"- autoencoder: {cfg.vae_steps} steps, batch {cfg.vae_batch}, latent-mixing weight {cfg.vae_mix}, decoder"
         f" noise {cfg.vae_noise}; transformer + text encoders: {cfg.steps} steps, batch {cfg.batch_size}, patch"
-        f" {cfg.patch} ({(16 // cfg.patch) ** 2} image tokens), AdamW lr {cfg.lr} (warm-up {cfg.warmup}, cosine to"
-        f" 10%), logit-normal t, CFG dropout {cfg.cfg_dropout}, EMA {cfg.ema} (shipped)",
+        f" {cfg.patch} ({(LATENT_SIDE // cfg.patch) ** 2} image tokens), AdamW lr {cfg.lr} (warm-up {cfg.warmup},"
+        f" cosine to {LR_FLOOR:.0%}), logit-normal t, CFG dropout {cfg.cfg_dropout}, EMA {cfg.ema} (shipped)",
         f"- {int(metrics['params'])} trained parameters; folder size {size / 1e6:.1f} MB",
         f"- run time: {metrics['train_seconds'] / 60:.0f} min to the shipped weights, {metrics['total_seconds'] / 60:.0f}"
         f" min with the final evaluation (wall clock, {cfg.threads} torch thread(s) on a shared 2-core machine)",
