@@ -213,3 +213,15 @@ def test_balancers_single_reward_equals_grpo_and_gdpo_matches_math_module():
     assert not group_norm_weighted(r, torch.ones(2), gid, fin).valid[3]
     out = gdpo(r, torch.ones(2), gid, fin)
     assert not out.valid[3] and out.advantages[3] == 0 and torch.isfinite(out.advantages).all()
+
+
+def test_off_policy_warning_threshold_and_hint():
+    from imgalign.trainers.grpo import OFF_POLICY_KL, off_policy_warning
+
+    assert off_policy_warning(0.06, 5e-5, 20) is None
+    assert off_policy_warning(OFF_POLICY_KL, 1e-4, 0) is None  # at the threshold: quiet
+    assert off_policy_warning(float("nan"), 1e-4, 0) is None  # non-finite values are the NaN guard's business
+    msg = off_policy_warning(77.0, 1e-4, 0)
+    assert msg is not None and "77" in msg and "train.warmup_steps" in msg and "lr 0.0001" in msg
+    msg = off_policy_warning(3.0, 1e-4, 20)
+    assert msg is not None and "lower train.lr" in msg and "warmup_steps (e.g." not in msg

@@ -325,3 +325,18 @@ def test_default_config_two_steps(tmp_path):
 
     pipe = load_pipeline(out / "checkpoints" / "step-000002")
     assert type(pipe).__name__ == "StableDiffusion3Pipeline"
+
+
+def test_off_policy_update_warns_once(sd3_dir, tmp_path, caplog):
+    """A large lr without warm-up puts the second update far off-policy: one warning naming the fix, and the
+    approx_kl that triggered it is in metrics.jsonl."""
+    from imgalign.trainers.grpo import OFF_POLICY_KL
+
+    out = tmp_path / "run"
+    cfg = tiny_config(sd3_dir, out, train__lr=0.05, train__updates_per_step=2, train__max_steps=3)
+    with caplog.at_level("WARNING"):
+        assert main(["train", str(write(cfg, tmp_path / "c.yaml"))]) == 0
+    kl = [x["policy/approx_kl"] for x in rows(out)]
+    assert max(kl) > OFF_POLICY_KL, kl
+    assert caplog.text.count("policy/approx_kl = ") == 1
+    assert "set train.warmup_steps" in caplog.text

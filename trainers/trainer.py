@@ -35,6 +35,7 @@ import yaml
 from imgalign.config import ConfigError, to_dict
 from imgalign.trainers import checkpoint as C
 from imgalign.trainers.config import FlowGRPOConfig, check_batch_layout
+from imgalign.trainers.grpo import off_policy_warning
 from imgalign.trainers.objectives import TrainContext
 from imgalign.trainers.prompting import PromptSampler, _mix
 from imgalign.trainers.registry import BALANCERS, OBJECTIVES, ROLLOUTS
@@ -143,6 +144,7 @@ class FlowGRPOTrainer:
     def __init__(self, cfg: FlowGRPOConfig, output_dir: str | Path | None = None) -> None:
         self.cfg = cfg
         self.out = Path(output_dir or cfg.log.output_dir)
+        self._warned_off_policy = False
 
     # ------------------------------------------------------------------------------------------------ setup
     def setup(self, resume: str | None = None) -> None:
@@ -596,6 +598,11 @@ class FlowGRPOTrainer:
         if not self.is_main:
             return
         row = {"step": step + 1, **{k: float(v) for k, v in sorted(metrics.items())}}
+        if "policy/approx_kl" in row and not self._warned_off_policy:
+            msg = off_policy_warning(row["policy/approx_kl"], self.cfg.train.lr, self.cfg.train.warmup_steps)
+            if msg:
+                log.warning("step %d: %s", step + 1, msg)
+                self._warned_off_policy = True  # once per run: the metric is in metrics.jsonl every step
         with open(self.out / "metrics.jsonl", "a") as f:
             f.write(json.dumps(row) + "\n")
         if self.acc.trackers:
