@@ -98,9 +98,8 @@ def grpo_clipped_loss(
     return SurrogateOutput(loss, ratio.detach(), clipfrac, approx_kl)
 
 
-OFF_POLICY_KL = (
-    1.0  # approx_kl above this: the update left the trust region PPO's clip assumes (typical: 0.01-0.1)
-)
+# approx_kl above this: the update left the trust region PPO's clip assumes (typical values: 0.01-0.1)
+OFF_POLICY_KL = 1.0
 
 
 def off_policy_warning(approx_kl: float, lr: float, warmup_steps: int) -> str | None:
@@ -114,6 +113,6 @@ def off_policy_warning(approx_kl: float, lr: float, warmup_steps: int) -> str | 
     hint = "lower train.lr" if warmup_steps else "set train.warmup_steps (e.g. 20) or lower train.lr"
     return (
         f"policy/approx_kl = {approx_kl:.3g} > {OFF_POLICY_KL}: the update moved the policy far from the one that "
-        f"sampled the rollouts (lr {lr:g}, warm-up {warmup_steps} updates); the clipped surrogate then discards "
-        f"most samples. {hint}"
+        f"sampled the rollouts (lr {lr:g}, warm-up {warmup_steps} updates); the clipped surrogate then zeroes "
+        f"the gradient of many samples. {hint}"
     )

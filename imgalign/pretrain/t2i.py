@@ -638,12 +638,14 @@ def write_card(folder: Path, cfg: Config, metrics: dict[str, float], log_rows: l
         "# shapes-t2i: a tiny StableDiffusion3Pipeline for the shapes world",
         "",
         "Stock `diffusers.StableDiffusion3Pipeline` (no T5): `SD3Transformer2DModel`, `AutoencoderKL`"
-        f" ({IMAGE_SIDE}x{IMAGE_SIDE} RGB -> {LATENT_SIDE}x{LATENT_SIDE}x4), `FlowMatchEulerDiscreteScheduler`, two `CLIPTextModelWithProjection` encoders with a CLIP BPE"
+        f" ({IMAGE_SIDE}x{IMAGE_SIDE} RGB -> {LATENT_SIDE}x{LATENT_SIDE}x4), `FlowMatchEulerDiscreteScheduler`,"
+        " two `CLIPTextModelWithProjection` encoders with a CLIP BPE"
         " tokenizer whose vocabulary is the shapes world. Load with",
         "`StableDiffusion3Pipeline.from_pretrained(folder, text_encoder_3=None, tokenizer_3=None)` or `imgalign.sampling.load_pipeline('shapes')`.",
         "",
         f"Sample with `max_sequence_length={cfg.t5_tokens}` (the zero 'T5' tokens it was trained with),"
-        f" {NUM_INFERENCE_STEPS} steps, guidance scale {GUIDANCE_SCALE}, {IMAGE_SIDE}x{IMAGE_SIDE} (`imgalign.sampling.generate` does).",
+        f" {NUM_INFERENCE_STEPS} steps, guidance scale {GUIDANCE_SCALE}, {IMAGE_SIDE}x{IMAGE_SIDE}"
+        " (`imgalign.sampling.generate` does).",
         "",
         "## Training",
         "",
