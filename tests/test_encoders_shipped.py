@@ -35,7 +35,7 @@ def test_shapes_clip_loads_through_open_clip_both_ways():
     x1, x2 = pre1(img)[None], pre2(img)[None]
     assert x1.shape == (1, 3, 64, 64) and torch.equal(x1, x2)
     # the training-time normalisation equals the shipped preprocess on 64x64 renders
-    u8 = torch.from_numpy(np.asarray(img)).permute(2, 0, 1)[None]
+    u8 = torch.from_numpy(np.array(img)).permute(2, 0, 1)[None]
     assert torch.allclose(clip_pt.normalize(u8), x1, atol=1e-6)
     with torch.no_grad():
         f1 = m1.encode_image(x1, normalize=True)
