@@ -42,6 +42,11 @@ FOLDER = "shapes-t2i"
 WORK = "t2i-work"
 
 
+IMAGE_SIDE = IMAGE_SIZE  # pixels: the shapes world's render size
+LATENT_SIDE = IMAGE_SIDE // 4  # the autoencoder downsamples twice: 64x64x3 -> 16x16x4
+LR_FLOOR = 0.1  # lr_at's cosine ends at this fraction of the peak
+
+
 @dataclass
 class Config:
     seed: int = field(0, help="seed of data, initialisation, noise and dropout")
@@ -90,7 +95,11 @@ class Config:
     # transformer
     layers: int = field(5, help="SD3 joint transformer blocks")
     heads: int = field(3, help="attention heads (head dim 32)")
-    patch: int = field(2, help="transformer patch size on the 16x16 latents (2: 64 image tokens, 4: 16)")
+    patch: int = field(
+        2,
+        help=f"transformer patch size on the {LATENT_SIDE}x{LATENT_SIDE} latents (2: "
+        f"{(LATENT_SIDE // 2) ** 2} image tokens, 4: {(LATENT_SIDE // 4) ** 2})",
+    )
     steps: int = field(10000, help="transformer training steps")
     batch_size: int = field(64, help="transformer batch size")
     lr: float = field(8e-4, help="AdamW peak learning rate (transformer and text encoders)")
@@ -125,12 +134,9 @@ class Config:
         if self.vae_mix < 0 or self.vae_noise < 0:
             raise ValueError("vae_mix and vae_noise must be >= 0 (0 turns them off)")
         if len(self.vae_channels) != 3:
-            raise ValueError("vae_channels needs 3 entries (64x64 -> 16x16 latents)")
-
-
-IMAGE_SIDE = IMAGE_SIZE  # pixels: the shapes world's render size
-LATENT_SIDE = IMAGE_SIDE // 4  # the autoencoder downsamples twice: 64x64x3 -> 16x16x4
-LR_FLOOR = 0.1  # lr_at's cosine ends at this fraction of the peak
+            raise ValueError(
+                f"vae_channels needs 3 entries ({IMAGE_SIDE}x{IMAGE_SIDE} -> {LATENT_SIDE}x{LATENT_SIDE} latents)"
+            )
 
 
 # ---- pure pieces ----------------------------------------------------------------------------------------------
