@@ -152,3 +152,73 @@ def test_rewards_list(capsys: pytest.CaptureFixture) -> None:
     text = capsys.readouterr().out
     for name in ("clip", "vlm_loglik", "discriminator", "artifact", "fid", "geneval"):
         assert name in text
+
+
+def test_paired_changes_hand_computed() -> None:
+    from imgalign.cli import CLIError
+    from imgalign.commands.score import pair_key, paired_changes
+
+    assert pair_key("/a/run/images/00003/samples/0001.png") == "00003/samples/0001.png"
+    assert pair_key("/a/b/x.png") == "x.png"
+    base = {
+        f"0000{i}/samples/0000.png": {
+            "file": f"/base/0000{i}/samples/0000.png",
+            "prompt": "p",
+            "scores": {"r": b},
+        }
+        for i, b in enumerate([0.0, 1.0, 2.0])
+    }
+    rows = [
+        {"file": f"/run/0000{i}/samples/0000.png", "prompt": "p", "scores": {"r": x}, "error": None}
+        for i, x in enumerate([1.0, 3.0, 5.0])  # differences 1, 2, 3
+    ]
+    rows.append({"file": "/run/00009/samples/0000.png", "prompt": "p", "scores": {"r": 9.0}, "error": None})
+    (t,) = paired_changes(rows, base, ["r"])
+    assert t["n"] == 3 and t["baseline"] == 1.0 and t["current"] == 3.0
+    assert t["change"] == 2.0 and t["se"] == pytest.approx(1 / np.sqrt(3))  # std (ddof 1) of 1, 2, 3 is 1
+    rows[0]["prompt"] = "q"
+    with pytest.raises(CLIError, match="prompts differ"):
+        paired_changes(rows, base, ["r"])
+
+
+def test_score_with_baseline_prints_paired_change(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    base_dir, run_dir = tmp_path / "base", tmp_path / "run"
+    for i, s in enumerate(SPECS):
+        write_prompt_folder(base_dir, i, s.to_metadata(), [W.render(s, j)[0] for j in range(2)])
+        # the run draws the wrong picture for the second image of the first two prompts
+        imgs = [W.render(s, 0)[0], W.render(SPECS[(i + 2) % 4] if i < 2 else s, 1)[0]]
+        write_prompt_folder(run_dir, i, s.to_metadata(), imgs)
+    args = ["--reward", "geneval:mode=strict", "--no-progress"]
+    assert main(["score", str(base_dir), "--out", str(tmp_path / "base.jsonl"), *args]) == 0
+    capsys.readouterr()
+    rc = main(
+        [
+            "score",
+            str(run_dir),
+            "--out",
+            str(tmp_path / "run.jsonl"),
+            "--baseline",
+            str(tmp_path / "base.jsonl"),
+            *args,
+        ]
+    )
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert "paired with" in out
+    line = out.split("paired with")[1].splitlines()[-1]  # the paired table's geneval row
+    # differences: six 0s and two -1s -> mean -0.25, std (ddof 1) sqrt(1.5 / 7), se that / sqrt(8)
+    assert line.split()[1:] == ["8", "1.0000", "0.7500", "-0.2500", f"{np.sqrt(1.5 / 7 / 8):.4f}"]
+
+
+def test_bad_baseline_fails_before_scoring(
+    folder: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    d, prompts = folder
+    out = tmp_path / "x.jsonl"
+    common = ["score", str(d / "ok0.png"), "--reward", "artifact", "--out", str(out)]
+    assert main([*common, "--baseline", str(tmp_path / "nope.jsonl")]) == 2 and not out.exists()
+    assert "--baseline" in capsys.readouterr().err
+    csv_base = tmp_path / "b.csv"
+    csv_base.write_text("file,prompt,artifact,error\nok0.png,p,1.0,\n")
+    assert main([*common, "--baseline", str(csv_base)]) == 2 and not out.exists()
+    assert "line 1 is not an `imgalign score` JSONL row" in capsys.readouterr().err

@@ -5,6 +5,12 @@ images in the GenEval folder layout (``<index>/samples/<n>.png``), from ``<index
 per image ``{"file", "prompt", "scores": {reward: value}, "error": null | text}`` as JSONL (CSV when ``--out`` ends
 in ``.csv``), and a summary table on stdout. Unreadable files and files without a prompt get an error row; every
 other file is still scored; the exit status is 1 when any file failed.
+
+``--baseline EARLIER.jsonl`` (an earlier ``imgalign score`` output, e.g. of the base model on the same prompts and
+seeds) adds a paired table: per reward, the mean change over the images both files scored and the standard error of
+that mean change (std of the per-image differences / sqrt(n)). Pairing the same prompt and seed removes most of the
+prompt-to-prompt spread, so this error is far smaller than that of either mean alone. Images pair by their place in
+the GenEval layout (``<index>/samples/<n>.png``), elsewhere by file name; a pair whose prompts differ is an error.
 """
 
 from __future__ import annotations
@@ -38,6 +44,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--device", default="cpu")
     p.add_argument("--out", required=True, help="output file (.jsonl, or .csv)")
+    p.add_argument(
+        "--baseline",
+        help="an earlier `imgalign score` JSONL (e.g. the base model on the same prompts and seeds): also print "
+        "each reward's paired mean change and its standard error",
+    )
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=run_score)
 
@@ -118,6 +129,96 @@ def summary_table(rows: list[dict[str, Any]], keys: list[str]) -> str:
     return "\n".join(lines)
 
 
+def pair_key(file: str | Path) -> str:
+    """The key that pairs an image with its baseline: ``<index>/samples/<n>.png`` in the GenEval layout, else the
+    file name."""
+    parts = Path(file).parts
+    if len(parts) >= 3 and parts[-2] == "samples" and parts[-3].isdigit():
+        return "/".join(parts[-3:])
+    return parts[-1]
+
+
+def load_baseline(path: str | Path) -> dict[str, dict[str, Any]]:
+    """Rows of an earlier ``imgalign score`` JSONL, by :func:`pair_key`; raises naming the file and line."""
+    path = Path(path)
+    if not path.is_file():
+        raise CLIError(
+            f"--baseline {str(path)!r} does not exist; pass an earlier `imgalign score --out X.jsonl`"
+        )
+    out: dict[str, dict[str, Any]] = {}
+    for i, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            scores = row["scores"]
+            if not isinstance(scores, dict):
+                raise TypeError("scores is not an object")
+            out[pair_key(row["file"])] = row
+        except (json.JSONDecodeError, KeyError, TypeError) as e:
+            raise CLIError(
+                f"--baseline {str(path)!r} line {i} is not an `imgalign score` JSONL row ({e}); pass the .jsonl "
+                "that `imgalign score --out X.jsonl` wrote (CSV output cannot serve as a baseline)"
+            ) from e
+    if not out:
+        raise CLIError(f"--baseline {str(path)!r} holds no rows")
+    return out
+
+
+def paired_changes(
+    rows: list[dict[str, Any]], baseline: dict[str, dict[str, Any]], keys: list[str]
+) -> list[dict[str, Any]]:
+    """Per reward: n pairs, both means, the mean change d = mean(x_i - b_i) and its standard error
+    std(x_i - b_i, ddof=1) / sqrt(n) (nan for n < 2), over images scored in both (by :func:`pair_key`)."""
+    table = []
+    for k in keys:
+        pairs = []
+        for r in rows:
+            b = baseline.get(pair_key(r["file"]))
+            if b is None or k not in r["scores"] or k not in b["scores"]:
+                continue
+            if b.get("prompt") != r["prompt"]:
+                raise CLIError(
+                    f"{r['file']} pairs with the baseline's {b['file']}, but their prompts differ ({r['prompt']!r} vs "
+                    f"{b.get('prompt')!r}): the baseline must score the same prompts in the same layout"
+                )
+            pairs.append((float(r["scores"][k]), float(b["scores"][k])))
+        n = len(pairs)
+        if n == 0:
+            table.append({"reward": k, "n": 0})
+            continue
+        d = [x - y for x, y in pairs]
+        mean_d = sum(d) / n
+        se = math.sqrt(sum((v - mean_d) ** 2 for v in d) / (n - 1) / n) if n > 1 else math.nan
+        table.append(
+            {
+                "reward": k,
+                "n": n,
+                "baseline": sum(y for _, y in pairs) / n,
+                "current": sum(x for x, _ in pairs) / n,
+                "change": mean_d,
+                "se": se,
+            }
+        )
+    return table
+
+
+def paired_table(table: list[dict[str, Any]], baseline_path: str) -> str:
+    lines = [
+        f"paired with {baseline_path} (change = this - baseline on the same images, +- its standard error)",
+        f"{'reward':<28} {'n':>6} {'baseline':>10} {'this':>10} {'change':>10} {'+-':>8}",
+    ]
+    for t in table:
+        if not t["n"]:
+            lines.append(f"{t['reward']:<28} {0:>6}   no image scored in both")
+            continue
+        lines.append(
+            f"{t['reward']:<28} {t['n']:>6} {_fmt(t['baseline']):>10} {_fmt(t['current']):>10} "
+            f"{t['change']:>+10.4f} {_fmt(t['se']):>8}"
+        )
+    return "\n".join(lines)
+
+
 def write_rows(path: Path, rows: list[dict[str, Any]], keys: list[str]) -> None:
     """JSONL (or CSV for *.csv), written to a temp name then renamed."""
     if path.suffix.lower() == ".csv":
@@ -150,6 +251,7 @@ def run_score(args: argparse.Namespace) -> int:
     if not files:
         raise CLIError(f"no image files found in {' '.join(args.paths)}")
     mapping = load_prompt_map(args.prompts) if args.prompts else None
+    baseline = load_baseline(args.baseline) if args.baseline else None
     base = Path(args.prompts).parent if args.prompts else None
 
     names = [parse_reward_spec(s)[0] for s in args.reward]
@@ -201,6 +303,8 @@ def run_score(args: argparse.Namespace) -> int:
     write_rows(out, rows, keys)
     print(summary_table(rows, keys))
     print(f"wrote {out}")
+    if baseline is not None:
+        print(paired_table(paired_changes(rows, baseline, keys), args.baseline))
     return 1 if any(r["error"] for r in rows) else 0
 
 
