@@ -119,7 +119,14 @@ def test_flux_lora_two_steps(flux_dir, tmp_path):
     init = {n: p.detach().clone() for n, p in fresh.trainable_named_parameters()}
     unchanged = [n for n, t in raw.items() if torch.equal(t, init[n])]
     assert not unchanged, f"parameters that did not change: {unchanged[:5]}"
-    fresh.pipe.load_lora_weights(str(ckpt))  # diffusers' own loader on the LoRA checkpoint
+    # diffusers' own loader on the LoRA checkpoint, into a pipeline without an adapter (as a user would): it holds
+    # exactly the trained LoRA weights
+    user = load_adapter(flux_dir, max_sequence_length=16).pipe
+    user.load_lora_weights(str(ckpt))
+    loaded = {n.replace(".default_0", ""): p for n, p in user.transformer.named_parameters() if "lora_" in n}
+    trained = {n.replace(".default", ""): t for n, t in raw.items()}
+    assert loaded.keys() == trained.keys()
+    assert all(torch.equal(loaded[n].detach().float(), t.float()) for n, t in trained.items())
 
 
 def test_bad_input_fails_before_model_loads(sd3_dir, tmp_path, capsys, monkeypatch):
