@@ -21,6 +21,7 @@ import io
 import json
 import math
 import os
+import statistics
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -188,16 +189,14 @@ def paired_changes(
             table.append({"reward": k, "n": 0})
             continue
         d = [x - y for x, y in pairs]
-        mean_d = sum(d) / n
-        se = math.sqrt(sum((v - mean_d) ** 2 for v in d) / (n - 1) / n) if n > 1 else math.nan
         table.append(
             {
                 "reward": k,
                 "n": n,
-                "baseline": sum(y for _, y in pairs) / n,
-                "current": sum(x for x, _ in pairs) / n,
-                "change": mean_d,
-                "se": se,
+                "baseline": statistics.fmean(y for _, y in pairs),
+                "current": statistics.fmean(x for x, _ in pairs),
+                "change": statistics.fmean(d),
+                "se": statistics.stdev(d) / math.sqrt(n) if n > 1 else math.nan,
             }
         )
     return table
