@@ -181,6 +181,26 @@ def test_paired_changes_hand_computed() -> None:
         paired_changes(rows, base, ["r"])
 
 
+def test_duplicate_pair_keys_are_an_error(tmp_path: Path) -> None:
+    """Outside the GenEval layout images pair by file name: two images with one name cannot be paired."""
+    from imgalign.cli import CLIError
+    from imgalign.commands.score import load_baseline, paired_changes
+
+    row = {"prompt": "p", "scores": {"r": 1.0}, "error": None}
+    dup = tmp_path / "dup.jsonl"
+    dup.write_text("".join(json.dumps({**row, "file": f"/base/{d}/x.png"}) + "\n" for d in ("a", "b")))
+    with pytest.raises(CLIError, match="/base/a/x.png and /base/b/x.png both pair by the key 'x.png'"):
+        load_baseline(dup)
+    ok = tmp_path / "ok.jsonl"
+    ok.write_text(json.dumps({**row, "file": "/base/x.png"}) + "\n")
+    base = load_baseline(ok)
+    rows = [{**row, "file": f"/run/{d}/x.png"} for d in ("a", "b")]
+    with pytest.raises(CLIError, match="the scored images: /run/a/x.png and /run/b/x.png"):
+        paired_changes(rows, base, ["r"])
+    (t,) = paired_changes(rows[:1], base, ["r"])
+    assert t["n"] == 1 and t["change"] == 0.0
+
+
 def test_score_with_baseline_prints_paired_change(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     base_dir, run_dir = tmp_path / "base", tmp_path / "run"
     for i, s in enumerate(SPECS):

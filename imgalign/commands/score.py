@@ -10,7 +10,8 @@ other file is still scored; the exit status is 1 when any file failed.
 seeds) adds a paired table: per reward, the mean change over the images both files scored and the standard error of
 that mean change (std of the per-image differences / sqrt(n)). Pairing the same prompt and seed removes most of the
 prompt-to-prompt spread, so this error is far smaller than that of either mean alone. Images pair by their place in
-the GenEval layout (``<index>/samples/<n>.png``), elsewhere by file name; a pair whose prompts differ is an error.
+the GenEval layout (``<index>/samples/<n>.png``), elsewhere by file name; a pair whose prompts differ, or two images
+with the same key on one side, is an error (the scores are written first).
 """
 
 from __future__ import annotations
@@ -155,15 +156,25 @@ def load_baseline(path: str | Path) -> dict[str, dict[str, Any]]:
             scores = row["scores"]
             if not isinstance(scores, dict):
                 raise TypeError("scores is not an object")
-            out[pair_key(row["file"])] = row
+            key = pair_key(row["file"])
         except (json.JSONDecodeError, KeyError, TypeError) as e:
             raise CLIError(
                 f"--baseline {str(path)!r} line {i} is not an `imgalign score` JSONL row ({e}); pass the .jsonl "
                 "that `imgalign score --out X.jsonl` wrote (CSV output cannot serve as a baseline)"
             ) from e
+        if key in out:
+            raise CLIError(_duplicate_key(f"--baseline {str(path)!r}", key, out[key]["file"], row["file"]))
+        out[key] = row
     if not out:
         raise CLIError(f"--baseline {str(path)!r} holds no rows")
     return out
+
+
+def _duplicate_key(where: str, key: str, first: str, second: str) -> str:
+    return (
+        f"{where}: {first} and {second} both pair by the key {key!r}, so neither can be paired; score folders in "
+        "the GenEval layout (<index>/samples/<n>.png) or give every image a unique file name"
+    )
 
 
 def paired_changes(
@@ -171,6 +182,12 @@ def paired_changes(
 ) -> list[dict[str, Any]]:
     """Per reward: n pairs, both means, the mean change d = mean(x_i - b_i) and its standard error
     std(x_i - b_i, ddof=1) / sqrt(n) (nan for n < 2), over images scored in both (by :func:`pair_key`)."""
+    seen: dict[str, str] = {}
+    for r in rows:
+        key = pair_key(r["file"])
+        if key in baseline and key in seen:
+            raise CLIError(_duplicate_key("the scored images", key, seen[key], r["file"]))
+        seen[key] = r["file"]
     table = []
     for k in keys:
         pairs = []
