@@ -291,10 +291,11 @@ def generate_folder(
 ) -> None:
     """Generate `images_per_prompt` images for every metadata line into the official GenEval layout.
 
-    Image j of prompt i uses seed ``seed + i * images_per_prompt + j``; prompts whose samples all exist are
-    skipped, so an interrupted run resumes."""
+    Image j of prompt i uses seed ``image_seed(seed, i, j)``, as the shapes suite does, so it is the same image
+    whatever `images_per_prompt` is; prompts whose samples all exist are skipped, so an interrupted run resumes."""
     from tqdm.auto import tqdm
 
+    from imgalign.commands.world import image_seed
     from imgalign.eval.suite import write_prompt_folder
 
     if images_per_prompt < 1:
@@ -306,7 +307,7 @@ def generate_folder(
         todo = [j for j in range(images_per_prompt) if j not in have]
         if not todo:
             continue
-        seeds = [seed + i * images_per_prompt + j for j in todo]
+        seeds = [image_seed(seed, i, j) for j in todo]
         images = generate_images(
             pipe, [meta["prompt"]] * len(todo), seeds, batch_size=batch_size, **sample_kwargs
         )

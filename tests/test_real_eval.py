@@ -311,6 +311,12 @@ def test_generation_writes_the_official_layout_and_resumes(tiny, tmp_path):
     generate_folder(pipe, metas, out, images_per_prompt=2, seed=7, progress=False, steps=2, size=16)
     assert (out / "00000" / "samples" / "0000.png").stat().st_mtime_ns == kept
     assert np.array_equal(np.asarray(Image.open(out / "00001" / "samples" / "0001.png")), first)
+    # image j of prompt i has the same seed whatever images_per_prompt is (as in the shapes suite)
+    one = tmp_path / "one"
+    generate_folder(pipe, metas, one, images_per_prompt=1, seed=7, progress=False, steps=2, size=16)
+    for i in range(2):
+        a, b = (np.asarray(Image.open(d / f"0000{i}" / "samples" / "0000.png")) for d in (out, one))
+        assert np.array_equal(a, b)
 
 
 @pytest.mark.parametrize("detector", ["detr", "mask2former"])
