@@ -295,8 +295,8 @@ def generate_folder(
     whatever `images_per_prompt` is; prompts whose samples all exist are skipped, so an interrupted run resumes."""
     from tqdm.auto import tqdm
 
-    from imgalign.commands.world import image_seed
     from imgalign.eval.suite import write_prompt_folder
+    from imgalign.sampling import image_seed
 
     if images_per_prompt < 1:
         raise ValueError("images per prompt must be at least 1")

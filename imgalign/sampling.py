@@ -180,6 +180,13 @@ def generate(
     return images
 
 
+def image_seed(seed: int, index: int, j: int) -> int:
+    """The seed of image `j` of prompt `index`, shared by every generator and renderer that writes the GenEval layout
+    (shapes renders, shapes-model and real-model sampling), so image j of prompt i does not depend on how many images
+    per prompt a run asks for."""
+    return (seed * 1_000_003 + index * 1009 + j) & 0x7FFFFFFF
+
+
 def generate_folder(
     model,
     metas: Sequence[dict[str, Any]],
@@ -194,7 +201,6 @@ def generate_folder(
     """Sample `images_per_prompt` images for every metadata line into the GenEval layout at `out_dir`
     (image j of prompt i uses seed ``image_seed(seed, i, j)``); `model` is a name, a folder or a loaded pipeline.
     Prompts whose folder already holds all its images are skipped, so an interrupted run resumes."""
-    from imgalign.commands.world import image_seed
     from imgalign.eval.suite import write_prompt_folder
 
     pipe = load_pipeline(model) if isinstance(model, (str, Path)) else model

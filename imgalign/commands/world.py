@@ -12,6 +12,7 @@ from tqdm.auto import tqdm
 from imgalign import shapes as W
 from imgalign.eval.suite import write_prompt_folder
 from imgalign.prompts.io import load_geneval_metadata
+from imgalign.sampling import image_seed
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -47,11 +48,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     pt.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
     pt.set_defaults(func=run_pretrain)
-
-
-def image_seed(seed: int, index: int, j: int) -> int:
-    """The seed of image `j` of prompt `index` (shared by renders and model sampling)."""
-    return (seed * 1_000_003 + index * 1009 + j) & 0x7FFFFFFF
 
 
 def render_folder(

@@ -427,10 +427,9 @@ def quick_eval(
     pipe, metas: list[dict], images_per_prompt: int, seed: int, **kw
 ) -> tuple[float, dict[str, float]]:
     """Sample and judge `metas` in memory: (overall, per-task accuracy)."""
-    from imgalign.commands.world import image_seed
     from imgalign.eval.geneval import judge, summarize
     from imgalign.eval.shapes_detector import ShapesDetector
-    from imgalign.sampling import generate
+    from imgalign.sampling import generate, image_seed
 
     det = ShapesDetector()
     jobs = [(i, j) for i in range(len(metas)) for j in range(images_per_prompt)]
