@@ -95,9 +95,14 @@ def _lookup(file: Path, mapping: dict[str, dict[str, Any]], base: Path | None) -
     return by_name[0] if len(by_name) == 1 else None
 
 
+def _in_geneval_layout(file: Path) -> bool:
+    """True for ``<index>/samples/<n>.png``: a digit folder holding a ``samples`` folder."""
+    return file.parent.name == "samples" and file.parent.parent.name.isdigit()
+
+
 def _geneval_meta(file: Path) -> dict[str, Any] | None:
     """Metadata of an image in the GenEval layout ``<5-digit>/samples/<n>.png``, else None."""
-    if file.parent.name != "samples" or not file.parent.parent.name.isdigit():
+    if not _in_geneval_layout(file):
         return None
     meta = file.parent.parent / "metadata.jsonl"
     if not meta.is_file():
@@ -134,10 +139,8 @@ def summary_table(rows: list[dict[str, Any]], keys: list[str]) -> str:
 def pair_key(file: str | Path) -> str:
     """The key that pairs an image with its baseline: ``<index>/samples/<n>.png`` in the GenEval layout, else the
     file name."""
-    parts = Path(file).parts
-    if len(parts) >= 3 and parts[-2] == "samples" and parts[-3].isdigit():
-        return "/".join(parts[-3:])
-    return parts[-1]
+    file = Path(file)
+    return "/".join(file.parts[-3:]) if _in_geneval_layout(file) else file.name
 
 
 def load_baseline(path: str | Path) -> dict[str, dict[str, Any]]:
@@ -182,18 +185,21 @@ def paired_changes(
 ) -> list[dict[str, Any]]:
     """Per reward: n pairs, both means, the mean change d = mean(x_i - b_i) and its standard error
     std(x_i - b_i, ddof=1) / sqrt(n) (nan for n < 2), over images scored in both (by :func:`pair_key`)."""
+    matched: list[tuple[dict[str, Any], dict[str, Any]]] = []  # (row, its baseline row), each key once
     seen: dict[str, str] = {}
     for r in rows:
         key = pair_key(r["file"])
-        if key in baseline and key in seen:
+        if key not in baseline:
+            continue
+        if key in seen:
             raise CLIError(_duplicate_key("the scored images", key, seen[key], r["file"]))
         seen[key] = r["file"]
+        matched.append((r, baseline[key]))
     table = []
     for k in keys:
         pairs = []
-        for r in rows:
-            b = baseline.get(pair_key(r["file"]))
-            if b is None or k not in r["scores"] or k not in b["scores"]:
+        for r, b in matched:
+            if k not in r["scores"] or k not in b["scores"]:
                 continue
             if b.get("prompt") != r["prompt"]:
                 raise CLIError(
