@@ -3,6 +3,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import torch
 
 from imgalign import shapes as W
 from imgalign.cli import main
@@ -200,3 +201,45 @@ def test_eval_sampler_options_need_a_model(tmp_path, small_prompts, capsys):
     argv = ["eval", "--model", "shapes", "--prompts", str(small_prompts), "--steps", "0"]
     assert main(argv + ["--out", str(tmp_path / "o")]) == 2
     assert "--steps must be at least 1" in capsys.readouterr().err
+
+
+def test_eval_a_lora_checkpoint_of_the_shapes_model(tmp_path, small_prompts):
+    """`imgalign eval --model RUN/checkpoints/step-N` for a LoRA run: the checkpoint holds only the LoRA weights and
+    names its base in imgalign_model.json, so it must load through the base model."""
+    import numpy as np
+    from PIL import Image
+
+    from imgalign import hub, sampling
+    from imgalign.adapters import load_adapter
+
+    a = load_adapter("shapes")
+    a.add_lora(2, 4.0)
+    with torch.no_grad():
+        for n, p in a.transformer.named_parameters():
+            if "lora_B" in n:
+                p.add_(0.05 * torch.randn_like(p))
+    ckpt = tmp_path / "step-000001"
+    a.save(ckpt, base_model=str(hub.resolve("shapes")))
+    metas = [json.loads(x) for x in small_prompts.read_text().splitlines()[:3]]
+    prompts = tmp_path / "three.jsonl"
+    prompts.write_text("".join(json.dumps(m) + "\n" for m in metas))
+    common = ["--prompts", str(prompts), "--images-per-prompt", "1", "--steps", "2", "--no-progress"]
+    assert main(["eval", "--model", str(ckpt), "--out", str(tmp_path / "ft"), *common]) == 0
+    assert main(["eval", "--model", "shapes", "--out", str(tmp_path / "base"), *common]) == 0
+    # the same LoRA, live on the adapter's pipeline (unfused), as reference
+    sampling.generate_folder(a.pipe, metas, tmp_path / "ref", 1, 0, progress=False, num_inference_steps=2)
+
+    def pixels(root: Path) -> np.ndarray:
+        files = sorted(root.glob("*/samples/*.png"))
+        assert len(files) == 3
+        return np.stack([np.asarray(Image.open(f), dtype=np.float32) for f in files])
+
+    ft, base, ref = (
+        pixels(tmp_path / "ft" / "images"),
+        pixels(tmp_path / "base" / "images"),
+        pixels(tmp_path / "ref"),
+    )
+    assert np.abs(ft - ref).mean() < 0.5  # fused vs unfused LoRA: rounding only
+    assert np.abs(ft - base).mean() > 5 * max(np.abs(ft - ref).mean(), 0.01)
+    summary = json.loads((tmp_path / "ft" / "summary.json").read_text())
+    assert summary["model"] == str(ckpt) and summary["n_images"] == 3
