@@ -3,8 +3,8 @@
     OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 python bench/bench_marble.py [--config examples/shapes/marble.yaml]
         [--samples 32] [--rewards 3] [--reps 30] [--set key=value ...]
 
-Builds the trainer from the config (default: the embedded shapes model with DiffusionNFT, as in
-``examples/shapes/marble.yaml``), rolls out ONE batch and then times one optimizer update on it (the objective's
+Builds the trainer from the config (default: ``examples/shapes/marble.yaml``, the embedded shapes model with
+Flow-GRPO since 2026-12-01; DiffusionNFT before), rolls out ONE batch and then times one optimizer update on it (the objective's
 forwards, the loss, ONE backward, gradient clipping, AdamW, the old-policy EMA) in these variants, all on the same
 model, rollout and K synthetic reward columns:
 
@@ -21,7 +21,20 @@ the strict ones. The variants run round-robin (one update each per round, after 
 machine's noise hits them alike; printed: the median time of each, its ratio to ``single`` and the median of the
 per-round paired ratios.
 
-Re-measured 2026-11-30 (evening) with the current ``examples/shapes/marble.yaml`` (NFT loss on the CFG-4 velocity, so
+Measured 2026-12-01 with the Flow-GRPO ``examples/shapes/marble.yaml`` (the clipped surrogate over the 9 SDE
+transitions of each sample, CFG-4 policy), ``--samples 24 --reps 8 --variants single,marble,marble+diag``, one thread,
+with two training runs and an evaluation sharing the 2 cores (so read the paired ratio):
+
+    update                median ms    ratio   paired   min ms
+    single                   4557.0   1.000x   1.000x   3856.0
+    marble                   4830.4   1.060x   0.979x   3795.9
+    marble+diag              4678.6   1.027x   0.986x   3788.1
+
+On Flow-GRPO the output-space Gram probes the per-reward gradients through the surrogate's head once per micro-batch
+and transition; ``perf/sec_balance`` was 0.014 s of the ~4.6 s update.
+
+Measured 2026-11-30 (evening) with the NFT ``examples/shapes/marble.yaml`` of that time
+(``git show fe4f91e:examples/shapes/marble.yaml``; NFT loss on the CFG-4 velocity, so
 every forward is a CFG pair), machine otherwise idle, 32 samples per update, ``--reps 30``
 (``--variants single,marble,marble+diag``):
 

@@ -1,4 +1,5 @@
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 import pytest
@@ -65,3 +66,29 @@ def test_describe_has_help_for_every_leaf():
     rows = describe(Cfg)
     assert ("optim.lr", "0.0003", "learning rate") in rows
     assert all(h for _, _, h in rows)
+
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+TRAIN_EXAMPLES = sorted(p for d in ("shapes", "sd35m", "flux1") for p in (EXAMPLES / d).glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", TRAIN_EXAMPLES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_example_train_configs_validate(path, capsys):
+    from imgalign.cli import main
+
+    assert main(["train", str(path), "--print-config"]) == 0, capsys.readouterr().err
+
+
+def test_multi_reward_examples_differ_only_in_the_balancer():
+    """Issue 7: weighted_sum.yaml, gdpo.yaml and marble.yaml compare by changing one file name."""
+    from imgalign.trainers.config import FlowGRPOConfig
+
+    cfgs = {
+        n: to_dict(load_config(FlowGRPOConfig, EXAMPLES / "shapes" / f"{n}.yaml"))
+        for n in ("weighted_sum", "gdpo", "marble")
+    }
+    for n, c in cfgs.items():
+        assert c["rewards"]["balancer"] == n and len(c["rewards"]["names"]) >= 3
+        c["rewards"].pop("balancer")
+        c["log"].pop("output_dir")
+    assert cfgs["weighted_sum"] == cfgs["gdpo"] == cfgs["marble"]
