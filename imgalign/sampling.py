@@ -73,11 +73,19 @@ def check_pipeline_folder(path: Path) -> None:
 def load_pipeline(
     name_or_path: str | Path, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32
 ):
-    """Load a :class:`StableDiffusion3Pipeline` from an embedded name (``shapes``) or a local folder / Hub id."""
+    """Load a :class:`StableDiffusion3Pipeline` from an embedded name (``shapes``) or a local folder / Hub id; a
+    training checkpoint holding only LoRA weights, or ``BASE+OVERLAY``, loads through
+    :func:`imgalign.eval.models.load_pipeline`, which puts the fine-tuned part on its base."""
     from diffusers import StableDiffusion3Pipeline
 
     from imgalign import hub
 
+    folder = Path(name_or_path)
+    lora_only = folder.is_dir() and not (folder / "model_index.json").is_file()
+    if "+" in str(name_or_path) or (lora_only and (folder / "imgalign_model.json").is_file()):
+        from imgalign.eval.models import load_pipeline as load_with_overlay
+
+        return load_with_overlay(str(name_or_path), device, dtype)
     target = hub.resolve(name_or_path)
     is_hub_id = re.fullmatch(r"[\w.-]+/[\w.-]+", str(target)) is not None and not Path(target).exists()
     if not is_hub_id:

@@ -112,16 +112,11 @@ def run_eval(args: argparse.Namespace) -> int:
             model = "ground-truth"
         else:
             from imgalign import sampling as S
-            from imgalign.eval.models import check_model_spec, load_pipeline, parse_model_arg
 
-            # a LoRA checkpoint of the trainer (its imgalign_model.json names the base) or BASE+OVERLAY loads
-            # through the overlay path; a pipeline folder or embedded name loads as it is
-            spec = check_model_spec(parse_model_arg(args.model))
-            model_or_pipe = load_pipeline(spec) if spec.overlay is not None else args.model
             sampler = {"num_inference_steps": S.NUM_INFERENCE_STEPS, "guidance_scale": S.GUIDANCE_SCALE}
             sampler.update(sampler_overrides(args, "num_inference_steps", "guidance_scale"))
             S.generate_folder(
-                model_or_pipe, metas, images, args.images_per_prompt, args.seed, progress=progress, **sampler
+                args.model, metas, images, args.images_per_prompt, args.seed, progress=progress, **sampler
             )
             model = args.model
     summary = judge_folder(
