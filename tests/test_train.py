@@ -165,6 +165,44 @@ def test_nan_reward_is_masked(sd3_dir, tmp_path, caplog):
     assert all(torch.isfinite(t).all() for t in w.values())
 
 
+def _step0_rollout(sd3_dir, tmp_path, **over):
+    from imgalign.config import load_config
+    from imgalign.trainers.config import FlowGRPOConfig
+    from imgalign.trainers.testing import first_rollout
+    from imgalign.trainers.trainer import FlowGRPOTrainer
+
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    cfg_d = tiny_config(sd3_dir, tmp_path / "run", sampling__num_steps=4, **over)
+    tr = FlowGRPOTrainer(load_config(FlowGRPOConfig, write(cfg_d, tmp_path / "c.yaml")), tmp_path / "run")
+    tr.setup()
+    return first_rollout(tr)
+
+
+def test_shared_init_noise_gives_each_group_one_start(sd3_dir, tmp_path):
+    """sampling.shared_init_noise (DanceGRPO): a group's trajectories start from one noise and part by SDE noise;
+    the result does not depend on the forward batch size. Without it, every sample has its own start."""
+    ro, gid = _step0_rollout(sd3_dir, tmp_path, sampling__shared_init_noise=True)
+    x_init, x0 = ro.latents[:, 0], ro.x0  # [4, ...]
+    assert gid.tolist() == [0, 0, 1, 1]
+    assert torch.equal(x_init[0], x_init[1]) and torch.equal(x_init[2], x_init[3])
+    assert not torch.equal(x_init[0], x_init[2])
+    assert not torch.allclose(x0[0], x0[1]) and not torch.allclose(x0[2], x0[3])  # the SDE noise differs
+    assert torch.isfinite(ro.log_probs).all() and (ro.log_probs[:, :3] != 0).all()
+    small, _ = _step0_rollout(
+        sd3_dir, tmp_path / "b", sampling__shared_init_noise=True, sampling__batch_size=1
+    )
+    assert torch.allclose(small.latents, ro.latents, atol=1e-5)
+    flat, _ = _step0_rollout(sd3_dir, tmp_path / "c")
+    assert not torch.equal(flat.latents[0, 0], flat.latents[1, 0])
+
+
+def test_shared_init_noise_is_refused_for_tree_rollouts(sd3_dir, tmp_path, capsys):
+    cfg = tiny_config(sd3_dir, tmp_path / "run", sampling__shared_init_noise=True, sampling__rollout="tree")
+    cfg["sampling"]["tree"] = {"branch_steps": [0], "branch_factors": [2]}
+    assert main(["train", str(write(cfg, tmp_path / "c.yaml")), "--print-config"]) != 0
+    assert "sampling.shared_init_noise applies to flat rollouts" in capsys.readouterr().err
+
+
 def test_plugin_objective_hooks_and_state(sd3_dir, tmp_path):
     """An objective given as package.module:attr plugs in through config; its hooks run and its state is saved."""
     out = tmp_path / "run"

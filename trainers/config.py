@@ -93,6 +93,11 @@ class SamplingConfig:
         help="train a random window of this many consecutive SDE steps (ODE elsewhere); 0 = all but the last",
     )
     group_size: int = field(8, help="images per prompt (G); advantages are computed within each group")
+    shared_init_noise: bool = field(
+        False,
+        help="flat rollouts: every image of a prompt's group starts from the same initial noise and only the SDE "
+        "noise differs (DanceGRPO), so reward differences within a group come from the trained transitions",
+    )
     samples_per_step: int = field(
         32,
         help="images per step over all processes (= prompts per step x group_size; a multiple of group_size)",
@@ -129,6 +134,11 @@ class SamplingConfig:
             raise ConfigError("sampling.noise_level must be > 0: the policy needs a density to train")
         if self.sde_window < 0 or self.sde_window > self.num_steps - 1:
             raise ConfigError(f"sampling.sde_window must be in [0, num_steps - 1 = {self.num_steps - 1}]")
+        if self.shared_init_noise and self.rollout != "flat":
+            raise ConfigError(
+                "sampling.shared_init_noise applies to flat rollouts; tree rollouts already start each prompt's "
+                "tree from one noise: remove sampling.shared_init_noise or set sampling.rollout=flat"
+            )
         if self.rollout == "tree":  # ---- tree rollouts (issue 6)
             self._validate_tree()
 

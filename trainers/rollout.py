@@ -11,7 +11,9 @@ but trains ``train_rows`` parent rows, described by :class:`TreeRows` in ``extra
 
 Every sample's randomness (initial noise and every SDE step's noise) comes from its own generator seeded by
 (seed, step, global sample index): samples differ on every process, and the result does not depend on how samples
-are split over processes or forward batches, which is what makes multi-process runs and resumes reproducible.
+are split over processes or forward batches, which is what makes multi-process runs and resumes reproducible. With
+``sampling.shared_init_noise`` the initial noise comes instead from a generator seeded by (seed, step, global group
+index), so a prompt's G images share it wherever they are sampled, and the SDE noise stays per sample.
 """
 
 from __future__ import annotations
@@ -107,18 +109,32 @@ def trained_steps(cfg: SamplingConfig, seed: int, step: int) -> list[int]:
     return K.sde_window(cfg.num_steps, cfg.sde_window or None, rng)
 
 
+def group_initial_noise(ctx: RolloutContext, group_ids: torch.Tensor) -> torch.Tensor:
+    """One initial noise per prompt group, [B, ...] (rows of a group are equal), for ``shared_init_noise``.
+    Seeded by (seed, step, -1, group): apart from the per-sample seeds, and the same on every process."""
+    gens = [torch.Generator().manual_seed(_mix(ctx.seed, ctx.step, -1, int(g))) for g in group_ids]
+    return ctx.adapter.init_noise(gens)
+
+
 @torch.no_grad()
 def sample_trajectories(
     ctx: RolloutContext,
     cond: Cond,
     sample_ids: torch.Tensor,
     train_steps: list[int],
+    group_ids: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, int]:
     """Run the sampler for a batch: SDE transitions at `train_steps`, Euler ODE elsewhere.
+    `group_ids` [B] is needed only with ``sampling.shared_init_noise``.
     Returns latents [B, S + 1, ...], log_probs [B, S] and the NFEs spent."""
     a, cfg = ctx.adapter, ctx.cfg
     gens = [torch.Generator().manual_seed(_mix(ctx.seed, ctx.step, int(i))) for i in sample_ids]
-    x = a.init_noise(gens)
+    if cfg.shared_init_noise:
+        if group_ids is None:
+            raise ValueError("sampling.shared_init_noise: sample_trajectories needs the rows' group_ids")
+        x = group_initial_noise(ctx, group_ids)
+    else:
+        x = a.init_noise(gens)
     sig = a.sigmas(cfg.num_steps).to(x.device)
     traj = [x.float()]
     lps = torch.zeros(x.shape[0], cfg.num_steps)
@@ -147,7 +163,8 @@ def flat_rollout(
     sample_ids: torch.Tensor,
     group_ids: torch.Tensor,
 ) -> Rollout:
-    """Flow-GRPO rollouts: every sample is an independent trajectory from its own noise (G per prompt)."""
+    """Flow-GRPO rollouts: every sample is an independent trajectory from its own noise (G per prompt), or, with
+    ``sampling.shared_init_noise``, the G trajectories of a prompt start from one noise and differ by SDE noise."""
     a, cfg = ctx.adapter, ctx.cfg
     train_steps = trained_steps(cfg, ctx.seed, ctx.step)
     lat, lps, imgs, nfe = [], [], [], 0
@@ -155,7 +172,7 @@ def flat_rollout(
     for s in range(0, len(prompts), cfg.batch_size):
         sl = slice(s, s + cfg.batch_size)
         cond = a.encode(prompts[sl])
-        traj, lp, n = sample_trajectories(ctx, cond, sample_ids[sl], train_steps)
+        traj, lp, n = sample_trajectories(ctx, cond, sample_ids[sl], train_steps, group_ids[sl])
         lat.append(traj)
         lps.append(lp)
         imgs.append(a.decode(traj[:, -1]).cpu())
