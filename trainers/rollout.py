@@ -112,8 +112,10 @@ def trained_steps(cfg: SamplingConfig, seed: int, step: int) -> list[int]:
 def group_initial_noise(ctx: RolloutContext, group_ids: torch.Tensor) -> torch.Tensor:
     """One initial noise per prompt group, [B, ...] (rows of a group are equal), for ``shared_init_noise``.
     Seeded by (seed, step, -1, group): apart from the per-sample seeds, and the same on every process."""
-    gens = [torch.Generator().manual_seed(_mix(ctx.seed, ctx.step, -1, int(g))) for g in group_ids]
-    return ctx.adapter.init_noise(gens)
+    groups, row_group = torch.unique(group_ids, return_inverse=True)  # [U], [B]
+    gens = [torch.Generator().manual_seed(_mix(ctx.seed, ctx.step, -1, int(g))) for g in groups]
+    noise = ctx.adapter.init_noise(gens)  # [U, ...] drawn once per group
+    return noise[row_group.to(noise.device)]
 
 
 @torch.no_grad()
@@ -122,19 +124,14 @@ def sample_trajectories(
     cond: Cond,
     sample_ids: torch.Tensor,
     train_steps: list[int],
-    group_ids: torch.Tensor | None = None,
+    group_ids: torch.Tensor,
 ) -> tuple[torch.Tensor, torch.Tensor, int]:
-    """Run the sampler for a batch: SDE transitions at `train_steps`, Euler ODE elsewhere.
-    `group_ids` [B] is needed only with ``sampling.shared_init_noise``.
-    Returns latents [B, S + 1, ...], log_probs [B, S] and the NFEs spent."""
+    """Run the sampler for a batch: SDE transitions at `train_steps`, Euler ODE elsewhere. `group_ids` [B] gives
+    the initial noise with ``sampling.shared_init_noise``. Returns latents [B, S + 1, ...], log_probs [B, S] and the
+    NFEs spent."""
     a, cfg = ctx.adapter, ctx.cfg
     gens = [torch.Generator().manual_seed(_mix(ctx.seed, ctx.step, int(i))) for i in sample_ids]
-    if cfg.shared_init_noise:
-        if group_ids is None:
-            raise ValueError("sampling.shared_init_noise: sample_trajectories needs the rows' group_ids")
-        x = group_initial_noise(ctx, group_ids)
-    else:
-        x = a.init_noise(gens)
+    x = group_initial_noise(ctx, group_ids) if cfg.shared_init_noise else a.init_noise(gens)
     sig = a.sigmas(cfg.num_steps).to(x.device)
     traj = [x.float()]
     lps = torch.zeros(x.shape[0], cfg.num_steps)
