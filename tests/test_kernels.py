@@ -156,6 +156,41 @@ def test_sde_window():
         K.sde_window(1, None, rng)
 
 
+def test_sde_window_max_start_zero_is_the_first_steps():
+    rng = random.Random(0)
+    assert all(K.sde_window(10, 4, rng, max_start=0) == [0, 1, 2, 3] for _ in range(20))
+    assert {K.sde_window(10, 2, rng, max_start=1)[0] for _ in range(50)} == {0, 1}
+
+
+def test_velocity_score_scale_hand_computed_and_by_autograd():
+    # SDE, σ = 0.5, σ' = 0.25, a = 0.7: ς = 0.7, dt = −0.25, ∂μ/∂v = 0.25·(1 + 0.49·0.5/(2·0.5)) = 0.31125,
+    # std = 0.7·0.5 = 0.35 -> 0.889286
+    assert K.velocity_score_scale("sde", 0.5, 0.25, 0.7, 0.9) == pytest.approx(0.31125 / 0.35, rel=1e-6)
+    # both kernels: |∂μ/∂v| by autograd through the kernels' own mean, divided by their std
+    for kernel, fn in (
+        ("sde", lambda x, v, s, sn: K.flow_sde_mean_std(x, v, s, sn, 0.7, 0.9)),
+        ("cps", lambda x, v, s, sn: K.cps_mean_std(x, v, s, sn, 0.7)),
+    ):
+        for s, sn in ((1.0, 0.9), (0.6, 0.45), (0.2, 0.1)):
+            x = torch.full((1, 1), 0.3)
+            v = torch.full((1, 1), -0.8, requires_grad=True)
+            mean, std = fn(x, v, s, sn)
+            (dmu_dv,) = torch.autograd.grad(mean.sum(), v)
+            got = K.velocity_score_scale(kernel, s, sn, 0.7, 0.9)
+            assert got == pytest.approx(abs(dmu_dv.item()) / std.item(), rel=1e-5), (kernel, s)
+
+
+def test_velocity_step_weights_mean_one_and_favour_high_noise():
+    sig = schedule(10).tolist()
+    steps = list(range(9))
+    w = K.velocity_step_weights("sde", sig, steps, 0.7)
+    assert sorted(w) == steps
+    assert sum(w.values()) / len(w) == pytest.approx(1.0)
+    assert all(w[i] > w[i + 1] for i in steps[:-1])  # the score grows as σ falls, so the weight falls
+    inv = [1 / K.velocity_score_scale("sde", sig[i], sig[i + 1], 0.7, sig[1]) for i in steps]
+    assert w[0] / w[8] == pytest.approx(inv[0] / inv[8])
+
+
 def test_group_advantages_hand_computed():
     r = torch.tensor([1.0, 3.0, 2.0, 2.0, 0.0, 4.0])
     gid = torch.tensor([0, 0, 1, 1, 2, 2])

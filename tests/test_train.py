@@ -203,6 +203,56 @@ def test_shared_init_noise_is_refused_for_tree_rollouts(sd3_dir, tmp_path, capsy
     assert "sampling.shared_init_noise applies to flat rollouts" in capsys.readouterr().err
 
 
+def test_velocity_step_weight_scales_each_steps_surrogate(sd3_dir, tmp_path):
+    """objective.step_weight=velocity multiplies trained step i's surrogate by kernels.velocity_step_weights[i];
+    sampling.sde_window_max_start=0 puts the SDE window on the first steps."""
+    from imgalign.config import load_config
+    from imgalign.trainers import kernels as K
+    from imgalign.trainers.config import FlowGRPOConfig
+    from imgalign.trainers.objectives import TrainContext
+    from imgalign.trainers.testing import first_rollout
+    from imgalign.trainers.trainer import FlowGRPOTrainer
+
+    cfg_d = tiny_config(
+        sd3_dir,
+        tmp_path / "run",
+        sampling__num_steps=4,
+        sampling__sde_window=2,
+        sampling__sde_window_max_start=0,
+        objective__step_weight="velocity",
+    )
+    tr = FlowGRPOTrainer(load_config(FlowGRPOConfig, write(cfg_d, tmp_path / "c.yaml")), tmp_path / "run")
+    tr.setup()
+    ro, _ = first_rollout(tr)
+    assert ro.train_steps == [0, 1]
+    sig = [float(x) for x in ro.sigmas]
+    w = K.velocity_step_weights("sde", sig, [0, 1], tr.cfg.sampling.noise_level)
+    assert w[0] > 1 > w[1]
+    idx, adv = torch.arange(4), torch.tensor([1.0, 0.5, 0.2, -0.1])
+    valid = torch.ones(4, dtype=torch.bool)
+    ctx = TrainContext(tr.adapter, tr.model, 0)
+    for term in (0, 1):
+        tr.cfg.objective.step_weight = "velocity"
+        weighted = tr.objective.loss(ctx, ro, idx, term, adv, valid)[0].detach()
+        tr.cfg.objective.step_weight = "uniform"
+        plain = tr.objective.loss(ctx, ro, idx, term, adv, valid)[0].detach()
+        assert float(plain) == pytest.approx(-0.4, rel=1e-4)  # on-policy: −mean(A)
+        assert float(weighted) == pytest.approx(w[term] * float(plain), rel=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("over", "msg"),
+    [
+        ({"sampling__sde_window_max_start": 0}, "set sampling.sde_window too"),
+        ({"objective__step_weight": "velocity", "objective__name": "nft"}, "objective.step_weight=velocity"),
+    ],
+)
+def test_step_weight_and_window_start_bad_combinations(sd3_dir, tmp_path, capsys, over, msg):
+    cfg = tiny_config(sd3_dir, tmp_path / "run", **over)
+    assert main(["train", str(write(cfg, tmp_path / "c.yaml")), "--print-config"]) != 0
+    assert msg in capsys.readouterr().err
+
+
 def test_plugin_objective_hooks_and_state(sd3_dir, tmp_path):
     """An objective given as package.module:attr plugs in through config; its hooks run and its state is saved."""
     out = tmp_path / "run"

@@ -92,6 +92,11 @@ class SamplingConfig:
         0,
         help="train a random window of this many consecutive SDE steps (ODE elsewhere); 0 = all but the last",
     )
+    sde_window_max_start: int = field(
+        -1,
+        help="with sde_window: the window starts uniformly in [0, this]; -1 = the first half; 0 = always the first "
+        "steps (high noise, where the composition is decided)",
+    )
     group_size: int = field(8, help="images per prompt (G); advantages are computed within each group")
     shared_init_noise: bool = field(
         False,
@@ -134,6 +139,14 @@ class SamplingConfig:
             raise ConfigError("sampling.noise_level must be > 0: the policy needs a density to train")
         if self.sde_window < 0 or self.sde_window > self.num_steps - 1:
             raise ConfigError(f"sampling.sde_window must be in [0, num_steps - 1 = {self.num_steps - 1}]")
+        if self.sde_window_max_start < -1:
+            raise ConfigError(
+                "sampling.sde_window_max_start must be -1 (the first half) or a step index >= 0"
+            )
+        if self.sde_window_max_start >= 0 and not self.sde_window:
+            raise ConfigError(
+                "sampling.sde_window_max_start places the SDE window: set sampling.sde_window too (its size)"
+            )
         if self.shared_init_noise and self.rollout != "flat":
             raise ConfigError(
                 "sampling.shared_init_noise applies to flat rollouts; tree rollouts already start each prompt's "
@@ -247,6 +260,11 @@ class ObjectiveConfig:
     adv_clip: float = field(5.0, help="advantages are clipped to ±adv_clip")
     std_mode: Literal["group", "batch"] = field(
         "group", help="advantage denominator: the group's std or the whole batch's (the reference global_std)"
+    )
+    step_weight: Literal["uniform", "velocity"] = field(
+        "uniform",
+        help="weight of each trained step's surrogate: uniform (Flow-GRPO), or velocity: ∝ std/|∂μ/∂v| so every "
+        "step's gradient has the same scale on the velocity (the low-noise steps otherwise dominate it)",
     )
     kl_beta: float = field(0.0, help="weight β of the closed-form KL to the frozen base model (0 = off)")
     penalty: str = field("", help="velocity penalty fn(v_theta, v_ref) -> [B] by name or package.module:attr")
@@ -399,6 +417,13 @@ class FlowGRPOConfig:
                 PENALTIES.check(self.objective.penalty)
             except ValueError as e:
                 raise ConfigError(f"objective.penalty: {e}") from None
+        if self.objective.step_weight != "uniform" and (
+            self.objective.name != "grpo" or self.sampling.rollout != "flat"
+        ):
+            raise ConfigError(
+                f"objective.step_weight={self.objective.step_weight} weighs the SDE steps of flat rollouts under "
+                "objective.name=grpo; set objective.step_weight=uniform for other objectives and rollouts"
+            )
         if self.sampling.rollout == "tree" and self.objective.name == "nft":
             raise ConfigError(
                 "sampling.rollout=tree trains per-edge SDE transitions with the GRPO objective; objective.name=nft "

@@ -179,6 +179,48 @@ def cps_step(
     return StepOutput(prev_sample, lp, mean, std)
 
 
+def velocity_score_scale(
+    kernel: Literal["sde", "cps"],
+    sigma: float,
+    sigma_next: float,
+    noise_level: float,
+    sigma_next_of_one: float,
+) -> float:
+    """|∂μ/∂v| / std of one stochastic step: how strongly the step's log-density gradient weighs the velocity.
+
+    ∇_v logπ(x'|x) = (x' − μ)/std² · ∂μ/∂v = ε · (∂μ/∂v)/std, with ε ~ N(0, I) the step's noise. Flow-GRPO SDE
+    (algorithms.md §2): ∂μ/∂v = dt·(1 + ς²(1 − σ)/(2σ)) and std = ς·sqrt(−dt); CPS: ∂μ/∂v = −(1 − σ')σ +
+    sqrt(σ'² − std²)(1 − σ). For the SDE the scale grows from ~0.1 at σ = 1 to ~2 near σ = 0 on a 10-step
+    schedule, so with equal weights the low-noise steps dominate the policy gradient."""
+    if kernel == "sde":
+        dt = sigma_next - sigma
+        scale = float(sde_sigma_scale(sigma, sigma_next_of_one, noise_level))
+        dmu_dv = -dt * (1 + scale**2 * (1 - sigma) / (2 * sigma))
+        return dmu_dv / (scale * math.sqrt(-dt))
+    if kernel == "cps":
+        std = sigma_next * math.sin(noise_level * math.pi / 2)
+        if std <= 0:
+            raise ValueError(f"CPS step to sigma' = {sigma_next} is deterministic: no score scale")
+        dmu_dv = -(1 - sigma_next) * sigma + math.sqrt(max(sigma_next**2 - std**2, 0.0)) * (1 - sigma)
+        return abs(dmu_dv) / std
+    raise ValueError(f"unknown kernel {kernel!r}; valid: sde, cps")
+
+
+def velocity_step_weights(
+    kernel: Literal["sde", "cps"], sigmas: list[float], steps: list[int], noise_level: float
+) -> dict[int, float]:
+    """Per-step loss weights w_i ∝ 1/velocity_score_scale, normalised to mean 1 over `steps` (the trained steps).
+
+    Weighting step i's surrogate by w_i makes every trained step's gradient ε·∂v_θ/∂θ·A on the velocity scale, so
+    the high-noise steps, where the composition (and most of a GenEval-style reward's spread) is decided, are no
+    longer drowned by the low-noise steps' larger score (objective.step_weight: velocity)."""
+    inv = {
+        i: 1.0 / velocity_score_scale(kernel, sigmas[i], sigmas[i + 1], noise_level, sigmas[1]) for i in steps
+    }
+    mean = sum(inv.values()) / len(inv)
+    return {i: w / mean for i, w in inv.items()}
+
+
 def gaussian_kl_equal_std(
     mean_p: torch.Tensor, mean_q: torch.Tensor, std: torch.Tensor | float, reduce: Reduce = "sum"
 ) -> torch.Tensor:

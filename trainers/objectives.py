@@ -166,9 +166,14 @@ class GRPOObjective:
             w = w * rollout.train_mask[idx, i].float().to(dev)
         old_lp = rollout.log_probs[idx, i].to(dev)
 
+        step_w = 1.0
+        if c.step_weight == "velocity":
+            sig_list = [float(x) for x in rollout.sigmas]
+            step_w = K.velocity_step_weights(s.kernel, sig_list, list(rollout.train_steps), s.noise_level)[i]
+
         def policy(adv: torch.Tensor) -> tuple[torch.Tensor, dict[str, Any]]:
             sur = grpo_clipped_loss(out.log_prob, old_lp, adv, c.clip_range, w)
-            return sur.loss, {
+            return step_w * sur.loss, {
                 "policy/loss": float(sur.loss.detach()),
                 "policy/approx_kl": float(sur.approx_kl),
                 "policy/clipfrac": float(sur.clipfrac),

@@ -106,7 +106,8 @@ def step_kernel(
 def trained_steps(cfg: SamplingConfig, seed: int, step: int) -> list[int]:
     """The SDE (trained) steps of a training step: the same on every process."""
     rng = random.Random(_mix(seed, step, 17))
-    return K.sde_window(cfg.num_steps, cfg.sde_window or None, rng)
+    max_start = cfg.sde_window_max_start if cfg.sde_window_max_start >= 0 else None
+    return K.sde_window(cfg.num_steps, cfg.sde_window or None, rng, max_start)
 
 
 def group_initial_noise(ctx: RolloutContext, group_ids: torch.Tensor) -> torch.Tensor:
