@@ -243,11 +243,11 @@ def test_velocity_step_weight_scales_each_steps_surrogate(sd3_dir, tmp_path):
 @pytest.mark.parametrize(
     ("over", "msg"),
     [
-        ({"sampling__sde_window_max_start": 0}, "set sampling.sde_window too"),
+        ({"sampling__sde_window_max_start": -2}, "sampling.sde_window_max_start must be -1"),
         ({"objective__step_weight": "velocity", "objective__name": "nft"}, "objective.step_weight=velocity"),
     ],
 )
-def test_step_weight_and_window_start_bad_combinations(sd3_dir, tmp_path, capsys, over, msg):
+def test_step_weight_and_window_start_bad_values(sd3_dir, tmp_path, capsys, over, msg):
     cfg = tiny_config(sd3_dir, tmp_path / "run", **over)
     assert main(["train", str(write(cfg, tmp_path / "c.yaml")), "--print-config"]) != 0
     assert msg in capsys.readouterr().err

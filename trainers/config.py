@@ -95,7 +95,7 @@ class SamplingConfig:
     sde_window_max_start: int = field(
         -1,
         help="with sde_window: the window starts uniformly in [0, this]; -1 = the first half; 0 = always the first "
-        "steps (high noise, where the composition is decided)",
+        "steps (high noise, where the composition is decided); unused when sde_window is 0",
     )
     group_size: int = field(8, help="images per prompt (G); advantages are computed within each group")
     shared_init_noise: bool = field(
@@ -142,10 +142,6 @@ class SamplingConfig:
         if self.sde_window_max_start < -1:
             raise ConfigError(
                 "sampling.sde_window_max_start must be -1 (the first half) or a step index >= 0"
-            )
-        if self.sde_window_max_start >= 0 and not self.sde_window:
-            raise ConfigError(
-                "sampling.sde_window_max_start places the SDE window: set sampling.sde_window too (its size)"
             )
         if self.shared_init_noise and self.rollout != "flat":
             raise ConfigError(
