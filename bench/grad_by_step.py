@@ -40,7 +40,7 @@ from imgalign.trainers import kernels as K
 from imgalign.trainers.config import FlowGRPOConfig
 from imgalign.trainers.objectives import TrainContext
 from imgalign.trainers.rewarding import score_all
-from imgalign.trainers.rollout import RolloutContext
+from imgalign.trainers.testing import first_rollout
 from imgalign.trainers.trainer import FlowGRPOTrainer
 
 
@@ -61,15 +61,8 @@ def main() -> None:
     norms: dict[int, list[float]] = {}
     for b in range(args.batches):
         step = 10_000 + b
-        batch = tr.sampler.for_step(step, s.prompts_per_step)
-        prompts = [p for p in batch.prompts for _ in range(s.group_size)]
-        meta = [m for m in batch.metadata for _ in range(s.group_size)]
-        ids = torch.arange(s.samples_per_step)
-        gid = ids // s.group_size
         tr.model.eval()
-        ctx = RolloutContext(tr.adapter, tr.model, s, cfg.train.seed, step, cfg.objective.logprob_reduce)
-        with torch.no_grad():
-            ro = tr.rollout_fn(ctx, prompts, meta, ids, gid)
+        ro, gid = first_rollout(tr, step)
         scores = score_all(tr.rewards, ro.images, ro.prompts, ro.metadata)  # [K, N]
         o = cfg.objective
         bal = tr.balancer(scores, tr.reward_weights, gid, torch.isfinite(scores), o.std_mode, o.adv_clip)

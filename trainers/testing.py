@@ -219,18 +219,20 @@ def counting_grpo(cfg: Any, sampling: Any) -> Any:
     return CountingGRPO()
 
 
-def first_rollout(tr: Any) -> tuple[Any, torch.Tensor]:
-    """The step-0 rollout of a set-up ``FlowGRPOTrainer`` (no grad) and its group ids [N], for tests and benches
-    that exercise the update on real rollouts."""
+def first_rollout(tr: Any, step: int = 0) -> tuple[Any, torch.Tensor]:
+    """The rollout of training step `step` (default 0) of a set-up ``FlowGRPOTrainer`` (no grad) and its group ids
+    [N], for tests and benches that exercise the update on real rollouts."""
     from imgalign.trainers.rollout import RolloutContext
 
     cfg = tr.cfg
     g = cfg.sampling.group_size
-    batch = tr.sampler.for_step(0, cfg.sampling.prompts_per_step)
+    batch = tr.sampler.for_step(step, cfg.sampling.prompts_per_step)
     prompts = [p for p in batch.prompts for _ in range(g)]
     meta = [m for m in batch.metadata for _ in range(g)]
     ids = torch.arange(len(prompts))
-    ctx = RolloutContext(tr.adapter, tr.model, cfg.sampling, cfg.train.seed, 0, cfg.objective.logprob_reduce)
+    ctx = RolloutContext(
+        tr.adapter, tr.model, cfg.sampling, cfg.train.seed, step, cfg.objective.logprob_reduce
+    )
     with torch.no_grad():
         ro = tr.rollout_fn(ctx, prompts, meta, ids, ids // g)
     return ro, ids // g
