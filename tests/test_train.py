@@ -240,6 +240,38 @@ def test_velocity_step_weight_scales_each_steps_surrogate(sd3_dir, tmp_path):
         assert float(weighted) == pytest.approx(w[term] * float(plain), rel=1e-5)
 
 
+def test_update_leaves_out_masked_samples_with_the_same_gradient(sd3_dir, tmp_path):
+    """Samples with valid False (tied groups, non-finite rewards) contribute nothing to the GRPO loss, so the update
+    leaves them out of its forwards: half the training NFEs here, the same parameter change (plain SGD, so the
+    change is the gradient itself)."""
+    from imgalign.config import load_config
+    from imgalign.trainers.config import FlowGRPOConfig
+    from imgalign.trainers.testing import first_rollout
+    from imgalign.trainers.trainer import FlowGRPOTrainer
+
+    cfg_d = tiny_config(sd3_dir, tmp_path / "run", sampling__samples_per_step=8, sampling__batch_size=8)
+    cfg_d["train"].update(micro_batch_size=8, updates_per_step=1, grad_clip=0.0, warmup_steps=0)
+    tr = FlowGRPOTrainer(load_config(FlowGRPOConfig, write(cfg_d, tmp_path / "c.yaml")), tmp_path / "run")
+    tr.setup()
+    ro, gid = first_rollout(tr)
+    valid = gid % 2 == 0  # groups 0 and 2 trained, groups 1 and 3 tied
+    adv = torch.where(valid, torch.tensor([1.0, -1.0] * 4), torch.zeros(8))
+    start = [p.detach().clone() for p in tr.params]
+    deltas, nfes = [], []
+    for masks in (True, False):
+        for p, p0 in zip(tr.params, start):
+            p.data.copy_(p0)
+        tr.optimizer = torch.optim.SGD(tr.params, lr=1.0)
+        tr.scheduler = torch.optim.lr_scheduler.LambdaLR(tr.optimizer, lambda _: 1.0)
+        tr.objective.masks_invalid = masks
+        nfes.append(tr._update(0, ro, adv, valid)["perf/nfe_train"])
+        deltas.append([p.detach() - p0 for p, p0 in zip(tr.params, start)])
+    assert nfes[0] == nfes[1] / 2
+    assert any(float(d.abs().max()) > 0 for d in deltas[0])
+    for a, b in zip(*deltas):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
+
+
 @pytest.mark.parametrize(
     ("over", "msg"),
     [

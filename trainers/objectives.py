@@ -12,6 +12,10 @@ Optional for multi-reward balancing (``rewards.balancer: marble`` and ``rewards.
 advantage vectors (each reward's own, or their mix) without another forward; ``loss`` is then
 ``head.total(head.to_signal(advantages[idx]))``.
 
+Optional flag ``masks_invalid = True``: every term of the loss (policy, KL, penalty) is a mean weighted by ``valid``,
+so a sample with ``valid`` False (a tied group, a non-finite reward) contributes neither loss nor gradient; the
+trainer then leaves those samples out of the update's forwards instead of computing zeros (flat rollouts).
+
 Optional hooks: ``after_update(params)`` after every optimizer step (e.g. NFT's EMA old policy), and
 ``state_dict()`` / ``load_state_dict(state)`` for objective state that checkpoints must carry (tensors and plain
 Python values only: it is loaded with ``weights_only=True``).
@@ -120,6 +124,7 @@ class GRPOObjective:
     frozen base in closed form with the step's actual variance (algorithms.md §2)."""
 
     needs_reference = False
+    masks_invalid = True  # policy, KL and penalty are all weighted by `valid` (see the module docstring)
 
     def __init__(self, cfg: ObjectiveConfig, sampling: SamplingConfig) -> None:
         self.cfg, self.sampling = cfg, sampling

@@ -451,6 +451,22 @@ class FlowGRPOTrainer:
         o = self.cfg.objective
         return per_reward_advantages(scores, gid, finite, o.std_mode, o.adv_clip)[0]
 
+    def _update_rows(self, perm: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+        """The rows the update trains on, in `perm`'s order. When the objective masks invalid samples (every
+        loss term weighted by `valid`), the tied groups and non-finite rewards are left out: they would cost
+        forwards and backwards for a zero gradient (a third of the rows at a typical zero_std_ratio). Every
+        process keeps the same number of rows (the most valid rows of any process, padded with its own invalid
+        ones, which contribute nothing), so all run the same micro-batches and synchronise alike; at least
+        ``updates_per_step`` rows, so the number of optimizer updates never changes."""
+        if not getattr(self.objective, "masks_invalid", False) or valid.dim() != 1:
+            return perm
+        keep = valid[perm].bool()
+        target = torch.tensor([int(keep.sum())], device=self.acc.device)
+        if self.world > 1:
+            target = self.acc.reduce(target, reduction="max")
+        n_rows = min(len(perm), max(int(target.item()), self.cfg.train.updates_per_step))
+        return torch.cat([perm[keep], perm[~keep]])[:n_rows]
+
     def _update(
         self,
         step: int,
@@ -465,7 +481,7 @@ class FlowGRPOTrainer:
         perm = torch.randperm(
             n, generator=torch.Generator().manual_seed(_mix(cfg.train.seed, step, 31, self.rank))
         )
-        chunks = perm.chunk(cfg.train.updates_per_step)
+        chunks = self._update_rows(perm, valid).chunk(cfg.train.updates_per_step)
         terms = self.objective.terms(ro)
         ctx = TrainContext(self.adapter, self.model, step)
         sums: dict[str, float] = defaultdict(float)
