@@ -196,6 +196,35 @@ def test_shared_init_noise_gives_each_group_one_start(sd3_dir, tmp_path):
     assert not torch.equal(flat.latents[0, 0], flat.latents[1, 0])
 
 
+def test_antithetic_pairs_mirror_their_noise(sd3_dir, tmp_path, capsys):
+    """sampling.antithetic: within a group, samples (0, 1) and (2, 3) draw mirrored noises. From one shared start,
+    a pair's SDE step lands symmetrically about the step's mean, so both pairs have the same midpoint; mirrored
+    noise has the same log-density. Without a shared start, the initial noises are mirrors too."""
+    over = {"sampling__group_size": 4, "sampling__sde_window": 1, "sampling__sde_window_max_start": 0}
+    ro, gid = _step0_rollout(
+        sd3_dir, tmp_path / "a", sampling__shared_init_noise=True, sampling__antithetic=True, **over
+    )
+    assert gid.tolist() == [0, 0, 0, 0] and ro.train_steps == [0]
+    x1, lp = ro.latents[:, 1], ro.log_probs[:, 0]  # after the trained step 0
+    assert not torch.allclose(x1[0], x1[1]) and not torch.allclose(x1[0], x1[2])
+    torch.testing.assert_close(x1[0] + x1[1], x1[2] + x1[3], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(lp[0], lp[1])
+    torch.testing.assert_close(lp[2], lp[3])
+    ro2, _ = _step0_rollout(sd3_dir, tmp_path / "b", sampling__antithetic=True, **over)
+    assert torch.equal(ro2.latents[1, 0], -ro2.latents[0, 0])
+    assert torch.equal(ro2.latents[3, 0], -ro2.latents[2, 0])
+    assert not torch.equal(ro2.latents[2, 0].abs(), ro2.latents[0, 0].abs())
+    cfg = tiny_config(
+        sd3_dir,
+        tmp_path / "run",
+        sampling__antithetic=True,
+        sampling__group_size=3,
+        sampling__samples_per_step=6,
+    )
+    assert main(["train", str(write(cfg, tmp_path / "c.yaml")), "--print-config"]) != 0
+    assert "sampling.antithetic pairs the images of a group" in capsys.readouterr().err
+
+
 def test_shared_init_noise_is_refused_for_tree_rollouts(sd3_dir, tmp_path, capsys):
     cfg = tiny_config(sd3_dir, tmp_path / "run", sampling__shared_init_noise=True, sampling__rollout="tree")
     cfg["sampling"]["tree"] = {"branch_steps": [0], "branch_factors": [2]}

@@ -103,6 +103,11 @@ class SamplingConfig:
         help="flat rollouts: every image of a prompt's group starts from the same initial noise and only the SDE "
         "noise differs (DanceGRPO), so reward differences within a group come from the trained transitions",
     )
+    antithetic: bool = field(
+        False,
+        help="flat rollouts: the images of a group come in mirrored pairs, the second drawing every noise (initial "
+        "and SDE) of the first with its sign flipped (antithetic variates); needs an even group_size",
+    )
     samples_per_step: int = field(
         32,
         help="images per step over all processes (= prompts per step x group_size; a multiple of group_size)",
@@ -147,6 +152,11 @@ class SamplingConfig:
             raise ConfigError(
                 "sampling.shared_init_noise applies to flat rollouts; tree rollouts already start each prompt's "
                 "tree from one noise: remove sampling.shared_init_noise or set sampling.rollout=flat"
+            )
+        if self.antithetic and (self.rollout != "flat" or self.group_size % 2):
+            raise ConfigError(
+                "sampling.antithetic pairs the images of a group: it needs sampling.rollout=flat and an even "
+                f"sampling.group_size (got rollout={self.rollout!r}, group_size={self.group_size})"
             )
         if self.rollout == "tree":  # ---- tree rollouts (issue 6)
             self._validate_tree()

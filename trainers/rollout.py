@@ -13,7 +13,9 @@ Every sample's randomness (initial noise and every SDE step's noise) comes from 
 (seed, step, global sample index): samples differ on every process, and the result does not depend on how samples
 are split over processes or forward batches, which is what makes multi-process runs and resumes reproducible. With
 ``sampling.shared_init_noise`` the initial noise comes instead from a generator seeded by (seed, step, global group
-index), so a prompt's G images share it wherever they are sampled, and the SDE noise stays per sample.
+index), so a prompt's G images share it wherever they are sampled, and the SDE noise stays per sample. With
+``sampling.antithetic`` the odd member of each pair (2k, 2k + 1) within a group draws from its partner's generator
+and flips the sign, so the pair's noises are exact mirrors (also across processes).
 """
 
 from __future__ import annotations
@@ -119,6 +121,21 @@ def group_initial_noise(ctx: RolloutContext, group_ids: torch.Tensor) -> torch.T
     return noise[row_group.to(noise.device)]
 
 
+def noise_partners(
+    sample_ids: torch.Tensor, group_size: int, antithetic: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The sample whose generator each sample draws its noise from, and the sign it applies: [B] ids, [B] ±1.
+
+    Antithetic pairs are (2k, 2k + 1) within a group (global ids, so a pair split over processes still mirrors):
+    the odd member uses its partner's generator with the sign flipped. Each image is still a sample of the policy
+    (ε and −ε are equally likely), and a pair's reward difference isolates the odd part of the reward's response to
+    the noise, the part the policy gradient A·∇log p can use (mirrored sampling, as in evolution strategies)."""
+    if not antithetic:
+        return sample_ids, torch.ones(len(sample_ids))
+    odd = (sample_ids % group_size) % 2 == 1  # [B]
+    return sample_ids - odd.long(), 1.0 - 2.0 * odd.float()
+
+
 @torch.no_grad()
 def sample_trajectories(
     ctx: RolloutContext,
@@ -131,8 +148,12 @@ def sample_trajectories(
     the initial noise with ``sampling.shared_init_noise``. Returns latents [B, S + 1, ...], log_probs [B, S] and the
     NFEs spent."""
     a, cfg = ctx.adapter, ctx.cfg
-    gens = [torch.Generator().manual_seed(_mix(ctx.seed, ctx.step, int(i))) for i in sample_ids]
+    seed_ids, signs = noise_partners(sample_ids, cfg.group_size, cfg.antithetic)
+    gens = [torch.Generator().manual_seed(_mix(ctx.seed, ctx.step, int(i))) for i in seed_ids]
     x = group_initial_noise(ctx, group_ids) if cfg.shared_init_noise else a.init_noise(gens)
+    sign = signs.to(x.device).view(-1, *([1] * (x.dim() - 1)))  # [B, 1, ...]
+    if not cfg.shared_init_noise:
+        x = x * sign
     sig = a.sigmas(cfg.num_steps).to(x.device)
     traj = [x.float()]
     lps = torch.zeros(x.shape[0], cfg.num_steps)
@@ -140,7 +161,7 @@ def sample_trajectories(
     for i in range(cfg.num_steps):
         v = a.velocity(x, sig[i], cond, cfg.guidance_scale, transformer=ctx.model)
         if i in trained:
-            noise = torch.stack([torch.randn(x.shape[1:], generator=g) for g in gens]).to(x.device)
+            noise = torch.stack([torch.randn(x.shape[1:], generator=g) for g in gens]).to(x.device) * sign
             out = step_kernel(
                 cfg.kernel, x, v, sig, i, cfg.noise_level, noise=noise, reduce=ctx.logprob_reduce
             )
