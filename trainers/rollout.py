@@ -151,9 +151,9 @@ def sample_trajectories(
     seed_ids, signs = noise_partners(sample_ids, cfg.group_size, cfg.antithetic)
     gens = [torch.Generator().manual_seed(_mix(ctx.seed, ctx.step, int(i))) for i in seed_ids]
     x = group_initial_noise(ctx, group_ids) if cfg.shared_init_noise else a.init_noise(gens)
-    sign = signs.to(x.device).view(-1, *([1] * (x.dim() - 1)))  # [B, 1, ...]
-    if not cfg.shared_init_noise:
-        x = x * sign
+    sign = signs.to(x.device).view(-1, *([1] * (x.dim() - 1)))  # [B, 1, ...] float32
+    if cfg.antithetic and not cfg.shared_init_noise:
+        x = x * sign.to(x.dtype)
     sig = a.sigmas(cfg.num_steps).to(x.device)
     traj = [x.float()]
     lps = torch.zeros(x.shape[0], cfg.num_steps)
@@ -161,7 +161,9 @@ def sample_trajectories(
     for i in range(cfg.num_steps):
         v = a.velocity(x, sig[i], cond, cfg.guidance_scale, transformer=ctx.model)
         if i in trained:
-            noise = torch.stack([torch.randn(x.shape[1:], generator=g) for g in gens]).to(x.device) * sign
+            noise = torch.stack([torch.randn(x.shape[1:], generator=g) for g in gens]).to(x.device)
+            if cfg.antithetic:
+                noise = noise * sign
             out = step_kernel(
                 cfg.kernel, x, v, sig, i, cfg.noise_level, noise=noise, reduce=ctx.logprob_reduce
             )
