@@ -21,7 +21,17 @@ the strict ones. The variants run round-robin (one update each per round, after 
 machine's noise hits them alike; printed: the median time of each, its ratio to ``single`` and the median of the
 per-round paired ratios.
 
-Measured 2026-12-01 with the Flow-GRPO ``examples/shapes/marble.yaml`` (the clipped surrogate over the 9 SDE
+Measured 2026-12-02 with the current ``examples/shapes/marble.yaml`` (the first 4 SDE steps with velocity weights,
+KL 0.04 to the base model, so every training forward has a reference forward beside it), ``--samples 24 --reps 8
+--variants single,marble,marble+diag``, one thread, while a 2-thread training run shared the 2 cores (read the paired
+ratio):
+
+    update                median ms    ratio   paired   min ms
+    single                   2490.8   1.000x   1.000x   2191.3
+    marble                   2744.4   1.102x   1.058x   2287.5
+    marble+diag              2713.2   1.089x   1.011x   2278.9
+
+Measured 2026-12-01 with the Flow-GRPO ``examples/shapes/marble.yaml`` of that day (all 9 SDE steps, no KL) (the clipped surrogate over the 9 SDE
 transitions of each sample, CFG-4 policy), ``--samples 24 --reps 8 --variants single,marble,marble+diag``, one thread,
 with two training runs and an evaluation sharing the 2 cores (so read the paired ratio):
 
