@@ -5,6 +5,7 @@ SIGKILL bitwise equal, and two accelerate processes giving the same advantages a
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -223,6 +224,57 @@ def test_antithetic_pairs_mirror_their_noise(sd3_dir, tmp_path, capsys):
     )
     assert main(["train", str(write(cfg, tmp_path / "c.yaml")), "--print-config"]) != 0
     assert "sampling.antithetic pairs the images of a group" in capsys.readouterr().err
+
+
+def test_noise_block_puts_the_sde_noise_in_block_constant_latents(sd3_dir, tmp_path, capsys):
+    """sampling.noise_block=2: the trained step's x' − μ is constant over 2x2 latent blocks, the stored log-density
+    is the block-coordinate Gaussian's (the model re-evaluates it), and a run with KL trains with ratio 1 on its
+    first update and finite metrics. Other kernels and tree rollouts are refused before any model loads."""
+    from imgalign.config import load_config
+    from imgalign.trainers import kernels as K
+    from imgalign.trainers.config import FlowGRPOConfig
+    from imgalign.trainers.rollout import step_kernel
+    from imgalign.trainers.testing import first_rollout
+    from imgalign.trainers.trainer import FlowGRPOTrainer
+
+    cfg_d = tiny_config(
+        sd3_dir,
+        tmp_path / "a",
+        sampling__num_steps=4,
+        sampling__noise_block=2,
+        sampling__sde_window=1,
+        sampling__sde_window_max_start=0,
+    )
+    tr = FlowGRPOTrainer(load_config(FlowGRPOConfig, write(cfg_d, tmp_path / "a.yaml")), tmp_path / "a")
+    tr.setup()
+    ro, _ = first_rollout(tr)
+    assert ro.train_steps == [0]
+    x0, x1 = ro.latents[:, 0], ro.latents[:, 1]
+    with torch.no_grad():
+        v = tr.adapter.velocity(x0, ro.sigmas[0], ro.cond, 1.0, transformer=tr.model)
+        out = step_kernel("sde", x0, v, ro.sigmas, 0, 0.7, prev_sample=x1, block=2)
+    r = x1 - out.mean
+    assert float(r.abs().max()) > 0.01
+    torch.testing.assert_close(K.block_project(r, 2), r, rtol=0, atol=1e-5)
+    torch.testing.assert_close(out.log_prob, ro.log_probs[:, 0], rtol=0, atol=1e-3)
+
+    out_dir = tmp_path / "run"
+    cfg = tiny_config(sd3_dir, out_dir, sampling__noise_block=2, objective__kl_beta=0.1)
+    assert main(["train", str(write(cfg, tmp_path / "b.yaml"))]) == 0
+    m = rows(out_dir)
+    assert len(m) == 2 and all(math.isfinite(row["policy/kl"]) for row in m)
+    assert m[0]["policy/ratio_mean"] == pytest.approx(1.0, abs=1e-4)  # the first update is on-policy
+    for over, name in [
+        ({"sampling__kernel": "cps"}, "kernel='cps'"),
+        ({"sampling__rollout": "tree"}, "'tree'"),
+    ]:
+        bad = tiny_config(sd3_dir, tmp_path / "bad", sampling__noise_block=2, **over)
+        if "sampling__rollout" in over:
+            bad["sampling"]["tree"] = {"branch_steps": [0], "branch_factors": [2]}
+        assert main(["train", str(write(bad, tmp_path / "bad.yaml")), "--print-config"]) != 0
+        err = capsys.readouterr().err
+        assert "sampling.noise_block > 1 is implemented for the sde kernel with flat rollouts" in err
+        assert name in err
 
 
 def test_shared_init_noise_is_refused_for_tree_rollouts(sd3_dir, tmp_path, capsys):

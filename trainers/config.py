@@ -88,6 +88,12 @@ class SamplingConfig:
         "sde", help="stochastic step: Flow-GRPO SDE or coefficients-preserving"
     )
     noise_level: float = field(0.7, help="SDE noise level a (0.7 SD3, 0.9 FLUX); 0 would be the ODE")
+    noise_block: int = field(
+        1,
+        help="sde kernel: SDE noise constant over noise_block x noise_block latent patches (a low-frequency "
+        "subspace with noise_block^2 times fewer dimensions; the ODE's marginals are kept), so the policy gradient "
+        "estimates the reward's response to layout-scale perturbations with less variance; 1 = ordinary noise",
+    )
     sde_window: int = field(
         0,
         help="train a random window of this many consecutive SDE steps (ODE elsewhere); 0 = all but the last",
@@ -142,6 +148,13 @@ class SamplingConfig:
 
         if self.noise_level <= 0:
             raise ConfigError("sampling.noise_level must be > 0: the policy needs a density to train")
+        if self.noise_block < 1:
+            raise ConfigError(f"sampling.noise_block must be >= 1, got {self.noise_block}")
+        if self.noise_block > 1 and (self.kernel != "sde" or self.rollout != "flat"):
+            raise ConfigError(
+                "sampling.noise_block > 1 is implemented for the sde kernel with flat rollouts; got "
+                f"kernel={self.kernel!r}, rollout={self.rollout!r}: set sampling.noise_block=1"
+            )
         if self.sde_window < 0 or self.sde_window > self.num_steps - 1:
             raise ConfigError(f"sampling.sde_window must be in [0, num_steps - 1 = {self.num_steps - 1}]")
         if self.sde_window_max_start < -1:

@@ -87,6 +87,33 @@ def ode_step(
     return StepOutput(prev, zeros, prev, zeros)
 
 
+def _check_block(x: torch.Tensor, block: int) -> None:
+    if x.ndim != 4 or x.shape[-1] % block or x.shape[-2] % block:
+        raise ValueError(
+            f"sampling.noise_block={block} needs latents [B, C, H, W] with H and W divisible by it, got "
+            f"{tuple(x.shape)}: use a divisor of the latent size, or noise_block 1 (packed latents such as FLUX's)"
+        )
+
+
+def block_coords(x: torch.Tensor, block: int) -> torch.Tensor:
+    """Uᵀx for the orthonormal basis U of block-constant latents: [B, C, H, W] -> [B, C, H/b, W/b].
+
+    A basis vector is a b×b block's indicator divided by b, so Uᵀx is each block's sum divided by b (= b·mean)."""
+    if block == 1:
+        return x
+    _check_block(x, block)
+    return torch.nn.functional.avg_pool2d(x, block) * block
+
+
+def block_project(x: torch.Tensor, block: int) -> torch.Tensor:
+    """P = UUᵀ, the orthogonal projection onto block-constant latents: every b×b block replaced by its mean.
+    [B, C, H, W] -> same. P·ε with ε ~ N(0, I) is a standard Gaussian in that subspace."""
+    if block == 1:
+        return x
+    _check_block(x, block)
+    return torch.nn.functional.interpolate(torch.nn.functional.avg_pool2d(x, block), scale_factor=block)
+
+
 def flow_sde_mean_std(
     x: torch.Tensor,
     v: torch.Tensor,
@@ -94,16 +121,23 @@ def flow_sde_mean_std(
     sigma_next: torch.Tensor | float,
     noise_level: float,
     sigma_next_of_one: torch.Tensor | float,
+    block: int = 1,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Mean [B, ...] and std [B] of the Flow-GRPO SDE step (Liu et al. 2025, Flow-GRPO eq. 8-9; algorithms.md §2):
 
     μ = x + v·dt + (ς²/(2σ))·(x + (1 − σ)·v)·dt,    std = ς·sqrt(−dt),   dt = σ' − σ < 0.
+
+    ``block`` > 1 puts the noise in the subspace of block-constant latents only (diffusion matrix ς·P, P the
+    projection :func:`block_project`): the score correction is projected too, μ = x + v·dt + P[(ς²/(2σ))·(x + (1 −
+    σ)·v)]·dt, which keeps the ODE's marginals for any positive semi-definite diffusion matrix (Song et al. 2021,
+    score SDEs, the reverse SDE with a general G(t): drift f − ½GGᵀ∇log p). The complement follows the ODE.
     """
     x32, v32 = x.float(), v.float()
     sig = _bcast(sigma, x32)
     dt = _bcast(sigma_next, x32) - sig
     scale = _bcast(sde_sigma_scale(sigma, sigma_next_of_one, noise_level).to(x.device), x32)
-    mean = x32 + v32 * dt + (scale**2 / (2 * sig)) * (x32 + (1 - sig) * v32) * dt
+    correction = (scale**2 / (2 * sig)) * (x32 + (1 - sig) * v32) * dt
+    mean = x32 + v32 * dt + block_project(correction, block)
     std = (scale * torch.sqrt(-dt)).reshape(-1)
     return mean, std
 
@@ -118,19 +152,25 @@ def flow_sde_step(
     noise: torch.Tensor | None = None,
     prev_sample: torch.Tensor | None = None,
     reduce: Reduce = "sum",
+    block: int = 1,
 ) -> StepOutput:
     """One Flow-GRPO SDE step. Sample x' = μ + std·noise, or, given a stored `prev_sample`, evaluate its log-density
-    under the (possibly updated) model's μ. With ``noise_level = 0`` this is exactly :func:`ode_step`'s update."""
-    mean, std = flow_sde_mean_std(x, v, sigma, sigma_next, noise_level, sigma_next_of_one)
+    under the (possibly updated) model's μ. With ``noise_level = 0`` this is exactly :func:`ode_step`'s update.
+
+    ``block`` > 1: the noise is P·noise (block-constant, see :func:`flow_sde_mean_std`) and the log-density is the
+    Gaussian's in the block coordinates Uᵀx (C·H·W/b² dimensions); the complement is deterministic given x, so the
+    policy gradient only sees the block-constant part of μ. Fewer noise dimensions carrying the same reward-relevant
+    (low-frequency) perturbations give a lower-variance score-function gradient."""
+    mean, std = flow_sde_mean_std(x, v, sigma, sigma_next, noise_level, sigma_next_of_one, block)
     if prev_sample is None:
         if noise_level == 0:
             return StepOutput(mean, torch.zeros_like(std), mean, std)
         if noise is None:
             raise ValueError("flow_sde_step: pass `noise` (to sample) or `prev_sample` (to evaluate)")
-        prev_sample = mean + _bcast(std, mean) * noise.float()
+        prev_sample = mean + _bcast(std, mean) * block_project(noise.float(), block)
     prev_sample = prev_sample.float()
     lp = (
-        gaussian_log_prob(prev_sample.detach(), mean, std, reduce)
+        gaussian_log_prob(block_coords(prev_sample.detach(), block), block_coords(mean, block), std, reduce)
         if noise_level > 0
         else torch.zeros_like(std)
     )
@@ -222,11 +262,16 @@ def velocity_step_weights(
 
 
 def gaussian_kl_equal_std(
-    mean_p: torch.Tensor, mean_q: torch.Tensor, std: torch.Tensor | float, reduce: Reduce = "sum"
+    mean_p: torch.Tensor,
+    mean_q: torch.Tensor,
+    std: torch.Tensor | float,
+    reduce: Reduce = "sum",
+    block: int = 1,
 ) -> torch.Tensor:
     """KL(N(μ_p, s²I) ‖ N(μ_q, s²I)) = ‖μ_p − μ_q‖²/(2s²) per sample (algorithms.md §2: s² = ς²|dt|, the step's
-    actual variance; the reference code divides by ς² only). [B, ...] -> [B], reduced like the log-density."""
-    mp, mq = mean_p.float(), mean_q.float()
+    actual variance; the reference code divides by ς² only). [B, ...] -> [B], reduced like the log-density.
+    ``block`` > 1: the KL of the block-noise step's Gaussian part, in the block coordinates Uᵀμ."""
+    mp, mq = block_coords(mean_p.float(), block), block_coords(mean_q.float(), block)
     s = _bcast(std, mp)
     return reduce_dims((mp - mq) ** 2 / (2 * s**2), reduce)
 

@@ -164,7 +164,15 @@ class GRPOObjective:
         cond = rollout.cond.index(idx)
         v = a.velocity(x_t, sig[i], cond, s.guidance_scale, transformer=ctx.model)
         out = step_kernel(
-            s.kernel, x_t, v, sig, i, s.noise_level, prev_sample=x_next, reduce=c.logprob_reduce
+            s.kernel,
+            x_t,
+            v,
+            sig,
+            i,
+            s.noise_level,
+            prev_sample=x_next,
+            reduce=c.logprob_reduce,
+            block=s.noise_block,
         )
         w = valid[idx].float().to(dev)
         if rollout.train_mask is not None:
@@ -193,9 +201,19 @@ class GRPOObjective:
             with torch.no_grad(), a.reference() as ref:
                 v_ref = a.velocity(x_t, sig[i], cond, s.guidance_scale, transformer=ref)
                 ref_out = step_kernel(
-                    s.kernel, x_t, v_ref, sig, i, s.noise_level, prev_sample=x_next, reduce=c.logprob_reduce
+                    s.kernel,
+                    x_t,
+                    v_ref,
+                    sig,
+                    i,
+                    s.noise_level,
+                    prev_sample=x_next,
+                    reduce=c.logprob_reduce,
+                    block=s.noise_block,
                 )
-            kl = K.gaussian_kl_equal_std(out.mean, ref_out.mean, out.std, c.logprob_reduce)  # [b]
+            kl = K.gaussian_kl_equal_std(
+                out.mean, ref_out.mean, out.std, c.logprob_reduce, s.noise_block
+            )  # [b]
             metrics["policy/kl"] = float(_masked_mean(kl.detach(), w))
             if c.kl_beta > 0:
                 extra = extra + c.kl_beta * _masked_mean(kl, w)

@@ -86,8 +86,9 @@ def step_kernel(
     noise: torch.Tensor | None = None,
     prev_sample: torch.Tensor | None = None,
     reduce: str = "sum",
+    block: int = 1,
 ) -> K.StepOutput:
-    """Dispatch one stochastic transition i -> i+1 to the configured kernel."""
+    """Dispatch one stochastic transition i -> i+1 to the configured kernel (``block``: sampling.noise_block)."""
     if kernel == "sde":
         return K.flow_sde_step(
             x,
@@ -99,6 +100,7 @@ def step_kernel(
             noise,
             prev_sample,
             reduce,  # type: ignore[arg-type]
+            block,
         )
     if kernel == "cps":
         return K.cps_step(x, v, sigmas[i], sigmas[i + 1], noise_level, noise, prev_sample, reduce)  # type: ignore[arg-type]
@@ -165,7 +167,15 @@ def sample_trajectories(
             if cfg.antithetic:
                 noise = noise * sign
             out = step_kernel(
-                cfg.kernel, x, v, sig, i, cfg.noise_level, noise=noise, reduce=ctx.logprob_reduce
+                cfg.kernel,
+                x,
+                v,
+                sig,
+                i,
+                cfg.noise_level,
+                noise=noise,
+                reduce=ctx.logprob_reduce,
+                block=cfg.noise_block,
             )
             lps[:, i] = out.log_prob.cpu()
         else:
