@@ -91,8 +91,9 @@ class SamplingConfig:
     noise_block: int = field(
         1,
         help="sde kernel: SDE noise constant over noise_block x noise_block latent patches (a low-frequency "
-        "subspace with noise_block^2 times fewer dimensions; the ODE's marginals are kept), so the policy gradient "
-        "estimates the reward's response to layout-scale perturbations with less variance; 1 = ordinary noise",
+        "subspace with noise_block^2 times fewer dimensions; the ODE's marginals are kept), meant to lower the "
+        "policy gradient's variance for layout-level rewards (on the shapes model it did not measurably help: "
+        "examples/shapes/README.md); 1 = ordinary noise",
     )
     sde_window: int = field(
         0,

@@ -160,7 +160,8 @@ def flow_sde_step(
     ``block`` > 1: the noise is P·noise (block-constant, see :func:`flow_sde_mean_std`) and the log-density is the
     Gaussian's in the block coordinates Uᵀx (C·H·W/b² dimensions); the complement is deterministic given x, so the
     policy gradient only sees the block-constant part of μ. Fewer noise dimensions carrying the same reward-relevant
-    (low-frequency) perturbations give a lower-variance score-function gradient."""
+    (low-frequency) perturbations should give a lower-variance score-function gradient; on the shapes model the
+    measured signal did not rise (``bench/grad_snr.py``)."""
     mean, std = flow_sde_mean_std(x, v, sigma, sigma_next, noise_level, sigma_next_of_one, block)
     if prev_sample is None:
         if noise_level == 0:
