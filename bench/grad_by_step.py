@@ -35,13 +35,8 @@ import argparse
 
 import torch
 
-from imgalign.config import load_config
 from imgalign.trainers import kernels as K
-from imgalign.trainers.config import FlowGRPOConfig
-from imgalign.trainers.objectives import TrainContext
-from imgalign.trainers.rewarding import score_all
-from imgalign.trainers.testing import first_rollout
-from imgalign.trainers.trainer import FlowGRPOTrainer
+from imgalign.trainers.testing import bench_trainer, scored_rollout
 
 
 def main() -> None:
@@ -53,21 +48,12 @@ def main() -> None:
         "--output-dir", default="runs/bench_grad_by_step", help="the trainer's folder (config only)"
     )
     args = ap.parse_args()
-    overrides = ["eval.every=-1", "eval.at_start=false", "log.sample_every=0", "log.trackers=none"]
-    cfg = load_config(FlowGRPOConfig, args.config, overrides + args.overrides)
-    tr = FlowGRPOTrainer(cfg, args.output_dir)
-    tr.setup()
+    tr = bench_trainer(args.config, args.overrides, args.output_dir)
+    cfg = tr.cfg
     s = cfg.sampling
     norms: dict[int, list[float]] = {}
     for b in range(args.batches):
-        step = 10_000 + b
-        tr.model.eval()
-        ro, gid = first_rollout(tr, step)
-        scores = score_all(tr.rewards, ro.images, ro.prompts, ro.metadata)  # [K, N]
-        o = cfg.objective
-        bal = tr.balancer(scores, tr.reward_weights, gid, torch.isfinite(scores), o.std_mode, o.adv_clip)
-        tctx = TrainContext(tr.adapter, tr.model, step)
-        tr.model.train()
+        ro, scores, bal, tctx = scored_rollout(tr, 10_000 + b)
         for term in tr.objective.terms(ro):
             tr.optimizer.zero_grad(set_to_none=True)
             chunks = torch.arange(ro.num_rows).split(cfg.train.micro_batch_size)

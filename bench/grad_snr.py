@@ -47,27 +47,16 @@ import math
 
 import torch
 
-from imgalign.config import load_config
-from imgalign.trainers.config import FlowGRPOConfig
-from imgalign.trainers.objectives import TrainContext
-from imgalign.trainers.rewarding import score_all
-from imgalign.trainers.testing import first_rollout
+from imgalign.trainers.testing import bench_trainer, scored_rollout
 from imgalign.trainers.trainer import FlowGRPOTrainer
 
 
 def batch_gradient(tr: FlowGRPOTrainer, step: int) -> tuple[torch.Tensor, float, float]:
     """The on-policy gradient of one rollout batch (flattened over trainable weights), its mean reward and the
     zero-std share."""
-    cfg = tr.cfg
-    tr.model.eval()
-    ro, gid = first_rollout(tr, step)
-    scores = score_all(tr.rewards, ro.images, ro.prompts, ro.metadata)  # [K, N]
-    o = cfg.objective
-    bal = tr.balancer(scores, tr.reward_weights, gid, torch.isfinite(scores), o.std_mode, o.adv_clip)
-    tctx = TrainContext(tr.adapter, tr.model, step)
-    tr.model.train()
+    ro, scores, bal, tctx = scored_rollout(tr, step)
     tr.optimizer.zero_grad(set_to_none=True)
-    chunks = torch.arange(ro.num_rows).split(cfg.train.micro_batch_size)
+    chunks = torch.arange(ro.num_rows).split(tr.cfg.train.micro_batch_size)
     for term in tr.objective.terms(ro):
         for mb in chunks:
             loss, _ = tr.objective.loss(tctx, ro, mb, term, bal.advantages, bal.valid)
@@ -91,13 +80,10 @@ def main() -> None:
     )
     ap.add_argument("--output-dir", default="runs/bench_grad_snr", help="the trainer's folder (config only)")
     args = ap.parse_args()
-    base = ["eval.every=-1", "eval.at_start=false", "log.sample_every=0", "log.trackers=none"]
     variants = [("config", [])] + [(n, [kv for kv in o.split(",") if kv]) for n, o in args.variant]
     print(f"{'variant':<24} {'cos':>7} {'± se':>7} {'|grad|':>9} {'reward':>7} {'zero-std':>8}")
     for name, overrides in variants:
-        cfg = load_config(FlowGRPOConfig, args.config, base + overrides)
-        tr = FlowGRPOTrainer(cfg, args.output_dir)
-        tr.setup()
+        tr = bench_trainer(args.config, overrides, args.output_dir)
         gs, rewards, zs = [], [], []
         for b in range(args.batches):
             g, r, z = batch_gradient(tr, 20_000 + b)

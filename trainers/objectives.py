@@ -162,18 +162,22 @@ class GRPOObjective:
         x_next = rollout.latents[idx, i + 1].to(dev)
         sig = rollout.sigmas.to(dev)
         cond = rollout.cond.index(idx)
+
+        def transition(vel: torch.Tensor) -> Any:  # the stored transition i -> i+1 under velocity `vel`
+            return step_kernel(
+                s.kernel,
+                x_t,
+                vel,
+                sig,
+                i,
+                s.noise_level,
+                prev_sample=x_next,
+                reduce=c.logprob_reduce,
+                block=s.noise_block,
+            )
+
         v = a.velocity(x_t, sig[i], cond, s.guidance_scale, transformer=ctx.model)
-        out = step_kernel(
-            s.kernel,
-            x_t,
-            v,
-            sig,
-            i,
-            s.noise_level,
-            prev_sample=x_next,
-            reduce=c.logprob_reduce,
-            block=s.noise_block,
-        )
+        out = transition(v)
         w = valid[idx].float().to(dev)
         if rollout.train_mask is not None:
             w = w * rollout.train_mask[idx, i].float().to(dev)
@@ -200,17 +204,7 @@ class GRPOObjective:
         if self.needs_reference:
             with torch.no_grad(), a.reference() as ref:
                 v_ref = a.velocity(x_t, sig[i], cond, s.guidance_scale, transformer=ref)
-                ref_out = step_kernel(
-                    s.kernel,
-                    x_t,
-                    v_ref,
-                    sig,
-                    i,
-                    s.noise_level,
-                    prev_sample=x_next,
-                    reduce=c.logprob_reduce,
-                    block=s.noise_block,
-                )
+                ref_out = transition(v_ref)
             kl = K.gaussian_kl_equal_std(
                 out.mean, ref_out.mean, out.std, c.logprob_reduce, s.noise_block
             )  # [b]

@@ -238,6 +238,36 @@ def first_rollout(tr: Any, step: int = 0) -> tuple[Any, torch.Tensor]:
     return ro, ids // g
 
 
+# settings a bench's trainer runs with: no evaluation, sample images or trackers
+BENCH_OVERRIDES = ["eval.every=-1", "eval.at_start=false", "log.sample_every=0", "log.trackers=none"]
+
+
+def bench_trainer(config: str | Path, overrides: list[str], output_dir: str | Path) -> Any:
+    """A set-up ``FlowGRPOTrainer`` for a bench: the config with :data:`BENCH_OVERRIDES`, then `overrides`."""
+    from imgalign.config import load_config
+    from imgalign.trainers.config import FlowGRPOConfig
+    from imgalign.trainers.trainer import FlowGRPOTrainer
+
+    tr = FlowGRPOTrainer(load_config(FlowGRPOConfig, config, BENCH_OVERRIDES + list(overrides)), output_dir)
+    tr.setup()
+    return tr
+
+
+def scored_rollout(tr: Any, step: int) -> tuple[Any, torch.Tensor, Any, Any]:
+    """The rollout of `step` (sampled in eval mode), its reward scores [K, N], the balancer's advantages and the
+    update's ``TrainContext``; leaves the model in train mode, ready for the objective's backward passes."""
+    from imgalign.trainers.objectives import TrainContext
+    from imgalign.trainers.rewarding import score_all
+
+    o = tr.cfg.objective
+    tr.model.eval()
+    ro, gid = first_rollout(tr, step)
+    scores = score_all(tr.rewards, ro.images, ro.prompts, ro.metadata)  # [K, N]
+    bal = tr.balancer(scores, tr.reward_weights, gid, torch.isfinite(scores), o.std_mode, o.adv_clip)
+    tr.model.train()
+    return ro, scores, bal, TrainContext(tr.adapter, tr.model, step)
+
+
 # ---- helpers shared by the training tests -------------------------------------------------------------------------
 def write_config(cfg: dict[str, Any], path: Path) -> Path:
     """Write a training config dict as YAML to `path` and return the path."""
