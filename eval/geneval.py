@@ -12,7 +12,8 @@ exclude / colour / position rules exactly as the official `evaluate_images.py` d
 * task score = share of correct images, overall = plain mean of the task scores.
 
 The partial-credit variant (an RL reward) averages 1 - |count - found| / count over clauses; a failed position is
-worth 0 for that clause only (the reference server's double-count bug is not repeated).
+worth 0 for that clause only (the reference server's double-count bug is not repeated). The dense variant
+(:func:`soft_credit`) replaces each of the rules' thresholds by a ramp, so that near misses earn part of a clause.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from imgalign.shapes import relative_position
+from imgalign.shapes import relation_margin, relative_position
 
 THRESHOLD = 0.3
 COUNTING_THRESHOLD = 0.9
@@ -136,6 +137,59 @@ def evaluate(image: Any, objects: Detections, metadata: dict[str, Any], color_fn
     return Judgement(
         correct=correct, reason="\n".join(reasons), partial=1.0 if correct else min(partial, 1.0)
     )
+
+
+def _ramp(x: float, at: float) -> float:
+    """0 at x <= 0, rising linearly to 1 at x >= `at`."""
+    return float(min(max(x / at, 0.0), 1.0))
+
+
+def soft_credit(
+    image: Any, raw: Detections, metadata: dict[str, Any], color_fn: ColorFn = color_from_detection
+) -> float:
+    """Dense partial credit from *raw* (unfiltered) detections: the partial-credit rule with each threshold a ramp.
+
+    Every detection of a clause's class earns a weight in [0, 1]: its confidence over the task's threshold
+    (min(1, score / 0.3), or / 0.9 on counting prompts), times 0 for the wrong colour, times, for a position clause,
+    the worst over the target clause's objects of min(1, margin / 0.5), where margin is the relation's component of
+    GenEval's revised offset (the rule needs > 0.5). A clause scores the sum of its `count` best weights over
+    `count`; on counting prompts the weights of the further detections are subtracted (so with 0/1 weights this is
+    the partial credit's 1 - |count - found| / count). A class that must be absent scores 1 - min(1, sum of its
+    weights / count). The mean over clauses; an image the strict rules pass scores 1. Near misses (a ragged shape, a
+    slightly misplaced object) so earn part of a clause instead of nothing, which gives a group of samples more
+    distinct rewards to rank."""
+    thr = COUNTING_THRESHOLD if metadata.get("tag") == "counting" else THRESHOLD
+    exclude_count = {e["class"]: e["count"] for e in metadata.get("exclude", []) or []}
+    credit: list[float] = []
+    groups: list[
+        list[Detection]
+    ] = []  # each include clause's best `count` objects (targets of position clauses)
+    for req in metadata.get("include", []):
+        cls, count = req["class"], req["count"]
+        dets = sorted(raw.get(cls, []), key=lambda d: -d.score)[:MAX_OBJECTS]
+        colors = color_fn(image, dets, cls) if "color" in req and dets else []
+        weights = []
+        for i, det in enumerate(dets):
+            w = _ramp(det.score, thr)
+            if "color" in req and colors[i] != req["color"]:
+                w = 0.0
+            if "position" in req:
+                rel, target = req["position"]
+                targets = groups[target] if target < len(groups) else []
+                w *= min((_ramp(relation_margin(det.box, t.box, rel), 0.5) for t in targets), default=0.0)
+            weights.append(w)
+        order = sorted(range(len(dets)), key=lambda i: -weights[i])
+        groups.append([dets[i] for i in order[:count]])
+        c = sum(weights[i] for i in order[:count]) / count
+        if cls in exclude_count:  # counting: every detection beyond the best `count` counts against
+            c -= sum(_ramp(dets[i].score, thr) for i in order[count:]) / count
+        credit.append(max(c, 0.0))
+    included = {r["class"] for r in metadata.get("include", [])}
+    for cls, count in exclude_count.items():
+        if cls not in included:
+            credit.append(1.0 - min(1.0, sum(_ramp(d.score, thr) for d in raw.get(cls, [])) / count))
+    soft = float(np.mean(credit)) if credit else 0.0
+    return 1.0 if judge(image, raw, metadata, color_fn).correct else min(soft, 1.0)
 
 
 def judge(

@@ -205,30 +205,35 @@ def color_attr(c1: str, a: str, c2: str, b: str) -> Spec:
 
 
 # ---- geometry shared with the judge --------------------------------------------------------------------------
-def relative_position(box_a: tuple[float, ...], box_b: tuple[float, ...]) -> set[str]:
-    """Relations of box A to box B under GenEval's rule (boxes are x0, y0, x1, y1 with y pointing down).
+def _revised_offset(box_a: tuple[float, ...], box_b: tuple[float, ...]) -> tuple[float, float]:
+    """GenEval's revised centre offset of A from B as a fraction of the original offset's norm: (dx, dy), y down.
 
-    Centre offset, each axis shrunk by 0.1 x (sum of the two box sizes on that axis), divided by the norm of the
-    original offset; a relation holds when its component is beyond +-0.5 (GenEval `relative_position`).
-    """
+    Each axis is shrunk by 0.1 x the summed box sizes on that axis; (0, 0) when nothing is left (overlap)."""
     ax0, ay0, ax1, ay1 = box_a[:4]
     bx0, by0, bx1, by1 = box_b[:4]
     off = np.array([(ax0 + ax1) / 2 - (bx0 + bx1) / 2, (ay0 + ay1) / 2 - (by0 + by1) / 2], dtype=np.float64)
     dims = np.array([abs(ax1 - ax0) + abs(bx1 - bx0), abs(ay1 - ay0) + abs(by1 - by0)], dtype=np.float64)
     revised = np.maximum(np.abs(off) - POSITION_THRESHOLD * dims, 0) * np.sign(off)
     if np.all(np.abs(revised) < 1e-3):
-        return set()
+        return 0.0, 0.0
     dx, dy = revised / np.linalg.norm(off)
-    rels = set()
-    if dx < -0.5:
-        rels.add("left of")
-    if dx > 0.5:
-        rels.add("right of")
-    if dy < -0.5:
-        rels.add("above")
-    if dy > 0.5:
-        rels.add("below")
-    return rels
+    return float(dx), float(dy)
+
+
+def relative_position(box_a: tuple[float, ...], box_b: tuple[float, ...]) -> set[str]:
+    """Relations of box A to box B under GenEval's rule (boxes are x0, y0, x1, y1 with y pointing down).
+
+    Centre offset, each axis shrunk by 0.1 x (sum of the two box sizes on that axis), divided by the norm of the
+    original offset; a relation holds when its component is beyond +-0.5 (GenEval `relative_position`).
+    """
+    return {rel for rel in RELATIONS if relation_margin(box_a, box_b, rel) > 0.5}
+
+
+def relation_margin(box_a: tuple[float, ...], box_b: tuple[float, ...], relation: str) -> float:
+    """The component of A's revised offset from B along `relation` (in [-1, 1]); the relation holds when it is
+    beyond 0.5 (:func:`relative_position`). A dense version of the rule, for shaped rewards."""
+    dx, dy = _revised_offset(box_a, box_b)
+    return {"left of": -dx, "right of": dx, "above": -dy, "below": dy}[relation]
 
 
 # ---- rendering ----------------------------------------------------------------------------------------------

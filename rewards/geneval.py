@@ -1,4 +1,4 @@
-"""``geneval``: the GenEval-protocol judge as a reward (strict 0/1 or partial credit), on the shapes detector."""
+"""``geneval``: the GenEval-protocol judge as a reward (strict 0/1, partial or dense credit; shapes detector)."""
 
 from __future__ import annotations
 
@@ -6,23 +6,26 @@ from typing import Any
 
 import torch
 
-from imgalign.eval.geneval import judge
+from imgalign.eval.geneval import judge, soft_credit
 from imgalign.rewards.base import Reward, RewardOutput, register_reward, to_pil
+
+MODES = ("strict", "partial", "soft")
 
 
 @register_reward(
-    "geneval", "GenEval judge on the shapes detector: strict 0/1 or partial credit (mode=partial)"
+    "geneval",
+    "GenEval judge on the shapes detector: strict 0/1, partial credit (mode=partial) or dense credit (mode=soft)",
 )
 class GenEvalReward(Reward):
     name = "geneval"
-    description = "GenEval-protocol judge (shapes detector); mode=strict|partial"
+    description = "GenEval-protocol judge (shapes detector); mode=strict|partial|soft"
 
     def __init__(
         self, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32, mode: str = "partial"
     ) -> None:
         super().__init__(device, dtype)
-        if mode not in ("strict", "partial"):
-            raise ValueError(f"geneval reward: mode must be 'strict' or 'partial', got {mode!r}")
+        if mode not in MODES:
+            raise ValueError(f"geneval reward: mode must be one of {', '.join(MODES)}, got {mode!r}")
         from imgalign.eval.shapes_detector import ShapesDetector
 
         self.mode = mode
@@ -35,7 +38,9 @@ class GenEvalReward(Reward):
             raise ValueError("geneval reward needs GenEval metadata (tag, include, ...) for every image")
         scores, details = [], []
         for img, meta in zip(to_pil(images), metadata):
-            j = judge(img, self.detector(img), meta)
-            scores.append(float(j.correct) if self.mode == "strict" else j.partial)
+            raw = self.detector(img)
+            j = judge(img, raw, meta)
+            soft = soft_credit(img, raw, meta) if self.mode == "soft" else None
+            scores.append({"strict": float(j.correct), "partial": j.partial, "soft": soft}[self.mode])
             details.append({"correct": j.correct, "partial": j.partial, "reason": j.reason})
         return RewardOutput(torch.tensor(scores, dtype=torch.float32), details)

@@ -4,9 +4,10 @@ import numpy as np
 import pytest
 
 from imgalign import shapes as W
-from imgalign.eval.geneval import Detection, evaluate, filter_detections, judge, summarize
+from imgalign.eval.geneval import Detection, evaluate, filter_detections, judge, soft_credit, summarize
 from imgalign.eval.shapes_detector import ShapesDetector
 from imgalign.prompts.shapes import build_eval_set
+from imgalign.shapes import relation_margin
 
 DET = ShapesDetector()
 FLIP = {"left of": "right of", "right of": "left of", "above": "below", "below": "above"}
@@ -47,11 +48,14 @@ def test_ground_truth_is_judged_correct():
     for i, spec in enumerate(build_eval_set()):
         img, _ = W.render(spec, 1000 + i)
         j = judge(img, DET(img), spec.to_metadata())
-        rows.append({"tag": spec.tag, "correct": j.correct, "partial": j.partial, "reason": j.reason})
+        soft = soft_credit(img, DET(img), spec.to_metadata())
+        rows.append(
+            {"tag": spec.tag, "correct": j.correct, "partial": j.partial, "soft": soft, "reason": j.reason}
+        )
     overall, tasks = summarize(rows)
     assert overall >= 0.99, [r for r in rows if not r["correct"]][:5]
     assert min(tasks.values()) >= 0.98
-    assert all(r["partial"] == 1.0 for r in rows if r["correct"])
+    assert all(r["partial"] == 1.0 and r["soft"] == 1.0 for r in rows if r["correct"])
 
 
 def test_judge_discriminates_corrupted_specs():
@@ -219,3 +223,50 @@ def test_evaluate_accepts_a_colour_classifier():
     meta = {"tag": "colors", "include": [{"class": "dog", "count": 1, "color": "brown"}]}
     j = evaluate(None, {"dog": [D(0, 0, 5, 5)]}, meta, lambda img, dets, cls: ["brown"] * len(dets))
     assert j.correct
+
+
+# ---- the dense credit (geneval:mode=soft), hand-computed --------------------------------------------------------
+COUNT4 = {
+    "tag": "counting",
+    "include": [{"class": "circle", "count": 4}],
+    "exclude": [{"class": "circle", "count": 5}],
+}
+
+
+def test_soft_credit_equals_partial_credit_with_confident_detections():
+    three = {"circle": [D(i * 12, 0, i * 12 + 10, 10) for i in range(3)]}
+    six = {"circle": [D(i * 10, 0, i * 10 + 8, 8) for i in range(6)]}
+    for dets in (three, six):
+        assert soft_credit(None, dets, COUNT4) == pytest.approx(judge(None, dets, COUNT4).partial)
+    four = {"circle": [D(i * 12, 0, i * 12 + 10, 10) for i in range(4)]}
+    assert judge(None, four, COUNT4).correct and soft_credit(None, four, COUNT4) == 1.0
+
+
+def test_soft_credit_ramps_confidence_colour_and_position():
+    # a ragged fourth circle (score 0.45 of the counting threshold 0.9) earns half a circle: (3 + 0.5) / 4
+    ragged = {"circle": [D(i * 12, 0, i * 12 + 10, 10) for i in range(3)] + [D(40, 0, 50, 10, 0.45)]}
+    assert judge(None, ragged, COUNT4).partial == pytest.approx(0.75)
+    assert soft_credit(None, ragged, COUNT4) == pytest.approx(0.875)
+    # an image the strict rules pass scores 1 (a fifth circle below the counting threshold is filtered there)
+    five = {"circle": [D(i * 12, 0, i * 12 + 10, 10) for i in range(4)] + [D(60, 0, 70, 10, 0.6)]}
+    assert judge(None, five, COUNT4).correct and soft_credit(None, five, COUNT4) == 1.0
+    # colour: the wrong colour earns nothing, a faint right one (0.15 of 0.3) half
+    red = {"tag": "colors", "include": [{"class": "square", "count": 1, "color": "red"}]}
+    assert soft_credit(None, {"square": [D(0, 0, 9, 9, color="blue")]}, red) == 0.0
+    assert soft_credit(None, {"square": [D(0, 0, 9, 9, 0.15, color="red")]}, red) == pytest.approx(0.5)
+    # position: the cross's revised offset from the square is (-(6 - 2), -(8 - 2)) / |(-6, -8)| = (-0.4, -0.6): "left
+    # of" fails the rule (needs > 0.5) and earns 0.4 / 0.5 = 0.8 of its clause; the square's clause is met: 0.9
+    left = {
+        "tag": "position",
+        "include": [
+            {"class": "square", "count": 1},
+            {"class": "cross", "count": 1, "position": ["left of", 0]},
+        ],
+    }
+    near = {"square": [D(20, 20, 30, 30)], "cross": [D(14, 12, 24, 22)]}
+    assert relation_margin((14, 12, 24, 22), (20, 20, 30, 30), "left of") == pytest.approx(0.4)
+    assert not judge(None, near, left).correct
+    assert judge(None, near, left).partial == pytest.approx(0.5)
+    assert soft_credit(None, near, left) == pytest.approx(0.9)
+    # no target: the position clause earns nothing
+    assert soft_credit(None, {"cross": [D(14, 12, 24, 22)]}, left) == 0.0

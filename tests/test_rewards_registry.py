@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from test_rewards_tiny import make_tiny_open_clip, make_tiny_qwen2_vl
@@ -59,3 +60,20 @@ def test_unknown_reward_lists_valid_names() -> None:
         ValueError, match="valid rewards: .*artifact.*clip.*discriminator.*fid.*geneval.*vlm_loglik"
     ):
         build_reward("clipp")
+
+
+def test_geneval_modes_on_ground_truth_and_a_blank_image() -> None:
+    """strict, partial and soft give 1 on a rendered ground truth and 0 on a blank canvas; a bad mode is named."""
+    from imgalign import shapes as W
+    from imgalign.prompts.shapes import build_eval_set
+
+    spec = build_eval_set()[0]
+    img, _ = W.render(spec, 0)
+    x = torch.from_numpy(np.array(img.convert("RGB"))).permute(2, 0, 1)[None].float() / 255.0
+    blank = torch.zeros_like(x) + torch.tensor(W.BACKGROUND, dtype=torch.float32).view(1, 3, 1, 1) / 255.0
+    meta = [spec.to_metadata()] * 2
+    for mode in ("strict", "partial", "soft"):
+        out = build_reward(f"geneval:mode={mode}")(torch.cat([x, blank]), [spec.prompt] * 2, meta)
+        assert out.scores.tolist() == [1.0, 0.0], mode
+    with pytest.raises(ValueError, match="strict, partial, soft"):
+        build_reward("geneval:mode=dense")
