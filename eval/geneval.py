@@ -43,6 +43,7 @@ class Detection:
     score: float
     mask: np.ndarray | None = None
     color: str | None = None
+    class_scores: dict[str, float] | None = None  # the same object's confidence as every class, where known
 
 
 Detections = dict[str, list[Detection]]
@@ -149,40 +150,56 @@ def soft_credit(
 ) -> float:
     """Dense partial credit from *raw* (unfiltered) detections: the partial-credit rule with each threshold a ramp.
 
-    Every detection of a clause's class earns a weight in [0, 1]: its confidence over the task's threshold
-    (min(1, score / 0.3), or / 0.9 on counting prompts), times 0 for the wrong colour, times, for a position clause,
-    the worst over the target clause's objects of min(1, margin / 0.5), where margin is the relation's component of
-    GenEval's revised offset (the rule needs > 0.5). A clause scores the sum of its `count` best weights over
-    `count`; on counting prompts the weights of the further detections are subtracted (so with 0/1 weights this is
-    the partial credit's 1 - |count - found| / count). A class that must be absent scores 1 - min(1, sum of its
-    weights / count). The mean over clauses; an image the strict rules pass scores 1. Near misses (a ragged shape, a
+    Every detected object earns a weight in [0, 1] toward a clause: its confidence as the clause's class over the
+    task's threshold (min(1, score / 0.3), or / 0.9 on counting prompts; an object detected as another class earns
+    half its confidence as the clause's class where the detector reports it in `Detection.class_scores`), times 0
+    for the wrong colour, times, for a position clause, the worst over the target clause's objects of min(1, margin /
+    0.5), where margin is the relation's component of GenEval's revised offset (the rule needs > 0.5). A clause scores
+    the sum of its `count` best weights over `count` (an object serves one clause: the earlier clause keeps it); on
+    counting prompts the further objects detected as the class count against (so with 0/1 weights this is the partial
+    credit's 1 - |count - found| / count). A class that must be absent scores 1 - min(1, sum of its confidences /
+    count). The mean over clauses; an image the strict rules pass scores 1. Near misses (a ragged or wrong shape, a
     slightly misplaced object) so earn part of a clause instead of nothing, which gives a group of samples more
     distinct rewards to rank."""
     thr = COUNTING_THRESHOLD if metadata.get("tag") == "counting" else THRESHOLD
     exclude_count = {e["class"]: e["count"] for e in metadata.get("exclude", []) or []}
+    objects = [
+        (cls, d) for cls, dets in raw.items() for d in sorted(dets, key=lambda d: -d.score)[:MAX_OBJECTS]
+    ]
+    taken: set[int] = set()
     credit: list[float] = []
     groups: list[
         list[Detection]
     ] = []  # each include clause's best `count` objects (targets of position clauses)
     for req in metadata.get("include", []):
         cls, count = req["class"], req["count"]
-        dets = sorted(raw.get(cls, []), key=lambda d: -d.score)[:MAX_OBJECTS]
+        free = [i for i in range(len(objects)) if i not in taken]
+        dets = [objects[i][1] for i in free]
         colors = color_fn(image, dets, cls) if "color" in req and dets else []
         weights = []
-        for i, det in enumerate(dets):
-            w = _ramp(det.score, thr)
-            if "color" in req and colors[i] != req["color"]:
+        for k, i in enumerate(free):
+            own, det = objects[i]
+            if own == cls:
+                w = _ramp(det.score, thr)
+            else:  # a near miss detected as another class earns at most half
+                w = 0.5 * _ramp(det.class_scores.get(cls, 0.0), thr) if det.class_scores else 0.0
+            if "color" in req and colors[k] != req["color"]:
                 w = 0.0
             if "position" in req:
                 rel, target = req["position"]
                 targets = groups[target] if target < len(groups) else []
                 w *= min((_ramp(relation_margin(det.box, t.box, rel), 0.5) for t in targets), default=0.0)
             weights.append(w)
-        order = sorted(range(len(dets)), key=lambda i: -weights[i])
-        groups.append([dets[i] for i in order[:count]])
-        c = sum(weights[i] for i in order[:count]) / count
-        if cls in exclude_count:  # counting: every detection beyond the best `count` counts against
-            c -= sum(_ramp(dets[i].score, thr) for i in order[count:]) / count
+        order = sorted(range(len(free)), key=lambda k: -weights[k])
+        best = [k for k in order[:count] if weights[k] > 0]
+        taken.update(free[k] for k in best)
+        groups.append([dets[k] for k in best])
+        c = sum(weights[k] for k in best) / count
+        if cls in exclude_count:  # counting: every further object detected as the class counts against
+            c -= (
+                sum(_ramp(objects[i][1].score, thr) for i in free if i not in taken and objects[i][0] == cls)
+                / count
+            )
         credit.append(max(c, 0.0))
     included = {r["class"] for r in metadata.get("include", [])}
     for cls, count in exclude_count.items():

@@ -6,7 +6,8 @@
 2. Connected components (8-connectivity) per colour; components under `min_area` pixels are noise.
 3. Shape: soft IoU of the component's alpha inside its box against each class's template rendered at that box;
    the best class wins. Confidence = clip((IoU - 0.5) / 0.4, 0, 1): clean shapes score 1, ragged blobs score low
-   (a merged pair or a smear fails the counting threshold of 0.9 long before it fails the 0.3 threshold).
+   (a merged pair or a smear fails the counting threshold of 0.9 long before it fails the 0.3 threshold). Every
+   class's confidence is kept in `Detection.class_scores` (for the dense credit of a near-miss shape).
 4. Colour: the component's colour (palette distance, step 1).
 
 Outputs raw :class:`~imgalign.eval.geneval.Detection` lists per class; thresholds are applied by the scorer.
@@ -74,18 +75,20 @@ class ShapesDetector:
                 # soft alpha of this component in its box (pixels of other components zeroed)
                 soft = np.where(comp | ((labels[sl] == 0) & (k[sl] == ci)), alpha[sl], 0.0)
                 h, w = comp.shape
-                shape, iou = self._classify(soft, w, h)
-                score = float(np.clip((iou - 0.5) / 0.4, 0.0, 1.0))
+                ious = self._ious(soft, w, h)
+                shape = max(ious, key=ious.get)
+                scores = {s: float(np.clip((iou - 0.5) / 0.4, 0.0, 1.0)) for s, iou in ious.items()}
                 box = (float(xs.start), float(ys.start), float(xs.stop), float(ys.stop))
-                out[shape].append(Detection(box=box, score=score, mask=None, color=cname))
+                out[shape].append(
+                    Detection(box=box, score=scores[shape], mask=None, color=cname, class_scores=scores)
+                )
         return {s: d for s, d in out.items() if d}
 
     @staticmethod
-    def _classify(soft: np.ndarray, w: int, h: int) -> tuple[str, float]:
-        best, best_iou = W.SHAPES[0], -1.0
+    def _ious(soft: np.ndarray, w: int, h: int) -> dict[str, float]:
+        """Soft IoU of the component's alpha with each class's template at its box (first class wins ties)."""
+        out = {}
         for shape in W.SHAPES:
             t = _template(shape, w, h)
-            iou = float(np.minimum(soft, t).sum() / max(np.maximum(soft, t).sum(), 1e-6))
-            if iou > best_iou:
-                best, best_iou = shape, iou
-        return best, best_iou
+            out[shape] = float(np.minimum(soft, t).sum() / max(np.maximum(soft, t).sum(), 1e-6))
+        return out

@@ -270,3 +270,29 @@ def test_soft_credit_ramps_confidence_colour_and_position():
     assert soft_credit(None, near, left) == pytest.approx(0.9)
     # no target: the position clause earns nothing
     assert soft_credit(None, {"cross": [D(14, 12, 24, 22)]}, left) == 0.0
+
+
+def test_soft_credit_near_miss_shape_earns_half_and_objects_serve_one_clause():
+    meta = {"tag": "two_object", "include": [{"class": "square", "count": 1}, {"class": "cross", "count": 1}]}
+    square = Detection(box=(0, 0, 9, 9), score=0.91, class_scores={"square": 0.91, "cross": 0.0})
+    # a ragged cross, detected as a circle; as a cross it scores 0.15 = half the threshold 0.3: 0.5 * 0.5
+    blob = Detection(
+        box=(20, 0, 29, 9), score=0.7, class_scores={"circle": 0.7, "cross": 0.15, "square": 0.6}
+    )
+    raw = {"square": [square], "circle": [blob]}
+    assert not judge(None, raw, meta).correct and judge(None, raw, meta).partial == pytest.approx(0.5)
+    assert soft_credit(None, raw, meta) == pytest.approx((1.0 + 0.25) / 2)
+    # without the per-class scores the blob earns nothing as a cross
+    plain = {"square": [D(0, 0, 9, 9, 0.91)], "circle": [D(20, 0, 29, 9, 0.7)]}
+    assert soft_credit(None, plain, meta) == pytest.approx(0.5)
+    # one object serves one clause: alone, the blob earns half a square (0.5 * 1) and leaves the cross nothing
+    assert soft_credit(None, {"circle": [blob]}, meta) == pytest.approx((0.5 + 0.0) / 2)
+
+
+def test_shapes_detector_reports_every_class_confidence():
+    spec = W.two_object("square", "cross")
+    img, _ = W.render(spec, 0)
+    for cls, dets in DET(img).items():
+        for d in dets:
+            assert set(d.class_scores) == set(W.SHAPES) and d.class_scores[cls] == d.score
+            assert max(d.class_scores.values()) == d.score
