@@ -358,6 +358,8 @@ def test_update_leaves_out_masked_samples_with_the_same_gradient(sd3_dir, tmp_pa
     [
         ({"sampling__sde_window_max_start": -2}, "sampling.sde_window_max_start must be -1"),
         ({"objective__step_weight": "velocity", "objective__name": "nft"}, "objective.step_weight=velocity"),
+        ({"objective__anchor_beta": 0.1}, "objective.anchor_beta anchors the untrained"),
+        ({"objective__anchor_beta": -1.0}, "objective.kl_beta, objective.anchor_beta"),
     ],
 )
 def test_step_weight_and_window_start_bad_values(sd3_dir, tmp_path, capsys, over, msg):
@@ -548,3 +550,62 @@ def test_off_policy_update_warns_once(sd3_dir, tmp_path, caplog):
     assert max(kl) > OFF_POLICY_KL, kl
     assert caplog.text.count("policy/approx_kl = ") == 1
     assert "set train.warmup_steps" in caplog.text
+
+
+def test_anchor_step_cycles_over_the_untrained_steps():
+    from imgalign.trainers.objectives import anchor_step
+
+    assert [anchor_step([0, 1, 2, 3], 10, k) for k in range(7)] == [4, 5, 6, 7, 8, 4, 5]
+    assert anchor_step([2], 4, 0) == 0 and anchor_step([2], 4, 1) == 1
+    assert anchor_step(list(range(9)), 10, 3) is None
+
+
+def test_anchor_kl_at_an_untrained_step_matches_the_closed_form(sd3_dir, tmp_path):
+    """objective.anchor_beta: the loss gains n·β·KL at one untrained step j, where for the sde kernel
+    KL = ‖Δv·dt·(1 + ς²(1 − σ)/(2σ))‖² / (2ς²|dt|) per sample (Δv the policy's velocity minus the base model's at the
+    stored state x_j); 0 while the weights equal the base model's."""
+    from imgalign.config import load_config
+    from imgalign.trainers import kernels as K
+    from imgalign.trainers.config import FlowGRPOConfig
+    from imgalign.trainers.objectives import TrainContext
+    from imgalign.trainers.testing import first_rollout
+    from imgalign.trainers.trainer import FlowGRPOTrainer
+
+    beta = 0.3
+    cfg_d = tiny_config(
+        sd3_dir,
+        tmp_path / "run",
+        sampling__num_steps=4,
+        sampling__sde_window=1,
+        sampling__sde_window_max_start=0,
+        objective__anchor_beta=beta,
+    )
+    tr = FlowGRPOTrainer(load_config(FlowGRPOConfig, write(cfg_d, tmp_path / "c.yaml")), tmp_path / "run")
+    tr.setup()
+    ro, _ = first_rollout(tr)
+    assert ro.train_steps == [0]
+    idx, adv, valid = torch.arange(4), torch.tensor([1.0, 0.5, 0.2, -0.1]), torch.ones(4, dtype=torch.bool)
+    ctx = TrainContext(tr.adapter, tr.model, 1)  # training step 1: untrained steps [1, 2] -> j = 2
+    loss, m = tr.objective.loss(ctx, ro, idx, 0, adv, valid)
+    assert m["policy/anchor_kl"] == pytest.approx(0.0, abs=1e-6)
+    assert float(loss.detach()) == pytest.approx(-0.4, rel=1e-4)
+    with torch.no_grad():
+        for p in tr.model.parameters():
+            p.add_(0.02 * torch.randn_like(p))
+    loss, m = tr.objective.loss(ctx, ro, idx, 0, adv, valid)
+    j, sig, g = 2, [float(x) for x in ro.sigmas], tr.cfg.sampling.guidance_scale
+    with torch.no_grad():
+        x = ro.latents[:, j]
+        dv = tr.adapter.velocity(x, ro.sigmas[j], ro.cond, g, transformer=tr.model)
+        with tr.adapter.reference() as ref:
+            dv = dv - tr.adapter.velocity(x, ro.sigmas[j], ro.cond, g, transformer=ref)
+    s, dt = sig[j], sig[j + 1] - sig[j]
+    a2 = float(K.sde_sigma_scale(s, sig[1], tr.cfg.sampling.noise_level)) ** 2
+    dmu = dv * dt * (1 + a2 * (1 - s) / (2 * s))
+    kl = (dmu.flatten(1) ** 2).sum(1) / (2 * a2 * abs(dt))
+    assert float(kl.mean()) > 1e-3
+    assert m["policy/anchor_kl"] == pytest.approx(float(kl.mean()), rel=1e-3)
+    policy_only = loss.detach() - beta * kl.mean()
+    tr.cfg.objective.anchor_beta = 0.0
+    plain = tr.objective.loss(ctx, ro, idx, 0, adv, valid)[0].detach()
+    assert float(plain) == pytest.approx(float(policy_only), rel=1e-4)

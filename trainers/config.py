@@ -287,6 +287,13 @@ class ObjectiveConfig:
         "step's gradient has the same scale on the velocity (the low-noise steps otherwise dominate it)",
     )
     kl_beta: float = field(0.0, help="weight β of the closed-form KL to the frozen base model (0 = off)")
+    anchor_beta: float = field(
+        0.0,
+        help="grpo with an SDE window: weight of the closed-form KL to the frozen base model at one untrained (ODE) "
+        "step per sample and update (cycled over them), taken as if that step were an SDE step of the same kernel "
+        "and noise level. The policy gradient says nothing about those steps, so any change there is collateral "
+        "drift of shared weights; 0 = off",
+    )
     penalty: str = field("", help="velocity penalty fn(v_theta, v_ref) -> [B] by name or package.module:attr")
     penalty_weight: float = field(0.0, help="weight λ of the velocity penalty")
     vnorm_log: bool = field(
@@ -303,8 +310,10 @@ class ObjectiveConfig:
     def validate(self) -> None:
         if self.clip_range <= 0:
             raise ConfigError("objective.clip_range must be > 0")
-        if self.kl_beta < 0 or self.penalty_weight < 0:
-            raise ConfigError("objective.kl_beta and objective.penalty_weight must be >= 0")
+        if self.kl_beta < 0 or self.penalty_weight < 0 or self.anchor_beta < 0:
+            raise ConfigError(
+                "objective.kl_beta, objective.anchor_beta and objective.penalty_weight must be >= 0"
+            )
         if self.penalty_weight > 0 and not self.penalty:
             raise ConfigError("objective.penalty_weight > 0 needs objective.penalty (its name)")
 
@@ -443,6 +452,13 @@ class FlowGRPOConfig:
             raise ConfigError(
                 f"objective.step_weight={self.objective.step_weight} weighs the SDE steps of flat rollouts under "
                 "objective.name=grpo; set objective.step_weight=uniform for other objectives and rollouts"
+            )
+        if self.objective.anchor_beta > 0 and (
+            self.objective.name != "grpo" or self.sampling.rollout != "flat" or not self.sampling.sde_window
+        ):
+            raise ConfigError(
+                "objective.anchor_beta anchors the untrained (ODE) steps of flat rollouts with an SDE window under "
+                "objective.name=grpo: set sampling.sde_window (e.g. 4), or objective.anchor_beta=0"
             )
         if self.sampling.rollout == "tree" and self.objective.name == "nft":
             raise ConfigError(

@@ -118,6 +118,13 @@ def vnorm_squared(v_theta: torch.Tensor, v_ref: torch.Tensor) -> torch.Tensor:
     return velocity_norm_penalty(v_theta, v_ref, form="squared")
 
 
+def anchor_step(train_steps: list[int], num_steps: int, step: int) -> int | None:
+    """The untrained step anchored at training step `step`: the steps outside `train_steps` (the last one, whose
+    σ' = 0 gives no density, excluded) taken in turn; None when every step is trained."""
+    untrained = [k for k in range(num_steps - 1) if k not in set(train_steps)]
+    return untrained[step % len(untrained)] if untrained else None
+
+
 @OBJECTIVES.register("grpo")
 class GRPOObjective:
     """Flow-GRPO (Liu et al. 2025, eq. 4-6): clipped surrogate on each trained SDE transition, plus β·KL to the
@@ -128,7 +135,9 @@ class GRPOObjective:
 
     def __init__(self, cfg: ObjectiveConfig, sampling: SamplingConfig) -> None:
         self.cfg, self.sampling = cfg, sampling
-        self.needs_reference = cfg.kl_beta > 0 or cfg.penalty_weight > 0 or cfg.vnorm_log
+        self.needs_reference = (
+            cfg.kl_beta > 0 or cfg.penalty_weight > 0 or cfg.vnorm_log or cfg.anchor_beta > 0
+        )
 
     def terms(self, rollout: Rollout) -> list[int]:
         if "tree" in rollout.extras:  # tree rollouts: one term, every parent row carries its own branch step
@@ -212,7 +221,42 @@ class GRPOObjective:
             if c.kl_beta > 0:
                 extra = extra + c.kl_beta * _masked_mean(kl, w)
             extra = add_penalty(c, extra, v, v_ref, w, metrics, [step_bucket(i, s.num_steps)] * len(idx))
+        if c.anchor_beta > 0 and i == rollout.train_steps[0]:
+            j = anchor_step(rollout.train_steps, s.num_steps, ctx.step)
+            if j is not None:
+                # the trainer averages the terms (trained steps): this one carries the anchor for all of them
+                n = len(rollout.train_steps)
+                extra = extra + n * c.anchor_beta * self._anchor_kl(ctx, rollout, idx, j, w, metrics)
         return LossHead(v, lambda adv: adv.float(), policy, extra, metrics)
+
+    def _anchor_kl(
+        self, ctx: TrainContext, rollout: Rollout, idx: torch.Tensor, j: int, w: torch.Tensor, metrics: dict
+    ) -> torch.Tensor:
+        """Masked mean over samples `idx` of KL(π_θ ‖ π_ref) at untrained step j, the step taken as an SDE step."""
+        s, c, a = self.sampling, self.cfg, ctx.adapter
+        x_j = rollout.latents[idx, j].to(a.device)
+        sig = rollout.sigmas.to(a.device)
+        cond = rollout.cond.index(idx)
+
+        def mean_std(vel: torch.Tensor) -> K.StepOutput:
+            return step_kernel(
+                s.kernel,
+                x_j,
+                vel,
+                sig,
+                j,
+                s.noise_level,
+                prev_sample=x_j,
+                reduce=c.logprob_reduce,
+                block=s.noise_block,
+            )
+
+        out = mean_std(a.velocity(x_j, sig[j], cond, s.guidance_scale, transformer=ctx.model))
+        with torch.no_grad(), a.reference() as ref:
+            ref_out = mean_std(a.velocity(x_j, sig[j], cond, s.guidance_scale, transformer=ref))
+        kl = K.gaussian_kl_equal_std(out.mean, ref_out.mean, out.std, c.logprob_reduce, s.noise_block)  # [b]
+        metrics["policy/anchor_kl"] = float(_masked_mean(kl.detach(), w))
+        return _masked_mean(kl, w)
 
     # ---- tree rollouts (issue 6): rows are parents, v_θ once per row, the clipped surrogate on every child edge
     def _tree_loss(
