@@ -168,9 +168,8 @@ def soft_credit(
     ]
     taken: set[int] = set()
     credit: list[float] = []
-    groups: list[
-        list[Detection]
-    ] = []  # each include clause's best `count` objects (targets of position clauses)
+    # each include clause's best `count` objects (the targets of later position clauses)
+    groups: list[list[Detection]] = []
     for req in metadata.get("include", []):
         cls, count = req["class"], req["count"]
         free = [i for i in range(len(objects)) if i not in taken]

@@ -121,7 +121,8 @@ def vnorm_squared(v_theta: torch.Tensor, v_ref: torch.Tensor) -> torch.Tensor:
 def anchor_step(train_steps: list[int], num_steps: int, step: int) -> int | None:
     """The untrained step anchored at training step `step`: the steps outside `train_steps` (the last one, whose
     σ' = 0 gives no density, excluded) taken in turn; None when every step is trained."""
-    untrained = [k for k in range(num_steps - 1) if k not in set(train_steps)]
+    trained = set(train_steps)
+    untrained = [k for k in range(num_steps - 1) if k not in trained]
     return untrained[step % len(untrained)] if untrained else None
 
 
@@ -238,7 +239,7 @@ class GRPOObjective:
         sig = rollout.sigmas.to(a.device)
         cond = rollout.cond.index(idx)
 
-        def mean_std(vel: torch.Tensor) -> K.StepOutput:
+        def mean_std(vel: torch.Tensor) -> K.StepOutput:  # μ and std only: the log-density of x_j is unused
             return step_kernel(
                 s.kernel,
                 x_j,
