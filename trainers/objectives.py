@@ -159,6 +159,23 @@ class GRPOObjective:
         h = self.head(ctx, rollout, idx, term, valid)
         return h.total(h.to_signal(advantages[idx].to(h.output.device)))
 
+    def _step(
+        self, x: torch.Tensor, vel: torch.Tensor, sig: torch.Tensor, i: int, prev: torch.Tensor
+    ) -> K.StepOutput:
+        """The configured kernel's transition i -> i+1 from x under velocity `vel`, evaluated at `prev`."""
+        s = self.sampling
+        return step_kernel(
+            s.kernel,
+            x,
+            vel,
+            sig,
+            i,
+            s.noise_level,
+            prev_sample=prev,
+            reduce=self.cfg.logprob_reduce,
+            block=s.noise_block,
+        )
+
     def head(
         self, ctx: TrainContext, rollout: Rollout, idx: torch.Tensor, term: int, valid: torch.Tensor
     ) -> LossHead:
@@ -174,17 +191,7 @@ class GRPOObjective:
         cond = rollout.cond.index(idx)
 
         def transition(vel: torch.Tensor) -> Any:  # the stored transition i -> i+1 under velocity `vel`
-            return step_kernel(
-                s.kernel,
-                x_t,
-                vel,
-                sig,
-                i,
-                s.noise_level,
-                prev_sample=x_next,
-                reduce=c.logprob_reduce,
-                block=s.noise_block,
-            )
+            return self._step(x_t, vel, sig, i, x_next)
 
         v = a.velocity(x_t, sig[i], cond, s.guidance_scale, transformer=ctx.model)
         out = transition(v)
@@ -240,17 +247,7 @@ class GRPOObjective:
         cond = rollout.cond.index(idx)
 
         def mean_std(vel: torch.Tensor) -> K.StepOutput:  # μ and std only: the log-density of x_j is unused
-            return step_kernel(
-                s.kernel,
-                x_j,
-                vel,
-                sig,
-                j,
-                s.noise_level,
-                prev_sample=x_j,
-                reduce=c.logprob_reduce,
-                block=s.noise_block,
-            )
+            return self._step(x_j, vel, sig, j, x_j)
 
         out = mean_std(a.velocity(x_j, sig[j], cond, s.guidance_scale, transformer=ctx.model))
         with torch.no_grad(), a.reference() as ref:
