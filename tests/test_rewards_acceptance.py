@@ -58,9 +58,13 @@ def test_fd_and_discriminator_against_base_model(features: str) -> None:
     from imgalign.rewards.fid import frechet_distance, shapes_reference_images, stats_of
     from imgalign.rewards.heads import fit_head
 
+    # FD's plug-in estimate is biased upward, and the bias shrinks with the set size. With shapes-clip features,
+    # FD(renders, renders) is 121.0 at 300 images per set and 44.5 at 600, while FD(renders, base samples) stays
+    # at about 1180 (1187.7 and 1177.5): 300 images per set put the bias itself at the 10% bound.
+    n = 600
     enc = build_features(features)
-    real_a, real_b = enc(shapes_reference_images(300, seed=1)), enc(shapes_reference_images(300, seed=2))
-    fake = enc(_base_model_samples(300, seed=3))
+    real_a, real_b = enc(shapes_reference_images(n, seed=1)), enc(shapes_reference_images(n, seed=2))
+    fake = enc(_base_model_samples(n, seed=3))
     fd_same = frechet_distance(*stats_of(real_a), *stats_of(real_b))
     fd_model = frechet_distance(*stats_of(real_a), *stats_of(fake))
     assert fd_same < 0.1 * fd_model, (fd_same, fd_model)
