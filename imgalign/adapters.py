@@ -22,6 +22,7 @@ import contextlib
 import copy
 import json
 import logging
+import re
 import shutil
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -206,6 +207,22 @@ class FlowAdapter:
         if keep_reference:
             self._reference = copy.deepcopy(self.transformer).requires_grad_(False).eval()
         self.transformer.requires_grad_(True)
+
+    def restrict_trainable(self, patterns: Sequence[str]) -> list[str]:
+        """Keep training only the trainable transformer weights whose name matches one of the regular expressions
+        `patterns` (``re.search``); freeze the rest. Returns the names kept; raises if none matches."""
+        trainable = self.trainable_named_parameters()
+        kept = [n for n, _ in trainable if any(re.search(p, n) for p in patterns)]
+        if not kept:
+            names = ", ".join(n for n, _ in trainable[:6])
+            raise ValueError(
+                f"model.trainable_modules {list(patterns)} matches none of the {len(trainable)} trainable "
+                f"parameters (e.g. {names}); give patterns that re.search finds in those names"
+            )
+        keep = set(kept)
+        for n, p in trainable:
+            p.requires_grad_(n in keep)
+        return kept
 
     def trainable_named_parameters(self) -> list[tuple[str, torch.nn.Parameter]]:
         return [(n, p) for n, p in self.transformer.named_parameters() if p.requires_grad]

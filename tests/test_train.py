@@ -145,12 +145,38 @@ def test_bad_input_fails_before_model_loads(sd3_dir, tmp_path, capsys, monkeypat
         ({"model": {"path": str(sd3_dir), "family": "sdxl"}}, "unknown model family"),
         ({"objective": {"name": "dpo"}}, "unknown objective 'dpo'"),
         ({"train": {**base["train"], "bogus": 1}}, "bogus"),
+        (
+            {"model": {"path": str(sd3_dir), "trainable_modules": ["ff_context["]}},
+            "not a valid regular expression",
+        ),
     ]
     for patch, msg in cases:
         cfg = {**base, **patch}
         assert main(["train", str(write(cfg, tmp_path / "bad.yaml"))]) == 2
         assert msg in capsys.readouterr().err, msg
     assert not (tmp_path / "run" / "metrics.jsonl").exists()
+
+
+def test_trainable_modules_trains_only_the_matching_weights(sd3_dir, tmp_path, capsys):
+    out = tmp_path / "run"
+    pats = ["context_embedder", "norm1_context"]
+    cfg = tiny_config(sd3_dir, out, model__trainable_modules=pats)
+    assert main(["train", str(write(cfg, tmp_path / "c.yaml"))]) == 0
+    ckpt = out / "checkpoints" / "step-000002"
+    raw = load_file(str(ckpt / "trainer_state" / "trainable.safetensors"))
+    init = initial_trainable(sd3_dir)
+    assert raw and all(any(p in n for p in pats) for n in raw), sorted(raw)[:5]
+    assert {n for n in init if any(p in n for p in pats)} == set(raw)  # every matching weight trains
+    assert not [n for n, t in raw.items() if torch.equal(t, init[n])]
+    from diffusers import StableDiffusion3Pipeline
+
+    exported = StableDiffusion3Pipeline.from_pretrained(str(ckpt), text_encoder_3=None, tokenizer_3=None)
+    frozen = {n: t for n, t in exported.transformer.state_dict().items() if n not in raw}
+    assert frozen and all(torch.equal(t, init[n]) for n, t in frozen.items())  # the rest is the base model
+    # a pattern that matches no weight is refused with the names it could have matched
+    cfg = tiny_config(sd3_dir, tmp_path / "run2", model__trainable_modules=["no_such_module"])
+    assert main(["train", str(write(cfg, tmp_path / "c2.yaml"))]) != 0
+    assert "matches none of the" in capsys.readouterr().err
 
 
 def test_nan_reward_is_masked(sd3_dir, tmp_path, caplog):

@@ -13,6 +13,7 @@ Batch sizes (all *global*, i.e. over every process, so a config means the same t
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Literal
 
@@ -36,10 +37,24 @@ class ModelConfig:
         default_factory=lambda: ["to_k", "to_q", "to_v", "to_out.0"], help="module names LoRA attaches to"
     )
     gradient_checkpointing: bool = field(False, help="recompute activations in backward (large models)")
+    trainable_modules: list[str] = field(
+        default_factory=list,
+        help="regular expressions (re.search) over the transformer's parameter names: only matching weights train "
+        "(full fine-tune), or only matching LoRA weights; empty = all. E.g. the SD3 text stream: "
+        '["context_embedder", "norm1_context", "add_[qkv]_proj", "to_add_out", "ff_context", "text_embedder"]',
+    )
 
     def validate(self) -> None:
         if self.family not in ("auto", "sd3", "flux"):
             raise ConfigError(f"model.family: unknown model family {self.family!r}; valid: auto, sd3, flux")
+        for pat in self.trainable_modules:
+            try:
+                re.compile(pat)
+            except re.error as e:
+                raise ConfigError(
+                    f"model.trainable_modules: {pat!r} is not a valid regular expression ({e}); give patterns "
+                    "that re.search matches against parameter names, e.g. 'context_embedder'"
+                ) from None
         if self.lora_rank < 0:
             raise ConfigError("model.lora_rank must be >= 0 (0 = full fine-tuning)")
         if not self.path:
