@@ -38,28 +38,30 @@ the pair cosines' dependence: (|sum_b g_b|^2 - sum_b |g_b|^2) / (N(N-1)) / mean_
 two different batches' gradients over their mean squared norm (:func:`signal_share`). ``text stream`` pools the
 MMDiT's text-side weights (the SD3 names of ``TEXT_STREAM``), ``image stream and rest`` the others.
 
-    python bench/grad_snr.py --batches 40 --groups        (2026-12-02, stop 25; 80 batches: two runs, steps
-                                                            20000+ and 30000+, pooled)
-    group                        values  |g|^2 share  signal share
-    all                         1642384        1.000        0.0019
-    text stream                  749952        0.033        0.0068
-    image stream and rest        892432        0.967        0.0018
-    context_embedder              12384        0.003        0.0180
-    blocks.ff_context            296832        0.001        0.0124
-    blocks.norm1_context         242112        0.002        0.0101
-    time_text_embed               55680        0.036        0.0043
-    blocks.attn                  363168        0.305        0.0016
-    blocks.ff                    371040        0.293        0.0019
+    python bench/grad_snr.py --batches 80 --groups        (2026-12-02, stop 25)
+    config                    0.0019  0.0008       121   0.484     0.24
+      group                        values  |g|^2 share  signal share
+      all                         1642384        1.000        0.0020
+      text stream                  749952        0.035        0.0043
+      image stream and rest        892432        0.965        0.0019
+      time_text_embed               55680        0.040        0.0066
+      blocks.ff_context            296832        0.001        0.0050
+      blocks.attn                  363168        0.305        0.0007
+      blocks.ff                    371040        0.293        0.0025
+      (other groups left out)
 
-The text stream's weights carry about 6x the image stream's signal per batch, but 3% of the gradient's norm.
-Training only them (``model.trainable_modules``, the patterns of ``TEXT_STREAM``) did not gain more than the
-default (examples/shapes/README.md, stop 25).
+With 80 batches the default's signal becomes detectable (0.0019 ± 0.0008). The per-group figures are noisy: two
+sets of 40 batches (steps 20000-20039 and 30000-30039) gave the text stream 0.0057 and 0.0246 against 0.0011 and
+0.0049 for the rest. So per value the text stream carries about 2-5x the signal of the image stream, in 3.5% of the
+gradient's norm. Training only the text stream (``model.trainable_modules`` with the patterns of ``TEXT_STREAM``)
+was level with the default (examples/shapes/README.md, stop 25).
 
-With the default (Flow-GRPO, GenEval partial credit, 48 samples per batch) no signal is detectable: the signal share
-of one batch's gradient is below about 0.004 (two standard errors), so even the 150-190 batches of a 20-minute run
-add up to a gradient whose signal is at most comparable to its noise. The red sanity reward, which the trainer learns
-within 20 steps at lr 3e-4, gives a clearly positive cosine (0.015). Block noise (``sampling.noise_block``) shrinks
-the gradient's norm but does not make the cosine measurably positive.
+With 30 batches (the first table) the default's signal (Flow-GRPO, GenEval partial credit, 48 samples per batch) was
+not detectable; 80 batches put it at about 0.002 (above). Either way the signal share of one batch's gradient is
+below about 0.004 (two standard errors), so even the 150-190 batches of a 20-minute run add up to a gradient whose
+signal is at most comparable to its noise. The red sanity reward, which the trainer learns within 20 steps at lr
+3e-4, gives a clearly positive cosine (0.015). Block noise (``sampling.noise_block``) shrinks the gradient's norm but
+does not make the cosine measurably positive.
 """
 
 from __future__ import annotations
