@@ -199,9 +199,8 @@ class FlowGRPOTrainer:
         else:
             # the frozen copy also serves the evaluation's norm-inflation measurement (eval.vnorm_images)
             a.enable_full_finetune(keep_reference=self.objective.needs_reference or cfg.eval.vnorm_images > 0)
-        if cfg.model.trainable_modules:
-            kept = a.restrict_trainable(cfg.model.trainable_modules)
-            log.info("model.trainable_modules: training %d of the parameter tensors", len(kept))
+        if cfg.model.trainable_modules:  # the count is in the "trainable parameters" line below
+            a.restrict_trainable(cfg.model.trainable_modules)
         # trainable weights in float32 (frozen ones may be bf16/fp16)
         for _, p in a.trainable_named_parameters():
             p.data = p.data.float()
