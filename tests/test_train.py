@@ -557,6 +557,8 @@ def test_default_config_two_steps(tmp_path):
     out = tmp_path / "run"
     assert main(["train", "--max-steps", "2", "--output-dir", str(out), "--set", "eval.every=-1"]) == 0
     assert [x["step"] for x in rows(out)] == [1, 2]
+    tags = {k.split("/")[-1] for k in rows(out)[0] if k.startswith("reward_by_tag/geneval/")}
+    assert tags and tags <= {"single_object", "two_object", "counting", "colors", "position", "color_attr"}
     from imgalign.adapters import load_pipeline
 
     pipe = load_pipeline(out / "checkpoints" / "step-000002")
@@ -635,3 +637,21 @@ def test_anchor_kl_at_an_untrained_step_matches_the_closed_form(sd3_dir, tmp_pat
     tr.cfg.objective.anchor_beta = 0.0
     plain = tr.objective.loss(ctx, ro, idx, 0, adv, valid)[0].detach()
     assert float(plain) == pytest.approx(float(policy_only), rel=1e-4)
+
+
+def test_reward_means_by_tag_hand_computed():
+    from imgalign.trainers.rewarding import reward_means_by_tag
+
+    scores = torch.tensor([[1.0, 0.0, float("nan"), 0.5, 2.0], [0.2, 0.4, 0.6, 0.8, 1.0]])  # [K=2, N=5]
+    finite = torch.isfinite(scores)
+    meta = [{"tag": "counting"}, {"tag": "counting"}, {"tag": "counting"}, {"tag": "colors"}, {}]
+    m = reward_means_by_tag(scores, finite, ["geneval", "clip"], meta)
+    assert m == pytest.approx(
+        {
+            "reward_by_tag/geneval/counting": 0.5,  # (1 + 0) / 2: the NaN is left out
+            "reward_by_tag/geneval/colors": 0.5,
+            "reward_by_tag/clip/counting": 0.4,  # (0.2 + 0.4 + 0.6) / 3
+            "reward_by_tag/clip/colors": 0.8,
+        }
+    )
+    assert reward_means_by_tag(scores, finite, ["geneval", "clip"], [{}] * 5) == {}

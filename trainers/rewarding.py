@@ -73,6 +73,23 @@ def score_all(
     return torch.stack(rows)
 
 
+def reward_means_by_tag(
+    scores: torch.Tensor, finite: torch.Tensor, names: list[str], metadata: list[dict[str, Any]]
+) -> dict[str, float]:
+    """Per-task training reward: ``reward_by_tag/<name>/<tag>`` = mean of the finite scores of the samples whose
+    metadata has that ``tag`` (GenEval's task names). scores, finite: [K, N]; metadata: N dicts. Samples without a
+    tag are left out; with no tags at all the dict is empty."""
+    tags = [md.get("tag") if md else None for md in metadata]
+    out: dict[str, float] = {}
+    for tag in sorted({t for t in tags if t}):
+        rows = torch.tensor([t == tag for t in tags])  # [N] bool
+        for k, name in enumerate(names):
+            s = scores[k][rows & finite[k]]
+            if s.numel():
+                out[f"reward_by_tag/{name}/{tag}"] = float(s.mean())
+    return out
+
+
 def _group_normalise(r: torch.Tensor, gid: torch.Tensor, ok: torch.Tensor, eps: float = 1e-4) -> torch.Tensor:
     """(r − group mean)/(group std + eps) over the finite members of each group; 0 elsewhere. [N] -> [N]."""
     out = torch.zeros_like(r)
