@@ -146,7 +146,11 @@ def _ramp(x: float, at: float) -> float:
 
 
 def soft_credit(
-    image: Any, raw: Detections, metadata: dict[str, Any], color_fn: ColorFn = color_from_detection
+    image: Any,
+    raw: Detections,
+    metadata: dict[str, Any],
+    color_fn: ColorFn = color_from_detection,
+    passed: bool | None = None,
 ) -> float:
     """Dense partial credit from *raw* (unfiltered) detections: the partial-credit rule with each threshold a ramp.
 
@@ -160,7 +164,10 @@ def soft_credit(
     credit's 1 - |count - found| / count). A class that must be absent scores 1 - min(1, sum of its confidences /
     count). The mean over clauses; an image the strict rules pass scores 1. Near misses (a ragged or wrong shape, a
     slightly misplaced object) so earn part of a clause instead of nothing, which gives a group of samples more
-    distinct rewards to rank."""
+    distinct rewards to rank.
+
+    `passed`: the strict verdict when the caller already has it (``judge(...).correct``), so the rules run once.
+    """
     thr = COUNTING_THRESHOLD if metadata.get("tag") == "counting" else THRESHOLD
     exclude_count = {e["class"]: e["count"] for e in metadata.get("exclude", []) or []}
     objects = [
@@ -205,7 +212,9 @@ def soft_credit(
         if cls not in included:
             credit.append(1.0 - min(1.0, sum(_ramp(d.score, thr) for d in raw.get(cls, [])) / count))
     soft = float(np.mean(credit)) if credit else 0.0
-    return 1.0 if judge(image, raw, metadata, color_fn).correct else min(soft, 1.0)
+    if passed is None:
+        passed = judge(image, raw, metadata, color_fn).correct
+    return 1.0 if passed else min(soft, 1.0)
 
 
 def judge(

@@ -40,7 +40,7 @@ class GenEvalReward(Reward):
         for img, meta in zip(to_pil(images), metadata):
             raw = self.detector(img)
             j = judge(img, raw, meta)
-            soft = soft_credit(img, raw, meta) if self.mode == "soft" else None
+            soft = soft_credit(img, raw, meta, passed=j.correct) if self.mode == "soft" else None
             scores.append({"strict": float(j.correct), "partial": j.partial, "soft": soft}[self.mode])
             details.append({"correct": j.correct, "partial": j.partial, "reason": j.reason})
         return RewardOutput(torch.tensor(scores, dtype=torch.float32), details)

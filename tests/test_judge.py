@@ -296,3 +296,27 @@ def test_shapes_detector_reports_every_class_confidence():
         for d in dets:
             assert set(d.class_scores) == set(W.SHAPES) and d.class_scores[cls] == d.score
             assert max(d.class_scores.values()) == d.score
+
+
+def test_soft_reward_passes_its_verdict_and_scores_as_the_function():
+    """The `geneval:mode=soft` reward hands soft_credit the strict verdict it already has; the scores must equal
+    the function's own (which runs the rules itself) on passing and failing renders."""
+    import torch
+
+    from imgalign.rewards import build_reward
+
+    reward = build_reward("geneval:mode=soft")
+    specs = [W.position("cross", "left of", "square"), W.counting("circle", 3), W.colors("red", "square")]
+    imgs, metas = [], []
+    for i, spec in enumerate(specs):
+        img, _ = W.render(spec, i)
+        imgs.append(img)
+        metas.append(spec.to_metadata())
+        # a failing pair: the same image judged against a corrupted prompt
+        imgs.append(img)
+        metas.append(corruptions(spec, random.Random(i))[0][1].to_metadata())
+    x = torch.stack([torch.from_numpy(np.array(im)).permute(2, 0, 1).float() / 255 for im in imgs])
+    out = reward.score(x, [m.get("prompt", "") for m in metas], metas)
+    want = [soft_credit(im, DET(im), m) for im, m in zip(imgs, metas)]
+    assert out.scores.tolist() == pytest.approx(want)
+    assert any(w == 1.0 for w in want) and any(w < 1.0 for w in want)
