@@ -30,7 +30,9 @@ class ModelConfig:
         "float32", help="dtype the frozen weights are held in (trainable weights stay float32)"
     )
     resolution: int = field(0, help="image side in pixels; 0 = the model's default")
-    max_sequence_length: int = field(0, help="text tokens (T5); 0 = the pipeline's default")
+    max_sequence_length: int = field(
+        0, help="text tokens (T5); 0 = the shapes architecture's trained 1, else the pipeline's default"
+    )
     lora_rank: int = field(0, help="LoRA rank on the transformer; 0 = full fine-tuning of the transformer")
     lora_alpha: float = field(0.0, help="LoRA alpha; 0 = 2 x rank")
     lora_targets: list[str] = field(

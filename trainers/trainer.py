@@ -94,18 +94,14 @@ def config_hash(cfg: FlowGRPOConfig) -> str:
     return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def embedded_max_sequence_length(path: str) -> int | None:
+def shapes_max_sequence_length(path: str) -> int | None:
     """The shapes model was trained with a fixed number of zero 'T5' tokens (:data:`imgalign.sampling.
-    MAX_SEQUENCE_LENGTH`); other models use their pipeline's default."""
-    from imgalign import hub
+    MAX_SEQUENCE_LENGTH`); so was any folder of its architecture (a fine-tuned checkpoint, or a model from
+    ``imgalign world pretrain``), detected as ``imgalign eval`` detects it (:func:`imgalign.eval.models.
+    is_shapes_family`). Other models use their pipeline's default (None)."""
+    from imgalign.eval.models import ModelSpec, sampling_defaults
 
-    if hub.EMBEDDED.get(path) != "shapes-t2i":
-        return None
-    try:
-        from imgalign.sampling import MAX_SEQUENCE_LENGTH
-    except ImportError:
-        return None
-    return int(MAX_SEQUENCE_LENGTH)
+    return sampling_defaults(ModelSpec("", path)).get("max_sequence_length")
 
 
 def preflight(cfg: FlowGRPOConfig, num_processes: int = 1) -> str:
@@ -186,7 +182,7 @@ class FlowGRPOTrainer:
             dtype=DTYPES[cfg.model.dtype],
             height=cfg.model.resolution or None,
             width=cfg.model.resolution or None,
-            max_sequence_length=cfg.model.max_sequence_length or embedded_max_sequence_length(cfg.model.path),
+            max_sequence_length=cfg.model.max_sequence_length or shapes_max_sequence_length(cfg.model.path),
         )
         a = self.adapter
         if cfg.model.lora_rank > 0:
