@@ -168,6 +168,10 @@ def soft_credit(
 
     `passed`: the strict verdict when the caller already has it (``judge(...).correct``), so the rules run once.
     """
+    if passed is None:
+        passed = judge(image, raw, metadata, color_fn).correct
+    if passed:
+        return 1.0
     thr = COUNTING_THRESHOLD if metadata.get("tag") == "counting" else THRESHOLD
     exclude_count = {e["class"]: e["count"] for e in metadata.get("exclude", []) or []}
     objects = [
@@ -212,9 +216,7 @@ def soft_credit(
         if cls not in included:
             credit.append(1.0 - min(1.0, sum(_ramp(d.score, thr) for d in raw.get(cls, [])) / count))
     soft = float(np.mean(credit)) if credit else 0.0
-    if passed is None:
-        passed = judge(image, raw, metadata, color_fn).correct
-    return 1.0 if passed else min(soft, 1.0)
+    return min(soft, 1.0)
 
 
 def judge(
