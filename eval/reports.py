@@ -140,6 +140,24 @@ def plot_run(rows: Sequence[dict[str, Any]], out_dir: Path) -> list[Path]:
     return written
 
 
+def window_change(y: np.ndarray, frac: float = 0.1) -> tuple[float, float, int]:
+    """Change of a noisy per-step series y [n] (n >= 4) from the mean of its first `frac` to the mean of its last,
+    with the standard error of that difference from the two windows' sample variances: (change, se, window size).
+    One row per step is far too noisy to compare (a rollout batch's mean reward), so the windows are at least 2."""
+    m = max(2, int(len(y) * frac))
+    head, tail = y[:m], y[-m:]
+    se = float(np.sqrt((head.var(ddof=1) + tail.var(ddof=1)) / m))
+    return float(tail.mean() - head.mean()), se, m
+
+
+def window_change_line(key: str, y: np.ndarray) -> str:
+    change, se, m = window_change(y)
+    return (
+        f"`{key}` moved {change:+.4g} ± {se:.2g} (standard error) from the mean of its first {m} logged steps to "
+        f"the mean of its last {m}."
+    )
+
+
 def summarize_run(rows: Sequence[dict[str, Any]], run_name: str = "run") -> str:
     """A short markdown summary: steps covered, then first / last / best / last-10% mean of the key metrics."""
     steps = [r["step"] for r in rows if isinstance(r.get("step"), (int, float))]
@@ -162,9 +180,8 @@ def summarize_run(rows: Sequence[dict[str, Any]], run_name: str = "run") -> str:
         lines.append(f"| `{k}` | {y[0]:.4g} | {y[-1]:.4g} | {best} | {tail.mean():.4g} |")
     for k in groups.get("rewards", []):
         _, y = series(rows, k)
-        if len(y) >= 2:
-            lines.append("")
-            lines.append(f"`{k}` moved {y[-1] - y[0]:+.4g} from the first to the last logged step.")
+        if len(y) >= 4:
+            lines += ["", window_change_line(k, y)]
     plots = [g for g in ("rewards", "kl", "clipfrac", "inflation") if g in groups]
     lines += ["", "Plots: " + ", ".join(f"[{g}]({g}.png)" for g in plots)]
     return "\n".join(lines) + "\n"

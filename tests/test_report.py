@@ -51,7 +51,8 @@ def test_report_plots_and_summary(tmp_path, capsys):
     assert "| `reward/geneval/mean` | 0.2 | 0.59 | 0.59 | 0.575 |" in md
     assert "| `reward/clip/mean` | 0.3 | 0.262 | 0.3 | 0.263 |" in md  # 20 values, last 2: 0.264, 0.262
     assert "| `policy/kl` | 0 | 0.039 | — | 0.0375 |" in md  # the NaN row is ignored
-    assert "`reward/geneval/mean` moved +0.39" in md
+    # windows of 4 (10% of 40): means 0.215 and 0.575; each window's sample std 0.0129, se sqrt(2·0.0129²/4)
+    assert "`reward/geneval/mean` moved +0.36 ± 0.0091 (standard error) from the mean of its first 4" in md
     assert "perf/step_time" not in md
     assert "report.md" in capsys.readouterr().out
 
