@@ -187,6 +187,28 @@ def summarize_run(rows: Sequence[dict[str, Any]], run_name: str = "run") -> str:
     return "\n".join(lines) + "\n"
 
 
+def run_summary_lines(run_dir: Path) -> list[str]:
+    """What a finished run measured, printed at the end of ``imgalign train``: each suite's in-loop evaluation at
+    its first and last evaluated step (``eval.jsonl``), then each reward's change between the first and the last 10%
+    of the steps (a single step's mean reward is one noisy batch, so the last row alone says little)."""
+    run_dir = Path(run_dir)
+    lines: list[str] = []
+    if (run_dir / "eval.jsonl").is_file():
+        evals = load_metrics(run_dir / "eval.jsonl")
+        keys = sorted({k for r in evals for k in r if k.startswith("eval/") and k.endswith("/overall")})
+        for k in keys:
+            steps, y = series(evals, k)
+            if len(y):
+                lines.append(f"`{k}` {y[0]:.4g} at step {steps[0]:g} -> {y[-1]:.4g} at step {steps[-1]:g}")
+    if (run_dir / "metrics.jsonl").is_file():
+        rows = load_metrics(run_dir / "metrics.jsonl")
+        for k in metric_groups([k for r in rows for k in r]).get("rewards", []):
+            _, y = series(rows, k)
+            if len(y) >= 4:
+                lines.append(window_change_line(k, y))
+    return lines
+
+
 def write_run_report(run_dir: Path, out_dir: Path | None = None) -> tuple[Path, list[Path]]:
     """Plots and report.md for a run folder (default output: RUN_DIR/report/)."""
     from imgalign.eval.suite import atomic_write_text

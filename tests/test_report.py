@@ -57,6 +57,24 @@ def test_report_plots_and_summary(tmp_path, capsys):
     assert "report.md" in capsys.readouterr().out
 
 
+def test_run_summary_lines_give_the_evaluations_and_windowed_reward_changes(tmp_path):
+    from imgalign.eval.reports import run_summary_lines
+
+    run = write_run(tmp_path / "run")
+    evals = [
+        {"step": 0, "eval/shapes/overall": 0.35, "eval/shapes/colors": 0.9},
+        {"step": 40, "eval/shapes/overall": 0.4},
+    ]
+    (run / "eval.jsonl").write_text("".join(json.dumps(r) + "\n" for r in evals))
+    lines = run_summary_lines(run)
+    assert lines[0] == "`eval/shapes/overall` 0.35 at step 0 -> 0.4 at step 40"
+    # clip is logged on the 20 even steps: windows of 2, (0.3, 0.298) and (0.264, 0.262); each sample variance 2e-6
+    assert lines[1].startswith("`reward/clip/mean` moved -0.036 ± 0.0014 (standard error)")
+    assert lines[2].startswith("`reward/geneval/mean` moved +0.36 ± 0.0091")
+    assert len(lines) == 3
+    assert run_summary_lines(tmp_path / "empty") == []
+
+
 def test_report_without_norm_inflation_makes_no_inflation_plot(tmp_path):
     run = write_run(tmp_path / "run-b", inflation=False)
     assert main(["report", str(run), "--out", str(tmp_path / "rep")]) == 0

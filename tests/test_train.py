@@ -50,12 +50,13 @@ def tiny_config(model: Path, out: Path, **over) -> dict:
     return cfg
 
 
-def test_sd3_full_finetune_two_steps(sd3_dir, tmp_path):
+def test_sd3_full_finetune_two_steps(sd3_dir, tmp_path, capsys):
     out = tmp_path / "run"
     cfg = tiny_config(sd3_dir, out, objective__kl_beta=0.01, train__ema_decay=0.5)
     cfg["objective"].update(penalty="vnorm", penalty_weight=0.1)  # the velocity-norm hinge composes with GRPO
     cfg = write(cfg, tmp_path / "c.yaml")
     assert main(["train", str(cfg)]) == 0
+    assert f"curves and a summary: imgalign report {out}" in capsys.readouterr().out
     r = rows(out)
     assert [x["step"] for x in r] == [1, 2]
     for key in (

@@ -72,11 +72,11 @@ def run_train(args: argparse.Namespace) -> int:
     from imgalign.trainers.trainer import preflight, run
 
     preflight(cfg)
-    metrics = run(cfg, cfg.log.output_dir, args.resume)
-    shown = {
-        k: round(v, 4)
-        for k, v in metrics.items()
-        if k.startswith(("reward/", "eval/")) and k.endswith(("mean", "overall"))
-    }
-    print(f"done: {cfg.log.output_dir} {shown}")
+    run(cfg, cfg.log.output_dir, args.resume)
+    from imgalign.eval.reports import run_summary_lines
+
+    print(f"done: {cfg.log.output_dir}")
+    for line in run_summary_lines(Path(cfg.log.output_dir)):
+        print(f"  {line}")
+    print(f"  curves and a summary: imgalign report {cfg.log.output_dir}")
     return 0
