@@ -265,7 +265,8 @@ class FlowAdapter:
                 str(out), transformer_lora_layers=layers, transformer_lora_adapter_metadata=meta
             )
         else:
-            self.pipe.save_pretrained(str(out))
+            with _quiet_absent_components():
+                self.pipe.save_pretrained(str(out))
             # keep the base model's component index (how it declares absent parts such as T5), so whatever loads
             # the base model loads the fine-tune the same way
             base_index = Path(base_model) / "model_index.json" if base_model else None
@@ -273,6 +274,26 @@ class FlowAdapter:
                 shutil.copyfile(base_index, out / "model_index.json")
         info = {"family": self.family, "base_model": base_model, "lora": self.lora_config}
         (out / "imgalign_model.json").write_text(json.dumps(info, indent=2) + "\n")
+
+
+class _AbsentComponentFilter(logging.Filter):
+    """Drops diffusers' "self.<name>=None ... cannot be saved" warning: a pipeline without an optional component
+    (SD3 without T5) logs it for each absent part on every save_pretrained, although model_index.json records the
+    part as absent and from_pretrained loads the folder as it should."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "=None of type <class 'NoneType'> cannot be saved" not in record.getMessage()
+
+
+@contextlib.contextmanager
+def _quiet_absent_components() -> Iterator[None]:
+    logger = logging.getLogger("diffusers.pipelines.pipeline_utils")
+    f = _AbsentComponentFilter()
+    logger.addFilter(f)
+    try:
+        yield
+    finally:
+        logger.removeFilter(f)
 
 
 class SD3Adapter(FlowAdapter):
