@@ -77,7 +77,8 @@ class FlowAdapter:
         # the pipelines' own defaults (SD3: 256 T5 tokens, zero-padded when T5 is absent; FLUX: 512)
         self.max_sequence_length = max_sequence_length or self.default_max_sequence_length
         pipe.to(self.device)
-        self.transformer.to(self.device, dtype)
+        if self.transformer.dtype != dtype:  # a no-op cast would still log diffusers' fp32-modules warning
+            self.transformer.to(self.device, dtype)
         for name in ("text_encoder", "text_encoder_2", "text_encoder_3", "vae"):
             m = getattr(pipe, name, None)
             if m is not None:
