@@ -158,6 +158,16 @@ def window_change_line(key: str, y: np.ndarray) -> str:
     )
 
 
+def reward_change_lines(rows: Sequence[dict[str, Any]], groups: dict[str, list[str]]) -> list[str]:
+    """:func:`window_change_line` for each reward mean logged on at least 4 steps."""
+    out = []
+    for k in groups.get("rewards", []):
+        _, y = series(rows, k)
+        if len(y) >= 4:
+            out.append(window_change_line(k, y))
+    return out
+
+
 def summarize_run(rows: Sequence[dict[str, Any]], run_name: str = "run") -> str:
     """A short markdown summary: steps covered, then first / last / best / last-10% mean of the key metrics."""
     steps = [r["step"] for r in rows if isinstance(r.get("step"), (int, float))]
@@ -178,10 +188,8 @@ def summarize_run(rows: Sequence[dict[str, Any]], run_name: str = "run") -> str:
         tail = y[-max(1, len(y) // 10) :]
         best = f"{y.max():.4g}" if REWARD_MEAN.match(k) else "—"
         lines.append(f"| `{k}` | {y[0]:.4g} | {y[-1]:.4g} | {best} | {tail.mean():.4g} |")
-    for k in groups.get("rewards", []):
-        _, y = series(rows, k)
-        if len(y) >= 4:
-            lines += ["", window_change_line(k, y)]
+    for line in reward_change_lines(rows, groups):
+        lines += ["", line]
     plots = [g for g in ("rewards", "kl", "clipfrac", "inflation") if g in groups]
     lines += ["", "Plots: " + ", ".join(f"[{g}]({g}.png)" for g in plots)]
     return "\n".join(lines) + "\n"
@@ -202,10 +210,7 @@ def run_summary_lines(run_dir: Path) -> list[str]:
                 lines.append(f"`{k}` {y[0]:.4g} at step {steps[0]:g} -> {y[-1]:.4g} at step {steps[-1]:g}")
     if (run_dir / "metrics.jsonl").is_file():
         rows = load_metrics(run_dir / "metrics.jsonl")
-        for k in metric_groups([k for r in rows for k in r]).get("rewards", []):
-            _, y = series(rows, k)
-            if len(y) >= 4:
-                lines.append(window_change_line(k, y))
+        lines += reward_change_lines(rows, metric_groups([k for r in rows for k in r]))
     return lines
 
 
