@@ -266,7 +266,7 @@ class FlowAdapter:
                 str(out), transformer_lora_layers=layers, transformer_lora_adapter_metadata=meta
             )
         else:
-            with _quiet_absent_components():
+            with quiet_absent_components():
                 self.pipe.save_pretrained(str(out))
             # keep the base model's component index (how it declares absent parts such as T5), so whatever loads
             # the base model loads the fine-tune the same way
@@ -287,7 +287,7 @@ class _AbsentComponentFilter(logging.Filter):
 
 
 @contextlib.contextmanager
-def _quiet_absent_components() -> Iterator[None]:
+def quiet_absent_components() -> Iterator[None]:
     logger = logging.getLogger("diffusers.pipelines.pipeline_utils")
     f = _AbsentComponentFilter()
     logger.addFilter(f)

@@ -611,7 +611,10 @@ def pretrain(cfg: Config, out_dir: Path, progress: bool = True) -> dict[str, flo
     folder = out_dir / FOLDER
     tmp = out_dir / (FOLDER + ".tmp")
     # shards of at most 4 MB keep every shipped file small for git; diffusers reads the index transparently
-    pipe.save_pretrained(tmp, safe_serialization=True, max_shard_size="4MB")
+    from imgalign.adapters import quiet_absent_components
+
+    with quiet_absent_components():  # model_index.json declares T5 absent; diffusers would warn about it
+        pipe.save_pretrained(tmp, safe_serialization=True, max_shard_size="4MB")
     if folder.exists():
         import shutil
 
