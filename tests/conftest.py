@@ -1,4 +1,6 @@
+import logging
 import os
+from collections.abc import Iterator
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -24,3 +26,17 @@ def sd3_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from imgalign.trainers.testing import tiny_sd3_pipeline
 
     return tiny_sd3_pipeline(tmp_path_factory.mktemp("sd3"))
+
+
+@pytest.fixture
+def diffusers_save_log() -> Iterator[list[logging.LogRecord]]:
+    """The records diffusers' pipeline module logs while the test runs (e.g. its warnings on save_pretrained)."""
+    seen: list[logging.LogRecord] = []
+    catch = logging.Handler()
+    catch.emit = seen.append  # type: ignore[method-assign]
+    log = logging.getLogger("diffusers.pipelines.pipeline_utils")
+    log.addHandler(catch)
+    try:
+        yield seen
+    finally:
+        log.removeHandler(catch)
