@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from imgalign import shapes as W
+from imgalign.adapters import quiet_absent_components
 from imgalign.pretrain.t2i import flow_matching_pair, logit_normal
 from imgalign.prompts.shapes import sample_training_specs
 from imgalign.rewards.geneval import GenEvalReward
@@ -199,5 +200,6 @@ if ema:
     with torch.no_grad():
         for e, p in zip(ema, params):
             p.copy_(e)
-pipe.save_pretrained(args.out)
+with quiet_absent_components():  # model_index.json declares T5 absent
+    pipe.save_pretrained(args.out)
 print("saved", args.out, file=log, flush=True)
