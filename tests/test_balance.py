@@ -18,7 +18,6 @@ from imgalign.trainers.balance import (
     nft_output_gram,
     param_gram,
     project_simplex,
-    reward_means,
     weighted_sum_advantages,
     zero_std_ratio,
 )
@@ -251,9 +250,7 @@ def test_balance_advantages_dispatch_and_mix_advantages():
     assert torch.allclose(mb.mix_advantages(per), per @ torch.tensor([1 / 3, 2 / 3]))
 
 
-def test_reward_means_and_config():
-    m = reward_means(torch.tensor([[1.0, 2.0], [3.0, 4.0]]), ["clip", "geneval"])
-    assert m == {"reward/clip/mean": 2.0, "reward/geneval/mean": 3.0}
+def test_balance_config_validation():
     BalanceConfig(method="marble").validate()
     with pytest.raises(ValueError, match="marble_ema"):
         BalanceConfig(marble_ema=1.0).validate()

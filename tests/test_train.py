@@ -658,6 +658,21 @@ def test_reward_means_by_tag_hand_computed():
     assert reward_means_by_tag(scores, finite, ["geneval", "clip"], [{}] * 5) == {}
 
 
+def test_reward_stats_hand_computed():
+    from imgalign.trainers.rewarding import reward_stats
+
+    scores = torch.tensor(
+        [[1.0, 0.0, float("nan"), 0.5], [float("inf"), float("nan"), float("nan"), float("nan")]]
+    )
+    finite = torch.isfinite(scores)  # [K=2, N=4]
+    m = reward_stats(scores, finite, ["geneval", "clip"])
+    assert m["reward/geneval/mean"] == pytest.approx(0.5)  # (1 + 0 + 0.5) / 3: the NaN is left out
+    assert m["reward/geneval/std"] == pytest.approx((1 / 6) ** 0.5)  # population std of (1, 0, 0.5)
+    assert m["reward/geneval/nonfinite"] == 1.0
+    assert math.isnan(m["reward/clip/mean"]) and math.isnan(m["reward/clip/std"])  # nothing finite to average
+    assert m["reward/clip/nonfinite"] == 4.0
+
+
 def test_a_shapes_model_folder_keeps_its_trained_context_length(sd3_dir, tmp_path):
     """A folder of the shapes architecture (a fine-tuned checkpoint, a model from `imgalign world pretrain`) trains
     with the one zero 'T5' token the shapes model was trained with, as `imgalign eval` samples it; with the

@@ -50,7 +50,7 @@ Integration (NFT objective, K rewards, B samples in prompt groups ``group_ids`` 
     else:
         r = optimality_probability(A, nft.adv_clip)          # [B]
     loss = nft_combine(r, Lp, Lm, beta) (+ ref / vnorm terms); loss.backward()   # ONE backward
-    metrics |= reward_means(R, names)
+    metrics |= reward_stats(R.T, R.T.isfinite(), names)     # from imgalign.trainers.rewarding
 
 For Flow-GRPO use ``balancer.mix_advantages(A)``. What holds there: the clipped surrogate
 max(-A·rho, -A·clip(rho)) is linear in A for every sample whose ratio rho is inside [1 - eps, 1 + eps] (always on the
@@ -550,13 +550,6 @@ class MarbleBalancer:
         self.alpha = alpha
         self.grad_norms = torch.as_tensor(state["grad_norms"], dtype=torch.float64)
         self.steps = int(state["steps"])  # type: ignore[arg-type]
-
-
-def reward_means(rewards: torch.Tensor, names: Sequence[str]) -> dict[str, float]:
-    """Per-reward batch means as flat metrics ``reward/<name>/mean``. rewards [B, K]."""
-    if rewards.shape[1] != len(names):
-        raise ValueError(f"reward_means: {rewards.shape[1]} reward columns but {len(names)} names")
-    return {f"reward/{n}/mean": float(rewards[:, i].float().mean()) for i, n in enumerate(names)}
 
 
 # ---- trainer integration -------------------------------------------------------------------------------------------

@@ -73,6 +73,18 @@ def score_all(
     return torch.stack(rows)
 
 
+def reward_stats(scores: torch.Tensor, finite: torch.Tensor, names: list[str]) -> dict[str, float]:
+    """Per-reward batch statistics over the finite scores: ``reward/<name>/mean``, ``/std`` (population) and
+    ``/nonfinite`` (how many were masked). scores, finite: [K, N]; a reward with no finite score has NaN mean/std."""
+    out: dict[str, float] = {}
+    for k, name in enumerate(names):
+        s = scores[k][finite[k]].float()
+        out[f"reward/{name}/mean"] = float(s.mean()) if s.numel() else float("nan")
+        out[f"reward/{name}/std"] = float(s.std(unbiased=False)) if s.numel() else float("nan")
+        out[f"reward/{name}/nonfinite"] = float((~finite[k]).sum())
+    return out
+
+
 def reward_means_by_tag(
     scores: torch.Tensor, finite: torch.Tensor, names: list[str], metadata: list[dict[str, Any]]
 ) -> dict[str, float]:

@@ -39,7 +39,7 @@ from imgalign.trainers.grpo import off_policy_warning
 from imgalign.trainers.objectives import TrainContext
 from imgalign.trainers.prompting import PromptSampler, _mix
 from imgalign.trainers.registry import BALANCERS, OBJECTIVES, ROLLOUTS
-from imgalign.trainers.rewarding import build_rewards, reward_means_by_tag, score_all
+from imgalign.trainers.rewarding import build_rewards, reward_means_by_tag, reward_stats, score_all
 from imgalign.trainers.rollout import Rollout, RolloutContext
 
 log = logging.getLogger(__name__)
@@ -411,11 +411,7 @@ class FlowGRPOTrainer:
         if self.balancing is not None:  # MARBLE / cosine diagnostics: each reward's own advantage [b, K]
             per_reward_local = self._per_reward_advantages(ro, scores_all, gid_all, finite)[:, sl].T
         m.update(ro.extras.get("metrics", {}))  # strategy metrics (tree: NFE report, edge credit statistics)
-        for k, name in enumerate(self.rewards):
-            s = scores_all[k][finite[k]]
-            m[f"reward/{name}/mean"] = float(s.mean()) if s.numel() else float("nan")
-            m[f"reward/{name}/std"] = float(s.std(unbiased=False)) if s.numel() else float("nan")
-            m[f"reward/{name}/nonfinite"] = float((~finite[k]).sum())
+        m.update(reward_stats(scores_all, finite, list(self.rewards)))
         m.update(reward_means_by_tag(scores_all, finite, list(self.rewards), all_meta))
         m["train/zero_std_ratio"] = bal.zero_std_ratio
         m["train/valid_ratio"] = float(bal.valid.float().mean())
