@@ -31,6 +31,8 @@ from typing import Any
 
 import torch
 
+from imgalign.pipelines import absent_components, quiet_absent_components
+
 log = logging.getLogger(__name__)
 
 DEFAULT_LORA_TARGETS = ["to_k", "to_q", "to_v", "to_out.0"]
@@ -252,7 +254,7 @@ class FlowAdapter:
     def save(self, out_dir: str | Path, base_model: str = "") -> None:
         """Write a diffusers-loadable folder: a LoRA (``pytorch_lora_weights.safetensors``, for
         ``pipe.load_lora_weights(dir)``) or the whole pipeline (``from_pretrained(dir)``), plus
-        ``imgalign_model.json`` naming the base model (so :func:`load_pipeline` can rebuild a LoRA pipeline)."""
+        ``imgalign_model.json`` naming the base model (so :func:`imgalign.pipelines.load_pipeline` can rebuild a LoRA pipeline)."""
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         if self.lora_config is not None:
@@ -275,26 +277,6 @@ class FlowAdapter:
                 shutil.copyfile(base_index, out / "model_index.json")
         info = {"family": self.family, "base_model": base_model, "lora": self.lora_config}
         (out / "imgalign_model.json").write_text(json.dumps(info, indent=2) + "\n")
-
-
-class _AbsentComponentFilter(logging.Filter):
-    """Drops diffusers' "self.<name>=None ... cannot be saved" warning: a pipeline without an optional component
-    (SD3 without T5) logs it for each absent part on every save_pretrained, although model_index.json records the
-    part as absent and from_pretrained loads the folder as it should."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "=None of type <class 'NoneType'> cannot be saved" not in record.getMessage()
-
-
-@contextlib.contextmanager
-def quiet_absent_components() -> Iterator[None]:
-    logger = logging.getLogger("diffusers.pipelines.pipeline_utils")
-    f = _AbsentComponentFilter()
-    logger.addFilter(f)
-    try:
-        yield
-    finally:
-        logger.removeFilter(f)
 
 
 class SD3Adapter(FlowAdapter):
@@ -426,20 +408,6 @@ FAMILIES: dict[str, type[FlowAdapter]] = {"sd3": SD3Adapter, "flux": FluxAdapter
 PIPELINE_TO_FAMILY = {cls.pipeline_class_name: name for name, cls in FAMILIES.items()}
 
 
-def absent_components(path: str | Path) -> dict[str, None]:
-    """Components saved as absent (``[null, null]`` in ``model_index.json``, e.g. SD3 without T5): diffusers wants
-    them passed explicitly as None."""
-    index = Path(path) / "model_index.json"
-    if not index.is_file():
-        return {}
-    entries = json.loads(index.read_text())
-    return {
-        k: None
-        for k, v in entries.items()
-        if not k.startswith("_") and (v is None or (isinstance(v, list) and all(x is None for x in v)))
-    }
-
-
 def detect_family(path: str | Path) -> str:
     """The adapter family of a diffusers pipeline folder, from its ``model_index.json``."""
     index = Path(path) / "model_index.json"
@@ -471,32 +439,3 @@ def load_adapter(
     if fam not in FAMILIES:
         raise ValueError(f"unknown model family {fam!r}; valid families: {', '.join(sorted(FAMILIES))}")
     return FAMILIES[fam].from_pretrained(resolved, device=device, dtype=dtype, **kwargs)
-
-
-def load_pipeline(
-    path: str | Path, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32
-) -> Any:
-    """A diffusers pipeline from a model folder or an imgalign checkpoint: a full checkpoint is a pipeline folder;
-    a LoRA checkpoint loads its base model (named in ``imgalign_model.json``) and then ``load_lora_weights``."""
-    import diffusers
-
-    from imgalign import hub
-
-    p = Path(hub.resolve(path))
-    info_path = p / "imgalign_model.json"
-    info = json.loads(info_path.read_text()) if info_path.is_file() else {}
-    if (p / "model_index.json").is_file():
-        cls_name = json.loads((p / "model_index.json").read_text())["_class_name"]
-        return (
-            getattr(diffusers, cls_name)
-            .from_pretrained(str(p), dtype=dtype, **absent_components(p))
-            .to(device)
-        )
-    if info.get("lora"):
-        base = hub.resolve(info["base_model"])
-        pipe = load_pipeline(base, device, dtype)
-        pipe.load_lora_weights(str(p))
-        return pipe
-    raise FileNotFoundError(
-        f"{str(p)!r} is neither a diffusers pipeline folder nor an imgalign LoRA checkpoint"
-    )

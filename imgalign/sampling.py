@@ -1,4 +1,5 @@
-"""Sampling from text-to-image pipelines: load by name or path, batched seeded generation, GenEval folders.
+"""Sampling from text-to-image pipelines: batched seeded generation and GenEval folders; a model given by name or
+path loads with :func:`imgalign.pipelines.load_pipeline`.
 
 The embedded model ``shapes`` is a stock :class:`diffusers.StableDiffusion3Pipeline` (see
 ``imgalign/assets/models/shapes-t2i/README.md``). It has no T5 encoder; the pipeline then appends
@@ -12,9 +13,7 @@ the pipeline's flow-matching scheduler with classifier-free guidance scale :data
 
 from __future__ import annotations
 
-import json
 import logging
-import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,8 @@ from typing import Any
 import torch
 from PIL import Image
 from tqdm.auto import tqdm
+
+from imgalign.pipelines import load_pipeline
 
 log = logging.getLogger(__name__)
 
@@ -33,69 +34,6 @@ MAX_SEQUENCE_LENGTH = 1
 """Zero 'T5' context tokens appended by the pipeline (no T5 encoder); the shapes model was trained with this many."""
 BATCH_SIZE = 32
 """Prompts sampled together by :func:`generate_folder`."""
-
-
-class IncompleteModelError(FileNotFoundError):
-    """A model folder that is missing or lacks files a pipeline needs."""
-
-
-def check_pipeline_folder(path: Path) -> None:
-    """Raise :class:`IncompleteModelError` naming what is missing from a diffusers pipeline folder."""
-    path = Path(path)
-    if not path.is_dir():
-        raise IncompleteModelError(
-            f"model folder {str(path)!r} does not exist; give an embedded name (e.g. 'shapes') or a folder "
-            "written by `save_pretrained`"
-        )
-    index = path / "model_index.json"
-    if not index.is_file():
-        raise IncompleteModelError(f"{index} is missing: {str(path)!r} is not a diffusers pipeline folder")
-    spec = json.loads(index.read_text())
-    missing = []
-    for name, value in spec.items():
-        if name.startswith("_") or not isinstance(value, list) or value[0] is None:
-            continue
-        sub = path / name
-        if not sub.is_dir() or not any(sub.iterdir()):
-            missing.append(f"{name}/")
-            continue
-        has_weights = any(sub.glob("*.safetensors")) or any(sub.glob("*.bin"))
-        if "model" in name or "encoder" in name or name in ("transformer", "vae"):
-            if not has_weights:
-                missing.append(f"{name}/ weights (*.safetensors)")
-    if missing:
-        raise IncompleteModelError(
-            f"model folder {str(path)!r} is incomplete; missing: {', '.join(missing)}. Recreate it with "
-            "`imgalign world pretrain --component t2i` or reinstall imgalign"
-        )
-
-
-def load_pipeline(
-    name_or_path: str | Path, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32
-):
-    """Load a :class:`StableDiffusion3Pipeline` from an embedded name (``shapes``) or a local folder / Hub id; a
-    training checkpoint holding only LoRA weights, or ``BASE+OVERLAY``, loads through
-    :func:`imgalign.eval.models.load_pipeline`, which puts the fine-tuned part on its base."""
-    from diffusers import StableDiffusion3Pipeline
-
-    from imgalign import hub
-
-    folder = Path(name_or_path)
-    lora_only = folder.is_dir() and not (folder / "model_index.json").is_file()
-    if "+" in str(name_or_path) or (lora_only and (folder / "imgalign_model.json").is_file()):
-        from imgalign.eval.models import load_pipeline as load_with_overlay
-
-        return load_with_overlay(str(name_or_path), device, dtype)
-    target = hub.resolve(name_or_path)
-    is_hub_id = re.fullmatch(r"[\w.-]+/[\w.-]+", str(target)) is not None and not Path(target).exists()
-    if not is_hub_id:
-        check_pipeline_folder(Path(target))
-    # no T5: the documented way to load SD3 without its third text encoder
-    pipe = StableDiffusion3Pipeline.from_pretrained(
-        target, text_encoder_3=None, tokenizer_3=None, dtype=dtype
-    )
-    pipe.set_progress_bar_config(disable=True)
-    return pipe.to(device)
 
 
 def supported_sizes(pipe) -> list[int]:

@@ -8,7 +8,8 @@ import json
 import pytest
 import torch
 
-from imgalign.adapters import FluxAdapter, SD3Adapter, detect_family, load_adapter, load_pipeline
+from imgalign.adapters import FluxAdapter, SD3Adapter, detect_family, load_adapter
+from imgalign.pipelines import load_pipeline
 from imgalign.trainers import kernels as K
 from imgalign.trainers.testing import tiny_flux_pipeline
 

@@ -23,7 +23,7 @@ def models(tmp_path_factory):
     from diffusers import StableDiffusion3Pipeline
     from peft import LoraConfig, get_peft_model
 
-    from imgalign.eval.models import absent_components
+    from imgalign.pipelines import absent_components
 
     root = tmp_path_factory.mktemp("grid")
     base = T.build_tiny_sd3(root / "base")
@@ -56,7 +56,7 @@ def models(tmp_path_factory):
 
 
 def test_model_argument_syntax():
-    from imgalign.eval.models import ModelSpec, parse_model_arg
+    from imgalign.pipelines import ModelSpec, parse_model_arg
 
     assert parse_model_arg("base=shapes") == ModelSpec("base", "shapes")
     assert parse_model_arg("ft=shapes+runs/a/lora") == ModelSpec("ft", "shapes", "runs/a/lora")
@@ -65,8 +65,21 @@ def test_model_argument_syntax():
         parse_model_arg("ft=shapes+")
 
 
+def test_an_existing_path_is_taken_whole(tmp_path, monkeypatch):
+    """Run folders are often named after settings (``lr=1e-4``, ``a+b``); an existing path is not split."""
+    from imgalign.pipelines import ModelSpec, parse_model_arg
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs" / "lr=1e-4+ema" / "step-2").mkdir(parents=True)
+    path = "runs/lr=1e-4+ema/step-2"
+    assert parse_model_arg(path) == ModelSpec("step-2", path)
+    assert parse_model_arg(f"ft={path}") == ModelSpec("ft", path)
+    assert parse_model_arg("ft=shapes+runs/lr=1e-4+ema") == ModelSpec("ft", "shapes", "runs/lr=1e-4+ema")
+
+
 def test_overlays_change_the_model_and_seeds_are_shared(models):
-    from imgalign.eval.models import generate_images, load_pipeline
+    from imgalign.eval.models import generate_images
+    from imgalign.pipelines import load_pipeline
 
     def sample(spec: str) -> np.ndarray:
         pipe = load_pipeline(spec)
@@ -128,7 +141,7 @@ def test_grid_with_reward_scores_under_images(models, tmp_path):
 
 @pytest.fixture
 def no_loading(monkeypatch):
-    import imgalign.eval.models as M
+    import imgalign.pipelines as M
 
     def fail(*a, **k):
         raise AssertionError("a model was loaded before the inputs were checked")
@@ -170,7 +183,8 @@ def test_shapes_family_uses_the_trained_sampler_settings(models, monkeypatch):
     import sys
     import types
 
-    from imgalign.eval.models import ModelSpec, is_shapes_family, sampling_defaults
+    from imgalign.eval.models import is_shapes_family, sampling_defaults
+    from imgalign.pipelines import ModelSpec
 
     fake = types.ModuleType("imgalign.sampling")
     fake.NUM_INFERENCE_STEPS, fake.GUIDANCE_SCALE, fake.MAX_SEQUENCE_LENGTH = 20, 4.0, 1
@@ -198,7 +212,8 @@ def test_grid_with_the_embedded_shapes_model_and_a_lora_on_it(tmp_path):
     from peft import LoraConfig, get_peft_model
     from peft.utils import get_peft_model_state_dict
 
-    from imgalign.eval.models import absent_components, check_model_spec, is_shapes_family, parse_model_arg
+    from imgalign.eval.models import is_shapes_family
+    from imgalign.pipelines import absent_components, check_model_spec, parse_model_arg
 
     transformer = StableDiffusion3Pipeline.from_pretrained(base, **absent_components(str(base))).transformer
     torch.manual_seed(0)

@@ -278,8 +278,9 @@ def test_detector_errors_name_the_model(tmp_path):
 
 # ---- generation into the official layout, then the whole path ---------------------------------------------
 def test_generation_writes_the_official_layout_and_resumes(tiny, tmp_path):
-    from imgalign.eval.models import generate_folder, load_pipeline
+    from imgalign.eval.models import generate_folder
     from imgalign.eval.suite import read_folder
+    from imgalign.pipelines import load_pipeline
 
     metas = [
         {"tag": "single_object", "include": [{"class": "cat", "count": 1}], "prompt": "a photo of a cat"},
@@ -321,8 +322,9 @@ def test_generation_writes_the_official_layout_and_resumes(tiny, tmp_path):
 
 @pytest.mark.parametrize("detector", ["detr", "mask2former"])
 def test_real_suite_end_to_end_with_tiny_detector_and_clip(tiny, tmp_path, detector):
-    from imgalign.eval.models import generate_folder, load_pipeline
+    from imgalign.eval.models import generate_folder
     from imgalign.eval.real import build_judge, evaluate_folder
+    from imgalign.pipelines import load_pipeline
 
     metas = [
         {"tag": "single_object", "include": [{"class": "cat", "count": 1}], "prompt": "a photo of a cat"},

@@ -40,9 +40,10 @@ def test_embedded_model_rewards_true_above_corrupted(name: str) -> None:
 
 
 def _base_model_samples(n: int, seed: int) -> torch.Tensor:
+    from imgalign.pipelines import load_pipeline
     from imgalign.prompts.shapes import sample_training_specs
     from imgalign.rewards.io import pil_batch
-    from imgalign.sampling import generate, load_pipeline
+    from imgalign.sampling import generate
 
     specs = sample_training_specs(n, seed=seed)
     pipe = load_pipeline("shapes")

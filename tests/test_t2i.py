@@ -186,7 +186,8 @@ def test_pretrain_refuses_a_changed_config_in_the_same_folder(tmp_path):
 def test_load_and_generate_batch_independent(tiny_pipeline_dir):
     from diffusers import StableDiffusion3Pipeline
 
-    from imgalign.sampling import generate, load_pipeline
+    from imgalign.pipelines import load_pipeline
+    from imgalign.sampling import generate
 
     pipe = load_pipeline(tiny_pipeline_dir)
     assert isinstance(pipe, StableDiffusion3Pipeline)
@@ -201,7 +202,8 @@ def test_load_and_generate_batch_independent(tiny_pipeline_dir):
 
 
 def test_unknown_words_warn_and_bad_size_raises(tiny_pipeline_dir, caplog):
-    from imgalign.sampling import generate, load_pipeline
+    from imgalign.pipelines import load_pipeline
+    from imgalign.sampling import generate
 
     pipe = load_pipeline(tiny_pipeline_dir)
     with caplog.at_level(logging.WARNING, logger="imgalign.sampling"):
@@ -219,7 +221,7 @@ def test_unknown_words_warn_and_bad_size_raises(tiny_pipeline_dir, caplog):
 def test_missing_or_incomplete_model_folder(tmp_path, tiny_pipeline_dir):
     import shutil
 
-    from imgalign.sampling import IncompleteModelError, load_pipeline
+    from imgalign.pipelines import IncompleteModelError, load_pipeline
 
     with pytest.raises(IncompleteModelError, match="does not exist"):
         load_pipeline(tmp_path / "nope")

@@ -41,7 +41,8 @@ def test_shipped_pipeline_loads_with_diffusers_and_generates():
 def test_load_pipeline_by_name_is_deterministic():
     import numpy as np
 
-    from imgalign.sampling import generate, load_pipeline
+    from imgalign.pipelines import load_pipeline
+    from imgalign.sampling import generate
 
     pipe = load_pipeline("shapes")
     a = generate(pipe, ["a photo of two squares"], [3], num_inference_steps=2)[0]

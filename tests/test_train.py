@@ -560,7 +560,7 @@ def test_default_config_two_steps(tmp_path):
     assert [x["step"] for x in rows(out)] == [1, 2]
     tags = {k.split("/")[-1] for k in rows(out)[0] if k.startswith("reward_by_tag/geneval/")}
     assert tags and tags <= {"single_object", "two_object", "counting", "colors", "position", "color_attr"}
-    from imgalign.adapters import load_pipeline
+    from imgalign.pipelines import load_pipeline
 
     pipe = load_pipeline(out / "checkpoints" / "step-000002")
     assert type(pipe).__name__ == "StableDiffusion3Pipeline"

@@ -99,7 +99,8 @@ def shapes_max_sequence_length(path: str) -> int | None:
     MAX_SEQUENCE_LENGTH`); so was any folder of its architecture (a fine-tuned checkpoint, or a model from
     ``imgalign world pretrain``), detected as ``imgalign eval`` detects it (:func:`imgalign.eval.models.
     is_shapes_family`). Other models use their pipeline's default (None)."""
-    from imgalign.eval.models import ModelSpec, sampling_defaults
+    from imgalign.eval.models import sampling_defaults
+    from imgalign.pipelines import ModelSpec
 
     return sampling_defaults(ModelSpec("", path)).get("max_sequence_length")
 

@@ -166,14 +166,9 @@ def run_real_eval(args: argparse.Namespace) -> int:
                 "the geneval suite needs --prompts: GenEval's evaluation_metadata.jsonl, your own, or "
                 "generate:SEED for a fresh set drawn from the task definitions"
             )
-        from imgalign.eval.models import (
-            check_model_spec,
-            generate_folder,
-            load_pipeline,
-            parse_model_arg,
-            sampling_defaults,
-        )
+        from imgalign.eval.models import generate_folder, sampling_defaults
         from imgalign.eval.real import load_prompt_set
+        from imgalign.pipelines import check_model_spec, load_pipeline, parse_model_arg
 
         metas = load_prompt_set(args.prompts)
         spec = check_model_spec(parse_model_arg(args.model))

@@ -96,13 +96,8 @@ def run_grid(args: argparse.Namespace) -> int:
     import torch
 
     from imgalign.eval.gallery import labelled_grid, save_png
-    from imgalign.eval.models import (
-        check_model_spec,
-        generate_images,
-        load_pipeline,
-        parse_model_arg,
-        sampling_defaults,
-    )
+    from imgalign.eval.models import generate_images, sampling_defaults
+    from imgalign.pipelines import check_model_spec, load_pipeline, parse_model_arg
     from imgalign.rewards.base import parse_reward_spec
 
     # ---- every check first, before any model loads ----

@@ -611,7 +611,7 @@ def pretrain(cfg: Config, out_dir: Path, progress: bool = True) -> dict[str, flo
     folder = out_dir / FOLDER
     tmp = out_dir / (FOLDER + ".tmp")
     # shards of at most 4 MB keep every shipped file small for git; diffusers reads the index transparently
-    from imgalign.adapters import quiet_absent_components
+    from imgalign.pipelines import quiet_absent_components
 
     with quiet_absent_components():  # model_index.json declares T5 absent; diffusers would warn about it
         pipe.save_pretrained(tmp, safe_serialization=True, max_shard_size="4MB")
@@ -622,9 +622,9 @@ def pretrain(cfg: Config, out_dir: Path, progress: bool = True) -> dict[str, flo
     os.replace(tmp, folder)
     metrics: dict[str, float] = {"train_seconds": save_timing(), "params": float(n_params)}
     if cfg.final_eval_images:
+        from imgalign.pipelines import load_pipeline
         from imgalign.prompts.io import load_geneval_metadata
         from imgalign.prompts.shapes import EVAL_SET_PATH
-        from imgalign.sampling import load_pipeline
 
         shipped = load_pipeline(folder)
         overall, tasks = quick_eval(
@@ -649,7 +649,7 @@ def write_card(folder: Path, cfg: Config, metrics: dict[str, float], log_rows: l
         f" ({IMAGE_SIDE}x{IMAGE_SIDE} RGB -> {LATENT_SIDE}x{LATENT_SIDE}x4), `FlowMatchEulerDiscreteScheduler`,"
         " two `CLIPTextModelWithProjection` encoders with a CLIP BPE"
         " tokenizer whose vocabulary is the shapes world. Load with",
-        "`StableDiffusion3Pipeline.from_pretrained(folder, text_encoder_3=None, tokenizer_3=None)` or `imgalign.sampling.load_pipeline('shapes')`.",
+        "`StableDiffusion3Pipeline.from_pretrained(folder, text_encoder_3=None, tokenizer_3=None)` or `imgalign.pipelines.load_pipeline('shapes')`.",
         "",
         f"Sample with `max_sequence_length={cfg.t5_tokens}` (the zero 'T5' tokens it was trained with),"
         f" {NUM_INFERENCE_STEPS} steps, guidance scale {GUIDANCE_SCALE}, {IMAGE_SIDE}x{IMAGE_SIDE}"

@@ -22,11 +22,10 @@ import torch
 import torch.nn.functional as F
 
 from imgalign import shapes as W
-from imgalign.adapters import quiet_absent_components
+from imgalign.pipelines import load_pipeline, quiet_absent_components
 from imgalign.pretrain.t2i import flow_matching_pair, logit_normal
 from imgalign.prompts.shapes import sample_training_specs
 from imgalign.rewards.geneval import GenEvalReward
-from imgalign.sampling import load_pipeline
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--out", required=True)

@@ -1,0 +1,273 @@
+"""Loading diffusers pipelines: the one loader behind every command, the trainer's export and the Python API.
+
+Model syntax (``imgalign eval/grid --model``, :func:`load_pipeline`):
+
+* ``shapes`` -- an embedded model name (:mod:`imgalign.hub`);
+* ``PATH`` -- a full pipeline folder (``model_index.json``; what ``save_pretrained`` and imgalign's full fine-tune
+  checkpoints write) or a Hub id already in the local cache;
+* ``BASE+OVERLAY`` -- a base pipeline with a fine-tuned part on top. `OVERLAY` is a folder holding one of: a PEFT
+  LoRA adapter of the transformer (``adapter_config.json``), a diffusers LoRA (``pytorch_lora_weights.safetensors``),
+  a full transformer (``config.json`` + weights) or a ``transformer/`` subfolder. Example:
+  ``--model ft=shapes+path/to/peft_adapter``.
+* ``CHECKPOINT`` -- a LoRA checkpoint of imgalign's trainer alone: its ``imgalign_model.json`` names the base
+  (``--model ft=runs/grpo/checkpoints/step-000500``).
+
+Every path is checked before anything loads (:func:`check_model_spec`): a missing folder, a folder without
+``model_index.json`` or one missing a component's files raises :class:`IncompleteModelError` naming what is missing.
+Components a pipeline was saved without (``[null, null]`` in ``model_index.json``, e.g. SD3 without T5) load as
+None, the documented way to use SD3 without its third text encoder.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+log = logging.getLogger(__name__)
+
+LORA_FILES = ("pytorch_lora_weights.safetensors", "pytorch_lora_weights.bin")
+
+
+class IncompleteModelError(FileNotFoundError):
+    """A model folder that is missing or lacks files a pipeline needs."""
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    label: str
+    base: str
+    overlay: str | None = None
+
+    def __str__(self) -> str:
+        return self.base + (f"+{self.overlay}" if self.overlay else "")
+
+
+def parse_model_arg(arg: str) -> ModelSpec:
+    """``LABEL=PATH`` or ``LABEL=BASE+OVERLAY`` -> ModelSpec; a bare PATH is labelled by its last path part. An
+    existing path is taken whole, so folder names may contain ``=`` and ``+`` (``runs/lr=1e-4/checkpoints/...``)."""
+    if Path(arg).exists():
+        return ModelSpec(Path(arg).name or arg, arg)
+    label, sep, rest = arg.partition("=")
+    if not sep:
+        label, rest = "", arg
+    label, rest = label.strip(), rest.strip()
+    if not rest:
+        raise ValueError(f"--model {arg!r}: expected LABEL=PATH or LABEL=BASE+OVERLAY")
+    if Path(rest).exists():
+        return ModelSpec(label or Path(rest).name or rest, rest)
+    base, plus, overlay = rest.partition("+")
+    if plus and (not base or not overlay):
+        raise ValueError(f"--model {arg!r}: BASE+OVERLAY needs both parts")
+    if not label:
+        label = Path(overlay or base).name or base
+    return ModelSpec(label, base, overlay or None)
+
+
+def overlay_kind(path: Path) -> str:
+    """What a fine-tuned folder holds: 'peft', 'lora', 'transformer' or 'transformer-subfolder'."""
+    if (path / "adapter_config.json").is_file():
+        return "peft"
+    if any((path / f).is_file() for f in LORA_FILES):
+        return "lora"
+    if (path / "transformer" / "config.json").is_file():
+        return "transformer-subfolder"
+    if (path / "config.json").is_file():
+        return "transformer"
+    raise ValueError(
+        f"{str(path)!r} is not a fine-tuned model folder: expected adapter_config.json (PEFT LoRA), "
+        f"{LORA_FILES[0]} (diffusers LoRA), config.json (a transformer) or a transformer/ subfolder"
+    )
+
+
+def check_pipeline_folder(path: Path) -> None:
+    """Raise :class:`IncompleteModelError` naming what is missing from a diffusers pipeline folder."""
+    path = Path(path)
+    if not path.is_dir():
+        raise IncompleteModelError(
+            f"model folder {str(path)!r} does not exist; give an embedded name (e.g. 'shapes') or a folder "
+            "written by `save_pretrained`"
+        )
+    index = path / "model_index.json"
+    if not index.is_file():
+        raise IncompleteModelError(
+            f"{index} is missing: {str(path)!r} is not a diffusers pipeline folder; expected a folder written by "
+            "`save_pretrained`, an embedded name (shapes) or BASE+OVERLAY"
+        )
+    spec = json.loads(index.read_text())
+    missing = []
+    for name, value in spec.items():
+        if name.startswith("_") or not isinstance(value, list) or value[0] is None:
+            continue
+        sub = path / name
+        if not sub.is_dir() or not any(sub.iterdir()):
+            missing.append(f"{name}/")
+            continue
+        has_weights = any(sub.glob("*.safetensors")) or any(sub.glob("*.bin"))
+        if "model" in name or "encoder" in name or name in ("transformer", "vae"):
+            if not has_weights:
+                missing.append(f"{name}/ weights (*.safetensors)")
+    if missing:
+        raise IncompleteModelError(
+            f"model folder {str(path)!r} is incomplete; missing: {', '.join(missing)}. Recreate it with "
+            "`imgalign world pretrain --component t2i` or reinstall imgalign"
+        )
+
+
+def check_model_spec(spec: ModelSpec) -> ModelSpec:
+    """Fail before anything loads when a path does not exist or is not a (complete) model folder; returns the spec
+    with a LoRA checkpoint's base filled in from its ``imgalign_model.json`` (what imgalign's trainer writes)."""
+    from imgalign.hub import EMBEDDED, embedded_path
+
+    if spec.base in EMBEDDED:
+        check_pipeline_folder(embedded_path(spec.base))  # raises when its files are missing
+    else:
+        p = Path(spec.base)
+        looks_like_path = (
+            p.is_absolute() or spec.base.startswith(".") or p.exists() or spec.base.count("/") != 1
+        )
+        if p.is_dir():
+            if (p / "adapter_config.json").is_file() or any((p / f).is_file() for f in LORA_FILES):
+                if spec.overlay is None:
+                    base = recorded_base(p)
+                    if base:
+                        return check_model_spec(ModelSpec(spec.label, base, spec.base))
+                raise ValueError(
+                    f"model {spec.label!r}: {spec.base!r} is a LoRA folder that does not name its base model; "
+                    f"give it as {spec.label}=BASE+{spec.base}"
+                )
+            check_pipeline_folder(p)
+        elif looks_like_path or not hub_id_available(spec.base):
+            raise IncompleteModelError(
+                f"model {spec.label!r}: {spec.base!r} does not exist; give an embedded name (shapes), a pipeline "
+                "folder or a Hub id already downloaded"
+            )
+    if spec.overlay is not None:
+        op = Path(spec.overlay)
+        if not op.is_dir():
+            raise IncompleteModelError(
+                f"model {spec.label!r}: fine-tuned folder {spec.overlay!r} does not exist"
+            )
+        overlay_kind(op)
+    return spec
+
+
+def recorded_base(folder: Path) -> str | None:
+    """The base model a checkpoint names in ``imgalign_model.json`` (``base_model``), if any."""
+    info = Path(folder) / "imgalign_model.json"
+    if not info.is_file():
+        return None
+    try:
+        base = json.loads(info.read_text()).get("base_model")
+    except (json.JSONDecodeError, AttributeError):
+        raise ValueError(f"{info}: not a JSON object; expected {{'base_model': ...}}") from None
+    return str(base) if base else None
+
+
+def hub_id_available(repo_id: str) -> bool:
+    """Whether a Hub pipeline id can load: in the local cache, or the Hub may be contacted (not offline)."""
+    from huggingface_hub import constants, try_to_load_from_cache
+
+    try:
+        cached = try_to_load_from_cache(repo_id, "model_index.json")
+    except ValueError:  # not a valid repo id
+        return False
+    offline = constants.HF_HUB_OFFLINE or os.environ.get("HF_HUB_OFFLINE", "").upper() in (
+        "1",
+        "ON",
+        "YES",
+        "TRUE",
+    )
+    return isinstance(cached, str) or not offline
+
+
+def absent_components(folder: str | Path) -> dict[str, None]:
+    """Components a saved pipeline left out (``[null, null]`` in ``model_index.json``, e.g. SD3 without T5), which
+    ``from_pretrained`` wants passed explicitly as None."""
+    index = Path(folder) / "model_index.json"
+    if not index.is_file():
+        return {}
+    entries = json.loads(index.read_text())
+    return {
+        k: None
+        for k, v in entries.items()
+        if not k.startswith("_") and (v is None or (isinstance(v, list) and all(x is None for x in v)))
+    }
+
+
+class _AbsentComponentFilter(logging.Filter):
+    """Drops diffusers' "self.<name>=None ... cannot be saved" warning: a pipeline without an optional component
+    (SD3 without T5) logs it for each absent part on every save_pretrained, although model_index.json records the
+    part as absent and from_pretrained loads the folder as it should."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "=None of type <class 'NoneType'> cannot be saved" not in record.getMessage()
+
+
+@contextlib.contextmanager
+def quiet_absent_components() -> Iterator[None]:
+    """Within the block, ``save_pretrained`` does not warn about components the pipeline was built without."""
+    logger = logging.getLogger("diffusers.pipelines.pipeline_utils")
+    f = _AbsentComponentFilter()
+    logger.addFilter(f)
+    try:
+        yield
+    finally:
+        logger.removeFilter(f)
+
+
+def load_pipeline(
+    model: ModelSpec | str | Path, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32
+) -> Any:
+    """A diffusers pipeline for `model`: an embedded name, a pipeline folder or Hub id, an imgalign checkpoint
+    (full, or LoRA naming its base) or ``BASE+OVERLAY`` (module docstring). The pipeline class comes from the
+    folder's ``model_index.json``; the progress bar is off."""
+    from diffusers import DiffusionPipeline
+
+    from imgalign.hub import resolve
+
+    if isinstance(model, Path):
+        model = ModelSpec(model.name, str(model))
+    spec = check_model_spec(model if isinstance(model, ModelSpec) else parse_model_arg(model))
+    base = resolve(spec.base)
+    pipe = DiffusionPipeline.from_pretrained(base, dtype=dtype, **absent_components(base))
+    if spec.overlay is not None:
+        apply_overlay(pipe, Path(spec.overlay), dtype)
+    pipe.to(device)
+    pipe.set_progress_bar_config(disable=True)
+    return pipe
+
+
+def denoiser_name(pipe: Any) -> str:
+    return "transformer" if getattr(pipe, "transformer", None) is not None else "unet"
+
+
+def apply_overlay(pipe: Any, path: Path, dtype: torch.dtype = torch.float32) -> None:
+    """Put a fine-tuned part on a loaded base pipeline (see the module docstring for the folder kinds)."""
+    kind = overlay_kind(path)
+    name = denoiser_name(pipe)
+    denoiser = getattr(pipe, name)
+    if kind == "peft":
+        from peft import PeftModel
+
+        merged = PeftModel.from_pretrained(denoiser, str(path)).merge_and_unload()
+        setattr(pipe, name, merged)
+    elif kind == "lora":
+        pipe.load_lora_weights(str(path))
+        pipe.fuse_lora()
+    else:
+        folder = path / "transformer" if kind == "transformer-subfolder" else path
+        cls = type(denoiser)
+        cfg = json.loads((folder / "config.json").read_text())
+        if cfg.get("_class_name") not in (None, cls.__name__):
+            raise ValueError(
+                f"{folder} holds a {cfg['_class_name']}, but the base pipeline's {name} is a {cls.__name__}"
+            )
+        setattr(pipe, name, cls.from_pretrained(str(folder), dtype=dtype))
