@@ -139,10 +139,19 @@ def test_bad_input_fails_before_model_loads(sd3_dir, tmp_path, capsys, monkeypat
 
     monkeypatch.setattr(adapters, "load_adapter", boom)
     base = tiny_config(sd3_dir, tmp_path / "run")
+    incomplete = tmp_path / "incomplete"  # a pipeline folder whose components are missing
+    incomplete.mkdir()
+    (incomplete / "model_index.json").write_bytes((sd3_dir / "model_index.json").read_bytes())
+    lora = tmp_path / "lora_ckpt"  # what a LoRA run's checkpoint holds: adapter weights naming their base
+    lora.mkdir()
+    (lora / "pytorch_lora_weights.safetensors").write_bytes(b"")
+    (lora / "imgalign_model.json").write_text(json.dumps({"base_model": str(sd3_dir)}))
     cases = [
         ({"sampling": {**base["sampling"], "group_size": 3}}, "does not divide"),
         ({"rewards": {"names": ["no_such_reward"]}}, "unknown reward 'no_such_reward'"),
         ({"model": {"path": str(tmp_path / "missing")}}, "does not exist"),
+        ({"model": {"path": str(incomplete)}}, "is incomplete; missing:"),
+        ({"model": {"path": str(lora)}}, "is a LoRA checkpoint of base model"),
         ({"model": {"path": str(sd3_dir), "family": "sdxl"}}, "unknown model family"),
         ({"objective": {"name": "dpo"}}, "unknown objective 'dpo'"),
         ({"train": {**base["train"], "bogus": 1}}, "bogus"),

@@ -109,6 +109,7 @@ def preflight(cfg: FlowGRPOConfig, num_processes: int = 1) -> str:
     """Cheap checks that must fail before any model loads: the model path, reward names, prompt source and batch
     layout. Returns the resolved model path."""
     from imgalign import hub
+    from imgalign.pipelines import ModelSpec, check_model_spec
     from imgalign.rewards.base import list_rewards, parse_reward_spec
 
     check_batch_layout(cfg, num_processes)
@@ -124,15 +125,14 @@ def preflight(cfg: FlowGRPOConfig, num_processes: int = 1) -> str:
         raise FileNotFoundError(
             f"prompts.source {cfg.prompts.source!r} does not exist: give 'shapes' or a .txt/.jsonl prompt file"
         )
-    path = hub.resolve(cfg.model.path)  # an embedded name whose files are missing raises here
-    local_looking = path.startswith((".", "/", "~")) or os.path.sep in path and path.count("/") != 1
-    offline = os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false")
-    if not Path(path).exists() and (local_looking or offline):
-        raise FileNotFoundError(
-            f"model.path {cfg.model.path!r} does not exist: give an embedded model name (shapes), a local "
-            "diffusers pipeline folder, or a Hub id (online)"
+    # a missing or incomplete folder, or an embedded model whose files are missing, raises here
+    model = check_model_spec(ModelSpec("model.path", cfg.model.path))
+    if model.overlay is not None:
+        raise ConfigError(
+            f"model.path {cfg.model.path!r} is a LoRA checkpoint of base model {model.base!r}; training starts "
+            "from a full pipeline: give the base model (and --resume DIR to continue that run), or merge the LoRA first"
         )
-    return path
+    return hub.resolve(model.base)
 
 
 class FlowGRPOTrainer:
