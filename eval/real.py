@@ -23,7 +23,8 @@ Usage (the command line, once ``imgalign eval`` has the geneval suite)::
         --detector facebook/mask2former-swin-small-coco-instance --clip ViT-L-14:openai --device cuda --out DIR
     imgalign eval --suite geneval --images DIR/images --detector ... --out DIR2 --baseline DIR
 
-or in Python: ``generate_folder(load_pipeline(spec), metas, DIR)`` (:mod:`imgalign.pipelines`, :mod:`imgalign.eval.models`), then
+or in Python: ``generate_folder(load_pipeline(spec), metas, DIR, 4, 0, sample=generate_images)``
+(:mod:`imgalign.pipelines`, :mod:`imgalign.sampling`), then
 ``evaluate_folder(DIR, OUT, detector, clip)``; ``generate_metadata(seed)`` draws a fresh prompt set.
 """
 

@@ -14,7 +14,7 @@ the pipeline's flow-matching scheduler with classifier-free guidance scale :data
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +74,42 @@ def warn_unknown_words(pipe, prompts: Sequence[str]) -> None:
 
 
 @torch.no_grad()
+def generate_images(
+    pipe: Any,
+    prompts: Sequence[str],
+    seeds: Sequence[int],
+    batch_size: int = 8,
+    steps: int | None = None,
+    guidance: float | None = None,
+    size: int | None = None,
+    max_sequence_length: int | None = None,
+    **call_kwargs: Any,
+) -> list[Image.Image]:
+    """One image per (prompt, seed), sampled `batch_size` at a time, with any diffusers pipeline; unset settings
+    (None) are the pipeline's own, `call_kwargs` go to the pipeline call as they are.
+
+    Image i's initial noise comes from its own CPU ``torch.Generator`` seeded with ``seeds[i]`` (diffusers draws
+    each image's noise on its generator), so a result does not depend on how prompts are batched or on the device,
+    and the same seed gives every model the same starting noise when their latent shapes agree."""
+    if len(prompts) != len(seeds):
+        raise ValueError(f"got {len(prompts)} prompts but {len(seeds)} seeds; give one seed per prompt")
+    kwargs: dict[str, Any] = {"output_type": "pil", **call_kwargs}
+    given = {
+        "num_inference_steps": steps,
+        "guidance_scale": guidance,
+        "max_sequence_length": max_sequence_length,
+    }
+    kwargs.update({k: v for k, v in given.items() if v is not None})
+    if size is not None:
+        kwargs["height"] = kwargs["width"] = size
+    images: list[Image.Image] = []
+    for i in range(0, len(prompts), max(1, batch_size)):
+        ps, ss = list(prompts[i : i + batch_size]), seeds[i : i + batch_size]
+        gens = [torch.Generator(device="cpu").manual_seed(int(s)) for s in ss]
+        images.extend(pipe(prompt=ps, generator=gens, **kwargs).images)
+    return images
+
+
 def generate(
     pipe,
     prompts: Sequence[str],
@@ -86,44 +122,24 @@ def generate(
     max_sequence_length: int = MAX_SEQUENCE_LENGTH,
     **kwargs: Any,
 ) -> list[Image.Image]:
-    """One image per (prompt, seed), sampled `batch_size` at a time; image i's initial noise comes from its own
-    ``torch.Generator`` seeded with ``seeds[i]``, so a result does not depend on how the prompts are batched."""
+    """:func:`generate_images` with the shapes model's evaluation settings as defaults, after checking the image
+    size and warning about prompt words outside the model's vocabulary."""
     if len(prompts) != len(seeds):
         raise ValueError(f"got {len(prompts)} prompts but {len(seeds)} seeds; give one seed per prompt")
     check_size(pipe, height, width)
     warn_unknown_words(pipe, prompts)
-    device = pipe._execution_device
-    images: list[Image.Image] = []
-    for i in range(0, len(prompts), batch_size):
-        ps, ss = list(prompts[i : i + batch_size]), seeds[i : i + batch_size]
-        gens = [torch.Generator(device="cpu").manual_seed(int(s)) for s in ss]
-        # noise drawn on the CPU per image, so it is the same on every device
-        latents = torch.stack(
-            [
-                torch.randn(
-                    (
-                        pipe.transformer.config.in_channels,
-                        height // pipe.vae_scale_factor,
-                        width // pipe.vae_scale_factor,
-                    ),
-                    generator=g,
-                )
-                for g in gens
-            ]
-        ).to(device=device, dtype=pipe.transformer.dtype)
-        out = pipe(
-            prompt=ps,
-            height=height,
-            width=width,
-            num_inference_steps=num_inference_steps,
-            guidance_scale=guidance_scale,
-            latents=latents,
-            max_sequence_length=max_sequence_length,
-            output_type="pil",
-            **kwargs,
-        )
-        images.extend(out.images)
-    return images
+    return generate_images(
+        pipe,
+        prompts,
+        seeds,
+        batch_size,
+        steps=num_inference_steps,
+        guidance=guidance_scale,
+        max_sequence_length=max_sequence_length,
+        height=height,
+        width=width,
+        **kwargs,
+    )
 
 
 def image_seed(seed: int, index: int, j: int) -> int:
@@ -134,40 +150,43 @@ def image_seed(seed: int, index: int, j: int) -> int:
 
 
 def generate_folder(
-    model,
+    model: Any,
     metas: Sequence[dict[str, Any]],
     out_dir: Path,
     images_per_prompt: int,
     seed: int,
     progress: bool = True,
-    num_inference_steps: int = NUM_INFERENCE_STEPS,
-    guidance_scale: float = GUIDANCE_SCALE,
     batch_size: int = BATCH_SIZE,
+    sample: Callable[..., list[Image.Image]] | None = None,
+    **settings: Any,
 ) -> None:
-    """Sample `images_per_prompt` images for every metadata line into the GenEval layout at `out_dir`
-    (image j of prompt i uses seed ``image_seed(seed, i, j)``); `model` is a name, a folder or a loaded pipeline.
-    Prompts whose folder already holds all its images are skipped, so an interrupted run resumes."""
+    """Sample `images_per_prompt` images for every metadata line into the GenEval layout at `out_dir`, `batch_size`
+    images per pipeline call across prompts; image j of prompt i uses seed ``image_seed(seed, i, j)``, so it is the
+    same image whatever `images_per_prompt` is. `model` is a name, a folder or a loaded pipeline; `sample` is
+    :func:`generate` (the shapes model's settings; the default) or :func:`generate_images` (the pipeline's own),
+    and `settings` go to it. Prompts whose folder already holds all its images are skipped, so an interrupted run
+    resumes."""
     from imgalign.eval.suite import write_prompt_folder
 
+    if images_per_prompt < 1:
+        raise ValueError("images per prompt must be at least 1")
+    sample = sample or generate
     pipe = load_pipeline(model) if isinstance(model, (str, Path)) else model
     out_dir = Path(out_dir)
     jobs = []
     for i in range(len(metas)):
         d = out_dir / f"{i:05d}" / "samples"
-        if all((d / f"{j:04d}.png").is_file() for j in range(images_per_prompt)):
-            continue
-        jobs += [(i, j) for j in range(images_per_prompt)]
+        jobs += [(i, j) for j in range(images_per_prompt) if not (d / f"{j:04d}.png").is_file()]
     per_batch = max(1, batch_size)
     with tqdm(total=len(jobs), desc="sampling", unit="img", disable=not progress) as bar:
         for k in range(0, len(jobs), per_batch):
             chunk = jobs[k : k + per_batch]
-            imgs = generate(
+            imgs = sample(
                 pipe,
                 [metas[i]["prompt"] for i, _ in chunk],
                 [image_seed(seed, i, j) for i, j in chunk],
-                num_inference_steps=num_inference_steps,
-                guidance_scale=guidance_scale,
                 batch_size=per_batch,
+                **settings,
             )
             for (i, j), img in zip(chunk, imgs):
                 write_prompt_folder(out_dir, i, metas[i], [img], start=j)

@@ -78,8 +78,8 @@ def test_an_existing_path_is_taken_whole(tmp_path, monkeypatch):
 
 
 def test_overlays_change_the_model_and_seeds_are_shared(models):
-    from imgalign.eval.models import generate_images
     from imgalign.pipelines import load_pipeline
+    from imgalign.sampling import generate_images
 
     def sample(spec: str) -> np.ndarray:
         pipe = load_pipeline(spec)

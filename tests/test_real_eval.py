@@ -278,9 +278,9 @@ def test_detector_errors_name_the_model(tmp_path):
 
 # ---- generation into the official layout, then the whole path ---------------------------------------------
 def test_generation_writes_the_official_layout_and_resumes(tiny, tmp_path):
-    from imgalign.eval.models import generate_folder
     from imgalign.eval.suite import read_folder
     from imgalign.pipelines import load_pipeline
+    from imgalign.sampling import generate_folder, generate_images
 
     metas = [
         {"tag": "single_object", "include": [{"class": "cat", "count": 1}], "prompt": "a photo of a cat"},
@@ -293,7 +293,7 @@ def test_generation_writes_the_official_layout_and_resumes(tiny, tmp_path):
     ]
     pipe = load_pipeline(str(tiny["sd3"]))
     out = tmp_path / "images"
-    generate_folder(pipe, metas, out, images_per_prompt=2, seed=7, progress=False, steps=2, size=16)
+    generate_folder(pipe, metas, out, 2, 7, progress=False, sample=generate_images, steps=2, size=16)
     assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()) == [
         "00000/metadata.jsonl",
         "00000/samples/0000.png",
@@ -309,12 +309,12 @@ def test_generation_writes_the_official_layout_and_resumes(tiny, tmp_path):
     first = np.asarray(Image.open(out / "00001" / "samples" / "0001.png"))
     kept = (out / "00000" / "samples" / "0000.png").stat().st_mtime_ns
     (out / "00001" / "samples" / "0001.png").unlink()
-    generate_folder(pipe, metas, out, images_per_prompt=2, seed=7, progress=False, steps=2, size=16)
+    generate_folder(pipe, metas, out, 2, 7, progress=False, sample=generate_images, steps=2, size=16)
     assert (out / "00000" / "samples" / "0000.png").stat().st_mtime_ns == kept
     assert np.array_equal(np.asarray(Image.open(out / "00001" / "samples" / "0001.png")), first)
     # image j of prompt i has the same seed whatever images_per_prompt is (as in the shapes suite)
     one = tmp_path / "one"
-    generate_folder(pipe, metas, one, images_per_prompt=1, seed=7, progress=False, steps=2, size=16)
+    generate_folder(pipe, metas, one, 1, 7, progress=False, sample=generate_images, steps=2, size=16)
     for i in range(2):
         a, b = (np.asarray(Image.open(d / f"0000{i}" / "samples" / "0000.png")) for d in (out, one))
         assert np.array_equal(a, b)
@@ -322,9 +322,9 @@ def test_generation_writes_the_official_layout_and_resumes(tiny, tmp_path):
 
 @pytest.mark.parametrize("detector", ["detr", "mask2former"])
 def test_real_suite_end_to_end_with_tiny_detector_and_clip(tiny, tmp_path, detector):
-    from imgalign.eval.models import generate_folder
     from imgalign.eval.real import build_judge, evaluate_folder
     from imgalign.pipelines import load_pipeline
+    from imgalign.sampling import generate_folder, generate_images
 
     metas = [
         {"tag": "single_object", "include": [{"class": "cat", "count": 1}], "prompt": "a photo of a cat"},
@@ -349,9 +349,8 @@ def test_real_suite_end_to_end_with_tiny_detector_and_clip(tiny, tmp_path, detec
         },
     ]
     images = tmp_path / "images"
-    generate_folder(
-        load_pipeline(str(tiny["sd3"])), metas, images, 2, seed=0, progress=False, steps=2, size=16
-    )
+    pipe = load_pipeline(str(tiny["sd3"]))
+    generate_folder(pipe, metas, images, 2, 0, progress=False, sample=generate_images, steps=2, size=16)
     summary = evaluate_folder(
         images, tmp_path / "eval", str(tiny[detector]), str(tiny["clip"]), progress=False
     )

@@ -166,16 +166,27 @@ def run_real_eval(args: argparse.Namespace) -> int:
                 "the geneval suite needs --prompts: GenEval's evaluation_metadata.jsonl, your own, or "
                 "generate:SEED for a fresh set drawn from the task definitions"
             )
-        from imgalign.eval.models import generate_folder, sampling_defaults
+        from imgalign.eval.models import sampling_defaults
         from imgalign.eval.real import load_prompt_set
         from imgalign.pipelines import check_model_spec, load_pipeline, parse_model_arg
+        from imgalign.sampling import generate_folder, generate_images
 
         metas = load_prompt_set(args.prompts)
         spec = check_model_spec(parse_model_arg(args.model))
         pipe = load_pipeline(spec, device=args.device)
         settings = sampling_defaults(spec)  # the shapes family's trained settings, else the pipeline's
         settings.update(sampler_overrides(args, "steps", "guidance"))
-        generate_folder(pipe, metas, images, args.images_per_prompt, args.seed, progress=progress, **settings)
+        generate_folder(
+            pipe,
+            metas,
+            images,
+            args.images_per_prompt,
+            args.seed,
+            progress=progress,
+            batch_size=8,
+            sample=generate_images,
+            **settings,
+        )
         del pipe
         model = args.model
         sampler = settings

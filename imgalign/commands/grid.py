@@ -96,9 +96,10 @@ def run_grid(args: argparse.Namespace) -> int:
     import torch
 
     from imgalign.eval.gallery import labelled_grid, save_png
-    from imgalign.eval.models import generate_images, sampling_defaults
+    from imgalign.eval.models import sampling_defaults
     from imgalign.pipelines import check_model_spec, load_pipeline, parse_model_arg
     from imgalign.rewards.base import parse_reward_spec
+    from imgalign.sampling import generate_images
 
     # ---- every check first, before any model loads ----
     specs = [parse_model_arg(m) for m in args.model]
@@ -134,7 +135,7 @@ def run_grid(args: argparse.Namespace) -> int:
         given["max_sequence_length"] = args.max_sequence_length
         settings.update({k: v for k, v in given.items() if v is not None})
         for r, prompt in enumerate(prompts):
-            images[r] += generate_images(pipe, [prompt] * len(seeds), seeds, **settings)
+            images[r] += generate_images(pipe, [prompt] * len(seeds), seeds, batch_size=8, **settings)
         del pipe
     captions = None
     if args.reward:
