@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from pathlib import Path
@@ -180,6 +181,44 @@ def test_pretrain_refuses_a_changed_config_in_the_same_folder(tmp_path):
     t2i.pretrain(tiny_config(steps=2), tmp_path, progress=False)
     with pytest.raises(ValueError, match="steps"):
         t2i.pretrain(tiny_config(steps=3), tmp_path, progress=False)
+
+
+def test_pretrain_continues_from_a_model(tmp_path, tiny_pipeline_dir):
+    """init_from: the model's autoencoder and tokenizers ship unchanged, its transformer and text encoders train on."""
+    from safetensors.torch import load_file
+
+    out = tmp_path / "more"
+    t2i.pretrain(tiny_config(steps=2, init_from=str(tiny_pipeline_dir)), out, progress=False)
+    assert not (out / t2i.WORK / "vae").exists()  # no autoencoder stage
+    src, new = tiny_pipeline_dir, out / t2i.FOLDER
+    for part, same in (("vae", True), ("transformer", False), ("text_encoder", False)):
+        a, b = (load_file(next((d / part).glob("*.safetensors"))) for d in (src, new))
+        assert a.keys() == b.keys()
+        changed = any(not torch.equal(a[k], b[k]) for k in a)
+        assert changed is not same, part
+    vocab = [json.loads((d / "tokenizer" / "tokenizer.json").read_text())["model"] for d in (src, new)]
+    assert vocab[0] == vocab[1]
+    assert "continued from" in (new / "README.md").read_text()
+
+
+def test_init_from_is_checked_before_any_model_loads(tmp_path, tiny_pipeline_dir, monkeypatch):
+    from imgalign.pipelines import IncompleteModelError
+
+    def no_render(*a, **k):
+        raise AssertionError("rendered before the check")
+
+    monkeypatch.setattr(t2i, "render_dataset", no_render)
+    with pytest.raises(ValueError, match=r"layers: model 1, config 2.*--set layers=1") as e:
+        t2i.pretrain(
+            tiny_config(layers=2, heads=2, init_from=str(tiny_pipeline_dir)), tmp_path, progress=False
+        )
+    assert "heads: model 1, config 2" in str(e.value)
+    with pytest.raises(IncompleteModelError, match="nowhere"):
+        t2i.pretrain(tiny_config(init_from=str(tmp_path / "nowhere")), tmp_path / "a", progress=False)
+    # the embedded model's architecture is the default config's
+    assert t2i.check_init_from(t2i.Config(init_from="shapes")) is not None
+    with pytest.raises(ValueError, match="text_width: model 64, config 16"):
+        t2i.check_init_from(tiny_config(init_from="shapes"))
 
 
 # ---- sampling -------------------------------------------------------------------------------------------------

@@ -50,6 +50,13 @@ LR_FLOOR = 0.1  # lr_at's cosine ends at this fraction of the peak
 @dataclass
 class Config:
     seed: int = field(0, help="seed of data, initialisation, noise and dropout")
+    init_from: str = field(
+        "",
+        help="continue pretraining a shapes-architecture pipeline instead of starting from random weights: the "
+        "embedded name `shapes` or a folder this command (or a full fine-tune) wrote. Its autoencoder is kept "
+        "frozen (the autoencoder stage is skipped), its text encoders and transformer are trained further; the "
+        "architecture settings must match the model's (they are checked before it loads)",
+    )
     threads: int = field(
         1,
         help="torch CPU threads (on a shared, oversubscribed 2-core machine 1 thread was ~10x faster than 2)",
@@ -182,6 +189,67 @@ def decoder_noise(mean: torch.Tensor, max_rel: float, generator: torch.Generator
     rel = torch.rand(b, 1, 1, 1, generator=generator) * max_rel  # (B, 1, 1, 1)
     scale = mean.std(dim=(0, 2, 3), keepdim=True)  # (1, C, 1, 1)
     return rel * scale * torch.randn(mean.shape, generator=generator)
+
+
+# ---- continuing from a model ---------------------------------------------------------------------------------
+def init_folder(init_from: str) -> Path:
+    """The pipeline folder `init_from` names (an embedded name or a path), checked to be complete."""
+    from imgalign.hub import EMBEDDED, embedded_path
+    from imgalign.pipelines import check_pipeline_folder
+
+    folder = embedded_path(init_from) if init_from in EMBEDDED else Path(init_from)
+    check_pipeline_folder(folder)
+    return folder
+
+
+def folder_architecture(folder: Path) -> dict[str, Any]:
+    """The :class:`Config` architecture settings a saved shapes pipeline was built with, read from its components'
+    JSON configs (no weights load)."""
+
+    def read(name: str) -> dict[str, Any]:
+        for fname in ("config.json", "scheduler_config.json"):
+            f = folder / name / fname
+            if f.is_file():
+                return json.loads(f.read_text())
+        raise FileNotFoundError(f"{folder / name} has no config.json")
+
+    index = json.loads((folder / "model_index.json").read_text())
+    if index.get("_class_name") != "StableDiffusion3Pipeline" or (index.get("text_encoder_3") or [None])[0]:
+        raise ValueError(
+            f"init_from={str(folder)!r} is not a shapes-architecture pipeline (a StableDiffusion3Pipeline without "
+            "T5, as `imgalign world pretrain --component t2i` writes)"
+        )
+    tr, te, vae, sch = read("transformer"), read("text_encoder"), read("vae"), read("scheduler")
+    return {
+        "vae_channels": list(vae["block_out_channels"]),
+        "vae_groups": vae["norm_num_groups"],
+        "text_width": te["hidden_size"],
+        "text_layers": te["num_hidden_layers"],
+        "max_length": te["max_position_embeddings"],
+        "layers": tr["num_layers"],
+        "heads": tr["num_attention_heads"],
+        "patch": tr["patch_size"],
+        "shift": float(sch.get("shift", 1.0)),
+    }
+
+
+def check_init_from(cfg: Config) -> Path | None:
+    """Before any model loads: the folder `cfg.init_from` names, complete and of `cfg`'s architecture (None when
+    unset). A mismatch names every differing setting."""
+    if not cfg.init_from:
+        return None
+    folder = init_folder(cfg.init_from)
+    arch = folder_architecture(folder)
+    ours = dataclasses.asdict(cfg)
+    diff = {k: (v, ours[k]) for k, v in arch.items() if v != ours[k]}
+    if diff:
+        listed = ", ".join(f"{k}: model {m}, config {c}" for k, (m, c) in diff.items())
+        fix = " ".join(f"--set {k}={json.dumps(m)}" for k, (m, _) in diff.items())
+        raise ValueError(
+            f"init_from={cfg.init_from!r} was built with other architecture settings ({listed}); set them as the "
+            f"model has them: {fix}"
+        )
+    return folder
 
 
 # ---- components -----------------------------------------------------------------------------------------------
@@ -462,6 +530,7 @@ def pretrain(cfg: Config, out_dir: Path, progress: bool = True) -> dict[str, flo
     from imgalign.sampling import MAX_SEQUENCE_LENGTH
 
     cfg.validate()
+    init = check_init_from(cfg)
     if cfg.t5_tokens != MAX_SEQUENCE_LENGTH:
         print(f"note: t5_tokens={cfg.t5_tokens} differs from imgalign.sampling.MAX_SEQUENCE_LENGTH")
     torch.set_num_threads(cfg.threads)
@@ -492,18 +561,26 @@ def pretrain(cfg: Config, out_dir: Path, progress: bool = True) -> dict[str, flo
 
     torch.manual_seed(cfg.seed)
     images, prompts = render_dataset(cfg.n_images, cfg.seed, progress)
-    vae = train_vae(cfg, work, images, progress)
+    if init is None:
+        vae = train_vae(cfg, work, images, progress)
+        tok1 = save_tokenizer(work / "tokenizer", cfg.max_length)
+        tok2 = save_tokenizer(work / "tokenizer_2", cfg.max_length)
+        te1 = build_text_encoder(cfg, tok1, cfg.seed + 1)
+        te2 = build_text_encoder(cfg, tok2, cfg.seed + 2)
+        torch.manual_seed(cfg.seed + 3)
+        transformer = build_transformer(cfg)
+        scheduler = build_scheduler(cfg)
+    else:  # every component from the model; its autoencoder stays as it is
+        from imgalign.pipelines import load_pipeline
+
+        src = load_pipeline(init)
+        vae, transformer, scheduler = src.vae, src.transformer, src.scheduler
+        te1, te2, tok1, tok2 = src.text_encoder, src.text_encoder_2, src.tokenizer, src.tokenizer_2
+        print(f"continuing from {init}")
     vae.requires_grad_(False).eval()
     lat_mean, lat_std = encode_latents(vae, images)
     del images
 
-    tok1 = save_tokenizer(work / "tokenizer", cfg.max_length)
-    tok2 = save_tokenizer(work / "tokenizer_2", cfg.max_length)
-    te1 = build_text_encoder(cfg, tok1, cfg.seed + 1)
-    te2 = build_text_encoder(cfg, tok2, cfg.seed + 2)
-    torch.manual_seed(cfg.seed + 3)
-    transformer = build_transformer(cfg)
-    scheduler = build_scheduler(cfg)
     trained = [transformer, te1, te2]
     params = [p for m in trained for p in m.parameters()]
     n_params = sum(p.numel() for p in params)
@@ -657,12 +734,18 @@ def write_card(folder: Path, cfg: Config, metrics: dict[str, float], log_rows: l
         "",
         "## Training",
         "",
-        "- command: `imgalign world pretrain --component t2i --out DIR` (defaults; seed "
-        f"{cfg.seed}); folder written to `DIR/{FOLDER}`",
+        "- command: `imgalign world pretrain --component t2i --out DIR"
+        + (f" --set init_from={cfg.init_from}` (other settings as below" if cfg.init_from else "` (defaults")
+        + f"; seed {cfg.seed}); folder written to `DIR/{FOLDER}`",
         f"- data: {cfg.n_images} renders of `imgalign.prompts.shapes.sample_training_specs({cfg.n_images}, "
         f"seed={cfg.seed})` (held-out colour x shape pairs never named in a training prompt)",
-        f"- autoencoder: {cfg.vae_steps} steps, batch {cfg.vae_batch}, latent-mixing weight {cfg.vae_mix}, decoder"
-        f" noise {cfg.vae_noise}; transformer + text encoders: {cfg.steps} steps, batch {cfg.batch_size}, patch"
+        (
+            f"- continued from `{cfg.init_from}`: its autoencoder, frozen; its"
+            if cfg.init_from
+            else f"- autoencoder: {cfg.vae_steps} steps, batch {cfg.vae_batch}, latent-mixing weight {cfg.vae_mix},"
+            f" decoder noise {cfg.vae_noise};"
+        )
+        + f" transformer + text encoders: {cfg.steps} steps, batch {cfg.batch_size}, patch"
         f" {cfg.patch} ({(LATENT_SIDE // cfg.patch) ** 2} image tokens), AdamW lr {cfg.lr} (warm-up {cfg.warmup},"
         f" cosine to {LR_FLOOR:.0%}), logit-normal t, CFG dropout {cfg.cfg_dropout}, EMA {cfg.ema} (shipped)",
         f"- {int(metrics['params'])} trained parameters; folder size {size / 1e6:.1f} MB",
