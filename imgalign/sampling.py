@@ -103,8 +103,9 @@ def generate_images(
     if size is not None:
         kwargs["height"] = kwargs["width"] = size
     images: list[Image.Image] = []
-    for i in range(0, len(prompts), max(1, batch_size)):
-        ps, ss = list(prompts[i : i + batch_size]), seeds[i : i + batch_size]
+    per_call = max(1, batch_size)
+    for i in range(0, len(prompts), per_call):
+        ps, ss = list(prompts[i : i + per_call]), seeds[i : i + per_call]
         gens = [torch.Generator(device="cpu").manual_seed(int(s)) for s in ss]
         images.extend(pipe(prompt=ps, generator=gens, **kwargs).images)
     return images
