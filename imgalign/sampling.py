@@ -125,8 +125,6 @@ def generate(
 ) -> list[Image.Image]:
     """:func:`generate_images` with the shapes model's evaluation settings as defaults, after checking the image
     size and warning about prompt words outside the model's vocabulary."""
-    if len(prompts) != len(seeds):
-        raise ValueError(f"got {len(prompts)} prompts but {len(seeds)} seeds; give one seed per prompt")
     check_size(pipe, height, width)
     warn_unknown_words(pipe, prompts)
     return generate_images(

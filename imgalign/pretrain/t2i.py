@@ -194,10 +194,10 @@ def decoder_noise(mean: torch.Tensor, max_rel: float, generator: torch.Generator
 # ---- continuing from a model ---------------------------------------------------------------------------------
 def init_folder(init_from: str) -> Path:
     """The pipeline folder `init_from` names (an embedded name or a path), checked to be complete."""
-    from imgalign.hub import EMBEDDED, embedded_path
+    from imgalign.hub import resolve
     from imgalign.pipelines import check_pipeline_folder
 
-    folder = embedded_path(init_from) if init_from in EMBEDDED else Path(init_from)
+    folder = Path(resolve(init_from))
     check_pipeline_folder(folder)
     return folder
 
