@@ -132,16 +132,15 @@ while time.time() - t0 < args.minutes * 60:
             if ref is not None and torch.is_grad_enabled():
                 with torch.no_grad():
                     v_ref = ad.velocity(x, sig[i], cond, args.cfg, transformer=ref)
-                kl = kl + ((v - v_ref) ** 2).mean() / args.steps
+                kl = kl + ((v - v_ref) ** 2).mean() / min(args.backprop, args.steps)
             x = x + (sig[i + 1] - sig[i]) * v
     lat = x / vae.config.scaling_factor + (vae.config.shift_factor or 0.0)
     img = (vae.decode(lat, return_dict=False)[0] / 2 + 0.5).clamp(0, 1)
     r = reward_fn(img, prompts, specs)
     loss = -r.mean() + args.kl * kl
     gnorm = 0.0
-    if (
-        loss.requires_grad
-    ):  # `--backprop 0`: the base model's rewards on the same prompts and noise, no update
+    # `--backprop 0` leaves nothing to differentiate: the base model's rewards on the same prompts and noise
+    if loss.requires_grad:
         opt.zero_grad(set_to_none=True)
         loss.backward()
         gnorm = float(torch.nn.utils.clip_grad_norm_(params, args.clip_grad))
