@@ -133,21 +133,28 @@ class VLMLogLikReward(Reward):
             mask[b, start:end] = True
         return mask
 
-    @torch.no_grad()
-    def _score_batch(
-        self, images: torch.Tensor, prompts: list[str]
-    ) -> tuple[torch.Tensor, list[dict[str, Any]]]:
-        pils = to_pil(images)
+    def teacher_forced_inputs(
+        self, prompts: list[str], images: list[Any]
+    ) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+        """The processor's batch for [user: image (+ query); assistant: prompt] per (prompt, PIL image), and the
+        (B, T) mask of the prompt tokens to score."""
         apply = self.processor.apply_chat_template
         full = [apply(self._messages(p), tokenize=False) for p in prompts]
         prefix = apply(self._messages(None), add_generation_prompt=True, tokenize=False)
-        enc = self._encode(full, pils)
-        pre = self._encode([prefix] * len(prompts), pils)
+        enc = self._encode(full, images)
+        pre = self._encode([prefix] * len(prompts), images)
         mask = self.prompt_mask(
             enc["input_ids"], enc["attention_mask"], pre["input_ids"], pre["attention_mask"]
         )
         if not bool(mask.any(1).all()):
             raise ValueError("vlm_loglik: a prompt produced no tokens to score (empty prompt?)")
+        return enc, mask
+
+    @torch.no_grad()
+    def _score_batch(
+        self, images: torch.Tensor, prompts: list[str]
+    ) -> tuple[torch.Tensor, list[dict[str, Any]]]:
+        enc, mask = self.teacher_forced_inputs(prompts, to_pil(images))
         inputs = {k: v.to(self.device) for k, v in enc.items()}
         if "pixel_values" in inputs:
             inputs["pixel_values"] = inputs["pixel_values"].to(self.dtype)

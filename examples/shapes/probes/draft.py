@@ -68,19 +68,13 @@ if args.reward.startswith("vlm"):
     ip = vlm.processor.image_processor
     mean = torch.tensor(ip.image_mean).view(1, 3, 1, 1)
     std = torch.tensor(ip.image_std).view(1, 3, 1, 1)
-    apply = vlm.processor.apply_chat_template
-    prefix = apply(vlm._messages(None), add_generation_prompt=True, tokenize=False)
 
     def vlm_logp(img: torch.Tensor, prompts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
         """(mean, sum) of log p(prompt tokens | image) [B] each; the images [B, 3, 64, 64] in [0, 1] need no resize
         (the VLM's processor resizes to 64 and centre-crops 64, an identity here), so pixel values are just
         normalised."""
         dummy = [Image.new("RGB", (64, 64))] * len(prompts)  # token ids do not depend on the image
-        enc = vlm._encode([apply(vlm._messages(p), tokenize=False) for p in prompts], dummy)
-        pre = vlm._encode([prefix] * len(prompts), dummy)
-        mask = vlm.prompt_mask(
-            enc["input_ids"], enc["attention_mask"], pre["input_ids"], pre["attention_mask"]
-        )
+        enc, mask = vlm.teacher_forced_inputs(prompts, dummy)
         logits = vlm.model(
             input_ids=enc["input_ids"], attention_mask=enc["attention_mask"], pixel_values=(img - mean) / std
         ).logits
