@@ -7,12 +7,14 @@ from __future__ import annotations
 import json
 import math
 import os
+import random
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 import yaml
@@ -389,6 +391,90 @@ def test_update_leaves_out_masked_samples_with_the_same_gradient(sd3_dir, tmp_pa
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
 
 
+def _sgd_trainer(sd3_dir, tmp_path, **train_over):
+    """A set-up trainer on 8 samples (4 groups of 2) with plain SGD at lr 1 and no clipping, so an update's parameter
+    change is minus the gradient itself."""
+    from imgalign.config import load_config
+    from imgalign.trainers.config import FlowGRPOConfig
+    from imgalign.trainers.trainer import FlowGRPOTrainer
+
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    cfg_d = tiny_config(sd3_dir, tmp_path / "run", sampling__samples_per_step=8, sampling__batch_size=8)
+    cfg_d["train"].update(grad_clip=0.0, warmup_steps=0, **train_over)
+    tr = FlowGRPOTrainer(load_config(FlowGRPOConfig, write(cfg_d, tmp_path / "c.yaml")), tmp_path / "run")
+    tr.setup()
+    tr.optimizer = torch.optim.SGD(tr.params, lr=1.0)
+    tr.scheduler = torch.optim.lr_scheduler.LambdaLR(tr.optimizer, lambda _: 1.0)
+    return tr
+
+
+def test_update_weights_every_valid_sample_alike_whatever_the_micro_batches(sd3_dir, tmp_path):
+    """The update's gradient is the mean over every valid sample: 8 micro-batches of 1 row (2 of them invalid) give
+    the same parameter change as one micro-batch of 8 (a mean of per-micro-batch means gave 0.25 relative error)."""
+    from imgalign.trainers.testing import first_rollout
+
+    deltas = []
+    for mb in (8, 1):
+        tr = _sgd_trainer(sd3_dir, tmp_path / f"mb{mb}", micro_batch_size=mb, updates_per_step=1)
+        tr.objective.masks_invalid = False  # keep the invalid rows in the micro-batches (zero weight)
+        ro, gid = first_rollout(tr)
+        valid = gid != 1
+        adv = torch.where(valid, torch.tensor([1.0, -1.0] * 4), torch.zeros(8))
+        start = [p.detach().clone() for p in tr.params]
+        tr._update(0, ro, adv, valid)
+        deltas.append(torch.cat([(p.detach() - p0).flatten() for p, p0 in zip(tr.params, start)]))
+    assert float(deltas[0].norm()) > 0
+    assert float((deltas[1] - deltas[0]).norm() / deltas[0].norm()) < 1e-5
+
+
+def test_update_runs_updates_per_step_optimizer_steps_when_rows_do_not_divide(sd3_dir, tmp_path):
+    """6 valid rows and train.updates_per_step 4: four optimizer updates (LR schedule, EMA count them)."""
+    from imgalign.trainers.testing import first_rollout
+
+    tr = _sgd_trainer(sd3_dir, tmp_path, micro_batch_size=1, updates_per_step=4)
+    ro, gid = first_rollout(tr)
+    valid = gid < 3
+    adv = torch.where(valid, torch.tensor([1.0, -1.0] * 4), torch.zeros(8))
+    before = tr.scheduler.last_epoch
+    tr._update(0, ro, adv, valid)
+    assert tr.scheduler.last_epoch - before == 4
+
+
+def test_a_diverged_sample_is_masked_and_never_reaches_the_weights(sd3_dir, tmp_path, caplog):
+    """A rollout sample with NaN latents and image (a diverged policy) is warned about and masked like a NaN reward;
+    it is padded into the update here (2 valid rows < 4 updates), and the weights stay finite."""
+    tr = _sgd_trainer(sd3_dir, tmp_path, micro_batch_size=1, updates_per_step=4)
+    inner = tr.rollout_fn
+
+    def diverging(ctx, prompts, meta, ids, gids):
+        ro = inner(ctx, prompts, meta, ids, gids)
+        ro.latents[2:8] = float("nan")
+        ro.images[2:8] = float("nan")
+        return ro
+
+    tr.rollout_fn = diverging
+    with caplog.at_level("WARNING"):
+        m = tr.train_step(0)
+    assert "6 sample(s) of the rollout are not finite" in caplog.text
+    assert m["reward/red_reward/nonfinite"] == 6
+    assert m["train/skipped_updates"] == 0 and math.isfinite(m["train/grad_norm"])
+    assert all(torch.isfinite(p).all() for p in tr.params)
+
+
+def test_a_non_finite_gradient_skips_the_optimizer_update(sd3_dir, tmp_path, caplog):
+    """Whatever makes the gradient NaN, the update is skipped with a warning: never NaN weights."""
+    from imgalign.trainers.testing import first_rollout
+
+    tr = _sgd_trainer(sd3_dir, tmp_path, micro_batch_size=8, updates_per_step=1)
+    ro, gid = first_rollout(tr)
+    adv = torch.tensor([float("nan"), 1.0] * 4)  # a NaN advantage on valid rows poisons the loss itself
+    start = [p.detach().clone() for p in tr.params]
+    with caplog.at_level("WARNING"):
+        m = tr._update(0, ro, adv, torch.ones(8, dtype=torch.bool))
+    assert "the gradient is not finite" in caplog.text and m["train/skipped_updates"] == 1
+    assert all(torch.equal(p, p0) for p, p0 in zip(tr.params, start))
+
+
 @pytest.mark.parametrize(
     ("over", "msg"),
     [
@@ -708,3 +794,63 @@ def test_a_shapes_model_folder_keeps_its_trained_context_length(sd3_dir, tmp_pat
     tr = FlowGRPOTrainer(load_config(FlowGRPOConfig, write(cfg_d, tmp_path / "c.yaml")), tmp_path / "run")
     tr.setup()
     assert tr.adapter.max_sequence_length == MAX_SEQUENCE_LENGTH
+
+
+def _fake_checkpoint(run: Path, step: int) -> Path:
+    d = run / "checkpoints" / f"step-{step:06d}"
+    (d / "trainer_state").mkdir(parents=True)
+    (d / "trainer_state" / "state.json").write_text(json.dumps({"step": step}))
+    return d
+
+
+def test_prune_keeps_the_last_n_and_sets_aside_a_branch_left_by_an_earlier_run(tmp_path):
+    """keep_last counts by step; checkpoints later than the one just written (left by an earlier run of the folder
+    that this run resumed before) are renamed superseded-…, so --resume auto continues this run."""
+    from imgalign.trainers import checkpoint as C
+
+    for step in (10, 20, 40):
+        _fake_checkpoint(tmp_path, step)
+    C.prune(tmp_path, 2, newest=tmp_path / "checkpoints" / "step-000040")
+    assert [p.name for p in C.list_checkpoints(tmp_path)] == ["step-000020", "step-000040"]
+    # resumed from step 20 and saved step 30: step 40 belongs to the abandoned run
+    new = _fake_checkpoint(tmp_path, 30)
+    C.prune(tmp_path, 1, newest=new)
+    assert [p.name for p in C.list_checkpoints(tmp_path)] == ["step-000030"]
+    assert C.latest_checkpoint(tmp_path) == new
+    names = sorted(p.name for p in (tmp_path / "checkpoints").iterdir())
+    assert names == ["step-000030", "superseded-step-000040"]  # nothing half-deleted is left
+
+
+def test_cuda_rng_states_are_restored_in_device_order(monkeypatch):
+    """torch_cuda_10 comes after torch_cuda_2 (not in the text order of the names)."""
+    from imgalign.trainers import checkpoint as C
+
+    got = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "set_rng_state_all", lambda states: got.extend(int(s[0]) for s in states))
+    py = random.getstate()
+    n = np.random.get_state()
+    js = {
+        "python": [py[0], list(py[1]), py[2]],
+        "numpy": [n[0], n[1].tolist(), int(n[2]), int(n[3]), float(n[4])],
+    }
+    tensors = {"torch_cpu": torch.get_rng_state()}
+    tensors.update({f"torch_cuda_{i}": torch.tensor([i], dtype=torch.uint8) for i in range(12)})
+    C.set_rng_state(js, tensors)
+    assert got == list(range(12))
+
+
+def test_nft_noise_follows_train_seed(sd3_dir, tmp_path):
+    """DiffusionNFT's fresh (t, ε) draws mix in train.seed: two seeds train on different noise."""
+    from imgalign.trainers.objectives import NFTObjective, TrainContext
+    from imgalign.trainers.testing import first_rollout
+
+    tr = _sgd_trainer(sd3_dir, tmp_path, micro_batch_size=8, updates_per_step=1)
+    ro, _ = first_rollout(tr)
+    obj = NFTObjective(tr.cfg.objective, tr.cfg.sampling)
+    idx, valid = torch.arange(8), torch.ones(8, dtype=torch.bool)
+    losses = [
+        obj.head(TrainContext(tr.adapter, tr.model, 0, seed), ro, idx, 0, valid).metrics["nft/loss_plus"]
+        for seed in (0, 0, 1)
+    ]
+    assert losses[0] == losses[1] != losses[2]

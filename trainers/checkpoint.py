@@ -20,6 +20,7 @@ good checkpoint untouched; ``state.json`` is written last inside it.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import random
 import re
@@ -30,6 +31,8 @@ from typing import Any
 import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
+
+log = logging.getLogger(__name__)
 
 STEP_RE = re.compile(r"^step-(\d{6,})$")
 
@@ -76,7 +79,8 @@ def set_rng_state(js: dict[str, Any], tensors: dict[str, torch.Tensor]) -> None:
     np.random.set_state((n[0], np.array(n[1], dtype=np.uint32), n[2], n[3], n[4]))
     torch.set_rng_state(tensors["torch_cpu"])
     if torch.cuda.is_available():
-        states = [tensors[k] for k in sorted(tensors) if k.startswith("torch_cuda_")]
+        cuda = [k for k in tensors if k.startswith("torch_cuda_")]
+        states = [tensors[k] for k in sorted(cuda, key=lambda k: int(k.rsplit("_", 1)[1]))]  # 2 before 10
         if states:
             torch.cuda.set_rng_state_all(states)
 
@@ -93,9 +97,39 @@ def torch_load(path: Path) -> Any:
     return torch.load(str(path), map_location="cpu", weights_only=True)
 
 
-def prune(run_dir: str | Path, keep_last: int) -> None:
-    for p in list_checkpoints(run_dir)[:-keep_last]:
-        shutil.rmtree(p, ignore_errors=True)
+def step_of(ckpt: Path) -> int:
+    m = STEP_RE.match(ckpt.name)
+    if m is None:
+        raise ValueError(f"{ckpt} is not a checkpoint folder (expected a name like step-000040)")
+    return int(m.group(1))
+
+
+def prune(run_dir: str | Path, keep_last: int, newest: Path | None = None) -> None:
+    """Keep the last `keep_last` checkpoints. `newest` is the one just written: checkpoints of later steps are left
+    from an earlier run of the folder that this run resumed before (a branch), so they are renamed
+    ``superseded-step-…`` (kept, but no longer what ``--resume auto`` picks) instead of outliving the new ones. A
+    deleted checkpoint is renamed away first, so a crash during the deletion cannot leave a partial one listed."""
+    ckpts = list_checkpoints(run_dir)
+    if newest is not None:
+        later = [p for p in ckpts if step_of(p) > step_of(newest)]
+        for p in later:
+            dest = p.with_name(f"superseded-{p.name}")
+            n = 1
+            while dest.exists():
+                dest, n = p.with_name(f"superseded-{p.name}-{n}"), n + 1
+            os.replace(p, dest)
+            log.warning(
+                "checkpoint %s is from an earlier run of this folder (later than the step this run resumed "
+                "from); renamed to %s so that --resume auto continues this run",
+                p.name,
+                dest.name,
+            )
+        ckpts = [p for p in ckpts if p not in later]
+    for p in ckpts[:-keep_last]:
+        trash = p.with_name(f".trash-{p.name}")
+        shutil.rmtree(trash, ignore_errors=True)
+        os.replace(p, trash)
+        shutil.rmtree(trash, ignore_errors=True)
 
 
 def read_state(ckpt: Path) -> dict[str, Any]:

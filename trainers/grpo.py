@@ -32,8 +32,8 @@ def group_advantages(
 ) -> Advantages:
     """A_i = (r_i − mean_group(i)) / (std + eps), clipped to ±clip.  rewards, group_ids: [N] -> [N].
 
-    ``std_mode="group"``: std of the sample's own group; ``"batch"``: the std of every valid reward in the batch
-    (the reference code's ``global_std``). Groups whose rewards all tie (std ≤ tie_tol) carry no signal and are
+    ``std_mode="group"``: std of the sample's own group; ``"batch"``: the std of every finite reward in the batch,
+    tied groups included (the reference code's ``global_std``). Groups whose rewards all tie (std ≤ tie_tol) carry no signal and are
     dropped (advantage 0, ``valid`` False); their share is ``zero_std_ratio``. Samples with ``finite`` False (a NaN or
     infinite reward, already masked by the caller) take no part in any statistic and get advantage 0."""
     r = rewards.float()
@@ -90,11 +90,12 @@ def grpo_clipped_loss(
     clipped = -a * torch.clamp(ratio, 1.0 - clip_range, 1.0 + clip_range)
     per = torch.maximum(unclipped, clipped)
     w = torch.ones_like(per) if weights is None else weights.float()
+    per = torch.where(w > 0, per, torch.zeros_like(per))  # a masked row may be NaN, and NaN·0 is NaN
     denom = w.sum().clamp_min(1.0)
     loss = (per * w).sum() / denom
     with torch.no_grad():
         clipfrac = (((ratio - 1.0).abs() > clip_range).float() * w).sum() / denom
-        approx_kl = (0.5 * diff**2 * w).sum() / denom
+        approx_kl = (0.5 * torch.where(w > 0, diff, torch.zeros_like(diff)) ** 2 * w).sum() / denom
     return SurrogateOutput(loss, ratio.detach(), clipfrac, approx_kl)
 
 

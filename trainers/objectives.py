@@ -20,7 +20,9 @@ Optional hooks: ``after_update(params)`` after every optimizer step (e.g. NFT's 
 ``state_dict()`` / ``load_state_dict(state)`` for objective state that checkpoints must carry (tensors and plain
 Python values only: it is loaded with ``weights_only=True``).
 
-The trainer averages ``loss`` over terms and micro-batches, so an objective only ever sees one micro-batch.
+An objective only ever sees one micro-batch, and its ``loss`` is a mean over that micro-batch's valid samples
+(weighted by ``valid``). The trainer averages over terms and weights each micro-batch by its share of the update's
+valid samples on every process, so an update is the mean over all valid samples however they fall into micro-batches.
 A velocity penalty (``objective.penalty``, e.g. the velocity-norm hinge) composes with any objective that produces
 (v_θ, v_ref): :func:`add_penalty` adds λ·mean(penalty(v_θ, v_ref)).
 """
@@ -48,6 +50,7 @@ class TrainContext:
     adapter: FlowAdapter
     model: torch.nn.Module  # the (possibly DDP-wrapped) transformer with gradients
     step: int
+    seed: int = 0  # train.seed: objectives that draw their own noise (NFT) mix it in
 
 
 @dataclass
@@ -73,7 +76,8 @@ class LossHead:
 
 
 def _masked_mean(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    return (x * w).sum() / w.sum().clamp_min(1.0)
+    """Mean of x weighted by w; entries with weight 0 are left out, also when they are NaN (NaN·0 is NaN)."""
+    return (torch.where(w > 0, x, torch.zeros_like(x)) * w).sum() / w.sum().clamp_min(1.0)
 
 
 def add_penalty(
@@ -212,8 +216,8 @@ class GRPOObjective:
                 "policy/approx_kl": float(sur.approx_kl),
                 "policy/clipfrac": float(sur.clipfrac),
                 "policy/ratio_mean": float(_masked_mean(sur.ratio, w)),
-                "policy/ratio_min": float(sur.ratio.min()),
-                "policy/ratio_max": float(sur.ratio.max()),
+                "policy/ratio_min": float(sur.ratio[w > 0].min()) if bool((w > 0).any()) else 1.0,
+                "policy/ratio_max": float(sur.ratio[w > 0].max()) if bool((w > 0).any()) else 1.0,
             }
 
         metrics: dict[str, Any] = {"policy/logprob": float(_masked_mean(out.log_prob.detach(), w))}
@@ -387,7 +391,7 @@ class NFTObjective:
         x0 = rollout.latents[idx, -1].to(dev)  # [b, ...]
         b = x0.shape[0]
         ids = rollout.sample_ids[idx]
-        gens = [torch.Generator().manual_seed(_mix(ctx.step, term, int(i), 4242)) for i in ids]
+        gens = [torch.Generator().manual_seed(_mix(ctx.seed, ctx.step, term, int(i), 4242)) for i in ids]
         # t per sample: stratified over [t_min, t_max] by the sample's position in the micro-batch
         u = torch.stack([torch.rand((), generator=g, dtype=torch.float64) for g in gens])
         t = (n.t_min + (n.t_max - n.t_min) * (torch.arange(b, dtype=torch.float64) + u) / b).float().to(dev)

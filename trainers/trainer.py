@@ -396,7 +396,9 @@ class FlowGRPOTrainer:
         m["perf/sec_rollout"] = time.perf_counter() - t
         # ---- rewards, gathered over processes (group members live on different ranks)
         t = time.perf_counter()
+        diverged = self._mask_diverged(ro, step)  # [b] bool; those samples' tensors are zeroed
         scores = score_all(self.rewards, ro.images, ro.prompts, ro.metadata)  # [K, b]
+        scores[:, diverged] = float("nan")  # masked like a non-finite reward
         scores_all = self.acc.gather(scores.to(self.acc.device).T.contiguous()).T.cpu()  # [K, N]
         self._update_stateful_rewards(ro, all_prompts, all_meta, m)
         m["perf/sec_reward"] = time.perf_counter() - t
@@ -432,6 +434,29 @@ class FlowGRPOTrainer:
         m["perf/sec_train"] = time.perf_counter() - t
         m["train/lr"] = float(self.scheduler.get_last_lr()[0])
         return m
+
+    def _mask_diverged(self, ro: Rollout, step: int) -> torch.Tensor:
+        """[b] bool: samples whose images, trajectory or log-densities are not finite (a diverged policy). They are
+        warned about and zeroed in place, so that rewards see valid images and a masked row's loss term is an exact
+        0 (NaN·0 is NaN) if the update pads with it; the caller masks their scores."""
+        bad = ~torch.isfinite(ro.images.flatten(1)).all(1)
+        if ro.latents.shape[0] == len(bad):
+            bad |= ~torch.isfinite(ro.latents.flatten(1)).all(1) | ~torch.isfinite(
+                ro.log_probs.flatten(1)
+            ).all(1)
+        if bad.any():
+            log.warning(
+                "step %d: %d sample(s) of the rollout are not finite (NaN/inf latents or images) for prompt(s) %s; "
+                "they are masked like a NaN reward. A policy that diverges: lower train.lr",
+                step,
+                int(bad.sum()),
+                sorted({ro.prompts[i] for i in bad.nonzero().flatten().tolist()})[:3],
+            )
+            ro.images[bad] = 0.0
+            if ro.latents.shape[0] == len(bad):
+                ro.latents[bad] = 0.0
+                ro.log_probs[bad] = 0.0
+        return bad
 
     def _per_reward_advantages(
         self, ro: Rollout, scores: torch.Tensor, gid: torch.Tensor, finite: torch.Tensor
@@ -477,16 +502,26 @@ class FlowGRPOTrainer:
         perm = torch.randperm(
             n, generator=torch.Generator().manual_seed(_mix(cfg.train.seed, step, 31, self.rank))
         )
-        chunks = self._update_rows(perm, valid).chunk(cfg.train.updates_per_step)
+        # exactly updates_per_step chunks (Tensor.chunk returns fewer when the rows do not divide evenly)
+        chunks = torch.tensor_split(self._update_rows(perm, valid), cfg.train.updates_per_step)
         terms = self.objective.terms(ro)
-        ctx = TrainContext(self.adapter, self.model, step)
+        ctx = TrainContext(self.adapter, self.model, step, cfg.train.seed)
         sums: dict[str, float] = defaultdict(float)
         counts: dict[str, int] = defaultdict(int)
         grad_norms = []
         nfe_train = 0
         bb = self.balancing if per_reward is not None else None  # MARBLE / cosine diagnostics
+        skipped = 0
         for chunk in chunks:
             micro = [(mb, term) for mb in chunk.split(cfg.train.micro_batch_size) for term in terms]
+            # every loss is a mean over its micro-batch's valid samples (edges); weighting it by its share of the
+            # update's valid samples on all processes (times the world size: DDP averages gradients) makes the update
+            # the mean over every valid sample, whatever the micro-batch sizes and however the valid ones fall
+            n_valid = self._reduce_sum(valid[chunk].float().sum().reshape(1)).item()
+            scales = [
+                self.world * float(valid[mb].float().sum()) / max(n_valid, 1.0) / len(terms)
+                for mb, _ in micro
+            ]
             if bb is not None:
                 bb.start_update()
             for k, (mb, term) in enumerate(micro):
@@ -498,23 +533,33 @@ class FlowGRPOTrainer:
                         loss, mm = bb.micro_loss(head, per_reward[mb], adv[mb], self.params, self._reduce_sum)
                     else:
                         loss, mm = self.objective.loss(ctx, ro, mb, term, adv, valid)
-                    self.acc.backward(loss / len(micro))
+                    self.acc.backward(loss * scales[k])
                 nfe_train += len(mb) * self.adapter.nfe_per_step(cfg.sampling.guidance_scale)
                 for key, val in mm.items():
                     sums[key] += val
                     counts[key] += 1
             max_norm = cfg.train.grad_clip if cfg.train.grad_clip > 0 else float("inf")
-            gn = self.acc.clip_grad_norm_(self.params, max_norm)
-            grad_norms.append(float(gn))
-            self.optimizer.step()
-            self.scheduler.step()
+            gn = float(self.acc.clip_grad_norm_(self.params, max_norm))
+            if math.isfinite(gn):
+                grad_norms.append(gn)
+                self.optimizer.step()
+                self.scheduler.step()
+                if self.ema is not None:
+                    self.ema.update()
+                if hasattr(self.objective, "after_update"):  # e.g. NFT's EMA old policy
+                    self.objective.after_update(self.params)
+            else:  # never NaN weights: the norm is of the synchronised gradient, so every process skips alike
+                skipped += 1
+                log.warning(
+                    "step %d: the gradient is not finite (norm %s); this optimizer update is skipped. A rollout "
+                    "with non-finite latents or a reward that breaks the loss would cause it; if it repeats, "
+                    "lower train.lr or check the rewards",
+                    step,
+                    gn,
+                )
             self.optimizer.zero_grad(set_to_none=True)
             if bb is not None:
                 bb.end_update(self._reduce_sum)
-            if self.ema is not None:
-                self.ema.update()
-            if hasattr(self.objective, "after_update"):  # e.g. NFT's EMA old policy
-                self.objective.after_update(self.params)
         out = {k: sums[k] / counts[k] for k in sums}
         # average over processes
         keys = sorted(out)
@@ -525,7 +570,8 @@ class FlowGRPOTrainer:
             out = dict(zip(keys, vals.tolist()))
         if bb is not None:
             out.update(bb.step_metrics())
-        out["train/grad_norm"] = sum(grad_norms) / len(grad_norms)
+        out["train/grad_norm"] = sum(grad_norms) / len(grad_norms) if grad_norms else float("nan")
+        out["train/skipped_updates"] = float(skipped)
         out["perf/nfe_train"] = float(nfe_train * self.world)
         return out
 
@@ -675,6 +721,7 @@ class FlowGRPOTrainer:
         js, tens = C.rng_state()
         (tmp / "trainer_state" / f"rng_{self.rank}.json").write_text(json.dumps(js))
         C.save_tensors(tmp / "trainer_state" / f"rng_{self.rank}.safetensors", tens)
+        self.acc.wait_for_everyone()  # every process's RNG file is written before the folder is published
         if self.is_main:
             st = tmp / "trainer_state"
             C.save_tensors(st / "trainable.safetensors", dict(zip(self.param_names, self.params)))
@@ -705,7 +752,7 @@ class FlowGRPOTrainer:
             tmp_state.write_text(json.dumps(state, indent=2) + "\n")
             os.replace(tmp_state, st / "state.json")
             C.finalize(tmp, final)
-            C.prune(self.out, cfg.log.keep_last)
+            C.prune(self.out, cfg.log.keep_last, newest=final)
             log.info("saved checkpoint %s", final)
         self.acc.wait_for_everyone()
         return final
