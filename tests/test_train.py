@@ -595,6 +595,32 @@ def test_resume_after_sigkill_is_bitwise_equal(sd3_dir, tmp_path):
     rb = {x["step"]: x for x in rows(out)}
     assert ra[4]["reward/red_reward/mean"] == rb[4]["reward/red_reward/mean"]
     assert ra[4]["reward/running_mean/count"] == rb[4]["reward/running_mean/count"] == 16
+    assert [x["step"] for x in rows(out)] == [
+        1,
+        2,
+        3,
+        4,
+    ]  # steps logged after the last checkpoint are not doubled
+
+
+def test_a_folder_holding_a_run_is_refused_without_resume(sd3_dir, tmp_path, capsys):
+    """Training into a folder that holds a run, without --resume, would append to its metrics and overwrite its
+    checkpoints: refused before any model loads, the earlier run untouched. A stale metrics row past the last
+    checkpoint (a run killed between the two) is dropped on --resume auto."""
+    out = tmp_path / "run"
+    path = write(tiny_config(sd3_dir, out, train__max_steps=1), tmp_path / "c.yaml")
+    assert main(["train", str(path)]) == 0
+    before = (out / "metrics.jsonl").read_text()
+    assert main(["train", str(path), "--max-steps", "2"]) == 2
+    assert "already holds a training run" in capsys.readouterr().err
+    assert (out / "metrics.jsonl").read_text() == before
+    with open(out / "metrics.jsonl", "a") as f:
+        f.write(json.dumps({"step": 2, "stale": 1.0}) + "\n")
+    assert main(["train", str(path), "--max-steps", "2", "--resume", "auto"]) == 0
+    r = rows(out)
+    assert [x["step"] for x in r] == [1, 2] and "stale" not in r[1]
+    assert main(["train", str(path), "--output-dir", str(path)]) == 2  # a file
+    assert "is a file" in capsys.readouterr().err
 
 
 def test_two_processes_same_advantages_as_one(sd3_dir, tmp_path):

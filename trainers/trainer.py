@@ -174,6 +174,7 @@ class FlowGRPOTrainer:
         self.balancing = self._build_balancing()
 
         self.resume_from = self._resolve_resume(resume)
+        self._check_output_dir(resume)
         self.out.mkdir(parents=True, exist_ok=True)
         self.model_path = model_path
         self.adapter = load_adapter(
@@ -225,6 +226,7 @@ class FlowGRPOTrainer:
         if self.resume_from is not None:
             self._load(self.resume_from)
         if self.is_main:
+            self._truncate_logs()
             self._write_config()
             if trackers:
                 self.acc.init_trackers("imgalign", config=_flat(to_dict(cfg)))
@@ -296,6 +298,39 @@ class FlowGRPOTrainer:
                 f"--resume {resume!r}: no complete checkpoint there (trainer_state/state.json)"
             )
         return found
+
+    def _check_output_dir(self, resume: str | None) -> None:
+        """Refuse a file, or (without --resume) a folder that holds another run: the new run's metrics would be
+        appended to its metrics.jsonl and its checkpoints overwritten."""
+        if self.out.exists() and not self.out.is_dir():
+            raise ConfigError(f"--output-dir {str(self.out)!r} is a file; give a folder for the run")
+        if resume:
+            return
+        held = [n for n in ("metrics.jsonl", "checkpoints") if (self.out / n).exists()]
+        if held:
+            raise ConfigError(
+                f"--output-dir {str(self.out)!r} already holds a training run ({', '.join(held)}); continue it with "
+                "--resume auto, or give another --output-dir (or delete that folder)"
+            )
+
+    def _truncate_logs(self) -> None:
+        """metrics.jsonl and eval.jsonl keep only the steps up to the one this run starts from: a resumed run writes
+        the later ones again (a fresh start, every one), so a step is never logged twice."""
+        keep = self.start_step if self.resume_from is not None else -1
+        for name in ("metrics.jsonl", "eval.jsonl"):
+            path = self.out / name
+            if not path.is_file():
+                continue
+            lines = []
+            for line in path.read_text().splitlines():
+                try:
+                    if int(json.loads(line)["step"]) <= keep:
+                        lines.append(line + "\n")
+                except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+                    continue  # a line cut short by a crash
+            tmp = path.with_name(path.name + ".tmp")
+            tmp.write_text("".join(lines))
+            os.replace(tmp, path)
 
     def _write_config(self) -> None:
         path = self.out / "config.yaml"
