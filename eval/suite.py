@@ -6,7 +6,8 @@ Folder layout (the official GenEval one, so its evaluator can read our outputs a
     DIR/<5-digit prompt index>/samples/<4-digit>.png
 
 Output of :func:`judge_folder` in ``OUT``: ``results.jsonl`` (one row per image, appended as each is judged, so an
-interrupted run keeps its work and a rerun skips what is already judged), then -- only when every image is judged --
+interrupted run keeps its work and a rerun skips an image already judged -- when its bytes and metadata are
+unchanged, see :func:`image_digest`), then -- only when every image is judged --
 ``summary.json`` (written atomically) and ``report.md``.
 """
 
@@ -37,6 +38,23 @@ class PromptFolder:
     samples: list[Path]
 
 
+def read_folder_index(root: Path) -> list[PromptFolder]:
+    """Every prompt folder of a GenEval-layout directory, read and checked up front."""
+    return list(read_folder(root))
+
+
+def image_digest(path: Path, metadata: dict[str, Any]) -> str:
+    """SHA-256 of an image file's bytes and its prompt's metadata: a verdict is reused only for the very image and
+    prompt it was given on ('' for an unreadable file, which is judged again)."""
+    import hashlib
+
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return ""
+    return hashlib.sha256(data + json.dumps(metadata, sort_keys=True).encode()).hexdigest()
+
+
 def write_prompt_folder(
     root: Path, index: int, metadata: dict[str, Any], images: Sequence[Image.Image], start: int = 0
 ) -> None:
@@ -44,8 +62,14 @@ def write_prompt_folder(
     d = Path(root) / f"{index:05d}"
     (d / "samples").mkdir(parents=True, exist_ok=True)
     meta_path = d / "metadata.jsonl"
+    line = json.dumps(metadata) + "\n"
     if not meta_path.exists():
-        atomic_write_text(meta_path, json.dumps(metadata) + "\n")
+        atomic_write_text(meta_path, line)
+    elif meta_path.read_text() != line:
+        raise ValueError(
+            f"{meta_path} holds another prompt ({meta_path.read_text().strip()}), not {line.strip()}: the folder "
+            "is from an earlier run; write to a new or empty folder"
+        )
     for j, img in enumerate(images, start=start):
         tmp = d / "samples" / f".{j:04d}.png.tmp"
         img.save(tmp, format="PNG")
@@ -55,6 +79,11 @@ def write_prompt_folder(
 def read_folder(root: Path) -> Iterator[PromptFolder]:
     """Iterate prompt folders of a GenEval-layout directory; a bad metadata file raises naming the file."""
     root = Path(root)
+    if root.exists() and not root.is_dir():
+        raise ValueError(
+            f"{str(root)!r} is a file; give an image folder in the GenEval layout (<index>/metadata.jsonl, "
+            "<index>/samples/*.png)"
+        )
     if not root.is_dir():
         raise FileNotFoundError(f"image folder {str(root)!r} does not exist")
     dirs = sorted(p for p in root.iterdir() if p.is_dir() and p.name.isdigit())
@@ -145,12 +174,14 @@ def judge_folder(
             samples = f.samples or [f.path / "samples" / "0000.png"]
             for s in samples:
                 key = str(s.relative_to(images_dir))
-                if key in done:
+                digest = image_digest(s, f.metadata)
+                if digest and key in done and done[key].get("sha256") == digest and not meta_error:
                     rows.append(done[key])
                     bar.update()
                     continue
                 row: dict[str, Any] = {
                     "file": key,
+                    "sha256": digest,
                     "tag": f.metadata.get("tag"),
                     "prompt": f.metadata.get("prompt"),
                 }
@@ -171,6 +202,8 @@ def judge_folder(
                 fh.flush()
                 rows.append(row)
                 bar.update()
+    # exactly this run's rows: a re-judged image's earlier verdict and files no longer in the folder are dropped
+    atomic_write_text(results_path, "".join(json.dumps(r) + "\n" for r in rows))
     overall, tasks = summarize(rows)
     summary = {
         "suite": suite,

@@ -136,6 +136,66 @@ def test_summary_only_when_complete_and_results_are_resumed(tmp_path, small_prom
     assert json.loads((out / "summary.json").read_text())["n_images"] == 18
 
 
+def test_an_out_folder_of_another_evaluation_is_refused(tmp_path, small_prompts, capsys):
+    """--out holding another evaluation (other source, prompts, seed...) would judge its images or reuse its
+    verdicts: refused, naming what differs, with the earlier results untouched. The same command resumes."""
+    out = tmp_path / "ev"
+    gt = [
+        "eval",
+        "--ground-truth",
+        "--prompts",
+        str(small_prompts),
+        "--images-per-prompt",
+        "1",
+        "--no-progress",
+    ]
+    assert main(gt + ["--out", str(out)]) == 0
+    summary = (out / "summary.json").read_text()
+    p = str(small_prompts)
+    for other in (
+        ["--prompts", p, "--images-per-prompt", "1", "--seed", "1"],
+        ["--prompts", p, "--images-per-prompt", "2"],
+        ["--images-per-prompt", "1"],  # the suite's own prompt set
+    ):
+        assert main(["eval", "--ground-truth", "--no-progress", "--out", str(out)] + other) == 2
+        assert "holds another evaluation" in capsys.readouterr().err
+    assert main(["eval", "--images", str(out / "images"), "--out", str(out), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "holds another evaluation" in err and "images:" in err
+    assert (out / "summary.json").read_text() == summary
+    assert main(gt + ["--out", str(out)]) == 0  # the same evaluation again: resumed, same figures
+    assert json.loads((out / "summary.json").read_text())["overall"] == json.loads(summary)["overall"]
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "plain" / "notes.txt").write_text("mine")
+    assert main(gt + ["--out", str(tmp_path / "plain")]) == 2
+    assert "is not empty" in capsys.readouterr().err
+    assert main(["eval", "--images", str(small_prompts), "--out", str(tmp_path / "x")]) == 2
+    assert "is a file" in capsys.readouterr().err and not (tmp_path / "x").exists()
+
+
+def test_a_fixed_image_is_judged_again(tmp_path, small_prompts, capsys):
+    """eval --images after the user fixed a corrupt file: the same command judges the new bytes."""
+    src = tmp_path / "imgs"
+    main(["world", "render", "--prompts", str(small_prompts), "--images-per-prompt", "1", "--out", str(src)])
+    good = (src / "00001" / "samples" / "0000.png").read_bytes()
+    (src / "00001" / "samples" / "0000.png").write_bytes(b"not a png")
+    argv = ["eval", "--images", str(src), "--out", str(tmp_path / "ev"), "--no-progress"]
+    assert main(argv) == 1
+    (src / "00001" / "samples" / "0000.png").write_bytes(good)
+    assert main(argv) == 0
+    rows = (tmp_path / "ev" / "results.jsonl").read_text().splitlines()
+    assert len(rows) == 18  # one row per image, the corrupt file's verdict replaced
+    assert json.loads((tmp_path / "ev" / "summary.json").read_text())["overall"] == 1.0
+
+
+def test_world_render_refuses_a_folder_with_files(tmp_path, small_prompts, capsys):
+    out = tmp_path / "r"
+    argv = ["world", "render", "--prompts", str(small_prompts), "--images-per-prompt", "1", "--out", str(out)]
+    assert main(argv) == 0
+    assert main(argv) == 2
+    assert "is not empty" in capsys.readouterr().err
+
+
 def test_eval_errors_are_clear(tmp_path, capsys):
     assert main(["eval", "--images", str(tmp_path / "none"), "--out", str(tmp_path / "o")]) == 2
     assert "does not exist" in capsys.readouterr().err

@@ -46,7 +46,16 @@ def test_eval_baseline_prints_the_delta_table(tmp_path, capsys):
     blank = images / "00002" / "samples" / "0000.png"
     Image.new("RGB", Image.open(blank).size, (255, 255, 255)).save(blank)
     capsys.readouterr()
-    argv = common + ["--images", str(images), "--out", str(tmp_path / "ft")]
+    argv = [
+        "eval",
+        "--suite",
+        "shapes",
+        "--no-progress",
+        "--images",
+        str(images),
+        "--out",
+        str(tmp_path / "ft"),
+    ]
     argv += ["--baseline", str(tmp_path / "base")]
     assert main(argv) == 0
     out = capsys.readouterr().out

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+import shutil
 from pathlib import Path
+from typing import Any
 
 from imgalign import shapes as W
 from imgalign.commands.world import render_folder
-from imgalign.eval.suite import copy_folder, judge_folder
+from imgalign.eval.suite import atomic_write_text, copy_folder, judge_folder, read_folder_index
 from imgalign.prompts.io import load_geneval_metadata
 from imgalign.prompts.shapes import EVAL_SET_PATH
 
@@ -32,8 +35,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "official evaluation_metadata.jsonl -- scores are comparable with papers only on that file -- or "
         "generate:SEED)",
     )
-    p.add_argument("--images-per-prompt", type=int, default=4)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--images-per-prompt", type=int, help="images per prompt with --model / --ground-truth (default 4)"
+    )
+    p.add_argument("--seed", type=int, help="seed of the images with --model / --ground-truth (default 0)")
     p.add_argument(
         "--steps",
         type=int,
@@ -63,6 +68,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_eval)
 
 
+def refresh_copy(src: Path, images: Path) -> None:
+    """``OUT/images`` as a fresh copy of the user's folder (cheap next to judging), so an image or metadata file the
+    user has since fixed or removed is not judged from an old copy; verdicts are reused only for identical bytes."""
+    if src.resolve() == images.resolve():
+        return
+    if images.exists():
+        shutil.rmtree(images)
+    copy_folder(src, images)
+
+
 def shapes_validate(meta: dict) -> None:
     W.Spec.from_metadata(meta)
 
@@ -77,9 +92,65 @@ def sampler_overrides(args: argparse.Namespace, steps_key: str, guidance_key: st
     return out
 
 
+def eval_identity(args: argparse.Namespace) -> dict[str, Any]:
+    """What an ``--out`` folder's images and verdicts depend on: a rerun with the same identity resumes there, any
+    other is refused (it would judge the earlier run's images or reuse its verdicts)."""
+    ident: dict[str, Any] = {"suite": args.suite}
+    if args.images:
+        ident["images"] = str(Path(args.images).resolve())
+        return ident
+    if args.model:
+        m = Path(args.model)
+        ident["model"] = str(m.resolve()) if m.exists() else args.model
+        ident["steps"], ident["guidance_scale"] = args.steps, args.guidance_scale
+    else:
+        ident["ground_truth"] = True
+    prompts = args.prompts or str(EVAL_SET_PATH)
+    pf = Path(prompts)
+    ident["prompts"] = hashlib.sha256(pf.read_bytes()).hexdigest() if pf.is_file() else prompts
+    ident["images_per_prompt"], ident["seed"] = args.images_per_prompt, args.seed
+    if args.suite == "geneval":
+        ident["detector"], ident["clip"] = args.detector, args.clip
+    return ident
+
+
+def claim_out_folder(out: Path, ident: dict[str, Any]) -> None:
+    """Record `ident` in ``OUT/eval_args.json``; refuse an ``--out`` that holds another evaluation (or a file)."""
+    path = out / "eval_args.json"
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {str(out)!r} is a file; give a folder for the evaluation's outputs")
+    if path.is_file():
+        try:
+            old = json.loads(path.read_text())
+        except json.JSONDecodeError:
+            old = {}
+        if old != ident:
+            keys = sorted(k for k in set(old) | set(ident) if old.get(k) != ident.get(k))
+            diff = "; ".join(f"{k}: {old.get(k)!r} there, {ident.get(k)!r} now" for k in keys)
+            raise ValueError(
+                f"--out {str(out)!r} holds another evaluation ({diff}); its images and verdicts would be mixed "
+                "with this one's. Give a new --out folder, or delete that one"
+            )
+        return
+    if out.is_dir() and any(out.iterdir()):
+        raise ValueError(
+            f"--out {str(out)!r} is not empty and was not written by this evaluation (no eval_args.json); give a "
+            "new or empty --out folder"
+        )
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, json.dumps(ident, indent=2) + "\n")
+
+
 def run_eval(args: argparse.Namespace) -> int:
     if args.suite not in SUITES:
         raise ValueError(f"unknown suite {args.suite!r}; valid suites: {', '.join(SUITES)}")
+    if args.images and (args.prompts or args.images_per_prompt is not None or args.seed is not None):
+        raise ValueError(
+            "--prompts, --images-per-prompt and --seed apply to --model and --ground-truth; --images judges every "
+            "image of the folder against its metadata.jsonl files"
+        )
+    args.images_per_prompt = 4 if args.images_per_prompt is None else args.images_per_prompt
+    args.seed = 0 if args.seed is None else args.seed
     if args.images_per_prompt < 1:
         raise ValueError("--images-per-prompt must be at least 1")
     if (args.steps is not None or args.guidance_scale is not None) and not args.model:
@@ -92,6 +163,8 @@ def run_eval(args: argparse.Namespace) -> int:
         from imgalign.eval.reports import load_summary
 
         load_summary(Path(args.baseline))  # fail before any model loads
+    if args.images:
+        read_folder_index(Path(args.images))  # a missing folder or bad metadata fails before --out is touched
     if args.suite == "geneval":
         return run_real_eval(args)
     from imgalign.eval.shapes_detector import ShapesDetector
@@ -100,13 +173,13 @@ def run_eval(args: argparse.Namespace) -> int:
     images = out / "images"
     progress = not args.no_progress
     sampler = None  # the settings of images generated by this run
+    metas = None if args.images else load_geneval_metadata(args.prompts or EVAL_SET_PATH)
+    claim_out_folder(out, eval_identity(args))
     if args.images:
-        src = Path(args.images)
-        if src.resolve() != images.resolve():
-            copy_folder(src, images)
+        refresh_copy(Path(args.images), images)
         model = f"images:{args.images}"
     else:
-        metas = load_geneval_metadata(args.prompts or EVAL_SET_PATH)
+        assert metas is not None
         if args.ground_truth:
             render_folder(metas, images, args.images_per_prompt, args.seed, progress=progress)
             model = "ground-truth"
@@ -155,17 +228,16 @@ def run_real_eval(args: argparse.Namespace) -> int:
     images = out / "images"
     progress = not args.no_progress
     sampler = None  # the settings of images generated by this run (None: the pipeline's)
+    if not args.images and not args.prompts:
+        raise ValueError(
+            "the geneval suite needs --prompts: GenEval's evaluation_metadata.jsonl, your own, or "
+            "generate:SEED for a fresh set drawn from the task definitions"
+        )
+    claim_out_folder(out, eval_identity(args))
     if args.images:
-        src = Path(args.images)
-        if src.resolve() != images.resolve():
-            copy_folder(src, images)
+        refresh_copy(Path(args.images), images)
         model = f"images:{args.images}"
     else:
-        if not args.prompts:
-            raise ValueError(
-                "the geneval suite needs --prompts: GenEval's evaluation_metadata.jsonl, your own, or "
-                "generate:SEED for a fresh set drawn from the task definitions"
-            )
         from imgalign.eval.models import sampling_defaults
         from imgalign.eval.real import load_prompt_set
         from imgalign.pipelines import check_model_spec, load_pipeline, parse_model_arg

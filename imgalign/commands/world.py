@@ -68,7 +68,11 @@ def run_render(args: argparse.Namespace) -> int:
             W.Spec.from_metadata(m)
         except W.SpecError as e:
             raise ValueError(f"{args.prompts}:{n}: {e}") from None
-    render_folder(metas, Path(args.out), args.images_per_prompt, args.seed)
+    out = Path(args.out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        what = "is a file" if not out.is_dir() else "is not empty (its prompt folders would mix with these)"
+        raise ValueError(f"--out {str(out)!r} {what}; give a new or empty folder")
+    render_folder(metas, out, args.images_per_prompt, args.seed)
     print(f"wrote {len(metas)} prompts x {args.images_per_prompt} images to {args.out}")
     return 0
 
