@@ -291,6 +291,14 @@ def compare_runs(
     if not groups or not keys:
         raise ValueError("compare needs at least one LABEL=RUN group and one metric key")
     runs = {label: [(Path(r), load_run_rows(Path(r))) for r in paths] for label, paths in groups.items()}
+    logged = {k for items in runs.values() for _, rows in items for row in rows for k in row}
+    wanted = list(keys) + [x_key] + ([target[0]] if target else [])
+    unknown = [k for k in dict.fromkeys(wanted) if k not in logged]
+    if unknown:
+        raise ValueError(
+            f"no run logs {', '.join(map(repr, unknown))}; keys these runs log include: "
+            f"{', '.join(sorted(logged)[:25])}{' ...' if len(logged) > 25 else ''}"
+        )
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     fig, axes = plt.subplots(1, len(keys), figsize=(5 * len(keys), 3.6), squeeze=False)

@@ -44,15 +44,18 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    # imgalign's own messages at INFO; libraries' (open_clip logs on the root logger) only from WARNING, unless -v
     logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
+        level=logging.DEBUG if args.verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         datefmt="%H:%M:%S",
     )
+    logging.getLogger("imgalign").setLevel(logging.DEBUG if args.verbose else logging.INFO)
     try:
         return int(args.func(args) or 0)
-    except (CLIError, ValueError, FileNotFoundError, KeyError) as e:
-        # user errors (bad config keys, missing files, unknown names) get one clear line, not a traceback
+    except (CLIError, ValueError, OSError, KeyError) as e:
+        # user errors (bad config keys, missing or unreadable files, an output path that is a file, unknown names)
+        # get one clear line, not a traceback; -v shows it
         if args.verbose:
             raise
         msg = e.args[0] if isinstance(e, KeyError) and e.args else str(e)

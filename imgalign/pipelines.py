@@ -96,6 +96,12 @@ def check_pipeline_folder(path: Path) -> None:
             "written by `save_pretrained`"
         )
     index = path / "model_index.json"
+    if not index.is_file() and (path / "checkpoints").is_dir():
+        ckpts = sorted(p.name for p in (path / "checkpoints").glob("step-*") if p.is_dir())
+        hint = f", e.g. {str(path / 'checkpoints' / ckpts[-1])!r}" if ckpts else " (it has none yet)"
+        raise IncompleteModelError(
+            f"{str(path)!r} is a training run folder, not a model; give one of its checkpoints{hint}"
+        )
     if not index.is_file():
         raise IncompleteModelError(
             f"{index} is missing: {str(path)!r} is not a diffusers pipeline folder; expected a folder written by "
@@ -115,9 +121,16 @@ def check_pipeline_folder(path: Path) -> None:
             if not has_weights:
                 missing.append(f"{name}/ weights (*.safetensors)")
     if missing:
+        from imgalign.hub import ASSETS
+
+        if (path / "trainer_state").is_dir():
+            fix = "it is a training checkpoint: use another checkpoint of the run, or resume the run to write it again"
+        elif path.resolve().parent == ASSETS.resolve():
+            fix = "it is an embedded model: reinstall imgalign (pip install -e .)"
+        else:
+            fix = "recreate it (save_pretrained, or `imgalign world pretrain --component t2i` for a shapes model)"
         raise IncompleteModelError(
-            f"model folder {str(path)!r} is incomplete; missing: {', '.join(missing)}. Recreate it with "
-            "`imgalign world pretrain --component t2i` or reinstall imgalign"
+            f"model folder {str(path)!r} is incomplete; missing: {', '.join(missing)}; {fix}"
         )
 
 

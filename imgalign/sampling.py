@@ -49,8 +49,8 @@ def check_size(pipe, height: int, width: int) -> None:
     for what, v in (("height", height), ("width", width)):
         if v not in sizes:
             raise ValueError(
-                f"{what}={v} is not an image size this model can take; use one of {sizes} "
-                f"(trained at {pipe.default_sample_size * pipe.vae_scale_factor})"
+                f"{what}={v} is not an image size this model can take; use a multiple of {sizes[0]} from "
+                f"{sizes[0]} to {sizes[-1]} (trained at {pipe.default_sample_size * pipe.vae_scale_factor})"
             )
 
 
@@ -101,6 +101,8 @@ def generate_images(
     }
     kwargs.update({k: v for k, v in given.items() if v is not None})
     if size is not None:
+        if hasattr(pipe, "patch_size") and getattr(pipe, "transformer", None) is not None:
+            check_size(pipe, size, size)  # SD3-style pipelines: the sizes the transformer can take
         kwargs["height"] = kwargs["width"] = size
     images: list[Image.Image] = []
     per_call = max(1, batch_size)

@@ -202,10 +202,36 @@ def build_reward(
             f"unknown reward {name!r}; valid rewards: {', '.join(sorted(_REGISTRY))} "
             "(or a 'package.module:attr' path to your own)"
         )
+    unknown = sorted(set(opts) - set(reward_options(factory)))
+    if unknown and not _takes_any_keyword(factory):
+        valid = ", ".join(reward_options(factory)) or "none"
+        raise ValueError(f"reward {name!r}: unknown option(s) {', '.join(unknown)}; its options: {valid}")
     try:
         return factory(device=device, dtype=dtype, **opts)
     except TypeError as e:
         raise ValueError(f"reward {name!r}: bad options {sorted(opts)}: {e}") from None
+
+
+def reward_options(factory: Callable[..., Any]) -> list[str]:
+    """The options a reward factory takes by name (``device`` and ``dtype`` are set by the caller)."""
+    import inspect
+
+    try:
+        params = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):
+        return []
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return [p.name for p in params if p.kind in kinds and p.name not in ("self", "device", "dtype")]
+
+
+def _takes_any_keyword(factory: Callable[..., Any]) -> bool:
+    import inspect
+
+    try:
+        params = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):
+        return True
+    return any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
 
 
 class FunctionReward(Reward):

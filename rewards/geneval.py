@@ -14,7 +14,8 @@ MODES = ("strict", "partial", "soft")
 
 @register_reward(
     "geneval",
-    "GenEval judge on the shapes detector: strict 0/1, partial credit (mode=partial) or dense credit (mode=soft)",
+    "GenEval judge on the shapes detector: partial credit (the default, mode=partial), strict 0/1 as `imgalign eval` "
+    "judges (mode=strict) or dense credit (mode=soft)",
 )
 class GenEvalReward(Reward):
     name = "geneval"

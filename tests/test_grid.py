@@ -165,6 +165,8 @@ def no_loading(monkeypatch):
         (["--model", "a={base}", "--prompt", "x", "--seeds", "0,x"], "comma-separated integers"),
         (["--model", "a={base}", "--prompt", "x", "--reward", "nope"], "unknown reward 'nope'"),
         (["--model", "a={base}", "--prompt", "x", "--reward", "geneval"], "needs GenEval metadata"),
+        (["--model", "a={base}", "--prompt", "x", "--steps", "0"], "--steps must be at least 1"),
+        (["--model", "a={base}", "--prompt", "x", "--guidance", "-1"], "--guidance must be >= 0"),
     ],
 )
 def test_bad_inputs_fail_clearly_before_loading(models, tmp_path, capsys, no_loading, extra, message):
@@ -235,3 +237,35 @@ def test_grid_with_the_embedded_shapes_model_and_a_lora_on_it(tmp_path):
     assert main(argv + ["--seeds", "0,1", "--steps", "2", "--cell", "64", "--out", str(out)]) == 0
     grid = np.asarray(Image.open(out).convert("RGB"))
     assert grid.shape[1] == 180 + 4 * (64 + 6) + 6
+
+
+def test_an_output_under_a_file_fails_before_loading(models, tmp_path, capsys, no_loading):
+    (tmp_path / "afile").write_text("x")
+    argv = [
+        "grid",
+        "--model",
+        f"a={models['base']}",
+        "--prompt",
+        "x",
+        "--out",
+        str(tmp_path / "afile" / "g.png"),
+    ]
+    assert main(argv) == 2
+    assert "is a file, not a folder" in capsys.readouterr().err
+
+
+def test_a_size_the_model_cannot_take_is_named(models, tmp_path, capsys):
+    argv = [
+        "grid",
+        "--model",
+        f"a={models['base']}",
+        "--prompt",
+        "x",
+        "--size",
+        "200",
+        "--out",
+        str(tmp_path / "g.png"),
+    ]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "size this model can take; use a multiple of" in err and not (tmp_path / "g.png").exists()

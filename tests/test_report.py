@@ -247,8 +247,31 @@ def test_report_compare_groups_of_runs_and_nfe_to_target(tmp_path, capsys):
     assert "compare.md" in capsys.readouterr().out
 
 
-def test_report_compare_rejects_bad_arguments(tmp_path):
-    with pytest.raises(SystemExit, match="LABEL=RUN"):
-        main(["report", "--compare", "nolabel", "--keys", "k", "--out", str(tmp_path)])
-    with pytest.raises(SystemExit, match="--keys"):
-        main(["report", "--compare", f"a={tmp_path}"])
+def test_report_compare_rejects_bad_arguments(tmp_path, capsys):
+    assert main(["report", "--compare", "nolabel", "--keys", "k", "--out", str(tmp_path)]) == 2
+    assert "imgalign report: error: --compare takes LABEL=RUN" in capsys.readouterr().err
+    assert main(["report", "--compare", f"a={tmp_path}"]) == 2
+    assert "--keys" in capsys.readouterr().err
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text(
+        "".join(json.dumps({"step": i, "reward/r/mean": 0.1 * i}) + "\n" for i in (1, 2))
+    )
+    out = tmp_path / "cmp"
+    assert (
+        main(["report", "--compare", f"a={run}", "--keys", "reward/r/mean", "nosuch/key", "--out", str(out)])
+        == 2
+    )
+    err = capsys.readouterr().err
+    assert "no run logs 'nosuch/key'" in err and "reward/r/mean" in err and not out.exists()
+    assert (
+        main(
+            ["report", "--compare", f"a={run}", "--keys", "reward/r/mean", "--x", "nosuch", "--out", str(out)]
+        )
+        == 2
+    )
+    assert "'nosuch'" in capsys.readouterr().err
+    assert (
+        main(["report", str(run), "--compare", f"a={run}", "--keys", "reward/r/mean", "--out", str(out)]) == 2
+    )
+    assert "are exclusive" in capsys.readouterr().err

@@ -62,6 +62,11 @@ def test_unknown_reward_lists_valid_names() -> None:
         build_reward("clipp")
 
 
+def test_an_unknown_reward_option_lists_the_valid_ones() -> None:
+    with pytest.raises(ValueError, match=r"reward 'geneval': unknown option\(s\) foo; its options: mode"):
+        build_reward("geneval:foo=1")
+
+
 def test_geneval_modes_on_ground_truth_and_a_blank_image() -> None:
     """strict, partial and soft give 1 on a rendered ground truth and 0 on a blank canvas; a bad mode is named."""
     from imgalign import shapes as W

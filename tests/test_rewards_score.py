@@ -145,6 +145,9 @@ def test_unknown_reward_fails_up_front(
     assert rc == 2 and not out.exists()
     assert "unknown reward 'clipp'; valid rewards:" in capsys.readouterr().err
     assert main(["score", str(tmp_path / "missing"), "--reward", "artifact", "--out", str(out)]) == 2
+    (tmp_path / "afile").write_text("x")  # an output path under a file: refused before any scoring
+    assert main(["score", str(d), "--reward", "artifact", "--out", str(tmp_path / "afile" / "s.jsonl")]) == 2
+    assert "is a file, not a folder" in capsys.readouterr().err
 
 
 def test_rewards_list(capsys: pytest.CaptureFixture) -> None:

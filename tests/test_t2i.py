@@ -271,6 +271,14 @@ def test_missing_or_incomplete_model_folder(tmp_path, tiny_pipeline_dir):
     with pytest.raises(IncompleteModelError, match=r"transformer/ weights.*|tokenizer_2/") as e:
         load_pipeline(broken)
     assert "transformer" in str(e.value) and "tokenizer_2" in str(e.value)
+    assert "recreate it" in str(e.value)
+    (broken / "trainer_state").mkdir()  # a training checkpoint: the advice is about the run, not pretraining
+    with pytest.raises(IncompleteModelError, match="another checkpoint of the run"):
+        load_pipeline(broken)
+    run = tmp_path / "run"
+    (run / "checkpoints" / "step-000004").mkdir(parents=True)
+    with pytest.raises(IncompleteModelError, match=r"a training run folder.*checkpoints/step-000004"):
+        load_pipeline(run)
     (broken / "model_index.json").unlink()
     with pytest.raises(IncompleteModelError, match="model_index.json"):
         load_pipeline(broken)

@@ -623,6 +623,18 @@ def test_a_folder_holding_a_run_is_refused_without_resume(sd3_dir, tmp_path, cap
     assert "is a file" in capsys.readouterr().err
 
 
+def test_resuming_with_a_changed_config_names_the_changes(sd3_dir, tmp_path, caplog):
+    out = tmp_path / "run"
+    path = write(tiny_config(sd3_dir, out, train__max_steps=1), tmp_path / "c.yaml")
+    assert main(["train", str(path)]) == 0
+    with caplog.at_level("WARNING"):
+        argv = ["train", str(path), "--resume", "auto", "--max-steps", "2", "--set", "train.lr=0.002"]
+        assert main(argv) == 0
+    assert "changed config (train.lr: 0.001 -> 0.002)" in caplog.text
+    assert yaml.safe_load((out / "config.until-step-000001.yaml").read_text())["train"]["lr"] == 0.001
+    assert yaml.safe_load((out / "config.yaml").read_text())["train"]["lr"] == 0.002
+
+
 def test_two_processes_same_advantages_as_one(sd3_dir, tmp_path):
     cfg = tiny_config(sd3_dir, tmp_path / "one", train__max_steps=1)
     cfg["sampling"].update(samples_per_step=8, group_size=4, batch_size=4)

@@ -86,11 +86,15 @@ def lr_lambda_factory(warmup: int, total: int, schedule: str):  # noqa: ANN201
     return fn
 
 
+IGNORED_ON_RESUME = ("train.max_steps", "train.time_budget_min")
+"""Settings a resumed run may change without changing what the steps compute (besides the ``log`` section)."""
+
+
 def config_hash(cfg: FlowGRPOConfig) -> str:
     d = to_dict(cfg)
     d.pop("log", None)  # where a run writes does not change what it computes
-    d["train"].pop("max_steps", None)
-    d["train"].pop("time_budget_min", None)
+    for key in IGNORED_ON_RESUME:
+        d[key.split(".")[0]].pop(key.split(".")[1], None)
     return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -295,7 +299,8 @@ class FlowGRPOTrainer:
         found = C.latest_checkpoint(p)
         if found is None:
             raise FileNotFoundError(
-                f"--resume {resume!r}: no complete checkpoint there (trainer_state/state.json)"
+                f"--resume {resume!r}: no complete checkpoint there (trainer_state/state.json); give 'auto' (the "
+                "newest checkpoint in the output folder), a run folder or a checkpoint folder"
             )
         return found
 
@@ -796,12 +801,20 @@ class FlowGRPOTrainer:
         st = ckpt / "trainer_state"
         state = C.read_state(ckpt)
         if state["config_hash"] != config_hash(self.cfg):
-            log.warning(
-                "resuming %s with a changed config (hash %s -> %s)",
-                ckpt,
-                state["config_hash"],
-                config_hash(self.cfg),
-            )
+            old_path = ckpt.parent.parent / "config.yaml"  # the run's config as it was until this resume
+            changed = "see its config.yaml"
+            if old_path.is_file():
+                try:
+                    old = _flat(yaml.safe_load(old_path.read_text()) or {})
+                    new = _flat(to_dict(self.cfg))
+                    keys = [k for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
+                    keys = [k for k in keys if not k.startswith("log.") and k not in IGNORED_ON_RESUME]
+                    changed = ", ".join(f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in keys) or changed
+                except (yaml.YAMLError, AttributeError):
+                    pass
+                if self.is_main and old_path.parent == self.out:
+                    shutil.copy2(old_path, self.out / f"config.until-step-{int(state['step']):06d}.yaml")
+            log.warning("resuming %s with a changed config (%s)", ckpt, changed)
         if state["num_processes"] != self.world:
             raise ConfigError(
                 f"checkpoint {ckpt} was written by {state['num_processes']} processes; resume with the same number"

@@ -95,6 +95,7 @@ def read_rows(args: argparse.Namespace) -> tuple[list[str], list[dict[str, Any] 
 def run_grid(args: argparse.Namespace) -> int:
     import torch
 
+    from imgalign.commands import check_output_file
     from imgalign.eval.gallery import labelled_grid, save_png
     from imgalign.eval.models import sampling_defaults
     from imgalign.pipelines import check_model_spec, load_pipeline, parse_model_arg
@@ -123,6 +124,12 @@ def run_grid(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if out.suffix.lower() != ".png":
         raise ValueError(f"--out {args.out!r}: the grid is written as PNG; use a .png name")
+    check_output_file(out)
+    for flag, v in (("--steps", args.steps), ("--size", args.size)):
+        if v is not None and v < 1:
+            raise ValueError(f"{flag} must be at least 1 (got {v})")
+    if args.guidance is not None and not args.guidance >= 0:
+        raise ValueError(f"--guidance must be >= 0 (got {args.guidance}); 1 turns guidance off")
     dtype = getattr(torch, args.dtype)
 
     # ---- generate: images[r][c] with c = model * len(seeds) + seed index ----

@@ -37,30 +37,34 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run_report(args: argparse.Namespace) -> int:
     from imgalign.eval.reports import compare_runs, write_run_report
 
+    if args.compare and args.run_dir:
+        raise ValueError(
+            f"RUN_DIR ({args.run_dir}) and --compare are exclusive: name every run in --compare LABEL=RUN[,RUN...]"
+        )
     if args.compare:
         groups = {}
         for item in args.compare:
             label, sep, runs = item.partition("=")
             if not sep or not label or not runs:
-                raise SystemExit(f"--compare takes LABEL=RUN[,RUN...], got {item!r}")
+                raise ValueError(f"--compare takes LABEL=RUN[,RUN...], got {item!r}")
             groups[label] = runs.split(",")
         if not args.keys or not args.out:
-            raise SystemExit("--compare needs --keys KEY [KEY ...] and --out DIR")
+            raise ValueError("--compare needs --keys KEY [KEY ...] and --out DIR")
         target = None
         if args.target:
             key, sep, value = args.target.rpartition("=")
             try:
                 target = (key, float(value))
             except ValueError:
-                raise SystemExit(f"--target takes KEY=VALUE with a number, got {args.target!r}") from None
+                raise ValueError(f"--target takes KEY=VALUE with a number, got {args.target!r}") from None
             if not sep or not key:
-                raise SystemExit(f"--target takes KEY=VALUE, got {args.target!r}")
+                raise ValueError(f"--target takes KEY=VALUE, got {args.target!r}")
         md, png = compare_runs(groups, args.keys, args.out, x_key=args.x, target=target, window=args.window)
         print(md.read_text(), end="")
         print(f"wrote {md} and {png}")
         return 0
     if not args.run_dir:
-        raise SystemExit("give RUN_DIR, or --compare LABEL=RUN[,RUN...] --keys ... --out DIR")
+        raise ValueError("give RUN_DIR, or --compare LABEL=RUN[,RUN...] --keys ... --out DIR")
     md, plots = write_run_report(args.run_dir, args.out)
     print(md.read_text(), end="")
     print(f"wrote {md} and {len(plots)} plot(s): {', '.join(p.name for p in plots) or 'none'}")

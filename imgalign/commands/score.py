@@ -261,6 +261,7 @@ def write_rows(path: Path, rows: list[dict[str, Any]], keys: list[str]) -> None:
 def run_score(args: argparse.Namespace) -> int:
     from tqdm.auto import tqdm
 
+    from imgalign.commands import check_output_file
     from imgalign.rewards.base import build_reward, parse_reward_spec
     from imgalign.rewards.io import ImageReadError, find_images, pil_batch, read_image
 
@@ -269,6 +270,7 @@ def run_score(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if out.suffix.lower() not in (".jsonl", ".csv", ".json"):
         raise CLIError(f"--out {args.out!r} must end in .jsonl or .csv")
+    check_output_file(out)
     files = find_images(args.paths)
     if not files:
         raise CLIError(f"no image files found in {' '.join(args.paths)}")
