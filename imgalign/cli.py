@@ -38,7 +38,36 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)
+    _show_defaults(parser)
     return parser
+
+
+def _no_default(d: object) -> bool:
+    # (0 is a default worth showing; an empty list is not)
+    return d is None or d is False or d is argparse.SUPPRESS or (isinstance(d, (list, tuple)) and not d)
+
+
+class _DefaultsFormatter(argparse.HelpFormatter):
+    """Appends ``(default: X)`` to an option's help when it has a default its help text does not mention."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        d = action.default
+        if _no_default(d) or not action.option_strings or "default" in text:
+            return text
+        return f"{text} (default: %(default)s)".strip()
+
+
+def _show_defaults(parser: argparse.ArgumentParser) -> None:
+    """Every subcommand's --help shows each option's default (nested subcommands included)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for p in action.choices.values():
+                p.formatter_class = _DefaultsFormatter
+                for a in p._actions:
+                    if a.help is None and not _no_default(a.default) and a.option_strings:
+                        a.help = "(default: %(default)s)"
+                _show_defaults(p)
 
 
 def main(argv: list[str] | None = None) -> int:

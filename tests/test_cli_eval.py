@@ -303,3 +303,10 @@ def test_eval_a_lora_checkpoint_of_the_shapes_model(tmp_path, small_prompts):
     assert np.abs(ft - base).mean() > 5 * max(np.abs(ft - ref).mean(), 0.01)
     summary = json.loads((tmp_path / "ft" / "summary.json").read_text())
     assert summary["model"] == str(ckpt) and summary["n_images"] == 3
+
+
+def test_help_shows_the_defaults(capsys):
+    with pytest.raises(SystemExit):
+        main(["world", "render", "--help"])
+    out = capsys.readouterr().out
+    assert "(default: 4)" in out and "(default: 0)" in out and "(default: None)" not in out

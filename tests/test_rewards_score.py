@@ -136,6 +136,16 @@ def test_prompt_free_rewards_need_no_prompts(folder: tuple[Path, Path], tmp_path
     assert all(json.loads(r)["error"] is None for r in out.read_text().splitlines())
 
 
+def test_a_prompt_reward_on_images_without_prompts_is_refused_up_front(
+    folder: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    d, _ = folder
+    out = tmp_path / "g.jsonl"
+    argv = ["score", str(d / "ok0.png"), str(d / "noprompt.png"), "--reward", "geneval", "--out", str(out)]
+    assert main(argv + ["--no-progress"]) == 2
+    assert "none of the 2 image(s) has one: pass --prompts" in capsys.readouterr().err and not out.exists()
+
+
 def test_unknown_reward_fails_up_front(
     folder: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:

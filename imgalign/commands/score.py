@@ -282,6 +282,12 @@ def run_score(args: argparse.Namespace) -> int:
     keys = [n if names.count(n) == 1 else s for n, s in zip(names, args.reward)]
     rewards = {k: build_reward(s, device=args.device) for k, s in zip(keys, args.reward)}  # fails up front
     needs_prompt = any(getattr(r, "needs_prompt", True) for r in rewards.values())
+    if needs_prompt and mapping is None and not any(_geneval_meta(f) is not None for f in files):
+        which = ", ".join(k for k, r in rewards.items() if getattr(r, "needs_prompt", True))
+        raise CLIError(
+            f"{which} score(s) an image against its prompt, and none of the {len(files)} image(s) has one: pass "
+            "--prompts FILE.jsonl with file/prompt rows, or score a folder in the GenEval layout"
+        )
 
     rows: list[dict[str, Any]] = []
     pending: list[tuple[dict[str, Any], Any, dict[str, Any] | None]] = []
