@@ -89,6 +89,13 @@ class FlowAdapter:
         default = self.default_resolution()
         self.height = height or default
         self.width = width or default
+        m = self.resolution_multiple()
+        for what, v in (("height", self.height), ("width", self.width)):
+            if v % m or v <= 0:
+                raise ValueError(
+                    f"{what} {v} does not fit this model: use a multiple of {m} (VAE factor x patch size), e.g. "
+                    f"{max(m, v // m * m)} (model.resolution)"
+                )
         self._cache: dict[str, Cond] = {}
         self._reference: torch.nn.Module | None = None
         self.lora_config: dict[str, Any] | None = None
@@ -101,11 +108,18 @@ class FlowAdapter:
         import diffusers
 
         pipe_cls = getattr(diffusers, cls.pipeline_class_name)
-        pipe = pipe_cls.from_pretrained(path, dtype=torch.float32, **absent_components(path))
+        # text encoders and transformer load in the frozen dtype (T5-XXL is 19 GB in float32), the VAE in float32
+        # (small, and decoded images feed the rewards); trainable weights are made float32 by the trainer
+        dtypes = {"default": dtype, "vae": torch.float32}
+        pipe = pipe_cls.from_pretrained(path, dtype=dtypes, **absent_components(path))
         return cls(pipe, device=device, dtype=dtype, **kwargs)
 
     def default_resolution(self) -> int:
         return int(self.transformer.config.sample_size) * self.vae_scale_factor
+
+    def resolution_multiple(self) -> int:
+        """Image sides must be multiples of this (the pipeline's own check)."""
+        return self.vae_scale_factor * int(getattr(self.transformer.config, "patch_size", 1) or 1)
 
     @property
     def vae_scale_factor(self) -> int:
@@ -324,7 +338,7 @@ class SD3Adapter(FlowAdapter):
     ) -> torch.Tensor:
         out = model(
             hidden_states=x.to(self.dtype),
-            timestep=(sigma * 1000.0).to(self.dtype),
+            timestep=(sigma * 1000.0).float(),  # float32, as the pipeline passes it
             encoder_hidden_states=cond.embeds.to(self.dtype),
             pooled_projections=cond.pooled.to(self.dtype),
             return_dict=False,
@@ -362,6 +376,17 @@ class FluxAdapter(FlowAdapter):
         c = self.transformer.config.in_channels  # = 4 × VAE latent channels
         return ((h // 2) * (w // 2), c)
 
+    def resolution_multiple(self) -> int:
+        return self.vae_scale_factor * 2  # 2x2 latent patches
+
+    def init_noise(self, generators: Sequence[torch.Generator]) -> torch.Tensor:
+        """Drawn as ``FluxPipeline.prepare_latents`` draws it ([C/4, h, w] per generator, then packed), so a seed
+        gives the pipeline's own starting noise: [len(generators), tokens, C] float32."""
+        h, w = self._grid()
+        c = self.transformer.config.in_channels // 4
+        noise = torch.stack([torch.randn((c, h, w), generator=g) for g in generators])
+        return self.pipe._pack_latents(noise, len(generators), c, h, w).to(self.device)
+
     def sigmas(self, num_steps: int) -> torch.Tensor:
         import numpy as np
         from diffusers.pipelines.flux.pipeline_flux import calculate_shift
@@ -388,7 +413,7 @@ class FluxAdapter(FlowAdapter):
             guidance = torch.full([x.shape[0]], guidance_scale, device=self.device, dtype=torch.float32)
         out = model(
             hidden_states=x.to(self.dtype),
-            timestep=sigma.to(self.dtype),
+            timestep=(sigma * 1000.0).to(self.dtype) / 1000.0,  # the pipeline's t.to(dtype) / 1000
             guidance=guidance,
             pooled_projections=cond.pooled.to(self.dtype),
             encoder_hidden_states=cond.embeds.to(self.dtype),

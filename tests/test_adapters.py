@@ -83,6 +83,35 @@ def test_flux_adapter_matches_pipeline(flux_dir):
     ).images
     torch.testing.assert_close(ours, ref, rtol=1e-4, atol=1e-5)
     assert ad.decode(ours).shape == (2, 3, 8, 8)
+    # a seed gives the pipeline's own starting noise (drawn [C/4, h, w] per generator, then packed)
+    pipe_noise = ad.pipe.prepare_latents(
+        2,
+        ad.transformer.config.in_channels // 4,
+        8,
+        8,
+        torch.float32,
+        "cpu",
+        [torch.Generator().manual_seed(i) for i in range(2)],
+    )[0]
+    assert torch.equal(init, pipe_noise)
+
+
+def test_bfloat16_holds_the_frozen_weights_and_keeps_the_vae_and_sd3_timesteps_in_float32(
+    sd3_dir, monkeypatch
+):
+    ad = load_adapter(sd3_dir, dtype=torch.bfloat16)
+    assert ad.pipe.text_encoder.dtype == ad.transformer.dtype == torch.bfloat16
+    assert ad.pipe.vae.dtype == torch.float32
+    seen = []
+    real = ad.transformer.forward
+    monkeypatch.setattr(ad.transformer, "forward", lambda **kw: seen.append(kw["timestep"]) or real(**kw))
+    ad.velocity(ad.init_noise([torch.Generator().manual_seed(0)]), 0.98738, ad.encode(["a circle"]))
+    assert seen[0].dtype == torch.float32 and float(seen[0][0]) == pytest.approx(987.38, abs=1e-3)
+
+
+def test_a_resolution_the_model_cannot_take_is_refused(flux_dir):
+    with pytest.raises(ValueError, match="width 7 does not fit this model: use a multiple of 2"):
+        load_adapter(flux_dir, height=8, width=7)  # (the tiny FLUX VAE does not downsample: 2x2 packing only)
 
 
 def test_prompt_cache_encodes_each_prompt_once(sd3_dir, monkeypatch):
