@@ -87,8 +87,12 @@ class VLMLogLikReward(Reward):
         ):
             raise ValueError(f"vlm_loglik: the processor of {model!r} has no chat template")
         self.stop_ids = {int(i) for i in tok.all_special_ids}
-        if tok.eos_token_id is not None:
-            self.stop_ids.add(int(tok.eos_token_id))
+        # end-of-turn markers: EOS, and the generation config's stop tokens (Gemma 3's <end_of_turn> is only there)
+        gen = getattr(self.model, "generation_config", None)
+        for ids in (tok.eos_token_id, getattr(gen, "eos_token_id", None)):
+            for i in ids if isinstance(ids, (list, tuple)) else [ids]:
+                if i is not None:
+                    self.stop_ids.add(int(i))
 
     @property
     def tokenizer(self) -> Any:
@@ -104,11 +108,21 @@ class VLMLogLikReward(Reward):
         return msgs
 
     def _encode(self, texts: list[str], images: list[Any]) -> dict[str, torch.Tensor]:
+        """The processor's batch: one image per sample (nested, as Gemma 3 / Mllama / SmolVLM processors read a
+        flat list as one sample's images); no second BOS when the chat template already rendered one."""
         tok = self.tokenizer
+        bos = getattr(tok, "bos_token", None)
+        add_special = not (bos and all(t.startswith(bos) for t in texts))
         side = tok.padding_side
         tok.padding_side = "right"
         try:
-            return self.processor(text=texts, images=images, padding=True, return_tensors="pt")
+            return self.processor(
+                text=texts,
+                images=[[im] for im in images],
+                padding=True,
+                add_special_tokens=add_special,
+                return_tensors="pt",
+            )
         finally:
             tok.padding_side = side
 
@@ -119,18 +133,20 @@ class VLMLogLikReward(Reward):
         prefix_ids: torch.Tensor,
         prefix_attn: torch.Tensor,
     ) -> torch.Tensor:
-        """(B, T) mask of the prompt tokens: after the shared user-turn prefix, up to the first special token."""
+        """(B, T) mask of the prompt tokens: after the shared user-turn prefix, up to the first special token.
+        Only attended positions count, so it holds whichever side the processor padded."""
         mask = torch.zeros_like(full_ids, dtype=torch.bool)
         for b in range(full_ids.shape[0]):
-            n_full, n_pre = int(full_attn[b].sum()), int(prefix_attn[b].sum())
-            f, p = full_ids[b, :n_full].tolist(), prefix_ids[b, :n_pre].tolist()
+            pos = full_attn[b].bool().nonzero().squeeze(-1)  # the sample's real tokens, in order
+            f = full_ids[b, pos].tolist()
+            p = prefix_ids[b, prefix_attn[b].bool()].tolist()
             start = 0
-            while start < min(n_pre, n_full) and f[start] == p[start]:
+            while start < min(len(p), len(f)) and f[start] == p[start]:
                 start += 1  # longest common prefix (a BPE merge across the boundary shortens it)
             end = start
-            while end < n_full and f[end] not in self.stop_ids:
+            while end < len(f) and f[end] not in self.stop_ids:
                 end += 1
-            mask[b, start:end] = True
+            mask[b, pos[start:end]] = True
         return mask
 
     def teacher_forced_inputs(
