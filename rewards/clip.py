@@ -47,9 +47,10 @@ def _split_name(name: str, pretrained: str | None) -> tuple[str, str | None]:
 
 def load_open_clip(
     name: str, device: torch.device, dtype: torch.dtype, pretrained: str | None = None
-) -> tuple[Any, Any, int, tuple[float, ...], tuple[float, ...]]:
-    """Load an open_clip model by the names the module docstring lists.
-    Returns (model in eval mode, tokenizer, image size, mean, std)."""
+) -> tuple[Any, Any, int, tuple[float, ...], tuple[float, ...], tuple[str, str]]:
+    """Load an open_clip model by the names the module docstring lists. Returns (model in eval mode, tokenizer,
+    image size, mean, std, (resize_mode, interpolation)) -- the model's own preprocessing, for
+    :func:`imgalign.rewards.features.clip_preprocess`."""
     if name in ("shapes-clip", "open_clip:shapes-clip"):
         model, tokenizer = _load_shapes_clip(device, dtype)
     else:
@@ -58,7 +59,11 @@ def load_open_clip(
         model_name, pre = _split_name(name, pretrained)
         try:
             model = open_clip.create_model(
-                model_name, pretrained=pre, device=device, precision=_precision(dtype)
+                model_name,
+                pretrained=pre,
+                device=device,
+                precision=_precision(dtype),
+                force_quick_gelu=_quick_gelu(model_name, pre),
             )
         except RuntimeError as e:
             raise ValueError(
@@ -75,7 +80,18 @@ def load_open_clip(
     size = int(size[0] if isinstance(size, (tuple, list)) else size)
     mean = tuple(cfg.get("mean", (0.48145466, 0.4578275, 0.40821073)))
     std = tuple(cfg.get("std", (0.26862954, 0.26130258, 0.27577711)))
-    return model, tokenizer, size, mean, std
+    how = (str(cfg.get("resize_mode", "shortest")), str(cfg.get("interpolation", "bicubic")))
+    return model, tokenizer, size, mean, std, how
+
+
+def _quick_gelu(model_name: str, pretrained: str | None) -> bool:
+    """Whether the pretrained weights were trained with QuickGELU (OpenAI's CLIP): open_clip only warns when the
+    architecture's GELU and the tag disagree, and the embeddings are then off."""
+    if not pretrained or model_name.startswith(("local-dir:", "hf-hub:")):
+        return False
+    from open_clip.pretrained import get_pretrained_cfg
+
+    return bool(get_pretrained_cfg(model_name, pretrained).get("quick_gelu", False))
 
 
 def _precision(dtype: torch.dtype) -> str:
@@ -117,7 +133,7 @@ class CLIPReward(Reward):
         batch_size: int = 64,
     ) -> None:
         super().__init__(device, dtype)
-        self.model, self.tokenizer, self.size, self.mean, self.std = load_open_clip(
+        self.model, self.tokenizer, self.size, self.mean, self.std, self.how = load_open_clip(
             str(model), self.device, dtype, pretrained
         )
         self.model_name, self.weight, self.batch_size = str(model), float(weight), int(batch_size)
@@ -128,7 +144,7 @@ class CLIPReward(Reward):
         """Image and text embeddings (B, D) each."""
         from imgalign.rewards.features import clip_preprocess
 
-        x = clip_preprocess(images.to(self.device, self.dtype), self.size, self.mean, self.std)
+        x = clip_preprocess(images.to(self.device, self.dtype), self.size, self.mean, self.std, *self.how)
         img = self.model.encode_image(x)
         txt = self.model.encode_text(self.tokenizer(prompts).to(self.device))
         return img, txt

@@ -87,10 +87,10 @@ def _build(name: str, device: torch.device, dtype: torch.dtype) -> FeatureEncode
     if name == "shapes-clip" or name.startswith("open_clip:"):
         from imgalign.rewards.clip import load_open_clip
 
-        model, _tok, size, mean, std = load_open_clip(name, device, dtype)
+        model, _tok, size, mean, std, how = load_open_clip(name, device, dtype)
 
         def clip_fn(x: torch.Tensor) -> torch.Tensor:
-            return model.encode_image(clip_preprocess(x, size, mean, std))
+            return model.encode_image(clip_preprocess(x, size, mean, std, *how))
 
         dim = int(clip_fn(torch.zeros(1, 3, size, size, device=device, dtype=dtype)).shape[-1])
         return FeatureEncoder(name, clip_fn, dim, device, dtype)
@@ -103,12 +103,42 @@ def _build(name: str, device: torch.device, dtype: torch.dtype) -> FeatureEncode
 
 
 def clip_preprocess(
-    x: torch.Tensor, size: int, mean: tuple[float, ...], std: tuple[float, ...]
+    x: torch.Tensor,
+    size: int,
+    mean: tuple[float, ...],
+    std: tuple[float, ...],
+    resize_mode: str = "shortest",
+    interpolation: str = "bicubic",
+    resize: int | None = None,
 ) -> torch.Tensor:
-    """Tensor version of open_clip's eval transform: bicubic resize to `size` (square inputs) and normalise.
-    Works on batches without a PIL round trip, so rewards on generated tensors stay on their device."""
-    if x.shape[-1] != size or x.shape[-2] != size:
-        x = F.interpolate(x, size=(size, size), mode="bicubic", align_corners=False, antialias=True)
+    """Tensor version of open_clip's / transformers' eval transform on [0, 1] images (B, 3, H, W) -> (B, 3, size,
+    size), normalised. ``resize_mode`` as open_clip's: 'shortest' (resize the shortest edge to `resize`, default
+    `size`, then centre-crop), 'longest' (resize the longest edge to `size`, centre-pad with 0) or 'squash'
+    (resize to size x size). Works on batches without a PIL round trip, so rewards on generated tensors stay on
+    their device."""
+    mode = interpolation if interpolation in ("bicubic", "bilinear", "nearest") else "bicubic"
+
+    def resized(t: torch.Tensor, hw: tuple[int, int]) -> torch.Tensor:
+        if tuple(t.shape[-2:]) == hw:
+            return t
+        extra = {} if mode == "nearest" else {"align_corners": False, "antialias": True}
+        return F.interpolate(t, size=hw, mode=mode, **extra)
+
+    h, w = int(x.shape[-2]), int(x.shape[-1])
+    if resize_mode == "squash":
+        x = resized(x, (size, size))
+    elif resize_mode == "longest":
+        scale = size / max(h, w)
+        nh, nw = max(1, round(h * scale)), max(1, round(w * scale))
+        x = resized(x, (nh, nw))
+        top, left = (size - nh) // 2, (size - nw) // 2
+        x = F.pad(x, (left, size - nw - left, top, size - nh - top))
+    else:  # shortest edge, then centre crop (torchvision's Resize(int) and CenterCrop arithmetic)
+        r = resize or size
+        nh, nw = (r, int(r * w / h)) if h <= w else (int(r * h / w), r)
+        x = resized(x, (nh, nw))
+        top, left = int(round((nh - size) / 2.0)), int(round((nw - size) / 2.0))
+        x = x[..., top : top + size, left : left + size]
     m = torch.tensor(mean, device=x.device, dtype=x.dtype).view(1, 3, 1, 1)
     s = torch.tensor(std, device=x.device, dtype=x.dtype).view(1, 3, 1, 1)
     return (x.clamp(0, 1) - m) / s
@@ -121,16 +151,24 @@ def _dinov2(path: str, device: torch.device, dtype: torch.dtype) -> FeatureEncod
     proc = AutoImageProcessor.from_pretrained(path)
     crop = getattr(proc, "crop_size", None) or getattr(proc, "size", None) or {}
     size = int(crop.get("height") or crop.get("shortest_edge") or 224)
+    resize = int(
+        (getattr(proc, "size", None) or {}).get("shortest_edge") or size
+    )  # DINOv2: 256, then crop 224
+    if not getattr(proc, "do_center_crop", True):
+        resize = size
     mean, std = tuple(proc.image_mean), tuple(proc.image_std)
+
+    def prep(x: torch.Tensor) -> torch.Tensor:  # the image processor's resize, centre crop and normalisation
+        return clip_preprocess(x, size, mean, std, "shortest", "bicubic", resize)
 
     n_reg = int(getattr(model.config, "num_register_tokens", 0) or 0)
 
     def tokens_fn(x: torch.Tensor) -> torch.Tensor:
-        h = model(pixel_values=clip_preprocess(x, size, mean, std)).last_hidden_state  # (B, 1 + R + P, D)
+        h = model(pixel_values=prep(x)).last_hidden_state  # (B, 1 + R + P, D)
         return torch.cat([h[:, :1], h[:, 1 + n_reg :]], 1)  # CLS then patch tokens, registers dropped
 
     def fn(x: torch.Tensor) -> torch.Tensor:
-        return model(pixel_values=clip_preprocess(x, size, mean, std)).last_hidden_state[:, 0]  # CLS (B, D)
+        return model(pixel_values=prep(x)).last_hidden_state[:, 0]  # CLS (B, D)
 
     dim = int(model.config.hidden_size)
     return FeatureEncoder(f"dinov2:{path}", fn, dim, device, dtype, tokens_fn)

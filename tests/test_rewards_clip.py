@@ -44,3 +44,54 @@ def test_tiny_open_clip_reward_matches_manual(tmp_path: Path) -> None:
 def test_bad_model_names_are_clear(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="cannot load open_clip model"):
         build_reward("clip:model=NotAModel-1")
+
+
+@pytest.mark.parametrize(
+    "resize_mode, interpolation", [("shortest", "bicubic"), ("squash", "bicubic"), ("shortest", "bilinear")]
+)
+@pytest.mark.parametrize("hw", [(64, 64), (96, 144), (144, 80)])
+def test_tensor_preprocessing_matches_open_clips_transform(resize_mode, interpolation, hw) -> None:
+    """Non-square images are resized and centre-cropped (or squashed) as the model's own preprocess does; the only
+    difference left is open_clip's 8-bit PIL round trip (< 0.02 in normalised units)."""
+    import numpy as np
+    import open_clip
+    from open_clip.transform import PreprocessCfg, image_transform_v2
+
+    from imgalign.rewards.base import to_pil
+    from imgalign.rewards.features import clip_preprocess
+
+    torch.manual_seed(0)
+    x = torch.nn.functional.interpolate(torch.rand(1, 3, 8, 8), size=hw, mode="bilinear")
+    pil = to_pil(x)[0]
+    xq = torch.from_numpy(np.asarray(pil, dtype=np.float32) / 255).permute(2, 0, 1)[None]
+    mean, std = open_clip.OPENAI_DATASET_MEAN, open_clip.OPENAI_DATASET_STD
+    cfg = PreprocessCfg(size=48, mean=mean, std=std, resize_mode=resize_mode, interpolation=interpolation)
+    ref = image_transform_v2(cfg, is_train=False)(pil)[None]
+    ours = clip_preprocess(xq, 48, mean, std, resize_mode, interpolation)
+    assert ours.shape == ref.shape and float((ours - ref).abs().max()) < 0.03
+
+
+def test_dinov2_style_resize_then_crop_matches_the_image_processor() -> None:
+    import numpy as np
+    from transformers import BitImageProcessor
+
+    from imgalign.rewards.base import to_pil
+    from imgalign.rewards.features import clip_preprocess
+
+    proc = BitImageProcessor(
+        size={"shortest_edge": 64}, crop_size={"height": 56, "width": 56}, do_convert_rgb=True
+    )
+    torch.manual_seed(0)
+    x = torch.nn.functional.interpolate(torch.rand(1, 3, 8, 8), size=(96, 128), mode="bilinear")
+    pil = to_pil(x)[0]
+    xq = torch.from_numpy(np.asarray(pil, dtype=np.float32) / 255).permute(2, 0, 1)[None]
+    ref = torch.as_tensor(proc(pil, return_tensors="np")["pixel_values"])
+    ours = clip_preprocess(xq, 56, tuple(proc.image_mean), tuple(proc.image_std), "shortest", "bicubic", 64)
+    assert ours.shape == ref.shape and float((ours - ref).abs().max()) < 0.05
+
+
+def test_openai_weights_get_quick_gelu() -> None:
+    from imgalign.rewards.clip import _quick_gelu
+
+    assert _quick_gelu("ViT-B-32", "openai") and not _quick_gelu("ViT-B-32", "laion2b_s34b_b79k")
+    assert not _quick_gelu("local-dir:/x", "openai") and not _quick_gelu("ViT-B-32", None)

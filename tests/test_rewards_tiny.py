@@ -36,7 +36,7 @@ def test_tiny_open_clip_loads(tmp_path: Path) -> None:
     from imgalign.rewards.clip import load_open_clip
 
     d = make_tiny_open_clip(tmp_path / "clip")
-    model, tok, size, mean, std = load_open_clip(f"local-dir:{d}", torch.device("cpu"), torch.float32)
+    model, tok, size, mean, std, _how = load_open_clip(f"local-dir:{d}", torch.device("cpu"), torch.float32)
     assert size == 32 and mean == (0.5, 0.5, 0.5)
     assert model.encode_image(torch.zeros(2, 3, 32, 32)).shape == (2, 16)
     assert tok(["a photo of a square"]).shape == (1, 16)
