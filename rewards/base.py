@@ -49,6 +49,14 @@ class Reward:
         self, images: ImagesLike, prompts: Sequence[str], metadata: Sequence[dict[str, Any]] | None = None
     ) -> RewardOutput:
         x = to_tensor(images)
+        bad = ~torch.isfinite(x.flatten(1)).all(1)  # [B] a NaN/inf image is scored NaN, by every reward alike
+        if bad.any():
+            x = torch.nan_to_num(x, nan=0.0, posinf=1.0, neginf=0.0)
+        if x.numel() and (float(x.min()) < -0.5 or float(x.max()) > 1.5):
+            raise ValueError(
+                f"reward {self.name!r}: images must be in [0, 1], got values from {float(x.min()):.3g} to "
+                f"{float(x.max()):.3g}; divide [0, 255] images by 255, map [-1, 1] images with (x + 1) / 2"
+            )
         if len(prompts) != x.shape[0]:
             raise ValueError(f"reward {self.name!r}: got {x.shape[0]} images but {len(prompts)} prompts")
         if metadata is not None and len(metadata) != x.shape[0]:
@@ -67,6 +75,9 @@ class Reward:
             raise RuntimeError(
                 f"reward {self.name!r} returned {out.scores.shape[0]} scores for {x.shape[0]} images"
             )
+        if bad.any() and not self.differentiable:
+            out.scores = out.scores.clone()
+            out.scores[bad] = float("nan")
         return out
 
     def score(

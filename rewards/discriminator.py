@@ -206,6 +206,7 @@ class DiscriminatorReward(Reward):
         state: dict[str, Any] = {
             "head": copy.deepcopy(self.head.state_dict()),
             "features": self.features_name,
+            "gen": self.gen.get_state(),  # positives and patch subsets drawn after a resume follow on exactly
         }
         if self.opt is not None:
             state["opt"] = copy.deepcopy(self.opt.state_dict())
@@ -217,5 +218,7 @@ class DiscriminatorReward(Reward):
                 f"discriminator: state uses features {state.get('features')!r}, not {self.features_name!r}"
             )
         self.head.load_state_dict(state["head"])
+        if "gen" in state:
+            self.gen.set_state(state["gen"])
         if self.opt is not None and "opt" in state:
             self.opt.load_state_dict(state["opt"])

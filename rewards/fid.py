@@ -10,6 +10,9 @@ Math (all float64):
 * Per-sample reward (subset replace, "distribution-wise rewards" paper): r_i = FD(set) − FD(set with its oldest
   member replaced by sample i). Every sample of a batch replaces the same member, so rewards are comparable.
   ``mode=group`` replaces the B oldest members with the whole batch and gives every sample the same reward.
+  With fewer than 2 members there is nothing to compare with: a batch scored then seeds the set and gets NaN (the
+  trainer masks it, so the first training step has no fid signal); ``init=FOLDER`` starts from a set, and
+  ``imgalign score`` asks for it. A NaN image gets NaN and never enters the set.
 * ``exact=true`` solves one eigenproblem per sample (O(B d³)). The default fast mode (:func:`replace_one_fd_fast`)
   writes each replacement as a rank-one update of the covariance of the kept samples and gets the change of
   tr((S Σ S)^½) from a Sherman–Morrison integral: one eigenproblem per batch plus O(d²) per sample, and the same
@@ -251,9 +254,19 @@ class FIDReward(Reward):
         )
 
     # ---- state ------------------------------------------------------------------------------------------
+    def ready(self) -> bool:
+        """Whether there is a generated set to score against (``init=`` or earlier updates)."""
+        return self.buffer.shape[0] >= 2
+
     def _push(self, feats: torch.Tensor) -> None:
-        """Append features (N, d) to the set, dropping the oldest beyond set_size; sums updated in O(N d²)."""
-        for f in feats.double():
+        """Append features (N, d) to the set, dropping the oldest beyond set_size; sums updated in O(N d²). Rows
+        that are not finite (a NaN image) are left out: one would make the running sums NaN for good."""
+        feats = feats.double()
+        finite = torch.isfinite(feats).all(1)
+        if not bool(finite.all()):
+            log.warning("fid reward: %d non-finite feature row(s) left out of the set", int((~finite).sum()))
+            feats = feats[finite]
+        for f in feats:
             if self.buffer.shape[0] >= self.set_size:
                 old = self.buffer[0]
                 self.sum1 -= old
@@ -294,10 +307,20 @@ class FIDReward(Reward):
     def score(
         self, images: torch.Tensor, prompts: list[str], metadata: list[dict[str, Any]] | None
     ) -> RewardOutput:
-        feats = self.encoder(images).double()  # (B, d)
-        if self.buffer.shape[0] < 2:
-            log.info("fid reward: the generated reference set is empty; seeding it with the first batch")
-            self._push(feats)
+        all_feats = self.encoder(images).double()  # (B, d)
+        finite = torch.isfinite(all_feats).all(1)
+        if not self.ready():
+            # no set to compare with: this batch seeds it and gets no reward (scored against itself, every
+            # sample would get ~0); the trainer masks NaN with a warning, `imgalign score` asks for init=
+            log.warning(
+                "fid reward: the generated set is empty; this batch of %d seeds it and gets no reward "
+                "(give init=FOLDER of generated images to start from a set)",
+                len(all_feats),
+            )
+            self._push(all_feats)
+            nan = torch.full((len(all_feats),), float("nan"))
+            return RewardOutput(nan, [{"fd_before": float("nan"), "fd_after": float("nan")}] * len(all_feats))
+        feats = all_feats[finite]
         n = self.buffer.shape[0]
         before = self.current_fd()
         if self.mode == "group":
@@ -306,9 +329,13 @@ class FIDReward(Reward):
             s2 = self.sum2 - self.buffer[:k].T @ self.buffer[:k] + feats[:k].T @ feats[:k]
             mu, cov = mean_cov(s1, s2, n)
             after = frechet_distance(self.mu_ref, self.sigma_ref, mu, cov, self.sqrt_ref)
-            r = torch.full((feats.shape[0],), before - after, dtype=torch.float64)
-            return RewardOutput(r.float(), [{"fd_before": before, "fd_after": after}] * feats.shape[0])
+            r = torch.where(finite, before - after, float("nan")).double()
+            return RewardOutput(r.float(), [{"fd_before": before, "fd_after": after}] * len(all_feats))
         args = (self.sum1, self.sum2, n, self.buffer[0], feats, self.mu_ref, self.sigma_ref, self.sqrt_ref)
-        after = replace_one_fd_exact(*args) if self.exact else replace_one_fd_fast(*args)
-        r = before - after
+        after = torch.full((len(all_feats),), float("nan"), dtype=torch.float64)
+        if len(feats):
+            after[finite] = (
+                replace_one_fd_exact(*args) if self.exact else replace_one_fd_fast(*args)
+            ).double()
+        r = before - after  # NaN for a non-finite image: masked by the trainer
         return RewardOutput(r.float(), [{"fd_before": before, "fd_after": float(a)} for a in after])

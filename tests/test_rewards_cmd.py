@@ -31,7 +31,7 @@ def test_fd_renders_vs_degraded(tmp_path: Path, capsys: pytest.CaptureFixture) -
     stats = tmp_path / "a.safetensors"
     assert main(["rewards", "fid-stats", "--images", str(a), "--features", "stats", "--out", str(stats)]) == 0
     assert _fd(capsys, str(stats), str(b), "--features", "stats") == pytest.approx(same, rel=1e-5)
-    r = build_reward(f"fid:features=stats,ref={stats},set_size=32")
+    r = build_reward(f"fid:features=stats,ref={stats},set_size=32,init={b}")
     assert torch.isfinite(r(shapes_reference_images(4, seed=9), [""] * 4).scores).all()
     assert main(["rewards", "fd", str(stats), str(b), "--features", "shapes-clip"]) == 2  # features mismatch
 

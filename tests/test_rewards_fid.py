@@ -132,3 +132,42 @@ def test_fid_reward_prefers_samples_that_close_the_gap() -> None:
     group.load_state_dict(state)
     g = group(real[8:12], [""] * 4).scores
     assert torch.all(g == g[0]) and g[0] > 0
+
+
+def test_an_empty_set_gives_no_reward_and_a_nan_image_does_not_poison_the_set(caplog) -> None:
+    """With no generated set, a batch seeds it and gets NaN (masked by the trainer) instead of being scored against
+    itself; a NaN image gets NaN and stays out of the set, so later batches score as without it."""
+    from imgalign.rewards.fid import shapes_reference_images
+
+    real = shapes_reference_images(12, seed=5)
+    r = FIDReward(features="stats", ref="shapes", ref_size=64, set_size=40)
+    assert not r.ready()
+    with caplog.at_level("WARNING"):
+        first = r(torch.rand(6, 3, 64, 64), [""] * 6).scores
+    assert torch.isnan(first).all() and r.ready() and "seeds it" in caplog.text
+    clean = FIDReward(features="stats", ref="shapes", ref_size=64, set_size=40)
+    clean.load_state_dict(r.state_dict())
+    bad = torch.rand(2, 3, 64, 64)
+    bad[1] = float("nan")
+    r.update(bad[1:])  # a NaN image pushed: left out
+    out = r(torch.cat([real[:3], bad[1:]]), [""] * 4).scores
+    assert torch.isfinite(out[:3]).all() and torch.isnan(out[3])
+    torch.testing.assert_close(out[:3], clean(real[:3], [""] * 3).scores)
+
+
+def test_score_asks_for_a_generated_set(tmp_path, capsys) -> None:
+    from PIL import Image
+
+    from imgalign.cli import main
+
+    Image.new("RGB", (64, 64)).save(tmp_path / "a.png")
+    argv = [
+        "score",
+        str(tmp_path / "a.png"),
+        "--reward",
+        "fid:features=stats,ref_size=16",
+        "--out",
+        str(tmp_path / "s.jsonl"),
+    ]
+    assert main(argv) == 2
+    assert "give init=FOLDER" in capsys.readouterr().err

@@ -198,3 +198,28 @@ def test_online_discriminator_with_patch_tokens(tmp_path: Path) -> None:
     assert set(metrics) == {"disc/loss", "disc/acc", "disc/logit_fake"}
     with pytest.raises(ValueError, match="patch tokens"):
         build_reward("discriminator:features=stats,ref_size=8,patch_weight=0.3")
+
+
+def test_online_discriminator_resumes_exactly() -> None:
+    """state_dict carries the generator that draws positives and patch subsets: a resumed head trains on exactly
+    as the uninterrupted one."""
+    import torch
+
+    from imgalign.rewards.base import build_reward
+
+    torch.manual_seed(0)
+
+    def make():
+        return build_reward("discriminator:features=stats,online=true,ref_size=64,hidden=16,lr=0.01")
+
+    batches = [torch.rand(8, 3, 64, 64) for _ in range(4)]
+    a = make()
+    for i, bt in enumerate(batches):
+        a.update(bt)
+        if i == 1:
+            state = a.state_dict()
+    b = make()
+    b.load_state_dict(state)
+    for bt in batches[2:]:
+        b.update(bt)
+    assert all(torch.equal(pa, pb) for pa, pb in zip(a.head.parameters(), b.head.parameters()))

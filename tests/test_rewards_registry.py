@@ -43,6 +43,8 @@ def test_random_images_give_finite_float32_scores(name: str, options: dict[str, 
     prompts = [m["prompt"] for m in metas]
     reward = build_reward(options[name])
     torch.manual_seed(0)
+    if hasattr(reward, "ready") and not reward.ready():  # fid: a generated set to score against
+        reward.update(torch.rand(4, 3, 64, 64))
     out = reward(torch.rand(b, 3, 64, 64), prompts, metas)
     assert out.scores.dtype == torch.float32 and out.scores.shape == (b,)
     assert torch.isfinite(out.scores).all()
@@ -82,3 +84,25 @@ def test_geneval_modes_on_ground_truth_and_a_blank_image() -> None:
         assert out.scores.tolist() == [1.0, 0.0], mode
     with pytest.raises(ValueError, match="strict, partial, soft"):
         build_reward("geneval:mode=dense")
+
+
+def test_images_out_of_range_are_refused_and_nan_images_score_nan() -> None:
+    reward = build_reward("clip")
+    with pytest.raises(ValueError, match=r"images must be in \[0, 1\].*divide \[0, 255\] images by 255"):
+        reward(torch.rand(1, 3, 64, 64) * 255, ["a circle"])
+    x = torch.rand(3, 3, 64, 64)
+    x[1, 0, 0, 0] = float("nan")
+    for name in ("clip", "geneval", "artifact"):
+        s = build_reward(name)(
+            x,
+            ["a photo of a circle"] * 3,
+            [
+                {
+                    "tag": "single_object",
+                    "include": [{"class": "circle", "count": 1}],
+                    "prompt": "a photo of a circle",
+                }
+            ]
+            * 3,
+        ).scores
+        assert torch.isnan(s[1]) and torch.isfinite(s[[0, 2]]).all(), name

@@ -282,6 +282,12 @@ def run_score(args: argparse.Namespace) -> int:
     keys = [n if names.count(n) == 1 else s for n, s in zip(names, args.reward)]
     rewards = {k: build_reward(s, device=args.device) for k, s in zip(keys, args.reward)}  # fails up front
     needs_prompt = any(getattr(r, "needs_prompt", True) for r in rewards.values())
+    for k, r in rewards.items():
+        if hasattr(r, "ready") and not r.ready():
+            raise CLIError(
+                f"{k} scores an image by how it changes a set of generated images, and its set is empty: give "
+                f"init=FOLDER (e.g. --reward '{k}:init=runs/base_samples')"
+            )
     if needs_prompt and mapping is None and not any(_geneval_meta(f) is not None for f in files):
         which = ", ".join(k for k, r in rewards.items() if getattr(r, "needs_prompt", True))
         raise CLIError(
