@@ -104,7 +104,7 @@ else:
 
     def reward_fn(img: torch.Tensor, prompts: list[str], specs: list) -> torch.Tensor:
         """Cosine between the shapes CLIP's image and text embeddings [B]."""
-        e_img = clip.model.encode_image(clip_preprocess(img, clip.size, clip.mean, clip.std))
+        e_img = clip.model.encode_image(clip_preprocess(img, clip.size, clip.mean, clip.std, *clip.how))
         with torch.no_grad():
             e_txt = clip.model.encode_text(clip.tokenizer(prompts))
         return torch.nn.functional.cosine_similarity(e_img, e_txt, dim=-1)
