@@ -611,8 +611,10 @@ def evaluate_folder(
     nms_iou: float | None = None,
     progress: bool = True,
     sampler: dict[str, Any] | None = None,
+    extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Judge a GenEval-layout folder with a transformers detector and an open_clip colour classifier."""
+    """Judge a GenEval-layout folder with a transformers detector and an open_clip colour classifier; the detector
+    and colour classifier are recorded in summary.json as fields of their own (with `extra`)."""
     from imgalign.eval.suite import judge_folder, read_folder
 
     metas = [f.metadata for f in read_folder(images_dir)]
@@ -627,5 +629,6 @@ def evaluate_folder(
         validate_metadata=validate,
         progress=progress,
         sampler=sampler,
+        extra={"detector": detector, "clip": clip, **(extra or {})},
     )
     return summary

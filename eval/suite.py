@@ -137,9 +137,11 @@ def judge_folder(
     validate_metadata: Callable[[dict[str, Any]], None] | None = None,
     progress: bool = True,
     sampler: dict[str, Any] | None = None,
+    extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Judge every image of a GenEval-layout folder; write results.jsonl, summary.json and report.md to `out_dir`.
-    `sampler` (the settings the images were generated with, if this run generated them) is recorded in both.
+    `sampler` (the settings the images were generated with, if this run generated them) is recorded in both;
+    `extra` fields (e.g. the command's arguments) go into summary.json.
 
     Unreadable images and metadata that fails `validate_metadata` get a failure row (``correct: false`` with an
     ``error``) naming the file and the problem, and count as incorrect. (The official evaluator skips missing
@@ -190,12 +192,19 @@ def judge_folder(
                 else:
                     try:
                         img = load_image(s)
-                        j = judge(img, detector(img), f.metadata, color_fn)
-                        row.update(correct=j.correct, partial=j.partial, reason=j.reason, error=None)
                     except (OSError, UnidentifiedImageError, SyntaxError, ValueError) as e:
+                        img = None
                         row.update(
                             correct=False, partial=0.0, reason="", error=f"cannot read image {key}: {e}"
                         )
+                    if img is not None:
+                        try:
+                            j = judge(img, detector(img), f.metadata, color_fn)
+                            row.update(correct=j.correct, partial=j.partial, reason=j.reason, error=None)
+                        except ValueError as e:  # the detector or colour judge refused this image or prompt
+                            row.update(
+                                correct=False, partial=0.0, reason="", error=f"judge error on {key}: {e}"
+                            )
                 if row["error"]:
                     log.warning(row["error"])
                 fh.write(json.dumps(row) + "\n")
@@ -205,14 +214,21 @@ def judge_folder(
     # exactly this run's rows: a re-judged image's earlier verdict and files no longer in the folder are dropped
     atomic_write_text(results_path, "".join(json.dumps(r) + "\n" for r in rows))
     overall, tasks = summarize(rows)
+    task_images: dict[str, int] = {}
+    for r in rows:
+        task_images[r["tag"]] = task_images.get(r["tag"], 0) + 1
     summary = {
         "suite": suite,
         "model": model,
         "overall": overall,
         "tasks": tasks,
         "n_images": len(rows),
+        "n_prompts": len(folders),
+        "task_images": task_images,
         "n_errors": sum(1 for r in rows if r.get("error")),
     }
+    if extra:
+        summary.update(extra)
     if sampler is not None:
         summary["sampler"] = sampler
     atomic_write_text(out_dir / "report.md", render_report(summary, rows))

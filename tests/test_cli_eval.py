@@ -310,3 +310,27 @@ def test_help_shows_the_defaults(capsys):
         main(["world", "render", "--help"])
     out = capsys.readouterr().out
     assert "(default: 4)" in out and "(default: 0)" in out and "(default: None)" not in out
+
+
+def test_a_judge_error_is_not_reported_as_an_unreadable_image(tmp_path, small_prompts):
+    from imgalign.eval.shapes_detector import ShapesDetector
+    from imgalign.eval.suite import judge_folder
+
+    src = tmp_path / "imgs"
+    main(["world", "render", "--prompts", str(small_prompts), "--images-per-prompt", "1", "--out", str(src)])
+    real = ShapesDetector()
+
+    def picky(img):
+        if picky.n == 2:
+            picky.n += 1
+            raise ValueError("cannot locate the class names")
+        picky.n += 1
+        return real(img)
+
+    picky.n = 0
+    summary = judge_folder(src, tmp_path / "ev", picky, progress=False)
+    errors = [json.loads(r)["error"] for r in (tmp_path / "ev" / "results.jsonl").read_text().splitlines()]
+    assert [e for e in errors if e] == [
+        "judge error on 00002/samples/0000.png: cannot locate the class names"
+    ]
+    assert summary["n_errors"] == 1 and summary["n_prompts"] == 18

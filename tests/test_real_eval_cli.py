@@ -92,6 +92,25 @@ def test_eval_geneval_suite_with_tiny_models(tmp_path, capsys):
     summary = json.loads((tmp_path / "ev" / "summary.json").read_text())
     assert summary["n_images"] == 4 and set(summary["tasks"]) == {"single_object", "colors"}
     assert (tmp_path / "ev" / "images" / "00001" / "samples" / "0001.png").is_file()
+    assert summary["detector"] == str(detr) and summary["clip"] == str(clip) and summary["n_prompts"] == 2
+    assert summary["task_images"] == {"single_object": 2, "colors": 2} and summary["eval_args"]["seed"] == 0
+    # the same images judged again into that folder with another detector: refused (its verdicts would be reused)
+    other = T.build_tiny_detr(tmp_path / "detr2")
+    again = [
+        "eval",
+        "--suite",
+        "geneval",
+        "--images",
+        str(tmp_path / "ev" / "images"),
+        "--detector",
+        str(other),
+    ]
+    assert main(again + ["--clip", str(clip), "--no-progress", "--out", str(tmp_path / "ev2")]) == 0
+    assert (
+        main(again[:-1] + [str(detr), "--clip", str(clip), "--no-progress", "--out", str(tmp_path / "ev2")])
+        == 2
+    )
+    assert "holds another evaluation" in capsys.readouterr().err
     assert main(["eval", "--suite", "geneval", "--ground-truth", "--out", str(tmp_path / "gt")]) == 2
     assert "only for the shapes suite" in capsys.readouterr().err
 

@@ -96,6 +96,8 @@ def eval_identity(args: argparse.Namespace) -> dict[str, Any]:
     """What an ``--out`` folder's images and verdicts depend on: a rerun with the same identity resumes there, any
     other is refused (it would judge the earlier run's images or reuse its verdicts)."""
     ident: dict[str, Any] = {"suite": args.suite}
+    if args.suite == "geneval":  # the judges decide the verdicts, whatever the images' source
+        ident["detector"], ident["clip"] = args.detector, args.clip
     if args.images:
         ident["images"] = str(Path(args.images).resolve())
         return ident
@@ -109,8 +111,6 @@ def eval_identity(args: argparse.Namespace) -> dict[str, Any]:
     pf = Path(prompts)
     ident["prompts"] = hashlib.sha256(pf.read_bytes()).hexdigest() if pf.is_file() else prompts
     ident["images_per_prompt"], ident["seed"] = args.images_per_prompt, args.seed
-    if args.suite == "geneval":
-        ident["detector"], ident["clip"] = args.detector, args.clip
     return ident
 
 
@@ -201,6 +201,7 @@ def run_eval(args: argparse.Namespace) -> int:
         validate_metadata=shapes_validate,
         progress=progress,
         sampler=sampler,
+        extra={"eval_args": eval_identity(args)},
     )
     return finish(args, summary, out)
 
@@ -271,5 +272,6 @@ def run_real_eval(args: argparse.Namespace) -> int:
         model=model,
         progress=progress,
         sampler=sampler,
+        extra={"eval_args": eval_identity(args)},
     )
     return finish(args, summary, out)
