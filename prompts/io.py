@@ -36,7 +36,8 @@ def validate_geneval_line(meta: Any, where: str) -> dict[str, Any]:
     for i, c in enumerate(meta["include"]):
         if not isinstance(c, dict) or not isinstance(c.get("class"), str):
             raise PromptFileError(f"{where}: include[{i}].class must be a string")
-        if not isinstance(c.get("count", 1), int) or c.get("count", 1) < 1:
+        count = c.get("count", 1)
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise PromptFileError(f"{where}: include[{i}].count must be a positive integer")
         if "color" in c and not isinstance(c["color"], str):
             raise PromptFileError(f"{where}: include[{i}].color must be a string")
@@ -47,6 +48,7 @@ def validate_geneval_line(meta: Any, where: str) -> dict[str, Any]:
                 and len(pos) == 2
                 and isinstance(pos[0], str)
                 and isinstance(pos[1], int)
+                and not isinstance(pos[1], bool)
             ):
                 raise PromptFileError(f"{where}: include[{i}].position must be [relation, target index]")
             if not 0 <= pos[1] < i:
@@ -54,12 +56,17 @@ def validate_geneval_line(meta: Any, where: str) -> dict[str, Any]:
                     f"{where}: include[{i}].position target {pos[1]} must name an earlier clause"
                 )
     for i, c in enumerate(meta.get("exclude", []) or []):
+        count = c.get("count") if isinstance(c, dict) else None
         if (
             not isinstance(c, dict)
             or not isinstance(c.get("class"), str)
-            or not isinstance(c.get("count"), int)
+            or isinstance(count, bool)
+            or not isinstance(count, int)
+            or count < 1
         ):
-            raise PromptFileError(f"{where}: exclude[{i}] must have a string 'class' and an integer 'count'")
+            raise PromptFileError(
+                f"{where}: exclude[{i}] must have a string 'class' and a positive integer 'count'"
+            )
     return meta
 
 
@@ -70,7 +77,7 @@ def load_geneval_metadata(path: str | Path) -> list[dict[str, Any]]:
         raise PromptFileError(f"metadata file {str(path)!r} does not exist")
     out = []
     try:
-        lines = path.read_text().splitlines()
+        lines = path.read_text(encoding="utf-8-sig").splitlines()  # a BOM is not part of the first line
     except (OSError, UnicodeDecodeError) as e:
         raise PromptFileError(f"cannot read metadata file {str(path)!r}: {e}") from None
     for n, line in enumerate(lines, start=1):
@@ -92,11 +99,11 @@ def load_prompts(path: str | Path) -> list[PromptRecord]:
     if not path.is_file():
         raise PromptFileError(f"prompt file {str(path)!r} does not exist")
     try:
-        lines = path.read_text().splitlines()
+        lines = path.read_text(encoding="utf-8-sig").splitlines()  # a BOM is not part of the first prompt
     except (OSError, UnicodeDecodeError) as e:
         raise PromptFileError(f"cannot read prompt file {str(path)!r}: {e}") from None
     records: list[PromptRecord] = []
-    if path.suffix == ".jsonl":
+    if path.suffix.lower() == ".jsonl":
         for n, line in enumerate(lines, start=1):
             if not line.strip():
                 continue
@@ -112,7 +119,7 @@ def load_prompts(path: str | Path) -> list[PromptRecord]:
                 raise PromptFileError(f"{path}:{n}: each line needs a non-empty string field 'prompt'")
             if "include" in obj or "tag" in obj:
                 validate_geneval_line(obj, f"{path}:{n}")
-            records.append(PromptRecord(obj["prompt"], obj))
+            records.append(PromptRecord(obj["prompt"].strip(), obj))
     else:
         records = [PromptRecord(line.strip(), {"prompt": line.strip()}) for line in lines if line.strip()]
     if not records:

@@ -91,6 +91,8 @@ class PromptConfig:
     def validate(self) -> None:
         if not 0.0 <= self.test_fraction < 1.0:
             raise ConfigError("prompts.test_fraction must be in [0, 1)")
+        if self.source == "shapes" and not self.tasks:
+            raise ConfigError("prompts.tasks is empty: name at least one GenEval task to draw prompts from")
 
 
 @dataclass
@@ -448,6 +450,12 @@ class FlowGRPOConfig:
 
     def validate(self) -> None:
         from imgalign.trainers.registry import BALANCERS, OBJECTIVES, PENALTIES, ROLLOUTS
+
+        if self.eval.suite == "reward" and self.prompts.source == "shapes" and self.eval.every >= 0:
+            raise ConfigError(
+                "eval.suite=reward scores the held-out test prompts of a prompt file, and prompts.source=shapes has "
+                "none: use eval.suite=shapes, a prompt file as prompts.source, or eval.every=-1"
+            )
 
         for reg, name, key in (
             (OBJECTIVES, self.objective.name, "objective.name"),

@@ -42,14 +42,35 @@ def ode_sample(
 
 
 def shapes_eval_set(prompts_per_task: int) -> list[dict[str, Any]]:
-    """The first `prompts_per_task` prompts of each task of the shapes eval set (fixed order)."""
+    """`prompts_per_task` prompts of each task of the shapes eval set (fixed order): distinct prompts first (in file
+    order, cycling when a task has fewer), with the task's held-out colour pairs in the share the whole set has
+    (a third of colours and colour attribution). The file lists those held-out prompts first, so the first prompts
+    alone would all have been held-out ones."""
+    from imgalign import shapes as W
     from imgalign.prompts.io import load_geneval_metadata
     from imgalign.prompts.shapes import EVAL_SET_PATH
+
+    def held_out(m: dict[str, Any]) -> bool:
+        return any(c.get("color") and (c["color"], c["class"]) in W.HELD_OUT_PAIRS for c in m["include"])
+
+    def pick(items: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
+        distinct: dict[str, dict[str, Any]] = {}
+        for m in items:
+            distinct.setdefault(m["prompt"], m)
+        d = list(distinct.values())
+        return [d[i % len(d)] for i in range(n)] if d else []
 
     by_tag: dict[str, list[dict[str, Any]]] = {}
     for m in load_geneval_metadata(EVAL_SET_PATH):
         by_tag.setdefault(m["tag"], []).append(m)
-    return [m for tag in by_tag for m in by_tag[tag][:prompts_per_task]]
+    out = []
+    for items in by_tag.values():
+        n = min(prompts_per_task, len(items))
+        held = [m for m in items if held_out(m)]
+        seen = [m for m in items if not held_out(m)]
+        n_held = round(n * len(held) / len(items)) if seen else n
+        out += pick(held, n_held) + pick(seen, n - n_held)
+    return out
 
 
 def eval_prompt_pool(cfg: EvalConfig, test_prompts: list[tuple[str, dict[str, Any]]]) -> list[str]:

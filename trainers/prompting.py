@@ -52,13 +52,19 @@ class PromptSampler:
                     f"prompts.source {cfg.source!r} does not exist: give 'shapes' or a .txt/.jsonl prompt file"
                 )
             records = [(r.prompt, dict(r.metadata)) for r in load_prompts(path)]
-            order = list(range(len(records)))
+            # the split is over distinct prompts, so a prompt listed twice is never both trained and tested on
+            # (its repeats all stay in training, weighting it as the file does)
+            distinct = list(dict.fromkeys(p for p, _ in records))
+            order = list(range(len(distinct)))
             random.Random(cfg.seed).shuffle(order)
-            n_test = int(round(len(records) * cfg.test_fraction))
-            if n_test >= len(records):
-                n_test = len(records) - 1
-            self.test = [records[i] for i in order[:n_test]]
-            self.train = [records[i] for i in order[n_test:]]
+            n_test = int(round(len(distinct) * cfg.test_fraction))
+            if cfg.test_fraction > 0 and len(distinct) > 1:
+                n_test = max(1, n_test)  # a test fraction asks for at least one test prompt
+            n_test = min(n_test, len(distinct) - 1)
+            held = {distinct[i] for i in order[:n_test]}
+            first = {p: m for p, m in reversed(records)}  # each prompt's first record
+            self.test = [(distinct[i], first[distinct[i]]) for i in order[:n_test]]
+            self.train = [r for r in records if r[0] not in held]
 
     def position(self, step: int, prompts_per_step: int) -> int:
         """How many training prompts have been drawn before `step` (saved in checkpoints)."""

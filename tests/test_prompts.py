@@ -1,0 +1,84 @@
+"""Prompt files and the trainer's prompt sampler: encodings, suffixes, metadata types, a train/test split over
+distinct prompts, and the in-loop shapes evaluation subset."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from imgalign import shapes as W
+from imgalign.config import ConfigError
+from imgalign.prompts.io import PromptFileError, load_geneval_metadata, load_prompts
+from imgalign.trainers.config import PromptConfig
+from imgalign.trainers.prompting import PromptSampler
+
+
+def test_a_bom_and_an_uppercase_suffix_are_read_as_meant(tmp_path):
+    txt = tmp_path / "p.txt"
+    txt.write_text("a red circle\na cross\n", encoding="utf-8-sig")
+    assert [r.prompt for r in load_prompts(txt)] == ["a red circle", "a cross"]
+    jl = tmp_path / "p.JSONL"
+    jl.write_text(json.dumps({"prompt": " a cat "}) + "\n", encoding="utf-8-sig")
+    assert [r.prompt for r in load_prompts(jl)] == ["a cat"]
+    meta = tmp_path / "m.jsonl"
+    line = {
+        "tag": "single_object",
+        "include": [{"class": "circle", "count": 1}],
+        "prompt": "a photo of a circle",
+    }
+    meta.write_text(json.dumps(line) + "\n", encoding="utf-8-sig")
+    assert load_geneval_metadata(meta)[0]["prompt"] == "a photo of a circle"
+
+
+@pytest.mark.parametrize(
+    "clause, message",
+    [
+        ({"include": [{"class": "circle", "count": True}]}, "include[0].count must be a positive integer"),
+        (
+            {"include": [{"class": "circle"}, {"class": "cross", "position": ["left of", True]}]},
+            "position must be",
+        ),
+        (
+            {"include": [{"class": "circle"}], "exclude": [{"class": "cross", "count": 0}]},
+            "exclude[0] must have",
+        ),
+    ],
+)
+def test_metadata_of_the_wrong_type_is_refused(tmp_path, clause, message):
+    meta = tmp_path / "m.jsonl"
+    meta.write_text(json.dumps({"tag": "t", "prompt": "p", **clause}) + "\n")
+    with pytest.raises(PromptFileError, match=re.escape(message)):
+        load_geneval_metadata(meta)
+
+
+def test_the_split_is_over_distinct_prompts(tmp_path):
+    f = tmp_path / "p.txt"
+    f.write_text("".join(f"prompt {i}\n" for i in range(5)) + "prompt 0\nprompt 0\n")
+    s = PromptSampler(PromptConfig(source=str(f), test_fraction=0.1))
+    test = {p for p, _ in s.test}
+    assert len(test) == 1  # round(0.5) is 0, but a test fraction asks for at least one test prompt
+    assert not test & {p for p, _ in s.train}
+    assert len(s.train) + len(s.test) == 7 - (2 if test == {"prompt 0"} else 0)
+
+
+def test_config_errors_for_an_empty_task_list_and_a_reward_suite_without_test_prompts():
+    from imgalign.trainers.config import FlowGRPOConfig
+
+    with pytest.raises(ConfigError, match="prompts.tasks is empty"):
+        PromptConfig(tasks=[]).validate()
+    cfg = FlowGRPOConfig()
+    cfg.eval.suite = "reward"
+    with pytest.raises(ConfigError, match="eval.suite=reward scores the held-out test prompts"):
+        cfg.validate()
+
+
+def test_the_in_loop_shapes_subset_holds_held_out_pairs_in_the_sets_share():
+    from imgalign.trainers.evaluation import shapes_eval_set
+
+    subset = shapes_eval_set(10)
+    for tag in ("colors", "color_attr"):
+        ms = [m for m in subset if m["tag"] == tag]
+        held = [m for m in ms if any((c.get("color"), c["class"]) in W.HELD_OUT_PAIRS for c in m["include"])]
+        assert len(ms) == 10 and len(held) == 3 and len({m["prompt"] for m in ms}) == 10
