@@ -228,3 +228,20 @@ def test_vlm_pretrain_tiny_runs_and_resumes_exactly(tmp_path, monkeypatch, arch)
     proc = AutoProcessor.from_pretrained(tmp_path / "full" / "shapes-vlm")
     img = W.render(W.single_object("cross"), 0)[0]
     assert vlm_pt.caption_loglik(model, proc, [img], ["a photo of a cross"]).shape == (1,)
+
+
+@pytest.mark.parametrize(
+    "module, bad, message",
+    [
+        ("clip", {"eval_images": 0}, "eval_images must be at least 1"),
+        ("clip", {"checkpoint_every": 0}, "checkpoint_every must be at least 1"),
+        ("clip", {"caption_weights": (0.0, 0.0, 0.0, 0.0)}, "not all 0"),
+        ("clip", {"context_length": 19}, "context_length must be at least 20"),
+        ("vlm", {"eval_pairs": 0}, "eval_pairs must be at least 1"),
+        ("vlm", {"threads": 0}, "threads must be at least 1"),
+    ],
+)
+def test_encoder_settings_that_would_fail_late_are_refused_up_front(module, bad, message):
+    cfg = clip_pt.Config(**{**TINY_CLIP, **bad}) if module == "clip" else vlm_pt.Config(**{**TINY_VLM, **bad})
+    with pytest.raises(ValueError, match=message):
+        cfg.validate()

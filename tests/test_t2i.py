@@ -110,6 +110,11 @@ def test_config_validation():
         tiny_config(cfg_dropout=1.5).validate()
     with pytest.raises(ValueError, match="max_length"):
         tiny_config(max_length=8).validate()
+    for bad, msg in (({"ckpt_every": 0}, "ckpt_every must be at least 1"), ({"ema": 1.5}, "ema must be in")):
+        with pytest.raises(ValueError, match=msg):
+            tiny_config(**bad).validate()
+    with pytest.raises(ValueError, match="vae_crop must be at most"):
+        tiny_config(vae_crop=68).validate()
 
 
 def test_decoder_noise_is_relative_to_each_channel_and_off_at_zero():
@@ -213,7 +218,7 @@ def test_init_from_is_checked_before_any_model_loads(tmp_path, tiny_pipeline_dir
             tiny_config(layers=2, heads=2, init_from=str(tiny_pipeline_dir)), tmp_path, progress=False
         )
     assert "heads: model 1, config 2" in str(e.value)
-    with pytest.raises(IncompleteModelError, match="nowhere"):
+    with pytest.raises(IncompleteModelError, match="init_from=.*nowhere"):
         t2i.pretrain(tiny_config(init_from=str(tmp_path / "nowhere")), tmp_path / "a", progress=False)
     # the embedded model's architecture is the default config's
     assert t2i.check_init_from(t2i.Config(init_from="shapes")) is not None

@@ -95,10 +95,18 @@ class Config:
             raise ValueError("clip: steps must be >= 1 and batch_size >= 2 (a contrastive batch needs pairs)")
         if self.pool_size < self.batch_size:
             raise ValueError("clip: pool_size must be at least batch_size")
-        if len(self.caption_weights) != len(C.CAPTION_KINDS) or min(self.caption_weights) < 0:
+        if (
+            len(self.caption_weights) != len(C.CAPTION_KINDS)
+            or min(self.caption_weights) < 0
+            or sum(self.caption_weights) <= 0
+        ):
             raise ValueError(
-                f"clip: caption_weights needs {len(C.CAPTION_KINDS)} non-negative numbers ({C.CAPTION_KINDS})"
+                f"clip: caption_weights needs {len(C.CAPTION_KINDS)} non-negative numbers, not all 0 "
+                f"({C.CAPTION_KINDS})"
             )
+        from imgalign.pretrain.encoder_common import check_at_least
+
+        check_at_least(self, 1, "eval_images", "checkpoint_every", "threads")
         if self.vision_arch not in ("resnet", "vit"):
             raise ValueError(f"clip: vision_arch must be resnet or vit, got {self.vision_arch!r}")
         if self.vision_arch == "vit" and W.IMAGE_SIZE % self.patch_size:
@@ -108,8 +116,8 @@ class Config:
             raise ValueError("clip: widths must be multiples of the head width / number of heads")
         if self.save_dtype not in ("float16", "float32"):
             raise ValueError("clip: save_dtype must be float16 or float32")
-        if self.context_length < 19:
-            raise ValueError("clip: context_length must be at least 19 (the longest shapes caption)")
+        if self.context_length < 20:
+            raise ValueError("clip: context_length must be at least 20 (the longest shapes caption's tokens)")
 
 
 def model_config(cfg: Config) -> dict[str, Any]:

@@ -188,6 +188,14 @@ def load_checkpoint(path: Path) -> dict[str, Any] | None:
     return torch.load(path, map_location="cpu", weights_only=True)
 
 
+def check_at_least(cfg: Any, low: int, *names: str) -> None:
+    """Raise naming the first of the settings `names` of `cfg` that is below `low`."""
+    for name in names:
+        v = getattr(cfg, name)
+        if v < low:
+            raise ValueError(f"{name} must be at least {low} (got {v}); set it with --set {name}=N")
+
+
 def replace_dir(tmp: Path, final: Path) -> None:
     """Move a fully written folder `tmp` into place at `final` (the old one is removed only after)."""
     old = final.with_name(final.name + ".old")

@@ -25,6 +25,7 @@ import json
 import math
 import os
 import random
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -128,8 +129,24 @@ class Config:
     )
 
     def validate(self) -> None:
-        if self.steps < 1 or self.vae_steps < 1:
-            raise ValueError("steps and vae_steps must be at least 1")
+        from imgalign.pretrain.encoder_common import check_at_least
+
+        check_at_least(
+            self,
+            1,
+            "steps",
+            "vae_steps",
+            "threads",
+            "n_images",
+            "vae_batch",
+            "batch_size",
+            "ckpt_every",
+            "eval_prompts",
+        )
+        if not 0 <= self.ema < 1:
+            raise ValueError(f"ema must be in [0, 1) (got {self.ema})")
+        if self.vae_crop > IMAGE_SIDE:
+            raise ValueError(f"vae_crop must be at most the image side, {IMAGE_SIDE} (got {self.vae_crop})")
         if not 0 <= self.cfg_dropout < 1:
             raise ValueError("cfg_dropout must be in [0, 1)")
         if self.max_length < 12:
@@ -238,7 +255,10 @@ def check_init_from(cfg: Config) -> Path | None:
     unset). A mismatch names every differing setting."""
     if not cfg.init_from:
         return None
-    folder = init_folder(cfg.init_from)
+    try:
+        folder = init_folder(cfg.init_from)
+    except (FileNotFoundError, ValueError) as e:
+        raise type(e)(f"init_from={cfg.init_from!r}: {e}") from None
     arch = folder_architecture(folder)
     ours = dataclasses.asdict(cfg)
     diff = {k: (v, ours[k]) for k, v in arch.items() if v != ours[k]}
@@ -369,7 +389,7 @@ def set_rng_state(state: dict[str, Any], gen: torch.Generator) -> None:
 def train_vae(cfg: Config, work: Path, images: torch.Tensor, progress: bool) -> Any:
     vae = build_vae(cfg)
     final = work / "vae"
-    if (final / "config.json").exists():
+    if (final / "config.json").exists() and any(final.glob("*.safetensors")):
         from diffusers import AutoencoderKL
 
         return AutoencoderKL.from_pretrained(final)
@@ -436,7 +456,12 @@ def train_vae(cfg: Config, work: Path, images: torch.Tensor, progress: bool) -> 
         rec2 = vae.decode(vae.encode(to_unit(images[:256])).latent_dist.mean).sample
         err2 = (rec2 - to_unit(images[:256])).abs().mean().item()
     print(f"after per-channel latent normalisation: L1 {err2:.4f}")
-    vae.save_pretrained(final)
+    from imgalign.pretrain.encoder_common import replace_dir
+
+    tmp = work / "vae.tmp"  # written whole, then moved into place: a kill mid-save leaves no half folder
+    shutil.rmtree(tmp, ignore_errors=True)
+    vae.save_pretrained(tmp)
+    replace_dir(tmp, final)
     print(f"autoencoder: L1 reconstruction error {err:.4f}; latent mean {zs.mean():.3f} std {zs.std():.3f}")
     return vae
 
@@ -549,7 +574,9 @@ def pretrain(cfg: Config, out_dir: Path, progress: bool = True) -> dict[str, flo
                 "or delete that folder"
             )
     else:
-        cfg_path.write_text(json.dumps(cfg_dict, indent=1))
+        cfg_tmp = cfg_path.with_name(cfg_path.name + ".tmp")
+        cfg_tmp.write_text(json.dumps(cfg_dict, indent=1))
+        os.replace(cfg_tmp, cfg_path)
     timing_path = work / "timing.json"
     # wall-clock seconds over every invocation of this run (resumes add up)
     base_seconds = json.loads(timing_path.read_text())["seconds"] if timing_path.exists() else 0.0
@@ -692,11 +719,9 @@ def pretrain(cfg: Config, out_dir: Path, progress: bool = True) -> dict[str, flo
 
     with quiet_absent_components():  # model_index.json declares T5 absent; diffusers would warn about it
         pipe.save_pretrained(tmp, safe_serialization=True, max_shard_size="4MB")
-    if folder.exists():
-        import shutil
+    from imgalign.pretrain.encoder_common import replace_dir
 
-        shutil.rmtree(folder)
-    os.replace(tmp, folder)
+    replace_dir(tmp, folder)  # the old folder is removed only once the new one is in place
     metrics: dict[str, float] = {"train_seconds": save_timing(), "params": float(n_params)}
     if cfg.final_eval_images:
         from imgalign.pipelines import load_pipeline

@@ -126,10 +126,18 @@ class Config:
             raise ValueError("vlm: widths must be multiples of the number of heads")
         if self.text_heads % self.text_kv_heads:
             raise ValueError("vlm: text_heads must be a multiple of text_kv_heads")
-        if len(self.caption_weights) != len(C.CAPTION_KINDS) or min(self.caption_weights) < 0:
+        if (
+            len(self.caption_weights) != len(C.CAPTION_KINDS)
+            or min(self.caption_weights) < 0
+            or sum(self.caption_weights) <= 0
+        ):
             raise ValueError(
-                f"vlm: caption_weights needs {len(C.CAPTION_KINDS)} non-negative numbers ({C.CAPTION_KINDS})"
+                f"vlm: caption_weights needs {len(C.CAPTION_KINDS)} non-negative numbers, not all 0 "
+                f"({C.CAPTION_KINDS})"
             )
+        from imgalign.pretrain.encoder_common import check_at_least
+
+        check_at_least(self, 1, "eval_pairs", "checkpoint_every", "threads")
         if not 0.0 <= self.query_prob <= 1.0:
             raise ValueError("vlm: query_prob must be in [0, 1]")
 
