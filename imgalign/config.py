@@ -58,6 +58,10 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
                 errors.append(str(e))
         raise ConfigError(errors[0] if errors else f"{key}: cannot be {value!r}")
     if origin is typing.Literal:
+        if isinstance(value, bool) and ("yes" if value else "no") in args:
+            value = (
+                "yes" if value else "no"
+            )  # YAML 1.1 reads an unquoted no / yes (e.g. mixed_precision: no) as a bool
         if value not in args:
             raise ConfigError(f"{key}: {value!r} is not one of {', '.join(map(repr, args))}")
         return value

@@ -1,4 +1,9 @@
-"""``geneval``: the GenEval-protocol judge as a reward (strict 0/1, partial or dense credit; shapes detector)."""
+"""``geneval``: the GenEval-protocol judge as a reward (strict 0/1, partial or dense credit).
+
+By default it judges with the shapes world's exact detector. For real images give a transformers detector and an
+open_clip colour classifier, as ``imgalign eval --suite geneval`` uses them: ``geneval:detector=facebook/mask2former-
+swin-small-coco-instance,clip=ViT-L-14:openai`` (the official evaluator's Mask2Former and CLIP ViT-L/14; any folder
+or cached Hub id). The decision rules are the same (:mod:`imgalign.eval.geneval`)."""
 
 from __future__ import annotations
 
@@ -22,15 +27,34 @@ class GenEvalReward(Reward):
     description = "GenEval-protocol judge (shapes detector); mode=strict|partial|soft"
 
     def __init__(
-        self, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32, mode: str = "partial"
+        self,
+        device: str | torch.device = "cpu",
+        dtype: torch.dtype = torch.float32,
+        mode: str = "partial",
+        detector: str = "shapes",
+        clip: str = "ViT-L-14:openai",
     ) -> None:
         super().__init__(device, dtype)
         if mode not in MODES:
             raise ValueError(f"geneval reward: mode must be one of {', '.join(MODES)}, got {mode!r}")
-        from imgalign.eval.shapes_detector import ShapesDetector
-
         self.mode = mode
-        self.detector = ShapesDetector()
+        self.color: Any = None  # the shapes judge reads colours itself
+        self.validate: Any = None
+        if detector == "shapes":
+            from imgalign.eval.shapes_detector import ShapesDetector
+
+            self.detector: Any = ShapesDetector()
+        else:
+            if mode == "soft":
+                raise ValueError(
+                    "geneval reward: mode=soft is defined for the shapes detector; use strict or partial"
+                )
+            from imgalign.eval.real import build_judge, check_judge_specs
+
+            check_judge_specs(str(detector), str(clip))
+            self.detector, self.color, self.validate = build_judge(
+                str(detector), str(clip), None, device=self.device, dtype=dtype
+            )
 
     def score(
         self, images: torch.Tensor, prompts: list[str], metadata: list[dict[str, Any]] | None
@@ -39,8 +63,10 @@ class GenEvalReward(Reward):
             raise ValueError("geneval reward needs GenEval metadata (tag, include, ...) for every image")
         scores, details = [], []
         for img, meta in zip(to_pil(images), metadata):
+            if self.validate is not None:
+                self.validate(meta)  # a class the detector cannot find, a colour outside GenEval's
             raw = self.detector(img)
-            j = judge(img, raw, meta)
+            j = judge(img, raw, meta) if self.color is None else judge(img, raw, meta, self.color)
             soft = soft_credit(img, raw, meta, passed=j.correct) if self.mode == "soft" else None
             scores.append({"strict": float(j.correct), "partial": j.partial, "soft": soft}[self.mode])
             details.append({"correct": j.correct, "partial": j.partial, "reason": j.reason})

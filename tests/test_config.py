@@ -92,3 +92,13 @@ def test_multi_reward_examples_differ_only_in_the_balancer():
         c["rewards"].pop("balancer")
         c["log"].pop("output_dir")
     assert cfgs["weighted_sum"] == cfgs["gdpo"] == cfgs["marble"]
+
+
+def test_an_unquoted_no_is_the_literal_no(tmp_path):
+    """YAML 1.1 reads `no` as false; a Literal field that has the choice 'no' takes it as meant."""
+    from imgalign.trainers.config import FlowGRPOConfig
+
+    cfg = load_config(FlowGRPOConfig, None, ["train.mixed_precision=no"])
+    assert cfg.train.mixed_precision == "no"
+    (tmp_path / "c.yaml").write_text("train:\n  mixed_precision: no\n")
+    assert load_config(FlowGRPOConfig, tmp_path / "c.yaml").train.mixed_precision == "no"

@@ -420,3 +420,44 @@ def test_real_suite_with_a_zero_shot_detector(tiny, tmp_path):
     # zero-shot: queried with the prompt set's own classes, so "giraffe" is no error here
     assert summary["n_images"] == 2 and summary["n_errors"] == 0
     assert set(summary["tasks"]) == {"color_attr"}
+
+
+def test_the_geneval_reward_judges_with_a_real_detector_as_eval_does(tmp_path):
+    """geneval:detector=...,clip=... scores images with the same judge as `imgalign eval --suite geneval`."""
+    import geneval_real_tiny as T
+    import torch
+
+    from imgalign.eval.geneval import judge
+    from imgalign.eval.real import build_judge
+    from imgalign.rewards.base import build_reward, to_pil
+
+    detr = T.build_tiny_detr(tmp_path / "detr")
+    clip = T.build_tiny_open_clip(tmp_path / "clip")
+    metas = [
+        {"tag": "single_object", "include": [{"class": "cat", "count": 1}], "prompt": "a photo of a cat"},
+        {
+            "tag": "colors",
+            "include": [{"class": "dog", "count": 1, "color": "red"}],
+            "prompt": "a photo of a red dog",
+        },
+    ]
+    r = build_reward(f"geneval:mode=partial,detector={detr},clip={clip}")
+    torch.manual_seed(0)
+    x = torch.rand(2, 3, 64, 64)
+    out = r(x, [m["prompt"] for m in metas], metas)
+    det, color, _ = build_judge(str(detr), str(clip))
+    want = [judge(im, det(im), m, color).partial for im, m in zip(to_pil(x), metas)]
+    assert out.scores.tolist() == pytest.approx(want)
+    bad = [{"tag": "single_object", "include": [{"class": "unicorn", "count": 1}], "prompt": "a unicorn"}]
+    with pytest.raises(ValueError, match="unicorn"):
+        r(x[:1], ["a unicorn"], bad)
+
+
+def test_generated_geneval_prompts_as_a_training_source():
+    from imgalign.trainers.config import PromptConfig
+    from imgalign.trainers.prompting import PromptSampler
+
+    s = PromptSampler(PromptConfig(source="generate:1"))
+    distinct = {p for p, _ in s.train} | {p for p, _ in s.test}
+    assert 500 <= len(distinct) <= 553 and all("include" in m for _, m in s.train)  # 553 draws, a few repeat
+    assert s.for_step(0, 4).metadata[0]["include"]

@@ -644,12 +644,15 @@ def test_two_processes_same_advantages_as_one(sd3_dir, tmp_path):
     cfg["log"]["output_dir"] = str(tmp_path / "two")
     path = write(cfg, tmp_path / "two.yaml")
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    # accelerate >= 1.x launches one process for '--cpu --num_processes 2' (several CPU processes need mpirun);
+    # its torchrun launcher ('--multi_gpu') with ACCELERATE_USE_CPU starts two CPU processes on the gloo backend
+    env["ACCELERATE_USE_CPU"] = "true"
     res = subprocess.run(
         [
             sys.executable,
             "-m",
             "accelerate.commands.launch",
-            "--cpu",
+            "--multi_gpu",
             "--num_processes",
             "2",
             "--num_machines",
@@ -670,6 +673,7 @@ def test_two_processes_same_advantages_as_one(sd3_dir, tmp_path):
         timeout=900,
     )
     assert res.returncode == 0, res.stderr[-3000:]
+    assert '"processes": 2' in res.stderr, "the launch did not start two processes"
     one = [json.loads(x) for x in (tmp_path / "one" / "rollouts.jsonl").read_text().splitlines()]
     two = [json.loads(x) for x in (tmp_path / "two" / "rollouts.jsonl").read_text().splitlines()]
     assert len(one) == len(two) == 8

@@ -215,7 +215,7 @@ class GRPOObjective:
                 "policy/loss": float(sur.loss.detach()),
                 "policy/approx_kl": float(sur.approx_kl),
                 "policy/clipfrac": float(sur.clipfrac),
-                "policy/ratio_mean": float(_masked_mean(sur.ratio, w)),
+                "policy/ratio_mean": float(_masked_mean(sur.ratio, w)) if bool((w > 0).any()) else 1.0,
                 "policy/ratio_min": float(sur.ratio[w > 0].min()) if bool((w > 0).any()) else 1.0,
                 "policy/ratio_max": float(sur.ratio[w > 0].max()) if bool((w > 0).any()) else 1.0,
             }
@@ -300,7 +300,7 @@ class GRPOObjective:
             "policy/loss": float(sur.loss.detach()),
             "policy/approx_kl": float(sur.approx_kl),
             "policy/clipfrac": float(sur.clipfrac),
-            "policy/ratio_mean": float(_masked_mean(sur.ratio, wf)),
+            "policy/ratio_mean": float(_masked_mean(sur.ratio, wf)) if bool((wf > 0).any()) else 1.0,
             "policy/ratio_min": float(sur.ratio[wf > 0].min()) if bool((wf > 0).any()) else 1.0,
             "policy/ratio_max": float(sur.ratio[wf > 0].max()) if bool((wf > 0).any()) else 1.0,
             "policy/logprob": float(_masked_mean(lp.detach().flatten(), wf)),

@@ -44,14 +44,20 @@ class PromptSampler:
             if bad:
                 raise ValueError(f"prompts.tasks: unknown task(s) {bad}; valid tasks: {', '.join(W.TASKS)}")
         else:
-            from imgalign.prompts.io import load_prompts
+            if cfg.source.startswith("generate:"):  # GenEval-style prompts drawn from the task definitions
+                from imgalign.eval.real import load_prompt_set
 
-            path = Path(cfg.source)
-            if not path.is_file():
-                raise FileNotFoundError(
-                    f"prompts.source {cfg.source!r} does not exist: give 'shapes' or a .txt/.jsonl prompt file"
-                )
-            records = [(r.prompt, dict(r.metadata)) for r in load_prompts(path)]
+                records = [(m["prompt"], dict(m)) for m in load_prompt_set(cfg.source)]
+            else:
+                from imgalign.prompts.io import load_prompts
+
+                path = Path(cfg.source)
+                if not path.is_file():
+                    raise FileNotFoundError(
+                        f"prompts.source {cfg.source!r} does not exist: give 'shapes', a .txt/.jsonl prompt file or "
+                        "generate:SEED (GenEval-style prompts drawn from the task definitions)"
+                    )
+                records = [(r.prompt, dict(r.metadata)) for r in load_prompts(path)]
             # the split is over distinct prompts, so a prompt listed twice is never both trained and tested on
             # (its repeats all stay in training, weighting it as the file does)
             distinct = list(dict.fromkeys(p for p, _ in records))

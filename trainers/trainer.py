@@ -125,9 +125,11 @@ def preflight(cfg: FlowGRPOConfig, num_processes: int = 1) -> str:
                 f"rewards.names: unknown reward {name!r}; valid rewards: {', '.join(sorted(known))} "
                 "(or a 'package.module:attr' path)"
             )
-    if cfg.prompts.source != "shapes" and not Path(cfg.prompts.source).is_file():
+    src = cfg.prompts.source
+    if src != "shapes" and not src.startswith("generate:") and not Path(src).is_file():
         raise FileNotFoundError(
-            f"prompts.source {cfg.prompts.source!r} does not exist: give 'shapes' or a .txt/.jsonl prompt file"
+            f"prompts.source {src!r} does not exist: give 'shapes', a .txt/.jsonl prompt file or generate:SEED "
+            "(GenEval-style prompts drawn from the task definitions)"
         )
     # a missing or incomplete folder, or an embedded model whose files are missing, raises here
     model = check_model_spec(ModelSpec("model.path", cfg.model.path))

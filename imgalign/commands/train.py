@@ -5,7 +5,8 @@
 
 With no CONFIG the embedded default ``examples/shapes/flow_grpo.yaml`` runs (the shapes model, the GenEval
 partial-credit reward, sized for two CPU cores). Multi-process: ``accelerate launch --num_processes N -m imgalign
-train CONFIG`` (add ``--cpu`` on a machine without GPUs). A run writes ``config.yaml``, ``metrics.jsonl``,
+train CONFIG``; on CPUs ``ACCELERATE_USE_CPU=true accelerate launch --multi_gpu --num_processes N ...`` (accelerate
+starts one process for ``--cpu``). A run writes ``config.yaml``, ``metrics.jsonl``,
 ``samples/`` and ``checkpoints/step-NNNNNN/`` (a diffusers-loadable model folder plus ``trainer_state/``).
 """
 
