@@ -7,14 +7,12 @@ from __future__ import annotations
 import json
 import math
 import os
-import random
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 import yaml
@@ -867,16 +865,10 @@ def test_cuda_rng_states_are_restored_in_device_order(monkeypatch):
     """torch_cuda_10 comes after torch_cuda_2 (not in the text order of the names)."""
     from imgalign.trainers import checkpoint as C
 
+    js, tensors = C.rng_state()  # this machine's (CPU) states, then twelve fake CUDA devices
     got = []
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "set_rng_state_all", lambda states: got.extend(int(s[0]) for s in states))
-    py = random.getstate()
-    n = np.random.get_state()
-    js = {
-        "python": [py[0], list(py[1]), py[2]],
-        "numpy": [n[0], n[1].tolist(), int(n[2]), int(n[3]), float(n[4])],
-    }
-    tensors = {"torch_cpu": torch.get_rng_state()}
     tensors.update({f"torch_cuda_{i}": torch.tensor([i], dtype=torch.uint8) for i in range(12)})
     C.set_rng_state(js, tensors)
     assert got == list(range(12))
