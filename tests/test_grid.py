@@ -239,33 +239,17 @@ def test_grid_with_the_embedded_shapes_model_and_a_lora_on_it(tmp_path):
     assert grid.shape[1] == 180 + 4 * (64 + 6) + 6
 
 
+def _one_model_argv(models, *extra: str) -> list[str]:
+    return ["grid", "--model", f"a={models['base']}", "--prompt", "x", *extra]
+
+
 def test_an_output_under_a_file_fails_before_loading(models, tmp_path, capsys, no_loading):
     (tmp_path / "afile").write_text("x")
-    argv = [
-        "grid",
-        "--model",
-        f"a={models['base']}",
-        "--prompt",
-        "x",
-        "--out",
-        str(tmp_path / "afile" / "g.png"),
-    ]
-    assert main(argv) == 2
+    assert main(_one_model_argv(models, "--out", str(tmp_path / "afile" / "g.png"))) == 2
     assert "is a file, not a folder" in capsys.readouterr().err
 
 
 def test_a_size_the_model_cannot_take_is_named(models, tmp_path, capsys):
-    argv = [
-        "grid",
-        "--model",
-        f"a={models['base']}",
-        "--prompt",
-        "x",
-        "--size",
-        "200",
-        "--out",
-        str(tmp_path / "g.png"),
-    ]
-    assert main(argv) == 2
+    assert main(_one_model_argv(models, "--size", "200", "--out", str(tmp_path / "g.png"))) == 2
     err = capsys.readouterr().err
     assert "size this model can take; use a multiple of" in err and not (tmp_path / "g.png").exists()

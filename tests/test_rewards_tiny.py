@@ -62,6 +62,13 @@ QWEN2_VL_SPECIALS = [
 ]
 
 
+def byte_vocab() -> dict[str, int]:
+    """A byte-level BPE vocabulary with no merges (every byte one token), for tiny tokenizers of real families."""
+    from transformers.convert_slow_tokenizer import bytes_to_unicode
+
+    return {ch: i for i, ch in enumerate(bytes_to_unicode().values())}
+
+
 def make_tiny_qwen2_vl(folder: Path, seed: int = 0) -> Path:
     """A random Qwen2-VL (2 layers, width 32) with a byte-level BPE tokenizer (no merges) and the Qwen2-VL chat
     template, saved with save_pretrained so AutoModelForImageTextToText / AutoProcessor load it offline."""
@@ -73,12 +80,10 @@ def make_tiny_qwen2_vl(folder: Path, seed: int = 0) -> Path:
         Qwen2VLProcessor,
         Qwen2VLVideoProcessor,
     )
-    from transformers.convert_slow_tokenizer import bytes_to_unicode
 
     torch.manual_seed(seed)
     folder.mkdir(parents=True, exist_ok=True)
-    vocab = {ch: i for i, ch in enumerate(bytes_to_unicode().values())}
-    tok = Qwen2TokenizerFast(vocab=vocab, merges=[])
+    tok = Qwen2TokenizerFast(vocab=byte_vocab(), merges=[])
     tok.add_special_tokens({"additional_special_tokens": QWEN2_VL_SPECIALS[1:]})
     tok.add_special_tokens({"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"})
     ids = {t: tok.convert_tokens_to_ids(t) for t in QWEN2_VL_SPECIALS}

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from test_rewards_tiny import byte_vocab
 
 from imgalign.rewards.base import build_reward, to_pil
 
@@ -31,12 +32,6 @@ INTERNVL_TEMPLATE = (
 )
 
 
-def _byte_vocab() -> dict[str, int]:
-    from transformers.convert_slow_tokenizer import bytes_to_unicode
-
-    return {ch: i for i, ch in enumerate(bytes_to_unicode().values())}
-
-
 def make_tiny_gemma3(folder: Path) -> Path:
     from tokenizers import AddedToken
     from transformers import (
@@ -49,7 +44,7 @@ def make_tiny_gemma3(folder: Path) -> Path:
 
     torch.manual_seed(0)
     tok = Qwen2TokenizerFast(
-        vocab=_byte_vocab(),
+        vocab=byte_vocab(),
         merges=[],
         bos_token="<bos>",
         eos_token="<eos>",
@@ -115,7 +110,7 @@ def make_tiny_internvl(folder: Path) -> Path:
 
     torch.manual_seed(0)
     tok = Qwen2TokenizerFast(
-        vocab=_byte_vocab(),
+        vocab=byte_vocab(),
         merges=[],
         eos_token="<|im_end|>",
         pad_token="<|endoftext|>",
