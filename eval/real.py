@@ -65,7 +65,6 @@ LABEL_ALIASES = {
     "keyboard": "computer keyboard",
     "tvmonitor": "tv",
     "tv monitor": "tv",
-    "tv-monitor": "tv",
     "motorbike": "motorcycle",
     "aeroplane": "airplane",
     "sofa": "couch",
@@ -73,7 +72,12 @@ LABEL_ALIASES = {
     "pottedplant": "potted plant",
     "hair dryer": "hair drier",
     "cellphone": "cell phone",
-    "sports-ball": "sports ball",
+    "doughnut": "donut",
+    "television": "tv",
+    "hotdog": "hot dog",
+    "mobile phone": "cell phone",
+    "teddybear": "teddy bear",
+    "hairdrier": "hair drier",
 }
 TASK_SIZES = {
     "single_object": 80,
@@ -217,7 +221,7 @@ INSTANCE_SEG_TYPES = ("mask2former", "maskformer")
 
 def canonical_label(label: str, classes: Sequence[str]) -> str | None:
     """A detector's label spelling -> GenEval class name, or None when it is not one of `classes`."""
-    s = re.sub(r"[\s_]+", " ", label.strip().lower())
+    s = re.sub(r"[\s_-]+", " ", label.strip().lower())  # "dining-table", "Potted_Plant" -> spaces
     s = LABEL_ALIASES.get(s, s)
     return s if s in classes else None
 

@@ -180,6 +180,9 @@ def test_label_spellings_map_to_geneval_classes():
     assert canonical_label("mouse", COCO_CLASSES) == "computer mouse"
     assert canonical_label("Potted_Plant", COCO_CLASSES) == "potted plant"
     assert canonical_label("tvmonitor", COCO_CLASSES) == "tv"
+    assert canonical_label("dining-table", COCO_CLASSES) == "dining table"
+    assert canonical_label("Doughnut", COCO_CLASSES) == "donut"
+    assert canonical_label("television", COCO_CLASSES) == "tv"
     assert canonical_label("N/A", COCO_CLASSES) is None
 
 
