@@ -159,21 +159,31 @@ def gdpo(
     adv_clip: float | None = 5.0,
 ) -> Balanced:
     """GDPO (algorithms.md §6; :func:`imgalign.trainers.balance.gdpo_advantages`): each reward normalised within
-    its group, weighted sum, then normalised over the batch. Non-finite samples are left out of every statistic."""
+    its group, weighted sum, then normalised over the batch. Non-finite samples are left out of every statistic, and
+    a group in which every reward ties is dropped (not valid, out of the batch statistics), as every other balancer
+    drops it: it carries no signal, and keeping it would dilute the masked means and shrink the batch std."""
     from imgalign.trainers.balance import gdpo_advantages, group_normalize
 
     ok = finite.all(dim=0)
     adv = torch.zeros(rewards.shape[1])
     per = torch.zeros_like(rewards)
-    idx = ok.nonzero().flatten()
+    groups = torch.unique(group_ids)
+    valid = ok.clone()
+    for g in groups:
+        m = (group_ids == g) & ok
+        r_g = rewards[:, m]  # [K, n_g]
+        if r_g.shape[1] < 2 or bool((r_g.amax(dim=1) == r_g.amin(dim=1)).all()):
+            valid[group_ids == g] = False  # every reward ties (or a single finite member): no signal
     std = "group" if std_mode == "group" else "global"
+    idx = ok.nonzero().flatten()
+    if idx.numel():
+        per[:, idx] = group_normalize(rewards[:, idx].T.float(), group_ids[idx], std=std).T
+    idx = valid.nonzero().flatten()
     if idx.numel():
         r = rewards[:, idx].T.float()  # [n, K]
         adv[idx] = gdpo_advantages(r, group_ids[idx], weights.tolist(), std=std, clip=adv_clip or 0.0)
-        per[:, idx] = group_normalize(r, group_ids[idx], std=std).T
-    groups = torch.unique(group_ids)
-    tied = sum(1 for g in groups if bool(((per[:, (group_ids == g) & ok]).abs().sum() == 0).item()))
-    return Balanced(adv, ok, tied / max(len(groups), 1), per)
+    tied = sum(1 for g in groups if not bool(valid[group_ids == g].any()))
+    return Balanced(adv, valid, tied / max(len(groups), 1), per)
 
 
 def per_reward_advantages(
