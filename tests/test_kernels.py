@@ -227,9 +227,18 @@ def test_block_noise_sde_keeps_the_marginals(block: int):
 def test_sde_window():
     rng = random.Random(0)
     assert K.sde_window(10, None, rng) == list(range(9))
-    for _ in range(50):
+    starts = set()
+    for _ in range(100):
         w = K.sde_window(10, 2, rng)
-        assert len(w) == 2 and w[1] == w[0] + 1 and 0 <= w[0] <= 5
+        assert len(w) == 2 and w[1] == w[0] + 1
+        starts.add(w[0])
+    assert starts == {
+        0,
+        1,
+        2,
+        3,
+        4,
+    }  # a start in the first half: steps 0-4 of 0-9 (5 is the second half's first)
     with pytest.raises(ValueError):
         K.sde_window(1, None, rng)
 
@@ -326,6 +335,28 @@ def test_balancers_single_reward_equals_grpo_and_gdpo_matches_math_module():
     assert not group_norm_weighted(r, torch.ones(2), gid, fin).valid[3]
     out = gdpo(r, torch.ones(2), gid, fin)
     assert not out.valid[3] and out.advantages[3] == 0 and torch.isfinite(out.advantages).all()
+
+
+def test_gdpo_drops_tied_groups_like_the_other_balancers():
+    """A group in which every reward ties carries no signal: GDPO drops it (not valid) as weighted_sum does, and it
+    stays out of the batch statistics, so the other groups' advantages are those of GDPO on them alone."""
+    from imgalign.trainers.balance import gdpo_advantages
+    from imgalign.trainers.rewarding import gdpo, weighted_sum
+
+    g = torch.Generator().manual_seed(1)
+    r = torch.rand(2, 12, generator=g)
+    r[:, 8:] = torch.tensor([[0.3], [0.7]])  # group 2: both rewards tie
+    gid = torch.arange(12) // 4
+    fin = torch.ones_like(r, dtype=torch.bool)
+    out = gdpo(r, torch.ones(2), gid, fin)
+    assert out.valid.tolist() == [True] * 8 + [False] * 4
+    assert out.zero_std_ratio == pytest.approx(1 / 3)
+    assert out.valid.tolist() == weighted_sum(r, torch.ones(2), gid, fin).valid.tolist()
+    torch.testing.assert_close(out.advantages[:8], gdpo_advantages(r[:, :8].T, gid[:8], [1.0, 1.0]))
+    assert (out.advantages[8:] == 0).all()
+    # one reward varying is signal: the group stays
+    r[0, 8] = 0.9
+    assert gdpo(r, torch.ones(2), gid, fin).valid.all()
 
 
 def test_off_policy_warning_threshold_and_hint():

@@ -292,6 +292,7 @@ def sde_window(
         return list(range(trainable))
     if window_size < 1:
         raise ValueError(f"window_size must be at least 1, got {window_size}")
-    hi = min(trainable - window_size, (num_steps // 2) if max_start is None else max_start)
+    first_half = max(num_steps // 2 - 1, 0)  # the last start index in the first half (4 of 0..9 for 10 steps)
+    hi = min(trainable - window_size, first_half if max_start is None else max_start)
     start = rng.randint(0, max(hi, 0))
     return list(range(start, start + window_size))
