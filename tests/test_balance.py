@@ -355,3 +355,62 @@ def test_marble_improves_both_rewards_where_weighted_sum_follows_the_large_one()
     mb = _run_toy("marble")
     assert ws[0] > 0.2 and abs(float(ws[1])) < 0.1  # raw weighted sum: only the large-scale reward moves
     assert mb[0] > 0.1 and mb[1] > 0.1  # MARBLE: both move (in latent units)
+
+
+@pytest.mark.parametrize("space", ["params", "output"])
+def test_update_gram_weights_micro_batches_by_their_share_of_valid_samples(space):
+    """The diagnostics' Gram is of the update actually made: micro-batches of 4, 4 and 2 rows holding 4, 1 and 2
+    valid samples enter with the trainer's weights (share of the update's valid samples), so the logged cosines equal
+    those of the whole update's gradients. Unweighted, they were off by up to 0.55 on this example."""
+    from imgalign.trainers.balance import RewardBalancing, cosines_with_update
+    from imgalign.trainers.objectives import LossHead, _masked_mean
+
+    torch.manual_seed(0)
+    k, n = 3, 10
+    weight = torch.nn.Parameter(torch.randn(5, 6))
+    x, z, adv = torch.randn(n, 6), torch.randn(n, 5), torch.randn(n, k)
+    valid = torch.tensor([1, 1, 1, 1, 1, 0, 0, 0, 1, 1], dtype=torch.bool)
+    adv[~valid] = 0
+    micro = [torch.arange(0, 4), torch.arange(4, 8), torch.arange(8, 10)]
+
+    def head(idx):
+        v = x[idx] @ weight.T  # [b, 5]
+        w = valid[idx].float()
+        return LossHead(v, lambda a: a.float(), lambda s: (_masked_mean(-s * (v * z[idx]).sum(1), w), {}),
+                        torch.zeros(()), {})  # fmt: skip
+
+    def grads(losses, probes):
+        return torch.stack(
+            [
+                torch.cat([g.reshape(-1) for g in torch.autograd.grad(loss, probes, retain_graph=True)])
+                for loss in losses
+            ]
+        )
+
+    scales = [float(valid[mb].sum()) / float(valid.sum()) for mb in micro]
+    rb = RewardBalancing(["a", "b", "c"], marble=False, diagnose=True, space=space)
+    rb.start_update()
+    rows = []
+    for s, mb in zip(scales, micro):
+        h = head(mb)
+        loss, _ = rb.micro_loss(h, adv[mb], adv[mb].sum(1), [weight], None, s)
+        probes = [weight] if space == "params" else [h.output]
+        rows.append(s * grads([h.policy(adv[mb, j])[0] for j in range(k)] + [loss], probes))
+    rb.end_update()
+    true = torch.stack(rows).sum(0) if space == "params" else torch.cat(rows, dim=1)  # [K+1, P]
+    expected = cosines_with_update(true.double() @ true.double().T)
+    torch.testing.assert_close(rb._cos[-1], expected, atol=1e-6, rtol=0)
+
+
+def test_marble_update_without_any_gradient_keeps_its_weights():
+    """A refresh micro-batch without a valid sample gives K zero gradients: no information, so alpha and the
+    gradient norms stay (they drifted toward uniform weights before)."""
+    from imgalign.trainers.balance import MarbleBalancer
+
+    mb = MarbleBalancer(2, ema=0.5)
+    mb.update(torch.tensor([[4.0, 0.0], [0.0, 1.0]]))
+    alpha, c = mb.alpha.clone(), mb.coefficients().clone()
+    mb.update(torch.zeros(2, 2))
+    torch.testing.assert_close(mb.alpha, alpha)
+    torch.testing.assert_close(mb.coefficients(), c)
+    assert mb.steps == 1

@@ -473,6 +473,49 @@ def test_a_non_finite_gradient_skips_the_optimizer_update(sd3_dir, tmp_path, cap
     assert all(torch.equal(p, p0) for p, p0 in zip(tr.params, start))
 
 
+def test_an_update_without_a_valid_sample_is_skipped(sd3_dir, tmp_path):
+    """Every group tied: no sample carries signal, so no optimizer update is made (AdamW's weight decay and momentum
+    moved every weight on a zero gradient), the LR schedule does not advance, and the metrics count the updates."""
+    from imgalign.trainers.testing import first_rollout
+
+    tr = _sgd_trainer(sd3_dir, tmp_path, micro_batch_size=2, updates_per_step=2)
+    tr.optimizer = torch.optim.AdamW(tr.params, lr=1e-2, weight_decay=0.1)
+    tr.scheduler = torch.optim.lr_scheduler.LambdaLR(tr.optimizer, lambda _: 1.0)
+    ro, _ = first_rollout(tr)
+    start = [p.detach().clone() for p in tr.params]
+    m = tr._update(0, ro, torch.zeros(8), torch.zeros(8, dtype=torch.bool))
+    assert m["train/empty_updates"] == 2 and m["train/skipped_updates"] == 0
+    assert tr.scheduler.last_epoch == 0
+    assert all(torch.equal(p, p0) for p, p0 in zip(tr.params, start))
+
+
+def test_diverged_samples_stay_out_of_stateful_rewards(sd3_dir, tmp_path):
+    """A diverged sample's image is zeroed for the rewards; a stateful reward (fid's generated set, the online
+    discriminator) is updated without it, not with a black image."""
+    from imgalign.config import load_config
+    from imgalign.trainers.config import FlowGRPOConfig
+    from imgalign.trainers.trainer import FlowGRPOTrainer
+
+    cfg_d = tiny_config(sd3_dir, tmp_path / "run", sampling__samples_per_step=8, sampling__batch_size=8)
+    cfg_d["rewards"]["names"] = ["imgalign.trainers.testing:RunningMeanReward"]
+    tr = FlowGRPOTrainer(load_config(FlowGRPOConfig, write(cfg_d, tmp_path / "c.yaml")), tmp_path / "run")
+    tr.setup()
+    inner = tr.rollout_fn
+    seen = {}
+
+    def diverging(ctx, prompts, meta, ids, gids):
+        ro = inner(ctx, prompts, meta, ids, gids)
+        ro.images[1] = float("nan")
+        seen["mean"] = float(ro.images[[0, *range(2, 8)]].mean(dim=(1, 2, 3)).sum())
+        return ro
+
+    tr.rollout_fn = diverging
+    m = tr.train_step(0)
+    r = tr.rewards["running_mean"]
+    assert m["reward/running_mean/count"] == 7 and r.count == 7
+    assert r.total == pytest.approx(seen["mean"], rel=1e-5)
+
+
 @pytest.mark.parametrize(
     ("over", "msg"),
     [

@@ -77,8 +77,9 @@ before gradient clipping and AdamW's preconditioning. Measured cost: ``bench/ben
 docstring).
 
 Several processes: gather the rewards before the group normalisation (group members live on different ranks).
-The output-space Gram sums over disjoint per-sample slices, so all-reducing (sum) the local Gram matrices gives the
-global one up to a common scale, which cancels in alpha and in the normalised coefficients c. Parameter-space Grams
+The output-space Gram sums over disjoint per-sample slices, so all-reducing (sum) the local Gram matrices, each
+micro-batch's gradients weighted by its share of the update's valid samples (the weight its loss gets in the update),
+gives the global one. Parameter-space Grams
 need the per-reward gradients all-reduced first (K x P), not the local Grams.
 
 Diagnostics: each reward's gradient cosine with the final update, from the Gram matrix of [g_1..g_K, d]
@@ -489,9 +490,11 @@ class MarbleBalancer:
         safe = norms.clamp_min(1e-30)
         g_hat = g / (safe[:, None] * safe[None, :])  # Gram of g_k/||g_k||
         dead = norms <= 1e-30  # a reward with zero gradient (all its groups tied): exclude it from the hull
-        if bool(dead.all()):
-            alpha_star = torch.full((self.k,), 1.0 / self.k, dtype=torch.float64)
-        elif bool(dead.any()):
+        if bool(
+            dead.all()
+        ):  # no valid sample (e.g. a micro-batch of tied groups): nothing to learn alpha from
+            return self.alpha.clone()
+        if bool(dead.any()):
             live = (~dead).nonzero().reshape(-1)
             alpha_star = torch.zeros(self.k, dtype=torch.float64)
             alpha_star[live] = min_norm_simplex(g_hat[live][:, live], solver=self.solver)
@@ -657,11 +660,15 @@ class RewardBalancing:
         advantages: torch.Tensor,
         params: Sequence[torch.nn.Parameter],
         reduce: Callable[[torch.Tensor], torch.Tensor] | None = None,
+        scale: float = 1.0,
     ) -> tuple[torch.Tensor, dict[str, Any]]:
         """The loss of one micro-batch from an objective's :class:`~imgalign.trainers.objectives.LossHead`.
 
         per_reward [b, K]: each reward's advantage; advantages [b]: the balancer's (weighted_sum / gdpo; unused by
         MARBLE); params: the parameter-space probes (``space="params"``). ``reduce`` sums over processes.
+        ``scale``: the weight the trainer gives this micro-batch's loss in the update (its share of the update's
+        valid samples); the gradients enter the Gram matrices with it, so that they are the gradients of the update
+        actually made, however the valid samples fall into micro-batches and processes.
         """
         import time
 
@@ -673,7 +680,9 @@ class RewardBalancing:
         flat = None
         if refresh or self.diagnose:
             per_losses = [head.policy(sig[:, j])[0] for j in range(self.k)]
-            flat = flat_gradients(per_losses, probes)  # [K, P]
+            flat = (
+                flat_gradients(per_losses, probes) * scale
+            )  # [K, P]: this micro-batch's share of the update
         if refresh:
             assert flat is not None and self.balancer is not None
             if self.space == "output":
@@ -689,7 +698,7 @@ class RewardBalancing:
         loss, metrics = head.total(signal)
         if self.diagnose:
             assert flat is not None and self._acc is not None
-            self._acc.add(torch.cat([flat, flat_gradients([loss], probes)]))
+            self._acc.add(torch.cat([flat, flat_gradients([loss], probes) * scale]))
         self._seconds += time.perf_counter() - t0
         return loss, metrics
 

@@ -442,7 +442,7 @@ class FlowGRPOTrainer:
         scores = score_all(self.rewards, ro.images, ro.prompts, ro.metadata)  # [K, b]
         scores[:, diverged] = float("nan")  # masked like a non-finite reward
         scores_all = self.acc.gather(scores.to(self.acc.device).T.contiguous()).T.cpu()  # [K, N]
-        self._update_stateful_rewards(ro, all_prompts, all_meta, m)
+        self._update_stateful_rewards(ro, all_prompts, all_meta, m, diverged)
         m["perf/sec_reward"] = time.perf_counter() - t
         finite = torch.isfinite(scores_all)
         gid_all = torch.arange(cfg.sampling.samples_per_step) // G
@@ -553,7 +553,8 @@ class FlowGRPOTrainer:
         grad_norms = []
         nfe_train = 0
         bb = self.balancing if per_reward is not None else None  # MARBLE / cosine diagnostics
-        skipped = 0
+        skipped = 0  # updates skipped for a non-finite gradient
+        empty = 0  # updates without a valid sample
         for chunk in chunks:
             micro = [(mb, term) for mb in chunk.split(cfg.train.micro_batch_size) for term in terms]
             # every loss is a mean over its micro-batch's valid samples (edges); weighting it by its share of the
@@ -564,6 +565,11 @@ class FlowGRPOTrainer:
                 self.world * float(valid[mb].float().sum()) / max(n_valid, 1.0) / len(terms)
                 for mb, _ in micro
             ]
+            if n_valid == 0:  # every process sees this: no sample of the update carries signal (all groups
+                # tied, or only padding rows). AdamW would still move every weight (momentum, weight decay), and the
+                # schedule and EMA would advance on no data, so the update is skipped as a whole.
+                empty += 1
+                continue
             if bb is not None:
                 bb.start_update()
             for k, (mb, term) in enumerate(micro):
@@ -572,7 +578,9 @@ class FlowGRPOTrainer:
                 with ctx_mgr, self.acc.autocast():
                     if bb is not None:  # one forward; per-reward probes; the balanced loss; ONE backward
                         head = self.objective.head(ctx, ro, mb, term, valid)
-                        loss, mm = bb.micro_loss(head, per_reward[mb], adv[mb], self.params, self._reduce_sum)
+                        loss, mm = bb.micro_loss(
+                            head, per_reward[mb], adv[mb], self.params, self._reduce_sum, scales[k]
+                        )
                     else:
                         loss, mm = self.objective.loss(ctx, ro, mb, term, adv, valid)
                     self.acc.backward(loss * scales[k])
@@ -614,16 +622,28 @@ class FlowGRPOTrainer:
             out.update(bb.step_metrics())
         out["train/grad_norm"] = sum(grad_norms) / len(grad_norms) if grad_norms else float("nan")
         out["train/skipped_updates"] = float(skipped)
+        out["train/empty_updates"] = float(empty)
         out["perf/nfe_train"] = float(nfe_train * self.world)
         return out
 
-    def _update_stateful_rewards(self, ro: Rollout, prompts: list[str], meta: list[dict], m: dict) -> None:
+    def _update_stateful_rewards(
+        self, ro: Rollout, prompts: list[str], meta: list[dict], m: dict, diverged: torch.Tensor
+    ) -> None:
+        """Update stateful rewards (fid's generated set, the online discriminator) on the step's global batch,
+        without the diverged samples (their images were zeroed: black images are not the policy's samples)."""
         stateful = {k: r for k, r in self.rewards.items() if getattr(r, "stateful", False)}
         if not stateful:
             return
         images = self.acc.gather(
             ro.images.to(self.acc.device)
         ).cpu()  # every process updates on the global batch
+        keep = self.acc.gather(diverged.to(self.acc.device).long()).cpu() == 0  # [N]
+        if not keep.all():
+            images = images[keep]
+            prompts = [p for p, k in zip(prompts, keep.tolist()) if k]
+            meta = [md for md, k in zip(meta, keep.tolist()) if k]
+        if not len(images):
+            return
         for name, r in stateful.items():
             for key, val in (r.update(images, prompts, meta) or {}).items():
                 m[f"reward/{name}/{key}"] = float(val)
