@@ -212,6 +212,10 @@ def test_eval_errors_are_clear(tmp_path, capsys):
     assert main(["eval", "--images", str(empty), "--out", str(tmp_path / "o2")]) == 2
     assert "holds no prompt folders" in capsys.readouterr().err
     shutil.rmtree(empty)
+    # a mistyped model fails before --out is claimed, so the corrected command may use the same folder
+    assert main(["eval", "--model", "shapes_typo", "--out", str(tmp_path / "o3")]) == 2
+    assert "'shapes_typo' does not exist" in capsys.readouterr().err
+    assert not (tmp_path / "o3" / "eval_args.json").exists()
 
 
 def test_eval_model_sampler_overrides_reach_the_sampler(tmp_path, small_prompts, monkeypatch):

@@ -127,3 +127,7 @@ def test_eval_geneval_prompt_set_errors(tmp_path, capsys):
     assert "needs --prompts" in capsys.readouterr().err
     assert main(argv + ["--prompts", "generate:x"]) == 2
     assert "integer seed" in capsys.readouterr().err
+    typo = ["eval", "--suite", "geneval", "--model", str(tmp_path / "sd3_typo"), "--detector", str(detr)]
+    assert main(typo + ["--prompts", "generate:0", "--out", str(tmp_path / "o4")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert not (tmp_path / "o4" / "eval_args.json").exists()  # the corrected command may use the same --out
