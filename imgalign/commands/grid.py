@@ -129,7 +129,7 @@ def run_grid(args: argparse.Namespace) -> int:
         if v is not None and v < 1:
             raise ValueError(f"{flag} must be at least 1 (got {v})")
     if args.guidance is not None and not args.guidance >= 0:
-        raise ValueError(f"--guidance must be >= 0 (got {args.guidance}); 1 turns guidance off")
+        raise ValueError(f"--guidance must be >= 0 (got {args.guidance})")
     dtype = getattr(torch, args.dtype)
 
     # ---- generate: images[r][c] with c = model * len(seeds) + seed index ----
