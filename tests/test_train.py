@@ -93,10 +93,15 @@ def test_sd3_full_finetune_two_steps(sd3_dir, tmp_path, capsys):
     assert (out / "samples" / "step-000000.png").is_file() and (out / "config.yaml").is_file()
 
 
-def test_flux_lora_two_steps(flux_dir, tmp_path):
+def test_flux_lora_two_steps(flux_dir, tmp_path, monkeypatch):
     out = tmp_path / "run"
+    monkeypatch.chdir(flux_dir.parent)  # the model given relative to the working directory, as users often do
     cfg = tiny_config(
-        flux_dir, out, model__lora_rank=2, model__max_sequence_length=16, sampling__guidance_scale=3.5
+        Path(flux_dir.name),
+        out,
+        model__lora_rank=2,
+        model__max_sequence_length=16,
+        sampling__guidance_scale=3.5,
     )
     cfg["sampling"]["kernel"] = "cps"
     prompts = tmp_path / "prompts.txt"
@@ -114,6 +119,8 @@ def test_flux_lora_two_steps(flux_dir, tmp_path):
     ckpt = out / "checkpoints" / "step-000002"
     raw = load_file(str(ckpt / "trainer_state" / "trainable.safetensors"))
     assert raw and all("lora_" in n for n in raw)
+    # the checkpoint names its base by an absolute path, so it loads from any working directory
+    assert json.loads((ckpt / "imgalign_model.json").read_text())["base_model"] == str(flux_dir.resolve())
     from imgalign.adapters import load_adapter
 
     fresh = load_adapter(flux_dir, max_sequence_length=16)
@@ -154,6 +161,7 @@ def test_bad_input_fails_before_model_loads(sd3_dir, tmp_path, capsys, monkeypat
         ({"model": {"path": str(lora)}}, "is a LoRA checkpoint of base model"),
         ({"model": {"path": str(sd3_dir), "family": "sdxl"}}, "unknown model family"),
         ({"objective": {"name": "dpo"}}, "unknown objective 'dpo'"),
+        ({"model": {"path": str(sd3_dir), "dtype": "bfloat16"}}, "Set train.mixed_precision=bf16"),
         ({"train": {**base["train"], "bogus": 1}}, "bogus"),
         (
             {"model": {"path": str(sd3_dir), "trainable_modules": ["ff_context["]}},

@@ -486,6 +486,13 @@ class FlowGRPOConfig:
                 "objective.anchor_beta anchors the untrained (ODE) steps of flat rollouts with an SDE window under "
                 "objective.name=grpo: set sampling.sde_window (e.g. 4), or objective.anchor_beta=0"
             )
+        if self.model.lora_rank == 0 and self.model.dtype != "float32" and self.train.mixed_precision == "no":
+            amp = "bf16" if self.model.dtype == "bfloat16" else "fp16"
+            raise ConfigError(
+                f"model.dtype={self.model.dtype} with full fine-tuning (model.lora_rank=0): the trained transformer "
+                f"weights are float32 and would get {self.model.dtype} inputs. Set train.mixed_precision={amp} (the "
+                "frozen weights stay in model.dtype), or model.dtype=float32, or train LoRA (model.lora_rank > 0)"
+            )
         if self.sampling.rollout == "tree" and self.objective.name == "nft":
             raise ConfigError(
                 "sampling.rollout=tree trains per-edge SDE transitions with the GRPO objective; objective.name=nft "

@@ -138,7 +138,9 @@ def preflight(cfg: FlowGRPOConfig, num_processes: int = 1) -> str:
             f"model.path {cfg.model.path!r} is a LoRA checkpoint of base model {model.base!r}; training starts "
             "from a full pipeline: give the base model (and --resume DIR to continue that run), or merge the LoRA first"
         )
-    return hub.resolve(model.base)
+    base = hub.resolve(model.base)
+    # a local folder as an absolute path: LoRA checkpoints record it as their base, and must load from anywhere
+    return str(Path(base).resolve()) if Path(base).is_dir() else base
 
 
 class FlowGRPOTrainer:
