@@ -291,7 +291,14 @@ class FIDReward(Reward):
         return frechet_distance(self.mu_ref, self.sigma_ref, mu, cov, self.sqrt_ref)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"buffer": self.buffer.clone(), "features": self.features_name}
+        # the running sums too: rebuilt from the buffer they differ in the last bits, and a resumed run would not
+        # score exactly as an uninterrupted one
+        return {
+            "buffer": self.buffer.clone(),
+            "sum1": self.sum1.clone(),
+            "sum2": self.sum2.clone(),
+            "features": self.features_name,
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if state.get("features") != self.features_name:
@@ -300,8 +307,11 @@ class FIDReward(Reward):
             )
         buf = state["buffer"].double()
         self.buffer = buf[-self.set_size :]
-        self.sum1 = self.buffer.sum(0)
-        self.sum2 = self.buffer.T @ self.buffer
+        if "sum1" in state and len(buf) <= self.set_size:  # the sums of exactly this buffer
+            self.sum1, self.sum2 = state["sum1"].double().clone(), state["sum2"].double().clone()
+        else:  # an older state, or a smaller set_size now
+            self.sum1 = self.buffer.sum(0)
+            self.sum2 = self.buffer.T @ self.buffer
 
     # ---- scoring ----------------------------------------------------------------------------------------
     def score(
