@@ -133,7 +133,9 @@ class DiscriminatorReward(Reward):
             else:
                 self.pos_pool = self.encoder(imgs)
             if head is None:
-                self.head = FeatureHead(self.encoder.dim, int(hidden))
+                with torch.random.fork_rng(devices=[]):  # the same fresh head in every run (resume is exact)
+                    torch.manual_seed(0)
+                    self.head = FeatureHead(self.encoder.dim, int(hidden))
                 norm = (
                     self.pos_pool
                     if self.pos_patches is None

@@ -81,6 +81,11 @@ def test_online_discriminator_learns_and_restores_state() -> None:
     r2.load_state_dict(state)
     r.load_state_dict(state)
     assert torch.allclose(r2(real, [""] * 16).scores, r(real, [""] * 16).scores)
+    # a fresh head is the same in every run, whatever torch's global RNG holds (a resumed run is exact)
+    torch.manual_seed(123)
+    a = build_reward("discriminator:features=stats,ref_size=64,hidden=16")
+    b = build_reward("discriminator:features=stats,ref_size=64,hidden=16")
+    assert all(torch.equal(x, y) for x, y in zip(a.head.state_dict().values(), b.head.state_dict().values()))
     clipped = build_reward("discriminator:features=stats,ref_size=64,hidden=16,reward=clipped,clip=0.5")
     clipped.load_state_dict(state)
     assert clipped(fake, [""] * 32).scores.abs().max() <= 0.5
