@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -910,6 +911,61 @@ def test_prune_keeps_the_last_n_and_sets_aside_a_branch_left_by_an_earlier_run(t
     assert C.latest_checkpoint(tmp_path) == new
     names = sorted(p.name for p in (tmp_path / "checkpoints").iterdir())
     assert names == ["step-000030", "superseded-step-000040"]  # nothing half-deleted is left
+
+
+def test_prune_removes_what_a_killed_save_or_prune_left(tmp_path):
+    """A kill during pruning left .trash-step-N (a whole checkpoint's size) and one during a save .tmp-step-N; both
+    go at the next prune. step-N.old is removed once step-N is complete, and put back when it is the only copy."""
+    from imgalign.trainers import checkpoint as C
+
+    root = tmp_path / "checkpoints"
+    for step in (1, 2, 3):
+        _fake_checkpoint(tmp_path, step)
+    os.replace(root / "step-000001", root / ".trash-step-000001")
+    _fake_checkpoint(tmp_path, 4).rename(root / ".tmp-step-000004")
+    (root / "step-000002").rename(root / "step-000002.old")  # killed between the two renames of a re-save
+    shutil.copytree(root / "step-000003", root / "step-000003.old")
+    C.prune(tmp_path, 5, newest=root / "step-000003")
+    assert sorted(p.name for p in root.iterdir()) == ["step-000002", "step-000003"]
+
+
+def test_a_resume_reports_changes_against_the_checkpoints_config_and_keeps_its_logs_once(
+    sd3_dir, tmp_path, caplog
+):
+    """The change is named against the config the checkpoint was trained with, also on a second resume after the
+    first was killed before saving, and config.until-step-N.yaml is never overwritten; rollouts.jsonl keeps one row
+    per sample and step; a cosine schedule reports a changed max_steps; other shapes and a dropped stateful reward
+    give a clear error or a warning."""
+    out = tmp_path / "run"
+    cfg = tiny_config(sd3_dir, out, train__max_steps=2)
+    cfg["log"].update(save_rollouts=True, checkpoint_every=1, keep_last=5)
+    cfg["rewards"]["names"] = [
+        "imgalign.trainers.testing:red_reward",
+        "imgalign.trainers.testing:RunningMeanReward",
+    ]
+    path = write(cfg, tmp_path / "c.yaml")
+    assert main(["train", str(path)]) == 0
+    ckpt1 = str(out / "checkpoints" / "step-000001")
+    for _ in range(2):  # the second: as if the first resume had been killed before its first checkpoint
+        with caplog.at_level("WARNING"):
+            caplog.clear()
+            assert main(["train", str(path), "--resume", ckpt1, "--set", "train.lr=0.002"]) == 0
+        assert "changed config (train.lr: 0.001 -> 0.002)" in caplog.text
+        assert yaml.safe_load((out / "config.until-step-000001.yaml").read_text())["train"]["lr"] == 0.001
+    steps = [json.loads(line)["step"] for line in (out / "rollouts.jsonl").read_text().splitlines()]
+    assert sorted(steps) == [0] * 4 + [1] * 4
+    cosine = ["train", str(path), "--output-dir", str(tmp_path / "cos"), "--set", "train.lr_schedule=cosine"]
+    assert main(cosine) == 0
+    with caplog.at_level("WARNING"):
+        caplog.clear()
+        assert main([*cosine, "--resume", "auto", "--max-steps", "3"]) == 0
+    assert "train.max_steps: 2 -> 3" in caplog.text  # the schedule now decays over 3 steps
+    with caplog.at_level("WARNING"):
+        caplog.clear()
+        argv = ["train", str(path), "--resume", "auto", "--max-steps", "3"]
+        assert main(argv + ["--set", "rewards.names=[imgalign.trainers.testing:red_reward]"]) == 0
+    assert "holds the state of reward 'running_mean', which this run does not use" in caplog.text
+    assert main(argv + ["--max-steps", "4", "--set", "model.lora_rank=2"]) == 2
 
 
 def test_cuda_rng_states_are_restored_in_device_order(monkeypatch):

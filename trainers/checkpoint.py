@@ -108,7 +108,9 @@ def prune(run_dir: str | Path, keep_last: int, newest: Path | None = None) -> No
     """Keep the last `keep_last` checkpoints. `newest` is the one just written: checkpoints of later steps are left
     from an earlier run of the folder that this run resumed before (a branch), so they are renamed
     ``superseded-step-…`` (kept, but no longer what ``--resume auto`` picks) instead of outliving the new ones. A
-    deleted checkpoint is renamed away first, so a crash during the deletion cannot leave a partial one listed."""
+    deleted checkpoint is renamed away first, so a crash during the deletion cannot leave a partial one listed; what
+    such a crash (or one during a save) left behind is removed here (:func:`remove_leftovers`)."""
+    remove_leftovers(run_dir)
     ckpts = list_checkpoints(run_dir)
     if newest is not None:
         later = [p for p in ckpts if step_of(p) > step_of(newest)]
@@ -130,6 +132,28 @@ def prune(run_dir: str | Path, keep_last: int, newest: Path | None = None) -> No
         shutil.rmtree(trash, ignore_errors=True)
         os.replace(p, trash)
         shutil.rmtree(trash, ignore_errors=True)
+
+
+def remove_leftovers(run_dir: str | Path) -> None:
+    """Remove what a process killed while saving or pruning left in ``checkpoints/``: ``.trash-*`` (a checkpoint
+    being deleted), ``.tmp-*`` (one being written) and ``step-N.old`` once ``step-N`` is complete (one being
+    replaced). A ``step-N.old`` without a complete ``step-N`` is the only copy of that step: it is put back.
+    Only the main process calls this, after its own save was published, so nothing here is in use."""
+    d = Path(run_dir) / "checkpoints"
+    if not d.is_dir():
+        return
+    for p in sorted(d.iterdir()):
+        if not p.is_dir():
+            continue
+        if p.name.startswith((".trash-", ".tmp-")):
+            shutil.rmtree(p, ignore_errors=True)
+        elif p.name.endswith(".old") and STEP_RE.match(p.name[: -len(".old")]):
+            final = p.with_name(p.name[: -len(".old")])
+            if (final / "trainer_state" / "state.json").is_file():
+                shutil.rmtree(p, ignore_errors=True)
+            elif (p / "trainer_state" / "state.json").is_file():
+                shutil.rmtree(final, ignore_errors=True)
+                os.replace(p, final)
 
 
 def read_state(ckpt: Path) -> dict[str, Any]:

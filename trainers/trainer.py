@@ -87,13 +87,23 @@ def lr_lambda_factory(warmup: int, total: int, schedule: str):  # noqa: ANN201
 
 
 IGNORED_ON_RESUME = ("train.max_steps", "train.time_budget_min")
-"""Settings a resumed run may change without changing what the steps compute (besides the ``log`` section)."""
+"""Settings a resumed run may change without changing what the steps compute (besides the ``log`` section);
+``train.max_steps`` only while the LR schedule does not depend on it (:func:`ignored_on_resume`)."""
+
+
+def ignored_on_resume(cfg: FlowGRPOConfig | dict[str, Any]) -> tuple[str, ...]:
+    """The :data:`IGNORED_ON_RESUME` keys for this config: a cosine schedule decays over ``train.max_steps``, so
+    changing it on resume changes every later step's learning rate and is reported."""
+    train = cfg["train"] if isinstance(cfg, dict) else to_dict(cfg)["train"]
+    if train.get("lr_schedule") == "cosine":
+        return tuple(k for k in IGNORED_ON_RESUME if k != "train.max_steps")
+    return IGNORED_ON_RESUME
 
 
 def config_hash(cfg: FlowGRPOConfig) -> str:
     d = to_dict(cfg)
     d.pop("log", None)  # where a run writes does not change what it computes
-    for key in IGNORED_ON_RESUME:
+    for key in ignored_on_resume(cfg):
         d[key.split(".")[0]].pop(key.split(".")[1], None)
     return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -175,6 +185,9 @@ class FlowGRPOTrainer:
         self.balancer = BALANCERS.get(cfg.rewards.balancer)
         self.sampler = PromptSampler(cfg.prompts)
         model_path = preflight(cfg)
+        # anything that draws from torch's global RNG (a reward's fresh head, a plug-in) does so reproducibly; a
+        # resumed run restores this RNG from the checkpoint
+        torch.manual_seed(_mix(cfg.train.seed, 0, 41, self.rank))
         self.rewards = build_rewards(cfg.rewards.names, device=self.acc.device)
         self.reward_weights = torch.tensor(
             cfg.rewards.weights or [1.0] * len(self.rewards), dtype=torch.float32
@@ -323,17 +336,18 @@ class FlowGRPOTrainer:
             )
 
     def _truncate_logs(self) -> None:
-        """metrics.jsonl and eval.jsonl keep only the steps up to the one this run starts from: a resumed run writes
-        the later ones again (a fresh start, every one), so a step is never logged twice."""
+        """metrics.jsonl, eval.jsonl and rollouts.jsonl keep only the steps up to the one this run starts from: a
+        resumed run writes the later ones again (a fresh start, every one), so a step is never logged twice."""
         keep = self.start_step if self.resume_from is not None else -1
-        for name in ("metrics.jsonl", "eval.jsonl"):
+        # metrics and eval rows name the step they end (1-based); rollouts.jsonl rows the step index (0-based)
+        for name, last in (("metrics.jsonl", keep), ("eval.jsonl", keep), ("rollouts.jsonl", keep - 1)):
             path = self.out / name
             if not path.is_file():
                 continue
             lines = []
             for line in path.read_text().splitlines():
                 try:
-                    if int(json.loads(line)["step"]) <= keep:
+                    if int(json.loads(line)["step"]) <= last:
                         lines.append(line + "\n")
                 except (json.JSONDecodeError, KeyError, TypeError, ValueError):
                     continue  # a line cut short by a crash
@@ -812,6 +826,8 @@ class FlowGRPOTrainer:
                 "config_hash": config_hash(cfg),
                 "exported_weights": "ema" if self.ema is not None else "raw",
             }
+            # the config these weights were trained with: a resume reports its changes against this one
+            (st / "config.yaml").write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))
             tmp_state = st / "state.json.tmp"
             tmp_state.write_text(json.dumps(state, indent=2) + "\n")
             os.replace(tmp_state, st / "state.json")
@@ -825,19 +841,26 @@ class FlowGRPOTrainer:
         st = ckpt / "trainer_state"
         state = C.read_state(ckpt)
         if state["config_hash"] != config_hash(self.cfg):
-            old_path = ckpt.parent.parent / "config.yaml"  # the run's config as it was until this resume
+            # the config the checkpoint was trained with (checkpoints before it was saved there: the run's)
+            old_path = st / "config.yaml"
+            if not old_path.is_file():
+                old_path = ckpt.parent.parent / "config.yaml"
             changed = "see its config.yaml"
             if old_path.is_file():
                 try:
                     old = _flat(yaml.safe_load(old_path.read_text()) or {})
                     new = _flat(to_dict(self.cfg))
+                    ignored = ignored_on_resume(self.cfg)
                     keys = [k for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
-                    keys = [k for k in keys if not k.startswith("log.") and k not in IGNORED_ON_RESUME]
+                    keys = [k for k in keys if not k.startswith("log.") and k not in ignored]
                     changed = ", ".join(f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in keys) or changed
                 except (yaml.YAMLError, AttributeError):
                     pass
-                if self.is_main and old_path.parent == self.out:
-                    shutil.copy2(old_path, self.out / f"config.until-step-{int(state['step']):06d}.yaml")
+                keep = self.out / f"config.until-step-{int(state['step']):06d}.yaml"
+                if self.is_main and ckpt.parent.parent == self.out and not keep.exists():
+                    shutil.copy2(
+                        old_path, keep
+                    )  # never overwritten: a later resume from the same step keeps it
             log.warning("resuming %s with a changed config (%s)", ckpt, changed)
         if state["num_processes"] != self.world:
             raise ConfigError(
@@ -848,6 +871,16 @@ class FlowGRPOTrainer:
         if missing:
             raise ValueError(
                 f"checkpoint {ckpt} lacks trainable weights {missing[:3]}...: was it a different model?"
+            )
+        wrong = [
+            f"{n} {tuple(weights[n].shape)} vs {tuple(p.shape)}"
+            for n, p in zip(self.param_names, self.params)
+            if weights[n].shape != p.shape
+        ]
+        if wrong:
+            raise ConfigError(
+                f"checkpoint {ckpt} holds trainable weights of other shapes ({wrong[0]}): resume with the settings "
+                "it was trained with (model.lora_rank, model.path), or start a new run"
             )
         with torch.no_grad():
             for n, p in zip(self.param_names, self.params):
@@ -863,11 +896,29 @@ class FlowGRPOTrainer:
             self.balancing.load_state_dict(C.torch_load(st / "balance.pt"))
         rstate = C.torch_load(st / "rewards.pt")
         for k, s in rstate.items():
+            if k not in self.rewards:
+                log.warning(
+                    "checkpoint %s holds the state of reward %r, which this run does not use; ignored",
+                    ckpt,
+                    k,
+                )
+                continue
             self.rewards[k].load_state_dict(s)
+        fresh = [k for k, r in self.rewards.items() if getattr(r, "stateful", False) and k not in rstate]
+        if fresh:
+            log.warning("stateful reward(s) %s are not in checkpoint %s: they start fresh", fresh, ckpt)
         js = json.loads((st / f"rng_{self.rank}.json").read_text())
         C.set_rng_state(js, C.load_tensors(st / f"rng_{self.rank}.safetensors"))
         self.start_step = int(state["step"])
         self.nfe_total = int(state.get("nfe_total", 0))
+        if self.start_step >= self.cfg.train.max_steps:
+            log.warning(
+                "checkpoint %s is at step %d and train.max_steps is %d: nothing to train; give a larger --max-steps "
+                "to continue the run",
+                ckpt,
+                self.start_step,
+                self.cfg.train.max_steps,
+            )
         log.info("resumed from %s at step %d", ckpt, self.start_step)
 
 
