@@ -508,7 +508,10 @@ class ClipColorClassifier:
     ) -> None:
         import open_clip
 
+        from imgalign.rewards.clip import check_open_clip_weights
+
         name, pretrained = parse_clip_spec(model)
+        check_open_clip_weights(name, pretrained)
         try:
             self.model, _, self.preprocess = open_clip.create_model_and_transforms(
                 name, pretrained=pretrained, device=device
@@ -554,7 +557,7 @@ class ClipColorClassifier:
 # ---- the suite ----------------------------------------------------------------------------------------------
 def check_judge_specs(detector: str, clip: str) -> None:
     """Cheap checks before hours of generation: the detector's config loads (a folder or a cached Hub id) and
-    the CLIP spec names a local open_clip folder or a known ARCH:PRETRAINED pair. Weights load later."""
+    the CLIP spec names a local open_clip folder with weights or a known ARCH:PRETRAINED pair. Weights load later."""
     import open_clip
     from transformers import AutoConfig
 
@@ -564,6 +567,8 @@ def check_judge_specs(detector: str, clip: str) -> None:
         AutoConfig.from_pretrained(resolve(detector))
     except (OSError, ValueError) as e:
         raise FileNotFoundError(f"cannot load detector {detector!r}: {e}") from None
+    from imgalign.rewards.clip import check_open_clip_weights
+
     name, pretrained = parse_clip_spec(clip)
     if name.startswith("local-dir:"):
         if not (Path(name.split(":", 1)[1]) / "open_clip_config.json").is_file():
@@ -577,6 +582,7 @@ def check_judge_specs(detector: str, clip: str) -> None:
                 f"CLIP {clip!r} is not a known open_clip ARCH:PRETRAINED pair (e.g. ViT-L-14:openai), a folder or "
                 "hf-hub:ORG/REPO"
             )
+    check_open_clip_weights(name, pretrained)
 
 
 def no_color(image: Any, dets: Sequence[Detection], classname: str) -> list[str]:
@@ -616,13 +622,18 @@ def evaluate_folder(
     progress: bool = True,
     sampler: dict[str, Any] | None = None,
     extra: dict[str, Any] | None = None,
+    judge: tuple[HFDetector, ColorFn, Callable[[dict[str, Any]], None]] | None = None,
+    source_dir: Path | None = None,
 ) -> dict[str, Any]:
     """Judge a GenEval-layout folder with a transformers detector and an open_clip colour classifier; the detector
-    and colour classifier are recorded in summary.json as fields of their own (with `extra`)."""
+    and colour classifier are recorded in summary.json as fields of their own (with `extra`). ``judge``: the
+    :func:`build_judge` result for these names, when the caller already loaded it (else it is built here)."""
     from imgalign.eval.suite import judge_folder, read_folder
 
-    metas = [f.metadata for f in read_folder(images_dir)]
-    det, color, validate = build_judge(detector, clip, metas, device, dtype, nms_iou)
+    if judge is None:
+        metas = [f.metadata for f in read_folder(images_dir)]
+        judge = build_judge(detector, clip, metas, device, dtype, nms_iou)
+    det, color, validate = judge
     summary = judge_folder(
         images_dir,
         out_dir,
@@ -634,5 +645,6 @@ def evaluate_folder(
         progress=progress,
         sampler=sampler,
         extra={"detector": detector, "clip": clip, **(extra or {})},
+        source_dir=source_dir,
     )
     return summary

@@ -96,7 +96,9 @@ def read_folder(root: Path) -> Iterator[PromptFolder]:
         meta_path = d / "metadata.jsonl"
         if not meta_path.is_file():
             raise FileNotFoundError(f"{meta_path} is missing: every prompt folder needs its metadata.jsonl")
-        text = meta_path.read_text().strip()
+        text = meta_path.read_text(
+            encoding="utf-8-sig"
+        ).strip()  # a BOM from a Windows editor is not an error
         try:
             meta = json.loads(text.splitlines()[0]) if text else None
         except json.JSONDecodeError as e:
@@ -138,8 +140,11 @@ def judge_folder(
     progress: bool = True,
     sampler: dict[str, Any] | None = None,
     extra: dict[str, Any] | None = None,
+    source_dir: Path | None = None,
 ) -> dict[str, Any]:
     """Judge every image of a GenEval-layout folder; write results.jsonl, summary.json and report.md to `out_dir`.
+    `source_dir`: the user's folder that `images_dir` is a copy of; metadata errors name its files (an edit of the
+    copy would be undone by the next refresh).
     `sampler` (the settings the images were generated with, if this run generated them) is recorded in both;
     `extra` fields (e.g. the command's arguments) go into summary.json.
 
@@ -162,6 +167,7 @@ def judge_folder(
     folders = list(read_folder(images_dir))
     total = sum(max(len(f.samples), 1) for f in folders)
     rows: list[dict[str, Any]] = []
+    stale_dropped = False
     with (
         open(results_path, "a") as fh,
         tqdm(total=total, desc="judging", disable=not progress, unit="img") as bar,
@@ -172,7 +178,8 @@ def judge_folder(
                 try:
                     validate_metadata(f.metadata)
                 except ValueError as e:
-                    meta_error = f"{f.path / 'metadata.jsonl'}: {e}"
+                    shown = Path(source_dir) / f.path.relative_to(images_dir) if source_dir else f.path
+                    meta_error = f"{shown / 'metadata.jsonl'}: {e}"
             samples = f.samples or [f.path / "samples" / "0000.png"]
             for s in samples:
                 key = str(s.relative_to(images_dir))
@@ -181,6 +188,11 @@ def judge_folder(
                     rows.append(done[key])
                     bar.update()
                     continue
+                if not stale_dropped:  # the first verdict that changes: the old summary no longer describes
+                    # results.jsonl, so an interrupted run must not leave it behind
+                    for name in ("summary.json", "report.md", "comparison.md"):
+                        (out_dir / name).unlink(missing_ok=True)
+                    stale_dropped = True
                 row: dict[str, Any] = {
                     "file": key,
                     "sha256": digest,

@@ -4,8 +4,10 @@ its handler takes the parsed namespace and returns an exit status. ``main(argv)`
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import logging
+import os
 import sys
 
 from imgalign import __version__
@@ -82,6 +84,12 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("imgalign").setLevel(logging.DEBUG if args.verbose else logging.INFO)
     try:
         return int(args.func(args) or 0)
+    except BrokenPipeError:
+        # the reader of stdout went away (`imgalign ... | head`): nothing is wrong with the work, so no error line;
+        # stdout goes to devnull so that Python's flush at exit does not raise again (the Python docs' recipe)
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except (CLIError, ValueError, OSError, KeyError) as e:
         # user errors (bad config keys, missing or unreadable files, an output path that is a file, unknown names)
         # get one clear line, not a traceback; -v shows it

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -45,6 +46,27 @@ def _split_name(name: str, pretrained: str | None) -> tuple[str, str | None]:
     return name, pretrained or None
 
 
+def check_open_clip_weights(model_name: str, pretrained: str | None) -> None:
+    """Refuse what open_clip would build with random weights after only a logged warning: a ``local-dir:`` folder
+    without a weights file, or a known architecture without a pretrained tag or checkpoint. A reward or a judge with
+    random weights scores noise."""
+    import open_clip
+
+    if model_name.startswith("local-dir:"):
+        folder = Path(model_name.split(":", 1)[1])
+        if folder.is_dir() and not any(any(folder.glob(g)) for g in ("*.safetensors", "*.bin", "*.pth")):
+            raise FileNotFoundError(
+                f"open_clip folder {str(folder)!r} has no weights (*.safetensors, *.bin or *.pth); save the model "
+                "with its weights there, or give ARCH:PRETRAINED"
+            )
+    elif not model_name.startswith("hf-hub:") and not pretrained and model_name in open_clip.list_models():
+        raise ValueError(
+            f"open_clip model {model_name!r} has no pretrained weights named and would score with random weights: "
+            f"give ARCH:PRETRAINED (tags: open_clip.list_pretrained_tags_by_model({model_name!r})), a checkpoint "
+            "file, or a local-dir: folder"
+        )
+
+
 def load_open_clip(
     name: str, device: torch.device, dtype: torch.dtype, pretrained: str | None = None
 ) -> tuple[Any, Any, int, tuple[float, ...], tuple[float, ...], tuple[str, str]]:
@@ -57,6 +79,7 @@ def load_open_clip(
         import open_clip
 
         model_name, pre = _split_name(name, pretrained)
+        check_open_clip_weights(model_name, pre)
         try:
             model = open_clip.create_model(
                 model_name,

@@ -105,6 +105,8 @@ def test_eval_images_with_bad_files_keeps_going(tmp_path, small_prompts, capsys)
     assert rows["00002/samples/0000.png"]["error"]
     assert "00003/samples/0001.png" not in rows  # a missing sample is simply not there
     assert "include[0].class" in rows["00004/samples/0000.png"]["error"]
+    # named in the user's folder, not in the copy under --out (an edit there would be undone by the next run)
+    assert rows["00004/samples/0000.png"]["error"].startswith(f"{src / '00004' / 'metadata.jsonl'}: ")
     assert rows["00000/samples/0000.png"]["correct"] is True
     summary = json.loads((out / "summary.json").read_text())
     assert summary["n_errors"] == 4 and summary["n_images"] == 35
@@ -134,6 +136,14 @@ def test_summary_only_when_complete_and_results_are_resumed(tmp_path, small_prom
     assert main(["eval", "--images", str(src), "--out", str(out), "--no-progress"]) == 0
     assert calls["n"] == -1000 + 13  # only the 13 remaining images judged
     assert json.loads((out / "summary.json").read_text())["n_images"] == 18
+    # an image of --images changed, and the re-judging run is interrupted: the old summary (which no longer
+    # describes results.jsonl) is not left behind
+    first = next(src.glob("*/samples/0000.png"))
+    first.write_bytes((src / "00001" / "samples" / "0000.png").read_bytes())
+    calls["n"] = 5
+    with pytest.raises(KeyboardInterrupt):
+        main(["eval", "--images", str(src), "--out", str(out), "--no-progress"])
+    assert not (out / "summary.json").exists() and not (out / "report.md").exists()
 
 
 def test_an_out_folder_of_another_evaluation_is_refused(tmp_path, small_prompts, capsys):
@@ -212,6 +222,14 @@ def test_eval_errors_are_clear(tmp_path, capsys):
     assert main(["eval", "--images", str(empty), "--out", str(tmp_path / "o2")]) == 2
     assert "holds no prompt folders" in capsys.readouterr().err
     shutil.rmtree(empty)
+    # a prompt the shapes world cannot draw fails with its line, before --out is claimed
+    vocab = tmp_path / "vocab.jsonl"
+    vocab.write_text(
+        '{"tag": "single_object", "prompt": "a photo of a rectangle", "include": [{"class": "rectangle", "count": 1}]}\n'
+    )
+    assert main(["eval", "--ground-truth", "--prompts", str(vocab), "--out", str(tmp_path / "o5")]) == 2
+    assert f"{vocab}:1: include[0].class: unknown shape 'rectangle'" in capsys.readouterr().err
+    assert not (tmp_path / "o5").exists()
     # a mistyped model fails before --out is claimed, so the corrected command may use the same folder
     assert main(["eval", "--model", "shapes_typo", "--out", str(tmp_path / "o3")]) == 2
     assert "'shapes_typo' does not exist" in capsys.readouterr().err
@@ -338,3 +356,15 @@ def test_a_judge_error_is_not_reported_as_an_unreadable_image(tmp_path, small_pr
         "judge error on 00002/samples/0000.png: cannot locate the class names"
     ]
     assert summary["n_errors"] == 1 and summary["n_prompts"] == 18
+
+
+def test_a_closed_stdout_pipe_is_not_reported_as_an_error(monkeypatch, capsys):
+    """`imgalign ... | head`: the reader leaving is not an error of the command (it printed 'Broken pipe')."""
+    import imgalign.commands.world as world
+
+    def closed(args):
+        raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(world, "run_render", closed)
+    assert main(["world", "render", "--prompts", "x.jsonl", "--out", "o"]) == 1
+    assert "error" not in capsys.readouterr().err

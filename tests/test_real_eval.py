@@ -402,6 +402,14 @@ def test_judge_specs_are_checked_without_loading_weights(tiny, tmp_path):
         check_judge_specs(str(tiny["detr"]), "ViT-L-14:nonsense")
     with pytest.raises(FileNotFoundError, match="no open_clip_config.json"):
         check_judge_specs(str(tiny["detr"]), str(tmp_path))
+    # open_clip would build these with random weights, warning only in its log
+    with pytest.raises(ValueError, match="no pretrained weights named"):
+        check_judge_specs(str(tiny["detr"]), "ViT-L-14")
+    (tmp_path / "open_clip_config.json").write_bytes(
+        (Path(tiny["clip"]) / "open_clip_config.json").read_bytes()
+    )
+    with pytest.raises(FileNotFoundError, match="has no weights"):
+        check_judge_specs(str(tiny["detr"]), str(tmp_path))
 
 
 def test_real_suite_with_a_zero_shot_detector(tiny, tmp_path):

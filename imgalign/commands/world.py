@@ -59,15 +59,20 @@ def render_folder(
         write_prompt_folder(out, i, meta, imgs)
 
 
-def run_render(args: argparse.Namespace) -> int:
-    if args.images_per_prompt < 1:
-        raise ValueError("--images-per-prompt must be at least 1")
-    metas = load_geneval_metadata(args.prompts)
+def check_shapes_metadata(metas: list[dict], source: str | Path) -> None:
+    """Every prompt is one the shapes world can draw and judge; the error names `source` and the line."""
     for n, m in enumerate(metas, start=1):
         try:
             W.Spec.from_metadata(m)
         except W.SpecError as e:
-            raise ValueError(f"{args.prompts}:{n}: {e}") from None
+            raise ValueError(f"{source}:{n}: {e}") from None
+
+
+def run_render(args: argparse.Namespace) -> int:
+    if args.images_per_prompt < 1:
+        raise ValueError("--images-per-prompt must be at least 1")
+    metas = load_geneval_metadata(args.prompts)
+    check_shapes_metadata(metas, args.prompts)
     out = Path(args.out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         what = "is a file" if not out.is_dir() else "is not empty (its prompt folders would mix with these)"
