@@ -59,8 +59,11 @@ class GenEvalReward(Reward):
     def score(
         self, images: torch.Tensor, prompts: list[str], metadata: list[dict[str, Any]] | None
     ) -> RewardOutput:
-        if metadata is None or any(not m or "include" not in m for m in metadata):
-            raise ValueError("geneval reward needs GenEval metadata (tag, include, ...) for every image")
+        if metadata is None or any(not m or "include" not in m or "tag" not in m for m in metadata):
+            raise ValueError(
+                "geneval reward needs GenEval metadata with 'tag' and 'include' for every image (the tag sets the "
+                "detection threshold: counting's is 0.9, the others' 0.3)"
+            )
         scores, details = [], []
         for img, meta in zip(to_pil(images), metadata):
             if self.validate is not None:

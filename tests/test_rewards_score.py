@@ -117,6 +117,50 @@ def test_score_geneval_layout_and_csv(tmp_path: Path) -> None:
     assert all(float(r["geneval"]) == 1.0 and r["error"] == "" for r in rows)
 
 
+def test_geneval_rows_are_checked_and_a_bom_is_read(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """A prompt row with a misspelt 'tag' (it sets the detection threshold) is refused with its file and line instead
+    of being judged under another threshold; a BOM at the head of a prompt file or a folder's metadata.jsonl is
+    read as the UTF-8 it is."""
+    img = tmp_path / "a.png"
+    W.render(SPECS[2], 0)[0].save(img)
+    row = _prompt_row("a.png", SPECS[2])
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"task" if k == "tag" else k: v for k, v in row.items()}) + "\n")
+    argv = [
+        "score",
+        str(img),
+        "--reward",
+        "geneval:mode=strict",
+        "--no-progress",
+        "--out",
+        str(tmp_path / "s.jsonl"),
+    ]
+    assert main([*argv, "--prompts", str(bad)]) == 2
+    assert f"{bad}:1: field 'tag' is missing" in capsys.readouterr().err
+    bom = tmp_path / "bom.jsonl"
+    bom.write_bytes(b"\xef\xbb\xbf" + (json.dumps(row) + "\n").encode())
+    assert main([*argv, "--prompts", str(bom)]) == 0
+    d = tmp_path / "gen"
+    write_prompt_folder(d, 0, SPECS[2].to_metadata(), [W.render(SPECS[2], 0)[0]])
+    meta = d / "00000" / "metadata.jsonl"
+    meta.write_bytes(b"\xef\xbb\xbf" + meta.read_bytes())
+    assert (
+        main(
+            [
+                "score",
+                str(d),
+                "--reward",
+                "geneval:mode=strict",
+                "--no-progress",
+                "--out",
+                str(tmp_path / "g.jsonl"),
+            ]
+        )
+        == 0
+    )
+    assert main(["eval", "--images", str(d), "--out", str(tmp_path / "ev"), "--no-progress"]) == 0
+
+
 def test_prompt_free_rewards_need_no_prompts(folder: tuple[Path, Path], tmp_path: Path) -> None:
     d, _ = folder
     out = tmp_path / "a.jsonl"

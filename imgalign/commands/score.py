@@ -61,7 +61,7 @@ def load_prompt_map(path: str | Path) -> dict[str, dict[str, Any]]:
     if not path.is_file():
         raise CLIError(f"prompt file {str(path)!r} does not exist")
     out: dict[str, dict[str, Any]] = {}
-    for n, line in enumerate(path.read_text().splitlines(), start=1):
+    for n, line in enumerate(path.read_text(encoding="utf-8-sig").splitlines(), start=1):
         if not line.strip():
             continue
         try:
@@ -74,10 +74,23 @@ def load_prompt_map(path: str | Path) -> dict[str, dict[str, Any]]:
             or not isinstance(row.get("prompt"), str)
         ):
             raise CLIError(f"{path}:{n}: each row needs string fields 'file' and 'prompt'")
+        if (
+            "tag" in row or "include" in row
+        ):  # GenEval metadata: a misspelt key would silently change verdicts
+            _check_geneval_row(row, f"{path}:{n}")
         out[row["file"]] = row
     if not out:
         raise CLIError(f"prompt file {str(path)!r} holds no rows")
     return out
+
+
+def _check_geneval_row(row: dict[str, Any], where: str) -> None:
+    from imgalign.prompts.io import PromptFileError, validate_geneval_line
+
+    try:
+        validate_geneval_line(row, where)
+    except PromptFileError as e:
+        raise CLIError(str(e)) from None
 
 
 def _lookup(file: Path, mapping: dict[str, dict[str, Any]], base: Path | None) -> dict[str, Any] | None:
@@ -107,12 +120,16 @@ def _geneval_meta(file: Path) -> dict[str, Any] | None:
     meta = file.parent.parent / "metadata.jsonl"
     if not meta.is_file():
         return None
-    text = meta.read_text().strip()
+    text = meta.read_text(encoding="utf-8-sig").strip()
     try:
         row = json.loads(text.splitlines()[0]) if text else None
-    except json.JSONDecodeError:
-        return None
-    return row if isinstance(row, dict) and isinstance(row.get("prompt"), str) else None
+    except json.JSONDecodeError as e:
+        raise CLIError(f"{meta}:1: not valid JSON ({e.msg})") from None
+    if not isinstance(row, dict) or not isinstance(row.get("prompt"), str):
+        raise CLIError(f"{meta}:1: expected a GenEval metadata object with a string 'prompt'")
+    if "tag" in row or "include" in row:
+        _check_geneval_row(row, f"{meta}:1")
+    return row
 
 
 def _fmt(v: float) -> str:
@@ -151,7 +168,7 @@ def load_baseline(path: str | Path) -> dict[str, dict[str, Any]]:
             f"--baseline {str(path)!r} does not exist; pass an earlier `imgalign score --out X.jsonl`"
         )
     out: dict[str, dict[str, Any]] = {}
-    for i, line in enumerate(path.read_text().splitlines(), 1):
+    for i, line in enumerate(path.read_text(encoding="utf-8-sig").splitlines(), 1):
         if not line.strip():
             continue
         try:
