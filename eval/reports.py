@@ -441,6 +441,17 @@ def comparability_notes(
         notes.append(
             f"Tasks in only one of the two: {', '.join(only)} (the overall scores average different tasks)."
         )
+    # the same file names are the same noise only when the seed and the sampler match (eval_args / sampler)
+    cur_args, base_args = current.get("eval_args") or {}, baseline.get("eval_args") or {}
+    differ = [k for k in ("seed",) if k in cur_args and k in base_args and cur_args[k] != base_args[k]]
+    if current.get("sampler") and baseline.get("sampler") and current["sampler"] != baseline["sampler"]:
+        differ.append("sampler")
+    if differ:
+        notes.append(
+            f"Different {' and '.join(differ)}: the images of one file name are different samples, so they are not "
+            "paired; compare the task scores only."
+        )
+        return notes
     base_by_file = {(r.get("file"), r.get("prompt")): r for r in base_rows}
     shared = [
         (r, base_by_file[k]) for r in cur_rows if (k := (r.get("file"), r.get("prompt"))) in base_by_file

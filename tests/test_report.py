@@ -275,3 +275,23 @@ def test_report_compare_rejects_bad_arguments(tmp_path, capsys):
         main(["report", str(run), "--compare", f"a={run}", "--keys", "reward/r/mean", "--out", str(out)]) == 2
     )
     assert "are exclusive" in capsys.readouterr().err
+
+
+def test_comparison_pairs_images_only_for_the_same_seed_and_sampler():
+    """Image-level flips are reported only when one file name is the same sample in both evaluations."""
+    from imgalign.eval.reports import comparability_notes
+
+    rows_a = [{"file": "00000/samples/0000.png", "prompt": "p", "correct": True}]
+    rows_b = [{"file": "00000/samples/0000.png", "prompt": "p", "correct": False}]
+
+    def summary(seed, steps=20):
+        return {"suite": "shapes", "n_images": 1, "tasks": {"t": 1.0}, "eval_args": {"seed": seed},
+                "sampler": {"num_inference_steps": steps}}  # fmt: skip
+
+    same = comparability_notes(summary(0), summary(0), rows_b, rows_a)
+    assert same == ["Same prompt and image index in both: 1 images; 0 now correct that failed before, 1 now "
+                    "failing that were correct."]  # fmt: skip
+    other = comparability_notes(summary(1), summary(0), rows_b, rows_a)
+    assert len(other) == 1 and other[0].startswith("Different seed:") and "not paired" in other[0]
+    steps = comparability_notes(summary(0, 40), summary(0), rows_b, rows_a)
+    assert steps[0].startswith("Different sampler:")
