@@ -163,7 +163,8 @@ def generate_folder(
 ) -> None:
     """Sample `images_per_prompt` images for every metadata line into the GenEval layout at `out_dir`, `batch_size`
     images per pipeline call across prompts; image j of prompt i uses seed ``image_seed(seed, i, j)``, so it is the
-    same image whatever `images_per_prompt` is. `model` is a name, a folder or a loaded pipeline; `sample` is
+    same sample whatever `images_per_prompt` is (up to float rounding: the batch it shares a forward with changes,
+    which moved a pixel by one 8-bit level in 3 of 12 images, verdicts unchanged). `model` is a name, a folder or a loaded pipeline; `sample` is
     :func:`generate` (the shapes model's settings; the default) or :func:`generate_images` (the pipeline's own),
     and `settings` go to it. Prompts whose folder already holds all its images are skipped, so an interrupted run
     resumes."""
