@@ -14,6 +14,7 @@ Users pick rewards by name (``build_reward("clip")``, ``"clip:model=ViT-B-32,pre
 from __future__ import annotations
 
 import importlib
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -50,9 +51,8 @@ class Reward:
     ) -> RewardOutput:
         x = to_tensor(images)
         bad = ~torch.isfinite(x.flatten(1)).all(1)  # [B] a NaN/inf image is scored NaN, by every reward alike
-        if bad.any():
-            x = torch.nan_to_num(x, nan=0.0, posinf=1.0, neginf=0.0)
-        if x.numel() and (float(x.min()) < -0.5 or float(x.max()) > 1.5):
+        finite = x[~bad]
+        if finite.numel() and (float(finite.min()) < -0.5 or float(finite.max()) > 1.5):
             raise ValueError(
                 f"reward {self.name!r}: images must be in [0, 1], got values from {float(x.min()):.3g} to "
                 f"{float(x.max()):.3g}; divide [0, 255] images by 255, map [-1, 1] images with (x + 1) / 2"
@@ -63,7 +63,20 @@ class Reward:
             raise ValueError(
                 f"reward {self.name!r}: got {x.shape[0]} images but {len(metadata)} metadata rows"
             )
-        out = self.score(x, list(prompts), list(metadata) if metadata is not None else None)
+        # a non-finite image is never shown to score(): a stateful or batch-level reward (fid's set, its group
+        # mode) would take it in as an image; its row gets NaN
+        keep = (~bad).nonzero().flatten().tolist()
+        n = x.shape[0]
+        if not keep:
+            return RewardOutput(
+                torch.full((n,), float("nan")), [{"error": "non-finite image"} for _ in range(n)]
+            )
+        sub = x if len(keep) == n else x[keep]
+        out = self.score(
+            sub,
+            [prompts[i] for i in keep],
+            [metadata[i] for i in keep] if metadata is not None else None,
+        )
         if not isinstance(out, RewardOutput):
             out = RewardOutput(scores=torch.as_tensor(out))
         out.scores = (
@@ -71,13 +84,19 @@ class Reward:
             if not self.differentiable
             else out.scores
         )
-        if out.scores.shape[0] != x.shape[0]:
+        if out.scores.shape[0] != len(keep):
             raise RuntimeError(
-                f"reward {self.name!r} returned {out.scores.shape[0]} scores for {x.shape[0]} images"
+                f"reward {self.name!r} returned {out.scores.shape[0]} scores for {len(keep)} images"
             )
-        if bad.any() and not self.differentiable:
-            out.scores = out.scores.clone()
-            out.scores[bad] = float("nan")
+        if len(keep) < n:  # scatter back; the non-finite rows are NaN
+            full = torch.full((n,), float("nan"), dtype=out.scores.dtype, device=out.scores.device)
+            full[keep] = out.scores
+            details = None
+            if out.details is not None:
+                details = [{"error": "non-finite image"} for _ in range(n)]
+                for i, d in zip(keep, out.details):
+                    details[i] = d
+            out = RewardOutput(full, details)
         return out
 
     def score(
@@ -125,7 +144,8 @@ def pil_to_rgb(im: Image.Image) -> Image.Image:
         return im
     if im.mode in ("I;16", "I;16B", "I;16L", "I"):
         a = np.asarray(im, dtype=np.float64)
-        top = 65535.0 if a.max() > 255 else 255.0
+        # 16-bit modes are always 0-65535 (a dark 16-bit image is not an 8-bit one); 32-bit "I" says nothing
+        top = 65535.0 if im.mode.startswith("I;16") or a.max() > 255 else 255.0
         return Image.fromarray(np.clip(a / top * 255.0, 0, 255).astype(np.uint8)).convert("RGB")
     if im.mode == "F":
         a = np.asarray(im, dtype=np.float64)
@@ -168,10 +188,8 @@ def list_rewards() -> dict[str, str]:
 
 
 def parse_reward_spec(spec: str) -> tuple[str, dict[str, Any]]:
-    """``"clip:model=ViT-B-32,pretrained=openai"`` -> ("clip", {...}); values parsed as YAML scalars.
+    """``"clip:model=ViT-B-32,pretrained=openai"`` -> ("clip", {...}); values as :func:`_option_value` reads them.
     A ``pkg.module:attr`` path keeps its colon: options follow a second colon (``pkg.mod:Cls:key=value``)."""
-    import yaml
-
     name, opts = spec, ""
     if ":" in spec:
         head, rest = spec.split(":", 1)
@@ -185,8 +203,51 @@ def parse_reward_spec(spec: str) -> tuple[str, dict[str, Any]]:
         if "=" not in item:
             raise ValueError(f"reward option {item!r} in {spec!r} must look like key=value")
         k, v = item.split("=", 1)
-        kwargs[k.strip()] = yaml.safe_load(v) if v.strip() else ""
+        kwargs[k.strip()] = _option_value(v)
     return name, kwargs
+
+
+def _option_value(text: str) -> Any:
+    """A spec value: a number, a boolean (true/false), null or a list as YAML reads it; anything else the string
+    as written (YAML would turn ``Question: what?`` into a mapping and ``no`` into False)."""
+    import yaml
+
+    v = text.strip()
+    if not v:
+        return ""
+    for number in (int, float):  # 1e-3 too (YAML 1.1 reads it as a string)
+        try:
+            val = number(v)
+        except ValueError:
+            continue
+        return val if math.isfinite(val) else v  # "nan", "inf": left as written
+    try:
+        val = yaml.safe_load(v)
+    except yaml.YAMLError:
+        return v
+    if isinstance(val, bool) and v.lower() not in ("true", "false"):
+        return v
+    if isinstance(val, (bool, int, float, list)) or val is None:
+        return val
+    return v
+
+
+def as_bool(value: Any, option: str) -> bool:
+    """A boolean reward option: True/False (or the strings true/false, 1/0); anything else is an error, not True."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise ValueError(f"{option} must be true or false, got {value!r}")
+
+
+def check_at_least(value: Any, minimum: float, option: str) -> Any:
+    """A numeric reward option >= minimum, else a ValueError naming it."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= minimum:
+        raise ValueError(f"{option} must be a number >= {minimum}, got {value!r}")
+    return value
 
 
 def build_reward(
@@ -206,8 +267,15 @@ def build_reward(
         except (ImportError, AttributeError) as e:
             raise ValueError(f"cannot import reward {name!r}: {e}") from None
         if not (isinstance(factory, type) and issubclass(factory, Reward)):
-            fn = factory
-            return FunctionReward(fn, name=attr, **opts)
+            if not _is_factory(factory):  # fn(images, prompts, metadata) -> scores
+                return FunctionReward(factory, name=attr, **opts)
+            built = factory(device=device, dtype=dtype, **opts)
+            if not isinstance(built, Reward):
+                raise ValueError(
+                    f"reward {name!r} takes device/dtype, so it is called as a factory, but it returned a "
+                    f"{type(built).__name__}, not a Reward"
+                )
+            return built
     else:
         raise ValueError(
             f"unknown reward {name!r}; valid rewards: {', '.join(sorted(_REGISTRY))} "
@@ -221,6 +289,17 @@ def build_reward(
         return factory(device=device, dtype=dtype, **opts)
     except TypeError as e:
         raise ValueError(f"reward {name!r}: bad options {sorted(opts)}: {e}") from None
+
+
+def _is_factory(fn: Callable[..., Any]) -> bool:
+    """A callable taking ``device`` or ``dtype`` builds a Reward; one without them scores images itself."""
+    import inspect
+
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+    return "device" in params or "dtype" in params
 
 
 def reward_options(factory: Callable[..., Any]) -> list[str]:

@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from imgalign.rewards.base import Reward, RewardOutput, register_reward
+from imgalign.rewards.base import Reward, RewardOutput, as_bool, check_at_least, register_reward
 
 log = logging.getLogger(__name__)
 CLIPSCORE_W = 2.5  # Hessel et al. 2021
@@ -62,8 +62,9 @@ def check_open_clip_weights(model_name: str, pretrained: str | None) -> None:
     elif not model_name.startswith("hf-hub:") and not pretrained and model_name in open_clip.list_models():
         raise ValueError(
             f"open_clip model {model_name!r} has no pretrained weights named and would score with random weights: "
-            f"give ARCH:PRETRAINED (tags: open_clip.list_pretrained_tags_by_model({model_name!r})), a checkpoint "
-            "file, or a local-dir: folder"
+            f"name them (tags: open_clip.list_pretrained_tags_by_model({model_name!r})): model={model_name}@TAG or "
+            f"pretrained=TAG for the clip reward and open_clip: features, --clip/clip= {model_name}:TAG for the "
+            "geneval judge; or give a checkpoint file or a local-dir: folder"
         )
 
 
@@ -159,8 +160,9 @@ class CLIPReward(Reward):
         self.model, self.tokenizer, self.size, self.mean, self.std, self.how = load_open_clip(
             str(model), self.device, dtype, pretrained
         )
-        self.model_name, self.weight, self.batch_size = str(model), float(weight), int(batch_size)
-        self.clamp = bool(clamp)
+        self.model_name, self.weight = str(model), float(weight)
+        self.batch_size = int(check_at_least(batch_size, 1, "clip reward: batch_size"))
+        self.clamp = as_bool(clamp, "clip reward: clamp")
 
     @torch.no_grad()
     def embed(self, images: torch.Tensor, prompts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:

@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from imgalign.rewards.base import Reward, RewardOutput, register_reward, to_tensor
+from imgalign.rewards.base import Reward, RewardOutput, as_bool, check_at_least, register_reward, to_tensor
 from imgalign.rewards.heads import FeatureHead, fit_head, head_loss, load_head, save_head
 
 log = logging.getLogger(__name__)
@@ -83,13 +83,14 @@ class DiscriminatorReward(Reward):
     )
     stateful = True
     needs_prompt = False  # read by `imgalign score`: scores images without a prompt
+    not_ready_help = "give head=FILE (a head fitted with `imgalign rewards fit-discriminator`)"
 
     def __init__(
         self,
         device: str | torch.device = "cpu",
         dtype: torch.dtype = torch.float32,
         head: str | None = None,
-        features: str = "shapes-clip",
+        features: str | None = None,
         online: bool | None = None,
         ref: str = "shapes",
         ref_size: int = 512,
@@ -111,11 +112,25 @@ class DiscriminatorReward(Reward):
         if not 0.0 <= float(patch_weight) < 1.0:
             raise ValueError(f"discriminator reward: patch_weight must be in [0, 1), got {patch_weight}")
         self.patch_weight, self.n_patches = float(patch_weight), int(n_patches)
-        self.online = head is None if online is None else bool(online)
+        self.online = head is None if online is None else as_bool(online, "discriminator reward: online")
+        if head is None and not self.online:
+            raise ValueError(
+                "discriminator reward: online=false needs head=FILE (imgalign rewards fit-discriminator)"
+            )
+        check_at_least(steps, 1, "discriminator reward: steps")
+        check_at_least(hidden, 0, "discriminator reward: hidden")
+        if reward == "clipped" and not float(clip) > 0:
+            raise ValueError(f"discriminator reward: clip must be > 0 with reward=clipped, got {clip!r}")
         self.reward_mode, self.clip, self.loss, self.steps = reward, float(clip), loss, int(steps)
         if head is not None:
             self.head, meta = load_head(head, task="discriminator")
+            if features is not None and str(features) != meta["features"]:
+                raise ValueError(
+                    f"discriminator reward: head {head!r} was fitted on features {meta['features']!r}, not "
+                    f"{features!r}; leave features= out (the head's are used)"
+                )
             features = meta["features"]
+        features = features or "shapes-clip"
         self.features_name = str(features)
         self.encoder = build_features(self.features_name, self.device, dtype)
         if self.patch_weight > 0 and not self.encoder.has_tokens:
@@ -146,6 +161,7 @@ class DiscriminatorReward(Reward):
                     "discriminator: online mode with a fresh head; rewards are uninformative until update()"
                 )
         self.head = self.head.to(self.device).eval()
+        self.trained = head is not None  # a fresh online head scores noise until update()
         self.opt = torch.optim.AdamW(self.head.parameters(), lr=float(lr)) if self.online else None
 
     def _some_patches(self, patches: torch.Tensor) -> torch.Tensor:
@@ -172,10 +188,15 @@ class DiscriminatorReward(Reward):
         r = clipped_linear(lg, self.clip) if self.reward_mode == "clipped" else lg
         return RewardOutput(r, [{"logit": float(v)} for v in lg])
 
+    def ready(self) -> bool:
+        """Whether the head has been fitted or updated (a fresh online head's scores carry no information)."""
+        return self.trained
+
     def update(self, images: Any, prompts: Any = None, metadata: Any = None) -> dict[str, float]:
         """Adv-GRPO step(s): current samples are negatives, a same-sized draw from the reference pool positives."""
         if not self.online or self.opt is None or self.pos_pool is None:
             raise RuntimeError("discriminator: update() needs online=true (a fitted head is frozen)")
+        self.trained = True
         x = to_tensor(images)
         if self.patch_weight > 0:
             tok = self.encoder.tokens(x)
@@ -209,6 +230,7 @@ class DiscriminatorReward(Reward):
             "head": copy.deepcopy(self.head.state_dict()),
             "features": self.features_name,
             "gen": self.gen.get_state(),  # positives and patch subsets drawn after a resume follow on exactly
+            "trained": self.trained,
         }
         if self.opt is not None:
             state["opt"] = copy.deepcopy(self.opt.state_dict())
@@ -220,6 +242,7 @@ class DiscriminatorReward(Reward):
                 f"discriminator: state uses features {state.get('features')!r}, not {self.features_name!r}"
             )
         self.head.load_state_dict(state["head"])
+        self.trained = bool(state.get("trained", True))
         if "gen" in state:
             self.gen.set_state(state["gen"])
         if self.opt is not None and "opt" in state:

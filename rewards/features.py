@@ -7,7 +7,7 @@ Names (a string, so they fit in a reward spec such as ``discriminator:features=s
 name                                     what
 =======================================  ===============================================================
 ``shapes-clip``                          image tower of the embedded shapes CLIP
-``open_clip:ARCH`` / ``ARCH@TAG``        an open_clip architecture, random or with a pretrained tag
+``open_clip:ARCH@TAG``                   an open_clip architecture with a pretrained tag (cached weights)
 ``open_clip:ARCH@/path/ckpt``            an open_clip architecture with a local checkpoint file
 ``open_clip:local-dir:/path``            an open_clip folder (open_clip_config.json + weights)
 ``dinov2:PATH_OR_ID``                    a DINOv2 model through transformers (CLS token)

@@ -30,7 +30,7 @@ from typing import Any
 
 import torch
 
-from imgalign.rewards.base import Reward, RewardOutput, register_reward
+from imgalign.rewards.base import Reward, RewardOutput, as_bool, register_reward
 
 log = logging.getLogger(__name__)
 
@@ -195,6 +195,7 @@ class FIDReward(Reward):
     description = "FD(before) - FD(after replacing set members); ref=shapes|DIR|stats.safetensors; exact|fast"
     stateful = True
     needs_prompt = False  # read by `imgalign score`: scores images without a prompt
+    not_ready_help = "its set of generated images is empty: give init=FOLDER (e.g. init=runs/base_samples)"
 
     def __init__(
         self,
@@ -218,7 +219,7 @@ class FIDReward(Reward):
         self.features_name, self.mode, self.exact, self.set_size = (
             str(features),
             mode,
-            bool(exact),
+            as_bool(exact, "fid reward: exact"),
             int(set_size),
         )
         self.encoder = build_features(self.features_name, self.device, dtype)

@@ -83,6 +83,8 @@ def fit_head(
     each class is held out and reported as ``val_acc`` (the head is trained on the rest)."""
     if pos.shape[0] < 2 or neg.shape[0] < 2:
         raise ValueError(f"need at least 2 examples per class, got {pos.shape[0]} and {neg.shape[0]}")
+    if not 0.0 <= val_frac < 1.0:
+        raise ValueError(f"val_frac must be in [0, 1), got {val_frac}")
     g = torch.Generator().manual_seed(seed)
 
     def split(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -91,6 +93,11 @@ def fit_head(
         return x[idx[k:]], x[idx[:k]]
 
     (ptr, pva), (ntr, nva) = split(pos.float()), split(neg.float())
+    if ptr.shape[0] < 2 or ntr.shape[0] < 2:
+        raise ValueError(
+            f"val_frac {val_frac} leaves {ptr.shape[0]} and {ntr.shape[0]} examples to train on (at least 2 per "
+            "class needed): lower it or give more images"
+        )
     torch.manual_seed(seed)
     head = FeatureHead(pos.shape[1], hidden)
     head.set_normalisation(torch.cat([ptr, ntr]))

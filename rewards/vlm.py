@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from imgalign.rewards.base import Reward, RewardOutput, register_reward, to_pil
+from imgalign.rewards.base import Reward, RewardOutput, as_bool, check_at_least, register_reward, to_pil
 
 log = logging.getLogger(__name__)
 
@@ -78,8 +78,10 @@ class VLMLogLikReward(Reward):
         trust_remote_code: bool = False,
     ) -> None:
         super().__init__(device, dtype)
-        self.model, self.processor = load_vlm(str(model), self.device, dtype, trust_remote_code)
-        self.query, self.batch_size = str(query or ""), int(batch_size)
+        trust = as_bool(trust_remote_code, "vlm_loglik reward: trust_remote_code")
+        self.batch_size = int(check_at_least(batch_size, 1, "vlm_loglik reward: batch_size"))
+        self.model, self.processor = load_vlm(str(model), self.device, dtype, trust)
+        self.query = str(query or "")
         tok = self.tokenizer
         if (
             getattr(self.processor, "chat_template", None) is None

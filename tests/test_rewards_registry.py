@@ -106,3 +106,85 @@ def test_images_out_of_range_are_refused_and_nan_images_score_nan() -> None:
             * 3,
         ).scores
         assert torch.isnan(s[1]) and torch.isfinite(s[[0, 2]]).all(), name
+
+
+def test_a_nan_image_never_reaches_a_set_based_reward() -> None:
+    """fid in group mode scores a batch against its set: a NaN image gets NaN and changes nobody else's reward, and
+    it never enters the set (it used to be blacked out and pushed in, flipping the others' sign)."""
+    from imgalign.rewards.fid import shapes_reference_images
+
+    real = shapes_reference_images(8, seed=5)
+    r = build_reward("fid:features=stats,ref_size=64,set_size=40,mode=group")
+    r.update(torch.rand(8, 3, 64, 64))
+    clean = r(real[:3], [""] * 3).scores
+    x = torch.cat([real[:1], torch.full((1, 3, 64, 64), float("nan")), real[1:3]])
+    out = r(x, [""] * 4).scores
+    assert torch.isnan(out[1]) and torch.equal(out[[0, 2, 3]], clean)
+    seeding = build_reward("fid:features=stats,ref_size=64,set_size=40")
+    seeding(x, [""] * 4)  # an empty set: the batch seeds it, without the NaN image
+    assert seeding.buffer.shape[0] == 3
+
+
+def test_reward_options_are_read_as_written() -> None:
+    from imgalign.rewards.base import parse_reward_spec
+
+    _, o = parse_reward_spec("vlm_loglik:query=Question: what is shown?,batch_size=4")
+    assert o == {"query": "Question: what is shown?", "batch_size": 4}  # YAML made the query a mapping
+    assert parse_reward_spec("x:a=no,b=true,c=1e-3,e=[x")[1] == {"a": "no", "b": True, "c": 1e-3, "e": "[x"}
+    for spec, msg in [
+        ("clip:clamp=flase", "clamp must be true or false, got 'flase'"),
+        ("clip:batch_size=0", "batch_size must be a number >= 1"),
+        ("fid:exact=nope", "exact must be true or false"),
+        ("discriminator:online=false", "online=false needs head=FILE"),
+        ("discriminator:features=stats,steps=0", "steps must be a number >= 1"),
+        ("discriminator:features=stats,reward=clipped,clip=-1", "clip must be > 0"),
+    ]:
+        with pytest.raises(ValueError, match=msg):
+            build_reward(spec)
+
+
+def make_bright(device="cpu", dtype=torch.float32, gain: float = 1.0):
+    """A factory (it takes device/dtype) building a reward, for the next test."""
+    from imgalign.rewards.base import FunctionReward
+
+    return FunctionReward(lambda im, p, m: gain * im.mean(dim=(1, 2, 3)), name="bright")
+
+
+def test_a_reward_factory_path_is_called_as_a_factory(monkeypatch) -> None:
+    import sys
+    import types
+
+    mod = types.ModuleType("my_lab.rewards")
+    mod.make_bright = make_bright
+    monkeypatch.setitem(sys.modules, "my_lab.rewards", mod)
+    r = build_reward("my_lab.rewards:make_bright:gain=2.0")
+    s = r(torch.full((2, 3, 8, 8), 0.25), ["", ""]).scores
+    torch.testing.assert_close(s, torch.full((2,), 0.5))
+
+
+def test_a_dark_16_bit_image_is_read_as_16_bit() -> None:
+    from PIL import Image
+
+    from imgalign.rewards.base import pil_to_rgb
+
+    im = Image.fromarray(np.full((4, 4), 200, dtype=np.uint16)).convert("I;16")
+    assert im.mode == "I;16" and np.asarray(pil_to_rgb(im)).max() == 0  # 200/65535 of white, not 200/255
+
+
+def test_an_unfitted_discriminator_and_a_bad_val_frac_are_refused(tmp_path: Path, capsys) -> None:
+    from imgalign.cli import main
+    from imgalign.rewards.heads import fit_head
+
+    img = tmp_path / "a.png"
+    from PIL import Image
+
+    Image.new("RGB", (32, 32), (10, 200, 30)).save(img)
+    argv = ["score", str(img), "--reward", "discriminator:features=stats", "--out", str(tmp_path / "s.jsonl")]
+    assert main(argv) == 2
+    assert "give head=FILE" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="val_frac must be in"):
+        fit_head(torch.randn(10, 4), torch.randn(10, 4), val_frac=1.0)
+    with pytest.raises(ValueError, match="leaves 1 and 1 examples"):
+        fit_head(torch.randn(10, 4), torch.randn(10, 4), val_frac=0.9)
+    assert main(["rewards", "check", "--reward", "clip", "--n", "0"]) == 2
+    assert "--n must be at least 1" in capsys.readouterr().err

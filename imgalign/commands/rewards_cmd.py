@@ -198,12 +198,17 @@ def run_check(args: argparse.Namespace) -> int:
     from imgalign.rewards.sanity import KINDS, true_vs_corrupted
 
     results = {}
+    if args.n < 1:
+        raise CLIError(f"--n must be at least 1 (got {args.n})")
     for spec in args.reward:
         kinds = tuple(k.strip() for k in args.kinds.split(",") if k.strip())
         bad = [k for k in kinds if k not in KINDS]
         if bad:
             raise CLIError(f"unknown corruption kind(s) {bad}; valid: {', '.join(KINDS)}")
-        res = true_vs_corrupted(build_reward(spec, device=args.device), n=args.n, seed=args.seed, kinds=kinds)
+        reward = build_reward(spec, device=args.device)
+        if hasattr(reward, "ready") and not reward.ready():
+            raise CLIError(f"{spec} cannot score yet: {getattr(reward, 'not_ready_help', 'it is not ready')}")
+        res = true_vs_corrupted(reward, n=args.n, seed=args.seed, kinds=kinds)
         results[spec] = res.__dict__
         tasks = ", ".join(f"{k} {v:.2f}" for k, v in res.per_task.items())
         tasks += "; by corruption: " + ", ".join(f"{k} {v:.2f}" for k, v in res.per_kind.items())

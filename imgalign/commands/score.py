@@ -301,10 +301,7 @@ def run_score(args: argparse.Namespace) -> int:
     needs_prompt = any(getattr(r, "needs_prompt", True) for r in rewards.values())
     for k, r in rewards.items():
         if hasattr(r, "ready") and not r.ready():
-            raise CLIError(
-                f"{k} scores an image by how it changes a set of generated images, and its set is empty: give "
-                f"init=FOLDER (e.g. --reward '{k}:init=runs/base_samples')"
-            )
+            raise CLIError(f"{k} cannot score yet: {getattr(r, 'not_ready_help', 'it is not ready')}")
     if needs_prompt and mapping is None and not any(_geneval_meta(f) is not None for f in files):
         which = ", ".join(k for k, r in rewards.items() if getattr(r, "needs_prompt", True))
         raise CLIError(
