@@ -39,14 +39,50 @@ def _type_hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
 
+class _Override(str):
+    """The text of a ``--set`` value as typed; ``parsed`` is what YAML made of it. A ``str`` field takes the text
+    (``--set log.output_dir=1e-4`` is a folder named 1e-4, not 0.0001), other fields the parsed value."""
+
+    parsed: Any
+
+
+def _split_list_text(text: str) -> list[str]:
+    """``a,b`` -> ["a", "b"], keeping a reward spec's options with it: a piece that looks like ``key=value``
+    continues the item before it (``clip:model=X,pretrained=openai`` is one item)."""
+    items: list[str] = []
+    for piece in (p.strip() for p in text.split(",")):
+        if not piece:
+            continue
+        head = piece.split("=", 1)[0]
+        if items and "=" in piece and ":" not in head and " " not in head:
+            items[-1] += "," + piece
+        else:
+            items.append(piece)
+    return items
+
+
 def _coerce(value: Any, tp: Any, key: str) -> Any:
     """Coerce a YAML value to the annotated type `tp` (dataclasses, Optional, list/tuple/dict, scalars, Literal)."""
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
+    if isinstance(value, _Override):
+        if tp is str or (origin is typing.Literal and str(value) in args):
+            return str(value)
+        if origin in (list, tuple) and (args[0] if args else Any) is str:
+            text = str(value).strip()
+            if text.startswith("["):
+                if isinstance(value.parsed, list):
+                    return [str(v) for v in value.parsed]
+                raise ConfigError(
+                    f"{key}: {text!r} is not a valid YAML list; quote items with special characters, e.g. "
+                    f'{key}=\'["a", "b"]\''
+                )
+            return _split_list_text(text)
+        value = value.parsed
     if tp is Any:
         return value
     if origin in (typing.Union, types.UnionType):
-        if value is None and type(None) in args:
+        if (value is None or (isinstance(value, _Override) and value.parsed is None)) and type(None) in args:
             return None
         errors = []
         for a in args:
@@ -158,7 +194,9 @@ def parse_override(item: str) -> tuple[list[str], Any]:
             )
         except ValueError:
             pass
-    return key.split("."), value
+    text = _Override(raw.strip())
+    text.parsed = value
+    return key.split("."), text
 
 
 def merge_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:

@@ -102,3 +102,25 @@ def test_an_unquoted_no_is_the_literal_no(tmp_path):
     assert cfg.train.mixed_precision == "no"
     (tmp_path / "c.yaml").write_text("train:\n  mixed_precision: no\n")
     assert load_config(FlowGRPOConfig, tmp_path / "c.yaml").train.mixed_precision == "no"
+
+
+def test_set_values_keep_their_text_for_string_fields(tmp_path):
+    """--set (and --output-dir) values go to str fields as typed, not as YAML read them; a reward spec's options
+    stay with it in a list; a bad YAML list is a config error naming the key."""
+    from imgalign.trainers.config import FlowGRPOConfig
+
+    def load(*sets):
+        return load_config(FlowGRPOConfig, None, list(sets))
+
+    assert load("log.output_dir=1e-4").log.output_dir == "1e-4"
+    assert load("log.output_dir=12:30").log.output_dir == "12:30"
+    assert load("log.output_dir=010").log.output_dir == "010"
+    names = load("rewards.names=clip:model=ViT-B-32,pretrained=openai,geneval:mode=strict").rewards.names
+    assert names == ["clip:model=ViT-B-32,pretrained=openai", "geneval:mode=strict"]
+    assert load("rewards.names=[a, b]").rewards.names == ["a", "b"]
+    assert (
+        load("train.lr=1e-4").train.lr == 1e-4
+        and load("train.mixed_precision=no").train.mixed_precision == "no"
+    )
+    with pytest.raises(ConfigError, match=r"model.trainable_modules: .* is not a valid YAML list"):
+        load("model.trainable_modules=[add_[qkv]_proj, norm1]")
