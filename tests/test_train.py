@@ -162,6 +162,8 @@ def test_bad_input_fails_before_model_loads(sd3_dir, tmp_path, capsys, monkeypat
         ({"model": {"path": str(lora)}}, "is a LoRA checkpoint of base model"),
         ({"model": {"path": str(sd3_dir), "family": "sdxl"}}, "unknown model family"),
         ({"objective": {"name": "dpo"}}, "unknown objective 'dpo'"),
+        ({"eval": {"every": 0, "images_per_prompt": 0}}, "eval.images_per_prompt must be >= 1"),
+        ({"objective": {"adv_clip": -1.0}}, "objective.adv_clip must be >= 0"),
         ({"model": {"path": str(sd3_dir), "dtype": "bfloat16"}}, "Set train.mixed_precision=bf16"),
         ({"train": {**base["train"], "bogus": 1}}, "bogus"),
         (
@@ -911,6 +913,33 @@ def test_prune_keeps_the_last_n_and_sets_aside_a_branch_left_by_an_earlier_run(t
     assert C.latest_checkpoint(tmp_path) == new
     names = sorted(p.name for p in (tmp_path / "checkpoints").iterdir())
     assert names == ["step-000030", "superseded-step-000040"]  # nothing half-deleted is left
+
+
+def test_a_failing_final_evaluation_still_saves_the_checkpoint(sd3_dir, tmp_path, monkeypatch, capsys):
+    from imgalign.trainers.trainer import FlowGRPOTrainer
+
+    def broken(self, step):
+        raise RuntimeError("the evaluation broke")
+
+    monkeypatch.setattr(FlowGRPOTrainer, "evaluate", broken)
+    out = tmp_path / "run"
+    cfg = tiny_config(sd3_dir, out, train__max_steps=1)
+    cfg["eval"] = {"every": 0, "at_start": False}
+    with pytest.raises(RuntimeError, match="the evaluation broke"):
+        main(["train", str(write(cfg, tmp_path / "c.yaml"))])
+    assert (out / "checkpoints" / "step-000001" / "trainer_state" / "state.json").is_file()
+    assert len(rows(out)) == 1
+
+
+def test_adv_clip_zero_means_no_clip():
+    from imgalign.trainers.grpo import group_advantages
+
+    r = torch.tensor([0.0, 0.0, 0.0, 1.0])
+    a = group_advantages(r, torch.zeros(4, dtype=torch.long), "group", 0.0).advantages
+    torch.testing.assert_close(
+        a, group_advantages(r, torch.zeros(4, dtype=torch.long), "group", None).advantages
+    )
+    assert float(a.abs().max()) > 1
 
 
 def test_prune_removes_what_a_killed_save_or_prune_left(tmp_path):

@@ -85,7 +85,9 @@ class PromptConfig:
         help="shapes generator only: GenEval tasks to draw training prompts from",
     )
     test_fraction: float = field(
-        0.1, help="files only: share of prompts held out for evaluation (seeded split)"
+        0.1,
+        help="prompt files and generate:SEED: share of distinct prompts held out for eval.suite=reward (seeded "
+        "split); the shapes generator holds out colour pairs instead",
     )
     seed: int = field(0, help="seed of the split and of the per-step prompt sequence")
 
@@ -297,7 +299,7 @@ class ObjectiveConfig:
     logprob_reduce: Literal["sum", "mean"] = field(
         "sum", help="sum (the true Gaussian log-density) or mean over latent dims (the reference code)"
     )
-    adv_clip: float = field(5.0, help="advantages are clipped to ±adv_clip")
+    adv_clip: float = field(5.0, help="advantages are clipped to ±adv_clip (0 = no clip)")
     std_mode: Literal["group", "batch"] = field(
         "group", help="advantage denominator: the group's std or the whole batch's (the reference global_std)"
     )
@@ -330,6 +332,8 @@ class ObjectiveConfig:
     def validate(self) -> None:
         if self.clip_range <= 0:
             raise ConfigError("objective.clip_range must be > 0")
+        if self.adv_clip < 0:
+            raise ConfigError("objective.adv_clip must be >= 0 (0 = no clip)")
         if self.kl_beta < 0 or self.penalty_weight < 0 or self.anchor_beta < 0:
             raise ConfigError(
                 "objective.kl_beta, objective.anchor_beta and objective.penalty_weight must be >= 0"
@@ -409,6 +413,9 @@ class EvalConfig:
     def validate(self) -> None:
         if self.suite not in ("shapes", "reward"):
             raise ConfigError(f"eval.suite: unknown suite {self.suite!r}; valid: shapes, reward")
+        for name in ("prompts_per_task", "images_per_prompt", "num_steps"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"eval.{name} must be >= 1 (eval.every=-1 turns the evaluation off)")
         if self.vnorm_images < 0:
             raise ConfigError("eval.vnorm_images must be >= 0 (0 = no inflation measurement)")
         if self.prompt_dependence_prompts < 0 or self.prompt_dependence_prompts == 1:
@@ -456,6 +463,11 @@ class FlowGRPOConfig:
             raise ConfigError(
                 "eval.suite=reward scores the held-out test prompts of a prompt file, and prompts.source=shapes has "
                 "none: use eval.suite=shapes, a prompt file as prompts.source, or eval.every=-1"
+            )
+        if self.eval.suite == "reward" and self.prompts.test_fraction == 0 and self.eval.every >= 0:
+            raise ConfigError(
+                "eval.suite=reward scores the held-out test prompts, and prompts.test_fraction=0 holds out none: "
+                "set prompts.test_fraction (e.g. 0.1), or eval.every=-1"
             )
 
         for reg, name, key in (

@@ -60,7 +60,7 @@ def group_advantages(
             adv = adv / (r[finite].std(unbiased=False) + eps)
     else:
         raise ValueError(f"std_mode must be 'group' or 'batch', got {std_mode!r}")
-    if clip is not None:
+    if clip is not None and clip > 0:  # 0 = no clip, as in the balancers and tree credit
         adv = adv.clamp(-clip, clip)
     adv = torch.where(valid, adv, torch.zeros_like(adv))
     return Advantages(adv, valid, n_tied / max(len(groups), 1))

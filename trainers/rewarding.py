@@ -53,14 +53,20 @@ def build_rewards(specs: list[str], device: str | torch.device = "cpu") -> dict[
 
 
 def score_all(
-    rewards: dict[str, Any], images: torch.Tensor, prompts: list[str], metadata: list[dict[str, Any]]
+    rewards: dict[str, Any],
+    images: torch.Tensor,
+    prompts: list[str],
+    metadata: list[dict[str, Any]],
+    known_bad: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """[K, B] float32 scores; a NaN or infinite score stays in place (the caller masks it) and is warned about by
-    reward name."""
+    reward name, except on the rows of `known_bad` [B] (non-finite images, already warned about)."""
     rows = []
     for name, r in rewards.items():
         s = r(images, prompts, metadata).scores.detach().float().reshape(-1).cpu()
         bad = ~torch.isfinite(s)
+        if known_bad is not None:
+            bad &= ~known_bad.cpu()
         if bad.any():
             log.warning(
                 "reward %r returned %d non-finite score(s) (NaN/inf) for prompt(s) %s; those samples are masked "

@@ -390,7 +390,13 @@ class FlowGRPOTrainer:
                 metrics.update(self.evaluate(done))
                 eval_cost = metrics.get("perf/sec_eval", eval_cost)
             if final and cfg.eval.every >= 0:
-                metrics.update(self.evaluate(done))
+                try:
+                    metrics.update(self.evaluate(done))
+                except Exception:  # the trained weights are not lost to a failing evaluation
+                    log.error("the final evaluation failed; saving checkpoint %d before stopping", done)
+                    self._log(step, metrics)
+                    self.save(done)
+                    raise
             metrics["perf/sec_total"] = time.perf_counter() - t_start
             self._log(step, metrics)
             if (cfg.log.checkpoint_every and done % cfg.log.checkpoint_every == 0) or final:
@@ -455,7 +461,13 @@ class FlowGRPOTrainer:
         # ---- rewards, gathered over processes (group members live on different ranks)
         t = time.perf_counter()
         diverged = self._mask_diverged(ro, step)  # [b] bool; those samples' tensors are zeroed
-        scores = score_all(self.rewards, ro.images, ro.prompts, ro.metadata)  # [K, b]
+        shown = ro.images
+        if (
+            diverged.any()
+        ):  # NaN images are never shown to a reward (a set-based one would take a black image in)
+            shown = ro.images.clone()
+            shown[diverged] = float("nan")
+        scores = score_all(self.rewards, shown, ro.prompts, ro.metadata, diverged)  # [K, b]
         scores[:, diverged] = float("nan")  # masked like a non-finite reward
         scores_all = self.acc.gather(scores.to(self.acc.device).T.contiguous()).T.cpu()  # [K, N]
         self._update_stateful_rewards(ro, all_prompts, all_meta, m, diverged)
