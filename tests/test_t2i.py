@@ -306,3 +306,17 @@ def test_fold_latent_normalisation_standardises_latents_and_keeps_the_decoder():
     torch.testing.assert_close(z2, (z - mu.view(1, -1, 1, 1)) / sigma.view(1, -1, 1, 1), atol=1e-5, rtol=1e-4)
     torch.testing.assert_close(after, before, atol=1e-5, rtol=1e-4)
     assert vae.config.scaling_factor == 1.0 and vae.config.shift_factor == 0.0
+
+
+def test_final_metrics_of_a_rerun_keep_the_logged_loss(tmp_path):
+    """Rerunning a finished encoder pretrain trains no step: the card and history keep the last logged loss (it
+    wrote NaN, and history.json was no longer strict JSON), and the final row is replaced, not repeated."""
+    import json
+    import time
+
+    from imgalign.pretrain.encoder_common import final_metrics
+
+    history = [{"step": 5, "train/loss": 1.2}, {"step": 10, "train/loss": 1.0, "acc": 0.5}]
+    metrics, _ = final_metrics(lambda: {"acc": 0.5}, None, time.time(), 10, history, tmp_path)
+    assert metrics["train/loss"] == 1.0 and [h["step"] for h in history] == [5, 10]
+    json.loads((tmp_path / "history.json").read_text(), parse_constant=lambda c: pytest.fail(c))

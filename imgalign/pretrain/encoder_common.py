@@ -171,8 +171,13 @@ def final_metrics(
     the metrics and the elapsed seconds."""
     elapsed = time.time() - t0
     metrics = evaluate()
+    if loss_avg is None:  # no step ran in this invocation (a rerun of a finished run): the last loss logged
+        logged = [h["train/loss"] for h in history if isinstance(h.get("train/loss"), (int, float))]
+        loss_avg = next((v for v in reversed(logged) if math.isfinite(v)), None)
     metrics["train/loss"] = float(loss_avg) if loss_avg is not None else float("nan")
     metrics["train/minutes"] = elapsed / 60
+    if history and history[-1].get("step") == steps:  # a rerun replaces the final row instead of adding one
+        history.pop()
     history.append({"step": steps, **metrics})
     work.mkdir(parents=True, exist_ok=True)
     (work / "history.json").write_text(json.dumps(history, indent=1) + "\n")

@@ -782,8 +782,8 @@ def write_card(folder: Path, cfg: Config, metrics: dict[str, float], log_rows: l
     ]
     if "shapes_overall" in metrics:
         lines.append(
-            f"Shapes suite (`imgalign eval --suite shapes --model shapes --images-per-prompt {cfg.final_eval_images}`,"
-            f" seed 0): overall **{metrics['shapes_overall']:.3f}**"
+            f"Shapes suite (`imgalign eval --suite shapes --model DIR --images-per-prompt {cfg.final_eval_images}`,"
+            f" seed 0, DIR this folder; `shapes` for the embedded model): overall **{metrics['shapes_overall']:.3f}**"
         )
         lines.append("")
         lines.append("| task | accuracy |")
