@@ -174,6 +174,12 @@ def validate_spec(spec: Spec) -> None:
             raise SpecError(f"exclude[{i}].class: unknown shape {shape!r}; valid shapes: {', '.join(SHAPES)}")
         if not isinstance(n, int) or n < 1:
             raise SpecError(f"exclude[{i}].count must be a positive integer, got {n!r}")
+        included = sum(c.count for c in spec.include if c.shape == shape)
+        if n <= included:  # GenEval's exclude fails an image with n or more: no image could pass
+            raise SpecError(
+                f"exclude[{i}]: {n} or more {shape}s fail the image, but include asks for {included}; the exclude "
+                f"count must be above {included}"
+            )
     if sum(c.count for c in spec.include) > 4:
         raise SpecError("a shapes-world image holds at most 4 objects")
 

@@ -158,3 +158,17 @@ def test_layout_randomness_covers_canvas():
     rng = random.Random(0)
     xs = [W.layout(W.single_object("circle"), rng)[0].box[0] for _ in range(200)]
     assert min(xs) < 10 and max(xs) > 35
+
+
+def test_a_spec_no_image_can_pass_is_refused():
+    """include 3 circles with exclude 'circle, count 2' (2 or more fail): the judge fails even the exact render."""
+    from imgalign import shapes as W
+
+    meta = W.counting("circle", 3).to_metadata()
+    meta["exclude"] = [{"class": "circle", "count": 2}]
+    with pytest.raises(
+        W.SpecError, match=r"exclude\[0\]: 2 or more circles fail the image, but include asks for 3"
+    ):
+        W.Spec.from_metadata(meta)
+    meta["exclude"] = [{"class": "circle", "count": 4}]  # the counting task's own exclude
+    W.Spec.from_metadata(meta)
