@@ -37,6 +37,8 @@ def main() -> None:
     ap.add_argument("--exact-samples", type=int, default=0, help="time exact mode on K samples (0: all B)")
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args()
+    if not 0 <= args.exact_samples <= args.batch:
+        raise SystemExit(f"--exact-samples must be in 0..--batch ({args.batch}), got {args.exact_samples}")
     torch.set_num_threads(args.threads)
     d, b, n = args.d, args.batch, args.set_size
     g = torch.Generator().manual_seed(0)

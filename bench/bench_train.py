@@ -28,7 +28,8 @@ def main() -> None:
     from imgalign.trainers.trainer import run
 
     with tempfile.TemporaryDirectory() as tmp:
-        planned = load_config(FlowGRPOConfig, a.config, a.set).train.max_steps
+        full = load_config(FlowGRPOConfig, a.config, a.set).train
+        planned, budget_min = full.max_steps, full.time_budget_min
         over = [
             *a.set,
             f"train.max_steps={a.steps}",
@@ -57,9 +58,11 @@ def main() -> None:
         print(f"{k:>20}: {statistics.mean(r[k] for r in steady):9.2f}")
     per_step = statistics.mean(r["perf/sec_step"] for r in steady)
     print(f"{'total wall':>20}: {wall:9.1f} s for {a.steps} steps (incl. model load)")
-    print(
-        f"{'projected':>20}: {planned} steps x {per_step:.1f} s = {planned * per_step / 60:.1f} min (+ eval)"
-    )
+    minutes = planned * per_step / 60
+    note = ""
+    if budget_min and budget_min > 0 and minutes > budget_min:
+        note = f"; train.time_budget_min={budget_min} stops it after about {int(budget_min * 60 / per_step)} steps"
+    print(f"{'projected':>20}: {planned} steps x {per_step:.1f} s = {minutes:.1f} min (+ eval){note}")
 
 
 if __name__ == "__main__":

@@ -114,8 +114,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     depth = args.leaves.bit_length() - 1
-    if 2**depth != args.leaves:
-        raise SystemExit(f"--leaves must be a power of two for binary branching (got {args.leaves})")
+    if args.leaves < 2 or 2**depth != args.leaves:
+        raise SystemExit(f"--leaves must be a power of two >= 2 for binary branching (got {args.leaves})")
     t_steps = args.steps
     stride = max(1, (t_steps - 1) // depth)
     branch = tuple(range(0, stride * depth, stride))

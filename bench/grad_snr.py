@@ -155,6 +155,10 @@ def main() -> None:
     ap.add_argument("--output-dir", default="runs/bench_grad_snr", help="the trainer's folder (config only)")
     ap.add_argument("--groups", action="store_true", help="also print the signal share per module group")
     args = ap.parse_args()
+    if args.batches < 2:
+        raise SystemExit(
+            f"--batches must be at least 2 (cosines are between pairs of batches), got {args.batches}"
+        )
     variants = [("config", [])] + [(n, [kv for kv in o.split(",") if kv]) for n, o in args.variant]
     print(f"{'variant':<24} {'cos':>7} {'± se':>7} {'|grad|':>9} {'reward':>7} {'zero-std':>8}")
     for name, overrides in variants:
