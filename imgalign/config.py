@@ -173,7 +173,8 @@ def to_dict(cfg: Any) -> dict[str, Any]:
 
 
 def parse_override(item: str) -> tuple[list[str], Any]:
-    """``"a.b=1e-4"`` -> (["a", "b"], 0.0001); the value is parsed as YAML (so lists and booleans work)."""
+    """``"a.b=1e-4"`` -> (["a", "b"], "1e-4" with ``.parsed`` 0.0001): the text as typed (for string fields) and
+    what YAML makes of it (lists, booleans, numbers), chosen by the field's type in :func:`_coerce`."""
     if "=" not in item:
         raise ConfigError(f"override {item!r} must look like key=value (e.g. train.lr=1e-4)")
     key, raw = item.split("=", 1)
