@@ -66,10 +66,12 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
     if isinstance(value, _Override):
-        if tp is str or (origin is typing.Literal and str(value) in args):
-            return str(value)
+        # YAML's reading when it is a string (it strips quotes: --set log.output_dir='runs/a b'), else the text as
+        # typed (YAML made 1e-4 a float, 12:30 the integer 750, "q: x" a mapping)
+        text = value.parsed if isinstance(value.parsed, str) else str(value).strip()
+        if tp is str or (origin is typing.Literal and text in args):
+            return text
         if origin in (list, tuple) and (args[0] if args else Any) is str:
-            text = str(value).strip()
             if text.startswith("["):
                 if isinstance(value.parsed, list):
                     return [str(v) for v in value.parsed]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -54,8 +55,8 @@ class Reward:
         finite = x[~bad]
         if finite.numel() and (float(finite.min()) < -0.5 or float(finite.max()) > 1.5):
             raise ValueError(
-                f"reward {self.name!r}: images must be in [0, 1], got values from {float(x.min()):.3g} to "
-                f"{float(x.max()):.3g}; divide [0, 255] images by 255, map [-1, 1] images with (x + 1) / 2"
+                f"reward {self.name!r}: images must be in [0, 1], got values from {float(finite.min()):.3g} to "
+                f"{float(finite.max()):.3g}; divide [0, 255] images by 255, map [-1, 1] images with (x + 1) / 2"
             )
         if len(prompts) != x.shape[0]:
             raise ValueError(f"reward {self.name!r}: got {x.shape[0]} images but {len(prompts)} prompts")
@@ -215,17 +216,19 @@ def _option_value(text: str) -> Any:
     v = text.strip()
     if not v:
         return ""
-    for number in (int, float):  # 1e-3 too (YAML 1.1 reads it as a string)
-        try:
-            val = number(v)
-        except ValueError:
-            continue
-        return val if math.isfinite(val) else v  # "nan", "inf": left as written
+    if len(v) >= 2 and v[0] == v[-1] and v[0] in "'\"":  # quoted: the text inside
+        return v[1:-1]
+    if re.fullmatch(r"[+-]?0\d+", v):  # leading zeros: an identifier, not a number
+        return v
+    if re.fullmatch(r"[+-]?(\d+\.?\d*|\.\d+)[eE][+-]?\d+", v):  # 1e-3 (YAML 1.1 reads it as a string)
+        return float(v)
     try:
         val = yaml.safe_load(v)
     except yaml.YAMLError:
         return v
     if isinstance(val, bool) and v.lower() not in ("true", "false"):
+        return v
+    if isinstance(val, float) and not math.isfinite(val):  # .nan, .inf: left as written
         return v
     if isinstance(val, (bool, int, float, list)) or val is None:
         return val

@@ -118,6 +118,10 @@ def test_set_values_keep_their_text_for_string_fields(tmp_path):
     names = load("rewards.names=clip:model=ViT-B-32,pretrained=openai,geneval:mode=strict").rewards.names
     assert names == ["clip:model=ViT-B-32,pretrained=openai", "geneval:mode=strict"]
     assert load("rewards.names=[a, b]").rewards.names == ["a", "b"]
+    # quotes protect a value, as in YAML: they are not part of it
+    assert load("log.output_dir='runs/a b'").log.output_dir == "runs/a b"
+    assert load("rewards.balancer='marble'").rewards.balancer == "marble"
+    assert load('rewards.names="geneval,clip"').rewards.names == ["geneval", "clip"]
     assert (
         load("train.lr=1e-4").train.lr == 1e-4
         and load("train.mixed_precision=no").train.mixed_precision == "no"

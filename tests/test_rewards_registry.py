@@ -131,6 +131,12 @@ def test_reward_options_are_read_as_written() -> None:
     _, o = parse_reward_spec("vlm_loglik:query=Question: what is shown?,batch_size=4")
     assert o == {"query": "Question: what is shown?", "batch_size": 4}  # YAML made the query a mapping
     assert parse_reward_spec("x:a=no,b=true,c=1e-3,e=[x")[1] == {"a": "no", "b": True, "c": 1e-3, "e": "[x"}
+    assert parse_reward_spec("x:a='Is it: ok?',b=08,c=3,d=0.5")[1] == {
+        "a": "Is it: ok?",
+        "b": "08",
+        "c": 3,
+        "d": 0.5,
+    }
     for spec, msg in [
         ("clip:clamp=flase", "clamp must be true or false, got 'flase'"),
         ("clip:batch_size=0", "batch_size must be a number >= 1"),
