@@ -138,7 +138,8 @@ def remove_leftovers(run_dir: str | Path) -> None:
     """Remove what a process killed while saving or pruning left in ``checkpoints/``: ``.trash-*`` (a checkpoint
     being deleted), ``.tmp-*`` (one being written) and ``step-N.old`` once ``step-N`` is complete (one being
     replaced). A ``step-N.old`` without a complete ``step-N`` is the only copy of that step: it is put back.
-    Only the main process calls this, after its own save was published, so nothing here is in use."""
+    Only the main process calls this, after its own save was published or before a run resolves ``--resume auto``,
+    so nothing here is in use."""
     d = Path(run_dir) / "checkpoints"
     if not d.is_dir():
         return

@@ -306,6 +306,11 @@ class FlowGRPOTrainer:
         if not resume:
             return None
         if resume == "auto":
+            if (
+                self.is_main
+            ):  # a step-N.old left by a save killed between its renames is the only copy: put back
+                C.remove_leftovers(self.out)
+            self.acc.wait_for_everyone()
             found = C.latest_checkpoint(self.out)
             if found is None:
                 log.info("--resume auto: no checkpoint under %s, starting fresh", self.out)
@@ -858,6 +863,7 @@ class FlowGRPOTrainer:
             if not old_path.is_file():
                 old_path = ckpt.parent.parent / "config.yaml"
             changed = "see its config.yaml"
+            keys = None
             if old_path.is_file():
                 try:
                     old = _flat(yaml.safe_load(old_path.read_text()) or {})
@@ -867,13 +873,16 @@ class FlowGRPOTrainer:
                     keys = [k for k in keys if not k.startswith("log.") and k not in ignored]
                     changed = ", ".join(f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in keys) or changed
                 except (yaml.YAMLError, AttributeError):
-                    pass
+                    keys = None
                 keep = self.out / f"config.until-step-{int(state['step']):06d}.yaml"
                 if self.is_main and ckpt.parent.parent == self.out and not keep.exists():
                     shutil.copy2(
                         old_path, keep
                     )  # never overwritten: a later resume from the same step keeps it
-            log.warning("resuming %s with a changed config (%s)", ckpt, changed)
+            if keys == []:  # the hash differs but no setting does (a checkpoint hashed by an older imgalign)
+                log.debug("resuming %s: config hash differs, no setting changed", ckpt)
+            else:
+                log.warning("resuming %s with a changed config (%s)", ckpt, changed)
         if state["num_processes"] != self.world:
             raise ConfigError(
                 f"checkpoint {ckpt} was written by {state['num_processes']} processes; resume with the same number"

@@ -256,8 +256,11 @@ def run_real_eval(args: argparse.Namespace) -> int:
     else:
         judge_metas = [f.metadata for f in read_folder(Path(args.images))]
     # the judge's weights load before --out is claimed and before any generation: a judge that cannot load (weights
-    # not downloaded, a folder without them) fails now, not after hours of sampling
-    judge = build_judge(args.detector, args.clip, judge_metas, device=args.device)
+    # not downloaded, a folder without them) fails now, not after hours of sampling. Before generation it loads on
+    # the CPU and is let go (the pipeline needs the device), and loads on the device once the pipeline is gone.
+    judge = build_judge(args.detector, args.clip, judge_metas, device=args.device if args.images else "cpu")
+    if not args.images:
+        judge = None
     claim_out_folder(out, eval_identity(args))
     if args.images:
         refresh_copy(Path(args.images), images)
