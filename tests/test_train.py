@@ -91,7 +91,7 @@ def test_sd3_full_finetune_two_steps(sd3_dir, tmp_path, capsys):
     ema = load_file(str(ckpt / "trainer_state" / "ema.safetensors"))
     name = next(iter(ema))
     torch.testing.assert_close(pipe.transformer.state_dict()[name], ema[name])  # the export holds the EMA
-    assert (out / "samples" / "step-000000.png").is_file() and (out / "config.yaml").is_file()
+    assert (out / "samples" / "step-000001.png").is_file() and (out / "config.yaml").is_file()
 
 
 def test_flux_lora_two_steps(flux_dir, tmp_path, monkeypatch):
@@ -164,6 +164,7 @@ def test_bad_input_fails_before_model_loads(sd3_dir, tmp_path, capsys, monkeypat
         ({"objective": {"name": "dpo"}}, "unknown objective 'dpo'"),
         ({"eval": {"every": 0, "images_per_prompt": 0}}, "eval.images_per_prompt must be >= 1"),
         ({"objective": {"adv_clip": -1.0}}, "objective.adv_clip must be >= 0"),
+        ({"log": {**base["log"], "trackers": "dvclive"}}, "log.trackers: dvclive is not installed"),
         ({"model": {"path": str(sd3_dir), "dtype": "bfloat16"}}, "Set train.mixed_precision=bf16"),
         ({"train": {**base["train"], "bogus": 1}}, "bogus"),
         (
@@ -447,6 +448,30 @@ def test_update_runs_updates_per_step_optimizer_steps_when_rows_do_not_divide(sd
     before = tr.scheduler.last_epoch
     tr._update(0, ro, adv, valid)
     assert tr.scheduler.last_epoch - before == 4
+
+
+def test_update_metrics_are_means_over_valid_samples_whatever_the_padding(sd3_dir, tmp_path):
+    """2 valid rows among 8 micro-batches of 1 (the invalid rows kept, as a process pads its update to the others'
+    row count): the padding micro-batches' empty metrics (0 for a mean, 1 for a ratio) are not averaged in, so the
+    update's metrics equal those of one micro-batch of the 2 valid rows (lr 0: every micro-batch sees the same
+    policy); ratio_max / ratio_min are the extremes."""
+    from imgalign.trainers.testing import first_rollout
+
+    out = []
+    for mb in (1, 2):
+        tr = _sgd_trainer(sd3_dir, tmp_path / f"mb{mb}", micro_batch_size=mb, updates_per_step=1)
+        tr.objective.masks_invalid = mb == 2  # micro-batches of 1: every row kept, 6 of 8 of them padding
+        tr.optimizer = torch.optim.SGD(tr.params, lr=0.0)
+        tr.scheduler = torch.optim.lr_scheduler.LambdaLR(tr.optimizer, lambda _: 1.0)
+        ro, gid = first_rollout(tr)
+        valid = gid == 0
+        adv = torch.where(valid, torch.tensor([1.0, -1.0] * 4), torch.zeros(8))
+        out.append(tr._update(0, ro, adv, valid))
+    padded, plain = out
+    assert padded["policy/logprob"] == pytest.approx(plain["policy/logprob"], rel=1e-5)
+    assert padded["policy/ratio_max"] == pytest.approx(1.0, abs=1e-4) and plain[
+        "policy/ratio_min"
+    ] == pytest.approx(1.0, abs=1e-4)
 
 
 def test_a_diverged_sample_is_masked_and_never_reaches_the_weights(sd3_dir, tmp_path, caplog):
@@ -982,7 +1007,8 @@ def test_a_resume_reports_changes_against_the_checkpoints_config_and_keeps_its_l
         assert "changed config (train.lr: 0.001 -> 0.002)" in caplog.text
         assert yaml.safe_load((out / "config.until-step-000001.yaml").read_text())["train"]["lr"] == 0.001
     steps = [json.loads(line)["step"] for line in (out / "rollouts.jsonl").read_text().splitlines()]
-    assert sorted(steps) == [0] * 4 + [1] * 4
+    assert sorted(steps) == [1] * 4 + [2] * 4  # rows named by their metrics row, as samples/step-N.png
+    assert (out / "samples" / "step-000001.png").is_file() and (out / "samples" / "step-000002.png").is_file()
     cosine = ["train", str(path), "--output-dir", str(tmp_path / "cos"), "--set", "train.lr_schedule=cosine"]
     assert main(cosine) == 0
     with caplog.at_level("WARNING"):

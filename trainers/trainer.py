@@ -300,7 +300,18 @@ class FlowGRPOTrainer:
             except ImportError:
                 return []
             return ["tensorboard"]
-        return [x.strip() for x in t.split(",") if x.strip()]
+        names = [x.strip() for x in t.split(",") if x.strip()]
+        import importlib.util
+
+        for name in names:  # accelerate only warns and logs nowhere when a named tracker is not installed
+            module = {"tensorboard": "tensorboard", "wandb": "wandb", "comet_ml": "comet_ml", "mlflow": "mlflow",
+                      "aim": "aim", "clearml": "clearml", "dvclive": "dvclive"}.get(name)  # fmt: skip
+            if module is not None and importlib.util.find_spec(module) is None:
+                raise ConfigError(
+                    f"log.trackers: {name} is not installed (pip install {module}); or log.trackers=auto (tensorboard "
+                    "when installed) or none"
+                )
+        return names
 
     def _resolve_resume(self, resume: str | None) -> Path | None:
         if not resume:
@@ -344,8 +355,8 @@ class FlowGRPOTrainer:
         """metrics.jsonl, eval.jsonl and rollouts.jsonl keep only the steps up to the one this run starts from: a
         resumed run writes the later ones again (a fresh start, every one), so a step is never logged twice."""
         keep = self.start_step if self.resume_from is not None else -1
-        # metrics and eval rows name the step they end (1-based); rollouts.jsonl rows the step index (0-based)
-        for name, last in (("metrics.jsonl", keep), ("eval.jsonl", keep), ("rollouts.jsonl", keep - 1)):
+        # every row names the step it ends (1-based), as the checkpoints do
+        for name, last in (("metrics.jsonl", keep), ("eval.jsonl", keep), ("rollouts.jsonl", keep)):
             path = self.out / name
             if not path.is_file():
                 continue
@@ -502,7 +513,8 @@ class FlowGRPOTrainer:
         if self.is_main and cfg.log.save_rollouts:
             self._save_rollouts(step, batch, scores_all, bal)
         if self.is_main and cfg.log.sample_every and step % cfg.log.sample_every == 0:
-            self._save_grid(ro.images, ro.prompts, self.out / "samples" / f"step-{step:06d}.png")
+            # named by the metrics row of this step (step + 1), as eval grids and checkpoints are
+            self._save_grid(ro.images, ro.prompts, self.out / "samples" / f"step-{step + 1:06d}.png")
         # ---- update
         t = time.perf_counter()
         m.update(self._update(step, ro, adv_local, valid_local, per_reward_local))
@@ -581,8 +593,11 @@ class FlowGRPOTrainer:
         chunks = torch.tensor_split(self._update_rows(perm, valid), cfg.train.updates_per_step)
         terms = self.objective.terms(ro)
         ctx = TrainContext(self.adapter, self.model, step, cfg.train.seed)
+        # metrics of the update: means weighted by each micro-batch's valid samples (a micro-batch of padding rows
+        # reports nothing), ..._max / ..._min keys as the max / min over micro-batches and processes
         sums: dict[str, float] = defaultdict(float)
-        counts: dict[str, int] = defaultdict(int)
+        counts: dict[str, float] = defaultdict(float)
+        extremes: dict[str, float] = {}
         grad_norms = []
         nfe_train = 0
         bb = self.balancing if per_reward is not None else None  # MARBLE / cosine diagnostics
@@ -618,9 +633,15 @@ class FlowGRPOTrainer:
                         loss, mm = self.objective.loss(ctx, ro, mb, term, adv, valid)
                     self.acc.backward(loss * scales[k])
                 nfe_train += len(mb) * self.adapter.nfe_per_step(cfg.sampling.guidance_scale)
+                w = float(valid[mb].float().sum())
                 for key, val in mm.items():
-                    sums[key] += val
-                    counts[key] += 1
+                    if key.endswith(("_max", "_min")):
+                        sign = 1.0 if key.endswith("_max") else -1.0  # a min is minus the max of minus
+                        prev = extremes.get(key, -math.inf)
+                        extremes[key] = max(prev, sign * val) if w > 0 else prev
+                    else:
+                        sums[key] += val * w if w > 0 else 0.0
+                        counts[key] += w
             max_norm = cfg.train.grad_clip if cfg.train.grad_clip > 0 else float("inf")
             gn = float(self.acc.clip_grad_norm_(self.params, max_norm))
             if math.isfinite(gn):
@@ -643,14 +664,22 @@ class FlowGRPOTrainer:
             self.optimizer.zero_grad(set_to_none=True)
             if bb is not None:
                 bb.end_update(self._reduce_sum)
-        out = {k: sums[k] / counts[k] for k in sums}
-        # average over processes
-        keys = sorted(out)
-        if self.world > 1 and keys:
-            vals = self.acc.reduce(
-                torch.tensor([out[k] for k in keys], device=self.acc.device), reduction="mean"
-            )
-            out = dict(zip(keys, vals.tolist()))
+        keys, ext = sorted(sums), sorted(extremes)
+        if self.world > 1 and (keys or ext):  # every process has the same keys (the same micro-batches)
+            totals = self.acc.reduce(
+                torch.tensor([sums[k] for k in keys] + [counts[k] for k in keys], device=self.acc.device),
+                reduction="sum",
+            ).tolist()
+            sums, counts = dict(zip(keys, totals[: len(keys)])), dict(zip(keys, totals[len(keys) :]))
+            if ext:
+                top = self.acc.reduce(
+                    torch.tensor([extremes[k] for k in ext], device=self.acc.device), reduction="max"
+                )
+                extremes = dict(zip(ext, top.tolist()))
+        out = {k: sums[k] / counts[k] if counts[k] > 0 else float("nan") for k in keys}
+        for k in ext:
+            v = extremes[k] if k.endswith("_max") else -extremes[k]
+            out[k] = v if math.isfinite(v) else float("nan")
         if bb is not None:
             out.update(bb.step_metrics())
         out["train/grad_norm"] = sum(grad_norms) / len(grad_norms) if grad_norms else float("nan")
@@ -768,7 +797,7 @@ class FlowGRPOTrainer:
                 f.write(
                     json.dumps(
                         {
-                            "step": step,
+                            "step": step + 1,  # the metrics.jsonl row of this step
                             "sample": i,
                             "prompt": batch.prompts[i // G],
                             "rewards": {n: float(scores[k, i]) for k, n in enumerate(self.rewards)},
