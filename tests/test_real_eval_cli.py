@@ -115,18 +115,14 @@ def test_eval_geneval_suite_with_tiny_models(tmp_path, capsys):
     assert "only for the shapes suite" in capsys.readouterr().err
     # a judge that cannot load fails before any image is generated and before --out is claimed (a detector folder
     # without weights; a CLIP folder without weights, which open_clip would initialise at random)
-    bare_detr = tmp_path / "detr_without_weights"
-    bare_detr.mkdir()
-    (bare_detr / "config.json").write_bytes((detr / "config.json").read_bytes())
-    assert main(argv[:-5] + ["--detector", str(bare_detr), "--out", str(tmp_path / "ev4")]) == 2
-    assert "detr_without_weights" in capsys.readouterr().err
-    assert not (tmp_path / "ev4").exists()
-    bare = tmp_path / "clip_without_weights"
-    bare.mkdir()
-    (bare / "open_clip_config.json").write_bytes((clip / "open_clip_config.json").read_bytes())
-    assert main(argv[:-5] + ["--clip", str(bare), "--out", str(tmp_path / "ev3")]) == 2
-    assert "clip_without_weights" in capsys.readouterr().err
-    assert not (tmp_path / "ev3").exists()
+    for flag, src, config in (("--detector", detr, "config.json"), ("--clip", clip, "open_clip_config.json")):
+        bare = tmp_path / f"{src.name}_without_weights"
+        bare.mkdir()
+        (bare / config).write_bytes((src / config).read_bytes())
+        out = tmp_path / f"ev_{src.name}"
+        assert main(argv[:-5] + [flag, str(bare), "--out", str(out)]) == 2
+        assert f"{src.name}_without_weights" in capsys.readouterr().err
+        assert not out.exists()
 
 
 def test_eval_geneval_prompt_set_errors(tmp_path, capsys):
