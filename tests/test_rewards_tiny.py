@@ -62,6 +62,12 @@ QWEN2_VL_SPECIALS = [
 ]
 
 
+TINY_TEXT = dict(
+    hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1
+)
+"""The text model size shared by the tiny VLMs of these tests."""
+
+
 def byte_vocab() -> dict[str, int]:
     """A byte-level BPE vocabulary with no merges (every byte one token), for tiny tokenizers of real families."""
     from transformers.convert_slow_tokenizer import bytes_to_unicode
@@ -234,11 +240,7 @@ def make_tiny_llava(folder: Path, seed: int = 0) -> Path:
         ),
         text_config=LlamaConfig(
             vocab_size=len(tok),
-            hidden_size=32,
-            intermediate_size=64,
-            num_hidden_layers=2,
-            num_attention_heads=2,
-            num_key_value_heads=1,
+            **TINY_TEXT,
             max_position_embeddings=128,
             bos_token_id=tok.bos_token_id,
             eos_token_id=tok.eos_token_id,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_rewards_tiny import byte_vocab
+from test_rewards_tiny import TINY_TEXT, byte_vocab
 
 from imgalign.rewards.base import build_reward, to_pil
 
@@ -68,11 +68,7 @@ def make_tiny_gemma3(folder: Path) -> Path:
     cfg = Gemma3Config(
         text_config=dict(
             vocab_size=len(tok),
-            hidden_size=32,
-            intermediate_size=64,
-            num_hidden_layers=2,
-            num_attention_heads=2,
-            num_key_value_heads=1,
+            **TINY_TEXT,
             head_dim=16,
             max_position_embeddings=256,
             sliding_window=64,
@@ -141,11 +137,7 @@ def make_tiny_internvl(folder: Path) -> Path:
         text_config=dict(
             model_type="qwen2",
             vocab_size=len(tok),
-            hidden_size=32,
-            intermediate_size=64,
-            num_hidden_layers=2,
-            num_attention_heads=2,
-            num_key_value_heads=1,
+            **TINY_TEXT,
             pad_token_id=tok.pad_token_id,
             eos_token_id=tok.eos_token_id,
         ),
