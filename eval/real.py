@@ -191,6 +191,8 @@ def load_prompt_set(spec: str) -> list[dict[str, Any]]:
             seed = int(spec.split(":", 1)[1])
         except ValueError:
             raise ValueError(f"prompt set {spec!r}: expected generate:SEED with an integer seed") from None
+        if seed < 0:
+            raise ValueError(f"prompt set {spec!r}: the seed of generate:SEED must be 0 or more")
         log.warning("generated GenEval-style prompts: scores are comparable only with runs on this same set")
         return generate_metadata(seed)
     return load_geneval_metadata(spec)

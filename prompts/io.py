@@ -11,6 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+PROMPT_SUFFIXES = (".txt", ".jsonl", "")
+"""Prompt files :func:`load_prompts` reads: .jsonl as JSON lines, .txt (or no suffix) as one prompt per line."""
+
 
 class PromptFileError(ValueError):
     """A prompt or metadata file that cannot be read; the message names the file, line and field."""
@@ -36,7 +39,9 @@ def validate_geneval_line(meta: Any, where: str) -> dict[str, Any]:
     for i, c in enumerate(meta["include"]):
         if not isinstance(c, dict) or not isinstance(c.get("class"), str):
             raise PromptFileError(f"{where}: include[{i}].class must be a string")
-        count = c.get("count", 1)
+        count = c.setdefault(
+            "count", 1
+        )  # the judge reads every clause's count; a clause without one asks for 1
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise PromptFileError(f"{where}: include[{i}].count must be a positive integer")
         if "color" in c and not isinstance(c["color"], str):
@@ -55,7 +60,10 @@ def validate_geneval_line(meta: Any, where: str) -> dict[str, Any]:
                 raise PromptFileError(
                     f"{where}: include[{i}].position target {pos[1]} must name an earlier clause"
                 )
-    for i, c in enumerate(meta.get("exclude", []) or []):
+    exclude = meta.get("exclude", []) or []
+    if not isinstance(exclude, list):
+        raise PromptFileError(f"{where}: field 'exclude' must be a list of {{class, count}} objects")
+    for i, c in enumerate(exclude):
         count = c.get("count") if isinstance(c, dict) else None
         if (
             not isinstance(c, dict)
@@ -70,6 +78,12 @@ def validate_geneval_line(meta: Any, where: str) -> dict[str, Any]:
     return meta
 
 
+def _lines(path: Path) -> list[str]:
+    """The file's lines: a BOM is not part of the first one, and only newlines end a line (``str.splitlines``
+    also splits at U+2028, U+0085 and form feeds, which JSON strings and prompts may hold)."""
+    return path.read_text(encoding="utf-8-sig").split("\n")  # read_text turns \r\n and \r into \n
+
+
 def load_geneval_metadata(path: str | Path) -> list[dict[str, Any]]:
     """Read a GenEval ``evaluation_metadata.jsonl`` (the official file or one of ours); validate every line."""
     path = Path(path)
@@ -77,7 +91,7 @@ def load_geneval_metadata(path: str | Path) -> list[dict[str, Any]]:
         raise PromptFileError(f"metadata file {str(path)!r} does not exist")
     out = []
     try:
-        lines = path.read_text(encoding="utf-8-sig").splitlines()  # a BOM is not part of the first line
+        lines = _lines(path)
     except (OSError, UnicodeDecodeError) as e:
         raise PromptFileError(f"cannot read metadata file {str(path)!r}: {e}") from None
     for n, line in enumerate(lines, start=1):
@@ -94,16 +108,23 @@ def load_geneval_metadata(path: str | Path) -> list[dict[str, Any]]:
 
 
 def load_prompts(path: str | Path) -> list[PromptRecord]:
-    """Load .txt (a prompt per line) or .jsonl (objects with ``prompt``; GenEval lines keep their metadata)."""
+    """Load .txt or suffix-less files (a prompt per line) or .jsonl (objects with ``prompt``; GenEval lines keep their
+    metadata); any other suffix is refused (a .json array or a .csv read as lines would train on its syntax)."""
     path = Path(path)
     if not path.is_file():
         raise PromptFileError(f"prompt file {str(path)!r} does not exist")
+    suffix = path.suffix.lower()
+    if suffix not in PROMPT_SUFFIXES:
+        raise PromptFileError(
+            f"prompt file {str(path)!r}: unknown format {suffix!r}; give a .txt file (one prompt per line) or a .jsonl "
+            "file (one JSON object with a 'prompt' field per line, e.g. GenEval's evaluation_metadata.jsonl)"
+        )
     try:
-        lines = path.read_text(encoding="utf-8-sig").splitlines()  # a BOM is not part of the first prompt
+        lines = _lines(path)
     except (OSError, UnicodeDecodeError) as e:
         raise PromptFileError(f"cannot read prompt file {str(path)!r}: {e}") from None
     records: list[PromptRecord] = []
-    if path.suffix.lower() == ".jsonl":
+    if suffix == ".jsonl":
         for n, line in enumerate(lines, start=1):
             if not line.strip():
                 continue

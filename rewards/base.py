@@ -105,6 +105,11 @@ class Reward:
     ) -> RewardOutput:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def check_metadata(self, metadata: Sequence[dict[str, Any]]) -> None:
+        """Raise ValueError naming the prompt when a metadata row could never be scored (a class the judge cannot
+        find). The trainer calls it on its prompt file's rows before any model loads; rewards that read no metadata
+        accept every row."""
+
     # ---- stateful rewards -----------------------------------------------------------------------------------
     def update(
         self, images: ImagesLike, prompts: Sequence[str], metadata: Sequence[dict[str, Any]] | None = None

@@ -7,6 +7,7 @@ or cached Hub id). The decision rules are the same (:mod:`imgalign.eval.geneval`
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -15,6 +16,24 @@ from imgalign.eval.geneval import judge, soft_credit
 from imgalign.rewards.base import Reward, RewardOutput, register_reward, to_pil
 
 MODES = ("strict", "partial", "soft")
+
+
+def check_shapes_vocabulary(meta: dict[str, Any]) -> None:
+    """Raise ValueError when a prompt names a class or colour that the shapes detector never reports (it would score
+    0 on every image, silently)."""
+    from imgalign import shapes as W
+
+    for side in ("include", "exclude"):
+        for i, c in enumerate(meta.get(side) or []):
+            if c["class"] not in W.SHAPES:
+                raise ValueError(
+                    f"{side}[{i}].class {c['class']!r} is not a shape the shapes detector finds ({', '.join(W.SHAPES)});"
+                    " for real images give geneval:detector=...,clip=..."
+                )
+            if c.get("color") is not None and c["color"] not in W.COLORS:
+                raise ValueError(
+                    f"{side}[{i}].color {c['color']!r} is not a shapes-world colour ({', '.join(W.COLORS)})"
+                )
 
 
 @register_reward(
@@ -39,11 +58,12 @@ class GenEvalReward(Reward):
             raise ValueError(f"geneval reward: mode must be one of {', '.join(MODES)}, got {mode!r}")
         self.mode = mode
         self.color: Any = None  # the shapes judge reads colours itself
-        self.validate: Any = None
+        self.validate: Callable[[dict[str, Any]], None]
         if detector == "shapes":
             from imgalign.eval.shapes_detector import ShapesDetector
 
             self.detector: Any = ShapesDetector()
+            self.validate = check_shapes_vocabulary
         else:
             if mode == "soft":
                 raise ValueError(
@@ -56,6 +76,19 @@ class GenEvalReward(Reward):
                 str(detector), str(clip), None, device=self.device, dtype=dtype
             )
 
+    def check_metadata(self, metadata: Sequence[dict[str, Any]]) -> None:
+        """Every row has GenEval metadata whose classes and colours this judge can find."""
+        for m in metadata:
+            if not m or "include" not in m or "tag" not in m:
+                raise ValueError(
+                    f"geneval reward: prompt {(m or {}).get('prompt')!r} has no GenEval metadata ('tag' and 'include'); "
+                    "train on a GenEval-format .jsonl, generate:SEED or the shapes generator"
+                )
+            try:
+                self.validate(m)
+            except ValueError as e:
+                raise ValueError(f"geneval reward: prompt {m.get('prompt')!r}: {e}") from None
+
     def score(
         self, images: torch.Tensor, prompts: list[str], metadata: list[dict[str, Any]] | None
     ) -> RewardOutput:
@@ -66,8 +99,7 @@ class GenEvalReward(Reward):
             )
         scores, details = [], []
         for img, meta in zip(to_pil(images), metadata):
-            if self.validate is not None:
-                self.validate(meta)  # a class the detector cannot find, a colour outside GenEval's
+            self.validate(meta)  # a class the detector cannot find, a colour outside its vocabulary
             raw = self.detector(img)
             j = judge(img, raw, meta) if self.color is None else judge(img, raw, meta, self.color)
             soft = soft_credit(img, raw, meta, passed=j.correct) if self.mode == "soft" else None

@@ -82,3 +82,48 @@ def test_the_in_loop_shapes_subset_holds_held_out_pairs_in_the_sets_share():
         ms = [m for m in subset if m["tag"] == tag]
         held = [m for m in ms if any((c.get("color"), c["class"]) in W.HELD_OUT_PAIRS for c in m["include"])]
         assert len(ms) == 10 and len(held) == 3 and len({m["prompt"] for m in ms}) == 10
+
+
+def test_only_newlines_end_a_line_and_other_suffixes_are_refused(tmp_path):
+    sep = "\u2028"  # JSON strings may hold it unescaped; str.splitlines() splits at it
+    txt = tmp_path / "p.txt"
+    txt.write_text(f"a red{sep}circle\r\na cross\n", encoding="utf-8")
+    assert [r.prompt for r in load_prompts(txt)] == [f"a red{sep}circle", "a cross"]
+    jl = tmp_path / "p.jsonl"
+    jl.write_text(json.dumps({"prompt": f"a{sep}cat"}, ensure_ascii=False) + "\n", encoding="utf-8")
+    assert [r.prompt for r in load_prompts(jl)] == [f"a{sep}cat"]
+    bare = tmp_path / "prompts"
+    bare.write_text("a cat\n")
+    assert [r.prompt for r in load_prompts(bare)] == ["a cat"]
+    array = tmp_path / "p.json"
+    array.write_text(json.dumps(["a cat", "a dog"]))
+    with pytest.raises(PromptFileError, match=r"unknown format '\.json'; give a \.txt file"):
+        load_prompts(array)
+
+
+def test_a_clause_without_count_asks_for_one_and_exclude_must_be_a_list(tmp_path):
+    from imgalign.eval.geneval import judge
+    from imgalign.eval.shapes_detector import ShapesDetector
+
+    meta = tmp_path / "m.jsonl"
+    meta.write_text(
+        json.dumps({"tag": "single_object", "prompt": "a circle", "include": [{"class": "circle"}]})
+    )
+    (row,) = load_geneval_metadata(meta)
+    assert row["include"][0]["count"] == 1
+    image, _ = W.render(W.Spec.from_metadata(row), seed=0)
+    assert judge(image, ShapesDetector()(image), row).correct
+    meta.write_text(json.dumps({"tag": "t", "prompt": "p", "include": [{"class": "circle"}], "exclude": 5}))
+    with pytest.raises(PromptFileError, match="field 'exclude' must be a list"):
+        load_geneval_metadata(meta)
+
+
+def test_a_resumed_sampler_continues_the_sequence_when_the_step_size_changes(tmp_path):
+    f = tmp_path / "p.txt"
+    f.write_text("".join(f"prompt {i}\n" for i in range(11)))
+    s = PromptSampler(PromptConfig(source=str(f)))
+    drawn = [p for k in range(5) for p in s.for_step(k, 3).prompts]  # 15 draws, over an epoch boundary
+    resumed = PromptSampler(PromptConfig(source=str(f)))
+    resumed.resume_at(2, s.position(2, 3))  # a checkpoint at step 2 of 3 prompts a step, continued with 4
+    assert resumed.for_step(2, 4).prompts + resumed.for_step(3, 4).prompts == drawn[6:14]
+    assert s.digest == resumed.digest and len(s.digest) == 64

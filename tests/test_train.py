@@ -154,8 +154,25 @@ def test_bad_input_fails_before_model_loads(sd3_dir, tmp_path, capsys, monkeypat
     lora.mkdir()
     (lora / "pytorch_lora_weights.safetensors").write_bytes(b"")
     (lora / "imgalign_model.json").write_text(json.dumps({"base_model": str(sd3_dir)}))
+    txt = tmp_path / "p.txt"
+    txt.write_text("a photo of a circle\n")
+    typo = tmp_path / "typo.jsonl"
+    typo.write_text(
+        json.dumps({"tag": "single_object", "prompt": "a cirlce", "include": [{"class": "cirlce"}]})
+    )
+    geneval = {"names": ["geneval"]}
     cases = [
         ({"sampling": {**base["sampling"], "group_size": 3}}, "does not divide"),
+        (
+            {"prompts": {"source": str(txt)}, "rewards": geneval},
+            "'a photo of a circle' has no GenEval metadata",
+        ),
+        ({"prompts": {"source": str(typo)}, "rewards": geneval}, "include[0].class 'cirlce' is not a shape"),
+        (
+            {"prompts": {"source": str(txt), "test_fraction": 0.5}, "eval": {"every": 0, "suite": "reward"}},
+            "has a single distinct prompt",
+        ),
+        ({"prompts": {"source": "generate:-1"}}, "must be 0 or more"),
         ({"rewards": {"names": ["no_such_reward"]}}, "unknown reward 'no_such_reward'"),
         ({"model": {"path": str(tmp_path / "missing")}}, "does not exist"),
         ({"model": {"path": str(incomplete)}}, "is incomplete; missing:"),
@@ -701,13 +718,19 @@ def test_a_folder_holding_a_run_is_refused_without_resume(sd3_dir, tmp_path, cap
 
 
 def test_resuming_with_a_changed_config_names_the_changes(sd3_dir, tmp_path, caplog):
+    """A changed setting is named; so is an edited prompt file (its split and sequence are no longer the run's)."""
     out = tmp_path / "run"
-    path = write(tiny_config(sd3_dir, out, train__max_steps=1), tmp_path / "c.yaml")
+    prompts = tmp_path / "p.txt"
+    prompts.write_text("a red circle\na blue square\n")
+    cfg = tiny_config(sd3_dir, out, train__max_steps=1, prompts__source=str(prompts))
+    path = write(cfg, tmp_path / "c.yaml")
     assert main(["train", str(path)]) == 0
+    prompts.write_text("a red circle\na blue square\na green cross\n")
     with caplog.at_level("WARNING"):
         argv = ["train", str(path), "--resume", "auto", "--max-steps", "2", "--set", "train.lr=0.002"]
         assert main(argv) == 0
     assert "changed config (train.lr: 0.001 -> 0.002)" in caplog.text
+    assert f"prompts.source {str(prompts)!r} changed since checkpoint" in caplog.text
     assert yaml.safe_load((out / "config.until-step-000001.yaml").read_text())["train"]["lr"] == 0.001
     assert yaml.safe_load((out / "config.yaml").read_text())["train"]["lr"] == 0.002
 

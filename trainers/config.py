@@ -360,7 +360,9 @@ class TrainConfig:
     ema_decay: float = field(0.0, help="EMA of trainable weights for evaluation and export (0 = off)")
     mixed_precision: Literal["no", "bf16", "fp16"] = field("no", help="accelerate mixed precision")
     seed: int = field(
-        0, help="seed of noise, prompt order and LoRA init; a resumed run continues the sequence"
+        0,
+        help="seed of the rollout noise, LoRA init and torch's global RNG (the prompt sequence has its own: "
+        "prompts.seed); a resumed run continues the sequence",
     )
     time_budget_min: float = field(
         0.0,

@@ -7,6 +7,7 @@ own share, and a run resumed at step k continues exactly the sequence an uninter
 
 from __future__ import annotations
 
+import hashlib
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +38,13 @@ class PromptSampler:
         self.cfg = cfg
         self.train: list[tuple[str, dict[str, Any]]] = []
         self.test: list[tuple[str, dict[str, Any]]] = []
+        self.digest: str | None = (
+            None  # sha256 of the prompt file, saved in checkpoints to notice an edited file
+        )
+        self._anchor = (
+            0,
+            0,
+        )  # (step, prompts drawn before it): a resumed run continues from its checkpoint's
         if cfg.source == "shapes":
             from imgalign import shapes as W
 
@@ -58,6 +66,7 @@ class PromptSampler:
                         "generate:SEED (GenEval-style prompts drawn from the task definitions)"
                     )
                 records = [(r.prompt, dict(r.metadata)) for r in load_prompts(path)]
+                self.digest = hashlib.sha256(path.read_bytes()).hexdigest()
             # the split is over distinct prompts, so a prompt listed twice is never both trained and tested on
             # (its repeats all stay in training, weighting it as the file does)
             distinct = list(dict.fromkeys(p for p, _ in records))
@@ -74,7 +83,13 @@ class PromptSampler:
 
     def position(self, step: int, prompts_per_step: int) -> int:
         """How many training prompts have been drawn before `step` (saved in checkpoints)."""
-        return step * prompts_per_step
+        anchor_step, anchor_position = self._anchor
+        return anchor_position + (step - anchor_step) * prompts_per_step
+
+    def resume_at(self, step: int, position: int) -> None:
+        """Continue the prompt sequence of a checkpoint written at `step` after `position` draws: the same prompts
+        as an uninterrupted run, also when ``sampling.prompts_per_step`` changed on resume."""
+        self._anchor = (step, position)
 
     def for_step(self, step: int, n: int) -> PromptBatch:
         """The `n` prompts of training step `step` (identical on every process)."""

@@ -189,6 +189,7 @@ class FlowGRPOTrainer:
         # resumed run restores this RNG from the checkpoint
         torch.manual_seed(_mix(cfg.train.seed, 0, 41, self.rank))
         self.rewards = build_rewards(cfg.rewards.names, device=self.acc.device)
+        self._check_prompts()
         self.reward_weights = torch.tensor(
             cfg.rewards.weights or [1.0] * len(self.rewards), dtype=torch.float32
         )
@@ -258,6 +259,29 @@ class FlowGRPOTrainer:
             sum(p.numel() for p in self.params) / 1e6,
             f"LoRA r={cfg.model.lora_rank}" if cfg.model.lora_rank else "full fine-tune",
         )
+
+    def _check_prompts(self) -> None:
+        """Before any model loads: every reward can score the prompt file's rows (a GenEval class the judge cannot
+        find, a .txt file under the geneval reward), and eval.suite=reward has test prompts to score."""
+        rows = [m for _, m in self.sampler.train + self.sampler.test]
+        for name, r in self.rewards.items():
+            try:
+                getattr(r, "check_metadata", lambda _: None)(rows)
+            except ValueError as e:
+                raise ConfigError(
+                    f"prompts.source {self.cfg.prompts.source!r} and reward {name!r}: {e}"
+                ) from None
+        ev = self.cfg.eval
+        if (
+            ev.suite == "reward"
+            and ev.every >= 0
+            and self.cfg.prompts.source != "shapes"
+            and not self.sampler.test
+        ):
+            raise ConfigError(
+                f"eval.suite=reward scores held-out test prompts, and prompts.source {self.cfg.prompts.source!r} has "
+                "a single distinct prompt (it stays in training): give more prompts, eval.suite=shapes or eval.every=-1"
+            )
 
     # ---- multi-reward balancing (owner: marble) -----------------------------------------------------------------
     def _build_balancing(self) -> Any:
@@ -867,6 +891,7 @@ class FlowGRPOTrainer:
             state = {
                 "step": step,
                 "prompt_position": self.sampler.position(step, cfg.sampling.prompts_per_step),
+                "prompts_sha256": self.sampler.digest,
                 "nfe_total": self.nfe_total,
                 "num_processes": self.world,
                 "config_hash": config_hash(cfg),
@@ -961,6 +986,21 @@ class FlowGRPOTrainer:
         C.set_rng_state(js, C.load_tensors(st / f"rng_{self.rank}.safetensors"))
         self.start_step = int(state["step"])
         self.nfe_total = int(state.get("nfe_total", 0))
+        self.sampler.resume_at(
+            self.start_step,
+            int(state.get("prompt_position", self.start_step * self.cfg.sampling.prompts_per_step)),
+        )
+        if (
+            state.get("prompts_sha256")
+            and self.sampler.digest
+            and state["prompts_sha256"] != self.sampler.digest
+        ):
+            log.warning(
+                "prompts.source %r changed since checkpoint %s was written: its train/test split and prompt sequence "
+                "are not the ones the run trained on (restore the file to continue that run exactly)",
+                self.cfg.prompts.source,
+                ckpt,
+            )
         if self.start_step >= self.cfg.train.max_steps:
             log.warning(
                 "checkpoint %s is at step %d and train.max_steps is %d: nothing to train; give a larger --max-steps "
