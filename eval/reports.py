@@ -214,6 +214,18 @@ def run_summary_lines(run_dir: Path) -> list[str]:
     return lines
 
 
+def make_output_folder(path: Path) -> None:
+    """Create the report folder `path`; a file in its place (or on its way) is a clear error, not an OS one."""
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"--out {str(path)!r} is a file; give a folder for the report")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise ValueError(
+            f"--out {str(path)!r}: a folder on its path is a file; give another folder"
+        ) from None
+
+
 def write_run_report(run_dir: Path, out_dir: Path | None = None) -> tuple[Path, list[Path]]:
     """Plots and report.md for a run folder (default output: RUN_DIR/report/)."""
     from imgalign.eval.suite import atomic_write_text
@@ -223,7 +235,7 @@ def write_run_report(run_dir: Path, out_dir: Path | None = None) -> tuple[Path, 
         raise FileNotFoundError(f"run folder {str(run_dir)!r} does not exist")
     rows = load_metrics(run_dir / "metrics.jsonl")
     out_dir = Path(out_dir) if out_dir else run_dir / "report"
-    out_dir.mkdir(parents=True, exist_ok=True)
+    make_output_folder(out_dir)
     plots = plot_run(rows, out_dir)
     md = out_dir / "report.md"
     atomic_write_text(md, summarize_run(rows, run_dir.name))
@@ -268,6 +280,20 @@ def first_reaching(x: np.ndarray, y: np.ndarray, target: float, window: int = 1)
     return None
 
 
+def group_mean(curves: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """The mean curve of runs logged at (x_i [N_i], y_i [N_i]), x increasing: at the x values every run logged (a
+    run that skipped a point, or stopped early, leaves it out); runs without a shared x (e.g. different NFE counts
+    per step) are interpolated linearly onto the x values they all span."""
+    common = curves[0][0]
+    for cx, _ in curves[1:]:
+        common = np.intersect1d(common, cx)
+    if len(common):
+        return common, np.mean([cy[np.searchsorted(cx, common)] for cx, cy in curves], axis=0)
+    lo, hi = max(float(cx[0]) for cx, _ in curves), min(float(cx[-1]) for cx, _ in curves)
+    grid = np.unique(np.concatenate([cx[(cx >= lo) & (cx <= hi)] for cx, _ in curves]))
+    return grid, np.mean([np.interp(grid, cx, cy) for cx, cy in curves], axis=0)
+
+
 def compare_runs(
     groups: dict[str, list[Path]],
     keys: Sequence[str],
@@ -277,7 +303,7 @@ def compare_runs(
     window: int = 10,
 ) -> tuple[Path, Path]:
     """Overlay groups of runs (label -> run folders, e.g. the seeds of one config): ``compare.png`` with one panel
-    per key (a thin line per run, smoothed when dense; a thick line for the group mean at common points), and
+    per key (a thin line per run, smoothed when dense; a thick line for the group mean, :func:`group_mean`), and
     ``compare.md`` with each run's first and last value of every key and, with `target` = (key, value), the x
     (e.g. cumulative NFEs) at which the run's trailing `window`-point mean of that key first reaches the value,
     and the ratio of the group means. Returns (markdown path, PNG path)."""
@@ -300,7 +326,7 @@ def compare_runs(
             f"{', '.join(sorted(logged)[:25])}{' ...' if len(logged) > 25 else ''}"
         )
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    make_output_folder(out_dir)
     fig, axes = plt.subplots(1, len(keys), figsize=(5 * len(keys), 3.6), squeeze=False)
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for ax, key in zip(axes[0], keys):
@@ -316,9 +342,8 @@ def compare_runs(
                 ax.plot(x, ys, "-" if dense else "o-", color=c, alpha=0.35, lw=1)
                 curves.append((x, ys))
             if curves:
-                n = min(len(cx) for cx, _ in curves)
-                mx = np.mean([cx[:n] for cx, _ in curves], axis=0)
-                my = np.mean([cy[:n] for _, cy in curves], axis=0)
+                mx, my = group_mean(curves)
+                n = len(mx)
                 ax.plot(
                     mx,
                     my,

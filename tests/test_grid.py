@@ -163,6 +163,12 @@ def no_loading(monkeypatch):
         (["--model", "a={lora}", "--prompt", "x"], "is a LoRA folder that does not name its base"),
         (["--model", "a={base}+{tmp}", "--prompt", "x"], "not a fine-tuned model folder"),
         (["--model", "a={base}", "--prompt", "x", "--seeds", "0,x"], "comma-separated integers"),
+        (["--model", "a={base}", "--prompt", "x", "--seeds", "0,-1"], "seeds are integers from 0"),
+        (
+            ["--model", "a={base}", "--prompts", "{tmp}/two.txt", "--max-prompts", "0"],
+            "--max-prompts must be",
+        ),
+        (["--model", "a={base}", "--prompt", "x", "--out", "/proc/g.png"], "cannot write in '/proc'"),
         (["--model", "a={base}", "--prompt", "x", "--reward", "nope"], "unknown reward 'nope'"),
         (["--model", "a={base}", "--prompt", "x", "--reward", "geneval"], "needs GenEval metadata"),
         (["--model", "a={base}", "--prompt", "x", "--steps", "0"], "--steps must be at least 1"),
@@ -173,8 +179,10 @@ def test_bad_inputs_fail_clearly_before_loading(models, tmp_path, capsys, no_loa
     (tmp_path / "empty.txt").write_text("\n\n")
     (tmp_path / "binary.txt").write_bytes(b"\xff\xfe\x00bad")
     (tmp_path / "bad.jsonl").write_text(json.dumps({"prompt": "ok"}) + "\n{oops\n")
+    (tmp_path / "two.txt").write_text("a\nb\n")
     fill = {"base": models["base"], "full": models["full"], "lora": models["lora"], "tmp": tmp_path}
-    argv = ["grid"] + [a.format(**fill) for a in extra] + ["--out", str(tmp_path / "g.png")]
+    argv = ["grid"] + [a.format(**fill) for a in extra]
+    argv += [] if "--out" in extra else ["--out", str(tmp_path / "g.png")]
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err

@@ -275,6 +275,38 @@ def test_report_compare_rejects_bad_arguments(tmp_path, capsys):
         main(["report", str(run), "--compare", f"a={run}", "--keys", "reward/r/mean", "--out", str(out)]) == 2
     )
     assert "are exclusive" in capsys.readouterr().err
+    k = ["--keys", "reward/r/mean", "--out", str(out)]
+    for argv, message in (
+        ([f"a={run}", f"a={run}", *k], "label 'a' is used twice"),
+        ([f"a={run},", *k], "--compare takes LABEL=RUN"),
+        ([f"a={run}", *k, "--target", "reward/r/mean=0.1", "--window", "0"], "--window must be 1 or more"),
+        (
+            [f"a={run}", "--keys", "reward/r/mean", "--out", str(run / "metrics.jsonl")],
+            "is a file; give a folder",
+        ),
+    ):
+        assert main(["report", "--compare", *argv]) == 2
+        assert message in capsys.readouterr().err, message
+    assert not out.exists()
+    assert main(["report", str(run), "--out", str(run / "metrics.jsonl" / "sub")]) == 2
+    assert "a folder on its path is a file" in capsys.readouterr().err
+
+
+def test_group_mean_averages_only_points_every_run_logged():
+    import numpy as np
+
+    from imgalign.eval.reports import group_mean
+
+    a = (np.array([1.0, 2, 3, 4, 5]), np.zeros(5))
+    b = (np.array([1.0, 3, 4, 5]), np.array([1.0, 3, 4, 5]))  # skipped step 2 (a NaN)
+    c = (np.array([1.0, 3, 4]), np.array([2.0, 6, 8]))  # stopped early
+    x, y = group_mean([a, b, c])
+    assert x.tolist() == [1, 3, 4] and y.tolist() == [1.0, 3.0, 4.0]
+    x, y = group_mean(
+        [(np.array([0.0, 10, 20]), np.array([0.0, 1, 2])), (np.array([5.0, 15]), np.array([4.0, 4]))]
+    )
+    # no shared x: each run interpolated onto the x values logged within the span all runs cover (5..15)
+    assert x.tolist() == [5, 10, 15] and y.tolist() == [2.25, 2.5, 2.75]
 
 
 def test_comparison_pairs_images_only_for_the_same_seed_and_sampler():

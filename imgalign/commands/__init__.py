@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 
 def check_output_file(path: Path, flag: str = "--out") -> None:
-    """Fail before any work when output file `path` cannot be written: it is a folder, or a part of its parent
-    path is an existing file."""
+    """Fail before any work when output file `path` cannot be written: it is a folder, a part of its parent path
+    is an existing file, or its nearest existing folder takes no new file."""
     path = Path(path)
     if path.is_dir():
         raise ValueError(f"{flag} {str(path)!r} is a folder; give a file name")
@@ -15,4 +16,10 @@ def check_output_file(path: Path, flag: str = "--out") -> None:
         if parent.exists():
             if not parent.is_dir():
                 raise ValueError(f"{flag} {str(path)!r}: {str(parent)!r} is a file, not a folder")
+            try:  # the result is written there through a temporary file: probe that it can be
+                tempfile.TemporaryFile(dir=parent).close()
+            except OSError as e:
+                raise ValueError(
+                    f"{flag} {str(path)!r}: cannot write in {str(parent)!r} ({e.strerror})"
+                ) from None
             break

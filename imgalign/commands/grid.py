@@ -65,6 +65,9 @@ def parse_seeds(text: str) -> list[int]:
         raise ValueError(f"--seeds {text!r}: expected comma-separated integers such as 0,1,2") from None
     if not seeds:
         raise ValueError("--seeds is empty; give at least one seed, e.g. --seeds 0")
+    bad = [s for s in seeds if not 0 <= s < 2**63]
+    if bad:
+        raise ValueError(f"--seeds {bad[0]}: seeds are integers from 0 to 2**63 - 1")
     return seeds
 
 
@@ -83,6 +86,9 @@ def read_rows(args: argparse.Namespace) -> tuple[list[str], list[dict[str, Any] 
     """Prompts and their metadata (GenEval lines keep theirs; plain prompts have none)."""
     if args.prompts:
         from imgalign.prompts.io import load_prompts
+
+        if args.max_prompts < 1:
+            raise ValueError(f"--max-prompts must be at least 1 (got {args.max_prompts})")
 
         records = load_prompts(args.prompts)[: args.max_prompts]
         return [r.prompt for r in records], [r.metadata if "include" in r.metadata else None for r in records]

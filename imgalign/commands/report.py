@@ -45,11 +45,17 @@ def run_report(args: argparse.Namespace) -> int:
         groups = {}
         for item in args.compare:
             label, sep, runs = item.partition("=")
-            if not sep or not label or not runs:
+            if not sep or not label or not runs or "" in runs.split(","):
                 raise ValueError(f"--compare takes LABEL=RUN[,RUN...], got {item!r}")
+            if label in groups:
+                raise ValueError(f"--compare: label {label!r} is used twice; give each group one label")
             groups[label] = runs.split(",")
         if not args.keys or not args.out:
             raise ValueError("--compare needs --keys KEY [KEY ...] and --out DIR")
+        if args.window < 1:
+            raise ValueError(
+                f"--window must be 1 or more (logged points in the trailing mean), got {args.window}"
+            )
         target = None
         if args.target:
             key, sep, value = args.target.rpartition("=")
