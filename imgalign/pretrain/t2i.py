@@ -782,7 +782,8 @@ def write_card(folder: Path, cfg: Config, metrics: dict[str, float], log_rows: l
     ]
     if "shapes_overall" in metrics:
         lines.append(
-            f"Shapes suite (`imgalign eval --suite shapes --model DIR --images-per-prompt {cfg.final_eval_images}`,"
+            f"Shapes suite (`imgalign eval --suite shapes --model DIR --images-per-prompt {cfg.final_eval_images} "
+            "--out EVAL_DIR`,"
             f" seed 0, DIR this folder; `shapes` for the embedded model): overall **{metrics['shapes_overall']:.3f}**"
         )
         lines.append("")

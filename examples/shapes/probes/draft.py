@@ -11,7 +11,7 @@ update and logs the base model on the same prompts and noise, the paired baselin
 B times the mean squared difference between the trained and the frozen base model's guided velocities along the
 differentiated steps. Each step's images are also judged by the strict GenEval judge (not trained on), so the log
 shows whether the reward's rise is real. Writes `OUT.log` (one JSON row per step) and the pipeline to `OUT`, for
-`imgalign eval --suite shapes --model OUT`. Measured results: examples/shapes/README.md (stop 32)."""
+`imgalign eval --suite shapes --model OUT --out DIR`. Measured results: examples/shapes/README.md (stop 32)."""
 
 import argparse
 import copy

@@ -8,7 +8,7 @@ unconditional branch detached), `--anchor B` (with --guided: the unconditional b
 base model's), `--renders` (control: train on exact renders of every sampled prompt instead of the kept samples),
 `--per_task` (draw training items task-uniformly instead of item-uniformly). It writes `OUT.log` (one JSON row per
 round: the round's strict accuracy, its loss, the buffer sizes, per-task accuracy) and the pipeline to `OUT`, for
-`imgalign eval --suite shapes --model OUT`. Measured results: examples/shapes/README.md (stop 29)."""
+`imgalign eval --suite shapes --model OUT --out DIR`. Measured results: examples/shapes/README.md (stop 29)."""
 
 import argparse
 import copy
