@@ -39,9 +39,8 @@ def validate_geneval_line(meta: Any, where: str) -> dict[str, Any]:
     for i, c in enumerate(meta["include"]):
         if not isinstance(c, dict) or not isinstance(c.get("class"), str):
             raise PromptFileError(f"{where}: include[{i}].class must be a string")
-        count = c.setdefault(
-            "count", 1
-        )  # the judge reads every clause's count; a clause without one asks for 1
+        # the judge reads every clause's count; a clause without one asks for 1
+        count = c.setdefault("count", 1)
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise PromptFileError(f"{where}: include[{i}].count must be a positive integer")
         if "color" in c and not isinstance(c["color"], str):

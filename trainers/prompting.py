@@ -38,13 +38,10 @@ class PromptSampler:
         self.cfg = cfg
         self.train: list[tuple[str, dict[str, Any]]] = []
         self.test: list[tuple[str, dict[str, Any]]] = []
-        self.digest: str | None = (
-            None  # sha256 of the prompt file, saved in checkpoints to notice an edited file
-        )
-        self._anchor = (
-            0,
-            0,
-        )  # (step, prompts drawn before it): a resumed run continues from its checkpoint's
+        # sha256 of the prompt file, saved in checkpoints to notice an edited file on resume
+        self.digest: str | None = None
+        # (step, prompts drawn before it): a resumed run continues from its checkpoint's (resume_at)
+        self._anchor = (0, 0)
         if cfg.source == "shapes":
             from imgalign import shapes as W
 
