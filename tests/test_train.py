@@ -349,6 +349,16 @@ def test_shared_init_noise_is_refused_for_tree_rollouts(sd3_dir, tmp_path, capsy
     assert "sampling.shared_init_noise applies to flat rollouts" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("over", [{"rewards__balancer": "marble"}, {"rewards__diagnose_cosines": True}])
+def test_per_reward_advantages_are_refused_for_tree_rollouts(sd3_dir, tmp_path, capsys, over):
+    """MARBLE and the gradient-cosine diagnostics need per-sample advantages that tree credit does not give: a config
+    error before any model loads (it came after the first rollout)."""
+    cfg = tiny_config(sd3_dir, tmp_path / "run", sampling__rollout="tree", **over)
+    cfg["sampling"]["tree"] = {"branch_steps": [0], "branch_factors": [2]}
+    assert main(["train", str(write(cfg, tmp_path / "c.yaml")), "--print-config"]) != 0
+    assert "sampling.rollout=tree assigns its own per-edge credit" in capsys.readouterr().err
+
+
 def test_velocity_step_weight_scales_each_steps_surrogate(sd3_dir, tmp_path):
     """objective.step_weight=velocity multiplies trained step i's surrogate by kernels.velocity_step_weights[i];
     sampling.sde_window_max_start=0 puts the SDE window on the first steps."""
@@ -576,6 +586,7 @@ def test_diverged_samples_stay_out_of_stateful_rewards(sd3_dir, tmp_path):
         ({"objective__step_weight": "velocity", "objective__name": "nft"}, "objective.step_weight=velocity"),
         ({"objective__anchor_beta": 0.1}, "objective.anchor_beta anchors the untrained"),
         ({"objective__anchor_beta": -1.0}, "objective.kl_beta, objective.anchor_beta"),
+        ({"objective__kl_beta": 0.04, "objective__name": "nft"}, "objective.kl_beta is the closed-form KL"),
     ],
 )
 def test_step_weight_and_window_start_bad_values(sd3_dir, tmp_path, capsys, over, msg):

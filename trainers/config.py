@@ -308,7 +308,11 @@ class ObjectiveConfig:
         help="weight of each trained step's surrogate: uniform (Flow-GRPO), or velocity: ∝ std/|∂μ/∂v| so every "
         "step's gradient has the same scale on the velocity (the low-noise steps otherwise dominate it)",
     )
-    kl_beta: float = field(0.0, help="weight β of the closed-form KL to the frozen base model (0 = off)")
+    kl_beta: float = field(
+        0.0,
+        help="grpo: weight β of the closed-form KL to the frozen base model on the trained SDE steps (0 = off; "
+        "nft has objective.nft.ref_weight)",
+    )
     anchor_beta: float = field(
         0.0,
         help="grpo with an SDE window: weight of the closed-form KL to the frozen base model at one untrained (ODE) "
@@ -506,6 +510,20 @@ class FlowGRPOConfig:
                 f"model.dtype={self.model.dtype} with full fine-tuning (model.lora_rank=0): the trained transformer "
                 f"weights are float32 and would get {self.model.dtype} inputs. Set train.mixed_precision={amp} (the "
                 "frozen weights stay in model.dtype), or model.dtype=float32, or train LoRA (model.lora_rank > 0)"
+            )
+        if self.objective.name == "nft" and self.objective.kl_beta > 0:
+            raise ConfigError(
+                "objective.kl_beta is the closed-form KL between the SDE transitions of objective.name=grpo, and "
+                "objective.name=nft trains on final samples without them: set objective.kl_beta=0 (nft's pull toward "
+                "the base model is objective.nft.ref_weight), or objective.name=grpo"
+            )
+        if self.sampling.rollout == "tree" and (
+            self.rewards.balancer == "marble" or self.rewards.diagnose_cosines
+        ):
+            raise ConfigError(
+                "rewards.balancer=marble and rewards.diagnose_cosines need one advantage per reward and sample, and "
+                "sampling.rollout=tree assigns its own per-edge credit: use sampling.rollout=flat with them, or "
+                "another rewards.balancer (weighted_sum, gdpo) and rewards.diagnose_cosines=false"
             )
         if self.sampling.rollout == "tree" and self.objective.name == "nft":
             raise ConfigError(
