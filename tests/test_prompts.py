@@ -63,6 +63,17 @@ def test_the_split_is_over_distinct_prompts(tmp_path):
     assert len(s.train) + len(s.test) == 7 - (2 if test == {"prompt 0"} else 0)
 
 
+def test_without_hold_out_every_prompt_trains(tmp_path):
+    """The trainer holds prompts out only for eval.suite=reward: with the shapes suite nothing scores them, and a
+    2-prompt file lost half its prompts to the test split."""
+    f = tmp_path / "p.txt"
+    f.write_text("a photo of a red circle\na photo of a blue square\n")
+    s = PromptSampler(PromptConfig(source=str(f), test_fraction=0.1), hold_out=False)
+    assert s.test == []
+    assert sorted(p for p, _ in s.train) == ["a photo of a blue square", "a photo of a red circle"]
+    assert len(PromptSampler(PromptConfig(source=str(f), test_fraction=0.1)).test) == 1
+
+
 def test_config_errors_for_an_empty_task_list_and_a_reward_suite_without_test_prompts():
     from imgalign.trainers.config import FlowGRPOConfig
 

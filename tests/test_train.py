@@ -231,6 +231,24 @@ def test_nan_reward_is_masked(sd3_dir, tmp_path, caplog):
     assert all(torch.isfinite(t).all() for t in w.values())
 
 
+@pytest.mark.parametrize(("suite", "held"), [("shapes", 0), ("reward", 1)])
+def test_prompts_are_held_out_only_for_the_reward_suite(sd3_dir, tmp_path, suite, held):
+    """Only eval.suite=reward scores held-out prompts; under the shapes suite a 2-prompt file trains on both."""
+    from imgalign.config import load_config
+    from imgalign.trainers.config import FlowGRPOConfig
+    from imgalign.trainers.trainer import FlowGRPOTrainer
+
+    f = tmp_path / "p.txt"
+    f.write_text("a photo of a red circle\na photo of a blue square\n")
+    cfg_d = tiny_config(sd3_dir, tmp_path / "run")
+    cfg_d["prompts"] = {"source": str(f), "test_fraction": 0.1}
+    cfg_d["eval"] = {"every": -1, "suite": suite}
+    tr = FlowGRPOTrainer(load_config(FlowGRPOConfig, write(cfg_d, tmp_path / "c.yaml")), tmp_path / "run")
+    tr.setup()
+    assert len(tr.sampler.test) == held
+    assert len({p for p, _ in tr.sampler.train}) == 2 - held
+
+
 def _step0_rollout(sd3_dir, tmp_path, **over):
     from imgalign.config import load_config
     from imgalign.trainers.config import FlowGRPOConfig

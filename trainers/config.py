@@ -87,7 +87,7 @@ class PromptConfig:
     test_fraction: float = field(
         0.1,
         help="prompt files and generate:SEED: share of distinct prompts held out for eval.suite=reward (seeded "
-        "split); the shapes generator holds out colour pairs instead",
+        "split; with other suites every prompt trains); the shapes generator holds out colour pairs instead",
     )
     seed: int = field(0, help="seed of the split and of the per-step prompt sequence")
 

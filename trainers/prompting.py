@@ -34,7 +34,9 @@ def _mix(*xs: int) -> int:
 class PromptSampler:
     """Prompts for each training step, plus the held-out test prompts."""
 
-    def __init__(self, cfg: PromptConfig) -> None:
+    def __init__(self, cfg: PromptConfig, hold_out: bool = True) -> None:
+        """`hold_out`: split ``cfg.test_fraction`` of a prompt file's distinct prompts off for testing (the trainer
+        does when eval.suite=reward scores them; otherwise every prompt trains)."""
         self.cfg = cfg
         self.train: list[tuple[str, dict[str, Any]]] = []
         self.test: list[tuple[str, dict[str, Any]]] = []
@@ -69,8 +71,9 @@ class PromptSampler:
             distinct = list(dict.fromkeys(p for p, _ in records))
             order = list(range(len(distinct)))
             random.Random(cfg.seed).shuffle(order)
-            n_test = int(round(len(distinct) * cfg.test_fraction))
-            if cfg.test_fraction > 0 and len(distinct) > 1:
+            fraction = cfg.test_fraction if hold_out else 0.0
+            n_test = int(round(len(distinct) * fraction))
+            if fraction > 0 and len(distinct) > 1:
                 n_test = max(1, n_test)  # a test fraction asks for at least one test prompt
             n_test = min(n_test, len(distinct) - 1)
             held = {distinct[i] for i in order[:n_test]}

@@ -183,7 +183,8 @@ class FlowGRPOTrainer:
         self.objective = OBJECTIVES.get(cfg.objective.name)(cfg.objective, cfg.sampling)
         self.rollout_fn = ROLLOUTS.get(cfg.sampling.rollout)
         self.balancer = BALANCERS.get(cfg.rewards.balancer)
-        self.sampler = PromptSampler(cfg.prompts)
+        # held-out prompts are scored by eval.suite=reward only; with any other suite every prompt trains
+        self.sampler = PromptSampler(cfg.prompts, hold_out=cfg.eval.suite == "reward")
         model_path = preflight(cfg)
         # anything that draws from torch's global RNG (a reward's fresh head, a plug-in) does so reproducibly; a
         # resumed run restores this RNG from the checkpoint
@@ -253,6 +254,13 @@ class FlowGRPOTrainer:
             if trackers:
                 self.acc.init_trackers("imgalign", config=_flat(to_dict(cfg)))
         log.info("batch layout: %s", json.dumps(self.layout))
+        if cfg.prompts.source != "shapes":
+            log.info(
+                "prompts.source %r: %d distinct training prompts, %d held out for eval.suite=reward",
+                cfg.prompts.source,
+                len({p for p, _ in self.sampler.train}),
+                len(self.sampler.test),
+            )
         log.info(
             "trainable parameters: %d tensors, %.3fM values (%s)",
             len(self.params),
