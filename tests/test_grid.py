@@ -171,6 +171,10 @@ def no_loading(monkeypatch):
         (["--model", "a={base}", "--prompt", "x", "--out", "/proc/g.png"], "cannot write in '/proc'"),
         (["--model", "a={base}", "--prompt", "x", "--reward", "nope"], "unknown reward 'nope'"),
         (["--model", "a={base}", "--prompt", "x", "--reward", "geneval"], "needs GenEval metadata"),
+        (
+            ["--model", "a={base}", "--prompts", "{tmp}/dog.jsonl", "--reward", "geneval"],
+            "dog.jsonl': geneval reward: prompt 'a photo of a dog': include[0].class 'dog' is not a shape",
+        ),
         (["--model", "a={base}", "--prompt", "x", "--steps", "0"], "--steps must be at least 1"),
         (["--model", "a={base}", "--prompt", "x", "--guidance", "-1"], "--guidance must be >= 0"),
     ],
@@ -180,6 +184,8 @@ def test_bad_inputs_fail_clearly_before_loading(models, tmp_path, capsys, no_loa
     (tmp_path / "binary.txt").write_bytes(b"\xff\xfe\x00bad")
     (tmp_path / "bad.jsonl").write_text(json.dumps({"prompt": "ok"}) + "\n{oops\n")
     (tmp_path / "two.txt").write_text("a\nb\n")
+    dog = {"tag": "single_object", "prompt": "a photo of a dog", "include": [{"class": "dog", "count": 1}]}
+    (tmp_path / "dog.jsonl").write_text(json.dumps(dog) + "\n")
     fill = {"base": models["base"], "full": models["full"], "lora": models["lora"], "tmp": tmp_path}
     argv = ["grid"] + [a.format(**fill) for a in extra]
     argv += [] if "--out" in extra else ["--out", str(tmp_path / "g.png")]

@@ -137,6 +137,17 @@ def run_grid(args: argparse.Namespace) -> int:
     if args.guidance is not None and not args.guidance >= 0:
         raise ValueError(f"--guidance must be >= 0 (got {args.guidance})")
     dtype = getattr(torch, args.dtype)
+    reward = None
+    if args.reward:  # built before generating: a row it can never score fails now, not after every model ran
+        from imgalign.rewards.base import build_reward
+
+        reward = build_reward(args.reward, device=args.device)
+        rows = [m for m in metas if m is not None]
+        if rows:
+            try:
+                reward.check_metadata(rows)
+            except ValueError as e:
+                raise ValueError(f"--prompts {args.prompts!r}: {e}") from None
 
     # ---- generate: images[r][c] with c = model * len(seeds) + seed index ----
     images: list[list[Any]] = [[] for _ in prompts]
@@ -151,10 +162,7 @@ def run_grid(args: argparse.Namespace) -> int:
             images[r] += generate_images(pipe, [prompt] * len(seeds), seeds, batch_size=8, **settings)
         del pipe
     captions = None
-    if args.reward:
-        from imgalign.rewards.base import build_reward
-
-        reward = build_reward(args.reward, device=args.device)
+    if reward is not None:
         captions = []
         for r, row in enumerate(images):  # one image at a time: models may differ in image size
             meta = [metas[r]] if metas[r] is not None else None
