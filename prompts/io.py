@@ -88,6 +88,11 @@ def load_geneval_metadata(path: str | Path) -> list[dict[str, Any]]:
     path = Path(path)
     if not path.is_file():
         raise PromptFileError(f"metadata file {str(path)!r} does not exist")
+    if path.suffix.lower() == ".txt":
+        raise PromptFileError(
+            f"metadata file {str(path)!r} is a .txt prompt list, which has no GenEval metadata; give a .jsonl with one "
+            "GenEval object per line ('tag', 'include', 'prompt'), e.g. GenEval's evaluation_metadata.jsonl"
+        )
     out = []
     try:
         lines = _lines(path)

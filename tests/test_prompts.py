@@ -129,6 +129,13 @@ def test_a_clause_without_count_asks_for_one_and_exclude_must_be_a_list(tmp_path
         load_geneval_metadata(meta)
 
 
+def test_a_txt_prompt_list_is_not_read_as_geneval_metadata(tmp_path):
+    f = tmp_path / "p.txt"
+    f.write_text("a photo of a red circle\n")
+    with pytest.raises(PromptFileError, match="is a .txt prompt list, which has no GenEval metadata"):
+        load_geneval_metadata(f)
+
+
 def test_a_resumed_sampler_continues_the_sequence_when_the_step_size_changes(tmp_path):
     f = tmp_path / "p.txt"
     f.write_text("".join(f"prompt {i}\n" for i in range(11)))

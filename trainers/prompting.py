@@ -31,6 +31,19 @@ def _mix(*xs: int) -> int:
     return h & 0x7FFFFFFFFFFFFFFF
 
 
+def check_prompt_source(source: str) -> None:
+    """Raise FileNotFoundError when `source` names a prompt file that does not exist (``shapes`` and
+    ``generate:SEED`` are not files)."""
+    path = Path(source)
+    if source == "shapes" or source.startswith("generate:") or path.is_file():
+        return
+    where = "" if path.is_absolute() else f" (a relative path is read from the working folder {Path.cwd()})"
+    raise FileNotFoundError(
+        f"prompts.source {source!r} does not exist{where}: give 'shapes', a .txt/.jsonl prompt file or generate:SEED "
+        "(GenEval-style prompts drawn from the task definitions)"
+    )
+
+
 class PromptSampler:
     """Prompts for each training step, plus the held-out test prompts."""
 
@@ -59,11 +72,7 @@ class PromptSampler:
                 from imgalign.prompts.io import load_prompts
 
                 path = Path(cfg.source)
-                if not path.is_file():
-                    raise FileNotFoundError(
-                        f"prompts.source {cfg.source!r} does not exist: give 'shapes', a .txt/.jsonl prompt file or "
-                        "generate:SEED (GenEval-style prompts drawn from the task definitions)"
-                    )
+                check_prompt_source(cfg.source)
                 records = [(r.prompt, dict(r.metadata)) for r in load_prompts(path)]
                 self.digest = hashlib.sha256(path.read_bytes()).hexdigest()
             # the split is over distinct prompts, so a prompt listed twice is never both trained and tested on

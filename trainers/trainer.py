@@ -37,7 +37,7 @@ from imgalign.trainers import checkpoint as C
 from imgalign.trainers.config import FlowGRPOConfig, check_batch_layout
 from imgalign.trainers.grpo import off_policy_warning
 from imgalign.trainers.objectives import TrainContext
-from imgalign.trainers.prompting import PromptSampler, _mix
+from imgalign.trainers.prompting import PromptSampler, _mix, check_prompt_source
 from imgalign.trainers.registry import BALANCERS, OBJECTIVES, ROLLOUTS
 from imgalign.trainers.rewarding import build_rewards, reward_means_by_tag, reward_stats, score_all
 from imgalign.trainers.rollout import Rollout, RolloutContext
@@ -135,12 +135,7 @@ def preflight(cfg: FlowGRPOConfig, num_processes: int = 1) -> str:
                 f"rewards.names: unknown reward {name!r}; valid rewards: {', '.join(sorted(known))} "
                 "(or a 'package.module:attr' path)"
             )
-    src = cfg.prompts.source
-    if src != "shapes" and not src.startswith("generate:") and not Path(src).is_file():
-        raise FileNotFoundError(
-            f"prompts.source {src!r} does not exist: give 'shapes', a .txt/.jsonl prompt file or generate:SEED "
-            "(GenEval-style prompts drawn from the task definitions)"
-        )
+    check_prompt_source(cfg.prompts.source)
     # a missing or incomplete folder, or an embedded model whose files are missing, raises here
     model = check_model_spec(ModelSpec("model.path", cfg.model.path))
     if model.overlay is not None:
