@@ -2,7 +2,9 @@
 
 Layout of ``<run>/checkpoints/step-000040/``::
 
-    model_index.json, transformer/, ...     full fine-tune: the pipeline (``from_pretrained(dir)``), or
+    model_index.json, transformer/, ...     full fine-tune: the pipeline, loaded as its base is (the base's
+                                            model_index.json: ``from_pretrained(dir)``; the shapes model, without
+                                            T5, adds ``text_encoder_3=None, tokenizer_3=None``), or
     pytorch_lora_weights.safetensors        LoRA: ``pipe.load_lora_weights(dir)`` on the base model
     imgalign_model.json                     family, base model, LoRA settings
     trainer_state/

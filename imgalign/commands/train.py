@@ -7,7 +7,8 @@ With no CONFIG the embedded default ``examples/shapes/flow_grpo.yaml`` runs (the
 partial-credit reward, sized for two CPU cores). Multi-process: ``accelerate launch --num_processes N -m imgalign
 train CONFIG``; on CPUs ``ACCELERATE_USE_CPU=true accelerate launch --multi_gpu --num_processes N ...`` (accelerate
 starts one process for ``--cpu``). A run writes ``config.yaml``, ``metrics.jsonl``,
-``samples/`` and ``checkpoints/step-NNNNNN/`` (a diffusers-loadable model folder plus ``trainer_state/``).
+``samples/`` and ``checkpoints/step-NNNNNN/`` (a diffusers-loadable model folder plus ``trainer_state/``; how to
+load one: the README's "Using a checkpoint outside imgalign").
 """
 
 from __future__ import annotations
