@@ -219,6 +219,15 @@ def test_trainable_modules_trains_only_the_matching_weights(sd3_dir, tmp_path, c
     assert "matches none of the" in capsys.readouterr().err
 
 
+def test_logged_lr_is_the_rate_of_the_steps_update(sd3_dir, tmp_path):
+    """train/lr is the rate the step's update used: warm-up over 2 updates gives lr/2 then lr (it logged the next
+    update's rate)."""
+    out = tmp_path / "run"
+    cfg = tiny_config(sd3_dir, out, train__warmup_steps=2)
+    assert main(["train", str(write(cfg, tmp_path / "c.yaml"))]) == 0
+    assert [r["train/lr"] for r in rows(out)] == pytest.approx([5e-4, 1e-3])
+
+
 def test_nan_reward_is_masked(sd3_dir, tmp_path, caplog):
     out = tmp_path / "run"
     cfg = tiny_config(sd3_dir, out, rewards__names=["imgalign.trainers.testing:nan_every_third_reward"])

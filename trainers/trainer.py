@@ -543,10 +543,10 @@ class FlowGRPOTrainer:
             # named by the metrics row of this step (step + 1), as eval grids and checkpoints are
             self._save_grid(ro.images, ro.prompts, self.out / "samples" / f"step-{step + 1:06d}.png")
         # ---- update
+        m["train/lr"] = float(self.scheduler.get_last_lr()[0])  # the rate of this step's (first) update
         t = time.perf_counter()
         m.update(self._update(step, ro, adv_local, valid_local, per_reward_local))
         m["perf/sec_train"] = time.perf_counter() - t
-        m["train/lr"] = float(self.scheduler.get_last_lr()[0])
         return m
 
     def _mask_diverged(self, ro: Rollout, step: int) -> torch.Tensor:
