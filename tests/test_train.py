@@ -611,6 +611,7 @@ def test_diverged_samples_stay_out_of_stateful_rewards(sd3_dir, tmp_path):
     ("over", "msg"),
     [
         ({"sampling__sde_window_max_start": -2}, "sampling.sde_window_max_start must be -1"),
+        ({"sampling__sde_window": 1, "sampling__sde_window_max_start": 2}, "starts at step 1 at the latest"),
         ({"objective__step_weight": "velocity", "objective__name": "nft"}, "objective.step_weight=velocity"),
         ({"objective__anchor_beta": 0.1}, "objective.anchor_beta anchors the untrained"),
         ({"objective__anchor_beta": -1.0}, "objective.kl_beta, objective.anchor_beta"),

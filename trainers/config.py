@@ -184,6 +184,13 @@ class SamplingConfig:
             raise ConfigError(
                 "sampling.sde_window_max_start must be -1 (the first half) or a step index >= 0"
             )
+        last_start = self.num_steps - 1 - self.sde_window
+        if 0 < self.sde_window < self.num_steps - 1 and self.sde_window_max_start > last_start:
+            raise ConfigError(
+                f"sampling.sde_window_max_start={self.sde_window_max_start}: a window of {self.sde_window} trained "
+                f"steps among num_steps={self.num_steps} starts at step {last_start} at the latest; give 0..{last_start}"
+                " (or -1 for the first half)"
+            )
         if self.shared_init_noise and self.rollout != "flat":
             raise ConfigError(
                 "sampling.shared_init_noise applies to flat rollouts; tree rollouts already start each prompt's "
