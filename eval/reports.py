@@ -281,14 +281,10 @@ def first_reaching(x: np.ndarray, y: np.ndarray, target: float, window: int = 1)
 
 
 def group_mean(curves: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
-    """The mean curve of runs logged at (x_i [N_i], y_i [N_i]), x increasing: at the x values every run logged (a
-    run that skipped a point, or stopped early, leaves it out); runs without a shared x (e.g. different NFE counts
-    per step) are interpolated linearly onto the x values they all span."""
-    common = curves[0][0]
-    for cx, _ in curves[1:]:
-        common = np.intersect1d(common, cx)
-    if len(common):
-        return common, np.mean([cy[np.searchsorted(cx, common)] for cx, cy in curves], axis=0)
+    """The mean curve of runs logged at (x_i [N_i], y_i [N_i]), x increasing, over the x span every run covers (a
+    run that stopped early ends it): each run is interpolated linearly onto the x values any run logged in that
+    span, so runs logged at the same x average their own values there, and runs with different x (a skipped
+    point, different NFE counts per step) are never paired by list position."""
     lo, hi = max(float(cx[0]) for cx, _ in curves), min(float(cx[-1]) for cx, _ in curves)
     grid = np.unique(np.concatenate([cx[(cx >= lo) & (cx <= hi)] for cx, _ in curves]))
     return grid, np.mean([np.interp(grid, cx, cy) for cx, cy in curves], axis=0)

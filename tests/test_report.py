@@ -292,21 +292,35 @@ def test_report_compare_rejects_bad_arguments(tmp_path, capsys):
     assert "a folder on its path is a file" in capsys.readouterr().err
 
 
-def test_group_mean_averages_only_points_every_run_logged():
+def test_group_mean_interpolates_each_run_over_the_span_all_runs_cover():
     import numpy as np
 
     from imgalign.eval.reports import group_mean
 
     a = (np.array([1.0, 2, 3, 4, 5]), np.zeros(5))
-    b = (np.array([1.0, 3, 4, 5]), np.array([1.0, 3, 4, 5]))  # skipped step 2 (a NaN)
-    c = (np.array([1.0, 3, 4]), np.array([2.0, 6, 8]))  # stopped early
+    b = (np.array([1.0, 3, 4, 5]), np.array([1.0, 3, 4, 5]))  # skipped step 2 (a NaN): 2.0 there
+    c = (
+        np.array([1.0, 3, 4]),
+        np.array([2.0, 6, 8]),
+    )  # stopped early at 4: the span ends there; 4.0 at step 2
     x, y = group_mean([a, b, c])
-    assert x.tolist() == [1, 3, 4] and y.tolist() == [1.0, 3.0, 4.0]
+    assert x.tolist() == [1, 2, 3, 4] and y.tolist() == [1.0, 2.0, 3.0, 4.0]
     x, y = group_mean(
         [(np.array([0.0, 10, 20]), np.array([0.0, 1, 2])), (np.array([5.0, 15]), np.array([4.0, 4]))]
     )
     # no shared x: each run interpolated onto the x values logged within the span all runs cover (5..15)
     assert x.tolist() == [5, 10, 15] and y.tolist() == [2.25, 2.5, 2.75]
+    # runs that share only x = 0 (an evaluation at step 0, against cumulative NFEs of different rates): a curve over
+    # the shared span, not a single point
+    x, y = group_mean(
+        [
+            (np.array([0.0, 500, 1000]), np.array([0.0, 0.5, 1])),
+            (np.array([0.0, 750, 1500]), np.array([0.0, 0.5, 1])),
+        ]
+    )
+    assert x.tolist() == [0, 500, 750, 1000] and y == pytest.approx(
+        [0, 0.5 * (0.5 + 1 / 3), 0.5 * (0.75 + 0.5), 0.5 * (1 + 2 / 3)]
+    )
 
 
 def test_comparison_pairs_images_only_for_the_same_seed_and_sampler():
