@@ -1086,6 +1086,73 @@ def test_a_resume_reports_changes_against_the_checkpoints_config_and_keeps_its_l
     assert main(argv + ["--max-steps", "4", "--set", "model.lora_rank=2"]) == 2
 
 
+def test_resuming_an_earlier_checkpoint_sets_aside_later_ones_at_once(sd3_dir, tmp_path, monkeypatch):
+    """Resumed from step 1 of a 3-step run and killed before its first save: the logs are cut to step 1 and steps
+    2-3 are already superseded (with their logs), so --resume auto continues from step 1, not from step 3 with rows
+    2-3 gone."""
+    from imgalign.trainers.trainer import FlowGRPOTrainer
+
+    out = tmp_path / "run"
+    cfg = tiny_config(sd3_dir, out, train__max_steps=3)
+    cfg["log"].update(checkpoint_every=1, keep_last=5)
+    path = write(cfg, tmp_path / "c.yaml")
+    assert main(["train", str(path)]) == 0
+
+    def killed(self, step):
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as m:
+        m.setattr(FlowGRPOTrainer, "train_step", killed)
+        with pytest.raises(KeyboardInterrupt):
+            main(["train", str(path), "--resume", str(out / "checkpoints" / "step-000001")])
+    assert [r["step"] for r in rows(out)] == [1]
+    root = out / "checkpoints"
+    assert sorted(p.name for p in root.iterdir()) == [
+        "step-000001",
+        "superseded-step-000002",
+        "superseded-step-000003",
+    ]
+    kept = [json.loads(line)["step"] for line in (root / "superseded-step-000003" / "metrics.jsonl").open()]
+    assert kept == [1, 2, 3]
+    assert main(["train", str(path), "--resume", "auto"]) == 0
+    assert [r["step"] for r in rows(out)] == [1, 2, 3]
+
+
+def test_resume_from_another_runs_checkpoint_into_a_folder_holding_a_run_is_refused(
+    sd3_dir, tmp_path, capsys
+):
+    cfg = tiny_config(sd3_dir, tmp_path / "x", train__max_steps=1)
+    path = write(cfg, tmp_path / "c.yaml")
+    assert main(["train", str(path)]) == 0
+    assert main(["train", str(path), "--output-dir", str(tmp_path / "y")]) == 0
+    before = (tmp_path / "x" / "metrics.jsonl").read_text()
+    other = str(tmp_path / "y" / "checkpoints" / "step-000001")
+    assert main(["train", str(path), "--resume", other, "--max-steps", "2"]) == 2
+    err = capsys.readouterr().err
+    assert "is a checkpoint of another run folder" in err and f"--output-dir {str(tmp_path / 'y')!r}" in err
+    assert (tmp_path / "x" / "metrics.jsonl").read_text() == before
+    # into a new folder it branches; a checkpoints folder, a file and a missing path are named as such
+    assert (
+        main(
+            [
+                "train",
+                str(path),
+                "--resume",
+                str(tmp_path / "y" / "checkpoints"),
+                "--output-dir",
+                str(tmp_path / "z"),
+                "--max-steps",
+                "2",
+            ]
+        )
+        == 0
+    )
+    assert [r["step"] for r in rows(tmp_path / "z")] == [2]
+    for bad, msg in ((path, "is a file"), (tmp_path / "nope", "does not exist")):
+        assert main(["train", str(path), "--resume", str(bad), "--output-dir", str(tmp_path / "w")]) == 2
+        assert msg in capsys.readouterr().err
+
+
 def test_cuda_rng_states_are_restored_in_device_order(monkeypatch):
     """torch_cuda_10 comes after torch_cuda_2 (not in the text order of the names)."""
     from imgalign.trainers import checkpoint as C

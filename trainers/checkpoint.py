@@ -106,29 +106,40 @@ def step_of(ckpt: Path) -> int:
     return int(m.group(1))
 
 
+def supersede_after(run_dir: str | Path, step: int) -> list[Path]:
+    """Rename the checkpoints of steps after `step` to ``superseded-step-…``: a run resumed from `step` branches
+    off them, so ``--resume auto`` must continue the branch, not them (they are kept for an explicit --resume).
+    Returns the new paths."""
+    moved = []
+    for p in list_checkpoints(run_dir):
+        if step_of(p) <= step:
+            continue
+        dest = p.with_name(f"superseded-{p.name}")
+        n = 1
+        while dest.exists():
+            dest, n = p.with_name(f"superseded-{p.name}-{n}"), n + 1
+        os.replace(p, dest)
+        log.warning(
+            "checkpoint %s is later than step %d, which this run resumed from; renamed to %s so that --resume auto "
+            "continues this run",
+            p.name,
+            step,
+            dest.name,
+        )
+        moved.append(dest)
+    return moved
+
+
 def prune(run_dir: str | Path, keep_last: int, newest: Path | None = None) -> None:
     """Keep the last `keep_last` checkpoints. `newest` is the one just written: checkpoints of later steps are left
-    from an earlier run of the folder that this run resumed before (a branch), so they are renamed
-    ``superseded-step-…`` (kept, but no longer what ``--resume auto`` picks) instead of outliving the new ones. A
-    deleted checkpoint is renamed away first, so a crash during the deletion cannot leave a partial one listed; what
-    such a crash (or one during a save) left behind is removed here (:func:`remove_leftovers`)."""
+    from an earlier run of the folder that this run resumed before (a branch), so they are set aside
+    (:func:`supersede_after`) instead of outliving the new ones. A deleted checkpoint is renamed away first, so a
+    crash during the deletion cannot leave a partial one listed; what such a crash (or one during a save) left
+    behind is removed here (:func:`remove_leftovers`)."""
     remove_leftovers(run_dir)
-    ckpts = list_checkpoints(run_dir)
     if newest is not None:
-        later = [p for p in ckpts if step_of(p) > step_of(newest)]
-        for p in later:
-            dest = p.with_name(f"superseded-{p.name}")
-            n = 1
-            while dest.exists():
-                dest, n = p.with_name(f"superseded-{p.name}-{n}"), n + 1
-            os.replace(p, dest)
-            log.warning(
-                "checkpoint %s is from an earlier run of this folder (later than the step this run resumed "
-                "from); renamed to %s so that --resume auto continues this run",
-                p.name,
-                dest.name,
-            )
-        ckpts = [p for p in ckpts if p not in later]
+        supersede_after(run_dir, step_of(newest))
+    ckpts = list_checkpoints(run_dir)
     for p in ckpts[:-keep_last]:
         trash = p.with_name(f".trash-{p.name}")
         shutil.rmtree(trash, ignore_errors=True)

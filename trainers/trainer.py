@@ -244,6 +244,8 @@ class FlowGRPOTrainer:
         if self.resume_from is not None:
             self._load(self.resume_from)
         if self.is_main:
+            if self.resume_from is not None:
+                self._branch_off()
             self._truncate_logs()
             self._write_config()
             if trackers:
@@ -354,13 +356,18 @@ class FlowGRPOTrainer:
                 log.info("--resume auto: no checkpoint under %s, starting fresh", self.out)
             return found
         p = Path(resume)
+        if not p.is_dir():
+            raise FileNotFoundError(
+                f"--resume {resume!r} {'is a file' if p.exists() else 'does not exist'}: give 'auto' (the newest "
+                "checkpoint in the output folder), a run folder or a checkpoint folder (RUN/checkpoints/step-N)"
+            )
         if (p / "trainer_state" / "state.json").is_file():
             return p
-        found = C.latest_checkpoint(p)
+        found = C.latest_checkpoint(p.parent if p.name == "checkpoints" else p)
         if found is None:
             raise FileNotFoundError(
                 f"--resume {resume!r}: no complete checkpoint there (trainer_state/state.json); give 'auto' (the "
-                "newest checkpoint in the output folder), a run folder or a checkpoint folder"
+                "newest checkpoint in the output folder), a run folder or a checkpoint folder (RUN/checkpoints/step-N)"
             )
         return found
 
@@ -369,14 +376,33 @@ class FlowGRPOTrainer:
         appended to its metrics.jsonl and its checkpoints overwritten."""
         if self.out.exists() and not self.out.is_dir():
             raise ConfigError(f"--output-dir {str(self.out)!r} is a file; give a folder for the run")
+        held = [n for n in ("metrics.jsonl", "checkpoints") if (self.out / n).exists()]
+        if (
+            held
+            and self.resume_from is not None
+            and not self.resume_from.resolve().is_relative_to(self.out.resolve())
+        ):
+            raise ConfigError(
+                f"--resume {resume!r} is a checkpoint of another run folder, and --output-dir {str(self.out)!r} holds "
+                f"a run ({', '.join(held)}) that continuing there would overwrite: continue that checkpoint's run with "
+                f"--output-dir {str(self.resume_from.parent.parent)!r}, or branch it into a new --output-dir"
+            )
         if resume:
             return
-        held = [n for n in ("metrics.jsonl", "checkpoints") if (self.out / n).exists()]
         if held:
             raise ConfigError(
                 f"--output-dir {str(self.out)!r} already holds a training run ({', '.join(held)}); continue it with "
                 "--resume auto, or give another --output-dir (or delete that folder)"
             )
+
+    def _branch_off(self) -> None:
+        """Resumed from an earlier checkpoint of this folder: its later checkpoints are set aside now, in the same act
+        that cuts the logs back (:meth:`_truncate_logs`), so a crash before this run's first save cannot leave
+        ``--resume auto`` continuing them with their log rows gone. Their logs travel with the newest of them."""
+        moved = C.supersede_after(self.out, self.start_step)
+        for name in ("metrics.jsonl", "eval.jsonl"):
+            if moved and (self.out / name).is_file():
+                shutil.copyfile(self.out / name, moved[-1] / name)
 
     def _truncate_logs(self) -> None:
         """metrics.jsonl, eval.jsonl and rollouts.jsonl keep only the steps up to the one this run starts from: a

@@ -32,7 +32,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--output-dir", help="run folder (overrides log.output_dir)")
     p.add_argument(
-        "--resume", help="'auto' (latest checkpoint in the output dir, if any) or a checkpoint folder"
+        "--resume",
+        help="'auto' (latest checkpoint in the output dir, if any), or a run or checkpoint folder; the run goes on "
+        "in --output-dir (log.output_dir), which must hold no other run, and later checkpoints of its own folder are "
+        "set aside as superseded-step-N",
     )
     p.add_argument("--max-steps", type=int, help="override train.max_steps")
     p.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
