@@ -1121,6 +1121,9 @@ def test_resuming_an_earlier_checkpoint_sets_aside_later_ones_at_once(sd3_dir, t
 def test_resume_from_another_runs_checkpoint_into_a_folder_holding_a_run_is_refused(
     sd3_dir, tmp_path, capsys
 ):
+    """A checkpoint of run y resumed into folder x that holds a run: refused, x untouched (it overwrote x's
+    checkpoints and mixed y's rows into x's log). Into a new folder it branches; retried after that branch stopped
+    before its first save, it branches again; a folder with another run's early rows is refused."""
     cfg = tiny_config(sd3_dir, tmp_path / "x", train__max_steps=1)
     path = write(cfg, tmp_path / "c.yaml")
     assert main(["train", str(path)]) == 0
@@ -1129,28 +1132,42 @@ def test_resume_from_another_runs_checkpoint_into_a_folder_holding_a_run_is_refu
     other = str(tmp_path / "y" / "checkpoints" / "step-000001")
     assert main(["train", str(path), "--resume", other, "--max-steps", "2"]) == 2
     err = capsys.readouterr().err
-    assert "is a checkpoint of another run folder" in err and f"--output-dir {str(tmp_path / 'y')!r}" in err
+    assert "holds a run with its own checkpoints" in err and "--resume auto" in err
     assert (tmp_path / "x" / "metrics.jsonl").read_text() == before
-    # into a new folder it branches; a checkpoints folder, a file and a missing path are named as such
-    assert (
-        main(
-            [
-                "train",
-                str(path),
-                "--resume",
-                str(tmp_path / "y" / "checkpoints"),
-                "--output-dir",
-                str(tmp_path / "z"),
-                "--max-steps",
-                "2",
-            ]
-        )
-        == 0
-    )
+    branch = [
+        "train",
+        str(path),
+        "--resume",
+        str(tmp_path / "y" / "checkpoints"),
+        "--output-dir",
+        str(tmp_path / "z"),
+    ]
+    assert main([*branch, "--max-steps", "2"]) == 0
     assert [r["step"] for r in rows(tmp_path / "z")] == [2]
+    shutil.rmtree(tmp_path / "z" / "checkpoints")  # as if it had stopped before its first save
+    assert main([*branch, "--max-steps", "3"]) == 0
+    assert [r["step"] for r in rows(tmp_path / "z")] == [2, 3]
+    shutil.rmtree(tmp_path / "x" / "checkpoints")  # x: another run's rows from step 1, no checkpoint
+    assert main(["train", str(path), "--resume", other, "--max-steps", "2"]) == 2
+    assert "holds the logs of another run (metrics.jsonl from step 1)" in capsys.readouterr().err
     for bad, msg in ((path, "is a file"), (tmp_path / "nope", "does not exist")):
         assert main(["train", str(path), "--resume", str(bad), "--output-dir", str(tmp_path / "w")]) == 2
         assert msg in capsys.readouterr().err
+
+
+def test_a_run_with_its_checkpoints_behind_a_symlink_resumes(sd3_dir, tmp_path):
+    out = tmp_path / "run"
+    cfg = tiny_config(sd3_dir, out, train__max_steps=1)
+    path = write(cfg, tmp_path / "c.yaml")
+    assert main(["train", str(path)]) == 0
+    os.replace(out / "checkpoints", tmp_path / "scratch")
+    (out / "checkpoints").symlink_to(tmp_path / "scratch")
+    assert main(["train", str(path), "--resume", "auto", "--max-steps", "2"]) == 0
+    assert (
+        main(["train", str(path), "--resume", str(out / "checkpoints" / "step-000001"), "--max-steps", "2"])
+        == 0
+    )
+    assert [r["step"] for r in rows(out)] == [1, 2]
 
 
 def test_cuda_rng_states_are_restored_in_device_order(monkeypatch):

@@ -148,6 +148,20 @@ def preflight(cfg: FlowGRPOConfig, num_processes: int = 1) -> str:
     return str(Path(base).resolve()) if Path(base).is_dir() else base
 
 
+def _step_rows(path: Path) -> list[tuple[int, str]]:
+    """(step, line) of each complete row of a JSON-lines log (every row names the step it ends, 1-based); a line cut
+    short by a crash is skipped. Empty when the file does not exist."""
+    if not path.is_file():
+        return []
+    rows = []
+    for line in path.read_text().splitlines():
+        try:
+            rows.append((int(json.loads(line)["step"]), line))
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+            continue
+    return rows
+
+
 class FlowGRPOTrainer:
     """Builds everything from a :class:`FlowGRPOConfig` and runs :meth:`train`."""
 
@@ -377,22 +391,38 @@ class FlowGRPOTrainer:
         if self.out.exists() and not self.out.is_dir():
             raise ConfigError(f"--output-dir {str(self.out)!r} is a file; give a folder for the run")
         held = [n for n in ("metrics.jsonl", "checkpoints") if (self.out / n).exists()]
-        if (
-            held
-            and self.resume_from is not None
-            and not self.resume_from.resolve().is_relative_to(self.out.resolve())
-        ):
-            raise ConfigError(
-                f"--resume {resume!r} is a checkpoint of another run folder, and --output-dir {str(self.out)!r} holds "
-                f"a run ({', '.join(held)}) that continuing there would overwrite: continue that checkpoint's run with "
-                f"--output-dir {str(self.resume_from.parent.parent)!r}, or branch it into a new --output-dir"
-            )
+        if held and resume not in (None, "auto") and self.resume_from is not None:
+            self._check_branch_target(resume)
         if resume:
             return
         if held:
             raise ConfigError(
                 f"--output-dir {str(self.out)!r} already holds a training run ({', '.join(held)}); continue it with "
                 "--resume auto, or give another --output-dir (or delete that folder)"
+            )
+
+    def _check_branch_target(self, resume: str) -> None:
+        """A checkpoint of another run folder continues into the output folder: refuse when that folder holds a run
+        this would overwrite (its own checkpoints, or log rows up to the checkpoint's step); logs only past that
+        step are a retried branch that stopped before its first save, and are cut as a resume cuts them."""
+        ckpt = self.resume_from
+        assert ckpt is not None
+        source = ckpt.parent.parent if ckpt.parent.name == "checkpoints" else None
+        if source is not None and source.exists() and os.path.samefile(source, self.out):
+            return  # an earlier checkpoint of this very run: a branch within the folder (_branch_off)
+        if C.list_checkpoints(self.out):
+            raise ConfigError(
+                f"--output-dir {str(self.out)!r} holds a run with its own checkpoints, and --resume {resume!r} is a "
+                "checkpoint of another run folder: continue the run in that folder with --resume auto, or give a new "
+                "--output-dir to start another run from that checkpoint"
+            )
+        step = int(json.loads((ckpt / "trainer_state" / "state.json").read_text())["step"])
+        logged = [k for k, _ in _step_rows(self.out / "metrics.jsonl")]
+        if any(k <= step for k in logged):
+            raise ConfigError(
+                f"--output-dir {str(self.out)!r} holds the logs of another run (metrics.jsonl from step "
+                f"{min(logged)}), and --resume {resume!r} is a checkpoint of another run folder at step {step}: give a "
+                "new --output-dir to start a run from that checkpoint (or delete that folder)"
             )
 
     def _branch_off(self) -> None:
@@ -413,13 +443,7 @@ class FlowGRPOTrainer:
             path = self.out / name
             if not path.is_file():
                 continue
-            lines = []
-            for line in path.read_text().splitlines():
-                try:
-                    if int(json.loads(line)["step"]) <= last:
-                        lines.append(line + "\n")
-                except (json.JSONDecodeError, KeyError, TypeError, ValueError):
-                    continue  # a line cut short by a crash
+            lines = [line + "\n" for k, line in _step_rows(path) if k <= last]
             tmp = path.with_name(path.name + ".tmp")
             tmp.write_text("".join(lines))
             os.replace(tmp, path)
