@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -113,8 +114,8 @@ def test_score_geneval_layout_and_csv(tmp_path: Path) -> None:
     rc = main(["score", str(d), "--reward", "geneval:mode=strict", "--out", str(out), "--no-progress"])
     assert rc == 0
     rows = list(csv.DictReader(out.open()))
-    assert len(rows) == 8 and rows[0].keys() == {"file", "prompt", "geneval", "error"}
-    assert all(float(r["geneval"]) == 1.0 and r["error"] == "" for r in rows)
+    assert len(rows) == 8 and rows[0].keys() == {"file", "prompt", "geneval:mode=strict", "error"}
+    assert all(float(r["geneval:mode=strict"]) == 1.0 and r["error"] == "" for r in rows)
 
 
 def test_geneval_rows_are_checked_and_a_bom_is_read(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
@@ -285,6 +286,28 @@ def test_score_with_baseline_prints_paired_change(tmp_path: Path, capsys: pytest
     line = out.split("paired with")[1].splitlines()[-1]  # the paired table's geneval row
     # differences: six 0s and two -1s -> mean -0.25, std (ddof 1) sqrt(1.5 / 7), se that / sqrt(8)
     assert line.split()[1:] == ["8", "1.0000", "0.7500", "-0.2500", f"{np.sqrt(1.5 / 7 / 8):.4f}"]
+    # the same reward under other options is another column: never paired with the strict scores (partial credit
+    # against 0/1 read as a change)
+    partial = [
+        "score",
+        str(run_dir),
+        "--reward",
+        "geneval",
+        "--no-progress",
+        "--out",
+        str(tmp_path / "p.jsonl"),
+    ]
+    assert main([*partial, "--baseline", str(tmp_path / "base.jsonl")]) == 0
+    assert re.search(r"\ngeneval +0 +no image scored in both", capsys.readouterr().out)
+    # --out on the --baseline file, and a reward given twice, are refused before scoring
+    before = (tmp_path / "base.jsonl").read_text()
+    assert (
+        main([*partial[:-1], str(tmp_path / "base.jsonl"), "--baseline", str(tmp_path / "base.jsonl")]) == 2
+    )
+    assert "is the --baseline file" in capsys.readouterr().err
+    assert (tmp_path / "base.jsonl").read_text() == before
+    assert main([*partial, "--reward", "geneval"]) == 2
+    assert "--reward 'geneval' is given twice" in capsys.readouterr().err
 
 
 def test_bad_baseline_fails_before_scoring(

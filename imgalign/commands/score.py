@@ -249,7 +249,7 @@ def paired_table(table: list[dict[str, Any]], baseline_path: str) -> str:
     ]
     for t in table:
         if not t["n"]:
-            lines.append(f"{t['reward']:<28} {0:>6}   no image scored in both")
+            lines.append(f"{t['reward']:<28} {0:>6}   no image scored in both (by this reward spec)")
             continue
         lines.append(
             f"{t['reward']:<28} {t['n']:>6} {_fmt(t['baseline']):>10} {_fmt(t['current']):>10} "
@@ -279,15 +279,17 @@ def run_score(args: argparse.Namespace) -> int:
     from tqdm.auto import tqdm
 
     from imgalign.commands import check_output_file
-    from imgalign.rewards.base import build_reward, parse_reward_spec
+    from imgalign.rewards.base import build_reward
     from imgalign.rewards.io import ImageReadError, find_images, pil_batch, read_image
 
     if args.batch_size < 1:
         raise CLIError("--batch-size must be at least 1")
     out = Path(args.out)
     if out.suffix.lower() not in (".jsonl", ".csv", ".json"):
-        raise CLIError(f"--out {args.out!r} must end in .jsonl or .csv")
+        raise CLIError(f"--out {args.out!r} must end in .jsonl or .csv (.json is written as JSON lines too)")
     check_output_file(out)
+    if args.baseline and out.exists() and Path(args.baseline).exists() and out.samefile(args.baseline):
+        raise CLIError(f"--out {args.out!r} is the --baseline file; write the new scores to another file")
     files = find_images(args.paths)
     if not files:
         raise CLIError(f"no image files found in {' '.join(args.paths)}")
@@ -295,8 +297,12 @@ def run_score(args: argparse.Namespace) -> int:
     baseline = load_baseline(args.baseline) if args.baseline else None
     base = Path(args.prompts).parent if args.prompts else None
 
-    names = [parse_reward_spec(s)[0] for s in args.reward]
-    keys = [n if names.count(n) == 1 else s for n, s in zip(names, args.reward)]
+    # a reward's column is its spec as given (`geneval:mode=strict`, not `geneval`), so a --baseline pairs only
+    # scores of the same reward and options
+    keys = [s.strip() for s in args.reward]
+    twice = sorted({k for k in keys if keys.count(k) > 1})
+    if twice:
+        raise CLIError(f"--reward {twice[0]!r} is given twice; give each reward once")
     rewards = {k: build_reward(s, device=args.device) for k, s in zip(keys, args.reward)}  # fails up front
     needs_prompt = any(getattr(r, "needs_prompt", True) for r in rewards.values())
     for k, r in rewards.items():
