@@ -498,7 +498,7 @@ def failure_gallery(
     """A PNG grid of failed images, each captioned with its prompt and the judge's reason; returns how many.
 
     Failures are spread over tasks (round-robin by task, in file order), so one bad task does not fill the page.
-    Writes nothing and returns 0 when nothing failed."""
+    Returns 0 when nothing failed, and then removes an `out_png` left by an earlier evaluation."""
     from imgalign.eval.gallery import caption_grid, save_png
     from imgalign.eval.suite import load_image
 
@@ -526,6 +526,7 @@ def failure_gallery(
         images.append(img)
         captions.append(f"[{r.get('tag')}] {r.get('prompt')}\n{why}")
     if not images:
+        Path(out_png).unlink(missing_ok=True)
         return 0
     save_png(caption_grid(images, captions, ncols=ncols, cell=cell), Path(out_png))
     return len(images)

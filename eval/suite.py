@@ -190,7 +190,7 @@ def judge_folder(
                     continue
                 if not stale_dropped:  # the first verdict that changes: the old summary no longer describes
                     # results.jsonl, so an interrupted run must not leave it behind
-                    for name in ("summary.json", "report.md", "comparison.md"):
+                    for name in ("summary.json", "report.md", "comparison.md", "failures.png"):
                         (out_dir / name).unlink(missing_ok=True)
                     stale_dropped = True
                 row: dict[str, Any] = {
@@ -206,8 +206,9 @@ def judge_folder(
                         img = load_image(s)
                     except (OSError, UnidentifiedImageError, SyntaxError, ValueError) as e:
                         img = None
+                        shown = Path(source_dir) / key if source_dir else s  # the user's file, not our copy
                         row.update(
-                            correct=False, partial=0.0, reason="", error=f"cannot read image {key}: {e}"
+                            correct=False, partial=0.0, reason="", error=f"cannot read image {shown}: {e}"
                         )
                     if img is not None:
                         try:

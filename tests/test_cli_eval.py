@@ -101,7 +101,10 @@ def test_eval_images_with_bad_files_keeps_going(tmp_path, small_prompts, capsys)
     rc = main(["eval", "--images", str(src), "--out", str(out), "--no-progress"])
     assert rc == 1
     rows = {r["file"]: r for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())}
-    assert "cannot read image 00001/samples/0000.png" in rows["00001/samples/0000.png"]["error"]
+    assert (
+        f"cannot read image {src / '00001' / 'samples' / '0000.png'}"
+        in rows["00001/samples/0000.png"]["error"]
+    )
     assert rows["00002/samples/0000.png"]["error"]
     assert "00003/samples/0001.png" not in rows  # a missing sample is simply not there
     assert "include[0].class" in rows["00004/samples/0000.png"]["error"]
@@ -140,10 +143,12 @@ def test_summary_only_when_complete_and_results_are_resumed(tmp_path, small_prom
     # describes results.jsonl) is not left behind
     first = next(src.glob("*/samples/0000.png"))
     first.write_bytes((src / "00001" / "samples" / "0000.png").read_bytes())
+    (out / "failures.png").write_bytes(b"of an earlier --baseline comparison")
     calls["n"] = 5
     with pytest.raises(KeyboardInterrupt):
         main(["eval", "--images", str(src), "--out", str(out), "--no-progress"])
     assert not (out / "summary.json").exists() and not (out / "report.md").exists()
+    assert not (out / "failures.png").exists()
 
 
 def test_an_out_folder_of_another_evaluation_is_refused(tmp_path, small_prompts, capsys):

@@ -167,6 +167,14 @@ def test_comparison_and_failure_gallery(tmp_path):
     assert (arr == (200, 30, 30)).all(-1).sum() > 100 and "2 failed images" in md
     with pytest.raises(FileNotFoundError, match="--baseline needs"):
         write_comparison(cur, tmp_path / "nothing")
+    # compared again with nothing failing: the old failures.png is removed, not left beside the new comparison.md
+    write_comparison(base, cur)
+    (base / "failures.png").write_bytes(b"stale")
+    for r in (rows := [json.loads(x) for x in (base / "results.jsonl").read_text().splitlines()]):
+        r["correct"] = True
+    (base / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    md = write_comparison(base, cur)
+    assert not (base / "failures.png").exists() and "failures.png" not in md
 
 
 def test_comparison_on_shapes_evaluations(tmp_path):
