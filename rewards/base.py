@@ -196,6 +196,7 @@ def list_rewards() -> dict[str, str]:
 def parse_reward_spec(spec: str) -> tuple[str, dict[str, Any]]:
     """``"clip:model=ViT-B-32,pretrained=openai"`` -> ("clip", {...}); values as :func:`_option_value` reads them.
     A ``pkg.module:attr`` path keeps its colon: options follow a second colon (``pkg.mod:Cls:key=value``)."""
+    spec = spec.strip()
     name, opts = spec, ""
     if ":" in spec:
         head, rest = spec.split(":", 1)
@@ -203,7 +204,7 @@ def parse_reward_spec(spec: str) -> tuple[str, dict[str, Any]]:
             attr, _, opts = rest.partition(":")
             name = f"{head}:{attr}"
         else:
-            name, opts = head, rest
+            name, opts = head.strip(), rest
     kwargs: dict[str, Any] = {}
     for item in filter(None, (s.strip() for s in opts.split(","))):
         if "=" not in item:
@@ -308,6 +309,29 @@ def _is_factory(fn: Callable[..., Any]) -> bool:
     except (TypeError, ValueError):
         return False
     return "device" in params or "dtype" in params
+
+
+def reward_key(spec: str) -> str:
+    """One name per reward and options, whatever way `spec` writes them: ``name`` plus its options sorted, without
+    those equal to the registered reward's default (``geneval``, ``geneval:mode=partial`` and ``geneval: mode=partial``
+    are all ``geneval``; ``geneval:mode=strict`` stays)."""
+    import inspect
+
+    _import_builtin()
+    name, opts = parse_reward_spec(spec)
+    if name in _REGISTRY:
+        try:
+            params = inspect.signature(_REGISTRY[name][0]).parameters
+        except (TypeError, ValueError):
+            params = {}  # type: ignore[assignment]
+        opts = {k: v for k, v in opts.items() if not (k in params and params[k].default == v)}
+    if not opts:
+        return name
+
+    def text(v: Any) -> str:
+        return "true" if v is True else "false" if v is False else "null" if v is None else str(v)
+
+    return f"{name}:{','.join(f'{k}={text(v)}' for k, v in sorted(opts.items()))}"
 
 
 def reward_options(factory: Callable[..., Any]) -> list[str]:

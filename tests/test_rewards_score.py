@@ -298,7 +298,15 @@ def test_score_with_baseline_prints_paired_change(tmp_path: Path, capsys: pytest
         str(tmp_path / "p.jsonl"),
     ]
     assert main([*partial, "--baseline", str(tmp_path / "base.jsonl")]) == 0
-    assert re.search(r"\ngeneval +0 +no image scored in both", capsys.readouterr().out)
+    printed = capsys.readouterr().out
+    assert re.search(r"\ngeneval +0 +no image scored in both", printed)
+    assert "the baseline holds scores of: geneval:mode=strict" in printed
+    # the same reward and options written another way is the same column: geneval's default mode is partial
+    assert main([*partial, "--reward", "geneval: mode=partial"]) == 2
+    assert "--reward 'geneval' is given twice" in capsys.readouterr().err
+    strict = ["--reward", " geneval: mode=strict", "--baseline", str(tmp_path / "base.jsonl")]
+    assert main([*partial[:2], *strict, "--no-progress", "--out", str(tmp_path / "s2.jsonl")]) == 0
+    assert "no image scored in both" not in capsys.readouterr().out
     # --out on the --baseline file, and a reward given twice, are refused before scoring
     before = (tmp_path / "base.jsonl").read_text()
     assert (

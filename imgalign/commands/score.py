@@ -279,7 +279,7 @@ def run_score(args: argparse.Namespace) -> int:
     from tqdm.auto import tqdm
 
     from imgalign.commands import check_output_file
-    from imgalign.rewards.base import build_reward
+    from imgalign.rewards.base import build_reward, reward_key
     from imgalign.rewards.io import ImageReadError, find_images, pil_batch, read_image
 
     if args.batch_size < 1:
@@ -299,7 +299,7 @@ def run_score(args: argparse.Namespace) -> int:
 
     # a reward's column is its spec as given (`geneval:mode=strict`, not `geneval`), so a --baseline pairs only
     # scores of the same reward and options
-    keys = [s.strip() for s in args.reward]
+    keys = [reward_key(s) for s in args.reward]
     twice = sorted({k for k in keys if keys.count(k) > 1})
     if twice:
         raise CLIError(f"--reward {twice[0]!r} is given twice; give each reward once")
@@ -360,7 +360,13 @@ def run_score(args: argparse.Namespace) -> int:
     print(summary_table(rows, keys))
     print(f"wrote {out}")
     if baseline is not None:
-        print(paired_table(paired_changes(rows, baseline, keys), args.baseline))
+        table = paired_changes(rows, baseline, keys)
+        print(paired_table(table, args.baseline))
+        if any(not t["n"] for t in table):
+            held = sorted({k for b in baseline.values() for k in b["scores"]})
+            print(
+                f"the baseline holds scores of: {', '.join(held) or 'no reward'} (a reward pairs by name and options)"
+            )
     return 1 if any(r["error"] for r in rows) else 0
 
 
