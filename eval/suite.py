@@ -207,8 +207,13 @@ def judge_folder(
                     except (OSError, UnidentifiedImageError, SyntaxError, ValueError) as e:
                         img = None
                         shown = Path(source_dir) / key if source_dir else s  # the user's file, not our copy
+                        why = (  # PIL's own text names our copy
+                            "not an image file PIL can read"
+                            if isinstance(e, UnidentifiedImageError)
+                            else (e.strerror if isinstance(e, OSError) and e.strerror else str(e))
+                        )
                         row.update(
-                            correct=False, partial=0.0, reason="", error=f"cannot read image {shown}: {e}"
+                            correct=False, partial=0.0, reason="", error=f"cannot read image {shown}: {why}"
                         )
                     if img is not None:
                         try:

@@ -105,6 +105,7 @@ def test_eval_images_with_bad_files_keeps_going(tmp_path, small_prompts, capsys)
         f"cannot read image {src / '00001' / 'samples' / '0000.png'}"
         in rows["00001/samples/0000.png"]["error"]
     )
+    assert str(out) not in rows["00001/samples/0000.png"]["error"]  # nor in PIL's text after it
     assert rows["00002/samples/0000.png"]["error"]
     assert "00003/samples/0001.png" not in rows  # a missing sample is simply not there
     assert "include[0].class" in rows["00004/samples/0000.png"]["error"]

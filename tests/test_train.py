@@ -1155,19 +1155,28 @@ def test_resume_from_another_runs_checkpoint_into_a_folder_holding_a_run_is_refu
         assert msg in capsys.readouterr().err
 
 
-def test_a_run_with_its_checkpoints_behind_a_symlink_resumes(sd3_dir, tmp_path):
+def test_a_run_with_its_checkpoints_behind_a_symlink_resumes(sd3_dir, tmp_path, monkeypatch):
+    """Its own checkpoint, however it is named (through the link, its target, a link to it, a relative path), is a
+    branch within the run folder, not another run's checkpoint."""
     out = tmp_path / "run"
     cfg = tiny_config(sd3_dir, out, train__max_steps=1)
+    cfg["log"].update(checkpoint_every=1, keep_last=5)
     path = write(cfg, tmp_path / "c.yaml")
     assert main(["train", str(path)]) == 0
     os.replace(out / "checkpoints", tmp_path / "scratch")
     (out / "checkpoints").symlink_to(tmp_path / "scratch")
     assert main(["train", str(path), "--resume", "auto", "--max-steps", "2"]) == 0
-    assert (
-        main(["train", str(path), "--resume", str(out / "checkpoints" / "step-000001"), "--max-steps", "2"])
-        == 0
-    )
-    assert [r["step"] for r in rows(out)] == [1, 2]
+    (tmp_path / "best").symlink_to(tmp_path / "scratch" / "step-000001")
+    monkeypatch.chdir(tmp_path / "scratch")
+    names = [
+        "step-000001",
+        tmp_path / "scratch" / "step-000001",
+        tmp_path / "best",
+        out / "checkpoints" / "step-000001",
+    ]
+    for name in names:
+        assert main(["train", str(path), "--resume", str(name), "--max-steps", "2"]) == 0, name
+        assert [r["step"] for r in rows(out)] == [1, 2]
 
 
 def test_cuda_rng_states_are_restored_in_device_order(monkeypatch):

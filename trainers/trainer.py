@@ -408,8 +408,11 @@ class FlowGRPOTrainer:
         ckpt = self.resume_from
         assert ckpt is not None
         source = ckpt.parent.parent if ckpt.parent.name == "checkpoints" else None
-        if source is not None and source.exists() and os.path.samefile(source, self.out):
-            return  # an earlier checkpoint of this very run: a branch within the folder (_branch_off)
+        own = self.out / "checkpoints"
+        if (source is not None and os.path.samefile(source, self.out)) or (
+            own.is_dir() and ckpt.resolve().parent == own.resolve()
+        ):
+            return  # an earlier checkpoint of this very run (by path, or through links): a branch within the folder
         if C.list_checkpoints(self.out):
             raise ConfigError(
                 f"--output-dir {str(self.out)!r} holds a run with its own checkpoints, and --resume {resume!r} is a "
