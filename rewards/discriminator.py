@@ -113,6 +113,7 @@ class DiscriminatorReward(Reward):
             raise ValueError(f"discriminator reward: patch_weight must be in [0, 1), got {patch_weight}")
         self.patch_weight, self.n_patches = float(patch_weight), int(n_patches)
         self.online = head is None if online is None else as_bool(online, "discriminator reward: online")
+        self.stateful = self.online  # a fitted head is frozen: trainers neither update nor checkpoint it
         if head is None and not self.online:
             raise ValueError(
                 "discriminator reward: online=false needs head=FILE (imgalign rewards fit-discriminator)"

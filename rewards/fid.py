@@ -161,6 +161,11 @@ def save_stats(path: str | Path, mu: torch.Tensor, sigma: torch.Tensor, n: int, 
     from safetensors.torch import save_file
 
     path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(
+            f"{str(path)!r} is a folder; give a file name for the statistics (.safetensors)"
+        )
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
     save_file(
         {"mu": mu.double().contiguous(), "sigma": sigma.double().contiguous()},
@@ -172,13 +177,30 @@ def save_stats(path: str | Path, mu: torch.Tensor, sigma: torch.Tensor, n: int, 
 
 def load_stats(path: str | Path) -> tuple[torch.Tensor, torch.Tensor, int, str]:
     """Read statistics written by :func:`save_stats` -> (mu, sigma, n, features)."""
-    from safetensors import safe_open
+    from safetensors import SafetensorError, safe_open
 
-    with safe_open(str(path), framework="pt") as fh:
-        meta = fh.metadata() or {}
-        if meta.get("kind") != "imgalign-fid-stats":
-            raise ValueError(f"{path} is not an imgalign FID stats file (write one with save_stats)")
-        return fh.get_tensor("mu"), fh.get_tensor("sigma"), int(meta["n"]), meta["features"]
+    not_stats = f"{path} is not an imgalign FID stats file (write one with `imgalign rewards fid-stats`)"
+    try:
+        with safe_open(str(path), framework="pt") as fh:
+            meta = fh.metadata() or {}
+            if meta.get("kind") != "imgalign-fid-stats":
+                raise ValueError(not_stats)
+            return fh.get_tensor("mu"), fh.get_tensor("sigma"), int(meta["n"]), meta["features"]
+    except SafetensorError as e:
+        raise ValueError(f"{not_stats}: {e}") from None
+
+
+def folder_images(path: str | Path) -> torch.Tensor:
+    """The images of a folder for statistics [N, 3, S, S]; a covariance needs at least 2 (the error names the
+    folder)."""
+    from imgalign.rewards.io import load_image_folder
+
+    images = load_image_folder(path)
+    if images.shape[0] < 2:
+        raise ValueError(
+            f"{str(path)!r} holds {images.shape[0]} readable image; FID statistics need at least 2"
+        )
+    return images
 
 
 def shapes_reference_images(n: int, seed: int = 0) -> torch.Tensor:
@@ -230,9 +252,7 @@ class FIDReward(Reward):
         self.sum1 = torch.zeros(d, dtype=torch.float64)
         self.sum2 = torch.zeros(d, d, dtype=torch.float64)
         if init:
-            from imgalign.rewards.io import load_image_folder
-
-            self._push(self.encoder(load_image_folder(init)))
+            self._push(self.encoder(folder_images(init)))
 
     def _reference(self, ref: str, ref_size: int) -> tuple[torch.Tensor, torch.Tensor]:
         if ref == "shapes":
@@ -247,9 +267,7 @@ class FIDReward(Reward):
                 )
             return mu, sigma
         if p.is_dir():
-            from imgalign.rewards.io import load_image_folder
-
-            return stats_of(self.encoder(load_image_folder(p)))
+            return stats_of(self.encoder(folder_images(p)))
         raise FileNotFoundError(
             f"fid reward: ref={ref!r} is neither 'shapes', a stats file nor an image folder"
         )

@@ -124,6 +124,8 @@ def save_head(path: str | Path, head: FeatureHead, features: str, task: str, ext
     from safetensors.torch import save_file
 
     path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(f"{str(path)!r} is a folder; give a file name for the head (.safetensors)")
     path.parent.mkdir(parents=True, exist_ok=True)
     meta = {
         "kind": HEAD_KIND,
@@ -140,14 +142,19 @@ def save_head(path: str | Path, head: FeatureHead, features: str, task: str, ext
 
 def load_head(path: str | Path, task: str | None = None) -> tuple[FeatureHead, dict[str, Any]]:
     """Read a head written by :func:`save_head` -> (head in eval mode, metadata with ``extra`` decoded)."""
-    from safetensors import safe_open
+    from safetensors import SafetensorError, safe_open
     from safetensors.torch import load_file
 
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"head file {str(path)!r} does not exist")
-    with safe_open(str(path), framework="pt") as fh:
-        meta = dict(fh.metadata() or {})
+    try:
+        with safe_open(str(path), framework="pt") as fh:
+            meta = dict(fh.metadata() or {})
+    except SafetensorError as e:
+        raise ValueError(
+            f"{path} is not an imgalign feature head (make one with `imgalign rewards fit-...`): {e}"
+        ) from None
     if meta.get("kind") != HEAD_KIND:
         raise ValueError(f"{path} is not an imgalign feature head (make one with `imgalign rewards fit-...`)")
     if task is not None and meta.get("task") != task:

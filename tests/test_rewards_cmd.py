@@ -34,11 +34,28 @@ def test_fd_renders_vs_degraded(tmp_path: Path, capsys: pytest.CaptureFixture) -
     r = build_reward(f"fid:features=stats,ref={stats},set_size=32,init={b}")
     assert torch.isfinite(r(shapes_reference_images(4, seed=9), [""] * 4).scores).all()
     assert main(["rewards", "fd", str(stats), str(b), "--features", "shapes-clip"]) == 2  # features mismatch
+    # stats into a folder not made yet; a folder as --out; a truncated stats file; a folder of one image
+    deep = tmp_path / "new" / "dir" / "s.safetensors"
+    assert main(["rewards", "fid-stats", "--images", str(a), "--features", "stats", "--out", str(deep)]) == 0
+    assert (
+        main(["rewards", "fid-stats", "--images", str(a), "--features", "stats", "--out", str(tmp_path)]) == 2
+    )
+    assert "is a folder; give a file name" in capsys.readouterr().err
+    cut = tmp_path / "cut.safetensors"
+    cut.write_bytes(stats.read_bytes()[:200])
+    assert main(["rewards", "fd", str(cut), str(b), "--features", "stats"]) == 2
+    assert f"{cut} is not an imgalign FID stats file" in capsys.readouterr().err
+    one = write_folder(tmp_path / "one", shapes_reference_images(1, seed=4))
+    assert main(["rewards", "fd", str(b), str(one), "--features", "stats"]) == 2
+    assert f"{str(one)!r} holds 1 readable image; FID statistics need at least 2" in capsys.readouterr().err
 
 
 def test_check_command(capsys: pytest.CaptureFixture) -> None:
     assert main(["rewards", "check", "--reward", "geneval", "--n", "24"]) == 0
     assert "geneval: true > corrupted in 1.000 of 24 pairs" in capsys.readouterr().out
+    # a reward that never reads the prompt ties on every pair: refused, not reported as 0.000
+    assert main(["rewards", "check", "--reward", "artifact", "--n", "4"]) == 2
+    assert "does not read the prompt" in capsys.readouterr().err
 
 
 def test_corruptions_are_unsatisfied_by_the_true_render() -> None:

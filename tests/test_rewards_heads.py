@@ -125,6 +125,19 @@ def test_fit_discriminator_command(tmp_path: Path, capsys: pytest.CaptureFixture
     assert ((s[:20] > 0).float().mean() + (s[20:] <= 0).float().mean()) / 2 >= 0.8
     with pytest.raises(RuntimeError, match="online"):
         r.update(held_fake)
+    assert (
+        not r.stateful
+    )  # a fitted head is frozen: a trainer must not update it (it crashed at step 1's end)
+    assert build_reward("discriminator:features=stats").stateful  # the online one is updated and checkpointed
+    cut = tmp_path / "cut.safetensors"
+    cut.write_bytes(out.read_bytes()[:300])
+    with pytest.raises(ValueError, match=f"{cut} is not an imgalign feature head"):
+        build_reward(f"discriminator:head={cut}")
+    with pytest.raises(IsADirectoryError, match="is a folder"):
+        from imgalign.rewards.heads import load_head, save_head
+
+        save_head(tmp_path, load_head(out)[0], "stats", "discriminator", {})
+    assert not list(tmp_path.parent.glob(f".{tmp_path.name}.tmp"))
 
 
 @pytest.mark.parametrize("kind", ARTIFACT_KINDS)

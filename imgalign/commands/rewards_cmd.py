@@ -166,8 +166,7 @@ def run_build_shapes_artifact(args: argparse.Namespace) -> int:
 
 
 def _stats(src: str, enc, n: int, seed: int):
-    from imgalign.rewards.fid import load_stats, shapes_reference_images, stats_of
-    from imgalign.rewards.io import load_image_folder
+    from imgalign.rewards.fid import folder_images, load_stats, shapes_reference_images, stats_of
 
     if src == "shapes":
         return stats_of(enc(shapes_reference_images(n, seed=seed)))
@@ -177,7 +176,7 @@ def _stats(src: str, enc, n: int, seed: int):
             raise CLIError(f"{src} holds {feats!r} statistics, not {enc.name!r}; pass --features {feats}")
         return mu, sigma
     _check_dir(src, "path")
-    return stats_of(enc(load_image_folder(src)))
+    return stats_of(enc(folder_images(src)))
 
 
 def run_fd(args: argparse.Namespace) -> int:
@@ -206,6 +205,11 @@ def run_check(args: argparse.Namespace) -> int:
         if bad:
             raise CLIError(f"unknown corruption kind(s) {bad}; valid: {', '.join(KINDS)}")
         reward = build_reward(spec, device=args.device)
+        if not getattr(reward, "needs_prompt", True):
+            raise CLIError(
+                f"{spec} does not read the prompt, so it scores an image the same under the true and the corrupted "
+                "prompt: this check (prompt sensitivity) does not apply to it"
+            )
         if hasattr(reward, "ready") and not reward.ready():
             raise CLIError(f"{spec} cannot score yet: {getattr(reward, 'not_ready_help', 'it is not ready')}")
         res = true_vs_corrupted(reward, n=args.n, seed=args.seed, kinds=kinds)
@@ -221,15 +225,16 @@ def run_check(args: argparse.Namespace) -> int:
 
 def run_fid_stats(args: argparse.Namespace) -> int:
     from imgalign.rewards.features import build_features
-    from imgalign.rewards.fid import save_stats, shapes_reference_images, stats_of
-    from imgalign.rewards.io import load_image_folder
+    from imgalign.rewards.fid import folder_images, save_stats, shapes_reference_images, stats_of
 
+    if Path(args.out).is_dir():
+        raise CLIError(f"--out {args.out!r} is a folder; give a file name for the statistics (.safetensors)")
     enc = build_features(args.features, args.device)
     if args.images == "shapes":
         images = shapes_reference_images(args.n)
     else:
         _check_dir(args.images, "--images")
-        images = load_image_folder(args.images)
+        images = folder_images(args.images)
     mu, sigma = stats_of(enc(images))
     save_stats(args.out, mu, sigma, images.shape[0], args.features)
     print(f"wrote {args.out} ({images.shape[0]} images, {mu.shape[0]}-d {args.features} features)")
