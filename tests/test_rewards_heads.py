@@ -95,6 +95,10 @@ def test_fit_discriminator_command(tmp_path: Path, capsys: pytest.CaptureFixture
     real = write_folder(tmp_path / "real", shapes_reference_images(60, seed=1))
     fake = write_folder(tmp_path / "fake", degrade(shapes_reference_images(60, seed=2)))
     out = tmp_path / "disc.safetensors"
+    for flag, value in (("--hidden", "-3"), ("--epochs", "0"), ("--lr", "0")):
+        argv = ["rewards", "fit-discriminator", "--real", str(real), "--fake", str(fake), "--out", str(out)]
+        assert main([*argv, flag, value]) == 2
+        assert f"{flag} must be" in capsys.readouterr().err and not out.exists()
     rc = main(
         [
             "rewards",

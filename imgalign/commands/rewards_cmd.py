@@ -109,9 +109,20 @@ def _check_dir(path: str, flag: str) -> None:
         raise CLIError(f"{flag} {path!r} is not a folder")
 
 
+def _check_fit_sizes(args: argparse.Namespace) -> None:
+    """--hidden >= 0, --epochs >= 1 and --lr > 0, before any image is read."""
+    if args.hidden < 0:
+        raise CLIError(f"--hidden must be 0 (a linear head) or more, got {args.hidden}")
+    if args.epochs < 1:
+        raise CLIError(f"--epochs must be at least 1, got {args.epochs}")
+    if not getattr(args, "lr", 1.0) > 0:
+        raise CLIError(f"--lr must be > 0, got {args.lr}")
+
+
 def run_fit_discriminator(args: argparse.Namespace) -> int:
     from imgalign.rewards.discriminator import fit_discriminator
 
+    _check_fit_sizes(args)
     _check_dir(args.real, "--real")
     _check_dir(args.fake, "--fake")
     metrics = fit_discriminator(
@@ -134,6 +145,7 @@ def run_fit_artifact(args: argparse.Namespace) -> int:
     from imgalign.rewards.artifact import fit_artifact
     from imgalign.rewards.io import load_image_folder
 
+    _check_fit_sizes(args)
     _check_dir(args.clean, "--clean")
     _check_dir(args.artifact, "--artifact")
     clean = load_image_folder(args.clean)
