@@ -39,8 +39,13 @@ BATCH_SIZE = 32
 def supported_sizes(pipe) -> list[int]:
     """Image sides (pixels) the pipeline's transformer can take: multiples of VAE factor x patch, up to the
     positional-embedding grid."""
-    step = pipe.vae_scale_factor * pipe.patch_size
-    max_grid = pipe.transformer.config.pos_embed_max_size or pipe.transformer.config.sample_size
+    # SD3 pipelines name their patch size; FLUX packs 2x2 latent patches and has no bounded position grid (RoPE),
+    # so its sides are listed up to its default size x 4
+    step = pipe.vae_scale_factor * (getattr(pipe, "patch_size", None) or 2)
+    config = pipe.transformer.config
+    max_grid = getattr(config, "pos_embed_max_size", None) or getattr(config, "sample_size", None)
+    if not hasattr(pipe, "patch_size"):
+        max_grid = 4 * pipe.default_sample_size * pipe.vae_scale_factor // step
     return [step * k for k in range(1, max_grid + 1)]
 
 
@@ -101,8 +106,8 @@ def generate_images(
     }
     kwargs.update({k: v for k, v in given.items() if v is not None})
     if size is not None:
-        if hasattr(pipe, "patch_size") and getattr(pipe, "transformer", None) is not None:
-            check_size(pipe, size, size)  # SD3-style pipelines: the sizes the transformer can take
+        if getattr(pipe, "transformer", None) is not None:
+            check_size(pipe, size, size)  # the sizes the transformer can take
         kwargs["height"] = kwargs["width"] = size
     images: list[Image.Image] = []
     per_call = max(1, batch_size)

@@ -374,3 +374,39 @@ def test_a_closed_stdout_pipe_is_not_reported_as_an_error(monkeypatch, capsys):
     monkeypatch.setattr(world, "run_render", closed)
     assert main(["world", "render", "--prompts", "x.jsonl", "--out", "o"]) == 1
     assert "error" not in capsys.readouterr().err
+
+
+def test_shapes_suite_and_size_checks_on_a_flux_pipeline(tmp_path, capsys):
+    """FLUX pipelines have no ``patch_size``: the size check crashed `eval --suite shapes`, and `grid --size 7`
+    was resized by diffusers without a word."""
+    from imgalign.trainers.testing import tiny_flux_pipeline
+
+    flux = tiny_flux_pipeline(tmp_path / "flux")
+    prompts = tmp_path / "two.jsonl"
+    prompts.write_text("".join(json.dumps(s.to_metadata()) + "\n" for s in build_eval_set()[:2]))
+    argv = [
+        "eval",
+        "--suite",
+        "shapes",
+        "--model",
+        str(flux),
+        "--prompts",
+        str(prompts),
+        "--images-per-prompt",
+        "1",
+    ]
+    assert main([*argv, "--steps", "2", "--out", str(tmp_path / "ev"), "--no-progress"]) in (0, 1)
+    assert json.loads((tmp_path / "ev" / "summary.json").read_text())["n_images"] == 2
+    grid = [
+        "grid",
+        "--model",
+        f"f={flux}",
+        "--prompt",
+        "a cat",
+        "--steps",
+        "2",
+        "--out",
+        str(tmp_path / "g.png"),
+    ]
+    assert main([*grid, "--size", "7"]) == 2
+    assert "is not an image size this model can take" in capsys.readouterr().err
