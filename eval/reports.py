@@ -379,17 +379,30 @@ def compare_runs(
         lines += ["| group | per run | mean over runs that reached it |", "| --- | --- | ---: |"]
         means = {}
         for label, items in runs.items():
-            hits = [first_reaching(*series_vs(rows, tkey, x_key), tval, window) for _, rows in items]
+            logged = [series_vs(rows, tkey, x_key) for _, rows in items]
+            hits = [first_reaching(x, y, tval, window) for x, y in logged]
             got = [h for h in hits if h is not None]
             means[label] = float(np.mean(got)) if got else None
-            cells = ", ".join("not reached" if h is None else f"{h:.6g}" for h in hits)
+            cells = ", ".join(
+                f"{h:.6g}"
+                if h is not None
+                else (
+                    f"{len(y)} logged points, fewer than --window {window}"
+                    if len(y) < window
+                    else "not reached"
+                )
+                for h, (_, y) in zip(hits, logged)
+            )
             lines.append(
                 f"| {label} | {cells} | {'—' if not got else f'{means[label]:.6g} ({len(got)}/{len(hits)})'} |"
             )
         labels = list(means)
-        if len(labels) >= 2 and all(means[k] for k in labels[:2]):
+        if len(labels) >= 2 and all(means[k] is not None for k in labels[:2]):
             a, b = labels[:2]
-            lines += ["", f"Ratio {a}/{b} of the mean {x_key} to the target: **{means[a] / means[b]:.2f}**"]
+            ratio = (
+                f"**{means[a] / means[b]:.2f}**" if means[b] else f"undefined ({b} reached it at {x_key} = 0)"
+            )
+            lines += ["", f"Ratio {a}/{b} of the mean {x_key} to the target: {ratio}"]
     md = out_dir / "compare.md"
     atomic_write_text(md, "\n".join(lines) + "\n")
     return md, png

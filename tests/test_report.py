@@ -253,6 +253,30 @@ def test_report_compare_groups_of_runs_and_nfe_to_target(tmp_path, capsys):
     with Image.open(tmp_path / "cmp" / "compare.png") as im:
         assert im.size[0] > 400
     assert "compare.md" in capsys.readouterr().out
+    # 10 logged points against --window 20 are named as such, not "not reached"
+    assert (
+        main(
+            [
+                *args[:-6],
+                "--target",
+                "reward/geneval/mean=0.5",
+                "--window",
+                "20",
+                "--out",
+                str(tmp_path / "w"),
+            ]
+        )
+        == 0
+    )
+    md = (tmp_path / "w" / "compare.md").read_text()
+    assert (
+        "| flat | 10 logged points, fewer than --window 20, 10 logged points, fewer than --window 20 | — |"
+        in md
+    )
+    # a group that meets the target at x = 0 (the base model's evaluation) gives no ratio, and says why
+    target = ["--target", "eval/shapes/overall=0.05", "--window", "1", "--out", str(tmp_path / "z")]
+    assert main([*args[:-6], *target]) == 0
+    assert "undefined (tree reached it at perf/nfe_total = 0)" in (tmp_path / "z" / "compare.md").read_text()
 
 
 def test_report_compare_rejects_bad_arguments(tmp_path, capsys):
