@@ -228,6 +228,35 @@ def test_logged_lr_is_the_rate_of_the_steps_update(sd3_dir, tmp_path):
     assert [r["train/lr"] for r in rows(out)] == pytest.approx([5e-4, 1e-3])
 
 
+def test_a_bf16_full_fine_tune_loads_with_one_dtype_as_documented(sd3_dir, tmp_path):
+    """model.dtype bfloat16: the export holds bf16 frozen parts and the float32 trained transformer; as the README
+    says, from_pretrained(dir, dtype=torch.bfloat16) loads one dtype that runs (without a dtype it fed
+    bf16 text embeddings into float32 layers); the raw weights for resuming stay float32."""
+    from accelerate.state import AcceleratorState
+    from diffusers import StableDiffusion3Pipeline
+
+    out = tmp_path / "run"
+    cfg = tiny_config(
+        sd3_dir, out, train__max_steps=1, train__mixed_precision="bf16", model__dtype="bfloat16"
+    )
+    AcceleratorState._reset_state(
+        reset_partial_state=True
+    )  # one process runs one precision: as a fresh process
+    try:
+        assert main(["train", str(write(cfg, tmp_path / "c.yaml"))]) == 0
+    finally:
+        AcceleratorState._reset_state(reset_partial_state=True)
+    ckpt = out / "checkpoints" / "step-000001"
+    pipe = StableDiffusion3Pipeline.from_pretrained(
+        str(ckpt), text_encoder_3=None, tokenizer_3=None, dtype=torch.bfloat16
+    )
+    size = pipe.default_sample_size * pipe.vae_scale_factor
+    image = pipe("a red circle", num_inference_steps=1, height=size, width=size).images[0]
+    assert image.size == (size, size)
+    raw = load_file(str(ckpt / "trainer_state" / "trainable.safetensors"))
+    assert {t.dtype for t in raw.values()} == {torch.float32}
+
+
 def test_nan_reward_is_masked(sd3_dir, tmp_path, caplog):
     out = tmp_path / "run"
     cfg = tiny_config(sd3_dir, out, rewards__names=["imgalign.trainers.testing:nan_every_third_reward"])
