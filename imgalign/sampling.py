@@ -39,12 +39,11 @@ BATCH_SIZE = 32
 def supported_sizes(pipe) -> list[int]:
     """Image sides (pixels) the pipeline's transformer can take: multiples of VAE factor x patch, up to the
     positional-embedding grid."""
-    # SD3 pipelines name their patch size; FLUX packs 2x2 latent patches and has no bounded position grid (RoPE),
-    # so its sides are listed up to its default size x 4
-    step = pipe.vae_scale_factor * (getattr(pipe, "patch_size", None) or 2)
-    config = pipe.transformer.config
-    max_grid = getattr(config, "pos_embed_max_size", None) or getattr(config, "sample_size", None)
-    if not hasattr(pipe, "patch_size"):
+    if hasattr(pipe, "patch_size"):  # SD3: patches up to the positional-embedding grid
+        step = pipe.vae_scale_factor * pipe.patch_size
+        max_grid = pipe.transformer.config.pos_embed_max_size or pipe.transformer.config.sample_size
+    else:  # FLUX: 2x2 packed latent patches and RoPE (no bounded grid): listed up to 4x its default size
+        step = pipe.vae_scale_factor * 2
         max_grid = 4 * pipe.default_sample_size * pipe.vae_scale_factor // step
     return [step * k for k in range(1, max_grid + 1)]
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import importlib
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -315,15 +315,10 @@ def reward_key(spec: str) -> str:
     """One name per reward and options, whatever way `spec` writes them: ``name`` plus its options sorted, without
     those equal to the registered reward's default (``geneval``, ``geneval:mode=partial`` and ``geneval: mode=partial``
     are all ``geneval``; ``geneval:mode=strict`` stays)."""
-    import inspect
-
     _import_builtin()
     name, opts = parse_reward_spec(spec)
     if name in _REGISTRY:
-        try:
-            params = inspect.signature(_REGISTRY[name][0]).parameters
-        except (TypeError, ValueError):
-            params = {}  # type: ignore[assignment]
+        params = _parameters(_REGISTRY[name][0])
         opts = {k: v for k, v in opts.items() if not (k in params and params[k].default == v)}
     if not opts:
         return name
@@ -334,15 +329,22 @@ def reward_key(spec: str) -> str:
     return f"{name}:{','.join(f'{k}={text(v)}' for k, v in sorted(opts.items()))}"
 
 
+def _parameters(factory: Callable[..., Any]) -> Mapping[str, Any]:
+    """A reward factory's signature parameters by name (empty when it has no inspectable signature)."""
+    import inspect
+
+    try:
+        return inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        return {}
+
+
 def reward_options(factory: Callable[..., Any]) -> list[str]:
     """The options a reward factory takes by name (``device`` and ``dtype`` are set by the caller)."""
     import inspect
 
-    try:
-        params = inspect.signature(factory).parameters.values()
-    except (TypeError, ValueError):
-        return []
     kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    params = _parameters(factory).values()
     return [p.name for p in params if p.kind in kinds and p.name not in ("self", "device", "dtype")]
 
 

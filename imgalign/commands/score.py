@@ -297,8 +297,8 @@ def run_score(args: argparse.Namespace) -> int:
     baseline = load_baseline(args.baseline) if args.baseline else None
     base = Path(args.prompts).parent if args.prompts else None
 
-    # a reward's column is its spec as given (`geneval:mode=strict`, not `geneval`), so a --baseline pairs only
-    # scores of the same reward and options
+    # a reward's column is its canonical key (name and non-default options: `geneval:mode=strict`, not `geneval`),
+    # so a --baseline pairs only scores of the same reward and options
     keys = [reward_key(s) for s in args.reward]
     twice = sorted({k for k in keys if keys.count(k) > 1})
     if twice:
