@@ -50,6 +50,14 @@ def test_bad_all_arguments_fail_before_training(tmp_path, capsys):
     assert not any(tmp_path.iterdir())
 
 
+def test_out_naming_a_file_is_refused_before_training(tmp_path, capsys):
+    f = tmp_path / "model.safetensors"
+    f.write_bytes(b"x")
+    assert main(["world", "pretrain", "--component", "clip", "--out", str(f)]) != 0
+    assert "is a file; give a folder" in capsys.readouterr().err
+    assert f.read_bytes() == b"x"
+
+
 def test_all_in_two_processes_equals_each_component_alone(tmp_path, monkeypatch):
     """The worker processes seed themselves: the folders are bitwise those of one-component runs in this process."""
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")

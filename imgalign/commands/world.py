@@ -127,6 +127,11 @@ def run_pretrain(args: argparse.Namespace) -> int:
         print(yaml.safe_dump({n: to_dict(c) for n, c in cfgs.items()}, sort_keys=False))
         return 0
     out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise ValueError(
+            f"--out {str(out)!r} is a file; give a folder (new, or one from an earlier pretraining run to resume: "
+            f"each component trains in its own sub-folder)"
+        )
     if jobs == 1 or len(names) == 1:
         for n in names:
             print(f"{n}: {_pretrain_one(COMPONENTS[n], cfgs[n], str(out), True)}")
