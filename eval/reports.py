@@ -38,7 +38,9 @@ def load_metrics(path: Path) -> list[dict[str, Any]]:
             f"{path} does not exist; `imgalign report` needs a run folder with metrics.jsonl"
         )
     try:
-        lines = path.read_text().splitlines()
+        lines = path.read_text(
+            encoding="utf-8-sig"
+        ).splitlines()  # -sig: a BOM from an editor is not a row error
     except (OSError, UnicodeDecodeError) as e:
         raise ValueError(f"cannot read {path}: {e}") from None
     rows: list[dict[str, Any]] = []

@@ -95,6 +95,16 @@ def test_report_errors(tmp_path, capsys):
     assert "metrics.jsonl:2: not valid JSON" in capsys.readouterr().err
 
 
+def test_metrics_saved_with_a_bom_load(tmp_path):
+    from imgalign.eval.reports import load_metrics
+
+    p = tmp_path / "metrics.jsonl"
+    p.write_text(
+        '{"step": 0, "a": 1}\n{"step": 1, "a": 2}\n', encoding="utf-8-sig"
+    )  # as some editors save it
+    assert load_metrics(p) == [{"step": 0, "a": 1}, {"step": 1, "a": 2}]
+
+
 def test_metric_groups():
     from imgalign.eval.reports import metric_groups
 
