@@ -9,7 +9,8 @@ Math (all float64):
   float64 sums Σf and Σffᵀ, so adding or removing one sample costs O(d²).
 * Per-sample reward (subset replace, "distribution-wise rewards" paper): r_i = FD(set) − FD(set with its oldest
   member replaced by sample i). Every sample of a batch replaces the same member, so rewards are comparable.
-  ``mode=group`` replaces the B oldest members with the whole batch and gives every sample the same reward.
+  ``mode=group`` replaces the B oldest members with the whole batch and gives every sample the same reward: a
+  score of the batch as a whole, which group-relative advantages cannot learn from (the trainer refuses it).
   With fewer than 2 members there is nothing to compare with: a batch scored then seeds the set and gets NaN (the
   trainer masks it, so the first training step has no fid signal); ``init=FOLDER`` starts from a set, and
   ``imgalign score`` asks for it. A NaN image gets NaN and never enters the set.

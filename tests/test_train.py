@@ -175,6 +175,10 @@ def test_bad_input_fails_before_model_loads(sd3_dir, tmp_path, capsys, monkeypat
         ({"prompts": {"source": "generate:-1"}}, "must be 0 or more"),
         ({"prompts": {"source": "no_such_prompts.jsonl"}}, "a relative path is read from the working folder"),
         ({"rewards": {"names": ["no_such_reward"]}}, "unknown reward 'no_such_reward'"),
+        (
+            {"rewards": {"names": ["geneval", "fid:mode=group"]}},
+            "which no group-relative advantage can learn",
+        ),
         ({"model": {"path": str(tmp_path / "missing")}}, "does not exist"),
         ({"model": {"path": str(incomplete)}}, "is incomplete; missing:"),
         ({"model": {"path": str(lora)}}, "is a LoRA checkpoint of base model"),

@@ -129,11 +129,18 @@ def preflight(cfg: FlowGRPOConfig, num_processes: int = 1) -> str:
     check_batch_layout(cfg, num_processes)
     known = list_rewards()
     for spec in cfg.rewards.names:
-        name, _ = parse_reward_spec(spec)
+        name, opts = parse_reward_spec(spec)
         if name not in known and ":" not in name:
             raise ConfigError(
                 f"rewards.names: unknown reward {name!r}; valid rewards: {', '.join(sorted(known))} "
                 "(or a 'package.module:attr' path)"
+            )
+        if name == "fid" and opts.get("mode") == "group":
+            # every sample of a batch gets the same value, so its group-centred advantages are all 0
+            raise ConfigError(
+                f"rewards.names: {spec!r} gives every sample of a batch the same reward, which no group-relative "
+                "advantage can learn from; train with fid (mode=sample, the default), and keep mode=group for "
+                "scoring a batch with `imgalign score`"
             )
     check_prompt_source(cfg.prompts.source)
     # a missing or incomplete folder, or an embedded model whose files are missing, raises here
