@@ -457,9 +457,16 @@ def load_adapter(
     dtype: torch.dtype = torch.float32,
     **kwargs: Any,
 ) -> FlowAdapter:
-    """Load a pipeline folder (or embedded name) into its family's adapter."""
+    """Load a pipeline folder (or embedded name) into its family's adapter. Without ``max_sequence_length``, a model
+    of the shapes architecture gets the context length it was trained with (one zero 'T5' token; with the
+    pipeline's 256 its samples lose the prompt), other models their pipeline's default."""
     from imgalign import hub
 
+    if not kwargs.get("max_sequence_length"):
+        from imgalign.eval.models import sampling_defaults
+        from imgalign.pipelines import ModelSpec
+
+        kwargs["max_sequence_length"] = sampling_defaults(ModelSpec("", str(path))).get("max_sequence_length")
     resolved = hub.resolve(path)
     fam = family or detect_family(resolved)
     if fam not in FAMILIES:

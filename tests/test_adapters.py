@@ -41,6 +41,16 @@ def test_detect_family(sd3_dir, flux_dir, tmp_path):
         load_adapter(sd3_dir, family="sdxl")
 
 
+def test_load_adapter_gives_the_shapes_model_its_trained_context_length(sd3_dir):
+    """Library callers get the one zero 'T5' token the shapes model was trained with (with the pipeline's 256 the
+    strict judge passed 0.21 of 24 prompts' images against 0.75); other models keep their pipeline's default."""
+    from imgalign.sampling import MAX_SEQUENCE_LENGTH
+
+    assert load_adapter("shapes").max_sequence_length == MAX_SEQUENCE_LENGTH
+    assert load_adapter("shapes", max_sequence_length=8).max_sequence_length == 8
+    assert load_adapter(sd3_dir).max_sequence_length == SD3Adapter.default_max_sequence_length
+
+
 @pytest.mark.parametrize("guidance", [1.0, 3.0])
 def test_sd3_adapter_matches_pipeline(sd3_dir, guidance):
     ad = load_adapter(sd3_dir)
