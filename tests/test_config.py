@@ -128,3 +128,25 @@ def test_set_values_keep_their_text_for_string_fields(tmp_path):
     )
     with pytest.raises(ConfigError, match=r"model.trainable_modules: .* is not a valid YAML list"):
         load("model.trainable_modules=[add_[qkv]_proj, norm1]")
+
+
+def test_batch_layout_counts_each_objectives_loss_terms():
+    """micro_batches_per_update (the figure examples/README.md says to copy into DeepSpeed's gradient accumulation)
+    counts the objective's terms: one per trained SDE step for grpo, one per fresh (t, eps) draw for nft; a tree's
+    parent rows split unevenly over updates give the largest update's count."""
+    from imgalign.trainers.config import FlowGRPOConfig, check_batch_layout
+
+    def layout(sets: list[str], procs: int = 2) -> dict:
+        return check_batch_layout(load_config(FlowGRPOConfig, None, sets), procs)
+
+    base = ["sampling.samples_per_step=8", "sampling.group_size=4", "train.micro_batch_size=2"]
+    grpo = layout(base + ["sampling.sde_window=4"])
+    assert grpo["samples_per_update_per_process"] == 4 and grpo["micro_batches_per_update"] == 2 * 4
+    nft = layout(
+        base + ["objective.name=nft", "objective.terms_per_sample=1", "objective.nft.guidance_scale=4"]
+    )
+    assert nft["terms_per_sample"] == 1 and nft["micro_batches_per_update"] == 2
+    tree = ["sampling.rollout=tree", "sampling.tree.branch_steps=[0]", "sampling.tree.branch_factors=[2]"]
+    tree += ["sampling.samples_per_step=6", "sampling.group_size=2", "train.updates_per_step=2"]
+    t = layout(base + tree + ["train.micro_batch_size=1"], procs=1)
+    assert t["tree_parent_rows_per_process"] == 3 and t["micro_batches_per_update"] == 2  # rows 2 + 1

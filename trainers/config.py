@@ -554,7 +554,9 @@ def check_batch_layout(cfg: FlowGRPOConfig, num_processes: int) -> dict[str, int
             f"{local} samples per process do not split into train.updates_per_step={t.updates_per_step} equal "
             "updates; change one of them"
         )
-    trained = s.sde_window or (s.num_steps - 1)
+    # loss terms per sample and update: one per trained SDE step (grpo), one per fresh (t, eps) draw (nft)
+    nft = cfg.objective.name == "nft"
+    trained = cfg.objective.terms_per_sample if nft else s.sde_window or (s.num_steps - 1)
     per_update = local // t.updates_per_step
     common = {
         "processes": num_processes,
@@ -572,16 +574,17 @@ def check_batch_layout(cfg: FlowGRPOConfig, num_processes: int) -> dict[str, int
             )
         spec = s.tree.spec(s.num_steps)
         rows = (local // s.group_size) * sum(spec.alive(b) for b in spec.branch_steps)
+        largest = -(-rows // t.updates_per_step)  # the first updates take the rows that do not divide evenly
         return {
             **common,
             "tree_parent_rows_per_process": rows,
             "tree_trained_edges_per_tree": spec.num_edges(),
             "tree_rollout_nfe_per_tree": spec.nfe(),
-            "micro_batches_per_update": -(-(rows // t.updates_per_step) // t.micro_batch_size),
+            "micro_batches_per_update": -(-largest // t.micro_batch_size),
         }
     return {
         **common,
         "samples_per_update_per_process": per_update,
-        "trained_steps_per_sample": trained,
+        ("terms_per_sample" if nft else "trained_steps_per_sample"): trained,
         "micro_batches_per_update": -(-per_update // t.micro_batch_size) * trained,
     }
