@@ -1239,3 +1239,17 @@ def test_nft_noise_follows_train_seed(sd3_dir, tmp_path):
         for seed in (0, 0, 1)
     ]
     assert losses[0] == losses[1] != losses[2]
+
+
+def test_a_launcher_whose_processes_accelerate_runs_alone_is_refused(sd3_dir, tmp_path, monkeypatch, capsys):
+    """torchrun with a GPU accelerate config on a machine without GPUs: each process saw 1 process and trained the
+    whole batch alone into the same run folder (every step logged twice, exit 0). It is refused before writing."""
+    from imgalign.trainers.trainer import check_launch
+
+    check_launch(None, 1)
+    check_launch("2", 2)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    out = tmp_path / "run"
+    assert main(["train", str(write(tiny_config(sd3_dir, out), tmp_path / "c.yaml"))]) == 2
+    assert "set ACCELERATE_USE_CPU=true" in capsys.readouterr().err
+    assert not out.exists()

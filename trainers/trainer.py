@@ -119,6 +119,20 @@ def shapes_max_sequence_length(path: str) -> int | None:
     return sampling_defaults(ModelSpec("", path)).get("max_sequence_length")
 
 
+def check_launch(world_size_env: str | None, num_processes: int) -> None:
+    """The launcher's process count (torchrun's ``WORLD_SIZE``) is the one accelerate runs with. When they differ
+    (torchrun with a GPU config on a machine without GPUs), every process would train the whole batch alone and
+    write the same run folder."""
+    launched = int(world_size_env or 1)
+    if launched != num_processes:
+        raise ConfigError(
+            f"the launcher started {launched} processes (WORLD_SIZE), but accelerate runs each as {num_processes} "
+            "of its own, so each would train alone into the same output folder. On CPUs set ACCELERATE_USE_CPU=true "
+            "(ACCELERATE_USE_CPU=true accelerate launch --multi_gpu --num_processes N -m imgalign train ...); on "
+            "GPUs check that every process sees one (CUDA_VISIBLE_DEVICES)"
+        )
+
+
 def preflight(cfg: FlowGRPOConfig, num_processes: int = 1) -> str:
     """Cheap checks that must fail before any model loads: the model path, reward names, prompt source and batch
     layout. Returns the resolved model path."""
@@ -192,6 +206,7 @@ class FlowGRPOTrainer:
             project_dir=str(self.out),
             kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=False)],
         )
+        check_launch(os.environ.get("WORLD_SIZE"), self.acc.num_processes)
         self.layout = check_batch_layout(cfg, self.acc.num_processes)
         self.is_main = self.acc.is_main_process
         self.rank, self.world = self.acc.process_index, self.acc.num_processes
