@@ -37,11 +37,32 @@ def test_log_prob_equals_torch_normal():
     x, mu = torch.randn(3, 2, 4, 4, generator=g), torch.randn(3, 2, 4, 4, generator=g)
     std = torch.tensor([0.3, 0.7, 1.5])
     ref = torch.distributions.Normal(mu, std.view(-1, 1, 1, 1)).log_prob(x)
+    ref = ref.double()  # the log-density is summed in float64
     torch.testing.assert_close(K.gaussian_log_prob(x, mu, std, "sum"), ref.sum(dim=(1, 2, 3)))
     torch.testing.assert_close(K.gaussian_log_prob(x, mu, std, "mean"), ref.mean(dim=(1, 2, 3)))
     # scalar std broadcasts
-    ref2 = torch.distributions.Normal(mu, 0.5).log_prob(x).sum(dim=(1, 2, 3))
+    ref2 = torch.distributions.Normal(mu, 0.5).log_prob(x).double().sum(dim=(1, 2, 3))
     torch.testing.assert_close(K.gaussian_log_prob(x, mu, 0.5), ref2)
+
+
+def test_log_ratio_of_large_latents_is_not_rounded_away():
+    """A 1024 px latent (16 x 128 x 128): each summed log-density is about 2e5, where float32 steps are 1/64. The
+    PPO log-ratio of a step whose mean moved by 1e-5 must match float64 arithmetic, not move in steps of 1/64
+    (measured before the float64 sums: +0.000 and -0.0156 where float64 gives -0.0006 and -0.0081)."""
+    from imgalign.trainers.grpo import grpo_clipped_loss
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(1, 16, 128, 128, generator=g)
+    v = torch.randn(x.shape, generator=g)
+    out = K.flow_sde_step(x, v, 0.2, 0.1, 0.7, 0.9, noise=torch.randn(x.shape, generator=g))
+    v2 = v + 1e-5 * torch.randn(x.shape, generator=g)
+    new = K.flow_sde_step(x, v2, 0.2, 0.1, 0.7, 0.9, prev_sample=out.prev_sample)
+    m1, sd = K.flow_sde_mean_std(x.double(), v.double(), 0.2, 0.1, 0.7, 0.9)
+    m2, _ = K.flow_sde_mean_std(x.double(), v2.double(), 0.2, 0.1, 0.7, 0.9)
+    y = out.prev_sample.double()
+    exact = (((y - m1) ** 2).sum() - ((y - m2) ** 2).sum()) / (2 * sd.double() ** 2)  # log π_new − log π_old
+    sur = grpo_clipped_loss(new.log_prob, out.log_prob, torch.ones(1), 0.2)
+    assert abs(float(torch.log(sur.ratio)) - float(exact)) < 1e-4, (float(torch.log(sur.ratio)), float(exact))
 
 
 def test_sde_mean_and_std_hand_computed():
@@ -179,6 +200,7 @@ def test_block_noise_log_prob_is_the_subspace_normal_and_ratio_one(reduce: str):
     torch.testing.assert_close(K.block_project(r, 2), r)  # noise only in the subspace
     z = K.block_coords(r, 2)  # [3, 2, 2, 2]
     ref = torch.distributions.Normal(0.0, out.std.view(-1, 1, 1, 1)).log_prob(z)
+    ref = ref.double()
     expect = ref.sum(dim=(1, 2, 3)) if reduce == "sum" else ref.mean(dim=(1, 2, 3))
     torch.testing.assert_close(out.log_prob, expect)
     new = K.flow_sde_step(
@@ -192,7 +214,8 @@ def test_block_noise_log_prob_is_the_subspace_normal_and_ratio_one(reduce: str):
         reduce=reduce,
         block=2,
     )
-    torch.testing.assert_close(torch.exp(new.log_prob - out.log_prob), torch.ones(3), rtol=0, atol=1e-5)
+    ratio = torch.exp(new.log_prob - out.log_prob)
+    torch.testing.assert_close(ratio, torch.ones(3, dtype=ratio.dtype), rtol=0, atol=1e-5)
     # the KL in block coordinates: ‖Uᵀ(μ_p − μ_q)‖²/(2s²)
     m2 = out.mean + 0.1 * torch.randn(out.mean.shape, generator=g)
     kl = K.gaussian_kl_equal_std(m2, out.mean, out.std, "sum", block=2)

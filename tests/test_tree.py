@@ -78,7 +78,7 @@ def test_gaussian_log_prob_matches_torch_distributions():
     x, mean = torch.randn(3, 2, 2, generator=g), torch.randn(3, 2, 2, generator=g)
     std = torch.tensor([0.5, 1.0, 2.0])
     ref = torch.distributions.Normal(mean, std[:, None, None]).log_prob(x).flatten(1).sum(1)
-    assert torch.allclose(gaussian_log_prob(x, mean, std), ref, atol=1e-5)
+    assert torch.allclose(gaussian_log_prob(x, mean, std), ref.double(), atol=1e-5)
 
 
 class _Counter:
@@ -121,11 +121,11 @@ def test_rollout_nfe_shared_prefix_and_recorded_transitions():
     _, mean, std = flow_sde_step(roll.parent_x, v, roll.parent_sigma, roll.parent_sigma_next, 0.7)
     assert torch.allclose(mean, roll.parent_mean) and torch.allclose(std, roll.parent_std)
     lp = gaussian_log_prob(roll.edge_x_next, mean[roll.edge_parent], std[roll.edge_parent])
-    assert torch.allclose(torch.exp(lp - roll.edge_log_prob), torch.ones(40), atol=1e-5)
+    assert torch.allclose(torch.exp(lp - roll.edge_log_prob).float(), torch.ones(40), atol=1e-5)
     mean_only, std_only = flow_sde_mean_std(roll.parent_x, v, roll.parent_sigma, roll.parent_sigma_next, 0.7)
     assert torch.allclose(mean_only, mean) and torch.equal(std_only, std)
     assert torch.allclose(
-        torch.exp(edge_log_prob(roll, mean_only) - roll.edge_log_prob), torch.ones(40), atol=1e-5
+        torch.exp(edge_log_prob(roll, mean_only) - roll.edge_log_prob).float(), torch.ones(40), atol=1e-5
     )
     # a perturbed policy gives ratio != 1
     assert not torch.allclose(edge_log_prob(roll, mean_only + 0.1), roll.edge_log_prob)

@@ -83,7 +83,8 @@ def grpo_clipped_loss(
 ) -> SurrogateOutput:
     """PPO/GRPO clipped surrogate: mean(max(−A·ρ, −A·clip(ρ, 1 − ε, 1 + ε))), ρ = exp(logπ_θ − logπ_old).
     log_prob, old_log_prob, advantages: [B] -> scalar. `weights` [B] (0/1 masks) make it a weighted mean."""
-    diff = log_prob.float() - old_log_prob.float()
+    # the difference of two float64 sums (kernels.reduce_dims) is small, so float32 holds it exactly enough
+    diff = (log_prob.double() - old_log_prob.double()).float()
     ratio = torch.exp(diff)
     a = advantages.float()
     unclipped = -a * ratio

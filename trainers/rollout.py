@@ -158,7 +158,7 @@ def sample_trajectories(
         x = x * sign.to(x.dtype)
     sig = a.sigmas(cfg.num_steps).to(x.device)
     traj = [x.float()]
-    lps = torch.zeros(x.shape[0], cfg.num_steps)
+    lps = torch.zeros(x.shape[0], cfg.num_steps, dtype=torch.float64)  # float64 sums (kernels.reduce_dims)
     trained = set(train_steps)
     for i in range(cfg.num_steps):
         v = a.velocity(x, sig[i], cond, cfg.guidance_scale, transformer=ctx.model)
@@ -288,8 +288,8 @@ def _tree_rows(
     lp = K.gaussian_log_prob(
         roll.edge_x_next, roll.parent_mean[roll.edge_parent], roll.parent_std[roll.edge_parent], reduce
     )  # [E]
-    old = torch.zeros(m, k)
-    old[roll.edge_parent.cpu(), slot.cpu()] = lp.float().cpu()
+    old = torch.zeros(m, k, dtype=torch.float64)
+    old[roll.edge_parent.cpu(), slot.cpu()] = lp.cpu()
     rows = TreeRows(
         x=roll.parent_x,
         sigma=roll.parent_sigma,

@@ -239,12 +239,13 @@ def flow_sde_step(
 
 
 def gaussian_log_prob(x: torch.Tensor, mean: torch.Tensor, std: torch.Tensor) -> torch.Tensor:
-    """log N(x; mean, std²·I) summed over latent dims, in float32. x, mean [N, ...]; std [N] -> [N]."""
+    """log N(x; mean, std²·I) summed over latent dims: float32 terms, a float64 sum (see kernels.reduce_dims).
+    x, mean [N, ...]; std [N] -> [N] float64."""
     xf, mf = x.float(), mean.float()
     sf = _rows(std.float(), xf)
     d = xf[0].numel()
     lp = -((xf - mf) ** 2) / (2.0 * sf**2) - torch.log(sf) - 0.5 * math.log(2.0 * math.pi)
-    return lp.flatten(1).sum(1) if d else lp.new_zeros(x.shape[0])
+    return lp.flatten(1).sum(1, dtype=torch.float64) if d else lp.new_zeros(x.shape[0], dtype=torch.float64)
 
 
 # ---- the rollout driver ------------------------------------------------------------------------------------------
@@ -258,7 +259,7 @@ class TreeRollout:
     per (node, branch step)): parent_x [M, ...] the latent the velocity was evaluated at, parent_sigma /
     parent_sigma_next [M], parent_step [M], parent_root [M], parent_node [M], parent_mean [M, ...] and parent_std [M]
     (the mean and std actually used). Edges (one per child): edge_parent [E] (row into the parent tensors),
-    edge_child [E] (node id), edge_x_next [E, ...], edge_log_prob [E] (float32, summed over latent dims, at sampling).
+    edge_child [E] (node id), edge_x_next [E, ...], edge_log_prob [E] (float64, summed over latent dims, at sampling).
     """
 
     leaves: torch.Tensor  # [L, ...] final latents (x at sigma_T)
@@ -430,7 +431,7 @@ def tree_rollout(
 
 
 def edge_log_prob(rollout: TreeRollout, parent_mean: torch.Tensor) -> torch.Tensor:
-    """log-density [E] (float32, summed over latent dims) of every recorded edge under new parent means [M, ...].
+    """log-density [E] (float64, summed over latent dims) of every recorded edge under new parent means [M, ...].
 
     parent_mean: the SDE mean recomputed from v_theta evaluated once per parent row (rollout.parent_x, parent_sigma,
     parent_root); the std is the one used at sampling. With unchanged weights this equals rollout.edge_log_prob.
@@ -543,7 +544,7 @@ def tree_advantages(
     if value == "logprob":
         d = rollout.edge_x_next[0].numel()
         logit = torch.zeros(rollout.node_parent.shape[0], device=r.device)
-        logit[rollout.edge_child] = rollout.edge_log_prob.to(r.device) / d / temperature
+        logit[rollout.edge_child] = (rollout.edge_log_prob.to(r.device) / d / temperature).to(logit.dtype)
     elif value != "mean":
         raise ValueError(f"tree_advantages: value must be 'mean' or 'logprob' (got {value!r})")
     values = propagate_values(rollout.node_parent, rollout.node_depth, rollout.leaf_node, r, logit)
