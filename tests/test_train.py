@@ -235,7 +235,8 @@ def test_logged_lr_is_the_rate_of_the_steps_update(sd3_dir, tmp_path):
 def test_a_bf16_full_fine_tune_loads_with_one_dtype_as_documented(sd3_dir, tmp_path):
     """model.dtype bfloat16: the export holds bf16 frozen parts and the float32 trained transformer; as the README
     says, from_pretrained(dir, dtype=torch.bfloat16) loads one dtype that runs (without a dtype it fed
-    bf16 text embeddings into float32 layers); the raw weights for resuming stay float32."""
+    bf16 text embeddings into float32 layers); the raw weights for resuming stay float32. It follows a float32 run
+    in the same process, as a library caller may."""
     from accelerate.state import AcceleratorState
     from diffusers import StableDiffusion3Pipeline
 
@@ -245,11 +246,13 @@ def test_a_bf16_full_fine_tune_loads_with_one_dtype_as_documented(sd3_dir, tmp_p
     )
     AcceleratorState._reset_state(
         reset_partial_state=True
-    )  # one process runs one precision: as a fresh process
-    try:
-        assert main(["train", str(write(cfg, tmp_path / "c.yaml"))]) == 0
-    finally:
-        AcceleratorState._reset_state(reset_partial_state=True)
+    )  # as a fresh process (earlier tests built trainers)
+    # a float32 run first, in the same process: a run clears the accelerate state it created, so the bf16 run
+    # that follows is not refused ("AcceleratorState has already been initialized and cannot be changed")
+    f32 = tiny_config(sd3_dir, tmp_path / "f32", train__max_steps=1)
+    assert main(["train", str(write(f32, tmp_path / "f32.yaml"))]) == 0
+    assert not AcceleratorState._shared_state
+    assert main(["train", str(write(cfg, tmp_path / "c.yaml"))]) == 0
     ckpt = out / "checkpoints" / "step-000001"
     pipe = StableDiffusion3Pipeline.from_pretrained(
         str(ckpt), text_encoder_3=None, tokenizer_3=None, dtype=torch.bfloat16
@@ -855,6 +858,33 @@ def test_two_processes_same_advantages_as_one(sd3_dir, tmp_path):
         assert x["rewards"]["red_reward"] == pytest.approx(y["rewards"]["red_reward"], abs=1e-5)
         assert x["advantage"] == pytest.approx(y["advantage"], abs=1e-3)
     assert rows(tmp_path / "two")[0]["perf/nfe"] == 24
+
+
+def test_a_failing_evaluation_still_meets_the_other_processes():
+    """Rank 0's evaluation failing must still reach the barrier the other ranks wait at inside evaluate(): it
+    saves a checkpoint next, and its save's barriers would otherwise pair with theirs one off (rank 0 could
+    publish the checkpoint folder while rank 1 still wrote its RNG file into it)."""
+    from types import SimpleNamespace
+
+    from imgalign.trainers.trainer import FlowGRPOTrainer
+
+    barriers = []
+
+    def fail(step: int) -> dict[str, float]:
+        raise OSError("samples/eval-step-000002.png is a directory")
+
+    for is_main in (True, False):
+        me = SimpleNamespace(
+            is_main=is_main,
+            acc=SimpleNamespace(wait_for_everyone=lambda m=is_main: barriers.append(m)),
+            _evaluate_main=fail,
+        )
+        if is_main:
+            with pytest.raises(OSError, match="is a directory"):
+                FlowGRPOTrainer.evaluate(me, 2)
+        else:
+            assert FlowGRPOTrainer.evaluate(me, 2) == {}
+    assert barriers == [True, False]  # one barrier each, the failing main process included
 
 
 def test_default_config_two_steps(tmp_path):

@@ -814,42 +814,49 @@ class FlowGRPOTrainer:
 
     # ------------------------------------------------------------------------------------------------ eval
     def evaluate(self, step: int) -> dict[str, float]:
+        """The eval suite on the main process (the others wait); its metrics there, {} elsewhere."""
+        out: dict[str, float] = {}
+        failure: Exception | None = None
+        if self.is_main:
+            try:
+                out = self._evaluate_main(step)
+            except Exception as e:
+                failure = e
+        # every process meets here, also when the evaluation failed: the failing process saves a checkpoint next,
+        # and its save's barriers must pair with the other processes' save, not with this one
+        self.acc.wait_for_everyone()
+        if failure is not None:
+            raise failure
+        return out
+
+    def _evaluate_main(self, step: int) -> dict[str, float]:
         from imgalign.trainers.evaluation import eval_prompt_dependence, reward_suite, shapes_suite
 
         cfg = self.cfg
-        out: dict[str, float] = {}
-        if self.is_main:
-            t = time.perf_counter()
-            gs = cfg.eval.guidance_scale if cfg.eval.guidance_scale >= 0 else cfg.sampling.guidance_scale
-            model = self.acc.unwrap_model(self.model)
-            model.eval()
-            swap = (
-                self.ema.swapped_in()
-                if (self.ema is not None and cfg.eval.use_ema)
-                else contextlib.nullcontext()
-            )
-            with torch.no_grad(), swap:
-                if cfg.eval.suite == "shapes":
-                    out, images = shapes_suite(self.adapter, model, cfg.eval, gs)
-                else:
-                    out, images = reward_suite(
-                        self.adapter, model, cfg.eval, gs, self.rewards, self.sampler.test
-                    )
-                if cfg.eval.vnorm_images > 0:  # ‖v_θ‖/‖v_ref‖ per step bucket along the policy's ODE paths
-                    from imgalign.trainers.vnorm import eval_inflation
+        t = time.perf_counter()
+        gs = cfg.eval.guidance_scale if cfg.eval.guidance_scale >= 0 else cfg.sampling.guidance_scale
+        model = self.acc.unwrap_model(self.model)
+        model.eval()
+        swap = (
+            self.ema.swapped_in() if (self.ema is not None and cfg.eval.use_ema) else contextlib.nullcontext()
+        )
+        with torch.no_grad(), swap:
+            if cfg.eval.suite == "shapes":
+                out, images = shapes_suite(self.adapter, model, cfg.eval, gs)
+            else:
+                out, images = reward_suite(self.adapter, model, cfg.eval, gs, self.rewards, self.sampler.test)
+            if cfg.eval.vnorm_images > 0:  # ‖v_θ‖/‖v_ref‖ per step bucket along the policy's ODE paths
+                from imgalign.trainers.vnorm import eval_inflation
 
-                    out.update(eval_inflation(self.adapter, model, cfg.eval, gs, self.sampler.test))
-                out.update(eval_prompt_dependence(self.adapter, model, cfg.eval, gs, self.sampler.test))
-            if images.numel():
-                self._save_grid(images[:16], None, self.out / "samples" / f"eval-step-{step:06d}.png")
-            out["perf/sec_eval"] = time.perf_counter() - t
-            log.info("eval at step %d: %s", step, {k: round(v, 4) for k, v in out.items()})
-            self._warn_prompt_independence(step, out)
-            with open(
-                self.out / "eval.jsonl", "a"
-            ) as f:  # every evaluation, step 0 (the base model) included
-                f.write(json.dumps({"step": step, **out}) + "\n")
-        self.acc.wait_for_everyone()
+                out.update(eval_inflation(self.adapter, model, cfg.eval, gs, self.sampler.test))
+            out.update(eval_prompt_dependence(self.adapter, model, cfg.eval, gs, self.sampler.test))
+        if images.numel():
+            self._save_grid(images[:16], None, self.out / "samples" / f"eval-step-{step:06d}.png")
+        out["perf/sec_eval"] = time.perf_counter() - t
+        log.info("eval at step %d: %s", step, {k: round(v, 4) for k, v in out.items()})
+        self._warn_prompt_independence(step, out)
+        with open(self.out / "eval.jsonl", "a") as f:  # every evaluation, step 0 (the base model) included
+            f.write(json.dumps({"step": step, **out}) + "\n")
         return out
 
     def _warn_prompt_independence(self, step: int, out: dict[str, float]) -> None:
@@ -1103,7 +1110,18 @@ def _flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 def run(
     cfg: FlowGRPOConfig, output_dir: str | Path | None = None, resume: str | None = None
 ) -> dict[str, float]:
-    """Build a trainer and train; returns the last step's metrics."""
+    """Build a trainer and train; returns the last step's metrics.
+
+    accelerate keeps one process-wide state, fixed by the first ``Accelerator``: a one-process run that created it
+    clears it when it ends, so a second run in the same process (``imgalign.cli.main`` twice, a notebook) may use
+    another ``train.mixed_precision``. A state that existed before (the caller's) is left as it is."""
+    from accelerate.state import AcceleratorState
+
+    ours = not AcceleratorState._shared_state
     tr = FlowGRPOTrainer(cfg, output_dir)
-    tr.setup(resume)
-    return tr.train()
+    try:
+        tr.setup(resume)
+        return tr.train()
+    finally:
+        if ours and int(os.environ.get("WORLD_SIZE") or 1) == 1:
+            AcceleratorState._reset_state(reset_partial_state=True)
