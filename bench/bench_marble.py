@@ -150,6 +150,10 @@ class Update:
         micro = [(mb, t) for mb in idx.split(cfg.train.micro_batch_size) for t in tr.objective.terms(ro)]
         if self.rb is not None:
             self.rb.start_update()
+            # as the trainer: alpha* sees every term of the first micro-batch
+            n_terms = len(tr.objective.terms(ro)) if self.rb.solving else 1
+            for mb, term in micro[1:n_terms]:
+                self.rb.probe(tr.objective.head(ctx, ro, mb, term, self.valid), self.per[mb], tr.params)
         for mb, term in micro:
             if self.rb is None:
                 loss, _ = tr.objective.loss(ctx, ro, mb, term, self.per[:, 0], self.valid)

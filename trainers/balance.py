@@ -65,10 +65,13 @@ advantage vector. Each micro-batch: per-reward advantages A [b, K] (:func:`imgal
 per_reward_advantages`, the same definition for every balancer) -> signal s_k = to_signal(A_k) (NFT: r_k; GRPO: A_k)
 -> on the FIRST micro-batch of an update (every ``rewards.marble.refresh_every`` updates), the K per-reward policy
 losses' gradients with respect to v_theta (``rewards.marble.gram: output``, default; K autograd calls through the loss
-head only) or to the trainable weights (``params``; K extra backward passes) -> Gram -> alpha* -> EMA -> c; the
-mixed signal s_k @ c -> the loss (regularisers once, since sum c = 1) -> ONE backward. Every micro-batch of the update
-uses the same c, so alpha* sees the first micro-batch only: set ``train.micro_batch_size`` to the samples per update
-(and ``objective.terms_per_sample: 1`` for NFT) to let it see the whole batch, as the shapes example configs do.
+head only) or to the trainable weights (``params``; K extra backward passes), over ALL its loss terms (GRPO: every
+trained SDE step; NFT: every noise draw): the terms after the first are probed before the first is trained
+(:meth:`RewardBalancing.probe`: one extra forward each, no backward), the first adds its own -> the Gram of the
+micro-batch summed over its terms -> alpha* -> EMA -> c; the mixed signal s_k @ c -> the loss (regularisers once,
+since sum c = 1) -> ONE backward per term. Every micro-batch of the update uses the same c, so alpha* sees the first
+micro-batch only (all its terms): set ``train.micro_batch_size`` to the samples per update to let it see the whole
+batch, as the shapes example configs do.
 ``rewards.diagnose_cosines`` (any balancer) adds, per micro-batch, the gradients of the K per-reward losses and of the
 loss actually back-propagated (d) in the same space, summed over the update (:class:`UpdateGram`), and logs
 ``balance/grad_cos/<reward>``, ``balance/grad_cos_min``, ``balance/neg_cos_share_step`` and the running
@@ -606,7 +609,8 @@ class RewardBalancing:
     Per optimizer update: :meth:`start_update`; per micro-batch :meth:`micro_loss` (one forward, shared by the
     per-reward losses, the Gram matrix and the mixed loss: ONE training backward); :meth:`end_update`; per step
     :meth:`step_metrics`. MARBLE solves alpha* on the Gram matrix of the update's FIRST micro-batch (a random share
-    of the batch, after the trainer's shuffle), EMAs alpha and mixes every micro-batch of that update with the same
+    of the batch, after the trainer's shuffle) summed over all its loss terms (:meth:`probe` adds the terms after the
+    first before its :meth:`micro_loss`), EMAs alpha and mixes every micro-batch of that update with the same
     coefficients c. With ``diagnose`` on, every micro-batch also adds its [g_1..g_K, d] gradients (d = the gradient
     of the loss actually back-propagated, regularisers included, before AdamW's preconditioning and clipping) to the
     update's Gram, giving each reward's cosine with the update and the running share of updates in which the worst
@@ -638,7 +642,8 @@ class RewardBalancing:
         self._acc: UpdateGram | None = None
         self._cos: list[torch.Tensor] = []
         self._seconds = 0.0
-        self._first = True
+        # the Gram matrix alpha* is solved on, from start_update to the first micro_loss of a refresh update
+        self._solve: UpdateGram | None = None
 
     @property
     def active(self) -> bool:
@@ -651,7 +656,34 @@ class RewardBalancing:
 
     def start_update(self) -> None:
         self._acc = UpdateGram(self.space) if self.diagnose else None
-        self._first = True
+        refresh = self.balancer is not None and self.balancer.needs_refresh(self.updates)
+        self._solve = UpdateGram(self.space) if refresh else None
+
+    @property
+    def solving(self) -> bool:
+        """True from :meth:`start_update` of an update that solves alpha* until its first :meth:`micro_loss`."""
+        return self._solve is not None
+
+    def _per_reward_flat(
+        self, head: Any, sig: torch.Tensor, params: Sequence[torch.nn.Parameter], scale: float
+    ) -> torch.Tensor:
+        """[K, P] gradients of the K per-reward policy losses, times the micro-batch's weight in the update."""
+        probes = [head.output] if self.space == "output" else list(params)
+        return flat_gradients([head.policy(sig[:, j])[0] for j in range(self.k)], probes) * scale
+
+    def probe(
+        self, head: Any, per_reward: torch.Tensor, params: Sequence[torch.nn.Parameter], scale: float = 1.0
+    ) -> None:
+        """Add one more loss term of the first micro-batch (GRPO: another trained SDE step; NFT: another noise draw)
+        to the Gram matrix alpha* is solved on; the trainer calls it for every term but the first, before the first
+        :meth:`micro_loss`, which adds its own term and solves. No loss, no backward (the head's graph is dropped)."""
+        import time
+
+        assert self._solve is not None, "RewardBalancing.probe: only on an update that solves alpha*"
+        t0 = time.perf_counter()
+        sig = head.to_signal(per_reward.to(head.output.device))  # [b, K]
+        self._solve.add(self._per_reward_flat(head, sig, params, scale))
+        self._seconds += time.perf_counter() - t0
 
     def micro_loss(
         self,
@@ -673,24 +705,20 @@ class RewardBalancing:
         import time
 
         t0 = time.perf_counter()
-        first, self._first = self._first, False
         sig = head.to_signal(per_reward.to(head.output.device))  # [b, K]
         probes = [head.output] if self.space == "output" else list(params)
-        refresh = self.balancer is not None and first and self.balancer.needs_refresh(self.updates)
         flat = None
-        if refresh or self.diagnose:
-            per_losses = [head.policy(sig[:, j])[0] for j in range(self.k)]
-            flat = (
-                flat_gradients(per_losses, probes) * scale
-            )  # [K, P]: this micro-batch's share of the update
-        if refresh:
+        if self._solve is not None or self.diagnose:  # [K, P]: this micro-batch's share of the update
+            flat = self._per_reward_flat(head, sig, params, scale)
+        if self._solve is not None:
+            # the update's first micro-batch (its other terms probed): the Gram over all its terms (output space: each term's
+            # own output, disjoint coordinates, Grams summed; params: gradients summed) -> alpha*
             assert flat is not None and self.balancer is not None
-            if self.space == "output":
-                gram = flat.double() @ flat.double().T
-                self.balancer.update(reduce(gram) if reduce is not None else gram)
-            else:
-                f = reduce(flat) if reduce is not None else flat
-                self.balancer.update(f.double() @ f.double().T)
+            self._solve.add(flat)
+            gram = self._solve.result(reduce)
+            self._solve = None
+            assert gram is not None
+            self.balancer.update(gram)
         if self.balancer is not None:
             signal = sig @ self.coefficients().to(sig.dtype).to(sig.device)  # [b]: the amortised mix
         else:

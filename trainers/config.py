@@ -245,7 +245,10 @@ class MarbleConfig:
         0.9, help="EMA on alpha: alpha <- ema*alpha + (1-ema)*alpha* (0 = each update's alpha*)"
     )
     refresh_every: int = field(
-        1, help="solve alpha* every N optimizer updates, keeping the EMA'd alpha between"
+        1,
+        help="solve alpha* every N optimizer updates, keeping the EMA'd alpha between; alpha* is solved on the "
+        "update's first micro-batch with all its terms (trained SDE steps / NFT draws; one extra forward per term "
+        "after the first), so train.micro_batch_size = the samples per update lets it see the whole batch",
     )
     solver: Literal["auto", "projected_gradient"] = field(
         "auto",

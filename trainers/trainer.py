@@ -722,6 +722,15 @@ class FlowGRPOTrainer:
                 continue
             if bb is not None:
                 bb.start_update()
+                # MARBLE solves alpha* on the first micro-batch with all its terms (trained steps / noise draws): the
+                # terms after the first add their per-reward gradients now (one extra forward each, no backward)
+                for j in range(1, len(terms) if bb.solving else 1):
+                    mb, term = micro[j]
+                    with self.acc.no_sync(self.model), self.acc.autocast():
+                        head = self.objective.head(ctx, ro, mb, term, valid)
+                        bb.probe(head, per_reward[mb], self.params, scales[j])
+                    del head
+                    nfe_train += len(mb) * self.adapter.nfe_per_step(cfg.sampling.guidance_scale)
             for k, (mb, term) in enumerate(micro):
                 sync = k == len(micro) - 1
                 ctx_mgr = contextlib.nullcontext() if sync else self.acc.no_sync(self.model)
