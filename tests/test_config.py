@@ -150,3 +150,19 @@ def test_batch_layout_counts_each_objectives_loss_terms():
     tree += ["sampling.samples_per_step=6", "sampling.group_size=2", "train.updates_per_step=2"]
     t = layout(base + tree + ["train.micro_batch_size=1"], procs=1)
     assert t["tree_parent_rows_per_process"] == 3 and t["micro_batches_per_update"] == 2  # rows 2 + 1
+
+
+def test_reward_weights_that_would_do_nothing_are_refused():
+    """rewards.weights all 0 would zero every advantage; under rewards.balancer=marble the weights were silently
+    ignored (MARBLE weighs the rewards by their gradients). Both are config errors, before any model loads."""
+    from imgalign.trainers.config import FlowGRPOConfig
+
+    two = "rewards.names=[geneval:mode=partial, clip]"
+    with pytest.raises(
+        ConfigError, match=r"rewards.weights .* no effect with rewards.balancer=marble.*remove"
+    ):
+        load_config(FlowGRPOConfig, None, [two, "rewards.balancer=marble", "rewards.weights=[1, 0.5]"])
+    with pytest.raises(ConfigError, match=r"rewards.weights are all 0.*at least one weight > 0"):
+        load_config(FlowGRPOConfig, None, [two, "rewards.weights=[0, 0]"])
+    assert load_config(FlowGRPOConfig, None, [two, "rewards.weights=[0, 2]"]).rewards.weights == [0.0, 2.0]
+    assert load_config(FlowGRPOConfig, None, [two, "rewards.balancer=marble"]).rewards.weights == []

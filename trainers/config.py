@@ -268,7 +268,10 @@ class RewardConfig:
         default_factory=lambda: ["geneval:mode=partial"],
         help="reward specs from the reward registry ('name:key=value,...' or 'package.module:attr')",
     )
-    weights: list[float] = field(default_factory=list, help="one weight per reward; empty = all 1")
+    weights: list[float] = field(
+        default_factory=list,
+        help="one weight per reward (>= 0, at least one > 0); empty = all 1; not with rewards.balancer=marble",
+    )
     balancer: str = field(
         "group_norm_weighted",
         help="how rewards combine into advantages: group_norm_weighted (each reward normalised within its group, "
@@ -293,6 +296,17 @@ class RewardConfig:
             )
         if any(w < 0 for w in self.weights):
             raise ConfigError(f"rewards.weights must be non-negative (got {self.weights})")
+        if self.weights and not any(w > 0 for w in self.weights):
+            raise ConfigError(
+                f"rewards.weights are all 0 ({self.weights}): every advantage would be 0 and nothing would train; "
+                "give at least one weight > 0"
+            )
+        if self.weights and self.balancer == "marble":
+            raise ConfigError(
+                f"rewards.weights ({self.weights}) have no effect with rewards.balancer=marble, which weighs the "
+                "rewards by their gradients itself: remove rewards.weights, or use another rewards.balancer "
+                "(group_norm_weighted, weighted_sum, gdpo)"
+            )
 
 
 # ---- end multi-reward balancing ------------------------------------------------------------------------------------
