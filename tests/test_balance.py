@@ -414,3 +414,50 @@ def test_marble_update_without_any_gradient_keeps_its_weights():
     torch.testing.assert_close(mb.alpha, alpha)
     torch.testing.assert_close(mb.coefficients(), c)
     assert mb.steps == 1
+
+
+def test_reward_balancing_state_matches_rewards_by_name_and_starts_fresh_when_it_does_not_fit():
+    """A saved state is restored by reward name (a reordered list keeps each reward's alpha); one of other rewards,
+    another count or another balancer (MARBLE or not) is left out, the reason returned, and the state stays fresh.
+    Before, these raised (K differs, no MARBLE state) or restored alpha by position."""
+    from imgalign.trainers.balance import RewardBalancing
+
+    saved = RewardBalancing(["a", "b", "c"], marble=True, diagnose=True, ema=0.0)
+    assert saved.balancer is not None
+    saved.balancer.alpha = torch.tensor(
+        [0.5, 0.3, 0.2], dtype=torch.float64
+    )  # distinct: a positional restore shows
+    saved.balancer.grad_norms = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)
+    saved.balancer.steps = 4
+    saved.updates, saved.diag_updates, saved.neg_updates = 5, 5, 2
+    state = saved.state_dict()
+    alpha = dict(zip("abc", saved.balancer.alpha.tolist()))
+
+    reordered = RewardBalancing(["c", "a", "b"], marble=True, diagnose=True)
+    assert reordered.load_state_dict(state) is None
+    assert reordered.balancer is not None and reordered.balancer.steps == 4
+    assert reordered.balancer.alpha.tolist() == [alpha["c"], alpha["a"], alpha["b"]]
+    assert reordered.balancer.grad_norms.tolist() == [3.0, 1.0, 2.0]
+    assert reordered.neg_updates == 2 and reordered.updates == 5
+
+    cases = [
+        (["a", "b"], True, "are not this run's"),  # a reward removed
+        (["a", "b", "c", "d"], True, "are not this run's"),  # a reward added
+        (["a", "b", "x"], True, "are not this run's"),  # one replaced
+        (["a", "b", "c"], False, "rewards.balancer is not marble"),  # MARBLE -> diagnostics only
+    ]
+    for names, marble, why in cases:
+        rb = RewardBalancing(names, marble=marble, diagnose=True)
+        assert why in (rb.load_state_dict(state) or "")
+        assert rb.updates == rb.neg_updates == 0
+        if rb.balancer is not None:
+            assert rb.balancer.steps == 0
+    diag_only = RewardBalancing(["a", "b", "c"], marble=False, diagnose=True).state_dict()
+    rb = RewardBalancing(["a", "b", "c"], marble=True, diagnose=False)
+    assert "no MARBLE weights" in (rb.load_state_dict(diag_only) or "")
+    legacy = {k: v for k, v in state.items() if k != "names"}  # saved before names were recorded
+    legacy["marble"] = {k: v for k, v in state["marble"].items() if k != "names"}
+    assert "it has 3 rewards, this run 2" in (
+        RewardBalancing(["a", "b"], True, True).load_state_dict(legacy) or ""
+    )
+    assert RewardBalancing(["a", "b", "c"], True, True).load_state_dict(legacy) is None

@@ -116,6 +116,28 @@ def test_marble_weights_see_every_term_of_the_micro_batch(sd3_dir, tmp_path, obj
     assert cos[0] > 0 and cos[0] == pytest.approx(cos[1], rel=1e-4)
 
 
+def test_resume_with_another_balancer_or_reward_list_starts_balancing_fresh(sd3_dir, tmp_path, caplog):
+    """Resuming a cosine-diagnostics run with MARBLE, then that MARBLE run with a third reward: each time the saved
+    balancing state does not fit; the run goes on with it fresh and a warning that says why (before, the first
+    failed with "no MARBLE state", the second with "saved alpha has 2 rewards, not 3")."""
+    out = tmp_path / "run"
+    cfg = tiny_config(sd3_dir, out, [RED, BRIGHT], "gdpo", "grpo", train__max_steps=1)
+    train(cfg, tmp_path)
+    cfg["rewards"]["balancer"], cfg["train"]["max_steps"] = "marble", 2
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
+    with caplog.at_level("WARNING"):
+        assert main(["train", str(tmp_path / "c.yaml"), "--resume", "auto"]) == 0
+    assert "reward-balancing state does not fit this run: it has no MARBLE weights" in caplog.text
+    caplog.clear()
+    cfg["rewards"]["names"], cfg["train"]["max_steps"] = [RED, BRIGHT, BLUE], 3
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
+    with caplog.at_level("WARNING"):
+        assert main(["train", str(tmp_path / "c.yaml"), "--resume", "auto"]) == 0
+    assert "its rewards ['red_reward', 'brightness_reward'] are not this run's" in caplog.text
+    last = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()][-1]
+    assert last["step"] == 3 and "balance/alpha/blue_reward" in last
+
+
 def test_marble_rejects_objective_without_head(sd3_dir, tmp_path, capsys):
     from imgalign.trainers.objectives import GRPOObjective
     from imgalign.trainers.registry import OBJECTIVES

@@ -545,16 +545,31 @@ class MarbleBalancer:
         return out
 
     def state_dict(self) -> dict[str, object]:
-        return {"alpha": self.alpha.clone(), "grad_norms": self.grad_norms.clone(), "steps": self.steps}
+        return {
+            "alpha": self.alpha.clone(),
+            "grad_norms": self.grad_norms.clone(),
+            "steps": self.steps,
+            "names": list(self.names),
+        }
 
     def load_state_dict(self, state: dict[str, object]) -> None:
+        """Restore alpha and the gradient norms, matched to the rewards by name when the state records them (older
+        states: by position)."""
         alpha = torch.as_tensor(state["alpha"], dtype=torch.float64)
+        grad_norms = torch.as_tensor(state["grad_norms"], dtype=torch.float64)
         if alpha.shape != (self.k,):
             raise ValueError(
                 f"MarbleBalancer.load_state_dict: saved alpha has {alpha.numel()} rewards, not {self.k}"
             )
+        saved = state.get("names")
+        if saved is not None:
+            saved = [str(n) for n in saved]  # type: ignore[attr-defined]
+            if sorted(saved) != sorted(self.names):
+                raise ValueError(f"MarbleBalancer.load_state_dict: saved rewards {saved}, not {self.names}")
+            order = [saved.index(n) for n in self.names]
+            alpha, grad_norms = alpha[order], grad_norms[order]
         self.alpha = alpha
-        self.grad_norms = torch.as_tensor(state["grad_norms"], dtype=torch.float64)
+        self.grad_norms = grad_norms
         self.steps = int(state["steps"])  # type: ignore[arg-type]
 
 
@@ -767,18 +782,36 @@ class RewardBalancing:
             "updates": self.updates,
             "diag_updates": self.diag_updates,
             "neg_updates": self.neg_updates,
+            "names": list(self.names),
         }
         if self.balancer is not None:
             out["marble"] = self.balancer.state_dict()
         return out
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def state_change(self, state: dict[str, Any]) -> str | None:
+        """What of a saved state does not fit these rewards and this balancer (None when it fits). The rewards are
+        matched by name, so a reordered list fits; states saved before names were recorded are checked by count."""
+        saved = state.get("names")
+        if saved is None and "marble" in state:
+            saved_k = torch.as_tensor(state["marble"]["alpha"]).numel()
+            if saved_k != self.k:
+                return f"it has {saved_k} rewards, this run {self.k} ({self.names})"
+        if saved is not None and sorted(saved) != sorted(self.names):
+            return f"its rewards {list(saved)} are not this run's {self.names}"
+        if "marble" in state and self.balancer is None:
+            return "it holds MARBLE weights and this run's rewards.balancer is not marble"
+        if "marble" not in state and self.balancer is not None:
+            return "it has no MARBLE weights (it was trained with another rewards.balancer)"
+        return None
+
+    def load_state_dict(self, state: dict[str, Any]) -> str | None:
+        """Restore the state; when it does not fit (:meth:`state_change`), leave this one fresh and return why."""
+        change = self.state_change(state)
+        if change is not None:
+            return change
         self.updates = int(state["updates"])
         self.diag_updates = int(state["diag_updates"])
         self.neg_updates = int(state["neg_updates"])
         if self.balancer is not None:
-            if "marble" not in state:
-                raise ValueError(
-                    "RewardBalancing: the checkpoint has no MARBLE state (was it trained without it?)"
-                )
             self.balancer.load_state_dict(state["marble"])
+        return None

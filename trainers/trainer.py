@@ -1061,8 +1061,22 @@ class FlowGRPOTrainer:
         self.scheduler.load_state_dict(C.torch_load(st / "scheduler.pt"))
         if hasattr(self.objective, "load_state_dict") and (st / "objective.pt").is_file():
             self.objective.load_state_dict(C.torch_load(st / "objective.pt"))
-        if self.balancing is not None and (st / "balance.pt").is_file():
-            self.balancing.load_state_dict(C.torch_load(st / "balance.pt"))
+        if (
+            self.balancing is not None
+        ):  # MARBLE weights and cosine counters; a state of other rewards starts fresh
+            saved = st / "balance.pt"
+            why = (
+                self.balancing.load_state_dict(C.torch_load(saved))
+                if saved.is_file()
+                else "it has none (trained without rewards.balancer=marble and rewards.diagnose_cosines)"
+            )
+            if why is not None:
+                log.warning(
+                    "checkpoint %s: its reward-balancing state does not fit this run: %s; MARBLE's weights and the "
+                    "cosine counters (balance/*) start fresh",
+                    ckpt,
+                    why,
+                )
         rstate = C.torch_load(st / "rewards.pt")
         for k, s in rstate.items():
             if k not in self.rewards:
