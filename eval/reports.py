@@ -23,6 +23,7 @@ import numpy as np
 log = logging.getLogger(__name__)
 
 REWARD_MEAN = re.compile(r"^reward/(.+)/mean$")
+REWARD_NONFINITE = re.compile(r"^reward/(.+)/nonfinite$")  # samples masked for a NaN/inf score, per step
 KL_KEYS = ("policy/kl", "policy/approx_kl")
 # velocity-norm inflation ||v_theta|| / ||v_ref|| per step bucket (trainers.vnorm logs vnorm/norm_ratio/<bucket>)
 INFLATION_PREFIXES = ("vnorm/inflation/", "vnorm/norm_ratio")
@@ -170,6 +171,36 @@ def reward_change_lines(rows: Sequence[dict[str, Any]], groups: dict[str, list[s
     return out
 
 
+def masking_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """Warnings for a run that trained on less than it sampled: samples masked for a non-finite reward score
+    (``reward/<name>/nonfinite``, naming the rewards), optimizer updates without a valid sample
+    (``train/empty_updates``) or with a non-finite gradient (``train/skipped_updates``), both skipped."""
+    n = len(rows)
+    masked = []
+    for key in sorted({k for r in rows for k in r if REWARD_NONFINITE.match(k)}):
+        _, y = series(rows, key)
+        if y.sum() > 0:
+            name = REWARD_NONFINITE.match(key).group(1)  # type: ignore[union-attr]
+            masked.append(f"{name} {int(y.sum())} in {int((y > 0).sum())} of {n} steps")
+    lines = []
+    if masked:
+        lines.append(
+            "WARNING: samples masked for a non-finite (NaN/inf) reward score, left out of the advantages and the "
+            f"loss (reward/<name>/nonfinite): {', '.join(masked)}"
+        )
+    for key, why in (
+        ("train/empty_updates", "no valid sample (every group tied or masked), nothing to train on"),
+        ("train/skipped_updates", "a non-finite gradient"),
+    ):
+        _, y = series(rows, key)
+        if y.sum() > 0:
+            lines.append(
+                f"WARNING: {int(y.sum())} optimizer update(s) in {int((y > 0).sum())} of {n} steps were skipped "
+                f"({key}): {why}"
+            )
+    return lines
+
+
 def summarize_run(rows: Sequence[dict[str, Any]], run_name: str = "run") -> str:
     """A short markdown summary: steps covered, then first / last / best / last-10% mean of the key metrics."""
     steps = [r["step"] for r in rows if isinstance(r.get("step"), (int, float))]
@@ -178,6 +209,7 @@ def summarize_run(rows: Sequence[dict[str, Any]], run_name: str = "run") -> str:
     lines = [f"# Training report: {run_name}", ""]
     span = f"steps {min(steps):g}-{max(steps):g}" if steps else "no `step` field"
     lines += [f"{len(rows)} logged rows, {span}.", ""]
+    lines += [x for line in masking_lines(rows) for x in (line, "")]
     shown = [k for g in ("rewards", "kl", "clipfrac", "inflation") for k in groups.get(g, [])]
     if not shown:
         lines.append("No reward, KL, clip-fraction or norm-inflation metrics were logged.")
@@ -200,7 +232,8 @@ def summarize_run(rows: Sequence[dict[str, Any]], run_name: str = "run") -> str:
 def run_summary_lines(run_dir: Path) -> list[str]:
     """What a finished run measured, printed at the end of ``imgalign train``: each suite's in-loop evaluation at
     its first and last evaluated step (``eval.jsonl``), then each reward's change between the first and the last 10%
-    of the steps (a single step's mean reward is one noisy batch, so the last row alone says little)."""
+    of the steps (a single step's mean reward is one noisy batch, so the last row alone says little), then
+    :func:`masking_lines` (samples masked for non-finite rewards, skipped updates)."""
     run_dir = Path(run_dir)
     lines: list[str] = []
     if (run_dir / "eval.jsonl").is_file():
@@ -213,6 +246,7 @@ def run_summary_lines(run_dir: Path) -> list[str]:
     if (run_dir / "metrics.jsonl").is_file():
         rows = load_metrics(run_dir / "metrics.jsonl")
         lines += reward_change_lines(rows, metric_groups([k for r in rows for k in r]))
+        lines += masking_lines(rows)
     return lines
 
 

@@ -75,6 +75,33 @@ def test_run_summary_lines_give_the_evaluations_and_windowed_reward_changes(tmp_
     assert run_summary_lines(tmp_path / "empty") == []
 
 
+def test_masked_samples_and_skipped_updates_are_reported(tmp_path, capsys):
+    """A run whose reward was NaN on every sample trained on nothing (every update empty) and exited 0; the end of
+    `imgalign train` (run_summary_lines) and `imgalign report` say so, naming the reward. A clean run says nothing."""
+    from imgalign.eval.reports import run_summary_lines
+
+    run = tmp_path / "run"
+    run.mkdir()
+    rows = [
+        {"step": s, "reward/geneval/mean": 0.4, "reward/geneval/nonfinite": 0.0, "reward/allnan/mean": None,
+         "reward/allnan/nonfinite": 8.0, "train/empty_updates": 2.0, "train/skipped_updates": float(s == 3)}
+        for s in (1, 2, 3)
+    ]  # fmt: skip
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    lines = run_summary_lines(run)
+    assert lines == [
+        "WARNING: samples masked for a non-finite (NaN/inf) reward score, left out of the advantages and the loss "
+        "(reward/<name>/nonfinite): allnan 24 in 3 of 3 steps",
+        "WARNING: 6 optimizer update(s) in 3 of 3 steps were skipped (train/empty_updates): no valid sample (every "
+        "group tied or masked), nothing to train on",
+        "WARNING: 1 optimizer update(s) in 1 of 3 steps were skipped (train/skipped_updates): a non-finite gradient",
+    ]
+    assert main(["report", str(run)]) == 0
+    md = (run / "report" / "report.md").read_text()
+    assert all(line in md for line in lines)
+    assert run_summary_lines(write_run(tmp_path / "clean", n=3)) == []
+
+
 def test_report_without_norm_inflation_makes_no_inflation_plot(tmp_path):
     run = write_run(tmp_path / "run-b", inflation=False)
     assert main(["report", str(run), "--out", str(tmp_path / "rep")]) == 0

@@ -264,13 +264,19 @@ def test_a_bf16_full_fine_tune_loads_with_one_dtype_as_documented(sd3_dir, tmp_p
     assert {t.dtype for t in raw.values()} == {torch.float32}
 
 
-def test_nan_reward_is_masked(sd3_dir, tmp_path, caplog):
+def test_nan_reward_is_masked(sd3_dir, tmp_path, caplog, capsys):
     out = tmp_path / "run"
     cfg = tiny_config(sd3_dir, out, rewards__names=["imgalign.trainers.testing:nan_every_third_reward"])
     cfg["sampling"].update(samples_per_step=6, group_size=3, batch_size=6)
     with caplog.at_level("WARNING"):
         assert main(["train", str(write(cfg, tmp_path / "c.yaml"))]) == 0
     assert "nan_every_third_reward" in caplog.text and "non-finite" in caplog.text
+    # the end-of-run summary says so too, naming the reward
+    done = capsys.readouterr().out.split("done:")[-1]
+    assert (
+        "WARNING: samples masked for a non-finite" in done
+        and "nan_every_third_reward 4 in 2 of 2 steps" in done
+    )
     r = rows(out)
     assert r[0]["reward/nan_every_third_reward/nonfinite"] == 2
     w = load_file(str(out / "checkpoints" / "step-000002" / "trainer_state" / "trainable.safetensors"))
