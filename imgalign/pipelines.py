@@ -172,6 +172,28 @@ def check_model_spec(spec: ModelSpec) -> ModelSpec:
     return spec
 
 
+def same_model(a: str, b: str) -> bool:
+    """Whether two model names (embedded name, path or Hub id) name the same model: compared as resolved paths."""
+    from imgalign.hub import resolve
+
+    return Path(resolve(a)).resolve() == Path(resolve(b)).resolve()
+
+
+def warn_other_base(base: str, overlay: Path) -> None:
+    """Warn when a checkpoint is put on a base other than the one its ``imgalign_model.json`` records. Not an
+    error: a re-pretrained model of the same architecture, or a copy of the base at another path, loads fine."""
+    recorded = recorded_base(overlay)
+    if recorded and not same_model(base, recorded):
+        log.warning(
+            "%s was trained on base model %r (its imgalign_model.json), but is loaded on %r; this works only when "
+            "the two share the architecture (give --model %s alone to use the recorded base)",
+            overlay,
+            recorded,
+            base,
+            overlay,
+        )
+
+
 def recorded_base(folder: Path) -> str | None:
     """The base model a checkpoint names in ``imgalign_model.json`` (``base_model``), if any."""
     info = Path(folder) / "imgalign_model.json"
@@ -252,7 +274,9 @@ def load_pipeline(
     base = resolve(spec.base)
     pipe = DiffusionPipeline.from_pretrained(base, dtype=dtype, **absent_components(base))
     if spec.overlay is not None:
-        apply_overlay(pipe, Path(spec.overlay), dtype)
+        # warned here, not in check_model_spec: commands call that first too, and the warning would show twice
+        warn_other_base(spec.base, Path(spec.overlay))
+        apply_overlay(pipe, Path(spec.overlay), dtype, base=spec.base)
     pipe.to(device)
     pipe.set_progress_bar_config(disable=True)
     return pipe
@@ -262,8 +286,9 @@ def denoiser_name(pipe: Any) -> str:
     return "transformer" if getattr(pipe, "transformer", None) is not None else "unet"
 
 
-def apply_overlay(pipe: Any, path: Path, dtype: torch.dtype = torch.float32) -> None:
-    """Put a fine-tuned part on a loaded base pipeline (see the module docstring for the folder kinds)."""
+def apply_overlay(pipe: Any, path: Path, dtype: torch.dtype = torch.float32, base: str = "") -> None:
+    """Put a fine-tuned part on a loaded base pipeline (see the module docstring for the folder kinds); `base`
+    names the pipeline in the error raised when a LoRA does not fit it."""
     kind = overlay_kind(path)
     name = denoiser_name(pipe)
     denoiser = getattr(pipe, name)
@@ -273,7 +298,13 @@ def apply_overlay(pipe: Any, path: Path, dtype: torch.dtype = torch.float32) -> 
         merged = PeftModel.from_pretrained(denoiser, str(path)).merge_and_unload()
         setattr(pipe, name, merged)
     elif kind == "lora":
-        pipe.load_lora_weights(str(path))
+        try:
+            pipe.load_lora_weights(str(path))
+        except (
+            RuntimeError,
+            ValueError,
+        ) as e:  # torch's "size mismatch for ...lora_B", peft's missing modules
+            raise ValueError(lora_mismatch_message(path, base, e)) from e
         pipe.fuse_lora()
     else:
         folder = path / "transformer" if kind == "transformer-subfolder" else path
@@ -284,3 +315,19 @@ def apply_overlay(pipe: Any, path: Path, dtype: torch.dtype = torch.float32) -> 
                 f"{folder} holds a {cfg['_class_name']}, but the base pipeline's {name} is a {cls.__name__}"
             )
         setattr(pipe, name, cls.from_pretrained(str(folder), dtype=dtype))
+
+
+def lora_mismatch_message(path: Path, base: str, error: Exception) -> str:
+    """Why a LoRA checkpoint did not load onto `base`, and what to give instead."""
+    recorded = recorded_base(path)
+    given = f"base model {base!r}" if base else "the given base model"
+    lines = [ln.strip() for ln in str(error).splitlines() if ln.strip()]
+    # torch's message: "Error(s) in loading state_dict for X:", then the first mismatching weight
+    cause = " ".join(lines[:2]) or type(error).__name__
+    if recorded:
+        fix = f"give its recorded base ({recorded}+{path}) or the checkpoint alone (--model {path})"
+        trained = f"was trained on {recorded!r} (its imgalign_model.json)"
+    else:
+        fix = "give the base model it was trained on, as BASE+" + str(path)
+        trained = "was likely trained on another base model"
+    return f"LoRA checkpoint {str(path)!r} does not fit {given}: it {trained}; {fix} (loader: {cause})"

@@ -189,6 +189,28 @@ def test_an_out_folder_of_another_evaluation_is_refused(tmp_path, small_prompts,
     assert "is a file" in capsys.readouterr().err and not (tmp_path / "x").exists()
 
 
+def test_an_out_folder_left_by_a_model_that_failed_to_load_takes_the_corrected_run(
+    tmp_path, small_prompts, capsys, monkeypatch
+):
+    """A model that fails to load (e.g. a LoRA checkpoint on the wrong base) leaves --out holding only
+    eval_args.json: no images or verdicts to mix, so the corrected command may use that folder."""
+    from imgalign import sampling
+
+    def fail(model):
+        raise ValueError(f"{model} does not load")
+
+    out = tmp_path / "ev"
+    common = ["--prompts", str(small_prompts), "--images-per-prompt", "1", "--no-progress", "--out", str(out)]
+    with monkeypatch.context() as m:
+        m.setattr(sampling, "load_pipeline", fail)
+        assert main(["eval", "--model", "shapes", "--steps", "2", *common]) == 2
+    assert "shapes does not load" in capsys.readouterr().err
+    assert [p.name for p in out.iterdir()] == ["eval_args.json"]
+    assert main(["eval", "--ground-truth", *common]) == 0
+    assert json.loads((out / "eval_args.json").read_text())["ground_truth"] is True
+    assert (out / "summary.json").is_file()
+
+
 def test_a_fixed_image_is_judged_again(tmp_path, small_prompts, capsys):
     """eval --images after the user fixed a corrupt file: the same command judges the new bytes."""
     src = tmp_path / "imgs"

@@ -99,6 +99,28 @@ def test_overlays_change_the_model_and_seeds_are_shared(models):
     assert np.array_equal(peft_lora, sample(f"{models['base']}+{models['ckpt']}"))
 
 
+def test_a_lora_checkpoint_on_another_base_fails_naming_both(models, caplog, monkeypatch):
+    """BASE+CKPT with a BASE other than the one the checkpoint records: a warning naming both, and when the LoRA
+    does not fit (another architecture: the shapes model), a clear error saying which base to give, not torch's
+    raw size-mismatch traceback. The recorded base given by another path is the same model: no warning."""
+    from imgalign.pipelines import load_pipeline
+
+    ckpt, base = models["ckpt"], models["base"]
+    with caplog.at_level("WARNING", logger="imgalign.pipelines"):
+        with pytest.raises(ValueError) as e:
+            load_pipeline(f"shapes+{ckpt}")
+    msg = str(e.value)
+    assert f"LoRA checkpoint {str(ckpt)!r} does not fit base model 'shapes'" in msg
+    assert f"trained on {str(base)!r}" in msg and f"--model {ckpt}" in msg
+    assert f"{base}+{ckpt}" in msg
+    assert "trained on base model" in caplog.text and "'shapes'" in caplog.text
+    caplog.clear()
+    monkeypatch.chdir(base.parent)
+    with caplog.at_level("WARNING", logger="imgalign.pipelines"):
+        load_pipeline(f"./{base.name}+{ckpt}")
+    assert "trained on base model" not in caplog.text
+
+
 def test_grid_png_is_labelled_rows_by_models(models, tmp_path):
     out = tmp_path / "grid.png"
     argv = ["grid", "--model", f"base={models['base']}", "--model", f"ft={models['full']}"]

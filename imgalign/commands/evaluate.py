@@ -115,7 +115,8 @@ def eval_identity(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def claim_out_folder(out: Path, ident: dict[str, Any]) -> None:
-    """Record `ident` in ``OUT/eval_args.json``; refuse an ``--out`` that holds another evaluation (or a file)."""
+    """Record `ident` in ``OUT/eval_args.json``; refuse an ``--out`` that holds another evaluation's outputs (or is a
+    file). One whose evaluation wrote nothing but eval_args.json (its model failed to load) is taken over."""
     path = out / "eval_args.json"
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {str(out)!r} is a file; give a folder for the evaluation's outputs")
@@ -124,15 +125,17 @@ def claim_out_folder(out: Path, ident: dict[str, Any]) -> None:
             old = json.loads(path.read_text())
         except json.JSONDecodeError:
             old = {}
-        if old != ident:
+        # a folder holding nothing but eval_args.json (the model failed to load) has no images or verdicts to mix
+        if old != ident and any(p.name != "eval_args.json" for p in out.iterdir()):
             keys = sorted(k for k in set(old) | set(ident) if old.get(k) != ident.get(k))
             diff = "; ".join(f"{k}: {old.get(k)!r} there, {ident.get(k)!r} now" for k in keys)
             raise ValueError(
                 f"--out {str(out)!r} holds another evaluation ({diff}); its images and verdicts would be mixed "
                 "with this one's. Give a new --out folder, or delete that one"
             )
-        return
-    if out.is_dir() and any(out.iterdir()):
+        if old == ident:
+            return
+    elif out.is_dir() and any(out.iterdir()):
         raise ValueError(
             f"--out {str(out)!r} is not empty and was not written by this evaluation (no eval_args.json); give a "
             "new or empty --out folder"
