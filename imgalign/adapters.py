@@ -56,6 +56,45 @@ class Cond:
         )
 
 
+def linear_module_names(module: torch.nn.Module) -> list[str]:
+    """The distinct endings of `module`'s Linear layer names that LoRA targets by (``to_q``, ``to_out.0``): the
+    default targets first, then the rest sorted."""
+    ends = set()
+    for name, m in module.named_modules():
+        if isinstance(m, torch.nn.Linear):
+            parts = name.split(".")
+            ends.add(".".join(parts[-2:]) if parts[-1].isdigit() and len(parts) > 1 else parts[-1])
+    return sorted(ends, key=lambda n: (n not in DEFAULT_LORA_TARGETS, n))
+
+
+def lora_target_matches(module: torch.nn.Module, targets: Sequence[str]) -> dict[str, list[torch.nn.Module]]:
+    """The modules each LoRA target name selects (peft matches a name against the ends of module names)."""
+    found: dict[str, list[torch.nn.Module]] = {t: [] for t in targets}
+    for name, m in module.named_modules():
+        for t in targets:
+            if name == t or name.endswith("." + t):
+                found[t].append(m)
+    return found
+
+
+def lora_targets_error(
+    matches: dict[str, list[torch.nn.Module]], examples: Sequence[str], cause: str = ""
+) -> str:
+    """What is wrong with ``model.lora_targets``, and what to give: names that select no module, or (when peft
+    refused the selection, `cause`) names that select modules other than Linear layers."""
+    problems = [f"{t!r} names no module" for t, ms in matches.items() if not ms]
+    problems += [
+        f"{t!r} names a {type(next(m for m in ms if not isinstance(m, torch.nn.Linear))).__name__}, not a Linear layer"
+        for t, ms in matches.items()
+        if cause and not all(isinstance(m, torch.nn.Linear) for m in ms)
+    ]
+    why = "; ".join(problems) or cause
+    return (
+        f"model.lora_targets {list(matches)}: {why}; give names (or name endings) of the transformer's Linear "
+        f"layers, e.g. {', '.join(examples[:8])}"
+    )
+
+
 class FlowAdapter:
     """Base class: common state (pipeline, transformer, device, compute dtype) and the prompt cache."""
 
@@ -212,9 +251,18 @@ class FlowAdapter:
 
         targets = list(target_modules or DEFAULT_LORA_TARGETS)
         cfg = LoraConfig(r=rank, lora_alpha=alpha, init_lora_weights="gaussian", target_modules=targets)
+        # read before peft wraps any module (a failed add_adapter may leave some wrapped)
+        matches = lora_target_matches(self.transformer, targets)
+        examples = linear_module_names(self.transformer)
+        if not all(matches.values()):  # peft would skip such a name silently when another one matches
+            raise ValueError(lora_targets_error(matches, examples))
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(init_seed)  # the LoRA A init is seeded: runs and resumes are reproducible
-            self.transformer.add_adapter(cfg)
+            try:
+                self.transformer.add_adapter(cfg)
+            except ValueError as e:  # peft's "Target module <88-line repr> is not supported"
+                cause = str(e).splitlines()[0][:200]
+                raise ValueError(lora_targets_error(matches, examples, cause)) from None
         self.lora_config = {"rank": rank, "alpha": alpha, "target_modules": targets}
         for n, p in self.transformer.named_parameters():
             p.requires_grad_("lora_" in n)

@@ -142,6 +142,28 @@ def test_prompt_embedding_does_not_depend_on_batch_mates(sd3_dir):
     assert torch.equal(a1.embeds[0], a2.embeds[0]) and torch.equal(a1.pooled[0], a2.pooled[0])
 
 
+@pytest.mark.parametrize(
+    "targets, why",
+    [
+        (["no_such"], "'no_such' names no module"),
+        (["to_q", "to_vv"], "'to_vv' names no module"),  # peft alone trains to_q and skips the typo silently
+        (["transformer_blocks"], "'transformer_blocks' names a ModuleList, not a Linear layer"),
+        (["to_q", "norm_out"], "'norm_out' names a AdaLayerNormContinuous, not a Linear layer"),
+    ],
+)
+def test_bad_lora_targets_name_the_setting_and_valid_names(sd3_dir, targets, why):
+    """Not peft's raw message (for a non-Linear module, its whole repr): the setting, what is wrong with it and
+    examples of the transformer's Linear layers."""
+    ad = load_adapter(sd3_dir)
+    with pytest.raises(ValueError) as e:
+        ad.add_lora(rank=2, alpha=4, target_modules=targets)
+    msg = str(e.value)
+    assert (
+        msg.startswith(f"model.lora_targets {targets}: {why}; ") and "e.g. to_k, to_out.0, to_q, to_v" in msg
+    )
+    assert "\n" not in msg and "base_layer" not in msg  # examples read before peft wrapped any module
+
+
 def test_lora_save_loads_with_diffusers(sd3_dir, flux_dir, tmp_path):
     for src in (sd3_dir, flux_dir):
         ad = load_adapter(src)
