@@ -183,6 +183,14 @@ def test_bad_input_fails_before_model_loads(sd3_dir, tmp_path, capsys, monkeypat
         ({"model": {"path": str(incomplete)}}, "is incomplete; missing:"),
         ({"model": {"path": str(lora)}}, "is a LoRA checkpoint of base model"),
         ({"model": {"path": str(sd3_dir), "family": "sdxl"}}, "unknown model family"),
+        (
+            {"model": {"path": str(sd3_dir), "lora_rank": 2, "lora_targets": []}},
+            "model.lora_targets is empty",
+        ),
+        (
+            {"model": {"path": str(sd3_dir), "lora_rank": 2, "lora_alpha": -8.0}},
+            "model.lora_alpha must be >= 0",
+        ),
         ({"objective": {"name": "dpo"}}, "unknown objective 'dpo'"),
         ({"eval": {"every": 0, "images_per_prompt": 0}}, "eval.images_per_prompt must be >= 1"),
         ({"objective": {"adv_clip": -1.0}}, "objective.adv_clip must be >= 0"),

@@ -59,6 +59,15 @@ class ModelConfig:
                 ) from None
         if self.lora_rank < 0:
             raise ConfigError("model.lora_rank must be >= 0 (0 = full fine-tuning)")
+        if not self.lora_alpha >= 0:  # a negative alpha scales the LoRA update by a negative factor
+            raise ConfigError(
+                f"model.lora_alpha must be >= 0 (got {self.lora_alpha}); give a positive scale, or 0 for 2 x rank"
+            )
+        if not self.lora_targets:  # the adapter would fall back to its defaults while config.yaml says []
+            raise ConfigError(
+                "model.lora_targets is empty: name the Linear layers LoRA attaches to, e.g. "
+                "[to_k, to_q, to_v, to_out.0] (the default)"
+            )
         if not self.path:
             raise ConfigError(
                 "model.path is empty: give an embedded name such as 'shapes' or a pipeline folder"
