@@ -8,7 +8,7 @@ is an optional list of B dicts. Each reward declares ``name``, ``higher_is_bette
 ``state_dict()`` and ``load_state_dict()`` so trainers can checkpoint them.
 
 Users pick rewards by name (``build_reward("clip")``, ``"clip:model=ViT-B-32,pretrained=openai"``) or by a
-``package.module:attr`` path to their own callable or class.
+``package.module:attr`` path (``module:attr`` for a single-file module) to their own callable or class.
 """
 
 from __future__ import annotations
@@ -195,12 +195,15 @@ def list_rewards() -> dict[str, str]:
 
 def parse_reward_spec(spec: str) -> tuple[str, dict[str, Any]]:
     """``"clip:model=ViT-B-32,pretrained=openai"`` -> ("clip", {...}); values as :func:`_option_value` reads them.
-    A ``pkg.module:attr`` path keeps its colon: options follow a second colon (``pkg.mod:Cls:key=value``)."""
+    A ``module:attr`` path keeps its colon: options follow a second colon (``pkg.mod:Cls:key=value``). A module
+    without a dot (``myrewards:brightness``, a single file) is a path when its attr is a name, not key=value, and
+    the module is not a registered reward's name."""
     spec = spec.strip()
     name, opts = spec, ""
     if ":" in spec:
         head, rest = spec.split(":", 1)
-        if "." in head and rest and "=" not in rest.split(":", 1)[0]:  # module path
+        attr = rest.split(":", 1)[0]
+        if rest and "=" not in attr and ("." in head or _is_single_file_path(head, attr)):  # module path
             attr, _, opts = rest.partition(":")
             name = f"{head}:{attr}"
         else:
@@ -212,6 +215,15 @@ def parse_reward_spec(spec: str) -> tuple[str, dict[str, Any]]:
         k, v = item.split("=", 1)
         kwargs[k.strip()] = _option_value(v)
     return name, kwargs
+
+
+def _is_single_file_path(module: str, attr: str) -> bool:
+    """``myrewards:brightness``: a module without a dot and an identifier after the colon, when the module is
+    not a registered reward (``clip:foo`` stays the registered reward with a malformed option)."""
+    if not (module.strip().isidentifier() and attr.strip().isidentifier()):
+        return False
+    _import_builtin()
+    return module.strip() not in _REGISTRY
 
 
 def _option_value(text: str) -> Any:
@@ -274,9 +286,12 @@ def build_reward(
         try:
             factory = getattr(importlib.import_module(mod_name), attr)
         except (ImportError, AttributeError) as e:
-            raise ValueError(f"cannot import reward {name!r}: {e}") from None
+            unregistered = isinstance(e, ImportError) and "." not in mod_name
+            hint = f" (nor a registered reward: {', '.join(sorted(_REGISTRY))})" if unregistered else ""
+            raise ValueError(f"cannot import reward {name!r}: {e}{hint}") from None
         if not (isinstance(factory, type) and issubclass(factory, Reward)):
             if not _is_factory(factory):  # fn(images, prompts, metadata) -> scores
+                check_function_reward(name, factory, opts)
                 return FunctionReward(factory, name=attr, **opts)
             built = factory(device=device, dtype=dtype, **opts)
             if not isinstance(built, Reward):
@@ -288,7 +303,7 @@ def build_reward(
     else:
         raise ValueError(
             f"unknown reward {name!r}; valid rewards: {', '.join(sorted(_REGISTRY))} "
-            "(or a 'package.module:attr' path to your own)"
+            "(or a 'module:attr' path to your own)"
         )
     unknown = sorted(set(opts) - set(reward_options(factory)))
     if unknown and not _takes_any_keyword(factory):
@@ -298,6 +313,43 @@ def build_reward(
         return factory(device=device, dtype=dtype, **opts)
     except TypeError as e:
         raise ValueError(f"reward {name!r}: bad options {sorted(opts)}: {e}") from None
+
+
+def check_function_reward(name: str, fn: Any, opts: Mapping[str, Any]) -> None:
+    """Refuse, when built, a ``module:attr`` that cannot score as ``fn(images, prompts, metadata, **opts)``: a
+    class that is not a :class:`Reward` (and takes no device/dtype), something not callable, or options the
+    function does not take (the scoring call would fail only after the model loaded)."""
+    import inspect
+
+    what = "subclass imgalign.rewards.Reward, or give a function fn(images, prompts, metadata) -> scores"
+    if isinstance(fn, type):
+        raise ValueError(
+            f"reward {name!r} is a class but not an imgalign Reward (and takes no device/dtype, so it is no "
+            f"factory either): {what}"
+        )
+    if not callable(fn):
+        raise ValueError(f"reward {name!r} is a {type(fn).__name__}, not callable: {what}")
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):  # no inspectable signature (a builtin): nothing to check
+        return
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    params = list(sig.parameters.values())
+    taken = [p for p in params if p.kind in positional][:3]  # images, prompts, metadata
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    options = [p.name for p in params if p.kind in kinds and p not in taken]
+    unknown = sorted(set(opts) - set(options))
+    if unknown and not _takes_any_keyword(fn):
+        raise ValueError(
+            f"reward {name!r}: unknown option(s) {', '.join(unknown)}; its options: {', '.join(options) or 'none'}"
+        )
+    try:
+        sig.bind(None, None, None, **opts)
+    except TypeError as e:
+        raise ValueError(
+            f"reward {name!r} cannot be called as fn(images, prompts, metadata"
+            f"{''.join(f', {k}=...' for k in opts)}): {e}"
+        ) from None
 
 
 def _is_factory(fn: Callable[..., Any]) -> bool:

@@ -168,6 +168,65 @@ def test_a_reward_factory_path_is_called_as_a_factory(monkeypatch) -> None:
     torch.testing.assert_close(s, torch.full((2,), 0.5))
 
 
+def bright_fn(images, prompts, metadata, gain: float = 1.0):
+    """A plain scoring function with one option, for the next tests."""
+    return gain * images.mean(dim=(1, 2, 3))
+
+
+class NotAReward:
+    """A class that is neither a Reward nor a factory (it takes no device/dtype)."""
+
+
+def test_a_function_path_checks_its_options_and_a_bad_class_is_refused_when_built(monkeypatch) -> None:
+    import sys
+    import types
+
+    mod = types.ModuleType("my_lab.fns")
+    mod.bright_fn, mod.NotAReward, mod.threshold = bright_fn, NotAReward, 0.5
+    mod.no_metadata = lambda images, prompts: images.mean(dim=(1, 2, 3))
+    monkeypatch.setitem(sys.modules, "my_lab.fns", mod)
+    x = torch.full((2, 3, 8, 8), 0.25)
+    torch.testing.assert_close(
+        build_reward("my_lab.fns:bright_fn:gain=2")(x, ["", ""]).scores, torch.full((2,), 0.5)
+    )
+    # an option the function does not take is refused when built, not at the first scoring call
+    with pytest.raises(
+        ValueError, match=r"reward 'my_lab.fns:bright_fn': unknown option\(s\) scale; its options: gain"
+    ):
+        build_reward("my_lab.fns:bright_fn:scale=2")
+    with pytest.raises(ValueError, match="'my_lab.fns:NotAReward' is a class but not an imgalign Reward"):
+        build_reward("my_lab.fns:NotAReward")
+    with pytest.raises(ValueError, match="'my_lab.fns:threshold' is a float, not callable"):
+        build_reward("my_lab.fns:threshold")
+    with pytest.raises(
+        ValueError, match=r"'my_lab.fns:no_metadata' cannot be called as fn\(images, prompts, metadata\)"
+    ):
+        build_reward("my_lab.fns:no_metadata")
+
+
+def test_a_single_file_module_path_is_a_reward(monkeypatch) -> None:
+    import sys
+    import types
+
+    from imgalign.rewards.base import parse_reward_spec, reward_key
+
+    mod = types.ModuleType("myrewards")
+    mod.bright_fn = bright_fn
+    monkeypatch.setitem(sys.modules, "myrewards", mod)
+    assert parse_reward_spec("myrewards:bright_fn") == ("myrewards:bright_fn", {})
+    assert parse_reward_spec("myrewards:bright_fn:gain=2") == ("myrewards:bright_fn", {"gain": 2})
+    assert reward_key("myrewards:bright_fn") == "myrewards:bright_fn"
+    r = build_reward("myrewards:bright_fn:gain=2")
+    assert r.name == "bright_fn"
+    torch.testing.assert_close(r(torch.full((2, 3, 8, 8), 0.25), ["", ""]).scores, torch.full((2,), 0.5))
+    # a registered name keeps its options: 'clip:foo' is clip with a malformed option, not module clip
+    with pytest.raises(ValueError, match="reward option 'foo' in 'clip:foo' must look like key=value"):
+        parse_reward_spec("clip:foo")
+    assert parse_reward_spec("x:a=1") == ("x", {"a": 1})
+    with pytest.raises(ValueError, match="No module named 'genevl'.*nor a registered reward: .*geneval"):
+        build_reward("genevl:strict")
+
+
 def test_a_dark_16_bit_image_is_read_as_16_bit() -> None:
     from PIL import Image
 

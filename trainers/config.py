@@ -275,7 +275,8 @@ class MarbleConfig:
 class RewardConfig:
     names: list[str] = field(
         default_factory=lambda: ["geneval:mode=partial"],
-        help="reward specs from the reward registry ('name:key=value,...' or 'package.module:attr')",
+        help="reward specs from the reward registry ('name:key=value,...') or paths to your own "
+        "('package.module:attr[:key=value,...]', or 'module:attr' for a single-file module)",
     )
     weights: list[float] = field(
         default_factory=list,

@@ -147,7 +147,7 @@ def preflight(cfg: FlowGRPOConfig, num_processes: int = 1) -> str:
         if name not in known and ":" not in name:
             raise ConfigError(
                 f"rewards.names: unknown reward {name!r}; valid rewards: {', '.join(sorted(known))} "
-                "(or a 'package.module:attr' path)"
+                "(or a 'module:attr' path)"
             )
         if name == "fid" and opts.get("mode") == "group":
             # every sample of a batch gets the same value, so its group-centred advantages are all 0

@@ -78,7 +78,7 @@ def check_reward_spec(spec: str) -> None:
     name, _ = parse_reward_spec(spec)
     if name not in list_rewards() and ":" not in name:
         raise ValueError(
-            f"unknown reward {name!r}; valid rewards: {', '.join(list_rewards())} (or a 'package.module:attr' path)"
+            f"unknown reward {name!r}; valid rewards: {', '.join(list_rewards())} (or a 'module:attr' path)"
         )
 
 
