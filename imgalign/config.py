@@ -9,6 +9,7 @@ defines one) runs, so invalid combinations fail with a message that says what to
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from pathlib import Path
@@ -136,9 +137,12 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
         if isinstance(value, bool):
             raise ConfigError(f"{key}: expected a number, got {value!r}")
         try:
-            return float(value)
+            number = float(value)
         except (TypeError, ValueError):
             raise ConfigError(f"{key}: expected a number, got {value!r}") from None
+        if math.isnan(number):  # no setting means anything by NaN; it would pass every `x < 0` check
+            raise ConfigError(f"{key}: expected a number, got {value!r} (not a number)")
+        return number
     if tp is str:
         if isinstance(value, (dict, list)):
             raise ConfigError(f"{key}: expected a string, got {value!r}")

@@ -166,3 +166,36 @@ def test_reward_weights_that_would_do_nothing_are_refused():
         load_config(FlowGRPOConfig, None, [two, "rewards.weights=[0, 0]"])
     assert load_config(FlowGRPOConfig, None, [two, "rewards.weights=[0, 2]"]).rewards.weights == [0.0, 2.0]
     assert load_config(FlowGRPOConfig, None, [two, "rewards.balancer=marble"]).rewards.weights == []
+
+
+def test_nan_and_out_of_range_optimiser_settings_are_config_errors(tmp_path):
+    """NaN passed every `x <= 0` check (train.lr=nan failed in torch after the model loaded); AdamW's betas, eps
+    and weight decay, the clip settings and the trackers are checked before any model loads."""
+    from imgalign.trainers.config import FlowGRPOConfig
+
+    with pytest.raises(ConfigError, match=r"optim.lr: expected a number, got .*nan.* \(not a number\)"):
+        load_config(Cfg, None, ["optim.lr=nan"])
+    (tmp_path / "c.yaml").write_text("optim:\n  lr: .nan\n")
+    with pytest.raises(ConfigError, match="optim.lr: expected a number"):
+        load_config(Cfg, tmp_path / "c.yaml")
+    for override, msg in [
+        ("train.lr=nan", "train.lr: expected a number"),
+        ("objective.kl_beta=nan", "objective.kl_beta: expected a number"),
+        ("train.lr=inf", r"train.lr must be > 0 and finite \(got inf\)"),
+        ("train.adam_beta1=1.5", r"train.adam_beta1 must be in \[0, 1\) \(got 1.5\)"),
+        ("train.adam_beta2=1", r"train.adam_beta2 must be in \[0, 1\)"),
+        ("train.adam_beta1=-0.1", r"train.adam_beta1 must be in \[0, 1\)"),
+        ("train.adam_eps=0", "train.adam_eps must be > 0 and finite"),
+        ("train.weight_decay=-1", "train.weight_decay must be >= 0 and finite"),
+        ("train.grad_clip=inf", r"train.grad_clip must be >= 0 and finite \(0 = no clipping"),
+        ("objective.clip_range=inf", "objective.clip_range must be > 0 and finite"),
+        ("log.trackers=foo", "log.trackers: 'foo' is not auto, none or a comma list of tensorboard, wandb"),
+        ("log.trackers=tensorboard,foo", "log.trackers: 'tensorboard,foo' is not"),
+        ("log.trackers=none,wandb", "log.trackers: 'none,wandb' is not"),
+    ]:
+        with pytest.raises(ConfigError, match=msg):
+            load_config(FlowGRPOConfig, None, [override])
+    cfg = load_config(
+        FlowGRPOConfig, None, ["log.trackers=tensorboard,wandb", "train.grad_clip=0", "train.adam_beta1=0"]
+    )
+    assert cfg.log.trackers == "tensorboard,wandb" and cfg.train.grad_clip == 0

@@ -13,6 +13,7 @@ Batch sizes (all *global*, i.e. over every process, so a config means the same t
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Literal
@@ -368,10 +369,12 @@ class ObjectiveConfig:
     nft: NFTConfig = field(default_factory=NFTConfig, help="DiffusionNFT settings (objective.name: nft)")
 
     def validate(self) -> None:
-        if self.clip_range <= 0:
-            raise ConfigError("objective.clip_range must be > 0")
-        if self.adv_clip < 0:
-            raise ConfigError("objective.adv_clip must be >= 0 (0 = no clip)")
+        if not 0 < self.clip_range < math.inf:
+            raise ConfigError(f"objective.clip_range must be > 0 and finite (got {self.clip_range})")
+        if not 0 <= self.adv_clip < math.inf:
+            raise ConfigError(
+                f"objective.adv_clip must be >= 0 and finite (0 = no clip; got {self.adv_clip})"
+            )
         if self.kl_beta < 0 or self.penalty_weight < 0 or self.anchor_beta < 0:
             raise ConfigError(
                 "objective.kl_beta, objective.anchor_beta and objective.penalty_weight must be >= 0"
@@ -411,8 +414,20 @@ class TrainConfig:
     def validate(self) -> None:
         if self.max_steps < 1:
             raise ConfigError("train.max_steps must be >= 1")
-        if self.lr <= 0:
-            raise ConfigError("train.lr must be > 0")
+        if not 0 < self.lr < math.inf:
+            raise ConfigError(f"train.lr must be > 0 and finite (got {self.lr})")
+        if not 0 <= self.weight_decay < math.inf:
+            raise ConfigError(f"train.weight_decay must be >= 0 and finite (got {self.weight_decay})")
+        for name in ("adam_beta1", "adam_beta2"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                value = getattr(self, name)
+                raise ConfigError(f"train.{name} must be in [0, 1) (got {value}); AdamW defaults: 0.9, 0.999")
+        if not 0 < self.adam_eps < math.inf:
+            raise ConfigError(f"train.adam_eps must be > 0 and finite (got {self.adam_eps})")
+        if not 0 <= self.grad_clip < math.inf:
+            raise ConfigError(
+                f"train.grad_clip must be >= 0 and finite (0 = no clipping; got {self.grad_clip})"
+            )
         if self.updates_per_step < 1 or self.micro_batch_size < 1:
             raise ConfigError("train.updates_per_step and train.micro_batch_size must be >= 1")
         if not 0.0 <= self.ema_decay < 1.0:
@@ -466,6 +481,10 @@ class EvalConfig:
             )
 
 
+# accelerate trackers `log.trackers` may name (each a module of that name the trainer checks is installed)
+TRACKERS = ("tensorboard", "wandb", "comet_ml", "mlflow", "aim", "clearml", "dvclive")
+
+
 @dataclass
 class LogConfig:
     output_dir: str = field(
@@ -475,7 +494,9 @@ class LogConfig:
     keep_last: int = field(2, help="checkpoints kept (older ones deleted after a successful save)")
     sample_every: int = field(10, help="save a grid of rollout images every N steps (0 = never)")
     trackers: str = field(
-        "auto", help="accelerate trackers: auto (tensorboard if installed), none, tensorboard, wandb"
+        "auto",
+        help="accelerate trackers: auto (tensorboard if installed), none, or a comma list of "
+        + ", ".join(TRACKERS),
     )
     save_rollouts: bool = field(False, help="append per-sample rewards and advantages to rollouts.jsonl")
     progress: bool = field(True, help="progress bar with ETA (main process only)")
@@ -483,6 +504,11 @@ class LogConfig:
     def validate(self) -> None:
         if self.keep_last < 1:
             raise ConfigError("log.keep_last must be >= 1")
+        names = [x.strip() for x in self.trackers.split(",")]
+        if self.trackers not in ("auto", "none") and not (all(names) and set(names) <= set(TRACKERS)):
+            raise ConfigError(
+                f"log.trackers: {self.trackers!r} is not auto, none or a comma list of {', '.join(TRACKERS)}"
+            )
 
 
 @dataclass
