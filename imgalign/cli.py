@@ -75,12 +75,11 @@ def _show_defaults(parser: argparse.ArgumentParser) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    # imgalign's own messages at INFO; libraries' (open_clip logs on the root logger) only from WARNING, unless -v
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.WARNING,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        datefmt="%H:%M:%S",
-    )
+    # imgalign's own messages at INFO; libraries' (open_clip logs on the root logger) only from WARNING, unless -v.
+    # basicConfig adds the handler once per process and then does nothing, so the levels are set on every call (an
+    # earlier in-process main(["-v", ...]) left the root logger at DEBUG)
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+    logging.getLogger().setLevel(logging.DEBUG if args.verbose else logging.WARNING)
     logging.getLogger("imgalign").setLevel(logging.DEBUG if args.verbose else logging.INFO)
     try:
         return int(args.func(args) or 0)

@@ -432,3 +432,21 @@ def test_shapes_suite_and_size_checks_on_a_flux_pipeline(tmp_path, capsys):
     ]
     assert main([*grid, "--size", "7"]) == 2
     assert "is not an image size this model can take" in capsys.readouterr().err
+
+
+def test_verbose_does_not_outlive_its_call(capsys):
+    """basicConfig does nothing once the root logger has a handler: after an in-process `main(["-v", ...])` a later
+    call without -v left the root logger at DEBUG. The levels are set on every call, with no handler added."""
+    import logging
+
+    root = logging.getLogger()
+    level = root.level
+    try:
+        assert main(["-v", "rewards", "list"]) == 0
+        assert root.level == logging.DEBUG and logging.getLogger("imgalign").level == logging.DEBUG
+        handlers = list(root.handlers)
+        assert main(["rewards", "list"]) == 0
+        assert root.level == logging.WARNING and logging.getLogger("imgalign").level == logging.INFO
+        assert root.handlers == handlers
+    finally:
+        root.setLevel(level)
