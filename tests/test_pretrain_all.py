@@ -88,3 +88,22 @@ def test_a_failing_component_does_not_stop_the_others(tmp_path, monkeypatch, cap
     assert "pretraining failed for t2i" in err and "resumes" in err
     assert (tmp_path / "shapes-clip" / clip_pt.WEIGHTS).is_file()
     assert (tmp_path / "shapes-vlm" / "model.safetensors").is_file()
+
+
+def test_pretraining_in_process_leaves_the_torch_thread_count_as_it_was(tmp_path, monkeypatch, capsys):
+    """Each component sets torch.set_num_threads(cfg.threads); an in-process `world pretrain` left the caller's
+    process at that count. It is restored on return (clip, vlm), and when pretraining raises (t2i refuses a work
+    folder of another config after setting the threads)."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    (tmp_path / t2i.WORK).mkdir()
+    (tmp_path / t2i.WORK / "config.json").write_text('{"steps": 0}')
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for comp, status in (("clip", 0), ("vlm", 0), ("t2i", 2)):
+            args = ["world", "pretrain", "--component", comp, "--out", str(tmp_path)]
+            assert main(args + _sets(comp) + ["--set", "steps=1", "--set", "threads=2"]) == status, comp
+            assert torch.get_num_threads() == 1, comp
+        assert "holds a run with a different config" in capsys.readouterr().err
+    finally:
+        torch.set_num_threads(before)

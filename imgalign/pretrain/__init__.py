@@ -6,8 +6,33 @@ Each component module exposes a ``Config`` dataclass (fields built with :func:`i
 and returns its final metrics.
 """
 
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+F = TypeVar("F", bound=Callable[..., Any])
+
 COMPONENTS = {
     "t2i": "imgalign.pretrain.t2i",
     "clip": "imgalign.pretrain.clip",
     "vlm": "imgalign.pretrain.vlm",
 }
+
+
+def restores_torch_threads(pretrain: F) -> F:
+    """Decorator of each component's ``pretrain``: it sets ``torch.set_num_threads(cfg.threads)``, and the caller's
+    thread count is back when it returns or raises (an in-process ``imgalign world pretrain`` left it changed)."""
+
+    @functools.wraps(pretrain)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        import torch
+
+        before = torch.get_num_threads()
+        try:
+            return pretrain(*args, **kwargs)
+        finally:
+            torch.set_num_threads(before)
+
+    return wrapper  # type: ignore[return-value]

@@ -26,6 +26,7 @@ from typing import Any
 from imgalign import shapes as W
 from imgalign.config import field
 from imgalign.pretrain import encoder_common as C
+from imgalign.pretrain import restores_torch_threads
 
 MODEL_NAME = "shapes-clip-tiny"
 """The open_clip config name of the embedded shapes CLIP (the registry JSON shipped next to the weights)."""
@@ -321,6 +322,7 @@ def model_card(
     return "\n".join(lines)
 
 
+@restores_torch_threads
 def pretrain(cfg: Config, out_dir: Path, progress: bool = True) -> dict[str, float]:
     """Train (resuming from ``out_dir/shapes-clip.train/checkpoint.pt``), write ``out_dir/shapes-clip``, return
     the final zero-shot metrics."""

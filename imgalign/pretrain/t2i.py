@@ -37,6 +37,7 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from imgalign.config import field
+from imgalign.pretrain import restores_torch_threads
 from imgalign.shapes import IMAGE_SIZE
 
 FOLDER = "shapes-t2i"
@@ -547,6 +548,7 @@ def eval_subset(n: int) -> list[dict]:
     return metas[::stride][:n]
 
 
+@restores_torch_threads
 def pretrain(cfg: Config, out_dir: Path, progress: bool = True) -> dict[str, float]:
     """Train the autoencoder, then the transformer and text encoders; write ``out_dir/shapes-t2i``."""
     from diffusers.training_utils import EMAModel

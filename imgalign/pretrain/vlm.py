@@ -32,6 +32,7 @@ from typing import Any
 from imgalign import shapes as W
 from imgalign.config import field
 from imgalign.pretrain import encoder_common as C
+from imgalign.pretrain import restores_torch_threads
 
 FOLDER = "shapes-vlm"
 SPECIAL_TOKENS: tuple[str, ...] = (
@@ -471,6 +472,7 @@ def export(model, processor, out: Path, card: str) -> None:
     C.replace_dir(tmp, out)
 
 
+@restores_torch_threads
 def pretrain(cfg: Config, out_dir: Path, progress: bool = True) -> dict[str, float]:
     """Train (resuming from ``out_dir/shapes-vlm.train/checkpoint.pt``), write ``out_dir/shapes-vlm``, return
     the final held-out pair metrics."""
