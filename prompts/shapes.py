@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import json
 import random
+from collections.abc import Sequence
 from pathlib import Path
 
 from imgalign import shapes as W
@@ -55,8 +56,12 @@ def all_specs(task: str, split: str = "train") -> list[W.Spec]:
     raise ValueError(f"unknown split {split!r}; valid: train, heldout, all")
 
 
-def sample_training_specs(n: int, seed: int = 0, tasks: tuple[str, ...] = W.TASKS) -> list[W.Spec]:
-    """`n` training specs, tasks drawn uniformly, then a spec uniformly within the task (seeded)."""
+def sample_training_specs(n: int, seed: int = 0, tasks: str | Sequence[str] = W.TASKS) -> list[W.Spec]:
+    """`n` training specs, tasks drawn uniformly, then a spec uniformly within the task (seeded). `tasks` is one
+    task name or a sequence of them."""
+    tasks = (tasks,) if isinstance(tasks, str) else tuple(tasks)  # "counting" is one task, not its letters
+    if not tasks:
+        raise ValueError(f"sample_training_specs: no tasks given; name at least one of {', '.join(W.TASKS)}")
     rng = random.Random(seed)
     pools = {t: all_specs(t, "train") for t in tasks}
     return [rng.choice(pools[rng.choice(tasks)]) for _ in range(n)]

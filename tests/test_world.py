@@ -110,6 +110,15 @@ def test_training_prompts_exclude_held_out_colour_pairs():
     assert P.sample_training_specs(50, seed=3) == P.sample_training_specs(50, seed=3)
 
 
+def test_training_tasks_may_be_one_name_and_an_empty_selection_is_refused():
+    """A single string was iterated letter by letter ("unknown task 'c'"); an empty selection was an IndexError."""
+    specs = P.sample_training_specs(20, seed=1, tasks="counting")
+    assert {s.tag for s in specs} == {"counting"}
+    assert specs == P.sample_training_specs(20, seed=1, tasks=["counting"])
+    with pytest.raises(ValueError, match="no tasks given; name at least one of single_object"):
+        P.sample_training_specs(5, tasks=())
+
+
 def test_official_geneval_metadata_parses():
     path = SHARED / "data" / "geneval" / "evaluation_metadata.jsonl"
     if not path.exists():
