@@ -3,11 +3,13 @@
 A trainer never touches a pipeline directly. It asks an adapter to
 
 - ``encode(prompts)``: text conditioning for a batch (each distinct prompt encoded once and cached),
-- ``init_noise(n, generators)``: initial latents in the model's own layout (packed tokens for FLUX),
+- ``init_noise(generators)``: initial latents, one per generator, in the model's own layout (packed tokens
+  for FLUX),
 - ``sigmas(num_steps)``: the σ schedule (σ_0 = 1 … σ_N = 0, the scheduler's shift applied),
 - ``velocity(x, sigma, cond, guidance_scale)``: the (guided) velocity as **one** batched forward,
 - ``decode(x)``: images in [0, 1], ``[B, 3, H, W]``,
-- ``trainable_parameters()`` / ``add_lora(...)`` / ``reference()``: what to train, and the frozen base for KL,
+- ``trainable_named_parameters()`` / ``add_lora(...)`` / ``reference()``: what to train, and the frozen base for
+  KL,
 - ``save(dir, ...)``: a folder diffusers loads (``from_pretrained(dir)`` or ``pipe.load_lora_weights(dir)``).
 
 Two families are implemented: :class:`SD3Adapter` (``StableDiffusion3Pipeline``: SD3, SD3.5 and the embedded
