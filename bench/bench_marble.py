@@ -21,6 +21,11 @@ the strict ones. The variants run round-robin (one update each per round, after 
 machine's noise hits them alike; printed: the median time of each, its ratio to ``single`` and the median of the
 per-round paired ratios.
 
+Measured 2026-12-04 with the current ``examples/shapes/marble.yaml``, ``--samples 24 --reps 8``, one thread, the machine
+otherwise idle: ``--variants single,marble,marble+diag`` gave paired ratios 1.011x and 1.025x; with ``--set
+rewards.marble.all_terms=true`` (alpha* on all 4 trained SDE steps: 3 extra forwards per refresh) ``--variants
+single,marble`` gave 1.454x.
+
 Measured 2026-12-02 with the current ``examples/shapes/marble.yaml`` (the first 4 SDE steps with velocity weights,
 KL 0.04 to the base model, so every training forward has a reference forward beside it), ``--samples 24 --reps 8
 --variants single,marble,marble+diag``, one thread, while a 2-thread training run shared the 2 cores (read the paired
@@ -150,8 +155,9 @@ class Update:
         micro = [(mb, t) for mb in idx.split(cfg.train.micro_batch_size) for t in tr.objective.terms(ro)]
         if self.rb is not None:
             self.rb.start_update()
-            # as the trainer: alpha* sees every term of the first micro-batch
-            n_terms = len(tr.objective.terms(ro)) if self.rb.solving else 1
+            # as the trainer: with rewards.marble.all_terms, alpha* sees every term of the first micro-batch
+            all_terms = self.rb.solving and cfg.rewards.marble.all_terms
+            n_terms = len(tr.objective.terms(ro)) if all_terms else 1
             for mb, term in micro[1:n_terms]:
                 self.rb.probe(tr.objective.head(ctx, ro, mb, term, self.valid), self.per[mb], tr.params)
         for mb, term in micro:

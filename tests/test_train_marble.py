@@ -103,17 +103,23 @@ def test_cosine_diagnostics_grpo_two_rewards(sd3_dir, tmp_path, balancer):
 
 @pytest.mark.parametrize(("objective", "gram"), [("grpo", "output"), ("grpo", "params"), ("nft", "output")])
 def test_marble_weights_see_every_term_of_the_micro_batch(sd3_dir, tmp_path, objective, gram):
-    """alpha* is solved on the whole micro-batch with all its loss terms (GRPO: both trained SDE steps of a 3-step
-    rollout; NFT: two noise draws), so with one micro-batch per update, ema 0 and no regulariser the update is the
-    min-norm point of the two normalised gradients the diagnostics measure: their bisector, equal cosines. Solved on
-    the first term only, they differed (0.8786 vs 0.8740 in the audit's repro)."""
+    """With rewards.marble.all_terms, alpha* is solved on the whole micro-batch with all its loss terms (GRPO: both
+    trained SDE steps of a 3-step rollout; NFT: two noise draws), so with one micro-batch per update, ema 0 and no
+    regulariser the update is the min-norm point of the two normalised gradients the diagnostics measure: their
+    bisector, equal cosines. Solved on the first term only (the default), they differ (0.8786 vs 0.8740 in the
+    audit's repro)."""
     out = tmp_path / "run"
     cfg = tiny_config(sd3_dir, out, [RED, BRIGHT], "marble", objective, train__max_steps=1)
     cfg["objective"]["terms_per_sample"] = 2
-    cfg["rewards"]["marble"] = {"ema": 0.0, "gram": gram}
+    cfg["rewards"]["marble"] = {"ema": 0.0, "gram": gram, "all_terms": True}
     (row,) = train(cfg, tmp_path)
     cos = [row[f"balance/grad_cos/{n}"] for n in ("red_reward", "brightness_reward")]
     assert cos[0] > 0 and cos[0] == pytest.approx(cos[1], rel=1e-4)
+    cfg["rewards"]["marble"]["all_terms"] = False
+    cfg["log"]["output_dir"] = str(tmp_path / "first-term")
+    (row,) = train(cfg, tmp_path)
+    cos = [row[f"balance/grad_cos/{n}"] for n in ("red_reward", "brightness_reward")]
+    assert cos[0] != pytest.approx(cos[1], rel=1e-4)  # the default: the first term's bisector only
 
 
 def test_resume_with_another_balancer_or_reward_list_starts_balancing_fresh(sd3_dir, tmp_path, caplog):

@@ -65,13 +65,14 @@ advantage vector. Each micro-batch: per-reward advantages A [b, K] (:func:`imgal
 per_reward_advantages`, the same definition for every balancer) -> signal s_k = to_signal(A_k) (NFT: r_k; GRPO: A_k)
 -> on the FIRST micro-batch of an update (every ``rewards.marble.refresh_every`` updates), the K per-reward policy
 losses' gradients with respect to v_theta (``rewards.marble.gram: output``, default; K autograd calls through the loss
-head only) or to the trainable weights (``params``; K extra backward passes), over ALL its loss terms (GRPO: every
-trained SDE step; NFT: every noise draw): the terms after the first are probed before the first is trained
-(:meth:`RewardBalancing.probe`: one extra forward each, no backward), the first adds its own -> the Gram of the
-micro-batch summed over its terms -> alpha* -> EMA -> c; the mixed signal s_k @ c -> the loss (regularisers once,
-since sum c = 1) -> ONE backward per term. Every micro-batch of the update uses the same c, so alpha* sees the first
-micro-batch only (all its terms): set ``train.micro_batch_size`` to the samples per update to let it see the whole
-batch, as the shapes example configs do.
+head only) or to the trainable weights (``params``; K extra backward passes) -> the Gram -> alpha* -> EMA -> c; the
+mixed signal s_k @ c -> the loss (regularisers once, since sum c = 1) -> ONE backward per term. Every micro-batch of
+the update uses the same c, so alpha* sees the first micro-batch only: set ``train.micro_batch_size`` to the samples
+per update to let it see all of them, as the shapes example configs do. By default it sees that micro-batch's FIRST
+loss term only (GRPO: the first trained SDE step of the shuffled rows' window; NFT: the first noise draw), so the
+update costs ~1.01-1.06x a single-reward one; ``rewards.marble.all_terms`` sums the Gram over every term (every trained
+SDE step / draw): the terms after the first are probed before the first is trained (:meth:`RewardBalancing.probe`:
+one extra forward each, no backward; 1.45x against 1.01x on ``examples/shapes/marble.yaml``, 4 SDE steps).
 ``rewards.diagnose_cosines`` (any balancer) adds, per micro-batch, the gradients of the K per-reward losses and of the
 loss actually back-propagated (d) in the same space, summed over the update (:class:`UpdateGram`), and logs
 ``balance/grad_cos/<reward>``, ``balance/grad_cos_min``, ``balance/neg_cos_share_step`` and the running
@@ -624,8 +625,8 @@ class RewardBalancing:
     Per optimizer update: :meth:`start_update`; per micro-batch :meth:`micro_loss` (one forward, shared by the
     per-reward losses, the Gram matrix and the mixed loss: ONE training backward); :meth:`end_update`; per step
     :meth:`step_metrics`. MARBLE solves alpha* on the Gram matrix of the update's FIRST micro-batch (a random share
-    of the batch, after the trainer's shuffle) summed over all its loss terms (:meth:`probe` adds the terms after the
-    first before its :meth:`micro_loss`), EMAs alpha and mixes every micro-batch of that update with the same
+    of the batch, after the trainer's shuffle): its first loss term, or all of them summed (``all_terms``:
+    :meth:`probe` adds the terms after the first before its :meth:`micro_loss`), EMAs alpha and mixes every micro-batch of that update with the same
     coefficients c. With ``diagnose`` on, every micro-batch also adds its [g_1..g_K, d] gradients (d = the gradient
     of the loss actually back-propagated, regularisers included, before AdamW's preconditioning and clipping) to the
     update's Gram, giving each reward's cosine with the update and the running share of updates in which the worst

@@ -257,8 +257,13 @@ class MarbleConfig:
     refresh_every: int = field(
         1,
         help="solve alpha* every N optimizer updates, keeping the EMA'd alpha between; alpha* is solved on the "
-        "update's first micro-batch with all its terms (trained SDE steps / NFT draws; one extra forward per term "
-        "after the first), so train.micro_batch_size = the samples per update lets it see the whole batch",
+        "update's first micro-batch (train.micro_batch_size = the samples per update lets it see them all)",
+    )
+    all_terms: bool = field(
+        False,
+        help="solve alpha* on every loss term of that micro-batch (GRPO: every trained SDE step; NFT: every noise "
+        "draw) at one extra forward per term after the first on each refresh (bench/bench_marble.py: 1.45x a "
+        "single-reward update on examples/shapes/marble.yaml, against 1.01x); false: its first term only",
     )
     solver: Literal["auto", "projected_gradient"] = field(
         "auto",

@@ -722,9 +722,10 @@ class FlowGRPOTrainer:
                 continue
             if bb is not None:
                 bb.start_update()
-                # MARBLE solves alpha* on the first micro-batch with all its terms (trained steps / noise draws): the
-                # terms after the first add their per-reward gradients now (one extra forward each, no backward)
-                for j in range(1, len(terms) if bb.solving else 1):
+                # MARBLE solves alpha* on the first micro-batch; with rewards.marble.all_terms on all its terms
+                # (trained steps / noise draws): those after the first add their per-reward gradients now (one extra
+                # forward each, no backward)
+                for j in range(1, len(terms) if bb.solving and cfg.rewards.marble.all_terms else 1):
                     mb, term = micro[j]
                     with self.acc.no_sync(self.model), self.acc.autocast():
                         head = self.objective.head(ctx, ro, mb, term, valid)
