@@ -47,11 +47,11 @@ class _Override(str):
     parsed: Any
 
 
-def _split_list_text(text: str) -> list[str]:
-    """``a,b`` -> ["a", "b"], keeping a reward spec's options with it: a piece that looks like ``key=value``
-    continues the item before it (``clip:model=X,pretrained=openai`` is one item)."""
+def _join_options(pieces: list[str]) -> list[str]:
+    """Items of a list of strings split at commas, with a reward spec's options kept with it: a piece that looks
+    like ``key=value`` continues the item before it (``clip:model=X`` and ``pretrained=openai`` are one item)."""
     items: list[str] = []
-    for piece in (p.strip() for p in text.split(",")):
+    for piece in (p.strip() for p in pieces):
         if not piece:
             continue
         head = piece.split("=", 1)[0]
@@ -60,6 +60,28 @@ def _split_list_text(text: str) -> list[str]:
         else:
             items.append(piece)
     return items
+
+
+def _split_list_text(text: str) -> list[str]:
+    """``a,b`` -> ["a", "b"], keeping a reward spec's options with it (:func:`_join_options`)."""
+    return _join_options(text.split(","))
+
+
+def _text_items(values: list[Any]) -> list[str]:
+    """The items of a YAML list given for a list of strings, as the user wrote them: YAML reads an unquoted
+    ``[geneval: mode=strict]`` as a one-key mapping and ``[clip:model=X,weight=3]`` as two items; both are one
+    reward spec."""
+
+    def text(v: Any) -> Any:
+        if isinstance(v, dict) and len(v) == 1:
+            ((k, val),) = v.items()
+            return f"{k}:" if val is None else f"{k}: {val}"
+        return v
+
+    items = [text(v) for v in values]
+    if not all(isinstance(v, str) for v in items):
+        return items  # the item's own type error names it
+    return _join_options(items)
 
 
 def _coerce(value: Any, tp: Any, key: str) -> Any:
@@ -75,7 +97,7 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
         if origin in (list, tuple) and (args[0] if args else Any) is str:
             if text.startswith("["):
                 if isinstance(value.parsed, list):
-                    return [str(v) for v in value.parsed]
+                    return [str(v) for v in _text_items(value.parsed)]
                 raise ConfigError(
                     f"{key}: {text!r} is not a valid YAML list; quote items with special characters, e.g. "
                     f'{key}=\'["a", "b"]\''
@@ -111,11 +133,17 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
             raise ConfigError(f"{key}: expected a mapping of {tp.__name__} fields, got {value!r}")
         return _build(tp, value, prefix=key + ".")
     if origin in (list, tuple):
-        if isinstance(value, str):  # "1,2" from a --set override: each item parsed as a YAML scalar
+        item_t = args[0] if args else Any
+        if (
+            isinstance(value, str) and item_t is str
+        ):  # "a,b" in a YAML file, reward options kept with their spec
+            value = _split_list_text(value)
+        elif isinstance(value, str):  # "1,2": each item parsed as a YAML scalar
             value = [yaml.safe_load(v.strip()) for v in value.split(",") if v.strip()]
+        elif isinstance(value, list) and item_t is str:
+            value = _text_items(value)
         if not isinstance(value, (list, tuple)):
             raise ConfigError(f"{key}: expected a list, got {value!r}")
-        item_t = args[0] if args else Any
         items = [_coerce(v, item_t, f"{key}[{i}]") for i, v in enumerate(value)]
         return items if origin is list else tuple(items)
     if origin is dict:

@@ -199,3 +199,28 @@ def test_nan_and_out_of_range_optimiser_settings_are_config_errors(tmp_path):
         FlowGRPOConfig, None, ["log.trackers=tensorboard,wandb", "train.grad_clip=0", "train.adam_beta1=0"]
     )
     assert cfg.log.trackers == "tensorboard,wandb" and cfg.train.grad_clip == 0
+
+
+def test_a_reward_spec_keeps_its_options_in_every_list_form(tmp_path):
+    """`a,b` and `[a, b]` in --set and in a YAML file: a spec's key=value options stay with it, and YAML's reading
+    of an unquoted `geneval: mode=strict` (a mapping) is the spec as written (they were split into two rewards,
+    'weight=3' among them, or the mapping's repr)."""
+    from imgalign.trainers.config import FlowGRPOConfig
+
+    spec = "clip:model=shapes-clip,weight=3"
+
+    def names(sets: list[str], path: Path | None = None) -> list[str]:
+        return load_config(FlowGRPOConfig, path, sets).rewards.names
+
+    assert names([f"rewards.names={spec}"]) == [spec]
+    assert names([f"rewards.names=[{spec}, geneval]"]) == [spec, "geneval"]
+    assert names(["rewards.names=[geneval: mode=strict]"]) == ["geneval: mode=strict"]
+    y = tmp_path / "c.yaml"
+    y.write_text(f'rewards:\n  names: "{spec}"\n')
+    assert names([], y) == [spec]
+    y.write_text("rewards:\n  names: [geneval: mode=strict, clip]\n")
+    assert names([], y) == ["geneval: mode=strict", "clip"]
+    assert load_config(FlowGRPOConfig, None, ["prompts.tasks=[counting, position]"]).prompts.tasks == [
+        "counting",
+        "position",
+    ]
