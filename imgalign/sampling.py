@@ -13,6 +13,7 @@ the pipeline's flow-matching scheduler with classifier-free guidance scale :data
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -48,14 +49,50 @@ def supported_sizes(pipe) -> list[int]:
     return [step * k for k in range(1, max_grid + 1)]
 
 
+def folder_sizes(
+    folder: str | Path, transformer_folder: str | Path | None = None
+) -> tuple[list[int], int] | None:
+    """(:func:`supported_sizes`, trained size) of the pipeline saved in `folder`, read from its JSON configs
+    without loading it, as diffusers' SD3 and FLUX pipelines derive them; `transformer_folder` holds a transformer
+    that replaces the folder's own (an overlay). None when the configs cannot tell (no such files, another
+    pipeline class): the size is then checked once the pipeline has loaded."""
+    folder = Path(folder)
+    t_dir = Path(transformer_folder) if transformer_folder is not None else folder / "transformer"
+    try:
+        pipeline_class = json.loads((folder / "model_index.json").read_text()).get("_class_name", "")
+        transformer = json.loads((t_dir / "config.json").read_text())
+        vae = json.loads((folder / "vae" / "config.json").read_text())
+        vae_scale_factor = 2 ** (len(vae["block_out_channels"]) - 1)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if pipeline_class.startswith("StableDiffusion3"):
+        step = vae_scale_factor * transformer.get("patch_size", 2)
+        default = transformer.get("sample_size", 128)
+        max_grid = transformer.get("pos_embed_max_size") or default
+    elif pipeline_class.startswith("Flux"):
+        step, default = vae_scale_factor * 2, 128  # FluxPipeline.default_sample_size is fixed
+        max_grid = 4 * default * vae_scale_factor // step
+    else:
+        return None
+    return [step * k for k in range(1, max_grid + 1)], default * vae_scale_factor
+
+
+def size_error(what: str, v: int, sizes: list[int], trained: int) -> str | None:
+    """The message for an image side `v` outside `sizes`, or None when it is one of them."""
+    if v in sizes:
+        return None
+    return (
+        f"{what}={v} is not an image size this model can take; use a multiple of {sizes[0]} from "
+        f"{sizes[0]} to {sizes[-1]} (trained at {trained})"
+    )
+
+
 def check_size(pipe, height: int, width: int) -> None:
     sizes = supported_sizes(pipe)
     for what, v in (("height", height), ("width", width)):
-        if v not in sizes:
-            raise ValueError(
-                f"{what}={v} is not an image size this model can take; use a multiple of {sizes[0]} from "
-                f"{sizes[0]} to {sizes[-1]} (trained at {pipe.default_sample_size * pipe.vae_scale_factor})"
-            )
+        message = size_error(what, v, sizes, pipe.default_sample_size * pipe.vae_scale_factor)
+        if message:
+            raise ValueError(message)
 
 
 def warn_unknown_words(pipe, prompts: Sequence[str]) -> None:

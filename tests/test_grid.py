@@ -289,3 +289,32 @@ def test_a_size_the_model_cannot_take_is_named(models, tmp_path, capsys):
     assert main(_one_model_argv(models, "--size", "200", "--out", str(tmp_path / "g.png"))) == 2
     err = capsys.readouterr().err
     assert "size this model can take; use a multiple of" in err and not (tmp_path / "g.png").exists()
+
+
+def test_a_size_the_model_cannot_take_fails_before_loading(models, tmp_path, capsys, no_loading):
+    """--size is checked from each model's configs (pipeline folder, embedded name, transformer overlay) before
+    the first model loads, so a bad size in the last column does not cost loading the first."""
+    out = str(tmp_path / "g.png")
+    argv = ["grid", "--model", f"ok={models['base']}", "--model", "bad=shapes", "--prompt", "x", "--out", out]
+    assert main([*argv, "--size", "80"]) == 2  # the tiny base takes 80, the shapes model at most 64
+    assert "model 'bad': --size=80 is not an image size this model can take" in capsys.readouterr().err
+    for model in (str(models["base"]), f"{models['base']}+{models['overlay']}"):
+        argv = ["grid", "--model", f"bad={model}", "--prompt", "x", "--out", out]
+        assert main([*argv, "--size", "200"]) == 2
+        err = capsys.readouterr().err
+        assert "model 'bad': --size=200 is not an image size this model can take" in err
+
+
+def test_sizes_read_from_the_configs_are_the_loaded_pipelines(models, tmp_path):
+    """folder_sizes (configs only) agrees with supported_sizes (the loaded pipeline); a folder whose configs
+    cannot tell gives None, and is checked after loading."""
+    from imgalign.hub import embedded_path
+    from imgalign.pipelines import load_pipeline
+    from imgalign.sampling import folder_sizes, supported_sizes
+    from imgalign.trainers.testing import tiny_flux_pipeline
+
+    for folder in (models["base"], embedded_path("shapes"), tiny_flux_pipeline(tmp_path / "flux")):
+        pipe = load_pipeline(str(folder))
+        trained = pipe.default_sample_size * pipe.vae_scale_factor
+        assert folder_sizes(folder) == (supported_sizes(pipe), trained)
+    assert folder_sizes(models["overlay"]) is None  # a transformer alone: no model_index.json

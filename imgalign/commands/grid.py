@@ -82,6 +82,31 @@ def check_reward_spec(spec: str) -> None:
         )
 
 
+def check_size_before_loading(spec: Any, size: int) -> None:
+    """Refuse a ``--size`` the model cannot take, from its configs, before any model loads. A model whose configs
+    cannot be read up front (a Hub id, another pipeline class) is checked once it has loaded."""
+    from imgalign.hub import EMBEDDED, embedded_path
+    from imgalign.pipelines import overlay_kind
+    from imgalign.sampling import folder_sizes, size_error
+
+    base = embedded_path(spec.base) if spec.base in EMBEDDED else Path(spec.base)
+    if not base.is_dir():
+        return
+    transformer = None  # the base's own, unless the overlay is a whole transformer
+    if spec.overlay is not None:
+        kind = overlay_kind(Path(spec.overlay))
+        if kind == "transformer":
+            transformer = Path(spec.overlay)
+        elif kind == "transformer-subfolder":
+            transformer = Path(spec.overlay) / "transformer"
+    found = folder_sizes(base, transformer)
+    if found is None:
+        return
+    message = size_error("--size", size, *found)
+    if message:
+        raise ValueError(f"model {spec.label!r}: {message}")
+
+
 def read_rows(args: argparse.Namespace) -> tuple[list[str], list[dict[str, Any] | None]]:
     """Prompts and their metadata (GenEval lines keep theirs; plain prompts have none)."""
     if args.prompts:
@@ -136,6 +161,9 @@ def run_grid(args: argparse.Namespace) -> int:
             raise ValueError(f"{flag} must be at least 1 (got {v})")
     if args.guidance is not None and not args.guidance >= 0:
         raise ValueError(f"--guidance must be >= 0 (got {args.guidance})")
+    if args.size is not None:
+        for s in specs:
+            check_size_before_loading(s, args.size)
     dtype = getattr(torch, args.dtype)
     reward = None
     if args.reward:  # built before generating: a row it can never score fails now, not after every model ran
