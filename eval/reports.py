@@ -514,7 +514,9 @@ def comparability_notes(
     # the same file names are the same noise only when the seed and the sampler match (eval_args / sampler)
     cur_args, base_args = current.get("eval_args") or {}, baseline.get("eval_args") or {}
     differ = [k for k in ("seed",) if k in cur_args and k in base_args and cur_args[k] != base_args[k]]
-    if current.get("sampler") and baseline.get("sampler") and current["sampler"] != baseline["sampler"]:
+    # settings both record: summaries written before the image size and context length were recorded lack them
+    cur_s, base_s = current.get("sampler") or {}, baseline.get("sampler") or {}
+    if any(cur_s[k] != base_s[k] for k in set(cur_s) & set(base_s)):
         differ.append("sampler")
     if differ:
         notes.append(

@@ -8,7 +8,8 @@ The embedded model ``shapes`` is a stock :class:`diffusers.StableDiffusion3Pipel
 is a context the model never saw.
 
 Default evaluation sampler settings (used by ``imgalign eval --model``): :data:`NUM_INFERENCE_STEPS` Euler steps of
-the pipeline's flow-matching scheduler with classifier-free guidance scale :data:`GUIDANCE_SCALE`, 64x64 images.
+the pipeline's flow-matching scheduler with classifier-free guidance scale :data:`GUIDANCE_SCALE`, :data:`IMAGE_SIZE` square images and
+:data:`MAX_SEQUENCE_LENGTH` zero context tokens.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ NUM_INFERENCE_STEPS = 20
 """Euler steps of the default evaluation sampler."""
 GUIDANCE_SCALE = 4.0
 """Classifier-free guidance scale of the default evaluation sampler."""
+IMAGE_SIZE = 64
+"""Image height and width (pixels) of the default evaluation sampler: the shapes model's training size."""
 MAX_SEQUENCE_LENGTH = 1
 """Zero 'T5' context tokens appended by the pipeline (no T5 encoder); the shapes model was trained with this many."""
 BATCH_SIZE = 32
@@ -160,8 +163,8 @@ def generate(
     seeds: Sequence[int],
     num_inference_steps: int = NUM_INFERENCE_STEPS,
     guidance_scale: float = GUIDANCE_SCALE,
-    height: int = 64,
-    width: int = 64,
+    height: int = IMAGE_SIZE,
+    width: int = IMAGE_SIZE,
     batch_size: int = BATCH_SIZE,
     max_sequence_length: int = MAX_SEQUENCE_LENGTH,
     **kwargs: Any,

@@ -279,10 +279,14 @@ def test_eval_model_sampler_overrides_reach_the_sampler(tmp_path, small_prompts,
     argv = ["eval", "--model", "shapes", "--prompts", str(small_prompts), "--images-per-prompt", "1"]
     argv += ["--steps", "7", "--guidance-scale", "1.5", "--out", str(tmp_path / "o"), "--no-progress"]
     assert main(argv) == 0
-    assert seen == {"model": "shapes", "num_inference_steps": 7, "guidance_scale": 1.5}
+    fixed = {"height": S.IMAGE_SIZE, "width": S.IMAGE_SIZE, "max_sequence_length": S.MAX_SEQUENCE_LENGTH}
+    assert seen == {"model": "shapes", "num_inference_steps": 7, "guidance_scale": 1.5, **fixed}
     summary = json.loads((tmp_path / "o" / "summary.json").read_text())
-    assert summary["sampler"] == {"num_inference_steps": 7, "guidance_scale": 1.5}
-    assert "Sampler: num_inference_steps 7, guidance_scale 1.5" in (tmp_path / "o" / "report.md").read_text()
+    assert summary["sampler"] == {"num_inference_steps": 7, "guidance_scale": 1.5, **fixed}
+    assert (
+        "Sampler: num_inference_steps 7, guidance_scale 1.5, height 64, width 64, max_sequence_length 1"
+        in (tmp_path / "o" / "report.md").read_text()
+    )
     seen.clear()
     argv = ["eval", "--model", "shapes", "--prompts", str(small_prompts), "--images-per-prompt", "1"]
     assert main(argv + ["--out", str(tmp_path / "o2"), "--no-progress"]) == 0
@@ -291,6 +295,7 @@ def test_eval_model_sampler_overrides_reach_the_sampler(tmp_path, small_prompts,
         "model": "shapes",
         "num_inference_steps": S.NUM_INFERENCE_STEPS,
         "guidance_scale": S.GUIDANCE_SCALE,
+        **fixed,
     }
     argv = [
         "eval",
@@ -302,6 +307,47 @@ def test_eval_model_sampler_overrides_reach_the_sampler(tmp_path, small_prompts,
     ]
     assert main(argv) == 0
     assert "sampler" not in json.loads((tmp_path / "o3" / "summary.json").read_text())  # not generated here
+
+
+def test_a_model_outside_the_shapes_family_on_the_shapes_suite_is_warned_and_recorded(
+    tmp_path, small_prompts, monkeypatch, caplog, capsys
+):
+    """The shapes suite samples any model with the shapes settings (64 px, 1 zero context token, its steps and
+    guidance): a model of another family is warned about, naming them, and summary.json and the printed summary
+    record them."""
+    import geneval_real_tiny as T
+
+    import imgalign.sampling as S
+    from imgalign.commands.world import render_folder
+
+    def fake_generate_folder(model, metas, out_dir, images_per_prompt, seed, progress=True, **kw):
+        render_folder(metas, out_dir, images_per_prompt, seed, progress=False)
+
+    monkeypatch.setattr(S, "generate_folder", fake_generate_folder)
+    other = T.build_tiny_sd3(tmp_path / "tiny")
+    argv = ["eval", "--model", str(other), "--prompts", str(small_prompts), "--images-per-prompt", "1"]
+    capsys.readouterr()
+    with caplog.at_level("WARNING", logger="imgalign.commands.evaluate"):
+        assert main(argv + ["--out", str(tmp_path / "o"), "--no-progress"]) == 0
+    used = {
+        "num_inference_steps": S.NUM_INFERENCE_STEPS,
+        "guidance_scale": S.GUIDANCE_SCALE,
+        "height": 64,
+        "width": 64,
+        "max_sequence_length": 1,
+    }
+    assert json.loads((tmp_path / "o" / "summary.json").read_text())["sampler"] == used
+    assert json.loads(capsys.readouterr().out)["sampler"] == used
+    warned = [r.getMessage() for r in caplog.records if "not a shapes-family model" in r.getMessage()]
+    assert len(warned) == 1 and f"guidance_scale {S.GUIDANCE_SCALE}, height 64" in warned[0]
+    assert "max_sequence_length 1" in warned[0]
+    caplog.clear()
+    with caplog.at_level(
+        "WARNING", logger="imgalign.commands.evaluate"
+    ):  # the shapes model itself: no warning
+        argv = ["eval", "--model", "shapes", "--prompts", str(small_prompts), "--images-per-prompt", "1"]
+        assert main(argv + ["--out", str(tmp_path / "o2"), "--no-progress"]) == 0
+    assert not any("not a shapes-family model" in r.getMessage() for r in caplog.records)
 
 
 def test_eval_sampler_options_need_a_model(tmp_path, small_prompts, capsys):

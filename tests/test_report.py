@@ -410,3 +410,7 @@ def test_comparison_pairs_images_only_for_the_same_seed_and_sampler():
     assert len(other) == 1 and other[0].startswith("Different seed:") and "not paired" in other[0]
     steps = comparability_notes(summary(0, 40), summary(0), rows_b, rows_a)
     assert steps[0].startswith("Different sampler:")
+    # a baseline written before the size and context length were recorded pairs on the settings it has
+    now = summary(0)
+    now["sampler"].update(height=64, width=64, max_sequence_length=1)
+    assert comparability_notes(now, summary(0), rows_b, rows_a) == same

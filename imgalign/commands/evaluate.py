@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import logging
 import shutil
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,8 @@ from imgalign.prompts.io import load_geneval_metadata
 from imgalign.prompts.shapes import EVAL_SET_PATH
 
 SUITES = ("shapes", "geneval")
+
+log = logging.getLogger(__name__)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -90,6 +93,22 @@ def sampler_overrides(args: argparse.Namespace, steps_key: str, guidance_key: st
     if args.guidance_scale is not None:
         out[guidance_key] = args.guidance_scale
     return out
+
+
+def shapes_sampler_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """Every setting the shapes suite samples a model with (:func:`imgalign.sampling.generate`'s keywords): the
+    shapes model's evaluation settings, with --steps / --guidance-scale on top; recorded in summary.json."""
+    from imgalign import sampling as S
+
+    sampler: dict[str, Any] = {
+        "num_inference_steps": S.NUM_INFERENCE_STEPS,
+        "guidance_scale": S.GUIDANCE_SCALE,
+        "height": S.IMAGE_SIZE,
+        "width": S.IMAGE_SIZE,
+        "max_sequence_length": S.MAX_SEQUENCE_LENGTH,
+    }
+    sampler.update(sampler_overrides(args, "num_inference_steps", "guidance_scale"))
+    return sampler
 
 
 def eval_identity(args: argparse.Namespace) -> dict[str, Any]:
@@ -181,10 +200,11 @@ def run_eval(args: argparse.Namespace) -> int:
         metas is not None
     ):  # prompts the shapes world cannot draw fail with their line, before --out is claimed
         check_shapes_metadata(metas, args.prompts or EVAL_SET_PATH)
+    spec = None
     if args.model and not args.images:  # a mistyped model fails before --out is claimed for it
         from imgalign.pipelines import check_model_spec, parse_model_arg
 
-        check_model_spec(parse_model_arg(args.model))
+        spec = check_model_spec(parse_model_arg(args.model))
     claim_out_folder(out, eval_identity(args))
     if args.images:
         refresh_copy(Path(args.images), images)
@@ -196,9 +216,17 @@ def run_eval(args: argparse.Namespace) -> int:
             model = "ground-truth"
         else:
             from imgalign import sampling as S
+            from imgalign.eval.models import is_shapes_family
 
-            sampler = {"num_inference_steps": S.NUM_INFERENCE_STEPS, "guidance_scale": S.GUIDANCE_SCALE}
-            sampler.update(sampler_overrides(args, "num_inference_steps", "guidance_scale"))
+            sampler = shapes_sampler_settings(args)
+            if spec is not None and not is_shapes_family(spec):
+                log.warning(
+                    "%s is not a shapes-family model, but the shapes suite samples every model with the shapes "
+                    "model's settings (%s); its score reflects these settings, not the pipeline's own defaults "
+                    "(--steps and --guidance-scale change the first two)",
+                    args.model,
+                    ", ".join(f"{k} {v}" for k, v in sampler.items()),
+                )
             S.generate_folder(
                 args.model, metas, images, args.images_per_prompt, args.seed, progress=progress, **sampler
             )
@@ -219,7 +247,13 @@ def run_eval(args: argparse.Namespace) -> int:
 
 
 def finish(args: argparse.Namespace, summary: dict, out: Path) -> int:
-    print(json.dumps({k: summary[k] for k in ("overall", "tasks", "n_images")}, indent=2))
+    shown = (
+        "overall",
+        "tasks",
+        "n_images",
+        "sampler",
+    )  # the sampler settings when this run generated the images
+    print(json.dumps({k: summary[k] for k in shown if k in summary}, indent=2))
     if args.baseline:
         from imgalign.eval.reports import write_comparison
 
