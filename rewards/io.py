@@ -23,17 +23,27 @@ class ImageReadError(ValueError):
 
 def find_images(paths: Iterable[str | Path]) -> list[Path]:
     """Expand files, folders (recursively, image suffixes only) and globs into a sorted, de-duplicated list.
-    Explicitly named files are kept whatever their suffix (so a broken one gets an error row, not silence)."""
+    Explicitly named files are kept whatever their suffix (so a broken one gets an error row, not silence). A
+    glob (quoted, so the shell left it alone) expands as the shell would, to files and folders alike; one that
+    matches nothing is an error, as is a path that does not exist."""
+
+    def expand(path: Path) -> list[Path]:
+        if path.is_dir():
+            return sorted(q for q in path.rglob("*") if q.is_file() and q.suffix.lower() in IMAGE_SUFFIXES)
+        return [path] if path.is_file() else []
+
     out: list[Path] = []
     for p in paths:
         s = str(p)
         path = Path(s)
-        if path.is_dir():
-            out += sorted(q for q in path.rglob("*") if q.is_file() and q.suffix.lower() in IMAGE_SUFFIXES)
-        elif path.is_file():
-            out.append(path)
+        if path.is_dir() or path.is_file():
+            out += expand(path)
         elif any(ch in s for ch in "*?["):
-            out += sorted(Path(q) for q in glob.glob(s, recursive=True) if Path(q).is_file())
+            matches = sorted(glob.glob(s, recursive=True))
+            if not matches:
+                raise FileNotFoundError(f"{s!r} matches no file or folder; check the pattern")
+            for q in matches:
+                out += expand(Path(q))
         else:
             raise FileNotFoundError(f"{s!r} is not a file, folder or glob that matches anything")
     seen: set[Path] = set()

@@ -162,6 +162,26 @@ def test_geneval_rows_are_checked_and_a_bom_is_read(tmp_path: Path, capsys: pyte
     assert main(["eval", "--images", str(d), "--out", str(tmp_path / "ev"), "--no-progress"]) == 0
 
 
+def test_a_quoted_glob_expands_to_folders_as_the_shell_would(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """`imgalign score 'runs/*/images'`: a glob matching folders scores the images in them (it found nothing); a
+    glob matching nothing is an error naming it."""
+    for run in ("a", "b"):
+        for i, s in enumerate(SPECS[:2]):
+            write_prompt_folder(tmp_path / "runs" / run / "images", i, s.to_metadata(), [W.render(s, 0)[0]])
+    out = tmp_path / "scores.jsonl"
+    argv = ["score", str(tmp_path / "runs" / "*" / "images"), "--reward", "geneval", "--out", str(out)]
+    assert main([*argv, "--no-progress"]) == 0
+    files = sorted(json.loads(r)["file"] for r in out.read_text().splitlines())
+    assert [str(Path(f).relative_to(tmp_path / "runs")) for f in files] == [
+        f"{run}/images/0000{i}/samples/0000.png" for run in ("a", "b") for i in range(2)
+    ]
+    argv = ["score", str(tmp_path / "runs" / "*" / "imgs"), "--reward", "geneval", "--out", str(out)]
+    assert main(argv) == 2
+    assert "imgs' matches no file or folder" in capsys.readouterr().err
+
+
 def test_prompt_free_rewards_need_no_prompts(folder: tuple[Path, Path], tmp_path: Path) -> None:
     d, _ = folder
     out = tmp_path / "a.jsonl"
