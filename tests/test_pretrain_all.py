@@ -107,3 +107,35 @@ def test_pretraining_in_process_leaves_the_torch_thread_count_as_it_was(tmp_path
         assert "holds a run with a different config" in capsys.readouterr().err
     finally:
         torch.set_num_threads(before)
+
+
+def test_a_rerun_with_another_config_names_each_changed_setting(tmp_path, monkeypatch, capsys):
+    """Rerunning a component into a folder of another config is refused; the message names every setting that
+    differs with its recorded and its new value (CLIP and VLM named none)."""
+    import dataclasses
+    import json
+
+    from imgalign.pretrain import config_changes
+
+    assert config_changes({"a": 1, "b": [1, 2], "c": "x"}, {"a": 1, "b": [1, 3], "d": 0.5}) == (
+        'b: [1, 2] -> [1, 3]; c: "x" -> <unset>; d: <unset> -> 0.5'
+    )
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    torch.set_num_threads(1)
+    for comp in ("clip", "vlm"):
+        args = ["world", "pretrain", "--component", comp, "--out", str(tmp_path), *_sets(comp)]
+        args += ["--set", "steps=1", "--set", "threads=1"]
+        assert main([*args, "--set", "lr=0.002"]) == 0, comp
+        capsys.readouterr()
+        assert main([*args, "--set", "lr=0.001", "--set", "warmup=0"]) == 2, comp
+        err = capsys.readouterr().err
+        assert (
+            f"written with a different config (lr: 0.002 -> 0.001; warmup: {TINY[comp]['warmup']} -> 0)"
+            in err
+        )
+    old = dataclasses.asdict(t2i.Config(**{**TINY["t2i"], "steps": 5}))
+    (tmp_path / t2i.WORK).mkdir()
+    (tmp_path / t2i.WORK / "config.json").write_text(json.dumps(old))
+    args = ["world", "pretrain", "--component", "t2i", "--out", str(tmp_path), *_sets("t2i")]
+    assert main([*args, "--set", "steps=1", "--set", "threads=1"]) == 2
+    assert "holds a run with a different config (steps: 5 -> 1)" in capsys.readouterr().err

@@ -9,6 +9,7 @@ and returns its final metrics.
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -36,3 +37,15 @@ def restores_torch_threads(pretrain: F) -> F:
             torch.set_num_threads(before)
 
     return wrapper  # type: ignore[return-value]
+
+
+def config_changes(old: dict[str, Any], new: dict[str, Any]) -> str:
+    """``key: OLD -> NEW`` for every setting whose value differs between the config a run folder recorded (`old`)
+    and this run's (`new`), sorted by key, joined by ``; ``; a setting only one of them has shows as ``<unset>``
+    on the other side. Values are written as JSON."""
+
+    def show(d: dict[str, Any], k: str) -> str:
+        return json.dumps(d[k]) if k in d else "<unset>"
+
+    keys = sorted(k for k in set(old) | set(new) if k not in old or k not in new or old[k] != new[k])
+    return "; ".join(f"{k}: {show(old, k)} -> {show(new, k)}" for k in keys)

@@ -25,8 +25,8 @@ from typing import Any
 
 from imgalign import shapes as W
 from imgalign.config import field
+from imgalign.pretrain import config_changes, restores_torch_threads
 from imgalign.pretrain import encoder_common as C
-from imgalign.pretrain import restores_torch_threads
 
 MODEL_NAME = "shapes-clip-tiny"
 """The open_clip config name of the embedded shapes CLIP (the registry JSON shipped next to the weights)."""
@@ -347,9 +347,10 @@ def pretrain(cfg: Config, out_dir: Path, progress: bool = True) -> dict[str, flo
     start, elapsed, history = 0, 0.0, []
     if state is not None:
         if state["config"] != json.dumps(asdict(cfg), sort_keys=True):
+            changes = config_changes(json.loads(state["config"]), json.loads(json.dumps(asdict(cfg))))
             raise ValueError(
-                f"clip: the checkpoint in {work} was written with a different config; use another --out or "
-                "delete that folder to start over"
+                f"clip: the checkpoint in {work} was written with a different config ({changes}); use another "
+                "--out or delete that folder to start over"
             )
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])

@@ -37,7 +37,7 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from imgalign.config import field
-from imgalign.pretrain import restores_torch_threads
+from imgalign.pretrain import config_changes, restores_torch_threads
 from imgalign.shapes import IMAGE_SIZE
 
 FOLDER = "shapes-t2i"
@@ -570,10 +570,9 @@ def pretrain(cfg: Config, out_dir: Path, progress: bool = True) -> dict[str, flo
     if cfg_path.exists():
         old = json.loads(cfg_path.read_text())
         if old != cfg_dict:
-            changed = sorted(k for k in cfg_dict if old.get(k) != cfg_dict[k])
             raise ValueError(
-                f"{work} holds a run with a different config (changed: {', '.join(changed)}); use another --out "
-                "or delete that folder"
+                f"{work} holds a run with a different config ({config_changes(old, cfg_dict)}); use another "
+                "--out or delete that folder"
             )
     else:
         cfg_tmp = cfg_path.with_name(cfg_path.name + ".tmp")
