@@ -189,7 +189,10 @@ def test_nan_and_out_of_range_optimiser_settings_are_config_errors(tmp_path):
         ("train.weight_decay=-1", "train.weight_decay must be >= 0 and finite"),
         ("train.grad_clip=inf", r"train.grad_clip must be >= 0 and finite \(0 = no clipping"),
         ("objective.clip_range=inf", "objective.clip_range must be > 0 and finite"),
-        ("log.trackers=foo", "log.trackers: 'foo' is not auto, none or a comma list of tensorboard, wandb"),
+        (
+            "log.trackers=foo",
+            "log.trackers: 'foo' is not auto, none or a comma list of all, aim, tensorboard",
+        ),
         ("log.trackers=tensorboard,foo", "log.trackers: 'tensorboard,foo' is not"),
         ("log.trackers=none,wandb", "log.trackers: 'none,wandb' is not"),
     ]:
@@ -199,6 +202,8 @@ def test_nan_and_out_of_range_optimiser_settings_are_config_errors(tmp_path):
         FlowGRPOConfig, None, ["log.trackers=tensorboard,wandb", "train.grad_clip=0", "train.adam_beta1=0"]
     )
     assert cfg.log.trackers == "tensorboard,wandb" and cfg.train.grad_clip == 0
+    for names in ("all", "trackio", "swanlab,tensorboard"):  # every name accelerate accepts (its LoggerType)
+        assert load_config(FlowGRPOConfig, None, [f"log.trackers={names}"]).log.trackers == names
 
 
 def test_a_reward_spec_keeps_its_options_in_every_list_form(tmp_path):

@@ -807,6 +807,23 @@ def test_a_folder_holding_a_run_is_refused_without_resume(sd3_dir, tmp_path, cap
     assert "is a file" in capsys.readouterr().err
 
 
+def test_a_setting_added_after_the_checkpoint_at_its_default_is_no_change(sd3_dir, tmp_path, caplog):
+    """A checkpoint written before a setting existed (here rewards.marble.all_terms) has another config hash and no
+    such key; resuming it warned 'changed config (rewards.marble.all_terms: None -> False)'."""
+    out = tmp_path / "run"
+    path = write(tiny_config(sd3_dir, out, train__max_steps=1), tmp_path / "c.yaml")
+    assert main(["train", str(path)]) == 0
+    st = out / "checkpoints" / "step-000001" / "trainer_state"
+    saved = yaml.safe_load((st / "config.yaml").read_text())
+    del saved["rewards"]["marble"]["all_terms"]  # as an older imgalign wrote it
+    (st / "config.yaml").write_text(yaml.safe_dump(saved))
+    state = json.loads((st / "state.json").read_text())
+    (st / "state.json").write_text(json.dumps({**state, "config_hash": "0" * 16}))
+    with caplog.at_level("WARNING"):
+        assert main(["train", str(path), "--resume", "auto", "--max-steps", "2"]) == 0
+    assert "changed config" not in caplog.text
+
+
 def test_resuming_with_a_changed_config_names_the_changes(sd3_dir, tmp_path, caplog):
     """A changed setting is named; so is an edited prompt file (its split and sequence are no longer the run's)."""
     out = tmp_path / "run"

@@ -487,7 +487,24 @@ class EvalConfig:
 
 
 # accelerate trackers `log.trackers` may name (each a module of that name the trainer checks is installed)
-TRACKERS = ("tensorboard", "wandb", "comet_ml", "mlflow", "aim", "clearml", "dvclive")
+TRACKERS = (
+    "tensorboard",
+    "wandb",
+    "comet_ml",
+    "mlflow",
+    "aim",
+    "clearml",
+    "dvclive",
+)  # the common ones, for help
+
+
+def tracker_names() -> tuple[str, ...]:
+    """Every tracker name accelerate accepts (its ``LoggerType``: the common ones plus e.g. all, trackio)."""
+    try:
+        from accelerate.utils import LoggerType
+    except ImportError:  # pragma: no cover - accelerate is a dependency
+        return TRACKERS
+    return tuple(t.value for t in LoggerType)
 
 
 @dataclass
@@ -510,9 +527,10 @@ class LogConfig:
         if self.keep_last < 1:
             raise ConfigError("log.keep_last must be >= 1")
         names = [x.strip() for x in self.trackers.split(",")]
-        if self.trackers not in ("auto", "none") and not (all(names) and set(names) <= set(TRACKERS)):
+        valid = tracker_names()
+        if self.trackers not in ("auto", "none") and not (all(names) and set(names) <= set(valid)):
             raise ConfigError(
-                f"log.trackers: {self.trackers!r} is not auto, none or a comma list of {', '.join(TRACKERS)}"
+                f"log.trackers: {self.trackers!r} is not auto, none or a comma list of {', '.join(valid)}"
             )
 
 

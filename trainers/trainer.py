@@ -369,11 +369,9 @@ class FlowGRPOTrainer:
         import importlib.util
 
         for name in names:  # accelerate only warns and logs nowhere when a named tracker is not installed
-            module = {"tensorboard": "tensorboard", "wandb": "wandb", "comet_ml": "comet_ml", "mlflow": "mlflow",
-                      "aim": "aim", "clearml": "clearml", "dvclive": "dvclive"}.get(name)  # fmt: skip
-            if module is not None and importlib.util.find_spec(module) is None:
+            if name != "all" and importlib.util.find_spec(name) is None:  # each tracker's module is its name
                 raise ConfigError(
-                    f"log.trackers: {name} is not installed (pip install {module}); or log.trackers=auto (tensorboard "
+                    f"log.trackers: {name} is not installed (pip install {name}); or log.trackers=auto (tensorboard "
                     "when installed) or none"
                 )
         return names
@@ -1018,8 +1016,11 @@ class FlowGRPOTrainer:
                     old = _flat(yaml.safe_load(old_path.read_text()) or {})
                     new = _flat(to_dict(self.cfg))
                     ignored = ignored_on_resume(self.cfg)
+                    # a setting added to imgalign after the checkpoint was written, at its default, is no change
+                    defaults = _flat(to_dict(type(self.cfg)()))
                     keys = [k for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
                     keys = [k for k in keys if not k.startswith("log.") and k not in ignored]
+                    keys = [k for k in keys if k in old or new.get(k) != defaults.get(k)]
                     changed = ", ".join(f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in keys) or changed
                 except (yaml.YAMLError, AttributeError):
                     keys = None
