@@ -76,11 +76,23 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     # imgalign's own messages at INFO; libraries' (open_clip logs on the root logger) only from WARNING, unless -v.
-    # basicConfig adds the handler once per process and then does nothing, so the levels are set on every call (an
-    # earlier in-process main(["-v", ...]) left the root logger at DEBUG)
+    # basicConfig adds the handler once per process and then does nothing. The levels hold for this call only: an
+    # in-process caller gets its own back (an earlier main(["-v", ...]) had left the root logger at DEBUG, and a
+    # caller's INFO logging was silenced after any call)
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
-    logging.getLogger().setLevel(logging.DEBUG if args.verbose else logging.WARNING)
-    logging.getLogger("imgalign").setLevel(logging.DEBUG if args.verbose else logging.INFO)
+    root, own = logging.getLogger(), logging.getLogger("imgalign")
+    saved = root.level, own.level
+    root.setLevel(logging.DEBUG if args.verbose else logging.WARNING)
+    own.setLevel(logging.DEBUG if args.verbose else logging.INFO)
+    try:
+        return _run(args)
+    finally:
+        root.setLevel(saved[0])
+        own.setLevel(saved[1])
+
+
+def _run(args: argparse.Namespace) -> int:
+    """The chosen command; a user error becomes one line on stderr and exit status 2."""
     try:
         return int(args.func(args) or 0)
     except BrokenPipeError:

@@ -480,19 +480,30 @@ def test_shapes_suite_and_size_checks_on_a_flux_pipeline(tmp_path, capsys):
     assert "is not an image size this model can take" in capsys.readouterr().err
 
 
-def test_verbose_does_not_outlive_its_call(capsys):
+def test_verbose_does_not_outlive_its_call(capsys, monkeypatch):
     """basicConfig does nothing once the root logger has a handler: after an in-process `main(["-v", ...])` a later
-    call without -v left the root logger at DEBUG. The levels are set on every call, with no handler added."""
+    call without -v left the root logger at DEBUG, and any call left a caller's INFO root logger at WARNING. The
+    levels hold during the call (checked from inside the command) and the caller's come back, with no handler added."""
     import logging
 
-    root = logging.getLogger()
-    level = root.level
+    from imgalign.commands import rewards_cmd
+
+    root, own = logging.getLogger(), logging.getLogger("imgalign")
+    level, own_level = root.level, own.level
+    seen = []
+    real = rewards_cmd.run_list
+    monkeypatch.setattr(rewards_cmd, "run_list", lambda a: seen.append(root.level) or real(a))
     try:
-        assert main(["-v", "rewards", "list"]) == 0
-        assert root.level == logging.DEBUG and logging.getLogger("imgalign").level == logging.DEBUG
+        root.setLevel(logging.INFO)  # a caller's own configuration
         handlers = list(root.handlers)
-        assert main(["rewards", "list"]) == 0
-        assert root.level == logging.WARNING and logging.getLogger("imgalign").level == logging.INFO
+        for argv, during in (
+            (["-v", "rewards", "list"], logging.DEBUG),
+            (["rewards", "list"], logging.WARNING),
+        ):
+            assert main(argv) == 0
+            assert seen[-1] == during  # the command ran at the call's level
+            assert root.level == logging.INFO and own.level == own_level  # the caller's levels are back
         assert root.handlers == handlers
     finally:
         root.setLevel(level)
+        own.setLevel(own_level)
