@@ -38,6 +38,14 @@ def is_shapes_family(spec: ModelSpec) -> bool:
     return arch(ref) == arch(cfg)
 
 
+def shapes_max_sequence_length(path: str) -> int | None:
+    """The shapes model was trained with a fixed number of zero 'T5' tokens (:data:`imgalign.sampling.
+    MAX_SEQUENCE_LENGTH`); so was any folder of its architecture (a fine-tuned checkpoint, or a model from
+    ``imgalign world pretrain``), detected as ``imgalign eval`` detects it (:func:`is_shapes_family`). Other models
+    use their pipeline's default (None)."""
+    return sampling_defaults(ModelSpec("", path)).get("max_sequence_length")
+
+
 def sampling_defaults(spec: ModelSpec) -> dict[str, Any]:
     """Sampler settings for `spec`: the shapes family uses :mod:`imgalign.sampling`'s evaluation settings (its
     step count, guidance and the zero-context length it was trained with); other pipelines their own defaults."""

@@ -513,10 +513,9 @@ def load_adapter(
     from imgalign import hub
 
     if not kwargs.get("max_sequence_length"):
-        from imgalign.eval.models import sampling_defaults
-        from imgalign.pipelines import ModelSpec
+        from imgalign.eval.models import shapes_max_sequence_length
 
-        kwargs["max_sequence_length"] = sampling_defaults(ModelSpec("", str(path))).get("max_sequence_length")
+        kwargs["max_sequence_length"] = shapes_max_sequence_length(str(path))
     resolved = hub.resolve(path)
     fam = family or detect_family(resolved)
     if fam not in FAMILIES:

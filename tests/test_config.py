@@ -234,7 +234,9 @@ def test_a_reward_spec_keeps_its_options_in_every_list_form(tmp_path):
 def test_empty_lora_targets_matter_only_when_lora_trains():
     from imgalign.trainers.config import FlowGRPOConfig
 
-    cfg = load_config(FlowGRPOConfig, None, ["model.lora_rank=0", "model.lora_targets=[]"])  # a full fine-tune
+    cfg = load_config(
+        FlowGRPOConfig, None, ["model.lora_rank=0", "model.lora_targets=[]"]
+    )  # a full fine-tune
     assert cfg.model.lora_targets == []
     with pytest.raises(ConfigError, match="model.lora_targets is empty"):
         load_config(FlowGRPOConfig, None, ["model.lora_rank=4", "model.lora_targets=[]"])

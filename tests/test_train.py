@@ -1053,9 +1053,10 @@ def test_a_shapes_model_folder_keeps_its_trained_context_length(sd3_dir, tmp_pat
 
     from imgalign import hub
     from imgalign.config import load_config
+    from imgalign.eval.models import shapes_max_sequence_length
     from imgalign.sampling import MAX_SEQUENCE_LENGTH
     from imgalign.trainers.config import FlowGRPOConfig
-    from imgalign.trainers.trainer import FlowGRPOTrainer, shapes_max_sequence_length
+    from imgalign.trainers.trainer import FlowGRPOTrainer
 
     try:
         shipped = hub.embedded_path("shapes")

@@ -108,17 +108,6 @@ def config_hash(cfg: FlowGRPOConfig) -> str:
     return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def shapes_max_sequence_length(path: str) -> int | None:
-    """The shapes model was trained with a fixed number of zero 'T5' tokens (:data:`imgalign.sampling.
-    MAX_SEQUENCE_LENGTH`); so was any folder of its architecture (a fine-tuned checkpoint, or a model from
-    ``imgalign world pretrain``), detected as ``imgalign eval`` detects it (:func:`imgalign.eval.models.
-    is_shapes_family`). Other models use their pipeline's default (None)."""
-    from imgalign.eval.models import sampling_defaults
-    from imgalign.pipelines import ModelSpec
-
-    return sampling_defaults(ModelSpec("", path)).get("max_sequence_length")
-
-
 def check_launch(world_size_env: str | None, num_processes: int) -> None:
     """The launcher's process count (torchrun's ``WORLD_SIZE``) is the one accelerate runs with. When they differ
     (torchrun with a GPU config on a machine without GPUs), every process would train the whole batch alone and
@@ -238,7 +227,8 @@ class FlowGRPOTrainer:
             dtype=DTYPES[cfg.model.dtype],
             height=cfg.model.resolution or None,
             width=cfg.model.resolution or None,
-            max_sequence_length=cfg.model.max_sequence_length or shapes_max_sequence_length(cfg.model.path),
+            # 0: the model's own (the shapes family's trained context; load_adapter reads it)
+            max_sequence_length=cfg.model.max_sequence_length or None,
         )
         a = self.adapter
         if cfg.model.lora_rank > 0:
