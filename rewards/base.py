@@ -205,16 +205,38 @@ def parse_reward_spec(spec: str) -> tuple[str, dict[str, Any]]:
         attr = rest.split(":", 1)[0]
         if rest and "=" not in attr and ("." in head or _is_single_file_path(head, attr)):  # module path
             attr, _, opts = rest.partition(":")
-            name = f"{head}:{attr}"
+            name = f"{head.strip()}:{attr.strip()}"  # 'myrew: brightness' is myrew:brightness
         else:
             name, opts = head.strip(), rest
     kwargs: dict[str, Any] = {}
-    for item in filter(None, (s.strip() for s in opts.split(","))):
+    for item in filter(None, (s.strip() for s in _split_options(opts))):
         if "=" not in item:
             raise ValueError(f"reward option {item!r} in {spec!r} must look like key=value")
         k, v = item.split("=", 1)
         kwargs[k.strip()] = _option_value(v)
     return name, kwargs
+
+
+def _split_options(opts: str) -> list[str]:
+    """``a=1,b="x, y",c=[1,2]`` -> ``['a=1', 'b="x, y"', 'c=[1,2]']``: commas inside quotes or brackets belong to
+    the value. An unclosed quote or bracket (``e=[x``) closes nothing: every comma splits then."""
+    items, cur, quote, depth = [], [], "", 0
+    for ch in opts:
+        if quote:
+            quote = "" if ch == quote else quote
+        elif ch in "'\"" and (not cur or "".join(cur).rstrip().endswith("=")):  # a quote opening a value
+            quote = ch
+        elif ch in "[{":
+            depth += 1
+        elif ch in "]}":
+            depth = max(depth - 1, 0)
+        elif ch == "," and depth == 0:
+            items.append("".join(cur))
+            cur = []
+            continue
+        cur.append(ch)
+    items.append("".join(cur))
+    return items if not (quote or depth) else opts.split(",")
 
 
 def _is_single_file_path(module: str, attr: str) -> bool:
@@ -247,6 +269,8 @@ def _option_value(text: str) -> Any:
     if isinstance(val, bool) and v.lower() not in ("true", "false"):
         return v
     if isinstance(val, float) and not math.isfinite(val):  # .nan, .inf: left as written
+        return v
+    if isinstance(val, (int, float)) and not isinstance(val, bool) and ":" in v:  # 16:9 (YAML 1.1 reads 969)
         return v
     if isinstance(val, (bool, int, float, list)) or val is None:
         return val
@@ -293,18 +317,37 @@ def build_reward(
             if not _is_factory(factory):  # fn(images, prompts, metadata) -> scores
                 check_function_reward(name, factory, opts)
                 return FunctionReward(factory, name=attr, **opts)
-            built = factory(device=device, dtype=dtype, **opts)
+            built = _call_factory(name, factory, device, dtype, opts)
             if not isinstance(built, Reward):
                 raise ValueError(
                     f"reward {name!r} takes device/dtype, so it is called as a factory, but it returned a "
                     f"{type(built).__name__}, not a Reward"
                 )
             return built
+        params = _parameters(factory)
+        if not _takes_any_keyword(factory) and not ("device" in params and "dtype" in params):
+            raise ValueError(
+                f"reward {spec.strip()!r}: {factory.__name__} is a Reward subclass, and a Reward subclass must accept "
+                "device and dtype (keyword arguments): def __init__(self, device='cpu', dtype=torch.float32, ...) "
+                "calling super().__init__(device, dtype)"
+            )
     else:
         raise ValueError(
             f"unknown reward {name!r}; valid rewards: {', '.join(sorted(_REGISTRY))} "
             "(or a 'module:attr' path to your own)"
         )
+    return _call_factory(name, factory, device, dtype, opts)
+
+
+def _call_factory(
+    name: str,
+    factory: Callable[..., Any],
+    device: str | torch.device,
+    dtype: torch.dtype,
+    opts: dict[str, Any],
+) -> Any:
+    """``factory(device=, dtype=, **opts)`` (a Reward subclass or a function taking device/dtype); an option it
+    does not take is refused by name, with the options it has."""
     unknown = sorted(set(opts) - set(reward_options(factory)))
     if unknown and not _takes_any_keyword(factory):
         valid = ", ".join(reward_options(factory)) or "none"

@@ -11,7 +11,7 @@ import torch
 from test_rewards_tiny import make_tiny_open_clip, make_tiny_qwen2_vl
 
 from imgalign.prompts.shapes import EVAL_SET_PATH
-from imgalign.rewards.base import build_reward, list_rewards
+from imgalign.rewards.base import Reward, RewardOutput, build_reward, list_rewards
 
 torch.set_num_threads(1)
 
@@ -166,6 +166,11 @@ def test_a_reward_factory_path_is_called_as_a_factory(monkeypatch) -> None:
     r = build_reward("my_lab.rewards:make_bright:gain=2.0")
     s = r(torch.full((2, 3, 8, 8), 0.25), ["", ""]).scores
     torch.testing.assert_close(s, torch.full((2,), 0.5))
+    # an option the factory does not take is refused as a class's or function's is (it was a raw TypeError)
+    with pytest.raises(
+        ValueError, match=r"reward 'my_lab.rewards:make_bright': unknown option\(s\) bad; its options: gain$"
+    ):
+        build_reward("my_lab.rewards:make_bright:bad=1")
 
 
 def bright_fn(images, prompts, metadata, gain: float = 1.0):
@@ -225,6 +230,71 @@ def test_a_single_file_module_path_is_a_reward(monkeypatch) -> None:
     assert parse_reward_spec("x:a=1") == ("x", {"a": 1})
     with pytest.raises(ValueError, match="No module named 'genevl'.*nor a registered reward: .*geneval"):
         build_reward("genevl:strict")
+
+
+class NoDevice(Reward):
+    """A Reward subclass whose __init__ takes no device/dtype, for the next test."""
+
+    def __init__(self, scale: float = 1.0) -> None:
+        super().__init__()
+
+
+class Bright(Reward):
+    """A Reward subclass with a number and a string option, for the tests below."""
+
+    name = "bright"
+
+    def __init__(self, device="cpu", dtype=torch.float32, scale: float = 1.0, ref: str = "x") -> None:
+        super().__init__(device, dtype)
+        self.scale, self.ref = scale, ref
+
+    def score(self, images, prompts, metadata):
+        return RewardOutput(self.scale * images.mean(dim=(1, 2, 3)))
+
+
+@pytest.fixture
+def my_lab(monkeypatch):
+    """Module `my_lab.custom` (and single-file `mylab`) holding Bright, NoDevice and bright_fn."""
+    import sys
+    import types
+
+    for name in ("my_lab.custom", "mylab"):
+        mod = types.ModuleType(name)
+        mod.Bright, mod.NoDevice, mod.bright_fn = Bright, NoDevice, bright_fn
+        monkeypatch.setitem(sys.modules, name, mod)
+
+
+def test_a_reward_subclass_without_device_and_dtype_is_refused_by_spec(my_lab) -> None:
+    with pytest.raises(
+        ValueError,
+        match=r"reward 'my_lab.custom:NoDevice:scale=2': NoDevice is a Reward subclass, and a Reward subclass "
+        r"must accept device and dtype \(keyword arguments\)",
+    ):
+        build_reward("my_lab.custom:NoDevice:scale=2")
+
+
+def test_a_space_after_the_colon_of_a_path_is_ignored(my_lab) -> None:
+    from imgalign.rewards.base import parse_reward_spec, reward_key
+
+    for spec in ("mylab: bright_fn", "my_lab.custom: bright_fn", "my_lab.custom : bright_fn :gain=2"):
+        name = spec.split(":")[0].strip() + ":bright_fn"
+        assert parse_reward_spec(spec)[0] == name, spec
+        assert build_reward(spec).name == "bright_fn"
+    assert reward_key("mylab: bright_fn") == "mylab:bright_fn"
+
+
+def test_option_values_split_on_commas_outside_quotes_and_brackets() -> None:
+    from imgalign.rewards.base import parse_reward_spec
+
+    assert parse_reward_spec('mylab:Bright:ref="a, b",scale=2') == (
+        "mylab:Bright",
+        {"ref": "a, b", "scale": 2},
+    )
+    assert parse_reward_spec("x:ref=[1,2],b='c,d',e={f: 1}")[1] == {"ref": [1, 2], "b": "c,d", "e": "{f: 1}"}
+    assert parse_reward_spec("x:q=it's, ok=2")[1] == {"q": "it's", "ok": 2}  # an apostrophe opens no quote
+    assert parse_reward_spec("x:e=[x,f=1")[1] == {"e": "[x", "f": 1}  # unclosed: every comma splits
+    # digits and colons are text, not YAML 1.1's base-60 numbers (16:9 was 969)
+    assert parse_reward_spec("x:ref=16:9,t=1:30.5,n=-2:05")[1] == {"ref": "16:9", "t": "1:30.5", "n": "-2:05"}
 
 
 def test_a_dark_16_bit_image_is_read_as_16_bit() -> None:
