@@ -408,20 +408,56 @@ def _is_factory(fn: Callable[..., Any]) -> bool:
 
 def reward_key(spec: str) -> str:
     """One name per reward and options, whatever way `spec` writes them: ``name`` plus its options sorted, without
-    those equal to the registered reward's default (``geneval``, ``geneval:mode=partial`` and ``geneval: mode=partial``
-    are all ``geneval``; ``geneval:mode=strict`` stays)."""
+    those equal to the reward's default (``geneval``, ``geneval:mode=partial`` and ``geneval: mode=partial`` are all
+    ``geneval``; ``geneval:mode=strict`` stays). A ``module:attr`` reward's defaults are read from its signature
+    (importing the module; one that does not import keeps every option). Values as :func:`_key_text` writes them:
+    ``weight=3.0`` is ``weight=3``, and the string ``'1'`` is ``"1"``, not the number 1."""
     _import_builtin()
     name, opts = parse_reward_spec(spec)
-    if name in _REGISTRY:
-        params = _parameters(_REGISTRY[name][0])
-        opts = {k: v for k, v in opts.items() if not (k in params and params[k].default == v)}
+    params = _parameters(_reward_target(name)) if opts else {}
+    opts = {k: v for k, v in opts.items() if not (k in params and _same_default(params[k].default, v))}
     if not opts:
         return name
+    return f"{name}:{','.join(f'{k}={_key_text(v)}' for k, v in sorted(opts.items()))}"
 
-    def text(v: Any) -> str:
-        return "true" if v is True else "false" if v is False else "null" if v is None else str(v)
 
-    return f"{name}:{','.join(f'{k}={text(v)}' for k, v in sorted(opts.items()))}"
+def _reward_target(name: str) -> Any:
+    """The registered factory, or the ``module:attr`` object, a reward name stands for; None when it has none."""
+    if name in _REGISTRY:
+        return _REGISTRY[name][0]
+    if ":" not in name:
+        return None
+    mod_name, attr = name.split(":", 1)
+    try:
+        return getattr(importlib.import_module(mod_name), attr, None)
+    except Exception:  # noqa: BLE001 - build_reward reports a module that does not import
+        return None
+
+
+def _same_default(default: Any, value: Any) -> bool:
+    import inspect
+
+    return default is not inspect.Parameter.empty and _key_text(default) == _key_text(value)
+
+
+def _key_text(v: Any) -> str:
+    """A reward option's value in a key, so that a spec reading back the same value gets the same text: numbers by
+    value (``3.0`` and ``3`` are ``3``), true/false/null, lists element by element, and a string as written unless
+    it would read back as something else (a number, a boolean, text with a comma), which is quoted."""
+    if v is True or v is False:
+        return "true" if v else "false"
+    if v is None:
+        return "null"
+    if isinstance(v, float) and math.isfinite(v) and v.is_integer():
+        return str(int(v))
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, (list, tuple)):
+        return f"[{','.join(_key_text(x) for x in v)}]"
+    if isinstance(v, str):
+        back = _option_value(v)
+        return v if "," not in v and isinstance(back, str) and back == v else f'"{v}"'
+    return str(v)
 
 
 def _parameters(factory: Callable[..., Any]) -> Mapping[str, Any]:

@@ -280,7 +280,7 @@ def test_a_space_after_the_colon_of_a_path_is_ignored(my_lab) -> None:
         name = spec.split(":")[0].strip() + ":bright_fn"
         assert parse_reward_spec(spec)[0] == name, spec
         assert build_reward(spec).name == "bright_fn"
-    assert reward_key("mylab: bright_fn") == "mylab:bright_fn"
+    assert reward_key("mylab: bright_fn: gain=1") == "mylab:bright_fn"
 
 
 def test_option_values_split_on_commas_outside_quotes_and_brackets() -> None:
@@ -295,6 +295,31 @@ def test_option_values_split_on_commas_outside_quotes_and_brackets() -> None:
     assert parse_reward_spec("x:e=[x,f=1")[1] == {"e": "[x", "f": 1}  # unclosed: every comma splits
     # digits and colons are text, not YAML 1.1's base-60 numbers (16:9 was 969)
     assert parse_reward_spec("x:ref=16:9,t=1:30.5,n=-2:05")[1] == {"ref": "16:9", "t": "1:30.5", "n": "-2:05"}
+
+
+def test_reward_key_reads_values_as_the_reward_gets_them(my_lab) -> None:
+    from imgalign.rewards.base import reward_key
+
+    assert reward_key("clip:model=ViT-B-32,batch_size=4.0") == reward_key(
+        "clip: batch_size=4, model=ViT-B-32"
+    )
+    assert reward_key("clip:batch_size=4.0,model=ViT-B-32") == "clip:batch_size=4,model=ViT-B-32"
+    assert reward_key("clip:batch_size=0.5") == "clip:batch_size=0.5"
+    # a string that reads back as another type is quoted: ref='1' (text) and ref=1 (a number) stay apart
+    assert reward_key("my_lab.custom:Bright:ref='1'") == 'my_lab.custom:Bright:ref="1"'
+    assert reward_key("my_lab.custom:Bright:ref=1") == "my_lab.custom:Bright:ref=1"
+    assert reward_key("my_lab.custom:Bright:ref='true'") == 'my_lab.custom:Bright:ref="true"'
+    assert reward_key('my_lab.custom:Bright:ref="a, b"') == 'my_lab.custom:Bright:ref="a, b"'
+    assert reward_key("my_lab.custom:Bright:ref=[1,2.0]") == "my_lab.custom:Bright:ref=[1,2]"
+    # a custom reward's defaults are dropped as a registered one's: a class, a function and a single-file module
+    assert reward_key("my_lab.custom:Bright:scale=1,ref=x") == "my_lab.custom:Bright"
+    assert reward_key("my_lab.custom:Bright:scale=2.0,ref=x") == "my_lab.custom:Bright:scale=2"
+    assert reward_key("my_lab.custom:bright_fn:gain=1.0") == "my_lab.custom:bright_fn"
+    assert reward_key("mylab:Bright:ref='x'") == "mylab:Bright"
+    assert reward_key("no_such.module:fn:a=1.0") == "no_such.module:fn:a=1"  # not importable: options kept
+    # ordinary strings stay as written, so existing score columns keep their names
+    assert reward_key("geneval:mode=strict") == "geneval:mode=strict"
+    assert reward_key("vlm_loglik:query=Question: what?") == "vlm_loglik:query=Question: what?"
 
 
 def test_a_dark_16_bit_image_is_read_as_16_bit() -> None:

@@ -350,3 +350,37 @@ def test_bad_baseline_fails_before_scoring(
     csv_base.write_text("file,prompt,artifact,error\nok0.png,p,1.0,\n")
     assert main([*common, "--baseline", str(csv_base)]) == 2 and not out.exists()
     assert "line 1 is not an `imgalign score` JSONL row" in capsys.readouterr().err
+
+
+def test_a_baseline_pairs_options_written_another_way(
+    tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """gain=3 and gain=3.0 are one reward (one column, paired); '1' and 1 are two; a custom reward's default is
+    dropped from its column as a registered one's is."""
+    (tmp_path / "mybright.py").write_text(
+        "def bright(images, prompts, metadata, gain=1.0, ref='x'):\n    return gain * images.mean(dim=(1, 2, 3))\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    d = tmp_path / "imgs"
+    d.mkdir()
+    for i in range(2):
+        Image.new("RGB", (8, 8), (60 * i, 0, 0)).save(d / f"{i}.png")
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text("".join(json.dumps({"file": f"{i}.png", "prompt": "red"}) + "\n" for i in range(2)))
+    common = ["score", str(d), "--prompts", str(prompts), "--no-progress", "--reward"]
+    assert main([*common, "mybright:bright:gain=3", "--out", str(tmp_path / "base.jsonl")]) == 0
+    first = json.loads((tmp_path / "base.jsonl").read_text().splitlines()[0])
+    assert set(first["scores"]) == {"mybright:bright:gain=3"}
+    capsys.readouterr()
+    base = ["--baseline", str(tmp_path / "base.jsonl")]
+    assert main([*common, "mybright: bright:gain=3.0", "--out", str(tmp_path / "run.jsonl"), *base]) == 0
+    out = capsys.readouterr().out
+    assert "paired with" in out and "no image scored in both" not in out
+    assert main([*common, "mybright:bright:gain=1.0", "--out", str(tmp_path / "d.jsonl")]) == 0
+    assert set(json.loads((tmp_path / "d.jsonl").read_text().splitlines()[0])["scores"]) == {
+        "mybright:bright"
+    }
+    twice = [*common, "mybright:bright:ref='1'", "--reward", "mybright:bright:ref=1", "--out"]
+    assert main([*twice, str(tmp_path / "t.jsonl")]) == 0
+    scores = json.loads((tmp_path / "t.jsonl").read_text().splitlines()[0])["scores"]
+    assert set(scores) == {'mybright:bright:ref="1"', "mybright:bright:ref=1"}
