@@ -125,7 +125,7 @@ def plot_run(rows: Sequence[dict[str, Any]], out_dir: Path) -> list[Path]:
                 xs, s = series(rows, std_key)
                 if len(s) == len(y) and np.array_equal(xs, x):
                     ax.fill_between(x, y - s, y + s, color=line.get_color(), alpha=0.15, lw=0)
-            ax.set_ylabel(k.split("/")[1] if group == "rewards" else group)
+            ax.set_ylabel(k[len("reward/") : -len("/mean")] if group == "rewards" else group)
             ax.grid(alpha=0.3)
             ax.legend(loc="best", fontsize=8)
         axes[-1][0].set_xlabel("step")

@@ -175,6 +175,10 @@ def test_bad_input_fails_before_model_loads(sd3_dir, tmp_path, capsys, monkeypat
         ({"prompts": {"source": "generate:-1"}}, "must be 0 or more"),
         ({"prompts": {"source": "no_such_prompts.jsonl"}}, "a relative path is read from the working folder"),
         ({"rewards": {"names": ["no_such_reward"]}}, "unknown reward 'no_such_reward'"),
+        (  # one reward written two ways (geneval's default mode is partial) would train twice
+            {"rewards": {"names": ["geneval", "geneval: mode=partial"]}},
+            "rewards.names: 'geneval' and 'geneval: mode=partial' are the same reward with the same options",
+        ),
         (
             {"rewards": {"names": ["geneval", "fid:mode=group"]}},
             "which no group-relative advantage can learn",
@@ -1042,6 +1046,23 @@ def test_reward_stats_hand_computed():
     assert m["reward/geneval/nonfinite"] == 1.0
     assert math.isnan(m["reward/clip/mean"]) and math.isnan(m["reward/clip/std"])  # nothing finite to average
     assert m["reward/clip/nonfinite"] == 4.0
+
+
+def test_rewards_sharing_a_name_are_named_by_their_spec_in_any_order():
+    """A reward's metric name is its name when no other reward of the run has it; rewards sharing one are named by
+    their canonical spec, whatever their order (geneval_2 was strict or partial by position)."""
+    from imgalign.trainers.rewarding import build_rewards
+
+    running = "imgalign.trainers.testing:RunningMeanReward"
+    names = ["geneval:mode=strict", "geneval", running]
+    assert list(build_rewards(names)) == ["geneval:mode=strict", "geneval", "running_mean"]
+    assert list(build_rewards(names[::-1])) == ["running_mean", "geneval", "geneval:mode=strict"]
+    assert list(build_rewards(["geneval", "imgalign.trainers.testing:red_reward"])) == [
+        "geneval",
+        "red_reward",
+    ]
+    with pytest.raises(ValueError, match="'geneval' and 'geneval:mode=partial' are the same reward"):
+        build_rewards(["geneval", "geneval:mode=partial"])
 
 
 def test_a_shapes_model_folder_keeps_its_trained_context_length(sd3_dir, tmp_path):

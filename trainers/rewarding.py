@@ -32,24 +32,43 @@ class Balanced:
     metrics: dict[str, float] = field(default_factory=dict)
 
 
-def reward_key(spec: str, reward: Any) -> str:
-    """The metric name of a reward: its ``name`` attribute (``geneval``), made unique by the caller."""
-    return getattr(reward, "name", None) or spec.split(":")[0]
+def same_reward_twice(specs: list[str]) -> tuple[str, str] | None:
+    """The first two specs naming the same reward with the same options (their canonical
+    :func:`imgalign.rewards.base.reward_key`: ``geneval`` and ``geneval: mode=partial``), or None."""
+    from imgalign.rewards.base import reward_key
+
+    seen: dict[str, str] = {}
+    for spec in specs:
+        key = reward_key(spec)
+        if key in seen:
+            return seen[key], spec
+        seen[key] = spec
+    return None
+
+
+def metric_names(specs: list[str], names: list[str | None]) -> list[str]:
+    """The metric name of each reward (``reward/<name>/mean``, rewards.pt, balance/*): its ``name`` attribute
+    (``geneval``) when no other reward of the run has that name, else its canonical key (``geneval:mode=strict``
+    and ``geneval``), so a name never depends on the order of the list. specs: distinct rewards."""
+    from imgalign.rewards.base import reward_key
+
+    own = [n or reward_key(s) for s, n in zip(specs, names)]
+    out = [n if own.count(n) == 1 else reward_key(s) for s, n in zip(specs, own)]
+    if len(set(out)) < len(out):  # a unique name equal to another reward's key: every reward by its key
+        out = [reward_key(s) for s in specs]
+    return out
 
 
 def build_rewards(specs: list[str], device: str | torch.device = "cpu") -> dict[str, Any]:
-    """name -> reward object, for every spec (duplicate names get a numeric suffix)."""
+    """metric name (:func:`metric_names`) -> reward object, for every spec; the same reward twice is refused."""
     from imgalign.rewards.base import build_reward
 
-    out: dict[str, Any] = {}
-    for spec in specs:
-        r = build_reward(spec, device=device)
-        key = reward_key(spec, r)
-        k, i = key, 2
-        while k in out:
-            k, i = f"{key}_{i}", i + 1
-        out[k] = r
-    return out
+    twice = same_reward_twice(specs)
+    if twice:
+        raise ValueError(f"rewards {twice[0]!r} and {twice[1]!r} are the same reward with the same options")
+    built = [build_reward(spec, device=device) for spec in specs]
+    names = metric_names(specs, [getattr(r, "name", None) for r in built])
+    return dict(zip(names, built))
 
 
 def score_all(

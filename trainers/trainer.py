@@ -39,7 +39,13 @@ from imgalign.trainers.grpo import off_policy_warning
 from imgalign.trainers.objectives import TrainContext
 from imgalign.trainers.prompting import PromptSampler, _mix, check_prompt_source
 from imgalign.trainers.registry import BALANCERS, OBJECTIVES, ROLLOUTS
-from imgalign.trainers.rewarding import build_rewards, reward_means_by_tag, reward_stats, score_all
+from imgalign.trainers.rewarding import (
+    build_rewards,
+    reward_means_by_tag,
+    reward_stats,
+    same_reward_twice,
+    score_all,
+)
 from imgalign.trainers.rollout import Rollout, RolloutContext
 
 log = logging.getLogger(__name__)
@@ -145,6 +151,12 @@ def preflight(cfg: FlowGRPOConfig, num_processes: int = 1) -> str:
                 "advantage can learn from; train with fid (mode=sample, the default), and keep mode=group for "
                 "scoring a batch with `imgalign score`"
             )
+    twice = same_reward_twice(cfg.rewards.names)
+    if twice:
+        raise ConfigError(
+            f"rewards.names: {twice[0]!r} and {twice[1]!r} are the same reward with the same options (written "
+            "another way, or defaults spelled out), so it would train twice: give each reward once"
+        )
     check_prompt_source(cfg.prompts.source)
     # a missing or incomplete folder, or an embedded model whose files are missing, raises here
     model = check_model_spec(ModelSpec("model.path", cfg.model.path))
@@ -511,7 +523,7 @@ class FlowGRPOTrainer:
             bar.update(1)
             bar.set_postfix(
                 {
-                    k.split("/")[-2]: f"{v:.3f}"
+                    k[len("reward/") : -len("/mean")]: f"{v:.3f}"  # a name may hold a /
                     for k, v in metrics.items()
                     if k.startswith("reward/") and k.endswith("/mean")
                 }
