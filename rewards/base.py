@@ -8,7 +8,8 @@ is an optional list of B dicts. Each reward declares ``name``, ``higher_is_bette
 ``state_dict()`` and ``load_state_dict()`` so trainers can checkpoint them.
 
 Users pick rewards by name (``build_reward("clip")``, ``"clip:model=ViT-B-32,pretrained=openai"``) or by a
-``package.module:attr`` path (``module:attr`` for a single-file module) to their own callable or class.
+``package.module:attr`` path (``module:attr`` for a single-file module; either on the import path) to their own
+callable or class.
 """
 
 from __future__ import annotations
@@ -312,6 +313,12 @@ def build_reward(
         except (ImportError, AttributeError) as e:
             unregistered = isinstance(e, ImportError) and "." not in mod_name
             hint = f" (nor a registered reward: {', '.join(sorted(_REGISTRY))})" if unregistered else ""
+            if isinstance(e, ModuleNotFoundError) and e.name == mod_name.split(".")[0]:
+                # the `imgalign` command does not import from the working folder (`python -m` does)
+                hint += (
+                    f"; put the folder holding {mod_name.split('.')[0]!r} on the import path (PYTHONPATH=FOLDER "
+                    "imgalign ...) or pip install its package"
+                )
             raise ValueError(f"cannot import reward {name!r}: {e}{hint}") from None
         if not (isinstance(factory, type) and issubclass(factory, Reward)):
             if not _is_factory(factory):  # fn(images, prompts, metadata) -> scores

@@ -348,3 +348,15 @@ def test_an_unfitted_discriminator_and_a_bad_val_frac_are_refused(tmp_path: Path
         fit_head(torch.randn(10, 4), torch.randn(10, 4), val_frac=0.9)
     assert main(["rewards", "check", "--reward", "clip", "--n", "0"]) == 2
     assert "--n must be at least 1" in capsys.readouterr().err
+
+
+def test_a_reward_module_that_does_not_import_says_how_to_make_it_importable():
+    """The `imgalign` console script does not import from the working folder (`python -m` does): a single-file
+    module there failed with a bare 'No module named'. The error says to put its folder on the import path."""
+    from imgalign.rewards.base import build_reward
+
+    with pytest.raises(ValueError, match=r"No module named 'no_such_reward_module_x'.*PYTHONPATH=FOLDER"):
+        build_reward("no_such_reward_module_x:score")
+    with pytest.raises(ValueError, match=r"has no attribute") as e:
+        build_reward("imgalign.rewards.base:no_such_attr")
+    assert "PYTHONPATH" not in str(e.value)

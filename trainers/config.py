@@ -284,7 +284,7 @@ class RewardConfig:
     names: list[str] = field(
         default_factory=lambda: ["geneval:mode=partial"],
         help="reward specs from the reward registry ('name:key=value,...') or paths to your own "
-        "('package.module:attr[:key=value,...]', or 'module:attr' for a single-file module); each reward once. "
+        "('package.module:attr[:key=value,...]', or 'module:attr' for a single-file module on the import path, e.g. PYTHONPATH=.); each reward once. "
         "Metrics are reward/<its name>/..., or reward/<its spec>/... when rewards share a name (geneval:mode=strict)",
     )
     weights: list[float] = field(
