@@ -1050,13 +1050,20 @@ def test_reward_stats_hand_computed():
 
 def test_rewards_sharing_a_name_are_named_by_their_spec_in_any_order():
     """A reward's metric name is its name when no other reward of the run has it; rewards sharing one are named by
-    their canonical spec, whatever their order (geneval_2 was strict or partial by position)."""
-    from imgalign.trainers.rewarding import build_rewards
+    their canonical spec, whatever their order (geneval_2 was strict or partial by position), in characters every
+    tracker takes (MLflow refuses '=' and ',' in metric names)."""
+    import re
+
+    from imgalign.trainers.rewarding import build_rewards, metric_names
 
     running = "imgalign.trainers.testing:RunningMeanReward"
     names = ["geneval:mode=strict", "geneval", running]
-    assert list(build_rewards(names)) == ["geneval:mode=strict", "geneval", "running_mean"]
-    assert list(build_rewards(names[::-1])) == ["running_mean", "geneval", "geneval:mode=strict"]
+    assert list(build_rewards(names)) == ["geneval:mode_strict", "geneval", "running_mean"]
+    assert list(build_rewards(names[::-1])) == ["running_mean", "geneval", "geneval:mode_strict"]
+    specs = ["clip:model=a,weight=2", "clip:model=a/b", "clip:model=a_b"]
+    out = metric_names(specs, ["clip"] * 3)
+    assert out == ["clip:model_a_weight_2", "clip:model_a_b", "clip:model_a_b_2"]
+    assert all(re.fullmatch(r"[\w.\- :]+", n) for n in out)
     assert list(build_rewards(["geneval", "imgalign.trainers.testing:red_reward"])) == [
         "geneval",
         "red_reward",

@@ -12,6 +12,7 @@ is there for balancers such as MARBLE that combine per-reward gradients.
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,16 +47,27 @@ def same_reward_twice(specs: list[str]) -> tuple[str, str] | None:
     return None
 
 
+def metric_safe(key: str) -> str:
+    """A canonical reward key as a metric-name part every tracker takes (MLflow: letters, digits, _ . - : space and
+    /; no / either, which would nest the name): other characters become _ (geneval:mode=strict -> geneval:mode_strict)."""
+    return re.sub(r"[^\w.\- :]", "_", key)
+
+
 def metric_names(specs: list[str], names: list[str | None]) -> list[str]:
     """The metric name of each reward (``reward/<name>/mean``, rewards.pt, balance/*): its ``name`` attribute
-    (``geneval``) when no other reward of the run has that name, else its canonical key (``geneval:mode=strict``
-    and ``geneval``), so a name never depends on the order of the list. specs: distinct rewards."""
+    (``geneval``) when no other reward of the run has that name, else its canonical key made tracker-safe
+    (:func:`metric_safe`: ``geneval:mode_strict`` and ``geneval``), so a name never depends on the order of the
+    list. specs: distinct rewards."""
     from imgalign.rewards.base import reward_key
 
-    own = [n or reward_key(s) for s, n in zip(specs, names)]
-    out = [n if own.count(n) == 1 else reward_key(s) for s, n in zip(specs, own)]
+    keys = [metric_safe(reward_key(s)) for s in specs]
+    own = [n or k for k, n in zip(keys, names)]
+    out = [n if own.count(n) == 1 else k for k, n in zip(keys, own)]
     if len(set(out)) < len(out):  # a unique name equal to another reward's key: every reward by its key
-        out = [reward_key(s) for s in specs]
+        out = list(keys)
+    for i, n in enumerate(out):  # two keys made equal by metric_safe (a=b, a,b): numbered in list order
+        if out[:i].count(n):
+            out[i] = f"{n}_{out[:i].count(n) + 1}"
     return out
 
 
