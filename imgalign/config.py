@@ -29,11 +29,14 @@ def field(  # noqa: A002 -- `help=` mirrors argparse and the dataclass metadata 
     *,
     help: str,  # noqa: A002
     default_factory: Any = dataclasses.MISSING,
+    reward_specs: bool = False,
 ) -> Any:
-    """A dataclass field with help text (shown by ``--print-config`` and in errors)."""
+    """A dataclass field with help text (shown by ``--print-config`` and in errors). ``reward_specs``: a list of
+    reward specs, whose ``key=value`` options stay with their spec when the list is split at commas."""
+    metadata = {"help": help, "reward_specs": reward_specs}
     if default_factory is not dataclasses.MISSING:
-        return dataclasses.field(default_factory=default_factory, metadata={"help": help})
-    return dataclasses.field(default=default, metadata={"help": help})
+        return dataclasses.field(default_factory=default_factory, metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
 
 
 def _type_hints(cls: type) -> dict[str, Any]:
@@ -84,8 +87,9 @@ def _text_items(values: list[Any]) -> list[str]:
     return _join_options(items)
 
 
-def _coerce(value: Any, tp: Any, key: str) -> Any:
-    """Coerce a YAML value to the annotated type `tp` (dataclasses, Optional, list/tuple/dict, scalars, Literal)."""
+def _coerce(value: Any, tp: Any, key: str, specs: bool = False) -> Any:
+    """Coerce a YAML value to the annotated type `tp` (dataclasses, Optional, list/tuple/dict, scalars, Literal).
+    ``specs``: the field is a list of reward specs (:func:`field`'s ``reward_specs``)."""
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
     if isinstance(value, _Override):
@@ -97,12 +101,12 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
         if origin in (list, tuple) and (args[0] if args else Any) is str:
             if text.startswith("["):
                 if isinstance(value.parsed, list):
-                    return [str(v) for v in _text_items(value.parsed)]
+                    return [str(v) for v in (_text_items(value.parsed) if specs else value.parsed)]
                 raise ConfigError(
                     f"{key}: {text!r} is not a valid YAML list; quote items with special characters, e.g. "
                     f'{key}=\'["a", "b"]\''
                 )
-            return _split_list_text(text)
+            return _split_list_text(text) if specs else [p.strip() for p in text.split(",") if p.strip()]
         value = value.parsed
     if tp is Any:
         return value
@@ -114,7 +118,7 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
             if a is type(None):
                 continue
             try:
-                return _coerce(value, a, key)
+                return _coerce(value, a, key, specs)
             except ConfigError as e:
                 errors.append(str(e))
         raise ConfigError(errors[0] if errors else f"{key}: cannot be {value!r}")
@@ -134,13 +138,11 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
         return _build(tp, value, prefix=key + ".")
     if origin in (list, tuple):
         item_t = args[0] if args else Any
-        if (
-            isinstance(value, str) and item_t is str
-        ):  # "a,b" in a YAML file, reward options kept with their spec
+        if isinstance(value, str) and specs:  # "a,b" in a YAML file, reward options kept with their spec
             value = _split_list_text(value)
         elif isinstance(value, str):  # "1,2": each item parsed as a YAML scalar
             value = [yaml.safe_load(v.strip()) for v in value.split(",") if v.strip()]
-        elif isinstance(value, list) and item_t is str:
+        elif isinstance(value, list) and specs:
             value = _text_items(value)
         if not isinstance(value, (list, tuple)):
             raise ConfigError(f"{key}: expected a list, got {value!r}")
@@ -180,12 +182,13 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
 
 def _build(cls: type[T], data: dict[str, Any], prefix: str = "") -> T:
     hints = _type_hints(cls)
-    names = [f.name for f in dataclasses.fields(cls)]
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    names = list(fields)
     kwargs = {}
     for k, v in data.items():
         if k not in names:
             raise ConfigError(f"unknown config key '{prefix}{k}'; valid keys here: {', '.join(names)}")
-        kwargs[k] = _coerce(v, hints[k], prefix + k)
+        kwargs[k] = _coerce(v, hints[k], prefix + k, bool(fields[k].metadata.get("reward_specs")))
     return cls(**kwargs)
 
 

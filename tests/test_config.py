@@ -229,6 +229,14 @@ def test_a_reward_spec_keeps_its_options_in_every_list_form(tmp_path):
         "counting",
         "position",
     ]
+    # only reward specs join: a regex with '=' (a lookahead) in another list stays its own item
+    regexes = ["norm1_context", "attn(?=\\.to_q)", "ff_context"]
+    y.write_text("model:\n  trainable_modules: ['norm1_context', 'attn(?=\\.to_q)', 'ff_context']\n")
+    assert load_config(FlowGRPOConfig, y, []).model.trainable_modules == regexes
+    sets = ["model.trainable_modules=['norm1_context', 'attn(?=\\.to_q)', 'ff_context']"]
+    assert load_config(FlowGRPOConfig, None, sets).model.trainable_modules == regexes
+    sets = ["model.trainable_modules=norm1_context,attn(?=x)"]
+    assert load_config(FlowGRPOConfig, None, sets).model.trainable_modules == ["norm1_context", "attn(?=x)"]
 
 
 def test_empty_lora_targets_matter_only_when_lora_trains():
