@@ -514,9 +514,12 @@ def comparability_notes(
     # the same file names are the same noise only when the seed and the sampler match (eval_args / sampler)
     cur_args, base_args = current.get("eval_args") or {}, baseline.get("eval_args") or {}
     differ = [k for k in ("seed",) if k in cur_args and k in base_args and cur_args[k] != base_args[k]]
-    # settings both record: summaries written before the image size and context length were recorded lack them
+    # a setting recorded by one summary only is a difference (a pipeline's own default against an override),
+    # except those summaries written before 2026-12-04 did not record (the shapes suite's image size and context)
     cur_s, base_s = current.get("sampler") or {}, baseline.get("sampler") or {}
-    if any(cur_s[k] != base_s[k] for k in set(cur_s) & set(base_s)):
+    added_later = {"height", "width", "max_sequence_length"}
+    one_side = (set(cur_s) ^ set(base_s)) - added_later
+    if one_side or any(cur_s[k] != base_s[k] for k in set(cur_s) & set(base_s)):
         differ.append("sampler")
     if differ:
         notes.append(

@@ -414,3 +414,6 @@ def test_comparison_pairs_images_only_for_the_same_seed_and_sampler():
     now = summary(0)
     now["sampler"].update(height=64, width=64, max_sequence_length=1)
     assert comparability_notes(now, summary(0), rows_b, rows_a) == same
+    # a setting only one records is a difference: --guidance on one run, --steps on the other (pipeline defaults)
+    g = {**summary(0), "sampler": {"guidance_scale": 5.0}}
+    assert comparability_notes(g, summary(0, 30), rows_b, rows_a)[0].startswith("Different sampler:")
