@@ -384,3 +384,20 @@ def test_a_baseline_pairs_options_written_another_way(
     assert main([*twice, str(tmp_path / "t.jsonl")]) == 0
     scores = json.loads((tmp_path / "t.jsonl").read_text().splitlines()[0])["scores"]
     assert set(scores) == {'mybright:bright:ref="1"', "mybright:bright:ref=1"}
+
+
+def test_a_baseline_written_with_older_column_names_still_pairs(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """An older imgalign named columns by its own canonical form (clip:weight=3.0, a default written out): read as
+    a baseline, they are mapped to today's keys, so the same reward pairs ("no image scored in both" before)."""
+    from imgalign.commands.score import load_baseline
+
+    old = tmp_path / "old.jsonl"
+    row = {"file": "0.png", "prompt": "red", "scores": {"geneval:mode=partial": 0.5, "clip:weight=3.0": 0.25}}
+    old.write_text(json.dumps(row) + "\n" + json.dumps({**row, "file": "1.png"}) + "\n")
+    base = load_baseline(old)
+    assert base["0.png"]["scores"] == {"geneval": 0.5, "clip:weight=3": 0.25}
+    unknown = {"file": "0.png", "prompt": "red", "scores": {"no_such_module_q:f": 1.0}}
+    old.write_text(json.dumps(unknown) + "\n")
+    assert load_baseline(old)["0.png"]["scores"] == {"no_such_module_q:f": 1.0}  # kept as written

@@ -168,6 +168,7 @@ def load_baseline(path: str | Path) -> dict[str, dict[str, Any]]:
             f"--baseline {str(path)!r} does not exist; pass an earlier `imgalign score --out X.jsonl`"
         )
     out: dict[str, dict[str, Any]] = {}
+    names: dict[str, str] = {}  # column name as written -> today's canonical key
     for i, line in enumerate(path.read_text(encoding="utf-8-sig").splitlines(), 1):
         if not line.strip():
             continue
@@ -184,9 +185,26 @@ def load_baseline(path: str | Path) -> dict[str, dict[str, Any]]:
             ) from e
         if key in out:
             raise CLIError(_duplicate_key(f"--baseline {str(path)!r}", key, out[key]["file"], row["file"]))
-        out[key] = row
+        out[key] = {**row, "scores": _current_keys(scores, names)}
     if not out:
         raise CLIError(f"--baseline {str(path)!r} holds no rows")
+    return out
+
+
+def _current_keys(scores: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
+    """A baseline's columns under today's canonical :func:`~imgalign.rewards.base.reward_key` (a file written by an
+    older imgalign may name ``clip:weight=3.0`` what is now ``clip:weight=3``); a name that no longer parses or
+    imports stays as written. ``names`` caches the mapping across rows."""
+    from imgalign.rewards.base import reward_key
+
+    out: dict[str, Any] = {}
+    for k, v in scores.items():
+        if k not in names:
+            try:
+                names[k] = reward_key(k)
+            except (ValueError, ImportError, AttributeError):
+                names[k] = k
+        out.setdefault(names[k], v)
     return out
 
 
