@@ -11,9 +11,10 @@ Math (all float64):
   member replaced by sample i). Every sample of a batch replaces the same member, so rewards are comparable.
   ``mode=group`` replaces the B oldest members with the whole batch and gives every sample the same reward: a
   score of the batch as a whole, which group-relative advantages cannot learn from (the trainer refuses it).
-  With fewer than 2 members there is nothing to compare with: a batch scored then seeds the set and gets NaN (the
-  trainer masks it, so the first training step has no fid signal); ``init=FOLDER`` starts from a set, and
-  ``imgalign score`` asks for it. A NaN image gets NaN and never enters the set.
+  With fewer than 2 members there is nothing to compare with: a batch scored then gets NaN. Scoring never changes
+  the set; :meth:`FIDReward.update` adds samples (the trainer calls it once per step on the global batch, so the
+  first step's samples are masked and that step trains nothing, beside other rewards too); ``init=FOLDER`` starts
+  from a set, and ``imgalign score`` asks for it. A NaN image gets NaN and never enters the set.
 * ``exact=true`` solves one eigenproblem per sample (O(B d³)). The default fast mode (:func:`replace_one_fd_fast`)
   writes each replacement as a rank-one update of the covariance of the kept samples and gets the change of
   tr((S Σ S)^½) from a Sherman–Morrison integral: one eigenproblem per batch plus O(d²) per sample, and the same
@@ -323,7 +324,8 @@ class FIDReward(Reward):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if state.get("features") != self.features_name:
             raise ValueError(
-                f"fid reward: state was saved with features {state.get('features')!r}, not {self.features_name!r}"
+                f"fid reward: state was saved with features {state.get('features')!r}, not {self.features_name!r}; "
+                f"resume with features={state.get('features')}, or start a new run"
             )
         buf = state["buffer"].double()
         self.buffer = buf[-self.set_size :]
@@ -340,14 +342,15 @@ class FIDReward(Reward):
         all_feats = self.encoder(images).double()  # (B, d)
         finite = torch.isfinite(all_feats).all(1)
         if not self.ready():
-            # no set to compare with: this batch seeds it and gets no reward (scored against itself, every
-            # sample would get ~0); the trainer masks NaN with a warning, `imgalign score` asks for init=
+            # no set to compare with: no reward (scored against itself, every sample would get ~0). Scoring
+            # leaves the set alone: update() adds samples (the trainer calls it once per step, on the global
+            # batch; scoring also runs for evaluations and on each process's share)
             log.warning(
-                "fid reward: the generated set is empty; this batch of %d seeds it and gets no reward "
-                "(give init=FOLDER of generated images to start from a set)",
+                "fid reward: the generated set has fewer than 2 members, so these %d samples get no reward (NaN; "
+                "the trainer masks them, so that step trains nothing); update() adds samples to the set (the "
+                "trainer does after each step), or give init=FOLDER of generated images to start from a set",
                 len(all_feats),
             )
-            self._push(all_feats)
             nan = torch.full((len(all_feats),), float("nan"))
             return RewardOutput(nan, [{"fd_before": float("nan"), "fd_after": float("nan")}] * len(all_feats))
         feats = all_feats[finite]

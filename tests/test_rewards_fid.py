@@ -137,16 +137,21 @@ def test_fid_reward_prefers_samples_that_close_the_gap() -> None:
 
 
 def test_an_empty_set_gives_no_reward_and_a_nan_image_does_not_poison_the_set(caplog) -> None:
-    """With no generated set, a batch seeds it and gets NaN (masked by the trainer) instead of being scored against
-    itself; a NaN image gets NaN and stays out of the set, so later batches score as without it."""
+    """With no generated set, a batch gets NaN (masked by the trainer) instead of being scored against itself, and
+    scoring leaves the set alone: update() adds the samples, once (scoring pushed them too, so the trainer's first
+    batch entered the set twice); a NaN image gets NaN and stays out of the set, so later batches score as without
+    it."""
     from imgalign.rewards.fid import shapes_reference_images
 
     real = shapes_reference_images(12, seed=5)
     r = FIDReward(features="stats", ref="shapes", ref_size=64, set_size=40)
     assert not r.ready()
+    batch = torch.rand(6, 3, 64, 64)
     with caplog.at_level("WARNING"):
-        first = r(torch.rand(6, 3, 64, 64), [""] * 6).scores
-    assert torch.isnan(first).all() and r.ready() and "seeds it" in caplog.text
+        first = r(batch, [""] * 6).scores
+    assert torch.isnan(first).all() and not r.ready() and "fewer than 2 members" in caplog.text
+    r.update(batch, [""] * 6)  # as the trainer does after the step
+    assert r.ready() and r.state_dict()["buffer"].shape[0] == 6
     clean = FIDReward(features="stats", ref="shapes", ref_size=64, set_size=40)
     clean.load_state_dict(r.state_dict())
     bad = torch.rand(2, 3, 64, 64)

@@ -121,7 +121,7 @@ def test_a_nan_image_never_reaches_a_set_based_reward() -> None:
     out = r(x, [""] * 4).scores
     assert torch.isnan(out[1]) and torch.equal(out[[0, 2, 3]], clean)
     seeding = build_reward("fid:features=stats,ref_size=64,set_size=40")
-    seeding(x, [""] * 4)  # an empty set: the batch seeds it, without the NaN image
+    seeding.update(x, [""] * 4)  # an empty set: the batch seeds it, without the NaN image
     assert seeding.buffer.shape[0] == 3
 
 
