@@ -163,7 +163,8 @@ class DiscriminatorReward(Reward):
                 )
         self.head = self.head.to(self.device).eval()
         self.trained = head is not None  # a fresh online head scores noise until update()
-        self.opt = torch.optim.AdamW(self.head.parameters(), lr=float(lr)) if self.online else None
+        self.lr = float(lr)
+        self.opt = torch.optim.AdamW(self.head.parameters(), lr=self.lr) if self.online else None
 
     def _some_patches(self, patches: torch.Tensor) -> torch.Tensor:
         """A random subset of `n_patches` patch tokens per image: (B, P, D) -> (B, K, D)."""
@@ -240,11 +241,21 @@ class DiscriminatorReward(Reward):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if state.get("features") != self.features_name:
             raise ValueError(
-                f"discriminator: state uses features {state.get('features')!r}, not {self.features_name!r}"
+                f"discriminator: the saved state uses features {state.get('features')!r}, not "
+                f"{self.features_name!r}; resume with features={state.get('features')}, or start a new run"
             )
-        self.head.load_state_dict(state["head"])
+        try:
+            self.head.load_state_dict(state["head"])
+        except RuntimeError as e:  # another hidden size: torch's size-mismatch report
+            first = str(e).splitlines()[1].strip() if len(str(e).splitlines()) > 1 else str(e)
+            raise ValueError(
+                f"discriminator: the saved head does not fit this one's shape ({first}); resume with the options it "
+                "was trained with (hidden=...), or start a new run"
+            ) from None
         self.trained = bool(state.get("trained", True))
         if "gen" in state:
             self.gen.set_state(state["gen"])
         if self.opt is not None and "opt" in state:
             self.opt.load_state_dict(state["opt"])
+            for group in self.opt.param_groups:  # the saved optimizer carries its lr: this run's lr= holds
+                group["lr"] = self.lr

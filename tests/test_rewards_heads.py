@@ -245,3 +245,22 @@ def test_online_discriminator_resumes_exactly() -> None:
     for bt in batches[2:]:
         b.update(bt)
     assert all(torch.equal(pa, pb) for pa, pb in zip(a.head.parameters(), b.head.parameters()))
+
+
+def test_a_resumed_online_discriminator_keeps_this_runs_lr_and_refuses_another_shape() -> None:
+    """The saved optimizer carried its learning rate, so lr= changed on resume was silently ignored; a saved head
+    of another hidden size was torch's raw size-mismatch traceback."""
+    import pytest
+    import torch
+
+    from imgalign.rewards.base import build_reward
+
+    spec = "discriminator:features=stats,online=true,ref_size=64,hidden=16,lr={lr}"
+    a = build_reward(spec.format(lr=0.01))
+    a.update(torch.rand(8, 3, 64, 64))
+    b = build_reward(spec.format(lr=0.5))
+    b.load_state_dict(a.state_dict())
+    assert [g["lr"] for g in b.opt.param_groups] == [0.5]
+    c = build_reward(spec.format(lr=0.01).replace("hidden=16", "hidden=8"))
+    with pytest.raises(ValueError, match=r"does not fit this one's shape .*resume with the options it was"):
+        c.load_state_dict(a.state_dict())
