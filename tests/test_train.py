@@ -1343,3 +1343,35 @@ def test_a_launcher_whose_processes_accelerate_runs_alone_is_refused(sd3_dir, tm
     assert main(["train", str(write(tiny_config(sd3_dir, out), tmp_path / "c.yaml"))]) == 2
     assert "set ACCELERATE_USE_CPU=true" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_a_reward_frozen_on_resume_keeps_its_own_head(sd3_dir, tmp_path, caplog):
+    """An online discriminator resumed as a frozen one (head=FILE): the checkpoint's learned head replaced the
+    file's without a word; now the file's head holds and the warning says why the saved state is not used."""
+    from imgalign.rewards.base import build_reward
+    from imgalign.rewards.heads import save_head
+
+    online = "discriminator:features=stats,online=true,ref_size=8,hidden=8"
+    out = tmp_path / "run"
+    cfg = tiny_config(sd3_dir, out, train__max_steps=1)
+    cfg["rewards"]["names"] = ["imgalign.trainers.testing:red_reward", online]
+    assert main(["train", str(write(cfg, tmp_path / "c.yaml"))]) == 0
+    head = build_reward("discriminator:features=stats,online=true,ref_size=8,hidden=8").head
+    with torch.no_grad():
+        for p in head.parameters():
+            p.fill_(0.25)
+    save_head(tmp_path / "head.safetensors", head, "stats", "discriminator", {})
+    cfg["rewards"]["names"] = [
+        "imgalign.trainers.testing:red_reward",
+        f"discriminator:head={tmp_path}/head.safetensors",
+    ]
+    from imgalign.config import load_config
+    from imgalign.trainers.config import FlowGRPOConfig
+    from imgalign.trainers.trainer import FlowGRPOTrainer
+
+    cfg["train"]["max_steps"] = 2
+    tr = FlowGRPOTrainer(load_config(FlowGRPOConfig, write(cfg, tmp_path / "c2.yaml")), out)
+    with caplog.at_level("WARNING"):
+        tr.setup("auto")
+    assert "which is not stateful in this run" in caplog.text
+    assert all(bool((p == 0.25).all()) for p in tr.rewards["discriminator"].head.parameters())

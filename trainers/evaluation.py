@@ -134,9 +134,8 @@ def reward_suite(
     out = {}
     for name, r in rewards.items():
         s = r(images, ps, ms).scores.float()
-        out[f"eval/reward/{name}/mean"] = (
-            float(s[torch.isfinite(s)].mean()) if torch.isfinite(s).any() else 0.0
-        )
+        if torch.isfinite(s).any():  # none finite (fid before its set has members): no mean, not a made-up 0
+            out[f"eval/reward/{name}/mean"] = float(s[torch.isfinite(s)].mean())
     return out, images
 
 

@@ -1090,6 +1090,16 @@ class FlowGRPOTrainer:
                     k,
                 )
                 continue
+            if not getattr(
+                self.rewards[k], "stateful", False
+            ):  # e.g. the discriminator now frozen (head=FILE)
+                log.warning(
+                    "checkpoint %s holds a learned state of reward %r, which is not stateful in this run (its "
+                    "options changed, e.g. a discriminator given head=FILE); the saved state is not used",
+                    ckpt,
+                    k,
+                )
+                continue
             self.rewards[k].load_state_dict(s)
         fresh = [k for k, r in self.rewards.items() if getattr(r, "stateful", False) and k not in rstate]
         if fresh:
