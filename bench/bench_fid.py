@@ -27,12 +27,13 @@ from imgalign.rewards.fid import (
     replace_one_fd_fast,
     trace_sqrt_product,
 )
+from imgalign.trainers.testing import positive_int
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--d", type=int, default=2048, help="feature dimension")
-    ap.add_argument("--batch", type=int, default=64, help="samples scored per batch (B)")
+    ap.add_argument("--d", type=positive_int, default=2048, help="feature dimension")
+    ap.add_argument("--batch", type=positive_int, default=64, help="samples scored per batch (B)")
     ap.add_argument("--set-size", type=int, default=4096, help="generated reference set size")
     ap.add_argument("--exact-samples", type=int, default=0, help="time exact mode on K samples (0: all B)")
     ap.add_argument("--threads", type=int, default=1)

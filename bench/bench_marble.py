@@ -97,6 +97,12 @@ import time
 
 import torch
 
+from imgalign.commands.train import EXAMPLES
+from imgalign.trainers.testing import positive_int
+
+# the update variants Update builds (the module docstring describes each)
+VARIANTS = ("single", "marble", "marble+diag", "marble:params", "marble:params/10")
+
 
 def build(args: argparse.Namespace):  # noqa: ANN201 - returns the trainer and its rollout
     from imgalign.config import load_config
@@ -119,6 +125,11 @@ def build(args: argparse.Namespace):  # noqa: ANN201 - returns the trainer and i
         *args.set,
     ]
     cfg = load_config(FlowGRPOConfig, args.config, overrides)
+    if cfg.sampling.rollout == "tree":  # as the trainer's ConfigError for rewards.balancer=marble with trees
+        raise SystemExit(
+            f"bench_marble: {args.config} has sampling.rollout=tree, which assigns its own per-edge credit; MARBLE "
+            "needs one advantage per reward and sample: use a flat config (or --set sampling.rollout=flat)"
+        )
     tr = FlowGRPOTrainer(cfg, out)
     tr.setup()
     ro, gid = first_rollout(tr)
@@ -180,15 +191,19 @@ class Update:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--config", default="examples/shapes/marble.yaml")
+    ap.add_argument("--config", default=str(EXAMPLES / "shapes" / "marble.yaml"))
     ap.add_argument("--samples", type=int, default=32, help="samples per update (one micro-batch)")
-    ap.add_argument("--rewards", type=int, default=3, help="K synthetic reward columns")
-    ap.add_argument("--reps", type=int, default=30, help="round-robin rounds")
+    ap.add_argument("--rewards", type=positive_int, default=3, help="K synthetic reward columns")
+    ap.add_argument("--reps", type=positive_int, default=30, help="round-robin rounds")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override")
-    ap.add_argument(
-        "--variants", default="single,marble,marble+diag,marble:params,marble:params/10", help="comma list"
-    )
+    ap.add_argument("--variants", default=",".join(VARIANTS), help=f"comma list of {', '.join(VARIANTS)}")
     args = ap.parse_args(argv)
+    variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+    unknown = [v for v in variants if v not in VARIANTS]
+    if unknown:
+        raise SystemExit(f"bench_marble: unknown --variants {unknown}; choose from {', '.join(VARIANTS)}")
+    if "single" not in variants:
+        raise SystemExit("bench_marble: --variants must include 'single' (the reference)")
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     from imgalign.trainers.rewarding import per_reward_advantages
 
@@ -199,9 +214,6 @@ def main(argv: list[str] | None = None) -> int:
     per, valid, _ = per_reward_advantages(scores, gid, torch.isfinite(scores))
     per = per.T.contiguous()  # [N, K]
     names = [f"r{k}" for k in range(args.rewards)]
-    variants = [v.strip() for v in args.variants.split(",") if v.strip()]
-    if "single" not in variants:
-        raise SystemExit("bench_marble: --variants must include 'single' (the reference)")
     runs = {v: Update(v, tr, ro, per, valid, names) for v in variants}
     for u in runs.values():  # warm-up
         u()

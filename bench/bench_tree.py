@@ -20,6 +20,7 @@ import time
 
 import torch
 
+from imgalign.trainers.testing import positive_int
 from imgalign.trainers.tree import TreeSpec, flat_nfe, flow_sde_step, restrict_to_window, tree_rollout
 
 
@@ -99,13 +100,13 @@ def update_seconds(vf: SD3Velocity, rows: int, size: int, micro: int, gen: torch
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--prompts", type=int, default=2)
+    ap.add_argument("--prompts", type=positive_int, default=2)
     ap.add_argument(
         "--leaves", type=int, default=8, help="images per prompt (power of two for the binary tree)"
     )
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--size", type=int, default=16, help="latent height/width")
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--repeats", type=positive_int, default=3)
     ap.add_argument("--micro", type=int, default=16, help="update micro-batch (rows per forward + backward)")
     ap.add_argument("--noise-level", type=float, default=0.7)
     ap.add_argument(

@@ -35,30 +35,36 @@ import argparse
 
 import torch
 
+from imgalign.commands.train import EXAMPLES
 from imgalign.trainers import kernels as K
-from imgalign.trainers.testing import bench_trainer, scored_rollout
+from imgalign.trainers.testing import bench_config, bench_trainer, positive_int, scored_rollout
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--config", default="examples/shapes/flow_grpo.yaml")
-    ap.add_argument("--batches", type=int, default=6)
+    ap.add_argument("--config", default=str(EXAMPLES / "shapes" / "flow_grpo.yaml"))
+    ap.add_argument("--batches", type=positive_int, default=6)
     ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument(
         "--output-dir", default="runs/bench_grad_by_step", help="the trainer's folder (config only)"
     )
     args = ap.parse_args()
+    if bench_config(args.config, args.overrides).sampling.rollout == "tree":
+        raise SystemExit(
+            f"grad_by_step: {args.config} has sampling.rollout=tree, whose branching edges train as one term (no "
+            "per-step gradient to report); run it on a flat config (or --set sampling.rollout=flat)"
+        )
     tr = bench_trainer(args.config, args.overrides, args.output_dir)
     cfg = tr.cfg
     s = cfg.sampling
     norms: dict[int, list[float]] = {}
     for b in range(args.batches):
-        ro, scores, bal, tctx = scored_rollout(tr, 10_000 + b)
+        ro, scores, bal, adv, valid, tctx = scored_rollout(tr, 10_000 + b)
         for term in tr.objective.terms(ro):
             tr.optimizer.zero_grad(set_to_none=True)
             chunks = torch.arange(ro.num_rows).split(cfg.train.micro_batch_size)
             for mb in chunks:
-                loss, _ = tr.objective.loss(tctx, ro, mb, term, bal.advantages, bal.valid)
+                loss, _ = tr.objective.loss(tctx, ro, mb, term, adv, valid)
                 (loss / len(chunks)).backward()
             sq = sum(float(p.grad.pow(2).sum()) for p in tr.params if p.grad is not None)
             norms.setdefault(term, []).append(sq**0.5)

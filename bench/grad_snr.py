@@ -73,7 +73,9 @@ import re
 
 import torch
 
-from imgalign.trainers.testing import bench_trainer, scored_rollout
+from imgalign.commands.train import EXAMPLES
+from imgalign.config import ConfigError
+from imgalign.trainers.testing import bench_config, bench_trainer, scored_rollout
 from imgalign.trainers.trainer import FlowGRPOTrainer
 
 # the SD3 MMDiT's text-side weights (context embedder, the context stream of every block, the pooled-text MLP)
@@ -128,12 +130,12 @@ def print_groups(names: list[str], sizes: list[int], gs: list[torch.Tensor]) -> 
 def batch_gradient(tr: FlowGRPOTrainer, step: int) -> tuple[torch.Tensor, float, float]:
     """The on-policy gradient of one rollout batch (flattened over trainable weights), its mean reward and the
     zero-std share."""
-    ro, scores, bal, tctx = scored_rollout(tr, step)
+    ro, scores, bal, adv, valid, tctx = scored_rollout(tr, step)
     tr.optimizer.zero_grad(set_to_none=True)
     chunks = torch.arange(ro.num_rows).split(tr.cfg.train.micro_batch_size)
     for term in tr.objective.terms(ro):
         for mb in chunks:
-            loss, _ = tr.objective.loss(tctx, ro, mb, term, bal.advantages, bal.valid)
+            loss, _ = tr.objective.loss(tctx, ro, mb, term, adv, valid)
             (loss / len(chunks)).backward()
     grads = [p.grad.flatten() if p.grad is not None else torch.zeros(p.numel()) for p in tr.params]
     tr.optimizer.zero_grad(set_to_none=True)
@@ -142,7 +144,7 @@ def batch_gradient(tr: FlowGRPOTrainer, step: int) -> tuple[torch.Tensor, float,
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--config", default="examples/shapes/flow_grpo.yaml")
+    ap.add_argument("--config", default=str(EXAMPLES / "shapes" / "flow_grpo.yaml"))
     ap.add_argument("--batches", type=int, default=8)
     ap.add_argument(
         "--variant",
@@ -160,6 +162,11 @@ def main() -> None:
             f"--batches must be at least 2 (cosines are between pairs of batches), got {args.batches}"
         )
     variants = [("config", [])] + [(n, [kv for kv in o.split(",") if kv]) for n, o in args.variant]
+    for name, overrides in variants:  # every variant's settings are checked before the first rollout
+        try:
+            bench_config(args.config, overrides)
+        except ConfigError as e:
+            raise SystemExit(f"grad_snr: variant {name!r} ({','.join(overrides)}): {e}") from None
     print(f"{'variant':<24} {'cos':>7} {'± se':>7} {'|grad|':>9} {'reward':>7} {'zero-std':>8}")
     for name, overrides in variants:
         tr = bench_trainer(args.config, overrides, args.output_dir)

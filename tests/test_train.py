@@ -1375,3 +1375,40 @@ def test_a_reward_frozen_on_resume_keeps_its_own_head(sd3_dir, tmp_path, caplog)
         tr.setup("auto")
     assert "which is not stateful in this run" in caplog.text
     assert all(bool((p == 0.25).all()) for p in tr.rewards["discriminator"].head.parameters())
+
+
+TREE = str(REPO / "examples" / "shapes" / "tree_grpo.yaml")
+
+
+@pytest.mark.parametrize(
+    "script, args, message",
+    [
+        (
+            "grad_snr.py",
+            ["--variant", "ok", "train.lr=1e-4", "--variant", "bad", "train.lrr=1"],
+            "variant 'bad'",
+        ),
+        ("grad_by_step.py", ["--config", TREE], "sampling.rollout=tree"),
+        ("grad_by_step.py", ["--batches", "0"], "argument --batches: must be at least 1"),
+        ("bench_marble.py", ["--variants", "single,marbel"], "unknown --variants ['marbel']"),
+        ("bench_marble.py", ["--config", TREE, "--variants", "single"], "sampling.rollout=tree"),
+        ("bench_marble.py", ["--reps", "0"], "argument --reps: must be at least 1"),
+        ("bench_marble.py", ["--rewards", "x"], "argument --rewards: expected a positive integer"),
+        ("bench_fid.py", ["--batch", "0"], "argument --batch: must be at least 1"),
+        ("bench_tree.py", ["--prompts", "0"], "argument --prompts: must be at least 1"),
+    ],
+)
+def test_bench_scripts_refuse_bad_arguments_before_any_model_loads(script, args, message, tmp_path):
+    """Bad bench arguments are a one-line error naming the setting, before any rollout (every --variant of
+    grad_snr is checked first; run from another folder, so the default config is found from the script's)."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    p = subprocess.run(
+        [sys.executable, str(REPO / "bench" / script), *args],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert p.returncode != 0 and message in p.stderr, p.stderr[-2000:]
+    assert "Traceback" not in p.stderr, p.stderr[-2000:]

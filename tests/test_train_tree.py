@@ -146,6 +146,22 @@ def test_tree_edges_ratio_one_on_policy(sd3_dir, between):
     assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in a.transformer.parameters())
 
 
+def test_bench_scored_rollout_applies_tree_credit(sd3_dir, prompts, tmp_path):
+    """The benches' scored_rollout trains with the tree's per-edge credit, as the trainer does (the balancer's [N]
+    advantages on the parent rows were a size-mismatch error in the tree loss)."""
+    from imgalign.trainers.testing import bench_trainer, scored_rollout
+
+    cfg = write(tree_config(sd3_dir, tmp_path / "run", prompts), tmp_path / "c.yaml")
+    tr = bench_trainer(cfg, [], tmp_path / "run")
+    ro, scores, bal, adv, valid, tctx = scored_rollout(tr, 0)
+    assert scores.shape == (1, 8) and bal.advantages.shape == (8,)
+    assert adv.shape == valid.shape == (ro.num_rows, 2) == (6, 2)
+    for term in tr.objective.terms(ro):
+        loss, _ = tr.objective.loss(tctx, ro, torch.arange(ro.num_rows), term, adv, valid)
+        loss.backward()
+    assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in tr.params)
+
+
 def test_tree_rollout_nfe_equals_formula_and_forward_rows(sd3_dir):
     from imgalign.trainers.tree import TreeSpec
 

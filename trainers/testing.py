@@ -242,30 +242,54 @@ def first_rollout(tr: Any, step: int = 0) -> tuple[Any, torch.Tensor]:
 BENCH_OVERRIDES = ["eval.every=-1", "eval.at_start=false", "log.sample_every=0", "log.trackers=none"]
 
 
-def bench_trainer(config: str | Path, overrides: list[str], output_dir: str | Path) -> Any:
-    """A set-up ``FlowGRPOTrainer`` for a bench: the config with :data:`BENCH_OVERRIDES`, then `overrides`."""
+def bench_config(config: str | Path, overrides: list[str]) -> Any:
+    """A bench's ``FlowGRPOConfig``: the config with :data:`BENCH_OVERRIDES`, then `overrides`, validated (a bad
+    setting is a ``ConfigError`` before any model loads)."""
     from imgalign.config import load_config
     from imgalign.trainers.config import FlowGRPOConfig
+
+    return load_config(FlowGRPOConfig, config, BENCH_OVERRIDES + list(overrides))
+
+
+def bench_trainer(config: str | Path, overrides: list[str], output_dir: str | Path) -> Any:
+    """A set-up ``FlowGRPOTrainer`` for a bench: the config with :data:`BENCH_OVERRIDES`, then `overrides`."""
     from imgalign.trainers.trainer import FlowGRPOTrainer
 
-    tr = FlowGRPOTrainer(load_config(FlowGRPOConfig, config, BENCH_OVERRIDES + list(overrides)), output_dir)
+    tr = FlowGRPOTrainer(bench_config(config, overrides), output_dir)
     tr.setup()
     return tr
 
 
-def scored_rollout(tr: Any, step: int) -> tuple[Any, torch.Tensor, Any, Any]:
-    """The rollout of `step` (sampled in eval mode), its reward scores [K, N], the balancer's advantages and the
-    update's ``TrainContext``; leaves the model in train mode, ready for the objective's backward passes."""
+def positive_int(text: str) -> int:
+    """argparse ``type=`` for a bench's size arguments (batches, repeats, ...): an integer >= 1."""
+    import argparse
+
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
+    return n
+
+
+def scored_rollout(tr: Any, step: int) -> tuple[Any, torch.Tensor, Any, torch.Tensor, torch.Tensor, Any]:
+    """The rollout of `step` (sampled in eval mode), its reward scores [K, N], the balancer's result, the
+    advantages and valid mask the update trains with (the trainer's :func:`~imgalign.trainers.trainer.update_advantages`:
+    the balancer's [N], or a tree rollout's per-edge credit [M, k]) and the update's ``TrainContext``; leaves the
+    model in train mode, ready for the objective's backward passes."""
     from imgalign.trainers.objectives import TrainContext
     from imgalign.trainers.rewarding import score_all
+    from imgalign.trainers.trainer import update_advantages
 
     o = tr.cfg.objective
     tr.model.eval()
     ro, gid = first_rollout(tr, step)
     scores = score_all(tr.rewards, ro.images, ro.prompts, ro.metadata)  # [K, N]
     bal = tr.balancer(scores, tr.reward_weights, gid, torch.isfinite(scores), o.std_mode, o.adv_clip)
+    adv, valid = update_advantages(ro, scores, bal)
     tr.model.train()
-    return ro, scores, bal, TrainContext(tr.adapter, tr.model, step)
+    return ro, scores, bal, adv, valid, TrainContext(tr.adapter, tr.model, step)
 
 
 # ---- helpers shared by the training tests -------------------------------------------------------------------------

@@ -170,6 +170,17 @@ def preflight(cfg: FlowGRPOConfig, num_processes: int = 1) -> str:
     return str(Path(base).resolve()) if Path(base).is_dir() else base
 
 
+def update_advantages(
+    ro: Rollout, scores: torch.Tensor, bal: Any, sl: slice = slice(None)
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The advantages and valid mask the update of this process's rollout `ro` trains with: the balancer's result
+    `bal` (over all N samples, reward scores [K, N]) on the slice `sl`, or, for strategies with their own credit
+    assignment (``ro.extras["credit"]``; tree rollouts: per edge, [M, k]), theirs."""
+    if "credit" in ro.extras:
+        return ro.extras["credit"](scores, bal)
+    return bal.advantages[sl], bal.valid[sl]
+
+
 def _step_rows(path: Path) -> list[tuple[int, str]]:
     """(step, line) of each complete row of a JSON-lines log (every row names the step it ends, 1-based); a line cut
     short by a crash is skipped. Empty when the file does not exist."""
@@ -595,9 +606,7 @@ class FlowGRPOTrainer:
         bal = self.balancer(
             scores_all, self.reward_weights, gid_all, finite, cfg.objective.std_mode, cfg.objective.adv_clip
         )
-        adv_local, valid_local = bal.advantages[sl], bal.valid[sl]
-        if "credit" in ro.extras:  # strategies with their own credit assignment (tree rollouts: per-edge)
-            adv_local, valid_local = ro.extras["credit"](scores_all, bal)
+        adv_local, valid_local = update_advantages(ro, scores_all, bal, sl)
         per_reward_local = None
         if self.balancing is not None:  # MARBLE / cosine diagnostics: each reward's own advantage [b, K]
             per_reward_local = self._per_reward_advantages(ro, scores_all, gid_all, finite)[:, sl].T
