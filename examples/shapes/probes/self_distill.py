@@ -142,7 +142,7 @@ while time.time() - t0 < args.minutes * 60:
             allb = [it for t in tasks for it in buf[t]]
             items = [rng.choice(allb) for _ in range(args.bs)]
         x0 = torch.stack([it[0] for it in items])
-        if args.reencode:
+        if args.reencode or args.renders:  # encoded images are stored as (posterior mean, std): sample one
             x0 = x0[:, 0] + x0[:, 1] * torch.randn(x0[:, 0].shape, generator=gen)
         ps = ["" if rng.random() < args.drop else it[1] for it in items]
         emb, pooled = encode(ps)
