@@ -1,7 +1,7 @@
 """Curves from a run's ``metrics.jsonl``: ``python -m imgalign.trainers.plots RUN_DIR [KEY ...] [--out PNG]``.
 
-Defaults to every ``reward/<name>/mean`` and ``eval/shapes/overall`` key found, against the step (and the
-cumulative rollout NFEs on a second axis label when present)."""
+Defaults to every ``reward/<name>/mean`` and ``eval/shapes/overall`` key found, one panel each, against the training
+step (cumulative NFEs are logged as ``perf/nfe_total``, which can be plotted as a key of its own)."""
 
 from __future__ import annotations
 
