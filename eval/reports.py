@@ -516,11 +516,14 @@ def comparability_notes(
     differ = [k for k in ("seed",) if k in cur_args and k in base_args and cur_args[k] != base_args[k]]
     # a setting recorded by one summary only is a difference (a pipeline's own default against an override),
     # except those summaries written before 2026-12-04 did not record (the shapes suite's image size and context)
-    cur_s, base_s = current.get("sampler") or {}, baseline.get("sampler") or {}
-    added_later = {"height", "width", "max_sequence_length"}
-    one_side = (set(cur_s) ^ set(base_s)) - added_later
-    if one_side or any(cur_s[k] != base_s[k] for k in set(cur_s) & set(base_s)):
-        differ.append("sampler")
+    # (only when both generated their images: an evaluation of --images or --ground-truth records no sampler, and
+    # re-judging a run's own images pairs them with it)
+    cur_s, base_s = current.get("sampler"), baseline.get("sampler")
+    if cur_s is not None and base_s is not None:
+        added_later = {"height", "width", "max_sequence_length"}
+        one_side = (set(cur_s) ^ set(base_s)) - added_later
+        if one_side or any(cur_s[k] != base_s[k] for k in set(cur_s) & set(base_s)):
+            differ.append("sampler")
     if differ:
         notes.append(
             f"Different {' and '.join(differ)}: the images of one file name are different samples, so they are not "

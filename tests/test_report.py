@@ -417,3 +417,6 @@ def test_comparison_pairs_images_only_for_the_same_seed_and_sampler():
     # a setting only one records is a difference: --guidance on one run, --steps on the other (pipeline defaults)
     g = {**summary(0), "sampler": {"guidance_scale": 5.0}}
     assert comparability_notes(g, summary(0, 30), rows_b, rows_a)[0].startswith("Different sampler:")
+    # an evaluation of images (--images) records no sampler: re-judging a run's own images pairs them with it
+    judged = {k: v for k, v in summary(0).items() if k != "sampler"}
+    assert comparability_notes(judged, summary(0), rows_b, rows_a) == same
