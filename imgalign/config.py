@@ -140,6 +140,8 @@ def _coerce(value: Any, tp: Any, key: str, specs: bool = False) -> Any:
         item_t = args[0] if args else Any
         if isinstance(value, str) and specs:  # "a,b" in a YAML file, reward options kept with their spec
             value = _split_list_text(value)
+        elif isinstance(value, str) and item_t is str:  # "a, b": the items as written (a regex is no YAML)
+            value = [p.strip() for p in value.split(",") if p.strip()]
         elif isinstance(value, str):  # "1,2": each item parsed as a YAML scalar
             value = [yaml.safe_load(v.strip()) for v in value.split(",") if v.strip()]
         elif isinstance(value, list) and specs:

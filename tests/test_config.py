@@ -235,6 +235,10 @@ def test_a_reward_spec_keeps_its_options_in_every_list_form(tmp_path):
     assert load_config(FlowGRPOConfig, y, []).model.trainable_modules == regexes
     sets = ["model.trainable_modules=['norm1_context', 'attn(?=\\.to_q)', 'ff_context']"]
     assert load_config(FlowGRPOConfig, None, sets).model.trainable_modules == regexes
+    y.write_text(
+        'model:\n  trainable_modules: "[qk]_proj, ff_context, null"\n'
+    )  # no YAML inside: items as written
+    assert load_config(FlowGRPOConfig, y, []).model.trainable_modules == ["[qk]_proj", "ff_context", "null"]
     sets = ["model.trainable_modules=norm1_context,attn(?=x)"]
     assert load_config(FlowGRPOConfig, None, sets).model.trainable_modules == ["norm1_context", "attn(?=x)"]
 
