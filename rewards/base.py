@@ -106,6 +106,12 @@ class Reward:
     ) -> RewardOutput:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    @classmethod
+    def training_error(cls, options: Mapping[str, Any]) -> str | None:
+        """Why no trainer can learn from this reward built with `options` (e.g. fid's mode=group, one value per
+        batch), or None. The trainer asks before any model loads."""
+        return None
+
     def check_metadata(self, metadata: Sequence[dict[str, Any]]) -> None:
         """Raise ValueError naming the prompt when a metadata row could never be scored (a class the judge cannot
         find). The trainer calls it on its prompt file's rows before any model loads; rewards that read no metadata
@@ -355,14 +361,22 @@ def _call_factory(
 ) -> Any:
     """``factory(device=, dtype=, **opts)`` (a Reward subclass or a function taking device/dtype); an option it
     does not take is refused by name, with the options it has."""
-    unknown = sorted(set(opts) - set(reward_options(factory)))
-    if unknown and not _takes_any_keyword(factory):
-        valid = ", ".join(reward_options(factory)) or "none"
-        raise ValueError(f"reward {name!r}: unknown option(s) {', '.join(unknown)}; its options: {valid}")
+    _refuse_unknown_options(name, opts, reward_options(factory), _takes_any_keyword(factory))
     try:
         return factory(device=device, dtype=dtype, **opts)
     except TypeError as e:
         raise ValueError(f"reward {name!r}: bad options {sorted(opts)}: {e}") from None
+
+
+def _refuse_unknown_options(
+    name: str, opts: Mapping[str, Any], options: Sequence[str], open_ended: bool
+) -> None:
+    """An option the reward does not take (and it takes no ``**kwargs``: ``open_ended``), refused by name."""
+    unknown = sorted(set(opts) - set(options))
+    if unknown and not open_ended:
+        raise ValueError(
+            f"reward {name!r}: unknown option(s) {', '.join(unknown)}; its options: {', '.join(options) or 'none'}"
+        )
 
 
 def check_function_reward(name: str, fn: Any, opts: Mapping[str, Any]) -> None:
@@ -388,11 +402,7 @@ def check_function_reward(name: str, fn: Any, opts: Mapping[str, Any]) -> None:
     taken = [p for p in params if p.kind in positional][:3]  # images, prompts, metadata
     kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
     options = [p.name for p in params if p.kind in kinds and p not in taken]
-    unknown = sorted(set(opts) - set(options))
-    if unknown and not _takes_any_keyword(fn):
-        raise ValueError(
-            f"reward {name!r}: unknown option(s) {', '.join(unknown)}; its options: {', '.join(options) or 'none'}"
-        )
+    _refuse_unknown_options(name, opts, options, _takes_any_keyword(fn))
     try:
         sig.bind(None, None, None, **opts)
     except TypeError as e:
@@ -421,14 +431,14 @@ def reward_key(spec: str) -> str:
     ``weight=3.0`` is ``weight=3``, and the string ``'1'`` is ``"1"``, not the number 1."""
     _import_builtin()
     name, opts = parse_reward_spec(spec)
-    params = _parameters(_reward_target(name)) if opts else {}
+    params = _parameters(reward_target(name)) if opts else {}
     opts = {k: v for k, v in opts.items() if not (k in params and _same_default(params[k].default, v))}
     if not opts:
         return name
     return f"{name}:{','.join(f'{k}={_key_text(v)}' for k, v in sorted(opts.items()))}"
 
 
-def _reward_target(name: str) -> Any:
+def reward_target(name: str) -> Any:
     """The registered factory, or the ``module:attr`` object, a reward name stands for; None when it has none."""
     if name in _REGISTRY:
         return _REGISTRY[name][0]

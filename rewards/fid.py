@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -273,6 +274,18 @@ class FIDReward(Reward):
         raise FileNotFoundError(
             f"fid reward: ref={ref!r} is neither 'shapes', a stats file nor an image folder"
         )
+
+    @classmethod
+    def training_error(cls, options: Mapping[str, Any]) -> str | None:
+        if (
+            options.get("mode") == "group"
+        ):  # every sample of a batch gets one value: group-centred advantages are 0
+            return (
+                "mode=group gives every sample of a batch the same reward, which no group-relative advantage can "
+                "learn from; train with fid (mode=sample, the default), and keep mode=group for scoring a batch "
+                "with `imgalign score`"
+            )
+        return None
 
     # ---- state ------------------------------------------------------------------------------------------
     def ready(self) -> bool:

@@ -133,7 +133,7 @@ def preflight(cfg: FlowGRPOConfig, num_processes: int = 1) -> str:
     layout. Returns the resolved model path."""
     from imgalign import hub
     from imgalign.pipelines import ModelSpec, check_model_spec
-    from imgalign.rewards.base import list_rewards, parse_reward_spec
+    from imgalign.rewards.base import list_rewards, parse_reward_spec, reward_target
 
     check_batch_layout(cfg, num_processes)
     known = list_rewards()
@@ -144,13 +144,9 @@ def preflight(cfg: FlowGRPOConfig, num_processes: int = 1) -> str:
                 f"rewards.names: unknown reward {name!r}; valid rewards: {', '.join(sorted(known))} "
                 "(or a 'module:attr' path)"
             )
-        if name == "fid" and opts.get("mode") == "group":
-            # every sample of a batch gets the same value, so its group-centred advantages are all 0
-            raise ConfigError(
-                f"rewards.names: {spec!r} gives every sample of a batch the same reward, which no group-relative "
-                "advantage can learn from; train with fid (mode=sample, the default), and keep mode=group for "
-                "scoring a batch with `imgalign score`"
-            )
+        why = getattr(reward_target(name), "training_error", lambda _: None)(opts)
+        if why:
+            raise ConfigError(f"rewards.names: {spec!r}: {why}")
     twice = same_reward_twice(cfg.rewards.names)
     if twice:
         raise ConfigError(
