@@ -895,31 +895,39 @@ def test_two_processes_same_advantages_as_one(sd3_dir, tmp_path):
     assert rows(tmp_path / "two")[0]["perf/nfe"] == 24
 
 
-def test_a_failing_evaluation_still_meets_the_other_processes():
-    """Rank 0's evaluation failing must still reach the barrier the other ranks wait at inside evaluate(): it
-    saves a checkpoint next, and its save's barriers would otherwise pair with theirs one off (rank 0 could
-    publish the checkpoint folder while rank 1 still wrote its RNG file into it)."""
+def test_a_failing_evaluation_stops_every_process_together():
+    """Rank 0's evaluation failing must still reach the collective the other ranks wait at inside evaluate(), and
+    they must learn of it: every process then saves a checkpoint (its barriers pair across processes) and stops.
+    A main process stopping alone left the others waiting in the next step's gather."""
     from types import SimpleNamespace
 
     from imgalign.trainers.trainer import FlowGRPOTrainer
 
-    barriers = []
+    flags: list[float] = []
 
     def fail(step: int) -> dict[str, float]:
         raise OSError("samples/eval-step-000002.png is a directory")
 
-    for is_main in (True, False):
-        me = SimpleNamespace(
+    def make(is_main: bool, others_failed: float):
+        def reduce(t, reduction):
+            assert reduction == "sum"
+            flags.append(float(t))
+            return t + others_failed
+
+        return SimpleNamespace(
             is_main=is_main,
-            acc=SimpleNamespace(wait_for_everyone=lambda m=is_main: barriers.append(m)),
-            _evaluate_main=fail,
+            acc=SimpleNamespace(device=torch.device("cpu"), reduce=reduce),
+            _evaluate_main=fail if is_main else (lambda step: {"eval/x": 1.0}),
         )
-        if is_main:
-            with pytest.raises(OSError, match="is a directory"):
-                FlowGRPOTrainer.evaluate(me, 2)
-        else:
-            assert FlowGRPOTrainer.evaluate(me, 2) == {}
-    assert barriers == [True, False]  # one barrier each, the failing main process included
+
+    with pytest.raises(OSError, match="is a directory"):
+        FlowGRPOTrainer.evaluate(make(True, 0.0), 2)
+    with pytest.raises(RuntimeError, match="after step 2 failed on the main process"):
+        FlowGRPOTrainer.evaluate(make(False, 1.0), 2)
+    assert flags == [1.0, 0.0]  # one collective each, the failing main process included
+    ok = make(True, 0.0)
+    ok._evaluate_main = lambda step: {"eval/x": 1.0}
+    assert FlowGRPOTrainer.evaluate(ok, 2) == {"eval/x": 1.0}
 
 
 def test_default_config_two_steps(tmp_path):
@@ -1136,6 +1144,23 @@ def test_a_failing_final_evaluation_still_saves_the_checkpoint(sd3_dir, tmp_path
     out = tmp_path / "run"
     cfg = tiny_config(sd3_dir, out, train__max_steps=1)
     cfg["eval"] = {"every": 0, "at_start": False}
+    with pytest.raises(RuntimeError, match="the evaluation broke"):
+        main(["train", str(write(cfg, tmp_path / "c.yaml"))])
+    assert (out / "checkpoints" / "step-000001" / "trainer_state" / "state.json").is_file()
+    assert len(rows(out)) == 1
+
+
+def test_a_failing_evaluation_during_training_saves_the_checkpoint_and_stops(sd3_dir, tmp_path, monkeypatch):
+    """Not only the final evaluation: one every N steps that fails saves the step's checkpoint before stopping."""
+    from imgalign.trainers.trainer import FlowGRPOTrainer
+
+    def broken(self, step):
+        raise RuntimeError("the evaluation broke")
+
+    monkeypatch.setattr(FlowGRPOTrainer, "evaluate", broken)
+    out = tmp_path / "run"
+    cfg = tiny_config(sd3_dir, out, train__max_steps=3)
+    cfg["eval"] = {"every": 1, "at_start": False}
     with pytest.raises(RuntimeError, match="the evaluation broke"):
         main(["train", str(write(cfg, tmp_path / "c.yaml"))])
     assert (out / "checkpoints" / "step-000001" / "trainer_state" / "state.json").is_file()

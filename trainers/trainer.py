@@ -511,17 +511,19 @@ class FlowGRPOTrainer:
             final = done == cfg.train.max_steps or self._out_of_time(
                 t_start, metrics["perf/sec_step"], eval_cost
             )
-            if cfg.eval.every > 0 and done % cfg.eval.every == 0 and not final:
-                metrics.update(self.evaluate(done))
-                eval_cost = metrics.get("perf/sec_eval", eval_cost)
-            if final and cfg.eval.every >= 0:
+            if cfg.eval.every >= 0 and (final or (cfg.eval.every > 0 and done % cfg.eval.every == 0)):
                 try:
                     metrics.update(self.evaluate(done))
                 except Exception:  # the trained weights are not lost to a failing evaluation
-                    log.error("the final evaluation failed; saving checkpoint %d before stopping", done)
+                    log.error(
+                        "the evaluation after step %d failed; saving checkpoint %d before stopping",
+                        done,
+                        done,
+                    )
                     self._log(step, metrics)
-                    self.save(done)
+                    self.save(done)  # on every process: evaluate() raised on all of them
                     raise
+                eval_cost = metrics.get("perf/sec_eval", eval_cost)
             metrics["perf/sec_total"] = time.perf_counter() - t_start
             self._log(step, metrics)
             if (cfg.log.checkpoint_every and done % cfg.log.checkpoint_every == 0) or final:
@@ -837,11 +839,17 @@ class FlowGRPOTrainer:
                 out = self._evaluate_main(step)
             except Exception as e:
                 failure = e
-        # every process meets here, also when the evaluation failed: the failing process saves a checkpoint next,
-        # and its save's barriers must pair with the other processes' save, not with this one
-        self.acc.wait_for_everyone()
+        # every process meets here, also when the evaluation failed, and learns whether it did: all of them then save
+        # a checkpoint and stop together (a main process stopping alone left the others waiting in the next step's
+        # gather), and the save's barriers pair across processes
+        flag = torch.tensor([float(failure is not None)], device=self.acc.device)
+        failed = bool(self.acc.reduce(flag, reduction="sum").item() > 0)
         if failure is not None:
             raise failure
+        if failed:
+            raise RuntimeError(
+                f"the evaluation after step {step} failed on the main process; its log says why"
+            )
         return out
 
     def _evaluate_main(self, step: int) -> dict[str, float]:
