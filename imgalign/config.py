@@ -65,9 +65,32 @@ def _join_options(pieces: list[str]) -> list[str]:
     return items
 
 
+def split_top_level(text: str) -> list[str]:
+    """``a=1,b="x, y",c=[1,2]`` -> ``['a=1', 'b="x, y"', 'c=[1,2]']``: commas inside quotes or brackets belong to
+    the value. An unclosed quote or bracket (``e=[x``) closes nothing: every comma splits then."""
+    items, cur, quote, depth = [], [], "", 0
+    for ch in text:
+        if quote:
+            quote = "" if ch == quote else quote
+        elif ch in "'\"" and (not cur or "".join(cur).rstrip().endswith("=")):  # a quote opening a value
+            quote = ch
+        elif ch in "[{":
+            depth += 1
+        elif ch in "]}":
+            depth = max(depth - 1, 0)
+        elif ch == "," and depth == 0:
+            items.append("".join(cur))
+            cur = []
+            continue
+        cur.append(ch)
+    items.append("".join(cur))
+    return items if not (quote or depth) else text.split(",")
+
+
 def _split_list_text(text: str) -> list[str]:
-    """``a,b`` -> ["a", "b"], keeping a reward spec's options with it (:func:`_join_options`)."""
-    return _join_options(text.split(","))
+    """``a,b`` -> ["a", "b"], keeping a reward spec's options with it (:func:`_join_options`) and a comma inside
+    an option's quotes or brackets with its option (``vlm_loglik:query="a, b"`` is one spec)."""
+    return _join_options(split_top_level(text))
 
 
 def _text_items(values: list[Any]) -> list[str]:

@@ -25,6 +25,8 @@ import numpy as np
 import torch
 from PIL import Image
 
+from imgalign.config import split_top_level
+
 ImagesLike = torch.Tensor | Sequence[Image.Image]
 
 
@@ -216,34 +218,12 @@ def parse_reward_spec(spec: str) -> tuple[str, dict[str, Any]]:
         else:
             name, opts = head.strip(), rest
     kwargs: dict[str, Any] = {}
-    for item in filter(None, (s.strip() for s in _split_options(opts))):
+    for item in filter(None, (s.strip() for s in split_top_level(opts))):
         if "=" not in item:
             raise ValueError(f"reward option {item!r} in {spec!r} must look like key=value")
         k, v = item.split("=", 1)
         kwargs[k.strip()] = _option_value(v)
     return name, kwargs
-
-
-def _split_options(opts: str) -> list[str]:
-    """``a=1,b="x, y",c=[1,2]`` -> ``['a=1', 'b="x, y"', 'c=[1,2]']``: commas inside quotes or brackets belong to
-    the value. An unclosed quote or bracket (``e=[x``) closes nothing: every comma splits then."""
-    items, cur, quote, depth = [], [], "", 0
-    for ch in opts:
-        if quote:
-            quote = "" if ch == quote else quote
-        elif ch in "'\"" and (not cur or "".join(cur).rstrip().endswith("=")):  # a quote opening a value
-            quote = ch
-        elif ch in "[{":
-            depth += 1
-        elif ch in "]}":
-            depth = max(depth - 1, 0)
-        elif ch == "," and depth == 0:
-            items.append("".join(cur))
-            cur = []
-            continue
-        cur.append(ch)
-    items.append("".join(cur))
-    return items if not (quote or depth) else opts.split(",")
 
 
 def _is_single_file_path(module: str, attr: str) -> bool:

@@ -243,6 +243,25 @@ def test_a_reward_spec_keeps_its_options_in_every_list_form(tmp_path):
     assert load_config(FlowGRPOConfig, None, sets).model.trainable_modules == ["norm1_context", "attn(?=x)"]
 
 
+def test_a_comma_inside_a_reward_options_quotes_or_brackets_stays_with_it(tmp_path):
+    """An unbracketed `--set rewards.names=...` (or a YAML string) split at every comma, even inside an option's
+    quotes: `vlm_loglik:query="a, b"` became the specs `vlm_loglik:query="a` and `b"`. Only top-level commas
+    split now, as in the bracketed form and in the reward's own option parser."""
+    from imgalign.rewards.base import parse_reward_spec
+    from imgalign.trainers.config import FlowGRPOConfig
+
+    spec = 'vlm_loglik:query="a, b"'
+    both = [spec, "clip:model=X,pretrained=openai", "geneval:mode=strict,labels=[x, y]"]
+    sets = [f"rewards.names={','.join(both)}"]
+    assert load_config(FlowGRPOConfig, None, sets).rewards.names == both
+    y = tmp_path / "c.yaml"
+    y.write_text(f"rewards:\n  names: '{spec},geneval'\n")
+    assert load_config(FlowGRPOConfig, y, []).rewards.names == [spec, "geneval"]
+    assert parse_reward_spec(spec) == ("vlm_loglik", {"query": "a, b"})
+    # an unclosed quote closes nothing: every comma splits, as before
+    assert load_config(FlowGRPOConfig, None, ['rewards.names=a:q="x,b']).rewards.names == ['a:q="x', "b"]
+
+
 def test_empty_lora_targets_matter_only_when_lora_trains():
     from imgalign.trainers.config import FlowGRPOConfig
 
