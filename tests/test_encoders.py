@@ -230,6 +230,33 @@ def test_vlm_pretrain_tiny_runs_and_resumes_exactly(tmp_path, monkeypatch, arch)
     assert vlm_pt.caption_loglik(model, proc, [img], ["a photo of a cross"]).shape == (1,)
 
 
+@pytest.mark.parametrize("module", ["clip", "vlm"])
+def test_a_checkpoint_of_another_config_is_refused_before_the_model_is_built(tmp_path, monkeypatch, module):
+    """A rerun into a folder whose checkpoint has another config was refused only after the model was built (and,
+    for the CLIP, its registry JSON overwritten); the check now comes first, as in the t2i pretraining."""
+    import json
+    from dataclasses import asdict
+
+    mod, tiny = (clip_pt, TINY_CLIP) if module == "clip" else (vlm_pt, TINY_VLM)
+    ckpt = tmp_path / f"{mod.FOLDER}.train" / "checkpoint.pt"
+    C.save_checkpoint(
+        ckpt, {"config": json.dumps(asdict(mod.Config(**{**tiny, "lr": 0.002})), sort_keys=True)}
+    )
+
+    def built(*args, **kwargs):
+        raise AssertionError("the model was built before the config check")
+
+    if module == "clip":
+        monkeypatch.setattr("open_clip.create_model_and_transforms", built)
+    else:
+        monkeypatch.setattr(vlm_pt, "build_model", built)
+    with pytest.raises(
+        ValueError, match=rf"{module}: the checkpoint in .* different config \(lr: 0.002 -> 0.001\)"
+    ):
+        mod.pretrain(mod.Config(**{**tiny, "lr": 0.001}), tmp_path, progress=False)
+    assert list(ckpt.parent.iterdir()) == [ckpt]  # nothing written beside it
+
+
 @pytest.mark.parametrize(
     "module, bad, message",
     [

@@ -25,8 +25,8 @@ from typing import Any
 
 from imgalign import shapes as W
 from imgalign.config import field
-from imgalign.pretrain import config_changes, restores_torch_threads
 from imgalign.pretrain import encoder_common as C
+from imgalign.pretrain import restores_torch_threads
 
 MODEL_NAME = "shapes-clip-tiny"
 """The open_clip config name of the embedded shapes CLIP (the registry JSON shipped next to the weights)."""
@@ -335,6 +335,7 @@ def pretrain(cfg: Config, out_dir: Path, progress: bool = True) -> dict[str, flo
     out_dir = Path(out_dir)
     work = out_dir / f"{FOLDER}.train"
     ckpt_path = work / "checkpoint.pt"
+    state = C.resume_state(ckpt_path, cfg, "clip")  # a changed config fails before the model is built
     mcfg = model_config(cfg)
     register(mcfg, work)
 
@@ -343,15 +344,8 @@ def pretrain(cfg: Config, out_dir: Path, progress: bool = True) -> dict[str, flo
     tokenizer = open_clip.get_tokenizer(MODEL_NAME)
     n_params = sum(p.numel() for p in model.parameters())
     opt = torch.optim.AdamW(_param_groups(model, cfg.weight_decay), lr=cfg.lr, betas=(0.9, 0.98), eps=1e-6)
-    state = C.load_checkpoint(ckpt_path)
     start, elapsed, history = 0, 0.0, []
     if state is not None:
-        if state["config"] != json.dumps(asdict(cfg), sort_keys=True):
-            changes = config_changes(json.loads(state["config"]), json.loads(json.dumps(asdict(cfg))))
-            raise ValueError(
-                f"clip: the checkpoint in {work} was written with a different config ({changes}); use another "
-                "--out or delete that folder to start over"
-            )
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
         start, elapsed = int(state["step"]), float(state["elapsed"])

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from imgalign import shapes as W
+from imgalign.pretrain import config_changes
 from imgalign.prompts.shapes import sample_training_specs
 
 CAPTION_KINDS: tuple[str, ...] = ("prompt", "full", "shapes", "colours")
@@ -191,6 +192,20 @@ def load_checkpoint(path: Path) -> dict[str, Any] | None:
     if not path.is_file():
         return None
     return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def resume_state(path: Path, cfg: Any, name: str) -> dict[str, Any] | None:
+    """The checkpoint at `path` (None when there is none), refused when it was written with a config other than
+    `cfg`: called before any model is built, so a rerun with a changed setting fails at once. The error names
+    component `name`, the folder and every changed setting."""
+    state = load_checkpoint(path)
+    if state is not None and state["config"] != json.dumps(asdict(cfg), sort_keys=True):
+        changes = config_changes(json.loads(state["config"]), json.loads(json.dumps(asdict(cfg))))
+        raise ValueError(
+            f"{name}: the checkpoint in {path.parent} was written with a different config ({changes}); use "
+            "another --out or delete that folder to start over"
+        )
+    return state
 
 
 def check_at_least(cfg: Any, low: int, *names: str) -> None:

@@ -31,8 +31,8 @@ from typing import Any
 
 from imgalign import shapes as W
 from imgalign.config import field
-from imgalign.pretrain import config_changes, restores_torch_threads
 from imgalign.pretrain import encoder_common as C
+from imgalign.pretrain import restores_torch_threads
 
 FOLDER = "shapes-vlm"
 SPECIAL_TOKENS: tuple[str, ...] = (
@@ -485,21 +485,15 @@ def pretrain(cfg: Config, out_dir: Path, progress: bool = True) -> dict[str, flo
     out_dir = Path(out_dir)
     work = out_dir / f"{FOLDER}.train"
     ckpt_path = work / "checkpoint.pt"
+    state = C.resume_state(ckpt_path, cfg, "vlm")  # a changed config fails before the model is built
     tokenizer = build_tokenizer()
     processor = build_processor(tokenizer, cfg.patch_size, cfg.vision_arch)
     torch.manual_seed(cfg.seed)
     model = build_model(cfg, tokenizer)
     n_params = sum(p.numel() for p in model.parameters())
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.98), weight_decay=cfg.weight_decay)
-    state = C.load_checkpoint(ckpt_path)
     start, elapsed, history = 0, 0.0, []
     if state is not None:
-        if state["config"] != json.dumps(asdict(cfg), sort_keys=True):
-            changes = config_changes(json.loads(state["config"]), json.loads(json.dumps(asdict(cfg))))
-            raise ValueError(
-                f"vlm: the checkpoint in {work} was written with a different config ({changes}); use another "
-                "--out or delete that folder to start over"
-            )
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
         start, elapsed = int(state["step"]), float(state["elapsed"])
