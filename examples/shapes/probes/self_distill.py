@@ -63,6 +63,8 @@ gen = torch.Generator().manual_seed(args.seed)
 rng = random.Random(args.seed)
 buf = {t: [] for t in W.TASKS}  # task -> list of (latent, prompt)
 vae = pipe.vae
+# the transformer's latent space: (z - shift_factor) * scaling_factor, as diffusers' SD3 pipelines encode
+scale, shift = vae.config.scaling_factor, vae.config.shift_factor or 0.0
 t0 = time.time()
 rnd = 0
 log = open(Path(args.out + ".log"), "w")  # kept open for the whole run
@@ -105,14 +107,14 @@ while time.time() - t0 < args.minutes * 60:
             max_sequence_length=1,
             output_type="latent",
         ).images
-        dec = vae.decode(lat / vae.config.scaling_factor + (vae.config.shift_factor or 0.0)).sample
+        dec = vae.decode(lat / scale + shift).sample
         imgs = (dec / 2 + 0.5).clamp(0, 1)
     sc = judge.score(imgs, prompts, metas).scores
     if args.reencode:
         with torch.no_grad():
             q = (imgs * 255).round() / 255 * 2 - 1
             post = vae.encode(q).latent_dist
-            lat = torch.stack([post.mean, post.std], 1)
+            lat = torch.stack([(post.mean - shift) * scale, post.std * scale], 1)
     tsamp = time.time() - ts
     keep = sc >= (1.0 if args.mode == "strict" else 0.999)
     if args.renders:
@@ -125,7 +127,7 @@ while time.time() - t0 < args.minutes * 60:
         )
         with torch.no_grad():
             post = vae.encode(r).latent_dist
-            lat = torch.stack([post.mean, post.std], 1)
+            lat = torch.stack([(post.mean - shift) * scale, post.std * scale], 1)
         keep = torch.ones_like(keep)
     for i in torch.nonzero(keep).flatten().tolist():
         b = buf[metas[i]["tag"]]
