@@ -198,6 +198,7 @@ def no_loading(monkeypatch):
             "dog.jsonl': geneval reward: prompt 'a photo of a dog': include[0].class 'dog' is not a shape",
         ),
         (["--model", "a={base}", "--prompt", "x", "--steps", "0"], "--steps must be at least 1"),
+        (["--model", "a={base}", "--prompt", "x", "--cell", "0"], "--cell must be at least 1"),
         (["--model", "a={base}", "--prompt", "x", "--guidance", "-1"], "--guidance must be >= 0"),
     ],
 )
