@@ -206,6 +206,23 @@ def test_pretrain_continues_from_a_model(tmp_path, tiny_pipeline_dir):
     assert "continued from" in (new / "README.md").read_text()
 
 
+def test_the_card_command_names_the_settings_that_differ_from_the_defaults():
+    """A card said '(defaults' for a model pretrained with --set overrides; its command now gives them, and they
+    parse back to the same config."""
+    import dataclasses
+    import re
+
+    from imgalign.config import load_config
+
+    cfg = dataclasses.replace(t2i.Config(), steps=3, vae_channels=[4, 8, 16], bf16=True, init_from="shapes")
+    card = t2i.card_command(cfg)
+    assert "(defaults" not in card
+    sets = re.findall(r"--set (\S+?)(?=`| --set)", card)
+    assert sets == ["init_from=shapes", "bf16=True", "vae_channels=[4,8,16]", "steps=3"]
+    assert load_config(t2i.Config, None, sets) == cfg
+    assert "(defaults" in t2i.card_command(t2i.Config())
+
+
 def test_init_from_is_checked_before_any_model_loads(tmp_path, tiny_pipeline_dir, monkeypatch):
     from imgalign.pipelines import IncompleteModelError
 

@@ -740,6 +740,23 @@ def pretrain(cfg: Config, out_dir: Path, progress: bool = True) -> dict[str, flo
     return metrics
 
 
+def card_command(cfg: Config) -> str:
+    """The card's command line: each setting that differs from its default as a ``--set``, so the command reproduces
+    the model (a card said "defaults" for a model pretrained with overrides)."""
+    default = Config()
+    sets = ""
+    for f in dataclasses.fields(cfg):
+        v = getattr(cfg, f.name)
+        if v != getattr(default, f.name):
+            sets += f" --set {f.name}=" + (
+                "[" + ",".join(map(str, v)) + "]" if isinstance(v, list) else str(v)
+            )
+    return (
+        f"`imgalign world pretrain --component t2i --out DIR{sets}` ({'settings as below' if sets else 'defaults'};"
+        f" seed {cfg.seed})"
+    )
+
+
 def write_card(folder: Path, cfg: Config, metrics: dict[str, float], log_rows: list[dict]) -> None:
     from imgalign.sampling import GUIDANCE_SCALE, NUM_INFERENCE_STEPS
 
@@ -760,9 +777,7 @@ def write_card(folder: Path, cfg: Config, metrics: dict[str, float], log_rows: l
         "",
         "## Training",
         "",
-        "- command: `imgalign world pretrain --component t2i --out DIR"
-        + (f" --set init_from={cfg.init_from}` (other settings as below" if cfg.init_from else "` (defaults")
-        + f"; seed {cfg.seed}); folder written to `DIR/{FOLDER}`",
+        f"- command: {card_command(cfg)}; folder written to `DIR/{FOLDER}`",
         f"- data: {cfg.n_images} renders of `imgalign.prompts.shapes.sample_training_specs({cfg.n_images}, "
         f"seed={cfg.seed})` (held-out colour x shape pairs never named in a training prompt)",
         (
