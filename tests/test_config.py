@@ -189,6 +189,8 @@ def test_nan_and_out_of_range_optimiser_settings_are_config_errors(tmp_path):
         ("train.weight_decay=-1", "train.weight_decay must be >= 0 and finite"),
         ("train.grad_clip=inf", r"train.grad_clip must be >= 0 and finite \(0 = no clipping"),
         ("objective.clip_range=inf", "objective.clip_range must be > 0 and finite"),
+        ("objective.terms_per_sample=0", r"objective.terms_per_sample must be >= 1 \(got 0\)"),
+        ("objective.terms_per_sample=-1", r"objective.terms_per_sample must be >= 1 \(got -1\)"),
         (
             "log.trackers=foo",
             "log.trackers: 'foo' is not auto, none or a comma list of all, aim, tensorboard",

@@ -391,6 +391,12 @@ class ObjectiveConfig:
             )
         if self.penalty_weight > 0 and not self.penalty:
             raise ConfigError("objective.penalty_weight > 0 needs objective.penalty (its name)")
+        if self.terms_per_sample < 1:
+            raise ConfigError(
+                f"objective.terms_per_sample must be >= 1 (got {self.terms_per_sample}): with no fresh-noise draw "
+                "per sample an x0-based objective (nft) trains nothing; set it to 1 or more (the fresh (t, eps) "
+                "draws per stored sample and update)"
+            )
 
 
 @dataclass
