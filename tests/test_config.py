@@ -152,6 +152,34 @@ def test_batch_layout_counts_each_objectives_loss_terms():
     assert t["tree_parent_rows_per_process"] == 3 and t["micro_batches_per_update"] == 2  # rows 2 + 1
 
 
+def test_tree_updates_beyond_the_parent_rows_are_refused():
+    """Tree updates split the parent rows (one per node at a branch step), not the samples: 8 updates of 1 tree with
+    7 parent rows (1 + 2 + 4) left one update empty, reported as 'no valid sample'. A progressive tree starts with
+    one branch step (1 row per tree). check_batch_layout (the preflight, before any model loads) refuses both, naming
+    the bound to set."""
+    from imgalign.trainers.config import FlowGRPOConfig, check_batch_layout
+
+    tree = [
+        "sampling.rollout=tree",
+        "sampling.tree.branch_steps=[0, 3, 6]",
+        "sampling.tree.branch_factors=[2]",
+    ]
+    tree += ["sampling.num_steps=10", "sampling.group_size=8", "sampling.samples_per_step=8"]
+
+    def layout(sets: list[str]) -> dict:
+        return check_batch_layout(load_config(FlowGRPOConfig, None, tree + sets), 1)
+
+    with pytest.raises(
+        ConfigError, match=r"train.updates_per_step=8 is more than the 7 parent rows.*updates_per_step <= 7"
+    ):
+        layout(["train.updates_per_step=8"])
+    assert layout(["train.updates_per_step=4"])["tree_parent_rows_per_process"] == 7
+    prog = ["sampling.samples_per_step=16", "sampling.tree.progressive=true"]
+    with pytest.raises(ConfigError, match=r"more than the 2 parent rows .* at the first step .*progressive"):
+        layout(prog + ["train.updates_per_step=4"])
+    assert layout(prog + ["train.updates_per_step=2"])["tree_parent_rows_per_process"] == 14
+
+
 def test_reward_weights_that_would_do_nothing_are_refused():
     """rewards.weights all 0 would zero every advantage; under rewards.balancer=marble the weights were silently
     ignored (MARBLE weighs the rewards by their gradients). Both are config errors, before any model loads."""

@@ -20,7 +20,7 @@ from typing import Literal
 
 from imgalign.config import ConfigError, field
 from imgalign.trainers.nft import NFTConfig
-from imgalign.trainers.tree import TreeConfig
+from imgalign.trainers.tree import TreeConfig, tree_spec_for_step
 
 
 @dataclass
@@ -659,8 +659,20 @@ def check_batch_layout(cfg: FlowGRPOConfig, num_processes: int) -> dict[str, int
                 f"group_size={s.group_size}; make samples_per_step a multiple of group_size x {num_processes} "
                 "processes"
             )
+        trees = local // s.group_size
         spec = s.tree.spec(s.num_steps)
-        rows = (local // s.group_size) * sum(spec.alive(b) for b in spec.branch_steps)
+        rows = trees * sum(spec.alive(b) for b in spec.branch_steps)
+        # the updates split the parent rows (one per node at a branch step), not the samples: more updates than
+        # rows leave some without a row. A progressive tree starts with its fewest rows (one branch step).
+        first = tree_spec_for_step(s.tree, s.num_steps, 0)
+        fewest = trees * sum(first.alive(b) for b in first.branch_steps)
+        if t.updates_per_step > fewest:
+            when = " at the first step (sampling.tree.progressive)" if fewest < rows else ""
+            raise ConfigError(
+                f"sampling.rollout=tree: train.updates_per_step={t.updates_per_step} is more than the {fewest} "
+                f"parent rows per process the updates share{when} ({trees} tree(s) per process), so some updates "
+                f"would get no row: set train.updates_per_step <= {fewest}, or raise sampling.samples_per_step"
+            )
         largest = -(-rows // t.updates_per_step)  # the first updates take the rows that do not divide evenly
         return {
             **common,
