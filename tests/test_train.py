@@ -726,6 +726,31 @@ def test_nft_guidance_scale_trains_the_guided_velocity(sd3_dir, tmp_path, caplog
     assert losses[1.0][1] != pytest.approx(losses[3.0][1], rel=1e-4)
 
 
+def test_nft_training_nfes_count_the_objectives_guidance_scale(sd3_dir, tmp_path):
+    """perf/nfe_train counts NFT's trained forwards at objective.nft.guidance_scale, not at the rollouts' CFG:
+    8 samples x 2 terms cost 16 evaluations at CFG 1 and 32 at CFG 3 (GRPO trains at the rollouts' CFG)."""
+    from imgalign.config import load_config
+    from imgalign.trainers.config import FlowGRPOConfig
+    from imgalign.trainers.testing import first_rollout
+    from imgalign.trainers.trainer import FlowGRPOTrainer
+
+    nfes = {}
+    for w in (1.0, 3.0):
+        cfg_d = tiny_config(
+            sd3_dir, tmp_path / f"run{w}", sampling__samples_per_step=8, sampling__batch_size=8
+        )
+        cfg_d["sampling"]["guidance_scale"] = 3.0
+        cfg_d["objective"].update(name="nft", terms_per_sample=2, nft={"guidance_scale": w})
+        cfg_d["train"].update(micro_batch_size=4, updates_per_step=1)
+        cfg = load_config(FlowGRPOConfig, write(cfg_d, tmp_path / f"c{w}.yaml"))
+        tr = FlowGRPOTrainer(cfg, tmp_path / f"run{w}")
+        tr.setup()
+        ro, _ = first_rollout(tr)
+        adv = torch.tensor([1.0, -1.0] * 4)
+        nfes[w] = tr._update(0, ro, adv, torch.ones(8, dtype=torch.bool))["perf/nfe_train"]
+    assert nfes == {1.0: 16.0, 3.0: 32.0}
+
+
 def test_time_budget_stops_early_with_checkpoint(sd3_dir, tmp_path):
     out = tmp_path / "run"
     cfg = tiny_config(sd3_dir, out, train__max_steps=50, train__time_budget_min=0.001)

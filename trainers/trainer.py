@@ -709,6 +709,9 @@ class FlowGRPOTrainer:
         extremes: dict[str, float] = {}
         grad_norms = []
         nfe_train = 0
+        # transformer evaluations per sample of one trained forward, at the CFG the objective trains at
+        train_cfg = getattr(self.objective, "train_guidance_scale", cfg.sampling.guidance_scale)
+        nfe_per_row = self.adapter.nfe_per_step(train_cfg)
         bb = self.balancing if per_reward is not None else None  # MARBLE / cosine diagnostics
         skipped = 0  # updates skipped for a non-finite gradient
         empty = 0  # updates without a valid sample
@@ -738,7 +741,7 @@ class FlowGRPOTrainer:
                         head = self.objective.head(ctx, ro, mb, term, valid)
                         bb.probe(head, per_reward[mb], self.params, scales[j])
                     del head
-                    nfe_train += len(mb) * self.adapter.nfe_per_step(cfg.sampling.guidance_scale)
+                    nfe_train += len(mb) * nfe_per_row
             for k, (mb, term) in enumerate(micro):
                 sync = k == len(micro) - 1
                 ctx_mgr = contextlib.nullcontext() if sync else self.acc.no_sync(self.model)
@@ -751,7 +754,7 @@ class FlowGRPOTrainer:
                     else:
                         loss, mm = self.objective.loss(ctx, ro, mb, term, adv, valid)
                     self.acc.backward(loss * scales[k])
-                nfe_train += len(mb) * self.adapter.nfe_per_step(cfg.sampling.guidance_scale)
+                nfe_train += len(mb) * nfe_per_row
                 w = float(valid[mb].float().sum())
                 for key, val in mm.items():
                     if key.endswith(("_max", "_min")):
