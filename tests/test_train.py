@@ -1048,6 +1048,108 @@ def test_anchor_kl_at_an_untrained_step_matches_the_closed_form(sd3_dir, tmp_pat
     assert float(plain) == pytest.approx(float(policy_only), rel=1e-4)
 
 
+def _inflate_velocity(model: torch.nn.Module, factor: float) -> None:
+    """Scale the SD3 transformer's output layer (weight and bias) by `factor`: the policy's velocity is then exactly
+    factor·v_ref (CFG mixes linearly), so ‖v_θ‖/‖v_ref‖ = factor for every sample and the policy is off the base."""
+    with torch.no_grad():
+        model.proj_out.weight.mul_(factor)
+        model.proj_out.bias.mul_(factor)
+
+
+def test_grpo_loss_adds_kl_beta_times_the_kl_and_penalty_weight_times_the_hinge(sd3_dir, tmp_path):
+    """Off the base (v_θ = 1.5·v_ref), the flat GRPO loss is the surrogate + β·KL + λ·hinge, each the mean over the
+    valid samples: the KL hand-computed in closed form for the sde kernel, the hinge max(0, 1.5 − 1) = 0.5. At
+    initialisation both are 0, so a trainer run cannot tell whether the loss carries them."""
+    from imgalign.config import load_config
+    from imgalign.trainers import kernels as K
+    from imgalign.trainers.config import FlowGRPOConfig
+    from imgalign.trainers.objectives import TrainContext
+    from imgalign.trainers.testing import first_rollout
+    from imgalign.trainers.trainer import FlowGRPOTrainer
+
+    beta, lam = 0.3, 0.2
+    cfg_d = tiny_config(
+        sd3_dir,
+        tmp_path / "run",
+        sampling__num_steps=4,
+        sampling__sde_window=1,
+        sampling__sde_window_max_start=0,
+        objective__kl_beta=beta,
+        objective__penalty="vnorm",
+        objective__penalty_weight=lam,
+    )
+    tr = FlowGRPOTrainer(load_config(FlowGRPOConfig, write(cfg_d, tmp_path / "c.yaml")), tmp_path / "run")
+    tr.setup()
+    ro, _ = first_rollout(tr)
+    assert ro.train_steps == [0]
+    _inflate_velocity(tr.model, 1.5)
+    idx, adv = torch.arange(4), torch.tensor([1.0, 0.5, 0.2, -0.1])
+    valid = torch.tensor([True, False, True, True])  # the masked sample is in neither mean
+    ctx = TrainContext(tr.adapter, tr.model, 0)
+    o = tr.cfg.objective
+
+    def loss_with(kl_beta: float, penalty_weight: float) -> float:
+        o.kl_beta, o.penalty_weight = kl_beta, penalty_weight
+        return float(tr.objective.loss(ctx, ro, idx, 0, adv, valid)[0].detach())
+
+    i, sig, g = 0, [float(x) for x in ro.sigmas], tr.cfg.sampling.guidance_scale
+    with torch.no_grad():
+        x = ro.latents[:, i]
+        v = tr.adapter.velocity(x, ro.sigmas[i], ro.cond, g, transformer=tr.model)
+        with tr.adapter.reference() as ref:
+            v_ref = tr.adapter.velocity(x, ro.sigmas[i], ro.cond, g, transformer=ref)
+    torch.testing.assert_close(v, 1.5 * v_ref, rtol=1e-4, atol=1e-5)
+    s, dt = sig[i], sig[i + 1] - sig[i]
+    a2 = float(K.sde_sigma_scale(s, sig[1], tr.cfg.sampling.noise_level)) ** 2
+    dmu = (v - v_ref) * dt * (1 + a2 * (1 - s) / (2 * s))
+    kl = (dmu.flatten(1) ** 2).sum(1) / (2 * a2 * abs(dt))  # [4]
+    kl_valid = float(kl[valid].mean())
+    assert kl_valid > 1e-3 and abs(kl_valid - float(kl.mean())) > 1e-3 * kl_valid  # the mask matters
+
+    plain = loss_with(0.0, 0.0)
+    assert loss_with(beta, 0.0) - plain == pytest.approx(beta * kl_valid, rel=1e-3)
+    assert loss_with(0.0, lam) - plain == pytest.approx(lam * 0.5, rel=1e-4)
+    assert loss_with(beta, lam) - plain == pytest.approx(beta * kl_valid + lam * 0.5, rel=1e-3)
+
+
+def test_nft_loss_adds_penalty_weight_times_the_hinge(sd3_dir, tmp_path):
+    """Off the base (v_θ = 1.5·v_ref at every noisy latent), the NFT loss gains λ·max(0, 1.5 − 1) = λ·0.5 from the
+    velocity-norm hinge; at initialisation the hinge is 0."""
+    from imgalign.config import load_config
+    from imgalign.trainers.config import FlowGRPOConfig
+    from imgalign.trainers.objectives import NFTObjective, TrainContext
+    from imgalign.trainers.testing import first_rollout
+    from imgalign.trainers.trainer import FlowGRPOTrainer
+
+    lam = 0.2
+    cfg_d = tiny_config(
+        sd3_dir,
+        tmp_path / "run",
+        objective__name="nft",
+        objective__penalty="vnorm",
+        objective__penalty_weight=lam,
+    )
+    tr = FlowGRPOTrainer(load_config(FlowGRPOConfig, write(cfg_d, tmp_path / "c.yaml")), tmp_path / "run")
+    tr.setup()
+    assert isinstance(tr.objective, NFTObjective)
+    ro, _ = first_rollout(tr)
+    _inflate_velocity(tr.model, 1.5)
+    idx, adv = torch.arange(4), torch.tensor([1.0, 0.5, 0.2, -0.1])
+    valid = torch.tensor([True, False, True, True])
+    ctx = TrainContext(tr.adapter, tr.model, 0)
+
+    def loss_with(penalty_weight: float) -> tuple[float, dict]:
+        tr.cfg.objective.penalty_weight = penalty_weight
+        loss, m = tr.objective.loss(ctx, ro, idx, 0, adv, valid)
+        return float(loss.detach()), m
+
+    plain, m = loss_with(0.0)
+    assert m["policy/vnorm_ratio"] == pytest.approx(1.5, rel=1e-4)
+    with_pen, m = loss_with(lam)
+    assert m["policy/penalty"] == pytest.approx(0.5, rel=1e-4)
+    assert with_pen - plain == pytest.approx(lam * 0.5, rel=1e-4)
+
+
 def test_reward_means_by_tag_hand_computed():
     from imgalign.trainers.rewarding import reward_means_by_tag
 

@@ -146,6 +146,55 @@ def test_tree_edges_ratio_one_on_policy(sd3_dir, between):
     assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in a.transformer.parameters())
 
 
+def test_tree_loss_adds_kl_beta_times_the_kl_and_penalty_weight_times_the_hinge(sd3_dir):
+    """Off the base (the output layer scaled by 1.5: v_θ = 1.5·v_ref), the tree GRPO loss is the surrogate + β·KL +
+    λ·hinge, both means over the parent rows with a valid edge: KL = ‖μ_θ − μ_ref‖²/(2·std²) per row (hand-computed
+    from the kernel means), hinge = max(0, 1.5 − 1) = 0.5. At initialisation both are 0."""
+    from imgalign.trainers.config import ObjectiveConfig
+    from imgalign.trainers.objectives import GRPOObjective, TrainContext
+    from imgalign.trainers.rewarding import Balanced
+    from imgalign.trainers.rollout import kernel_mean_std
+
+    a, s = _setup(sd3_dir, 1.0, branch_steps=[0, 2], branch_factors=[2], advantage="sibling")
+    a.enable_full_finetune(keep_reference=True)
+    ro = _roll(a, s)
+    rows_ = ro.extras["tree"]
+    bal = Balanced(torch.linspace(-1, 1, 8), torch.ones(8, dtype=torch.bool), 0.0)
+    adv, valid = ro.extras["credit"](torch.zeros(1, 8), bal)
+    valid = valid.clone()
+    valid[1] = False  # a parent row without a valid edge is in neither mean
+    with torch.no_grad():
+        a.transformer.proj_out.weight.mul_(1.5)
+        a.transformer.proj_out.bias.mul_(1.5)
+        v = a.velocity(rows_.x, rows_.sigma, rows_.cond, 1.0, transformer=a.transformer)
+        with a.reference() as ref:
+            v_ref = a.velocity(rows_.x, rows_.sigma, rows_.cond, 1.0, transformer=ref)
+    torch.testing.assert_close(v, 1.5 * v_ref, rtol=1e-4, atol=1e-5)
+    means = [
+        kernel_mean_std(
+            s.kernel, rows_.x, vel, rows_.sigma, rows_.sigma_next, s.noise_level, rows_.sigma_next_of_one
+        )[0]
+        for vel in (v, v_ref)
+    ]
+    kl = ((means[0] - means[1]).flatten(1) ** 2).sum(1) / (2 * rows_.std**2)  # [M]
+    rows_on = valid.any(1)
+    kl_on = float(kl[rows_on].mean())
+    assert kl_on > 1e-3 and abs(kl_on - float(kl.mean())) > 1e-3 * kl_on  # the row mask matters
+    ctx = TrainContext(a, a.transformer, 0)
+    idx = torch.arange(rows_.x.shape[0])
+    beta, lam = 0.3, 0.2
+
+    def loss_with(kl_beta: float, penalty_weight: float) -> float:
+        c = ObjectiveConfig(clip_range=0.2, kl_beta=kl_beta, penalty="vnorm", penalty_weight=penalty_weight)
+        obj = GRPOObjective(c, s)
+        obj.needs_reference = True  # the same forwards with either term off
+        return float(obj.loss(ctx, ro, idx, obj.terms(ro)[0], adv, valid)[0].detach())
+
+    plain = loss_with(0.0, 0.0)
+    assert loss_with(beta, 0.0) - plain == pytest.approx(beta * kl_on, rel=1e-3)
+    assert loss_with(0.0, lam) - plain == pytest.approx(lam * 0.5, rel=1e-4)
+
+
 def test_bench_scored_rollout_applies_tree_credit(sd3_dir, prompts, tmp_path):
     """The benches' scored_rollout trains with the tree's per-edge credit, as the trainer does (the balancer's [N]
     advantages on the parent rows were a size-mismatch error in the tree loss)."""
