@@ -170,7 +170,20 @@ def test_marble_rejects_objective_without_head(sd3_dir, tmp_path, capsys):
 # ---- the amortisation identity in the trainer setting ------------------------------------------------------------
 
 
-def _trainer_and_rollout(sd3_dir: Path, out: Path, rewards: list[str], objective: str, **over):
+def _move_off_the_base(tr) -> None:
+    """Move the trainable weights off the frozen base: a small seeded random step, and the output layer scaled by
+    1.2 so that ‖v_θ‖ > ‖v_ref‖ (the velocity-norm hinge active). The KL and penalty gradients are then nonzero."""
+    g = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for p in tr.params:
+            p.add_(0.01 * torch.randn(p.shape, generator=g).to(p))
+        tr.model.proj_out.weight.mul_(1.2)
+        tr.model.proj_out.bias.mul_(1.2)
+
+
+def _trainer_and_rollout(
+    sd3_dir: Path, out: Path, rewards: list[str], objective: str, off_base: bool = False, **over
+):
     from imgalign.config import load_config
     from imgalign.trainers.config import FlowGRPOConfig
     from imgalign.trainers.rewarding import per_reward_advantages, score_all
@@ -182,6 +195,8 @@ def _trainer_and_rollout(sd3_dir: Path, out: Path, rewards: list[str], objective
     cfg = load_config(FlowGRPOConfig, path)
     tr = FlowGRPOTrainer(cfg, out)
     tr.setup()
+    if off_base:  # before the rollout: GRPO stays on-policy (ratio 1), the base model is the reference
+        _move_off_the_base(tr)
     ro, gid = first_rollout(tr)
     scores = score_all(tr.rewards, ro.images, ro.prompts, ro.metadata)  # [K, N]
     per, valid, _ = per_reward_advantages(scores, gid, torch.isfinite(scores))
@@ -195,21 +210,28 @@ def _grad(tr, loss: torch.Tensor) -> torch.Tensor:
     )
 
 
+PENALTY = {"objective__penalty": "vnorm", "objective__penalty_weight": 0.1}
+
+
 @pytest.mark.parametrize(
-    ("objective", "rewards", "over"),
+    ("objective", "rewards", "over", "off_base"),
     [
-        ("nft", [RED, BRIGHT, BLUE], {}),
-        ("nft", [RED, BRIGHT], {"objective__penalty": "vnorm", "objective__penalty_weight": 0.1}),
-        ("grpo", [RED, BRIGHT, BLUE], {"objective__kl_beta": 0.05}),
+        ("nft", [RED, BRIGHT, BLUE], {}, False),
+        ("nft", [RED, BRIGHT], PENALTY, False),
+        ("grpo", [RED, BRIGHT, BLUE], {"objective__kl_beta": 0.05}, False),
+        # off the base the regularisers have nonzero gradients: counting them more than once would show
+        ("nft", [RED, BRIGHT], PENALTY, True),
+        ("grpo", [RED, BRIGHT, BLUE], {"objective__kl_beta": 0.05}, True),
     ],
 )
-def test_amortisation_identity_in_trainer(sd3_dir, tmp_path, objective, rewards, over):
+def test_amortisation_identity_in_trainer(sd3_dir, tmp_path, objective, rewards, over, off_base):
     """sum_k c_k grad L(signal_k) == grad L(sum_k c_k signal_k) for c on the simplex, through the real objective
     heads (NFT: signal = r, exact; Flow-GRPO on-policy: signal = A, exact while the ratio is inside the clip range),
-    regularisers (KL, velocity penalty) included once on both sides since sum c = 1."""
+    regularisers (KL, velocity penalty) included once on both sides since sum c = 1. `off_base`: the weights moved
+    off the base model first, so that the regularisers' gradients are nonzero (at initialisation they vanish)."""
     from imgalign.trainers.objectives import TrainContext
 
-    tr, ro, per, valid = _trainer_and_rollout(sd3_dir, tmp_path / "run", rewards, objective, **over)
+    tr, ro, per, valid = _trainer_and_rollout(sd3_dir, tmp_path / "run", rewards, objective, off_base, **over)
     k = per.shape[1]
     assert valid.any() and (per[valid].abs().sum(0) > 0).all()  # every reward carries signal
     c = torch.distributions.Dirichlet(torch.ones(k)).sample((1,))[0].double()
@@ -229,7 +251,13 @@ def test_amortisation_identity_in_trainer(sd3_dir, tmp_path, objective, rewards,
     mixed, _ = head.total(sig @ c.to(sig.dtype))
     one = _grad(tr, mixed).double()
     assert weighted is not None and weighted.norm() > 0
-    torch.testing.assert_close(one, weighted, rtol=1e-4, atol=1e-6 * float(weighted.abs().max()))
+    tol = {"rtol": 1e-4, "atol": 1e-6 * float(weighted.abs().max())}
+    torch.testing.assert_close(one, weighted, **tol)
+    if off_base:  # the regulariser's gradient is large enough that counting it k times breaks the identity
+        head = tr.objective.head(ctx, ro, idx, term, valid)
+        assert float(head.extra.detach()) > 0
+        g_extra = _grad(tr, head.extra).double()
+        assert not torch.allclose(one + (k - 1) * g_extra, weighted, **tol)
     # and the trainer's balancer produces exactly that mix from its coefficients
     from imgalign.trainers.balance import RewardBalancing
 
@@ -244,5 +272,6 @@ def test_amortisation_identity_in_trainer(sd3_dir, tmp_path, objective, rewards,
     ref, _ = head.total(head.to_signal(per) @ c_rb.float())
     torch.testing.assert_close(loss, ref)
     m = rb.step_metrics()
-    # at initialisation the KL / velocity-penalty gradients vanish, so d is the min-norm point: cosines > 0
-    assert m["balance/grad_cos_min"] > 0
+    if not off_base:
+        # at initialisation the KL / velocity-penalty gradients vanish, so d is the min-norm point: cosines > 0
+        assert m["balance/grad_cos_min"] > 0
