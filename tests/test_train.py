@@ -559,6 +559,35 @@ def test_update_runs_updates_per_step_optimizer_steps_when_rows_do_not_divide(sd
     assert tr.scheduler.last_epoch - before == 4
 
 
+def test_ema_averages_the_weights_after_each_optimizer_update_with_its_decay(sd3_dir, tmp_path):
+    """train.ema_decay d: the EMA starts at the initial weights and after every optimizer update becomes
+    d·ema + (1 − d)·weights (no warm-up), so after updates w_1..w_n it is d^n·w_0 + Σ_j (1 − d)·d^(n−j)·w_j: here
+    4 updates at d = 0.5, hand-computed from the weights recorded after each update."""
+    from imgalign.trainers.testing import first_rollout
+
+    d = 0.5
+    tr = _sgd_trainer(sd3_dir, tmp_path, ema_decay=d, micro_batch_size=2, updates_per_step=4)
+    assert tr.ema is not None
+    tr.optimizer.param_groups[0]["lr"] = 0.01
+    tr.scheduler = torch.optim.lr_scheduler.LambdaLR(tr.optimizer, lambda _: 1.0)
+    w0 = [p.detach().float().clone() for p in tr.params]
+    seen: list[list[torch.Tensor]] = []
+    tr.optimizer.register_step_post_hook(
+        lambda *_: seen.append([p.detach().float().clone() for p in tr.params])
+    )
+    ro, _ = first_rollout(tr)
+    tr._update(0, ro, torch.tensor([1.0, -1.0] * 4), torch.ones(8, dtype=torch.bool))
+    assert len(seen) == 4
+    expect = w0
+    for w in seen:
+        expect = [d * e + (1 - d) * x for e, x in zip(expect, w)]
+    for e, s in zip(expect, tr.ema.shadow, strict=True):
+        torch.testing.assert_close(s, e, rtol=1e-5, atol=1e-7)
+    # the EMA lags the live weights (a decay ignored would copy them)
+    lag = max(float((s - p.detach().float()).abs().max()) for s, p in zip(tr.ema.shadow, tr.params))
+    assert lag > 1e-4
+
+
 def test_update_metrics_are_means_over_valid_samples_whatever_the_padding(sd3_dir, tmp_path):
     """2 valid rows among 8 micro-batches of 1 (the invalid rows kept, as a process pads its update to the others'
     row count): the padding micro-batches' empty metrics (0 for a mean, 1 for a ratio) are not averaged in, so the
