@@ -340,6 +340,19 @@ def test_grpo_loss_hand_computed():
     torch.testing.assert_close(lp2.grad, torch.tensor([-1.0, 2.0, -0.5]) / 3)
 
 
+def test_grpo_approx_kl_is_the_weighted_mean_over_unmasked_samples():
+    """approx_kl = Σ w·½(logπ_θ − logπ_old)² / Σ w: masked samples (weight 0) are left out, also when their
+    log-ratio is NaN (a diverged sample)."""
+    lp_old = torch.zeros(5)
+    lp = torch.tensor([0.2, -0.4, 3.0, float("nan"), 0.1])
+    w = torch.tensor([1.0, 1.0, 0.0, 0.0, 1.0])
+    out = grpo_clipped_loss(lp, lp_old, torch.ones(5), 0.2, w)
+    assert out.approx_kl.item() == pytest.approx(0.5 * (0.04 + 0.16 + 0.01) / 3, rel=1e-6)
+    # without weights: the plain mean over every sample
+    out = grpo_clipped_loss(lp[:3], lp_old[:3], torch.ones(3), 0.2)
+    assert out.approx_kl.item() == pytest.approx(0.5 * (0.04 + 0.16 + 9.0) / 3, rel=1e-6)
+
+
 def test_balancers_single_reward_equals_grpo_and_gdpo_matches_math_module():
     from imgalign.trainers.balance import gdpo_advantages
     from imgalign.trainers.rewarding import gdpo, group_norm_weighted
