@@ -26,6 +26,7 @@ from PIL import Image, UnidentifiedImageError
 from tqdm.auto import tqdm
 
 from imgalign.eval.geneval import ColorFn, Detections, color_from_detection, judge, summarize
+from imgalign.prompts.io import read_text
 
 log = logging.getLogger(__name__)
 
@@ -96,9 +97,9 @@ def read_folder(root: Path) -> Iterator[PromptFolder]:
         meta_path = d / "metadata.jsonl"
         if not meta_path.is_file():
             raise FileNotFoundError(f"{meta_path} is missing: every prompt folder needs its metadata.jsonl")
-        text = meta_path.read_text(
-            encoding="utf-8-sig"
-        ).strip()  # a BOM from a Windows editor is not an error
+        text = read_text(
+            meta_path, "metadata file", ValueError
+        ).strip()  # a BOM from an editor is not an error
         try:
             meta = json.loads(text.splitlines()[0]) if text else None
         except json.JSONDecodeError as e:

@@ -291,11 +291,13 @@ def load_config(cls: type[T], path: str | Path | None = None, overrides: list[st
     """Build a `cls` config from a YAML file (optional) and ``key=value`` overrides, then validate it."""
     data: dict[str, Any] = {}
     if path is not None:
+        from imgalign.prompts.io import read_text
+
         p = Path(path)
         if not p.is_file():
             raise ConfigError(f"config file {str(p)!r} does not exist")
         try:
-            loaded = yaml.safe_load(p.read_text())
+            loaded = yaml.safe_load(read_text(p, "config file", ConfigError))
         except yaml.YAMLError as e:
             raise ConfigError(f"config file {str(p)!r} is not valid YAML: {e}") from None
         if loaded is None:

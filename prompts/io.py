@@ -77,10 +77,24 @@ def validate_geneval_line(meta: Any, where: str) -> dict[str, Any]:
     return meta
 
 
-def _lines(path: Path) -> list[str]:
+def read_text(
+    path: str | Path, what: str, error: type[Exception] = PromptFileError, hint: str = "save it as UTF-8"
+) -> str:
+    """The text of a UTF-8 file (a BOM from a Windows editor dropped). A file that cannot be read or is not UTF-8
+    raises `error` saying ``cannot read <what> '<path>': <why>`` (plus `hint` for a non-UTF-8 file), so no caller
+    shows a bare codec error that names no file."""
+    try:
+        return Path(path).read_text(encoding="utf-8-sig")  # read_text turns \r\n and \r into \n
+    except UnicodeDecodeError as e:
+        raise error(f"cannot read {what} {str(path)!r}: it is not UTF-8 text ({e}); {hint}") from None
+    except OSError as e:
+        raise error(f"cannot read {what} {str(path)!r}: {e}") from None
+
+
+def _lines(path: Path, what: str) -> list[str]:
     """The file's lines: a BOM is not part of the first one, and only newlines end a line (``str.splitlines``
     also splits at U+2028, U+0085 and form feeds, which JSON strings and prompts may hold)."""
-    return path.read_text(encoding="utf-8-sig").split("\n")  # read_text turns \r\n and \r into \n
+    return read_text(path, what).split("\n")
 
 
 def load_geneval_metadata(path: str | Path) -> list[dict[str, Any]]:
@@ -94,10 +108,7 @@ def load_geneval_metadata(path: str | Path) -> list[dict[str, Any]]:
             "GenEval object per line ('tag', 'include', 'prompt'), e.g. GenEval's evaluation_metadata.jsonl"
         )
     out = []
-    try:
-        lines = _lines(path)
-    except (OSError, UnicodeDecodeError) as e:
-        raise PromptFileError(f"cannot read metadata file {str(path)!r}: {e}") from None
+    lines = _lines(path, "metadata file")
     for n, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -123,10 +134,7 @@ def load_prompts(path: str | Path) -> list[PromptRecord]:
             f"prompt file {str(path)!r}: unknown format {suffix!r}; give a .txt file (one prompt per line) or a .jsonl "
             "file (one JSON object with a 'prompt' field per line, e.g. GenEval's evaluation_metadata.jsonl)"
         )
-    try:
-        lines = _lines(path)
-    except (OSError, UnicodeDecodeError) as e:
-        raise PromptFileError(f"cannot read prompt file {str(path)!r}: {e}") from None
+    lines = _lines(path, "prompt file")
     records: list[PromptRecord] = []
     if suffix == ".jsonl":
         for n, line in enumerate(lines, start=1):

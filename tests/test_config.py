@@ -62,6 +62,15 @@ def test_type_errors_and_validation():
         load_config(Cfg, "/nonexistent.yaml")
 
 
+def test_a_config_file_that_is_not_utf8_is_named(tmp_path):
+    p = tmp_path / "lat.yaml"
+    p.write_bytes(b"name: shapes \xe9\n")
+    with pytest.raises(
+        ConfigError, match=r"cannot read config file '.*lat.yaml': it is not UTF-8 text .*UTF-8"
+    ):
+        load_config(Cfg, p)
+
+
 def test_describe_has_help_for_every_leaf():
     rows = describe(Cfg)
     assert ("optim.lr", "0.0003", "learning rate") in rows

@@ -352,6 +352,33 @@ def test_bad_baseline_fails_before_scoring(
     assert "line 1 is not an `imgalign score` JSONL row" in capsys.readouterr().err
 
 
+def test_a_file_that_is_not_utf8_is_named(
+    folder: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """A non-UTF-8 --prompts, --baseline (or a PNG given as one) or folder metadata.jsonl is refused naming the
+    file and saying what to do, not with a bare codec error; score and eval read metadata the same way."""
+    d, _ = folder
+    out = tmp_path / "x.jsonl"
+    latin1 = tmp_path / "latin1.jsonl"
+    latin1.write_bytes(b'\xff\xfe{"x":1}\n')
+    common = ["score", str(d / "ok0.png"), "--reward", "artifact", "--no-progress", "--out", str(out)]
+    assert main([*common, "--prompts", str(latin1)]) == 2
+    assert f"cannot read prompt file {str(latin1)!r}: it is not UTF-8 text" in capsys.readouterr().err
+    for bad in (latin1, d / "ok0.png"):
+        assert main([*common, "--baseline", str(bad)]) == 2 and not out.exists()
+        err = capsys.readouterr().err
+        assert f"cannot read --baseline {str(bad)!r}" in err and "imgalign score --out X.jsonl" in err
+    gen = tmp_path / "gen"
+    for i in range(2):
+        write_prompt_folder(gen, i, SPECS[i].to_metadata(), [W.render(SPECS[i], 0)[0]])
+    meta = gen / "00001" / "metadata.jsonl"
+    meta.write_bytes(b"\xff\xfe")
+    assert main(["score", str(gen), "--reward", "geneval", "--no-progress", "--out", str(out)]) == 2
+    assert f"cannot read metadata file {str(meta)!r}: it is not UTF-8 text" in capsys.readouterr().err
+    assert main(["eval", "--images", str(gen), "--out", str(tmp_path / "ev"), "--no-progress"]) == 2
+    assert f"cannot read metadata file {str(meta)!r}: it is not UTF-8 text" in capsys.readouterr().err
+
+
 def test_a_baseline_pairs_options_written_another_way(
     tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:

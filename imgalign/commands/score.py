@@ -60,8 +60,10 @@ def load_prompt_map(path: str | Path) -> dict[str, dict[str, Any]]:
     path = Path(path)
     if not path.is_file():
         raise CLIError(f"prompt file {str(path)!r} does not exist")
+    from imgalign.prompts.io import read_text
+
     out: dict[str, dict[str, Any]] = {}
-    for n, line in enumerate(path.read_text(encoding="utf-8-sig").splitlines(), start=1):
+    for n, line in enumerate(read_text(path, "prompt file", CLIError).splitlines(), start=1):
         if not line.strip():
             continue
         try:
@@ -120,7 +122,9 @@ def _geneval_meta(file: Path) -> dict[str, Any] | None:
     meta = file.parent.parent / "metadata.jsonl"
     if not meta.is_file():
         return None
-    text = meta.read_text(encoding="utf-8-sig").strip()
+    from imgalign.prompts.io import read_text
+
+    text = read_text(meta, "metadata file", CLIError).strip()
     try:
         row = json.loads(text.splitlines()[0]) if text else None
     except json.JSONDecodeError as e:
@@ -167,9 +171,14 @@ def load_baseline(path: str | Path) -> dict[str, dict[str, Any]]:
         raise CLIError(
             f"--baseline {str(path)!r} does not exist; pass an earlier `imgalign score --out X.jsonl`"
         )
+    from imgalign.prompts.io import read_text
+
+    text = read_text(
+        path, "--baseline", CLIError, "pass the .jsonl that `imgalign score --out X.jsonl` wrote"
+    )
     out: dict[str, dict[str, Any]] = {}
     names: dict[str, str] = {}  # column name as written -> today's canonical key
-    for i, line in enumerate(path.read_text(encoding="utf-8-sig").splitlines(), 1):
+    for i, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:
