@@ -234,6 +234,27 @@ def test_world_render_refuses_a_folder_with_files(tmp_path, small_prompts, capsy
     assert "is not empty" in capsys.readouterr().err
 
 
+def test_an_out_folder_under_a_file_is_refused_before_any_work(tmp_path, small_prompts, capsys, monkeypatch):
+    """eval and world render with --out under an existing file say which part is a file before reading, rendering
+    or judging anything (not a raw '[Errno 20] Not a directory' once the work is done)."""
+    src = tmp_path / "src"
+    main(["world", "render", "--prompts", str(small_prompts), "--images-per-prompt", "1", "--out", str(src)])
+    png = tmp_path / "some.png"
+    png.write_bytes(b"not a folder")
+
+    def no_work(*a, **k):
+        raise AssertionError("work began before --out was checked")
+
+    monkeypatch.setattr("imgalign.commands.evaluate.read_folder_index", no_work)
+    monkeypatch.setattr("imgalign.commands.world.render_folder", no_work)
+    for argv in (
+        ["eval", "--suite", "shapes", "--images", str(src), "--out", str(png / "sub")],
+        ["world", "render", "--prompts", str(small_prompts), "--out", str(png / "x")],
+    ):
+        assert main(argv) == 2
+        assert f"'{png}' is a file, not a folder" in capsys.readouterr().err
+
+
 def test_eval_errors_are_clear(tmp_path, capsys):
     assert main(["eval", "--images", str(tmp_path / "none"), "--out", str(tmp_path / "o")]) == 2
     assert "does not exist" in capsys.readouterr().err

@@ -50,6 +50,31 @@ def test_fd_renders_vs_degraded(tmp_path: Path, capsys: pytest.CaptureFixture) -
     assert f"{str(one)!r} holds 1 readable image; FID statistics need at least 2" in capsys.readouterr().err
 
 
+def test_fid_stats_out_under_a_file_is_refused_before_features(
+    tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a = write_folder(tmp_path / "a", shapes_reference_images(4, seed=1))
+    png = tmp_path / "some.png"
+    png.write_bytes(b"not a folder")
+
+    def no_work(*a, **k):
+        raise AssertionError("features were extracted before --out was checked")
+
+    monkeypatch.setattr("imgalign.rewards.fid.folder_images", no_work)
+    argv = [
+        "rewards",
+        "fid-stats",
+        "--images",
+        str(a),
+        "--features",
+        "stats",
+        "--out",
+        str(png / "x.safetensors"),
+    ]
+    assert main(argv) == 2
+    assert f"'{png}' is a file, not a folder" in capsys.readouterr().err
+
+
 def test_check_command(capsys: pytest.CaptureFixture) -> None:
     assert main(["rewards", "check", "--reward", "geneval", "--n", "24"]) == 0
     assert "geneval: true > corrupted in 1.000 of 24 pairs" in capsys.readouterr().out

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from imgalign import shapes as W
+from imgalign.commands import check_output_folder
 from imgalign.commands.world import check_shapes_metadata, render_folder
 from imgalign.eval.suite import atomic_write_text, copy_folder, judge_folder, read_folder, read_folder_index
 from imgalign.prompts.io import load_geneval_metadata
@@ -181,6 +182,7 @@ def run_eval(args: argparse.Namespace) -> int:
         raise ValueError(f"--steps must be at least 1 (got {args.steps})")
     if args.guidance_scale is not None and not args.guidance_scale >= 0:
         raise ValueError(f"--guidance-scale must be >= 0 (got {args.guidance_scale})")
+    check_output_folder(Path(args.out))  # before the images are read, a judge loads or a model samples
     if args.baseline:
         from imgalign.eval.reports import load_summary
 

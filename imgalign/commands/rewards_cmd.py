@@ -236,11 +236,13 @@ def run_check(args: argparse.Namespace) -> int:
 
 
 def run_fid_stats(args: argparse.Namespace) -> int:
+    from imgalign.commands import check_output_file
     from imgalign.rewards.features import build_features
     from imgalign.rewards.fid import folder_images, save_stats, shapes_reference_images, stats_of
 
     if Path(args.out).is_dir():
         raise CLIError(f"--out {args.out!r} is a folder; give a file name for the statistics (.safetensors)")
+    check_output_file(Path(args.out))  # before the features are extracted
     enc = build_features(args.features, args.device)
     if args.images == "shapes":
         images = shapes_reference_images(args.n)

@@ -10,6 +10,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from imgalign import shapes as W
+from imgalign.commands import check_output_folder
 from imgalign.eval.suite import write_prompt_folder
 from imgalign.prompts.io import load_geneval_metadata
 from imgalign.sampling import image_seed
@@ -77,6 +78,7 @@ def run_render(args: argparse.Namespace) -> int:
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         what = "is a file" if not out.is_dir() else "is not empty (its prompt folders would mix with these)"
         raise ValueError(f"--out {str(out)!r} {what}; give a new or empty folder")
+    check_output_folder(out)
     render_folder(metas, out, args.images_per_prompt, args.seed)
     print(f"wrote {len(metas)} prompts x {args.images_per_prompt} images to {args.out}")
     return 0
@@ -132,6 +134,7 @@ def run_pretrain(args: argparse.Namespace) -> int:
             f"--out {str(out)!r} is a file; give a folder (new, or one from an earlier pretraining run to resume: "
             f"each component trains in its own sub-folder)"
         )
+    check_output_folder(out)
     if jobs == 1 or len(names) == 1:
         for n in names:
             print(f"{n}: {_pretrain_one(COMPONENTS[n], cfgs[n], str(out), True)}")
