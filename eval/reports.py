@@ -56,6 +56,11 @@ def load_metrics(path: Path) -> list[dict[str, Any]]:
             raise ValueError(f"{path}:{n}: not valid JSON ({e.msg})") from None
         if not isinstance(row, dict):
             raise ValueError(f"{path}:{n}: expected one flat JSON object per line")
+        step = row.get("step", 0)  # plots and sorts read it as the x value
+        if isinstance(step, bool) or not isinstance(step, (int, float)) or not math.isfinite(step):
+            raise ValueError(
+                f"{path}:{n}: key 'step' is {step!r}; it must be a number (the training step), or leave the key out"
+            )
         rows.append(row)
     if not rows:
         raise ValueError(f"{path} holds no metrics rows")

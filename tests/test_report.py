@@ -120,6 +120,15 @@ def test_report_errors(tmp_path, capsys):
     (run / "metrics.jsonl").write_text('{"step": 0}\n{broken\n{"step": 2}\n')
     assert main(["report", str(run)]) == 2
     assert "metrics.jsonl:2: not valid JSON" in capsys.readouterr().err
+    for bad in ('"x"', "null", "true"):
+        (run / "metrics.jsonl").write_text(
+            f'{{"step": 0, "reward/a/mean": 1}}\n{{"step": {bad}, "reward/a/mean": 2}}\n'
+        )
+        assert main(["report", str(run)]) == 2
+        assert (
+            f"metrics.jsonl:2: key 'step' is {json.loads(bad)!r}; it must be a number"
+            in capsys.readouterr().err
+        )
 
 
 def test_metrics_saved_with_a_bom_load(tmp_path):
