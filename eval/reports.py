@@ -272,6 +272,11 @@ def write_run_report(run_dir: Path, out_dir: Path | None = None) -> tuple[Path, 
     from imgalign.eval.suite import atomic_write_text
 
     run_dir = Path(run_dir)
+    if run_dir.exists() and not run_dir.is_dir():
+        raise NotADirectoryError(
+            f"{str(run_dir)!r} is a file, not a run folder; give the training run's folder (its log.output_dir, "
+            "which holds metrics.jsonl)"
+        )
     if not run_dir.is_dir():
         raise FileNotFoundError(f"run folder {str(run_dir)!r} does not exist")
     rows = load_metrics(run_dir / "metrics.jsonl")

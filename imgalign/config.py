@@ -294,6 +294,10 @@ def load_config(cls: type[T], path: str | Path | None = None, overrides: list[st
         from imgalign.prompts.io import read_text
 
         p = Path(path)
+        if p.is_dir():
+            raise ConfigError(
+                f"config file {str(p)!r} is a folder; give a YAML config file (e.g. examples/shapes/flow_grpo.yaml)"
+            )
         if not p.is_file():
             raise ConfigError(f"config file {str(p)!r} does not exist")
         try:

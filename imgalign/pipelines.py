@@ -92,7 +92,7 @@ def check_pipeline_folder(path: Path) -> None:
     path = Path(path)
     if not path.is_dir():
         raise IncompleteModelError(
-            f"model folder {str(path)!r} does not exist; give an embedded name (e.g. 'shapes') or a folder "
+            f"model folder {str(path)!r} {'is a file' if path.exists() else 'does not exist'}; give an embedded name (e.g. 'shapes') or a folder "
             "written by `save_pretrained`"
         )
     index = path / "model_index.json"
@@ -158,15 +158,21 @@ def check_model_spec(spec: ModelSpec) -> ModelSpec:
                 )
             check_pipeline_folder(p)
         elif looks_like_path or not hub_id_available(spec.base):
+            what = "is a file, not a model folder" if p.exists() else "does not exist"
             raise IncompleteModelError(
-                f"model {spec.label!r}: {spec.base!r} does not exist; give an embedded name (shapes), a pipeline "
+                f"model {spec.label!r}: {spec.base!r} {what}; give an embedded name (shapes), a pipeline "
                 "folder or a Hub id already downloaded"
             )
     if spec.overlay is not None:
         op = Path(spec.overlay)
         if not op.is_dir():
             raise IncompleteModelError(
-                f"model {spec.label!r}: fine-tuned folder {spec.overlay!r} does not exist"
+                f"model {spec.label!r}: fine-tuned folder {spec.overlay!r} "
+                + (
+                    "is a file; give the folder a training run saved (a checkpoint)"
+                    if op.exists()
+                    else "does not exist"
+                )
             )
         overlay_kind(op)
     return spec

@@ -60,6 +60,8 @@ def test_type_errors_and_validation():
         load_config(Cfg, None, ["steps"])
     with pytest.raises(ConfigError, match="does not exist"):
         load_config(Cfg, "/nonexistent.yaml")
+    with pytest.raises(ConfigError, match="is a folder; give a YAML config file"):
+        load_config(Cfg, Path(__file__).parent)
 
 
 def test_a_config_file_that_is_not_utf8_is_named(tmp_path):

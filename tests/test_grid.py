@@ -177,6 +177,8 @@ def no_loading(monkeypatch):
         (["--model", "a={base}", "--model", "a={full}", "--prompt", "x"], "label 'a' is used twice"),
         (["--model", "a={base}", "--model", "b=/no/such/model", "--prompt", "x"], "does not exist"),
         (["--model", "a=runs/missing", "--prompt", "x"], "does not exist"),
+        (["--model", "a={tmp}/two.txt", "--prompt", "x"], "two.txt' is a file, not a model folder"),
+        (["--model", "a={base}+{tmp}/two.txt", "--prompt", "x"], "two.txt' is a file; give the folder"),
         (["--model", "a={base}", "--prompt", "  "], "non-empty"),
         (["--model", "a={base}", "--prompts", "{tmp}/none.txt"], "does not exist"),
         (["--model", "a={base}", "--prompts", "{tmp}/empty.txt"], "holds no prompts"),

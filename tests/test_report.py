@@ -115,6 +115,9 @@ def test_report_without_norm_inflation_makes_no_inflation_plot(tmp_path):
 def test_report_errors(tmp_path, capsys):
     assert main(["report", str(tmp_path / "missing")]) == 2
     assert "does not exist" in capsys.readouterr().err
+    (tmp_path / "some.png").write_bytes(b"png")
+    assert main(["report", str(tmp_path / "some.png")]) == 2
+    assert "some.png' is a file, not a run folder; give the training run's folder" in capsys.readouterr().err
     run = tmp_path / "bad"
     run.mkdir()
     (run / "metrics.jsonl").write_text('{"step": 0}\n{broken\n{"step": 2}\n')

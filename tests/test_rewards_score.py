@@ -346,6 +346,10 @@ def test_bad_baseline_fails_before_scoring(
     common = ["score", str(d / "ok0.png"), "--reward", "artifact", "--out", str(out)]
     assert main([*common, "--baseline", str(tmp_path / "nope.jsonl")]) == 2 and not out.exists()
     assert "--baseline" in capsys.readouterr().err
+    assert main([*common, "--baseline", str(d)]) == 2 and not out.exists()
+    assert f"--baseline {str(d)!r} is a folder; pass the JSONL" in capsys.readouterr().err
+    assert main([*common, "--prompts", str(d)]) == 2 and not out.exists()
+    assert f"prompt file {str(d)!r} is a folder" in capsys.readouterr().err
     csv_base = tmp_path / "b.csv"
     csv_base.write_text("file,prompt,artifact,error\nok0.png,p,1.0,\n")
     assert main([*common, "--baseline", str(csv_base)]) == 2 and not out.exists()

@@ -58,6 +58,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def load_prompt_map(path: str | Path) -> dict[str, dict[str, Any]]:
     """JSONL rows with 'file' and 'prompt' -> {file string: row}; errors name the file and line."""
     path = Path(path)
+    if path.is_dir():
+        raise CLIError(f"prompt file {str(path)!r} is a folder; give a JSONL file with file/prompt rows")
     if not path.is_file():
         raise CLIError(f"prompt file {str(path)!r} does not exist")
     from imgalign.prompts.io import read_text
@@ -168,8 +170,9 @@ def load_baseline(path: str | Path) -> dict[str, dict[str, Any]]:
     """Rows of an earlier ``imgalign score`` JSONL, by :func:`pair_key`; raises naming the file and line."""
     path = Path(path)
     if not path.is_file():
+        what = "is a folder" if path.is_dir() else "does not exist"
         raise CLIError(
-            f"--baseline {str(path)!r} does not exist; pass an earlier `imgalign score --out X.jsonl`"
+            f"--baseline {str(path)!r} {what}; pass the JSONL an earlier `imgalign score --out X.jsonl` wrote"
         )
     from imgalign.prompts.io import read_text
 
