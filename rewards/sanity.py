@@ -66,15 +66,16 @@ class PairResult:
     n: int
     per_task: dict[str, float]
     per_kind: dict[str, float]
-    mean_true: float
+    mean_true: float  # over the pairs whose two scores are finite (nan when there are none)
     mean_corrupted: float
+    n_nonfinite: int = 0  # pairs with a NaN/inf score (either prompt); they count as failures
 
 
 def true_vs_corrupted(
     reward: Any, n: int = 240, seed: int = 0, batch_size: int = 32, kinds: tuple[str, ...] = KINDS
 ) -> PairResult:
     """Render `n` seeded training specs (all six tasks), score each image with its true prompt and with a
-    corrupted one (:func:`corrupt_spec` restricted to `kinds`); ties count as failures."""
+    corrupted one (:func:`corrupt_spec` restricted to `kinds`); ties and non-finite scores count as failures."""
     from imgalign.prompts.shapes import sample_training_specs
 
     rng = random.Random(seed)
@@ -91,6 +92,8 @@ def true_vs_corrupted(
         true_all.append(t)
         bad_all.append(c)
     w = torch.cat(wins).float()
+    t, c = torch.cat(true_all), torch.cat(bad_all)
+    finite = torch.isfinite(t) & torch.isfinite(c)  # [n]
     per_task: dict[str, list[float]] = {}
     per_kind: dict[str, list[float]] = {}
     for s, k, v in zip(specs, bad_kinds, w.tolist()):
@@ -101,6 +104,7 @@ def true_vs_corrupted(
         n=n,
         per_task={k: sum(v) / len(v) for k, v in sorted(per_task.items())},
         per_kind={k: sum(v) / len(v) for k, v in sorted(per_kind.items())},
-        mean_true=float(torch.cat(true_all).mean()),
-        mean_corrupted=float(torch.cat(bad_all).mean()),
+        mean_true=float(t[finite].mean()),
+        mean_corrupted=float(c[finite].mean()),
+        n_nonfinite=int((~finite).sum()),
     )

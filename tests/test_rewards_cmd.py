@@ -83,6 +83,41 @@ def test_check_command(capsys: pytest.CaptureFixture) -> None:
     assert "does not read the prompt" in capsys.readouterr().err
 
 
+def test_check_says_when_a_reward_returns_non_finite_scores_or_raises(
+    capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An all-NaN reward gets no verdict ('true > corrupted in 0.000 ... mean true nan' read as a bad reward), a
+    partly-NaN one a count of those pairs, and one that raises a line naming it instead of a traceback."""
+    import sys
+    import types
+
+    mod = types.ModuleType("my_lab.check_fns")
+    mod.allnan = lambda images, prompts, metadata=None: torch.full((len(prompts),), float("nan"))
+    mod.half = lambda images, prompts, metadata=None: torch.tensor(
+        [float("nan") if i % 2 else 1.0 for i in range(len(prompts))]
+    )
+
+    def boom(images, prompts, metadata=None):
+        raise RuntimeError("reward server down")
+
+    mod.boom = boom
+    monkeypatch.setitem(sys.modules, "my_lab.check_fns", mod)
+    assert main(["rewards", "check", "--reward", "my_lab.check_fns:allnan", "--n", "4"]) == 2
+    out = capsys.readouterr()
+    assert "returned non-finite scores (NaN or inf) for all 4 pairs, so there is no verdict" in out.err
+    assert not out.out
+    assert main(["rewards", "check", "--reward", "my_lab.check_fns:half", "--n", "4"]) == 0
+    assert (
+        "mean true 1.0000, corrupted 1.0000; 2 of 4 pairs had a non-finite score" in capsys.readouterr().out
+    )
+    assert main(["rewards", "check", "--reward", "my_lab.check_fns:boom", "--n", "4"]) == 2
+    err = capsys.readouterr().err
+    assert (
+        "my_lab.check_fns:boom failed while scoring the check's images: RuntimeError: reward server down"
+        in err
+    )
+
+
 def test_corruptions_are_unsatisfied_by_the_true_render() -> None:
     import random
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Any
 
 from imgalign.cli import CLIError
 
@@ -224,15 +225,41 @@ def run_check(args: argparse.Namespace) -> int:
             )
         if hasattr(reward, "ready") and not reward.ready():
             raise CLIError(f"{spec} cannot score yet: {getattr(reward, 'not_ready_help', 'it is not ready')}")
-        res = true_vs_corrupted(reward, n=args.n, seed=args.seed, kinds=kinds)
+        res = true_vs_corrupted(_reporting_failures(reward, spec), n=args.n, seed=args.seed, kinds=kinds)
+        if res.n_nonfinite == res.n:
+            raise CLIError(
+                f"{spec} returned non-finite scores (NaN or inf) for all {res.n} pairs, so there is no verdict; "
+                "the reward must return a finite score for every image"
+            )
         results[spec] = res.__dict__
         tasks = ", ".join(f"{k} {v:.2f}" for k, v in res.per_task.items())
         tasks += "; by corruption: " + ", ".join(f"{k} {v:.2f}" for k, v in res.per_kind.items())
+        nonfinite = (
+            f"; {res.n_nonfinite} of {res.n} pairs had a non-finite score (counted as failures, left out of the "
+            "means)"
+            if res.n_nonfinite
+            else ""
+        )
         print(
             f"{spec}: true > corrupted in {res.accuracy:.3f} of {res.n} pairs ({tasks}); "
-            f"mean true {res.mean_true:.4f}, corrupted {res.mean_corrupted:.4f}"
+            f"mean true {res.mean_true:.4f}, corrupted {res.mean_corrupted:.4f}{nonfinite}"
         )
     return 0
+
+
+def _reporting_failures(reward: Any, spec: str) -> Any:
+    """`reward` as a callable whose failure becomes one line naming the reward (-v shows the traceback)."""
+
+    def call(images: Any, prompts: list[str], metadata: Any = None) -> Any:
+        try:
+            return reward(images, prompts, metadata)
+        except Exception as e:  # noqa: BLE001 -- a user's reward may raise anything
+            raise CLIError(
+                f"{spec} failed while scoring the check's images: {type(e).__name__}: {e} (run with -v for the "
+                "traceback)"
+            ) from e
+
+    return call
 
 
 def run_fid_stats(args: argparse.Namespace) -> int:
