@@ -81,6 +81,11 @@ class Reward:
             [prompts[i] for i in keep],
             [metadata[i] for i in keep] if metadata is not None else None,
         )
+        if out is None:  # as_tensor(None) is a single NaN, which would read as a non-finite score
+            raise RuntimeError(
+                f"reward {self.name!r} returned nothing (None); it must return one score per image (a tensor, "
+                "array or list of numbers) or a RewardOutput"
+            )
         if not isinstance(out, RewardOutput):
             out = RewardOutput(scores=torch.as_tensor(out))
         out.scores = (
@@ -497,7 +502,7 @@ class FunctionReward(Reward):
         self, images: torch.Tensor, prompts: list[str], metadata: list[dict[str, Any]] | None
     ) -> RewardOutput:
         out = self.fn(images, prompts, metadata, **self.opts)
-        if isinstance(out, RewardOutput):
+        if out is None or isinstance(out, RewardOutput):  # None: Reward.__call__ says it returned nothing
             return out
         return RewardOutput(scores=torch.as_tensor(np.asarray(out, dtype=np.float32)))
 

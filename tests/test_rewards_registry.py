@@ -182,6 +182,31 @@ class NotAReward:
     """A class that is neither a Reward nor a factory (it takes no device/dtype)."""
 
 
+def test_a_reward_returning_none_is_said_to_return_nothing(monkeypatch) -> None:
+    """None became one NaN score (torch.as_tensor(None)): 'non-finite score nan' for one image, 'returned 1 scores
+    for 4 images' for more; both hid that the function forgot to return its scores."""
+    import sys
+    import types
+
+    from imgalign.rewards.base import Reward
+
+    class Forgets(Reward):
+        name = "forgets"
+
+        def score(self, images, prompts, metadata):
+            images.mean()
+
+    mod = types.ModuleType("my_lab.none_fns")
+    mod.returns_none = lambda images, prompts, metadata=None: None
+    monkeypatch.setitem(sys.modules, "my_lab.none_fns", mod)
+    for reward in (build_reward("my_lab.none_fns:returns_none"), Forgets()):
+        for n in (1, 3):
+            with pytest.raises(
+                RuntimeError, match=r"returned nothing \(None\); it must return one score per image"
+            ):
+                reward(torch.full((n, 3, 8, 8), 0.5), [""] * n)
+
+
 def test_a_function_path_checks_its_options_and_a_bad_class_is_refused_when_built(monkeypatch) -> None:
     import sys
     import types
