@@ -55,6 +55,35 @@ def test_weighted_sum_vs_gdpo():
         gdpo_advantages(rewards, groups, weights=[1.0])
 
 
+def test_every_balancer_applies_unequal_reward_weights():
+    """Weights [1, 0.25] on two rewards, two groups of two, hand-computed: dropping the weights (a plain sum)
+    flips or zeroes the advantages. rewards [B=4, K=2]: r0 = [1, 0, 2, 0], r1 = [0, 2, 4, 0]."""
+    from imgalign.trainers.rewarding import gdpo, group_norm_weighted, weighted_sum
+
+    rewards = torch.tensor([[1.0, 0.0], [0.0, 2.0], [2.0, 4.0], [0.0, 0.0]])
+    groups = torch.tensor([0, 0, 1, 1])
+    w = [1.0, 0.25]
+    # raw weighted sum r0 + r1/4 = [1, 0.5, 3, 0] -> group-normalised [1, -1, 1, -1]
+    # (a plain sum [1, 2, 6, 0] would give [-1, 1, 1, -1])
+    ws = torch.tensor([1.0, -1.0, 1.0, -1.0])
+    torch.testing.assert_close(weighted_sum_advantages(rewards, groups, w, eps=0.0), ws)
+    # per-reward group norm: r0 -> [1, -1, 1, -1], r1 -> [-1, 1, 1, -1]; weighted [0.75, -0.75, 1.25, -1.25]
+    # (a plain sum [0, 0, 2, -2] would tie group 0); batch std sqrt((2·0.75² + 2·1.25²)/4) = sqrt(1.0625)
+    gd = torch.tensor([0.75, -0.75, 1.25, -1.25]) / 1.0625**0.5
+    torch.testing.assert_close(gdpo_advantages(rewards, groups, w, eps=0.0), gd)
+    # the trainer's balancers (rewards [K, N], eps 1e-4 inside)
+    r, wt, fin = rewards.T.contiguous(), torch.tensor(w), torch.ones(2, 4, dtype=torch.bool)
+    out = weighted_sum(r, wt, groups, fin)
+    torch.testing.assert_close(out.advantages, ws, atol=1e-3, rtol=0)
+    assert out.valid.all()
+    # group_norm_weighted: the weighted sum [0.75, -0.75, 1.25, -1.25] normalised within each group
+    out = group_norm_weighted(r, wt, groups, fin)
+    torch.testing.assert_close(out.advantages, ws, atol=1e-3, rtol=0)
+    assert out.valid.all()
+    out = gdpo(r, wt, groups, fin)
+    torch.testing.assert_close(out.advantages, gd, atol=1e-3, rtol=0)
+
+
 def test_min_norm_2_closed_form():
     g1, g2 = torch.tensor([1.0, 0.0]), torch.tensor([0.0, 2.0])
     gram = torch.stack([g1, g2]) @ torch.stack([g1, g2]).T
