@@ -162,6 +162,50 @@ def test_an_empty_set_gives_no_reward_and_a_nan_image_does_not_poison_the_set(ca
     torch.testing.assert_close(out[:3], clean(real[:3], [""] * 3).scores)
 
 
+def test_a_full_set_slides_scores_against_its_oldest_member_and_keeps_the_newest_on_resume() -> None:
+    """set_size=4 with 6 samples pushed: the set is the last 4 (sums, mean and covariance as recomputed from them);
+    a sample's reward replaces the oldest member (a direct FD recomputation); mode=group replaces the B oldest
+    (all of them when B > set_size); a state loaded with a smaller set_size keeps the newest members."""
+    g = torch.Generator().manual_seed(3)
+    imgs = torch.rand(11, 3, 64, 64, generator=g)
+    r = FIDReward(features="stats", ref="shapes", ref_size=64, set_size=4, exact=True)
+    feats = r.encoder(imgs).double()  # (11, d)
+    r.update(imgs[:3])
+    r.update(imgs[3:6])  # 6 pushed: feats 0 and 1 evicted
+
+    def fd(members: torch.Tensor) -> float:
+        return frechet_distance(r.mu_ref, r.sigma_ref, *stats_of(members))
+
+    kept = feats[2:6]
+    assert torch.equal(r.buffer, kept)
+    torch.testing.assert_close(r.sum1, kept.sum(0))
+    torch.testing.assert_close(r.sum2, kept.T @ kept)
+    mu, cov = mean_cov(r.sum1, r.sum2, 4)
+    mu_k, cov_k = stats_of(kept)
+    torch.testing.assert_close(mu, mu_k)
+    torch.testing.assert_close(cov, cov_k)
+    assert r.current_fd() == pytest.approx(fd(kept), rel=1e-9)
+    # a sample replaces the oldest member, feats[2]
+    out = r(imgs[6:8], ["", ""])
+    for i in (6, 7):
+        want = fd(kept) - fd(torch.cat([feats[3:6], feats[i : i + 1]]))
+        assert out.scores[i - 6].item() == pytest.approx(want, rel=1e-5, abs=1e-6)
+    # group mode: B = 2 replaces the 2 oldest; B = 5 > set_size replaces all 4 with the batch's first 4
+    group = FIDReward(features="stats", ref="shapes", ref_size=64, set_size=4, mode="group")
+    group.load_state_dict(r.state_dict())
+    two = group(imgs[6:8], ["", ""]).scores
+    want = fd(kept) - fd(torch.cat([feats[4:6], feats[6:8]]))
+    assert two[0].item() == pytest.approx(want, rel=1e-5, abs=1e-6) and torch.all(two == two[0])
+    five = group(imgs[6:11], [""] * 5).scores
+    assert five[0].item() == pytest.approx(fd(kept) - fd(feats[6:10]), rel=1e-5, abs=1e-6)
+    # resumed with a smaller set: the 2 newest, sums rebuilt from them
+    small = FIDReward(features="stats", ref="shapes", ref_size=64, set_size=2)
+    small.load_state_dict(r.state_dict())
+    assert torch.equal(small.buffer, feats[4:6])
+    torch.testing.assert_close(small.sum1, feats[4:6].sum(0))
+    torch.testing.assert_close(small.sum2, feats[4:6].T @ feats[4:6])
+
+
 def test_score_asks_for_a_generated_set(tmp_path, capsys) -> None:
     from PIL import Image
 
