@@ -320,3 +320,20 @@ def test_soft_reward_passes_its_verdict_and_scores_as_the_function():
     want = [soft_credit(im, DET(im), m) for im, m in zip(imgs, metas)]
     assert out.scores.tolist() == pytest.approx(want)
     assert any(w == 1.0 for w in want) and any(w < 1.0 for w in want)
+
+
+def test_strict_reward_gives_no_partial_credit():
+    """A two-object prompt rendered with only one of its objects: one clause of two is met, so `geneval:mode=
+    partial` gives 1/2 and `geneval:mode=strict` (the 0/1 verdict `imgalign eval` reports) gives 0; the full
+    render gets 1 from both."""
+    import torch
+
+    from imgalign.rewards import build_reward
+
+    meta = W.two_object("square", "cross").to_metadata()
+    half, _ = W.render(W.single_object("square"), 0)
+    full, _ = W.render(W.two_object("square", "cross"), 0)
+    x = torch.stack([torch.from_numpy(np.array(im)).permute(2, 0, 1).float() / 255 for im in (half, full)])
+    prompts, metas = [meta["prompt"]] * 2, [meta, meta]
+    assert build_reward("geneval:mode=partial").score(x, prompts, metas).scores.tolist() == [0.5, 1.0]
+    assert build_reward("geneval:mode=strict").score(x, prompts, metas).scores.tolist() == [0.0, 1.0]
