@@ -26,7 +26,8 @@ def test_clipscore_hand_computed() -> None:
 def test_tiny_open_clip_reward_matches_manual(tmp_path: Path) -> None:
     d = make_tiny_open_clip(tmp_path / "clip")
     r = build_reward(f"clip:model=local-dir:{d},batch_size=2")
-    x = torch.rand(3, 3, 32, 32)  # at the model's size: preprocessing is only the normalisation
+    g = torch.Generator().manual_seed(0)
+    x = torch.rand(3, 3, 32, 32, generator=g)  # at the model's size: preprocessing is only the normalisation
     prompts = ["a photo of a circle", "a red square", "two crosses"]
     out = r(x, prompts)
     with torch.no_grad():
@@ -35,6 +36,10 @@ def test_tiny_open_clip_reward_matches_manual(tmp_path: Path) -> None:
     cos = torch.nn.functional.cosine_similarity(img, txt, dim=-1)
     assert torch.allclose(out.scores, CLIPSCORE_W * cos.clamp(min=0), atol=1e-5)
     assert [d["cosine"] for d in out.details] == pytest.approx(cos.tolist(), abs=1e-5)
+    # weight= and clamp= reach the score: with weight=1, clamp=false it is the plain cosine, negative ones kept
+    assert cos.min() < 0  # "two crosses": the tiny model's text and image embeddings point apart
+    raw = build_reward(f"clip:model=local-dir:{d},weight=1,clamp=false")
+    assert torch.allclose(raw(x, prompts).scores, cos, atol=1e-5)
     plain = build_reward(f"clip:model={d}")  # a bare folder path works too
     assert torch.allclose(plain(x, prompts).scores, out.scores, atol=1e-5)
     big = torch.nn.functional.interpolate(x, size=64)  # other sizes are resized inside
