@@ -289,6 +289,33 @@ def test_soft_credit_near_miss_shape_earns_half_and_objects_serve_one_clause():
     assert soft_credit(None, {"circle": [blob]}, meta) == pytest.approx((0.5 + 0.0) / 2)
 
 
+def test_a_class_that_must_be_absent_and_is_not_included_is_its_own_clause():
+    """For "a square, no cross" the exclude clause for the cross (a class no include clause names) is a clause of its
+    own. Partial credit: 1 when fewer than `count` crosses survive the threshold, else 0. Soft credit: 1 - min(1,
+    sum of the crosses' confidence ramps / count)."""
+    meta = {
+        "tag": "single_object",
+        "include": [{"class": "square", "count": 1}],
+        "exclude": [{"class": "cross", "count": 1}],
+    }
+    # square met, a cross present (0.6 >= the threshold 0.3: a full ramp): (1 + 0) / 2 both ways
+    present = {"square": [D(0, 0, 9, 9)], "cross": [D(20, 0, 29, 9, 0.6)]}
+    j = judge(None, present, meta)
+    assert not j.correct and j.partial == pytest.approx(0.5)
+    assert soft_credit(None, present, meta) == pytest.approx(0.5)
+    # square missing, no cross: the absent cross earns its clause, (0 + 1) / 2
+    assert judge(None, {}, meta).partial == pytest.approx(0.5)
+    assert soft_credit(None, {}, meta) == pytest.approx(0.5)
+    # square missing, a faint cross (0.15, half the threshold): filtered out for the partial credit, (0 + 1) / 2;
+    # the soft credit counts half of it against the clause, (0 + (1 - 0.5)) / 2
+    faint = {"cross": [D(20, 0, 29, 9, 0.15)]}
+    assert judge(None, faint, meta).partial == pytest.approx(0.5)
+    assert soft_credit(None, faint, meta) == pytest.approx(0.25)
+    # square met, no cross: correct, 1 both ways
+    ok = {"square": [D(0, 0, 9, 9)]}
+    assert judge(None, ok, meta).correct and soft_credit(None, ok, meta) == 1.0
+
+
 def test_shapes_detector_reports_every_class_confidence():
     spec = W.two_object("square", "cross")
     img, _ = W.render(spec, 0)
