@@ -75,6 +75,20 @@ def test_run_summary_lines_give_the_evaluations_and_windowed_reward_changes(tmp_
     assert run_summary_lines(tmp_path / "empty") == []
 
 
+def test_a_short_series_compares_windows_of_two():
+    """6 logged steps: 10% is no step at all, so the windows are 2 steps each (one step has no sample variance).
+    Hand-computed: head [1, 3] mean 2 variance 2, tail [4, 8] mean 6 variance 8; se = sqrt((2 + 8) / 2)."""
+    from imgalign.eval.reports import window_change, window_change_line
+
+    y = np.array([1.0, 3.0, 2.0, 6.0, 4.0, 8.0])
+    change, se, m = window_change(y)
+    assert m == 2 and change == pytest.approx(4.0) and se == pytest.approx(math.sqrt(5.0))
+    assert window_change_line("reward/r/mean", y) == (
+        "`reward/r/mean` moved +4 ± 2.2 (standard error) from the mean of its first 2 logged steps to the mean of "
+        "its last 2."
+    )
+
+
 def test_masked_samples_and_skipped_updates_are_reported(tmp_path, capsys):
     """A run whose reward was NaN on every sample trained on nothing (every update empty) and exited 0; the end of
     `imgalign train` (run_summary_lines) and `imgalign report` say so, naming the reward. A clean run says nothing."""
