@@ -91,9 +91,9 @@ def true_vs_corrupted(
         wins.append(t > c)
         true_all.append(t)
         bad_all.append(c)
-    w = torch.cat(wins).float()
     t, c = torch.cat(true_all), torch.cat(bad_all)
     finite = torch.isfinite(t) & torch.isfinite(c)  # [n]
+    w = (torch.cat(wins) & finite).float()  # a finite score above -inf is no win
     per_task: dict[str, list[float]] = {}
     per_kind: dict[str, list[float]] = {}
     for s, k, v in zip(specs, bad_kinds, w.tolist()):

@@ -101,7 +101,13 @@ def test_check_says_when_a_reward_returns_non_finite_scores_or_raises(
         raise RuntimeError("reward server down")
 
     mod.boom = boom
+    # -inf for prompts of odd length, else 1: a finite true score above a -inf corrupted one is no win either
+    mod.neginf = lambda images, prompts, metadata=None: torch.tensor(
+        [float("-inf") if len(p) % 2 else 1.0 for p in prompts]
+    )
     monkeypatch.setitem(sys.modules, "my_lab.check_fns", mod)
+    assert main(["rewards", "check", "--reward", "my_lab.check_fns:neginf", "--n", "32"]) == 0
+    assert "true > corrupted in 0.000 of 32 pairs" in capsys.readouterr().out
     assert main(["rewards", "check", "--reward", "my_lab.check_fns:allnan", "--n", "4"]) == 2
     out = capsys.readouterr()
     assert "returned non-finite scores (NaN or inf) for all 4 pairs, so there is no verdict" in out.err
