@@ -103,6 +103,7 @@ class FlowAdapter:
     family = "base"
     pipeline_class_name = ""
     default_max_sequence_length = 256
+    nfe_count = 0  # transformer evaluations by velocity() so far, CFG counted as 2 (the trainer reads differences)
 
     def __init__(
         self,
@@ -217,6 +218,7 @@ class FlowAdapter:
         [uncond; cond] and v = v_u + w·(v_c − v_u)."""
         model = transformer if transformer is not None else self.transformer
         b = x.shape[0]
+        self.nfe_count += b * self.nfe_per_step(guidance_scale)
         sig = torch.as_tensor(sigma, dtype=torch.float32, device=self.device).expand(b)
         if self.uses_cfg(guidance_scale):
             neg = self.negative_cond(b)

@@ -756,8 +756,9 @@ def test_nft_guidance_scale_trains_the_guided_velocity(sd3_dir, tmp_path, caplog
 
 
 def test_nft_training_nfes_count_the_objectives_guidance_scale(sd3_dir, tmp_path):
-    """perf/nfe_train counts NFT's trained forwards at objective.nft.guidance_scale, not at the rollouts' CFG:
-    8 samples x 2 terms cost 16 evaluations at CFG 1 and 32 at CFG 3 (GRPO trains at the rollouts' CFG)."""
+    """perf/nfe_train counts every transformer evaluation of NFT's update at objective.nft.guidance_scale, not at
+    the rollouts' CFG: 8 samples x 2 terms x 2 forwards (the old policy's, v_θ's) cost 32 evaluations at CFG 1 and
+    64 at CFG 3; a forward hook on the transformer counts the rows it evaluated."""
     from imgalign.config import load_config
     from imgalign.trainers.config import FlowGRPOConfig
     from imgalign.trainers.testing import first_rollout
@@ -776,8 +777,14 @@ def test_nft_training_nfes_count_the_objectives_guidance_scale(sd3_dir, tmp_path
         tr.setup()
         ro, _ = first_rollout(tr)
         adv = torch.tensor([1.0, -1.0] * 4)
+        rows: list[int] = []
+        hook = tr.adapter.transformer.register_forward_hook(
+            lambda m, args, kw, out, seen=rows: seen.append(len(kw["hidden_states"])), with_kwargs=True
+        )
         nfes[w] = tr._update(0, ro, adv, torch.ones(8, dtype=torch.bool))["perf/nfe_train"]
-    assert nfes == {1.0: 16.0, 3.0: 32.0}
+        hook.remove()
+        assert nfes[w] == sum(rows)
+    assert nfes == {1.0: 32.0, 3.0: 64.0}
 
 
 def test_time_budget_stops_early_with_checkpoint(sd3_dir, tmp_path):

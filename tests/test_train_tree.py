@@ -76,7 +76,8 @@ def test_tree_grpo_two_steps(sd3_dir, prompts, tmp_path):
     # exact NFE: a shared prefix counts once (2 trees x 9), against 8 samples x 4 steps for flat rollouts
     assert r[0]["perf/nfe"] == r[0]["perf/rollout_nfe"] == 18 and r[0]["perf/flat_nfe_same_leaves"] == 32
     assert r[0]["tree/trained_edges"] == 2 * (2 + 4) and r[0]["tree/parent_rows"] == 2 * (1 + 2)
-    assert r[0]["perf/nfe_train"] == 6  # v_theta once per parent row, not once per edge
+    # v_theta once per parent row, not once per edge, and the frozen reference (KL, hinge) once per parent row too
+    assert r[0]["perf/nfe_train"] == 6 + 6
     assert abs(r[0]["policy/ratio_mean"] - 1) < 1e-4 and r[0]["policy/clipfrac"] == 0
     assert r[0]["policy/kl"] < 1e-8 and r[1]["policy/kl"] > 0
     assert r[0]["vnorm/norm_ratio/early"] == pytest.approx(1.0, abs=1e-5) and r[0]["policy/penalty"] == 0.0

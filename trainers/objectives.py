@@ -16,10 +16,6 @@ Optional flag ``masks_invalid = True``: every term of the loss (policy, KL, pena
 so a sample with ``valid`` False (a tied group, a non-finite reward) contributes neither loss nor gradient; the
 trainer then leaves those samples out of the update's forwards instead of computing zeros (flat rollouts).
 
-Optional attribute ``train_guidance_scale``: the CFG scale of the trained forward, so that each term costs
-``adapter.nfe_per_step(train_guidance_scale)`` transformer evaluations per sample (``perf/nfe_train``); without
-it, ``sampling.guidance_scale`` (the rollouts' CFG, at which GRPO trains).
-
 Optional hooks: ``after_update(params)`` after every optimizer step (e.g. NFT's EMA old policy), and
 ``state_dict()`` / ``load_state_dict(state)`` for objective state that checkpoints must carry (tensors and plain
 Python values only: it is loaded with ``weights_only=True``).
@@ -144,7 +140,6 @@ class GRPOObjective:
 
     def __init__(self, cfg: ObjectiveConfig, sampling: SamplingConfig) -> None:
         self.cfg, self.sampling = cfg, sampling
-        self.train_guidance_scale = sampling.guidance_scale  # the forward is the rollout's policy
         self.needs_reference = (
             cfg.kl_beta > 0 or cfg.penalty_weight > 0 or cfg.vnorm_log or cfg.anchor_beta > 0
         )
@@ -337,7 +332,6 @@ class NFTObjective:
 
     def __init__(self, cfg: ObjectiveConfig, sampling: SamplingConfig) -> None:
         self.cfg, self.sampling = cfg, sampling
-        self.train_guidance_scale = cfg.nft.guidance_scale  # the CFG of the trained velocity v_θ
         if sampling.guidance_scale != cfg.nft.guidance_scale:
             logging.getLogger(__name__).warning(
                 "objective nft trains the velocity at CFG %g but rollouts sample at CFG %g: the update shapes a "

@@ -708,10 +708,9 @@ class FlowGRPOTrainer:
         counts: dict[str, float] = defaultdict(float)
         extremes: dict[str, float] = {}
         grad_norms = []
-        nfe_train = 0
-        # transformer evaluations per sample of one trained forward, at the CFG the objective trains at
-        train_cfg = getattr(self.objective, "train_guidance_scale", cfg.sampling.guidance_scale)
-        nfe_per_row = self.adapter.nfe_per_step(train_cfg)
+        # every transformer evaluation of the update (trained forwards and no-grad ones: the reference, NFT's old
+        # policy, MARBLE's probes), as the adapter counts them
+        nfe_start = self.adapter.nfe_count
         bb = self.balancing if per_reward is not None else None  # MARBLE / cosine diagnostics
         skipped = 0  # updates skipped for a non-finite gradient
         empty = 0  # updates without a valid sample
@@ -741,7 +740,6 @@ class FlowGRPOTrainer:
                         head = self.objective.head(ctx, ro, mb, term, valid)
                         bb.probe(head, per_reward[mb], self.params, scales[j])
                     del head
-                    nfe_train += len(mb) * nfe_per_row
             for k, (mb, term) in enumerate(micro):
                 sync = k == len(micro) - 1
                 ctx_mgr = contextlib.nullcontext() if sync else self.acc.no_sync(self.model)
@@ -754,7 +752,6 @@ class FlowGRPOTrainer:
                     else:
                         loss, mm = self.objective.loss(ctx, ro, mb, term, adv, valid)
                     self.acc.backward(loss * scales[k])
-                nfe_train += len(mb) * nfe_per_row
                 w = float(valid[mb].float().sum())
                 for key, val in mm.items():
                     if key.endswith(("_max", "_min")):
@@ -807,7 +804,7 @@ class FlowGRPOTrainer:
         out["train/grad_norm"] = sum(grad_norms) / len(grad_norms) if grad_norms else float("nan")
         out["train/skipped_updates"] = float(skipped)
         out["train/empty_updates"] = float(empty)
-        out["perf/nfe_train"] = float(nfe_train * self.world)
+        out["perf/nfe_train"] = float((self.adapter.nfe_count - nfe_start) * self.world)
         return out
 
     def _update_stateful_rewards(
