@@ -1297,7 +1297,12 @@ def test_prune_keeps_the_last_n_and_sets_aside_a_branch_left_by_an_earlier_run(t
     assert names == ["step-000030", "superseded-step-000040"]  # nothing half-deleted is left
 
 
-def test_a_failing_final_evaluation_still_saves_the_checkpoint(sd3_dir, tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize(
+    ("max_steps", "every"), [(1, 0), (3, 1)], ids=["the final evaluation", "an evaluation every N steps"]
+)
+def test_a_failing_evaluation_saves_the_checkpoint_and_stops(
+    sd3_dir, tmp_path, monkeypatch, max_steps, every
+):
     from imgalign.trainers.trainer import FlowGRPOTrainer
 
     def broken(self, step):
@@ -1305,25 +1310,8 @@ def test_a_failing_final_evaluation_still_saves_the_checkpoint(sd3_dir, tmp_path
 
     monkeypatch.setattr(FlowGRPOTrainer, "evaluate", broken)
     out = tmp_path / "run"
-    cfg = tiny_config(sd3_dir, out, train__max_steps=1)
-    cfg["eval"] = {"every": 0, "at_start": False}
-    with pytest.raises(RuntimeError, match="the evaluation broke"):
-        main(["train", str(write(cfg, tmp_path / "c.yaml"))])
-    assert (out / "checkpoints" / "step-000001" / "trainer_state" / "state.json").is_file()
-    assert len(rows(out)) == 1
-
-
-def test_a_failing_evaluation_during_training_saves_the_checkpoint_and_stops(sd3_dir, tmp_path, monkeypatch):
-    """Not only the final evaluation: one every N steps that fails saves the step's checkpoint before stopping."""
-    from imgalign.trainers.trainer import FlowGRPOTrainer
-
-    def broken(self, step):
-        raise RuntimeError("the evaluation broke")
-
-    monkeypatch.setattr(FlowGRPOTrainer, "evaluate", broken)
-    out = tmp_path / "run"
-    cfg = tiny_config(sd3_dir, out, train__max_steps=3)
-    cfg["eval"] = {"every": 1, "at_start": False}
+    cfg = tiny_config(sd3_dir, out, train__max_steps=max_steps)
+    cfg["eval"] = {"every": every, "at_start": False}
     with pytest.raises(RuntimeError, match="the evaluation broke"):
         main(["train", str(write(cfg, tmp_path / "c.yaml"))])
     assert (out / "checkpoints" / "step-000001" / "trainer_state" / "state.json").is_file()
