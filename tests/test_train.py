@@ -1297,6 +1297,17 @@ def test_prune_keeps_the_last_n_and_sets_aside_a_branch_left_by_an_earlier_run(t
     assert names == ["step-000030", "superseded-step-000040"]  # nothing half-deleted is left
 
 
+def test_latest_checkpoint_is_the_newest_complete_step(tmp_path):
+    """--resume auto continues from the newest checkpoint, by step number (step-1000000 sorts before step-999999 as
+    text), not from the oldest or the last listed."""
+    from imgalign.trainers import checkpoint as C
+
+    assert C.latest_checkpoint(tmp_path) is None
+    for step in (10, 1_000_000, 3, 999_999):
+        _fake_checkpoint(tmp_path, step)
+    assert C.latest_checkpoint(tmp_path) == tmp_path / "checkpoints" / "step-1000000"
+
+
 @pytest.mark.parametrize(
     ("max_steps", "every"), [(1, 0), (3, 1)], ids=["the final evaluation", "an evaluation every N steps"]
 )
@@ -1373,10 +1384,12 @@ def test_a_resume_reports_changes_against_the_checkpoints_config_and_keeps_its_l
     assert (out / "samples" / "step-000001.png").is_file() and (out / "samples" / "step-000002.png").is_file()
     cosine = ["train", str(path), "--output-dir", str(tmp_path / "cos"), "--set", "train.lr_schedule=cosine"]
     assert main(cosine) == 0
-    with caplog.at_level("WARNING"):
+    with caplog.at_level("INFO"):
         caplog.clear()
         assert main([*cosine, "--resume", "auto", "--max-steps", "3"]) == 0
     assert "train.max_steps: 2 -> 3" in caplog.text  # the schedule now decays over 3 steps
+    newest = tmp_path / "cos" / "checkpoints" / "step-000002"
+    assert f"resumed from {newest} at step 2" in caplog.text  # the newest of checkpoints 1 and 2
     with caplog.at_level("WARNING"):
         caplog.clear()
         argv = ["train", str(path), "--resume", "auto", "--max-steps", "3"]
