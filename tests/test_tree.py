@@ -222,6 +222,32 @@ def test_tree_advantages_on_rollout_and_two_trees():
         tree_advantages(roll, r, root_group=torch.tensor([0]))
 
 
+def test_logprob_values_weight_siblings_by_their_log_prob_per_dim_over_temperature():
+    """value="logprob": a node's value is the mean of its children's values weighted by
+    softmax(edge_log_prob / d / temperature) over the siblings (d = latent numel). Hand-computed on one tree
+    root -> A, B -> leaves a1, a2 | b1, b2 with d = 2 and temperature 2, so each weight is exp(log_prob / 4)."""
+    import dataclasses
+
+    spec = TreeSpec(4, (0, 1), (2, 2))
+    roll = tree_rollout(_Counter(), torch.zeros(1, 2, 1, 1), torch.linspace(1.0, 0.0, 5), spec)
+    assert roll.edge_x_next[0].numel() == 2
+    r = torch.tensor([1.0, 3.0, 1.0, 3.0])  # normalised over the tree (mode "tree"): [-1, 1, -1, 1]
+    # log-probs of the leaf edges a1, a2, b1, b2: weights 1, 3 under A and 3, 1 under B
+    leaf_lp = torch.tensor([0.0, 4 * math.log(3.0), 4 * math.log(3.0), 0.0], dtype=torch.float64)
+    lp = torch.tensor([5.0, -7.0] * (roll.edge_child.shape[0] // 2), dtype=torch.float64)  # A, B: root only
+    for i, node in enumerate(roll.leaf_node.tolist()):
+        lp[roll.edge_child == node] = leaf_lp[i]
+    roll = dataclasses.replace(roll, edge_log_prob=lp)
+    adv = tree_advantages(roll, r, mode="tree", value="logprob", temperature=2.0, eps=0.0)
+    first = roll.edge_step == 0
+    # V_A = (1 * -1 + 3 * 1) / 4, V_B = (3 * -1 + 1 * 1) / 4; the leaf edges keep their normalised rewards
+    torch.testing.assert_close(adv[first], torch.tensor([0.5, -0.5]))
+    leaf_adv = {int(c): float(a) for c, a in zip(roll.edge_child[~first], adv[~first])}
+    assert [leaf_adv[n] for n in roll.leaf_node.tolist()] == pytest.approx([-1.0, 1.0, -1.0, 1.0])
+    plain = tree_advantages(roll, r, mode="tree", value="mean", eps=0.0)
+    torch.testing.assert_close(plain[first], torch.zeros(2))  # unweighted: both means are 0
+
+
 def test_backward_progressive_schedule():
     assert backward_progressive_window(0, 10, initial=1, grow_every=10) == [8]
     assert backward_progressive_window(25, 10, initial=1, grow_every=10, grow_by=1) == [6, 7, 8]
