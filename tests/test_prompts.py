@@ -145,3 +145,14 @@ def test_a_resumed_sampler_continues_the_sequence_when_the_step_size_changes(tmp
     resumed.resume_at(2, s.position(2, 3))  # a checkpoint at step 2 of 3 prompts a step, continued with 4
     assert resumed.for_step(2, 4).prompts + resumed.for_step(3, 4).prompts == drawn[6:14]
     assert s.digest == resumed.digest and len(s.digest) == 64
+
+
+def test_shapes_prompts_change_with_the_step_and_repeat_at_the_same_step():
+    """The shapes source draws each step's prompts from (prompts.seed, step): new prompts every step, the same ones
+    for the same step (every process, and a resumed run)."""
+    s, again = PromptSampler(PromptConfig(source="shapes")), PromptSampler(PromptConfig(source="shapes"))
+    steps = [s.for_step(k, 8) for k in range(3)]
+    assert len({tuple(b.prompts) for b in steps}) == 3
+    for k, b in enumerate(steps):
+        twin = again.for_step(k, 8)
+        assert twin.prompts == b.prompts and twin.metadata == b.metadata
