@@ -272,6 +272,16 @@ def test_sde_window_max_start_zero_is_the_first_steps():
     assert {K.sde_window(10, 2, rng, max_start=1)[0] for _ in range(50)} == {0, 1}
 
 
+def test_a_wide_sde_window_never_reaches_the_last_step():
+    """10 steps, a window of 6: the window must end by step 8 (the last step, 9, has sigma' = 0), so it starts at
+    0-3, before the first-half bound 4 or any larger max_start."""
+    rng = random.Random(0)
+    for max_start in (None, 8):
+        windows = [K.sde_window(10, 6, rng, max_start=max_start) for _ in range(200)]
+        assert {w[0] for w in windows} == {0, 1, 2, 3}, max_start
+        assert all(w == list(range(w[0], w[0] + 6)) for w in windows)
+
+
 def test_velocity_score_scale_hand_computed_and_by_autograd():
     # SDE, σ = 0.5, σ' = 0.25, a = 0.7: ς = 0.7, dt = −0.25, ∂μ/∂v = 0.25·(1 + 0.49·0.5/(2·0.5)) = 0.31125,
     # std = 0.7·0.5 = 0.35 -> 0.889286
