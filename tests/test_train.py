@@ -1356,6 +1356,81 @@ def test_prune_removes_what_a_killed_save_or_prune_left(tmp_path):
     assert sorted(p.name for p in root.iterdir()) == ["step-000002", "step-000003"]
 
 
+def test_a_checkpoint_folder_without_state_json_is_not_listed(tmp_path):
+    """state.json is written last: a step folder without it is incomplete and never resumed from."""
+    from imgalign.trainers import checkpoint as C
+
+    done = _fake_checkpoint(tmp_path, 10)
+    partial = tmp_path / "checkpoints" / "step-000020" / "trainer_state"
+    partial.mkdir(parents=True)
+    (partial / "trainable.safetensors").write_bytes(b"")
+    assert C.list_checkpoints(tmp_path) == [done]
+    assert C.latest_checkpoint(tmp_path) == done
+
+
+def test_finalize_keeps_the_old_checkpoint_of_its_step_until_the_new_one_is_in_place(tmp_path, monkeypatch):
+    """Re-saving step 5: the old step-000005 is moved aside (step-000005.old), not deleted, before the new one is
+    renamed in, so a crash between the two renames leaves a copy that the next run puts back."""
+    from imgalign.trainers import checkpoint as C
+
+    root = tmp_path / "checkpoints"
+    final = _fake_checkpoint(tmp_path, 5)
+    (final / "trainer_state" / "weights").write_text("old")
+
+    def written() -> Path:
+        tmp = _fake_checkpoint(tmp_path, 6).rename(root / ".tmp-step-000005")
+        (tmp / "trainer_state" / "weights").write_text("new")
+        return tmp
+
+    tmp, real = written(), os.replace
+
+    def killed(src, dst):
+        if Path(src) == tmp:
+            raise OSError("killed while publishing")
+        real(src, dst)
+
+    with monkeypatch.context() as m:
+        m.setattr(os, "replace", killed)
+        with pytest.raises(OSError, match="killed while publishing"):
+            C.finalize(tmp, final)
+    assert (root / "step-000005.old" / "trainer_state" / "weights").read_text() == "old"
+    C.remove_leftovers(tmp_path)  # what the next save or --resume auto does first
+    assert sorted(p.name for p in root.iterdir()) == ["step-000005"]
+    assert (final / "trainer_state" / "weights").read_text() == "old"
+    C.finalize(written(), final)  # uninterrupted: the new one replaces the old, nothing else is left
+    assert sorted(p.name for p in root.iterdir()) == ["step-000005"]
+    assert (final / "trainer_state" / "weights").read_text() == "new"
+
+
+def test_an_interrupted_save_leaves_the_previous_checkpoint_of_its_step_intact(
+    sd3_dir, tmp_path, monkeypatch
+):
+    """A save that fails half-way (here at scheduler.pt) is written in .tmp-step-N: the checkpoint of the same step
+    saved before is untouched, and no half-written step-N folder appears."""
+    from imgalign.trainers import checkpoint as C
+
+    tr = _sgd_trainer(sd3_dir, tmp_path)
+    good = tr.save(1)
+    before = {p.relative_to(good): p.read_bytes() for p in good.rglob("*") if p.is_file()}
+    with torch.no_grad():
+        for p in tr.params:
+            p.add_(1.0)
+    real = C.torch_save
+
+    def broken(obj, path):
+        if path.name == "scheduler.pt":
+            raise OSError("disk full")
+        real(obj, path)
+
+    monkeypatch.setattr(C, "torch_save", broken)
+    for step in (1, 2):
+        with pytest.raises(OSError, match="disk full"):
+            tr.save(step)
+    assert {p.relative_to(good): p.read_bytes() for p in good.rglob("*") if p.is_file()} == before
+    root = tmp_path / "run" / "checkpoints"
+    assert sorted(p.name for p in root.iterdir() if not p.name.startswith(".tmp-")) == ["step-000001"]
+
+
 def test_a_resume_reports_changes_against_the_checkpoints_config_and_keeps_its_logs_once(
     sd3_dir, tmp_path, caplog
 ):
