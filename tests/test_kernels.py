@@ -86,6 +86,17 @@ def test_cps_hand_computed():
     assert mean.item() == pytest.approx(0.75 * x0 + math.sqrt(0.25**2 - sd**2) * x1, rel=1e-6)
 
 
+def test_cps_step_to_sigma_zero_is_deterministic_with_log_prob_zero():
+    """At sigma' = 0 the CPS std is 0: the step lands on x0_hat = x - sigma * v and its log-density is 0 (not the
+    -d * log sqrt(2 pi) a unit-std Gaussian at its mean would give); a stored sample evaluates the same."""
+    x, v = torch.full((2, 1, 2, 2), 2.0), torch.full((2, 1, 2, 2), -1.0)
+    out = K.cps_step(x, v, 0.25, 0.0, 0.7)
+    torch.testing.assert_close(out.prev_sample, torch.full_like(x, 2.25))
+    assert out.std.tolist() == [0.0, 0.0] and out.log_prob.tolist() == [0.0, 0.0]
+    again = K.cps_step(x, v, 0.25, 0.0, 0.7, prev_sample=out.prev_sample, reduce="mean")
+    assert again.log_prob.tolist() == [0.0, 0.0]
+
+
 @pytest.mark.parametrize("kernel", ["sde", "cps"])
 @pytest.mark.parametrize("reduce", ["sum", "mean"])
 def test_ratio_is_one_on_policy(kernel: str, reduce: str):

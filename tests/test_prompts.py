@@ -156,3 +156,37 @@ def test_shapes_prompts_change_with_the_step_and_repeat_at_the_same_step():
     for k, b in enumerate(steps):
         twin = again.for_step(k, 8)
         assert twin.prompts == b.prompts and twin.metadata == b.metadata
+
+
+def test_a_held_out_prompt_listed_twice_keeps_its_first_records_metadata(tmp_path):
+    """Two distinct prompts, each listed twice with other metadata: whichever is held out is tested with the
+    metadata of its first line; its repeats do not train."""
+    f = tmp_path / "p.jsonl"
+    lines = [("a cat", 1), ("a dog", 1), ("a cat", 2), ("a dog", 2)]
+    f.write_text("".join(json.dumps({"prompt": p, "line": n}) + "\n" for p, n in lines))
+    s = PromptSampler(PromptConfig(source=str(f), test_fraction=0.5))
+    assert len(s.test) == 1
+    (held, meta), kept = s.test[0], {p for p, _ in s.train}
+    assert meta == {"prompt": held, "line": 1}
+    assert kept == {"a cat", "a dog"} - {held} and len(s.train) == 2
+
+
+def test_the_test_split_is_a_seeded_random_pick_not_the_files_first_prompts(tmp_path):
+    f = tmp_path / "p.txt"
+    f.write_text("".join(f"prompt {i}\n" for i in range(20)))
+
+    def test_set(seed: int) -> set[str]:
+        return {p for p, _ in PromptSampler(PromptConfig(source=str(f), test_fraction=0.25, seed=seed)).test}
+
+    picked = test_set(0)
+    assert len(picked) == 5 and picked != {f"prompt {i}" for i in range(5)}
+    assert test_set(0) == picked and test_set(1) != picked
+
+
+def test_each_epoch_walks_the_train_prompts_in_a_new_order(tmp_path):
+    f = tmp_path / "p.txt"
+    f.write_text("".join(f"prompt {i}\n" for i in range(11)))
+    s = PromptSampler(PromptConfig(source=str(f)), hold_out=False)
+    epochs = [s.for_step(k, 11).prompts for k in range(3)]  # one epoch a step
+    assert all(sorted(e) == sorted(f"prompt {i}" for i in range(11)) for e in epochs)
+    assert len({tuple(e) for e in epochs}) == 3
