@@ -103,7 +103,8 @@ class FlowAdapter:
     family = "base"
     pipeline_class_name = ""
     default_max_sequence_length = 256
-    nfe_count = 0  # transformer evaluations by velocity() so far, CFG counted as 2 (the trainer reads differences)
+    # transformer evaluations by velocity() so far, CFG counted as 2 (the trainer reads differences)
+    nfe_count = 0
 
     def __init__(
         self,
