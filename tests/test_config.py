@@ -163,6 +163,33 @@ def test_batch_layout_counts_each_objectives_loss_terms():
     assert t["tree_parent_rows_per_process"] == 3 and t["micro_batches_per_update"] == 2  # rows 2 + 1
 
 
+def test_batch_layout_splits_each_process_share_not_the_global_batch():
+    """With 2 processes the per-process share must split into updates and whole trees: 6 samples are 3 per
+    process (2 updates would be uneven), 4 samples in trees of 4 are half a tree per process. Without
+    sampling.sde_window a grpo sample trains every SDE step but the last: num_steps - 1 terms."""
+    from imgalign.trainers.config import FlowGRPOConfig, check_batch_layout
+
+    def layout(sets: list[str], procs: int = 2) -> dict:
+        return check_batch_layout(load_config(FlowGRPOConfig, None, sets), procs)
+
+    flat = ["sampling.samples_per_step=6", "sampling.group_size=2", "train.micro_batch_size=1"]
+    with pytest.raises(
+        ConfigError, match=r"3 samples per process do not split into train.updates_per_step=2"
+    ):
+        layout(flat + ["train.updates_per_step=2"])
+    assert layout(flat + ["train.updates_per_step=3"])["samples_per_update_per_process"] == 1
+    tree = ["sampling.rollout=tree", "sampling.tree.branch_steps=[0]", "sampling.tree.branch_factors=[4]"]
+    tree += ["sampling.samples_per_step=4", "sampling.group_size=4", "train.micro_batch_size=1"]
+    with pytest.raises(
+        ConfigError, match=r"rollout=tree: 2 samples per process is not a whole number of trees"
+    ):
+        layout(tree)
+    assert layout(tree, procs=1)["tree_parent_rows_per_process"] == 1
+    full = ["sampling.samples_per_step=8", "sampling.group_size=4", "sampling.num_steps=6"]
+    full = layout(full + ["train.micro_batch_size=2"])  # 4 samples per process, 2 micro-batches x 5 steps
+    assert full["trained_steps_per_sample"] == 5 and full["micro_batches_per_update"] == 2 * 5
+
+
 def test_tree_updates_beyond_the_parent_rows_are_refused():
     """Tree updates split the parent rows (one per node at a branch step), not the samples: 8 updates of 1 tree with
     7 parent rows (1 + 2 + 4) left one update empty, reported as 'no valid sample'. A progressive tree starts with
