@@ -39,6 +39,8 @@ def test_losses_hand_computed() -> None:
     lp, ln = torch.tensor([0.0, 2.0]), torch.tensor([0.0])
     assert head_loss(lp, ln, "bce").item() == pytest.approx((0.693147 + 0.126928) / 2 + 0.693147, rel=1e-5)
     assert head_loss(lp, ln, "hinge").item() == pytest.approx(0.5 + 1.0)
+    # hinge on negatives is relu(1 + l): l = 0.5 costs 1.5, l = -2 (confidently fake) costs 0
+    assert head_loss(lp, torch.tensor([0.5, -2.0]), "hinge").item() == pytest.approx(0.5 + (1.5 + 0.0) / 2)
     assert torch.equal(clipped_linear(torch.tensor([-3.0, 0.5, 2.0]), 1.0), torch.tensor([-1.0, 0.5, 1.0]))
     with pytest.raises(ValueError, match="valid: bce, hinge"):
         head_loss(lp, ln, "mse")
@@ -220,6 +222,52 @@ def test_online_discriminator_with_patch_tokens(tmp_path: Path) -> None:
     assert set(metrics) == {"disc/loss", "disc/acc", "disc/logit_fake"}
     with pytest.raises(ValueError, match="patch tokens"):
         build_reward("discriminator:features=stats,ref_size=8,patch_weight=0.3")
+
+
+def test_online_discriminator_patch_loss_is_weighted_by_patch_weight(tmp_path: Path) -> None:
+    """The update's loss is loss(CLS) + w x loss(patches): heads built alike (same init, draws and
+    normalisation) differing only in w report losses on a line in w with slope loss(patches) > 0 (hinge on a
+    fresh head)."""
+    from test_rewards_tiny import make_tiny_dinov2
+
+    d = make_tiny_dinov2(tmp_path / "dino")
+    x = torch.rand(3, 3, 64, 64)
+    spec = f"discriminator:features=dinov2:{d},ref_size=8,hidden=8,loss=hinge,n_patches=4,patch_weight="
+    loss = [build_reward(spec + w).update(x)["disc/loss"] for w in ("0.3", "0.6", "0.9")]
+    assert loss[1] - loss[0] > 0.1
+    assert loss[2] - loss[1] == pytest.approx(loss[1] - loss[0], rel=1e-4)
+
+
+def test_online_discriminator_takes_steps_optimiser_steps_per_update() -> None:
+    """steps=2 is two optimiser steps on the same batch: one steps=1 update, then another with the generator
+    rewound (the same positives), ends at the same head."""
+    x = torch.rand(8, 3, 64, 64)
+    spec = "discriminator:features=stats,online=true,ref_size=64,hidden=16,lr=0.01,steps="
+    two, one = build_reward(spec + "2"), build_reward(spec + "1")
+    two.update(x)
+    g = one.gen.get_state()
+    one.update(x)
+    assert not all(torch.equal(a, b) for a, b in zip(two.head.parameters(), one.head.parameters()))
+    one.gen.set_state(g)
+    one.update(x)
+    assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(two.head.parameters(), one.head.parameters()))
+
+
+def test_a_resumed_untrained_online_discriminator_is_not_ready() -> None:
+    """A state saved before the first update() resumes a head that still scores noise: ready() stays False; a
+    state saved after an update (or an older one without the flag) is ready."""
+    spec = "discriminator:features=stats,online=true,ref_size=16,hidden=8"
+    fresh = build_reward(spec)
+    state = fresh.state_dict()
+    resumed = build_reward(spec)
+    resumed.load_state_dict(state)
+    assert not fresh.ready() and not resumed.ready()
+    fresh.update(torch.rand(4, 3, 64, 64))
+    resumed.load_state_dict(fresh.state_dict())
+    assert resumed.ready()
+    old = build_reward(spec)
+    old.load_state_dict({k: v for k, v in state.items() if k != "trained"})
+    assert old.ready()
 
 
 def test_online_discriminator_resumes_exactly() -> None:
