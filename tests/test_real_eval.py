@@ -220,6 +220,39 @@ def test_zero_shot_detector_is_queried_with_the_class_names(tiny):
             assert float(iou.max()) <= 0.3 + 1e-6
 
 
+def test_normalised_boxes_map_to_pixels_on_a_non_square_image():
+    """An 80 x 40 (W x H) image: cx, w scale by the width, cy, h by the height. OWL-ViT's boxes are relative
+    to the image; OWLv2's to the 80 x 80 square it pads the image to (bottom/right), so its y scales by 80
+    too."""
+    from types import SimpleNamespace
+
+    from imgalign.eval.real import HFDetector, cxcywh_to_pixels
+
+    cxcywh = torch.tensor([[0.25, 0.25, 0.25, 0.25], [0.5, 0.25, 0.5, 0.1]])
+    image_px = [[10.0, 5.0, 30.0, 15.0], [20.0, 8.0, 60.0, 12.0]]  # x by 80, y by 40
+    assert cxcywh_to_pixels(cxcywh, (40, 80)).flatten().tolist() == pytest.approx(sum(image_px, []))
+    img = Image.new("RGB", (80, 40))
+
+    def owl(kind: str) -> list[float]:
+        d = object.__new__(HFDetector)
+        d.kind, d.classes, d.query_chunk, d.template, d.min_score = (
+            kind,
+            ["cat"],
+            None,
+            "a photo of a {}",
+            0.1,
+        )
+        d.device, d.dtype = torch.device("cpu"), torch.float32
+        d.processor = lambda **kw: {}
+        d.model = lambda **kw: SimpleNamespace(logits=torch.tensor([[[3.0], [2.0]]]), pred_boxes=cxcywh[None])
+        return [v for x in d._owl(img)["cat"] for v in x.box]
+
+    assert owl("owlvit") == pytest.approx(sum(image_px, []))
+    assert owl("owlv2") == pytest.approx(
+        [10.0, 10.0, 30.0, 30.0, 20.0, 16.0, 60.0, 24.0]
+    )  # y by the 80 px square
+
+
 def test_grounding_dino_scores_each_class_by_its_own_tokens(tiny):
     from imgalign.eval.real import HFDetector
 
