@@ -52,12 +52,14 @@ def test_bad_model_names_are_clear(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "resize_mode, interpolation", [("shortest", "bicubic"), ("squash", "bicubic"), ("shortest", "bilinear")]
+    "resize_mode, interpolation",
+    [("shortest", "bicubic"), ("squash", "bicubic"), ("shortest", "bilinear"), ("longest", "bicubic")],
 )
 @pytest.mark.parametrize("hw", [(64, 64), (96, 144), (144, 80)])
 def test_tensor_preprocessing_matches_open_clips_transform(resize_mode, interpolation, hw) -> None:
-    """Non-square images are resized and centre-cropped (or squashed) as the model's own preprocess does; the only
-    difference left is open_clip's 8-bit PIL round trip (< 0.02 in normalised units)."""
+    """Non-square images are resized and centre-cropped (squashed, or centre-padded) as the model's own
+    preprocess does; the only difference left is open_clip's 8-bit PIL round trip (< 0.02 in normalised
+    units)."""
     import numpy as np
     import open_clip
     from open_clip.transform import PreprocessCfg, image_transform_v2

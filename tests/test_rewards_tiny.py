@@ -179,6 +179,70 @@ def test_feature_encoders_on_tiny_models(tmp_path: Path) -> None:
     assert clip.dim == 16 and f.shape == (3, 16) and torch.isfinite(f).all()
 
 
+def _dinov2_pixels(monkeypatch, folder: Path, x: torch.Tensor) -> torch.Tensor:
+    """The pixel_values the dinov2: encoder of `folder` feeds its model for images x."""
+    import transformers
+
+    from imgalign.rewards.features import build_features
+
+    seen: list[torch.Tensor] = []
+    load = transformers.AutoModel.from_pretrained
+
+    def hooked(*a, **k):
+        model = load(*a, **k)
+        model.register_forward_pre_hook(lambda m, args, kw: seen.append(kw["pixel_values"]), with_kwargs=True)
+        return model
+
+    monkeypatch.setattr(transformers.AutoModel, "from_pretrained", hooked)
+    build_features(f"dinov2:{folder}")(x)
+    return seen[0]
+
+
+def test_dinov2_encoder_preprocesses_as_its_image_processor(tmp_path: Path, monkeypatch) -> None:
+    """A 48 x 64 image through a processor that resizes the shortest edge to 36 (bicubic) and centre-crops 32:
+    the encoder's tensors match the processor's own output up to its 8-bit PIL round trip (a bilinear resize
+    differs by ~0.12 on average, resizing straight to 32 by ~0.65)."""
+    import numpy as np
+    from transformers import BitImageProcessor
+
+    from imgalign.rewards.base import to_pil
+
+    folder = make_tiny_dinov2(tmp_path / "dino")
+    proc = BitImageProcessor(size={"shortest_edge": 36}, crop_size={"height": 32, "width": 32})
+    proc.save_pretrained(folder)
+    torch.manual_seed(0)
+    pil = to_pil(torch.rand(1, 3, 48, 64))[0]
+    xq = torch.from_numpy(np.asarray(pil, dtype=np.float32) / 255).permute(2, 0, 1)[None]
+    ours = _dinov2_pixels(monkeypatch, folder, xq)
+    ref = proc(pil, return_tensors="pt")["pixel_values"]
+    assert ours.shape == ref.shape == (1, 3, 32, 32) and float((ours - ref).abs().mean()) < 0.02
+
+
+def test_dinov2_register_tokens_are_dropped_from_the_patch_tokens(tmp_path: Path) -> None:
+    """DINOv2 with 2 registers: last_hidden_state is CLS, 2 registers, 16 patches; tokens() is CLS then the 16
+    patches."""
+    from transformers import BitImageProcessor, Dinov2WithRegistersConfig, Dinov2WithRegistersModel
+
+    from imgalign.rewards.features import build_features
+
+    torch.manual_seed(0)
+    cfg = Dinov2WithRegistersConfig(
+        hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64, image_size=32,
+        patch_size=8, num_register_tokens=2,
+    )  # fmt: skip
+    model = Dinov2WithRegistersModel(cfg).eval()
+    model.save_pretrained(tmp_path / "reg")
+    proc = BitImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32})
+    proc.save_pretrained(tmp_path / "reg")
+    x = torch.rand(2, 3, 32, 32)
+    tok = build_features(f"dinov2:{tmp_path / 'reg'}").tokens(x)
+    with torch.no_grad():
+        h = model(pixel_values=proc(list(x), do_rescale=False, return_tensors="pt")["pixel_values"])
+    h = h.last_hidden_state
+    assert tok.shape == (2, 1 + 16, 32)
+    assert torch.allclose(tok, torch.cat([h[:, :1], h[:, 3:]], 1), atol=1e-4)
+
+
 LLAVA_TEMPLATE = (
     "{{ bos_token }}{% for message in messages %}"
     "{% if message['role'] == 'user' %}<|user|>{% else %}<|assistant|>{% endif %}"
