@@ -154,8 +154,8 @@ def _dinov2(path: str, device: torch.device, dtype: torch.dtype) -> FeatureEncod
     resize = int(
         (getattr(proc, "size", None) or {}).get("shortest_edge") or size
     )  # DINOv2: 256, then crop 224
-    if not getattr(proc, "do_center_crop", True):
-        resize = size
+    if not getattr(proc, "do_center_crop", True):  # no crop: the model sees the resized image itself
+        size = resize
     mean, std = tuple(proc.image_mean), tuple(proc.image_std)
 
     def prep(x: torch.Tensor) -> torch.Tensor:  # the image processor's resize, centre crop and normalisation

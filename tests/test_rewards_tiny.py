@@ -218,6 +218,27 @@ def test_dinov2_encoder_preprocesses_as_its_image_processor(tmp_path: Path, monk
     assert ours.shape == ref.shape == (1, 3, 32, 32) and float((ours - ref).abs().mean()) < 0.02
 
 
+def test_dinov2_encoder_without_centre_crop_keeps_the_resized_size(tmp_path: Path, monkeypatch) -> None:
+    """A processor with do_center_crop=False resizes the shortest edge to 36 and stops there (its crop_size,
+    32, is unused): a square image reaches the model at 36 x 36, not resized to the crop size."""
+    import numpy as np
+    from transformers import BitImageProcessor
+
+    from imgalign.rewards.base import to_pil
+
+    folder = make_tiny_dinov2(tmp_path / "dino")
+    proc = BitImageProcessor(
+        size={"shortest_edge": 36}, crop_size={"height": 32, "width": 32}, do_center_crop=False
+    )
+    proc.save_pretrained(folder)
+    torch.manual_seed(0)
+    pil = to_pil(torch.rand(1, 3, 64, 64))[0]
+    xq = torch.from_numpy(np.asarray(pil, dtype=np.float32) / 255).permute(2, 0, 1)[None]
+    ours = _dinov2_pixels(monkeypatch, folder, xq)
+    ref = proc(pil, return_tensors="pt")["pixel_values"]
+    assert ours.shape == ref.shape == (1, 3, 36, 36) and float((ours - ref).abs().mean()) < 0.02
+
+
 def test_dinov2_register_tokens_are_dropped_from_the_patch_tokens(tmp_path: Path) -> None:
     """DINOv2 with 2 registers: last_hidden_state is CLS, 2 registers, 16 patches; tokens() is CLS then the 16
     patches."""
