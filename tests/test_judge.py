@@ -364,3 +364,29 @@ def test_strict_reward_gives_no_partial_credit():
     prompts, metas = [meta["prompt"]] * 2, [meta, meta]
     assert build_reward("geneval:mode=partial").score(x, prompts, metas).scores.tolist() == [0.5, 1.0]
     assert build_reward("geneval:mode=strict").score(x, prompts, metas).scores.tolist() == [0.0, 1.0]
+
+
+def test_shapes_detector_is_resolution_independent():
+    """A 2x render is judged as the native one: same classes, colours and scores, boxes scaled by 2; a 3 x 3
+    px speck (9 px < min_area 12) stays noise at 2x (36 px, under the scaled 48)."""
+    objs = [
+        W.PlacedObject("square", "red", (10, 10, 30, 30), 0),
+        W.PlacedObject("circle", "green", (34, 8, 56, 30), 1),
+        W.PlacedObject("square", "blue", (44, 44, 47, 47), 2),
+    ]
+    native, double = DET(W.draw_objects(objs, 64)), DET(W.draw_objects(objs, 128))
+    expected = {"square": [("red", (10, 10, 30, 30))], "circle": [("green", (34, 8, 56, 30))]}
+    for dets, f in ((native, 1), (double, 2)):
+        got = {c: [(d.color, tuple(v / f for v in d.box)) for d in ds] for c, ds in dets.items()}
+        assert got == expected and all(d.score == 1.0 for ds in dets.values() for d in ds)
+
+
+def test_shapes_detector_soft_iou_counts_the_anti_aliased_rim():
+    """The soft IoU takes the component's alpha over its whole box, the faint (alpha <= 0.5) rim included: an
+    anti-aliased disc against the full square template has IoU ~ pi / 4 (its area share), so the square
+    confidence is (pi / 4 - 0.5) / 0.4 = 0.7135; dropping the rim lowers it by 0.025 (128 px) to 0.048
+    (64 px)."""
+    objs = [W.PlacedObject("circle", "green", (34, 8, 56, 30), 0)]
+    for size in (64, 128):
+        (circle,) = DET(W.draw_objects(objs, size))["circle"]
+        assert circle.class_scores["square"] == pytest.approx((np.pi / 4 - 0.5) / 0.4, abs=0.01)
