@@ -64,6 +64,16 @@ def test_type_errors_and_validation():
         load_config(Cfg, Path(__file__).parent)
 
 
+def test_a_fractional_value_for_an_integer_setting_is_refused_not_truncated(tmp_path):
+    with pytest.raises(ConfigError, match=r"^steps: expected an integer, got 2\.5$"):
+        load_config(Cfg, None, ["steps=2.5"])
+    p = tmp_path / "c.yaml"
+    p.write_text("steps: 7.5\n")
+    with pytest.raises(ConfigError, match=r"^steps: expected an integer, got 7\.5$"):
+        load_config(Cfg, p)
+    assert load_config(Cfg, None, ["steps=4.0"]).steps == 4  # a whole number written as a float is fine
+
+
 def test_a_config_file_that_is_not_utf8_is_named(tmp_path):
     p = tmp_path / "lat.yaml"
     p.write_bytes(b"name: shapes \xe9\n")
