@@ -3,6 +3,7 @@ pieces (captions, loss, corruptions, masks) and a tiny resumable pretraining run
 
 from __future__ import annotations
 
+import math
 import random
 
 import pytest
@@ -46,6 +47,61 @@ def test_training_batch_is_a_function_of_seed_and_step():
     assert torch.equal(a[0], b[0]) and a[1] == b[1] and a[2] == b[2]
     assert a[2] != c[2]
     assert a[0].shape == (8, 3, 64, 64) and a[0].dtype == torch.uint8
+
+
+def test_training_batch_pairs_each_image_with_one_of_its_own_captions():
+    n = 12
+    pool = C.Pool(
+        images=torch.arange(n, dtype=torch.uint8).view(n, 1, 1, 1).expand(n, 3, 2, 2),
+        captions=[{k: f"{k} of render {i}" for k in C.CAPTION_KINDS} for i in range(n)],
+        specs=[None] * n,
+    )
+    images, texts, idx = C.training_batch(pool, 0, 3, 8)
+    assert len(set(idx)) == 8
+    for img, text, i in zip(images, texts, idx):
+        assert int(img[0, 0, 0]) == i and text.endswith(f" of render {i}")
+
+
+class _SpyClip:
+    """Features are the inputs themselves; logit scale 10."""
+
+    logit_scale = torch.tensor(10.0).log()
+
+    def encode_image(self, x, normalize):
+        return torch.nn.functional.normalize(x, dim=-1) if normalize else x
+
+    encode_text = encode_image
+
+
+def test_clip_batch_loss_scales_the_cosine_similarities_by_the_learnt_temperature():
+    f = torch.eye(3)  # image i matches text i only: cosine 1 on the diagonal, 0 elsewhere
+    texts = ["a", "b", "c"]
+    loss = clip_pt.batch_loss(_SpyClip(), f, f, texts)
+    expected = -torch.log_softmax(torch.tensor([10.0, 0.0, 0.0]), 0)[0]  # = log(1 + 2 e^-10), about 1e-4
+    assert loss.item() == pytest.approx(expected.item(), rel=1e-4)
+    swapped = clip_pt.batch_loss(_SpyClip(), f, f[[1, 0, 2]], texts)  # two images paired with the wrong text
+    assert swapped.item() > 5
+
+
+def test_vlm_caption_nll_is_the_positive_mean_negative_log_likelihood_of_the_target_tokens():
+    vocab, ids = 5, torch.tensor([[0, 1, 2, 3], [0, 4, 4, 1]])
+    logits = torch.zeros(2, 4, vocab)
+    logits[0, 0, 1] = 3.0  # the first row's token 1 is likely; everything else is uniform
+
+    class Spy(torch.nn.Module):
+        def forward(self, input_ids, attention_mask, pixel_values):
+            return type("Out", (), {"logits": logits})()
+
+    mask = torch.tensor([[False, True, True, False], [False, False, True, False]])
+    enc = {
+        "input_ids": ids,
+        "attention_mask": torch.ones_like(ids),
+        "pixel_values": None,
+        "target_mask": mask,
+    }
+    lp1 = torch.log_softmax(logits[0, 0], 0)[1].item()
+    expected = -(lp1 - 2 * math.log(vocab)) / 3  # mean over the three masked tokens
+    assert vlm_pt.caption_nll(Spy(), enc).item() == pytest.approx(expected) and expected > 0
 
 
 def test_lr_schedule():

@@ -93,6 +93,48 @@ def test_flow_matching_pair_hand_values():
     assert x1.item() == pytest.approx(-1.0)
 
 
+class _SpyTransformer:
+    """Returns a fixed velocity and records what it was called with."""
+
+    def __init__(self, pred: torch.Tensor):
+        self.pred, self.calls = pred, []
+
+    def __call__(self, **kw):
+        self.calls.append(kw)
+        return type("Out", (), {"sample": self.pred})()
+
+
+def test_velocity_loss_gives_the_timestep_in_thousandths_and_is_zero_at_the_target():
+    g = torch.Generator().manual_seed(0)
+    xt, v = torch.randn(3, 4, 2, 2, generator=g), torch.randn(3, 4, 2, 2, generator=g)
+    t = torch.tensor([0.1, 0.5, 0.8])
+    spy = _SpyTransformer(v.clone())
+    loss = t2i.velocity_loss(spy, xt, v, t, "emb", "pooled", bf16=False)
+    assert loss.item() == 0.0  # predicting the velocity target exactly costs nothing
+    (call,) = spy.calls
+    assert call["hidden_states"] is xt and call["encoder_hidden_states"] == "emb"
+    assert call["pooled_projections"] == "pooled"
+    torch.testing.assert_close(call["timestep"], torch.tensor([100.0, 500.0, 800.0]))  # t=1 is pure noise
+    loss0 = t2i.velocity_loss(_SpyTransformer(torch.zeros_like(v)), xt, v, t, "emb", "pooled", bf16=False)
+    assert loss0.item() == pytest.approx((v**2).mean().item())
+
+
+def test_training_batch_pairs_each_prompt_with_its_own_latent():
+    n = 10
+    lat_mean = torch.arange(n, dtype=torch.float32).view(n, 1, 1, 1).expand(n, 4, 2, 2).contiguous()
+    prompts = [f"prompt {i}" for i in range(n)]
+    cfg = tiny_config(batch_size=16, cfg_dropout=0.3)
+    batch_prompts, xt, v, t = t2i.training_batch(
+        lat_mean, torch.zeros_like(lat_mean), prompts, cfg, torch.Generator().manual_seed(0)
+    )
+    assert len(batch_prompts) == 16 and xt.shape == v.shape == (16, 4, 2, 2) and t.shape == (16,)
+    x0 = xt - t.view(-1, 1, 1, 1) * v  # x_t = (1-t) x0 + t eps, v = eps - x0
+    kept = [(p, x) for p, x in zip(batch_prompts, x0) if p]
+    assert 4 <= len(kept) < 16 and len({p for p, _ in kept}) > 3  # some dropped, several distinct images
+    for p, x in kept:
+        torch.testing.assert_close(x, torch.full_like(x, float(p.split()[1])), atol=1e-4, rtol=0)
+
+
 def test_logit_normal_median_and_lr_schedule():
     g = torch.Generator().manual_seed(0)
     t = t2i.logit_normal(20000, 0.0, 1.0, g)

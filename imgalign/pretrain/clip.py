@@ -191,6 +191,15 @@ def multi_positive_clip_loss(logits_per_image, same):
     return (loss_i + loss_t) / 2
 
 
+def batch_loss(model, x, tok, texts: list[str]):
+    """The CLIP training loss of one batch: images x (B, 3, H, W) normalised, tok (B, L) the tokenised
+    `texts`, image i paired with text i; a scalar."""
+    f_img = model.encode_image(x, normalize=True)  # (B, D)
+    f_txt = model.encode_text(tok, normalize=True)  # (B, D)
+    logits = model.logit_scale.exp() * f_img @ f_txt.t()  # (B, B)
+    return multi_positive_clip_loss(logits, same_caption_matrix(texts))
+
+
 def same_caption_matrix(texts: list[str]):
     """(B, B) bool: texts[i] == texts[j]."""
     import torch
@@ -370,10 +379,7 @@ def pretrain(cfg: Config, out_dir: Path, progress: bool = True) -> dict[str, flo
         tok = tokenizer(texts)  # (B, context_length)
         for g in opt.param_groups:
             g["lr"] = C.lr_at(step, cfg.steps, cfg.lr, cfg.warmup)
-        f_img = model.encode_image(x, normalize=True)  # (B, D)
-        f_txt = model.encode_text(tok, normalize=True)  # (B, D)
-        logits = model.logit_scale.exp() * f_img @ f_txt.t()  # (B, B)
-        loss = multi_positive_clip_loss(logits, same_caption_matrix(texts))
+        loss = batch_loss(model, x, tok, texts)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

@@ -548,6 +548,36 @@ def eval_subset(n: int) -> list[dict]:
     return metas[::stride][:n]
 
 
+def training_batch(
+    lat_mean: torch.Tensor, lat_std: torch.Tensor, prompts: list[str], cfg: Config, gen: torch.Generator
+) -> tuple[list[str], torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One transformer training batch drawn with `gen`: each image's latent (sampled from its encoder
+    distribution, lat_mean/lat_std (N, C, H, W)) with its own prompt ("" with probability cfg_dropout).
+
+    Returns the prompts (B), x_t and the velocity target v (B, C, H, W) and t (B,) in (0, 1)."""
+    idx = torch.randint(0, len(prompts), (cfg.batch_size,), generator=gen)
+    x0 = lat_mean[idx] + lat_std[idx] * torch.randn(lat_mean[idx].shape, generator=gen)
+    drop = torch.rand(cfg.batch_size, generator=gen) < cfg.cfg_dropout
+    batch_prompts = ["" if d else prompts[i] for d, i in zip(drop.tolist(), idx.tolist())]
+    eps = torch.randn(x0.shape, generator=gen)
+    t = logit_normal(cfg.batch_size, cfg.logit_mean, cfg.logit_std, gen)
+    xt, v = flow_matching_pair(x0, eps, t)
+    return batch_prompts, xt, v, t
+
+
+def velocity_loss(
+    transformer, xt: torch.Tensor, v: torch.Tensor, t: torch.Tensor, emb, pooled, bf16: bool
+) -> torch.Tensor:
+    """Flow-matching loss: MSE between the transformer's velocity at (x_t, t) and the target v. The SD3
+    transformer takes the timestep scaled to [0, 1000] (t = 1 is pure noise, as the scheduler's sigmas)."""
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        pred = transformer(
+            hidden_states=xt, encoder_hidden_states=emb, pooled_projections=pooled, timestep=t * 1000
+        ).sample
+    loss = F.mse_loss(pred.float(), v)
+    return loss
+
+
 @restores_torch_threads
 def pretrain(cfg: Config, out_dir: Path, progress: bool = True) -> dict[str, float]:
     """Train the autoencoder, then the transformer and text encoders; write ``out_dir/shapes-t2i``."""
@@ -656,13 +686,7 @@ def pretrain(cfg: Config, out_dir: Path, progress: bool = True) -> dict[str, flo
     while step < cfg.steps:
         for g in opt.param_groups:
             g["lr"] = lr_at(step, cfg.lr, cfg.warmup, cfg.steps)
-        idx = torch.randint(0, len(prompts), (cfg.batch_size,), generator=gen)
-        x0 = lat_mean[idx] + lat_std[idx] * torch.randn(lat_mean[idx].shape, generator=gen)
-        drop = torch.rand(cfg.batch_size, generator=gen) < cfg.cfg_dropout
-        batch_prompts = ["" if d else prompts[i] for d, i in zip(drop.tolist(), idx.tolist())]
-        eps = torch.randn(x0.shape, generator=gen)
-        t = logit_normal(cfg.batch_size, cfg.logit_mean, cfg.logit_std, gen)
-        xt, v = flow_matching_pair(x0, eps, t)
+        batch_prompts, xt, v, t = training_batch(lat_mean, lat_std, prompts, cfg, gen)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.bf16):
             emb, _, pooled, _ = pipe.encode_prompt(
                 prompt=batch_prompts,
@@ -672,10 +696,7 @@ def pretrain(cfg: Config, out_dir: Path, progress: bool = True) -> dict[str, flo
                 max_sequence_length=cfg.t5_tokens,
                 device=torch.device("cpu"),
             )
-            pred = transformer(
-                hidden_states=xt, encoder_hidden_states=emb, pooled_projections=pooled, timestep=t * 1000
-            ).sample
-        loss = F.mse_loss(pred.float(), v)
+        loss = velocity_loss(transformer, xt, v, t, emb, pooled, cfg.bf16)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         gn = torch.nn.utils.clip_grad_norm_(params, 1.0)

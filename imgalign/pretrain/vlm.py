@@ -307,6 +307,15 @@ def token_logprobs(model, enc: dict):
     return torch.nn.functional.pad(lp, (1, 0))  # (B, T)
 
 
+def caption_nll(model, enc: dict):
+    """The training loss of one encoded batch: mean negative log-likelihood of the target tokens (the
+    assistant turn and its closing <|end|>) given the image and the tokens before them; a scalar."""
+    lp = token_logprobs(model, enc)  # (B, T)
+    m = enc["target_mask"].float()
+    loss = -(lp * m).sum() / m.sum()
+    return loss
+
+
 def caption_loglik(model, processor, images: list, captions: list[str], query: str | None = None):
     """Mean log-likelihood of each caption's tokens given its image, excluding the end-of-turn token
     (SpectraReward / PromptEcho). Returns (B,) float32."""
@@ -521,9 +530,7 @@ def pretrain(cfg: Config, out_dir: Path, progress: bool = True) -> dict[str, flo
         enc = encode(processor, images, caps, queries)
         for g in opt.param_groups:
             g["lr"] = C.lr_at(step, cfg.steps, cfg.lr, cfg.warmup)
-        lp = token_logprobs(model, enc)  # (B, T)
-        m = enc["target_mask"].float()
-        loss = -(lp * m).sum() / m.sum()
+        loss = caption_nll(model, enc)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
