@@ -181,3 +181,34 @@ def test_a_spec_no_image_can_pass_is_refused():
         W.Spec.from_metadata(meta)
     meta["exclude"] = [{"class": "circle", "count": 4}]  # the counting task's own exclude
     W.Spec.from_metadata(meta)
+
+
+def test_each_colour_has_its_named_hue():
+    """The colour names are what prompts say and the detector reads: each RGB must look like its name."""
+    margin = 80
+    r, g, b = W.COLORS["red"]
+    assert r - max(g, b) > margin
+    r, g, b = W.COLORS["green"]
+    assert g - max(r, b) > margin
+    r, g, b = W.COLORS["blue"]
+    assert b - max(r, g) > margin
+    r, g, b = W.COLORS["yellow"]
+    assert min(r, g) - b > margin and abs(r - g) < 40
+    r, g, b = W.COLORS["purple"]
+    assert min(r, b) - g > margin
+    assert min(W.COLORS["white"]) > 200
+    assert set(W.COLORS) == {"red", "yellow", "green", "blue", "purple", "white"}
+
+
+def test_a_triangle_is_drawn_apex_up():
+    img = W.draw_objects([W.PlacedObject("triangle", "red", (10, 10, 40, 40), 0)])
+    red = np.all(np.asarray(img) == W.COLORS["red"], axis=-1)[10:40, 10:40]  # (rows, cols) fully red
+    widths = red.sum(axis=1)
+    assert widths[:5].sum() * 3 < widths[-5:].sum()  # narrow at the top, wide at the bottom
+    assert widths[-3] >= 26
+
+
+def test_a_spec_with_more_than_four_objects_is_refused():
+    with pytest.raises(W.SpecError, match="at most 4 objects"):
+        W.validate_spec(W.Spec("two_object", (W.Clause("circle", count=3), W.Clause("square", count=2))))
+    W.validate_spec(W.Spec("two_object", (W.Clause("circle", count=2), W.Clause("square", count=2))))
