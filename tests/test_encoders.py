@@ -104,6 +104,14 @@ def test_vlm_caption_nll_is_the_positive_mean_negative_log_likelihood_of_the_tar
     assert vlm_pt.caption_nll(Spy(), enc).item() == pytest.approx(expected) and expected > 0
 
 
+def test_the_evaluation_stream_is_seeded_apart_from_every_training_stream():
+    """Held-out CLIP/VLM renders draw from heldout_seed; reusing a training seed would replay training draws."""
+    for seed in (0, 1, 2, 12345):
+        training = {C.pool_seed(seed), C.pool_seed(seed) + 1} | {C.step_seed(seed, s) for s in range(100_000)}
+        assert C.heldout_seed(seed) not in training
+        assert C.heldout_seed(seed) != C.heldout_seed(seed + 1)
+
+
 def test_lr_schedule():
     assert C.lr_at(0, 100, 1.0, 10) == pytest.approx(0.1)
     assert C.lr_at(9, 100, 1.0, 10) == pytest.approx(1.0)
