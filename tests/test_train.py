@@ -313,7 +313,9 @@ def test_prompts_are_held_out_only_for_the_reward_suite(sd3_dir, tmp_path, suite
     assert len({p for p, _ in tr.sampler.train}) == 2 - held
 
 
-def _step0_rollout(sd3_dir, tmp_path, **over):
+def _step0_trainer(sd3_dir, tmp_path, **over):
+    """A set-up trainer on the tiny SD3 model (4 sampling steps, `over` as tiny_config's overrides) and its first
+    rollout: (trainer, rollout, group ids)."""
     from imgalign.config import load_config
     from imgalign.trainers.config import FlowGRPOConfig
     from imgalign.trainers.testing import first_rollout
@@ -323,7 +325,23 @@ def _step0_rollout(sd3_dir, tmp_path, **over):
     cfg_d = tiny_config(sd3_dir, tmp_path / "run", sampling__num_steps=4, **over)
     tr = FlowGRPOTrainer(load_config(FlowGRPOConfig, write(cfg_d, tmp_path / "c.yaml")), tmp_path / "run")
     tr.setup()
-    return first_rollout(tr)
+    return (tr, *first_rollout(tr))
+
+
+def _step0_rollout(sd3_dir, tmp_path, **over):
+    return _step0_trainer(sd3_dir, tmp_path, **over)[1:]
+
+
+def _sde_kl(tr, ro, j: int, dv: torch.Tensor) -> torch.Tensor:
+    """Closed-form KL [B] between the sde kernel's steps from x_j whose velocities differ by dv:
+    ‖dv·dt·(1 + ς²(1 − σ)/(2σ))‖² / (2ς²|dt|)."""
+    from imgalign.trainers import kernels as K
+
+    sig = [float(x) for x in ro.sigmas]
+    s, dt = sig[j], sig[j + 1] - sig[j]
+    a2 = float(K.sde_sigma_scale(s, sig[1], tr.cfg.sampling.noise_level)) ** 2
+    dmu = dv * dt * (1 + a2 * (1 - s) / (2 * s))
+    return (dmu.flatten(1) ** 2).sum(1) / (2 * a2 * abs(dt))
 
 
 def test_shared_init_noise_gives_each_group_one_start(sd3_dir, tmp_path):
@@ -1037,25 +1055,16 @@ def test_anchor_kl_at_an_untrained_step_matches_the_closed_form(sd3_dir, tmp_pat
     """objective.anchor_beta: the loss gains n·β·KL at one untrained step j, where for the sde kernel
     KL = ‖Δv·dt·(1 + ς²(1 − σ)/(2σ))‖² / (2ς²|dt|) per sample (Δv the policy's velocity minus the base model's at the
     stored state x_j); 0 while the weights equal the base model's."""
-    from imgalign.config import load_config
-    from imgalign.trainers import kernels as K
-    from imgalign.trainers.config import FlowGRPOConfig
     from imgalign.trainers.objectives import TrainContext
-    from imgalign.trainers.testing import first_rollout
-    from imgalign.trainers.trainer import FlowGRPOTrainer
 
     beta = 0.3
-    cfg_d = tiny_config(
+    tr, ro, _ = _step0_trainer(
         sd3_dir,
-        tmp_path / "run",
-        sampling__num_steps=4,
+        tmp_path,
         sampling__sde_window=1,
         sampling__sde_window_max_start=0,
         objective__anchor_beta=beta,
     )
-    tr = FlowGRPOTrainer(load_config(FlowGRPOConfig, write(cfg_d, tmp_path / "c.yaml")), tmp_path / "run")
-    tr.setup()
-    ro, _ = first_rollout(tr)
     assert ro.train_steps == [0]
     idx, adv, valid = torch.arange(4), torch.tensor([1.0, 0.5, 0.2, -0.1]), torch.ones(4, dtype=torch.bool)
     ctx = TrainContext(tr.adapter, tr.model, 1)  # training step 1: untrained steps [1, 2] -> j = 2
@@ -1066,16 +1075,13 @@ def test_anchor_kl_at_an_untrained_step_matches_the_closed_form(sd3_dir, tmp_pat
         for p in tr.model.parameters():
             p.add_(0.02 * torch.randn_like(p))
     loss, m = tr.objective.loss(ctx, ro, idx, 0, adv, valid)
-    j, sig, g = 2, [float(x) for x in ro.sigmas], tr.cfg.sampling.guidance_scale
+    j, g = 2, tr.cfg.sampling.guidance_scale
     with torch.no_grad():
         x = ro.latents[:, j]
         dv = tr.adapter.velocity(x, ro.sigmas[j], ro.cond, g, transformer=tr.model)
         with tr.adapter.reference() as ref:
             dv = dv - tr.adapter.velocity(x, ro.sigmas[j], ro.cond, g, transformer=ref)
-    s, dt = sig[j], sig[j + 1] - sig[j]
-    a2 = float(K.sde_sigma_scale(s, sig[1], tr.cfg.sampling.noise_level)) ** 2
-    dmu = dv * dt * (1 + a2 * (1 - s) / (2 * s))
-    kl = (dmu.flatten(1) ** 2).sum(1) / (2 * a2 * abs(dt))
+    kl = _sde_kl(tr, ro, j, dv)
     assert float(kl.mean()) > 1e-3
     assert m["policy/anchor_kl"] == pytest.approx(float(kl.mean()), rel=1e-3)
     policy_only = loss.detach() - beta * kl.mean()
@@ -1096,27 +1102,18 @@ def test_grpo_loss_adds_kl_beta_times_the_kl_and_penalty_weight_times_the_hinge(
     """Off the base (v_θ = 1.5·v_ref), the flat GRPO loss is the surrogate + β·KL + λ·hinge, each the mean over the
     valid samples: the KL hand-computed in closed form for the sde kernel, the hinge max(0, 1.5 − 1) = 0.5. At
     initialisation both are 0, so a trainer run cannot tell whether the loss carries them."""
-    from imgalign.config import load_config
-    from imgalign.trainers import kernels as K
-    from imgalign.trainers.config import FlowGRPOConfig
     from imgalign.trainers.objectives import TrainContext
-    from imgalign.trainers.testing import first_rollout
-    from imgalign.trainers.trainer import FlowGRPOTrainer
 
     beta, lam = 0.3, 0.2
-    cfg_d = tiny_config(
+    tr, ro, _ = _step0_trainer(
         sd3_dir,
-        tmp_path / "run",
-        sampling__num_steps=4,
+        tmp_path,
         sampling__sde_window=1,
         sampling__sde_window_max_start=0,
         objective__kl_beta=beta,
         objective__penalty="vnorm",
         objective__penalty_weight=lam,
     )
-    tr = FlowGRPOTrainer(load_config(FlowGRPOConfig, write(cfg_d, tmp_path / "c.yaml")), tmp_path / "run")
-    tr.setup()
-    ro, _ = first_rollout(tr)
     assert ro.train_steps == [0]
     _inflate_velocity(tr.model, 1.5)
     idx, adv = torch.arange(4), torch.tensor([1.0, 0.5, 0.2, -0.1])
@@ -1128,17 +1125,14 @@ def test_grpo_loss_adds_kl_beta_times_the_kl_and_penalty_weight_times_the_hinge(
         o.kl_beta, o.penalty_weight = kl_beta, penalty_weight
         return float(tr.objective.loss(ctx, ro, idx, 0, adv, valid)[0].detach())
 
-    i, sig, g = 0, [float(x) for x in ro.sigmas], tr.cfg.sampling.guidance_scale
+    i, g = 0, tr.cfg.sampling.guidance_scale
     with torch.no_grad():
         x = ro.latents[:, i]
         v = tr.adapter.velocity(x, ro.sigmas[i], ro.cond, g, transformer=tr.model)
         with tr.adapter.reference() as ref:
             v_ref = tr.adapter.velocity(x, ro.sigmas[i], ro.cond, g, transformer=ref)
     torch.testing.assert_close(v, 1.5 * v_ref, rtol=1e-4, atol=1e-5)
-    s, dt = sig[i], sig[i + 1] - sig[i]
-    a2 = float(K.sde_sigma_scale(s, sig[1], tr.cfg.sampling.noise_level)) ** 2
-    dmu = (v - v_ref) * dt * (1 + a2 * (1 - s) / (2 * s))
-    kl = (dmu.flatten(1) ** 2).sum(1) / (2 * a2 * abs(dt))  # [4]
+    kl = _sde_kl(tr, ro, i, v - v_ref)  # [4]
     kl_valid = float(kl[valid].mean())
     assert kl_valid > 1e-3 and abs(kl_valid - float(kl.mean())) > 1e-3 * kl_valid  # the mask matters
 
