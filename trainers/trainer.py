@@ -191,6 +191,12 @@ def _step_rows(path: Path) -> list[tuple[int, str]]:
     return rows
 
 
+def any_process(acc: Any, flag: bool) -> bool:
+    """Whether `flag` is true on any process (a collective: every process must call it at the same point)."""
+    t = torch.tensor([float(flag)], device=acc.device)
+    return bool(acc.reduce(t, reduction="sum").item() > 0)
+
+
 class FlowGRPOTrainer:
     """Builds everything from a :class:`FlowGRPOConfig` and runs :meth:`train`."""
 
@@ -560,8 +566,7 @@ class FlowGRPOTrainer:
         elapsed = time.perf_counter() - t_start
         # reserve: one more step, the final evaluation (measured, or guessed as 3 steps) and a save
         stop = elapsed + step_sec + (eval_sec or 3.0 * step_sec) + 0.5 * step_sec > budget
-        flag = torch.tensor([float(stop and self.is_main)], device=self.acc.device)
-        return bool(self.acc.reduce(flag, reduction="sum").item() > 0)
+        return any_process(self.acc, stop and self.is_main)
 
     def _local_slice(self) -> slice:
         n = self.layout["samples_per_process"]
@@ -842,8 +847,7 @@ class FlowGRPOTrainer:
         # every process meets here, also when the evaluation failed, and learns whether it did: all of them then save
         # a checkpoint and stop together (a main process stopping alone left the others waiting in the next step's
         # gather), and the save's barriers pair across processes
-        flag = torch.tensor([float(failure is not None)], device=self.acc.device)
-        failed = bool(self.acc.reduce(flag, reduction="sum").item() > 0)
+        failed = any_process(self.acc, failure is not None)
         if failure is not None:
             raise failure
         if failed:
