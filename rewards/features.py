@@ -109,11 +109,10 @@ def clip_preprocess(
     std: tuple[float, ...],
     resize_mode: str = "shortest",
     interpolation: str = "bicubic",
-    resize: int | None = None,
 ) -> torch.Tensor:
     """Tensor version of open_clip's / transformers' eval transform on [0, 1] images (B, 3, H, W) -> (B, 3, size,
-    size), normalised. ``resize_mode`` as open_clip's: 'shortest' (resize the shortest edge to `resize`, default
-    `size`, then centre-crop), 'longest' (resize the longest edge to `size`, centre-pad with 0) or 'squash'
+    size), normalised. ``resize_mode`` as open_clip's: 'shortest' (resize the shortest edge to `size`, then
+    centre-crop), 'longest' (resize the longest edge to `size`, centre-pad with 0) or 'squash'
     (resize to size x size). Works on batches without a PIL round trip, so rewards on generated tensors stay on
     their device."""
     mode = interpolation if interpolation in ("bicubic", "bilinear", "nearest") else "bicubic"
@@ -134,8 +133,7 @@ def clip_preprocess(
         top, left = (size - nh) // 2, (size - nw) // 2
         x = F.pad(x, (left, size - nw - left, top, size - nh - top))
     else:  # shortest edge, then centre crop (torchvision's Resize(int) and CenterCrop arithmetic)
-        r = resize or size
-        nh, nw = (r, int(r * w / h)) if h <= w else (int(r * h / w), r)
+        nh, nw = (size, int(size * w / h)) if h <= w else (int(size * h / w), size)
         x = resized(x, (nh, nw))
         top, left = int(round((nh - size) / 2.0)), int(round((nw - size) / 2.0))
         x = x[..., top : top + size, left : left + size]
@@ -144,22 +142,74 @@ def clip_preprocess(
     return (x.clamp(0, 1) - m) / s
 
 
+def processor_geometry(
+    x: torch.Tensor,
+    shortest_edge: int | None,
+    resize_hw: tuple[int, int] | None,
+    crop_hw: tuple[int, int] | None,
+) -> torch.Tensor:
+    """transformers' image-processor resize and centre crop on (B, 3, H, W) images, as its torchvision backend does:
+    the shortest edge to ``shortest_edge`` keeping the aspect (the long edge ``int(s * long / short)``), or to
+    ``resize_hw`` exactly; then, unless ``crop_hw`` is None, a centre crop at ``int((H - h) / 2)``, ``int((W - w) / 2)``
+    (zero-padded first where the crop is larger)."""
+    h, w = int(x.shape[-2]), int(x.shape[-1])
+    if shortest_edge is not None:
+        s = int(shortest_edge)
+        hw = (s, int(s * w / h)) if h <= w else (int(s * h / w), s)
+    else:
+        assert resize_hw is not None, "give shortest_edge or resize_hw"
+        hw = (int(resize_hw[0]), int(resize_hw[1]))
+    if hw != (h, w):
+        x = F.interpolate(x, size=hw, mode="bicubic", align_corners=False, antialias=True)
+    if crop_hw is None:
+        return x
+    ch, cw = int(crop_hw[0]), int(crop_hw[1])
+    h, w = hw
+    if ch > h or cw > w:
+        ph, pw = max(ch - h, 0), max(cw - w, 0)
+        x = F.pad(x, (pw // 2, (pw + 1) // 2, ph // 2, (ph + 1) // 2))
+        h, w = int(x.shape[-2]), int(x.shape[-1])
+    top, left = int((h - ch) / 2.0), int((w - cw) / 2.0)
+    return x[..., top : top + ch, left : left + cw]
+
+
+def _size_field(size: Any, key: str) -> int | None:
+    """One field of a processor's size or crop_size (a dict, or transformers' SizeDict), None when unset."""
+    v = size.get(key) if isinstance(size, dict) else getattr(size, key, None)
+    return int(v) if v else None
+
+
 def _dinov2(path: str, device: torch.device, dtype: torch.dtype) -> FeatureEncoder:
     from transformers import AutoImageProcessor, AutoModel
 
     model = AutoModel.from_pretrained(path, dtype=dtype).to(device).eval()
     proc = AutoImageProcessor.from_pretrained(path)
-    crop = getattr(proc, "crop_size", None) or getattr(proc, "size", None) or {}
-    size = int(crop.get("height") or crop.get("shortest_edge") or 224)
-    resize = int(
-        (getattr(proc, "size", None) or {}).get("shortest_edge") or size
-    )  # DINOv2: 256, then crop 224
-    if not getattr(proc, "do_center_crop", True):  # no crop: the model sees the resized image itself
-        size = resize
-    mean, std = tuple(proc.image_mean), tuple(proc.image_std)
+    size = getattr(proc, "size", None) or {}
+    shortest = _size_field(size, "shortest_edge")
+    resize_hw = None
+    if shortest is None:
+        hw = (_size_field(size, "height"), _size_field(size, "width"))
+        if None in hw:
+            raise ValueError(
+                f"dinov2:{path}: its image processor's size {size} has neither 'shortest_edge' nor 'height' and "
+                "'width'; give a processor (preprocessor_config.json) that sets one of them"
+            )
+        resize_hw = (int(hw[0]), int(hw[1]))  # type: ignore[arg-type]
+    crop_hw = None
+    if getattr(proc, "do_center_crop", True):  # DINOv2: shortest edge 256, then crop 224
+        crop = getattr(proc, "crop_size", None) or {}
+        ch, cw = _size_field(crop, "height"), _size_field(crop, "width")
+        if ch is None or cw is None:
+            raise ValueError(
+                f"dinov2:{path}: its image processor centre-crops but its crop_size {crop} lacks 'height' or "
+                "'width'; set both, or do_center_crop false, in its preprocessor_config.json"
+            )
+        crop_hw = (ch, cw)
+    m = torch.tensor(tuple(proc.image_mean), device=device, dtype=dtype).view(1, 3, 1, 1)
+    s = torch.tensor(tuple(proc.image_std), device=device, dtype=dtype).view(1, 3, 1, 1)
 
     def prep(x: torch.Tensor) -> torch.Tensor:  # the image processor's resize, centre crop and normalisation
-        return clip_preprocess(x, size, mean, std, "shortest", "bicubic", resize)
+        return (processor_geometry(x, shortest, resize_hw, crop_hw).clamp(0, 1) - m) / s
 
     n_reg = int(getattr(model.config, "num_register_tokens", 0) or 0)
 

@@ -78,23 +78,51 @@ def test_tensor_preprocessing_matches_open_clips_transform(resize_mode, interpol
     assert ours.shape == ref.shape and float((ours - ref).abs().max()) < 0.03
 
 
-def test_dinov2_style_resize_then_crop_matches_the_image_processor() -> None:
-    import numpy as np
+@pytest.mark.parametrize(
+    ("size", "crop", "hw", "out"),
+    [
+        ({"shortest_edge": 36}, {"height": 32, "width": 32}, (48, 64), (32, 32)),
+        (
+            {"shortest_edge": 36},
+            {"height": 29, "width": 29},
+            (48, 63),
+            (29, 29),
+        ),  # odd margins: floor, not round
+        ({"shortest_edge": 36}, None, (48, 64), (36, 48)),  # no crop: the aspect is kept
+        ({"height": 40, "width": 30}, None, (48, 64), (40, 30)),  # a fixed size: squashed
+        (
+            {"shortest_edge": 32},
+            {"height": 40, "width": 36},
+            (32, 32),
+            (40, 36),
+        ),  # a larger crop: zero-padded
+    ],
+)
+def test_processor_geometry_matches_the_image_processor(
+    size: dict[str, int], crop: dict[str, int] | None, hw: tuple[int, int], out: tuple[int, int]
+) -> None:
+    """transformers' resize and centre crop, applied to a uint8 tensor by the processor itself (no rescale or
+    normalisation): ours differs only by the processor's uint8 rounding after its resize."""
     from transformers import BitImageProcessor
 
-    from imgalign.rewards.base import to_pil
-    from imgalign.rewards.features import clip_preprocess
+    from imgalign.rewards.features import processor_geometry
 
     proc = BitImageProcessor(
-        size={"shortest_edge": 64}, crop_size={"height": 56, "width": 56}, do_convert_rgb=True
+        size=size,
+        crop_size=crop or {"height": 8, "width": 8},
+        do_center_crop=crop is not None,
+        do_rescale=False,
+        do_normalize=False,
     )
     torch.manual_seed(0)
-    x = torch.nn.functional.interpolate(torch.rand(1, 3, 8, 8), size=(96, 128), mode="bilinear")
-    pil = to_pil(x)[0]
-    xq = torch.from_numpy(np.asarray(pil, dtype=np.float32) / 255).permute(2, 0, 1)[None]
-    ref = torch.as_tensor(proc(pil, return_tensors="np")["pixel_values"])
-    ours = clip_preprocess(xq, 56, tuple(proc.image_mean), tuple(proc.image_std), "shortest", "bicubic", 64)
-    assert ours.shape == ref.shape and float((ours - ref).abs().max()) < 0.05
+    x = torch.nn.functional.interpolate(torch.rand(1, 3, 8, 8), size=hw, mode="bilinear")
+    x8 = (x * 255).round().to(torch.uint8)
+    ref = proc(x8[0], return_tensors="pt")["pixel_values"].float() / 255
+    crop_hw = (crop["height"], crop["width"]) if crop else None
+    resize_hw = (size["height"], size["width"]) if "height" in size else None
+    ours = processor_geometry(x8.float() / 255, size.get("shortest_edge"), resize_hw, crop_hw)
+    assert tuple(ours.shape[-2:]) == tuple(ref.shape[-2:]) == out
+    assert float((ours - ref).abs().max()) < 0.01
 
 
 def test_openai_weights_get_quick_gelu() -> None:

@@ -200,33 +200,42 @@ def _dinov2_pixels(monkeypatch, folder: Path, x: torch.Tensor) -> torch.Tensor:
 
 
 @pytest.mark.parametrize(
-    ("crop", "h", "w", "side"),
-    [(True, 48, 64, 32), (False, 64, 64, 36)],
-    ids=["resize 36 then crop 32", "no centre crop: the resized size"],
+    ("size", "crop", "h", "w", "out"),
+    [
+        ({"shortest_edge": 36}, True, 48, 64, (32, 32)),
+        ({"shortest_edge": 36}, False, 64, 64, (36, 36)),
+        ({"shortest_edge": 36}, False, 48, 64, (36, 48)),
+        ({"height": 40, "width": 24}, False, 48, 64, (40, 24)),
+    ],
+    ids=[
+        "resize 36 then crop 32",
+        "no centre crop: the resized size",
+        "no centre crop: the aspect kept",
+        "a fixed height and width",
+    ],
 )
 def test_dinov2_encoder_preprocesses_as_its_image_processor(
-    tmp_path: Path, monkeypatch, crop: bool, h: int, w: int, side: int
+    tmp_path: Path, monkeypatch, size: dict[str, int], crop: bool, h: int, w: int, out: tuple[int, int]
 ) -> None:
     """A processor that resizes the shortest edge to 36 (bicubic) and centre-crops 32: on a 48 x 64 image the
     encoder's tensors match the processor's own output up to its 8-bit PIL round trip (a bilinear resize differs by
     ~0.12 on average, resizing straight to 32 by ~0.65). With do_center_crop=False the processor stops at the resize
-    (its crop_size is unused): a square image reaches the model at 36 x 36, not resized to the crop size."""
+    (its crop_size is unused): a square image reaches the model at 36 x 36, not resized to the crop size, and a
+    48 x 64 one at 36 x 48, not cropped square; a processor with a fixed height and width squashes to it."""
     import numpy as np
     from transformers import BitImageProcessor
 
     from imgalign.rewards.base import to_pil
 
     folder = make_tiny_dinov2(tmp_path / "dino")
-    proc = BitImageProcessor(
-        size={"shortest_edge": 36}, crop_size={"height": 32, "width": 32}, do_center_crop=crop
-    )
+    proc = BitImageProcessor(size=size, crop_size={"height": 32, "width": 32}, do_center_crop=crop)
     proc.save_pretrained(folder)
     torch.manual_seed(0)
     pil = to_pil(torch.rand(1, 3, h, w))[0]
     xq = torch.from_numpy(np.asarray(pil, dtype=np.float32) / 255).permute(2, 0, 1)[None]
     ours = _dinov2_pixels(monkeypatch, folder, xq)
     ref = proc(pil, return_tensors="pt")["pixel_values"]
-    assert ours.shape == ref.shape == (1, 3, side, side) and float((ours - ref).abs().mean()) < 0.02
+    assert ours.shape == ref.shape == (1, 3, *out) and float((ours - ref).abs().mean()) < 0.02
 
 
 def test_dinov2_register_tokens_are_dropped_from_the_patch_tokens(tmp_path: Path) -> None:
