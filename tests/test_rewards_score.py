@@ -357,10 +357,11 @@ def test_bad_baseline_fails_before_scoring(
 
 
 def test_a_file_that_is_not_utf8_is_named(
-    folder: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture
+    folder: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A non-UTF-8 --prompts, --baseline (or a PNG given as one) or folder metadata.jsonl is refused naming the
-    file and saying what to do, not with a bare codec error; score and eval read metadata the same way."""
+    file and saying what to do, not with a bare codec error; score and eval read metadata the same way. `score`
+    reads every folder's metadata before it builds a reward, so it does not stop partway."""
     d, _ = folder
     out = tmp_path / "x.jsonl"
     latin1 = tmp_path / "latin1.jsonl"
@@ -377,8 +378,13 @@ def test_a_file_that_is_not_utf8_is_named(
         write_prompt_folder(gen, i, SPECS[i].to_metadata(), [W.render(SPECS[i], 0)[0]])
     meta = gen / "00001" / "metadata.jsonl"
     meta.write_bytes(b"\xff\xfe")
+    # refused before any reward is built or any image scored (the first folder is fine)
+    built: list[str] = []
+    monkeypatch.setattr("imgalign.rewards.base.build_reward", lambda spec, **kw: built.append(spec))
     assert main(["score", str(gen), "--reward", "geneval", "--no-progress", "--out", str(out)]) == 2
     assert f"cannot read metadata file {str(meta)!r}: it is not UTF-8 text" in capsys.readouterr().err
+    assert not built and not out.exists()
+    monkeypatch.undo()
     assert main(["eval", "--images", str(gen), "--out", str(tmp_path / "ev"), "--no-progress"]) == 2
     assert f"cannot read metadata file {str(meta)!r}: it is not UTF-8 text" in capsys.readouterr().err
 

@@ -4,7 +4,8 @@ Prompts come from ``--prompts`` (JSONL rows ``{"file": ..., "prompt": ..., optio
 images in the GenEval folder layout (``<index>/samples/<n>.png``), from ``<index>/metadata.jsonl``. Output: one row
 per image ``{"file", "prompt", "scores": {reward: value}, "error": null | text}`` as JSONL (CSV when ``--out`` ends
 in ``.csv``), and a summary table on stdout. Unreadable files and files without a prompt get an error row; every
-other file is still scored; the exit status is 1 when any file failed.
+other file is still scored; the exit status is 1 when any file failed. A folder ``metadata.jsonl`` that cannot be read
+is refused before any reward loads.
 
 ``--baseline EARLIER.jsonl`` (an earlier ``imgalign score`` output, e.g. of the base model on the same prompts and
 seeds) adds a paired table: per reward, the mean change over the images both files scored and the standard error of
@@ -117,11 +118,18 @@ def _in_geneval_layout(file: Path) -> bool:
     return file.parent.name == "samples" and file.parent.parent.name.isdigit()
 
 
-def _geneval_meta(file: Path) -> dict[str, Any] | None:
-    """Metadata of an image in the GenEval layout ``<5-digit>/samples/<n>.png``, else None."""
+def _geneval_meta(file: Path, cache: dict[Path, dict[str, Any] | None]) -> dict[str, Any] | None:
+    """Metadata of an image in the GenEval layout ``<5-digit>/samples/<n>.png``, else None; raises CLIError naming
+    a metadata file that cannot be read. ``cache`` keeps each folder's metadata, read once."""
     if not _in_geneval_layout(file):
         return None
     meta = file.parent.parent / "metadata.jsonl"
+    if meta not in cache:
+        cache[meta] = _read_geneval_meta(meta)
+    return cache[meta]
+
+
+def _read_geneval_meta(meta: Path) -> dict[str, Any] | None:
     if not meta.is_file():
         return None
     from imgalign.prompts.io import read_text
@@ -326,6 +334,13 @@ def run_score(args: argparse.Namespace) -> int:
     mapping = load_prompt_map(args.prompts) if args.prompts else None
     baseline = load_baseline(args.baseline) if args.baseline else None
     base = Path(args.prompts).parent if args.prompts else None
+    # every image's prompt row before any reward loads: a folder metadata.jsonl that cannot be read (and that
+    # --prompts does not stand in for) is refused now, not after the images before it were scored
+    cache: dict[Path, dict[str, Any] | None] = {}
+    prompt_rows = {
+        f: (_lookup(f, mapping, base) if mapping is not None else None) or _geneval_meta(f, cache)
+        for f in files
+    }
 
     # a reward's column is its canonical key (name and non-default options: `geneval:mode=strict`, not `geneval`),
     # so a --baseline pairs only scores of the same reward and options
@@ -338,7 +353,7 @@ def run_score(args: argparse.Namespace) -> int:
     for k, r in rewards.items():
         if hasattr(r, "ready") and not r.ready():
             raise CLIError(f"{k} cannot score yet: {getattr(r, 'not_ready_help', 'it is not ready')}")
-    if needs_prompt and mapping is None and not any(_geneval_meta(f) is not None for f in files):
+    if needs_prompt and mapping is None and all(m is None for m in prompt_rows.values()):
         which = ", ".join(k for k, r in rewards.items() if getattr(r, "needs_prompt", True))
         raise CLIError(
             f"{which} score(s) an image against its prompt, and none of the {len(files)} image(s) has one: pass "
@@ -365,7 +380,7 @@ def run_score(args: argparse.Namespace) -> int:
     for f in tqdm(files, desc="score", disable=args.no_progress, unit="img"):
         row: dict[str, Any] = {"file": str(f), "prompt": None, "scores": {}, "error": None}
         rows.append(row)
-        meta = (_lookup(f, mapping, base) if mapping is not None else None) or _geneval_meta(f)
+        meta = prompt_rows[f]
         if meta is not None:
             row["prompt"] = meta["prompt"]
         elif needs_prompt:
