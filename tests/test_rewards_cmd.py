@@ -122,6 +122,10 @@ def test_check_says_when_a_reward_returns_non_finite_scores_or_raises(
         "my_lab.check_fns:boom failed while scoring the check's images: RuntimeError: reward server down"
         in err
     )
+    assert "(run with -v for the traceback)" in err
+    # with -v the reward's own error propagates (its traceback), not a line asking for -v
+    with pytest.raises(RuntimeError, match="reward server down"):
+        main(["-v", "rewards", "check", "--reward", "my_lab.check_fns:boom", "--n", "4"])
 
 
 def test_corruptions_are_unsatisfied_by_the_true_render() -> None:

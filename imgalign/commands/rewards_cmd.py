@@ -225,7 +225,10 @@ def run_check(args: argparse.Namespace) -> int:
             )
         if hasattr(reward, "ready") and not reward.ready():
             raise CLIError(f"{spec} cannot score yet: {getattr(reward, 'not_ready_help', 'it is not ready')}")
-        res = true_vs_corrupted(_reporting_failures(reward, spec), n=args.n, seed=args.seed, kinds=kinds)
+        scored = (
+            reward if args.verbose else _reporting_failures(reward, spec)
+        )  # -v: the reward's own traceback
+        res = true_vs_corrupted(scored, n=args.n, seed=args.seed, kinds=kinds)
         if res.n_nonfinite == res.n:
             raise CLIError(
                 f"{spec} returned non-finite scores (NaN or inf) for all {res.n} pairs, so there is no verdict; "
