@@ -135,6 +135,34 @@ def test_training_batch_pairs_each_prompt_with_its_own_latent():
         torch.testing.assert_close(x, torch.full_like(x, float(p.split()[1])), atol=1e-4, rtol=0)
 
 
+def test_training_batch_drops_prompts_to_the_empty_prompt_with_probability_cfg_dropout():
+    n, b = 4, 4000
+    lat = torch.zeros(n, 4, 2, 2)
+    prompts = [f"prompt {i}" for i in range(n)]
+    for p in (0.0, 0.25):
+        cfg = tiny_config(batch_size=b, cfg_dropout=p)
+        batch_prompts, *_ = t2i.training_batch(lat, lat, prompts, cfg, torch.Generator().manual_seed(0))
+        dropped = sum(q == "" for q in batch_prompts) / b
+        assert dropped == pytest.approx(p, abs=0.03), p  # binomial sd at 0.25: 0.007
+
+
+def test_recon_loss_weights_object_pixels_fg_weight_times_the_background():
+    from imgalign.shapes import BACKGROUND
+
+    bg = torch.tensor(BACKGROUND, dtype=torch.float32) / 127.5 - 1
+    near = bg + 1 / 127.5  # one uint8 step off the background (anti-aliasing): still background
+    obj = torch.tensor([1.0, -1.0, -1.0])
+    x = torch.stack([bg, near, obj], 1).view(1, 3, 1, 3)  # (B, 3, H, W): pixels bg, near-bg, object
+    rec = x.clone()
+    rec[..., 0] += 0.5  # only the background pixel is wrong: |e| + e^2 = 0.75 per channel
+    # weights 1, 1, 5: the weighted mean over pixels and channels is 0.75 * 1 / (1 + 1 + 5)
+    assert t2i.recon_loss(rec, x, 5.0).item() == pytest.approx(0.75 / 7)
+    rec = x.clone()
+    rec[..., 2] -= 0.5  # only the object pixel is wrong
+    assert t2i.recon_loss(rec, x, 5.0).item() == pytest.approx(0.75 * 5 / 7)
+    assert t2i.recon_loss(rec, x, 1.0).item() == pytest.approx(0.75 / 3)  # unweighted: the plain mean
+
+
 def test_logit_normal_median_and_lr_schedule():
     g = torch.Generator().manual_seed(0)
     t = t2i.logit_normal(20000, 0.0, 1.0, g)
@@ -354,7 +382,8 @@ def test_fold_latent_normalisation_standardises_latents_and_keeps_the_decoder():
     vae = t2i.build_vae(cfg).eval()
     x = torch.rand(6, 3, 64, 64) * 2 - 1
     with torch.no_grad():
-        z = vae.encode(x).latent_dist.mean
+        post0 = vae.encode(x).latent_dist
+        z = post0.mean
         before = vae.decode(z).sample
     mu, sigma = z.mean((0, 2, 3)), z.std((0, 2, 3))
     t2i.fold_latent_normalisation(vae, mu, sigma)
@@ -363,6 +392,8 @@ def test_fold_latent_normalisation_standardises_latents_and_keeps_the_decoder():
         z2 = post.mean
         after = vae.decode(z2).sample
     torch.testing.assert_close(z2, (z - mu.view(1, -1, 1, 1)) / sigma.view(1, -1, 1, 1), atol=1e-5, rtol=1e-4)
+    # the log-variance rows: the posterior std is divided by sigma too (log var - 2 log sigma)
+    torch.testing.assert_close(post.std, post0.std / sigma.view(1, -1, 1, 1), atol=1e-6, rtol=1e-4)
     torch.testing.assert_close(after, before, atol=1e-5, rtol=1e-4)
     assert vae.config.scaling_factor == 1.0 and vae.config.shift_factor == 0.0
 
