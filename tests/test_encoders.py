@@ -104,6 +104,42 @@ def test_vlm_caption_nll_is_the_positive_mean_negative_log_likelihood_of_the_tar
     assert vlm_pt.caption_nll(Spy(), enc).item() == pytest.approx(expected) and expected > 0
 
 
+def test_vlm_token_logprobs_and_caption_loglik_against_hand_values():
+    """token_logprobs: column t holds log p(token t | tokens < t), column 0 is 0; caption_loglik is the mean over
+    each caption's own tokens, so a padded shorter caption is not penalised for its length."""
+    from PIL import Image
+
+    tok = vlm_pt.build_tokenizer()
+    proc = vlm_pt.build_processor(tok, 16)
+    im = Image.new("RGB", (64, 64))
+    caps = ["a photo of a red circle", "a cross"]
+    enc = vlm_pt.encode(proc, [im, im], caps)
+    ids = enc["input_ids"]  # (B, T)
+    b, t = ids.shape
+    vocab = len(tok)
+    bonus = 0.1 * torch.arange(t, dtype=torch.float32)  # the logit of the true next token grows with position
+    logits = torch.zeros(b, t, vocab)
+    logits[:, :-1].scatter_(-1, ids[:, 1:, None], bonus[:-1].expand(b, -1)[..., None])
+
+    class Spy(torch.nn.Module):
+        def forward(self, input_ids, attention_mask, pixel_values):
+            return type("Out", (), {"logits": logits})()
+
+    def hand(p: int) -> float:  # log p(token p | < p): its logit is bonus[p - 1], the other vocab - 1 are 0
+        a = bonus[p - 1].item()
+        return a - math.log(math.exp(a) + vocab - 1)
+
+    lp = vlm_pt.token_logprobs(Spy(), enc)
+    assert lp.shape == (b, t) and (lp[:, 0] == 0).all()
+    for p in (1, t // 2, t - 1):
+        assert lp[0, p].item() == pytest.approx(hand(p), abs=1e-5)
+    ll = vlm_pt.caption_loglik(Spy(), proc, [im, im], caps)  # encodes the same batch again
+    for r, cap in enumerate(caps):
+        pos = enc["caption_mask"][r].nonzero().squeeze(-1).tolist()
+        assert len(pos) == len(cap.split())
+        assert ll[r].item() == pytest.approx(sum(hand(p) for p in pos) / len(pos), abs=1e-5)
+
+
 def test_the_evaluation_stream_is_seeded_apart_from_every_training_stream():
     """Held-out CLIP/VLM renders draw from heldout_seed; reusing a training seed would replay training draws."""
     for seed in (0, 1, 2, 12345):

@@ -59,6 +59,23 @@ def test_qwen2_vl_batched_with_padding_matches_single(tiny_vlm: Path) -> None:
     assert torch.allclose(batched, single, atol=1e-4)
 
 
+def test_batches_are_padded_on_the_right_whatever_the_tokenizer_default(tiny_vlm: Path) -> None:
+    """Right padding keeps every real token at the position it has alone (a left-padded row shifts them, which
+    models with absolute positions or an image-token offset do not undo); the tokenizer's own setting is kept."""
+    from imgalign.rewards.base import to_pil
+
+    r = build_reward(f"vlm_loglik:model={tiny_vlm}")
+    r.tokenizer.padding_side = "left"  # as many VLM processors ship
+    prompts = ["a photo of four white triangles", "a cross"]
+    enc, mask = r.teacher_forced_inputs(prompts, to_pil(torch.rand(2, 3, 64, 64)))
+    attn = enc["attention_mask"]
+    assert attn[:, 0].all() and not attn[1, -1] and attn[0].all()  # the short row's padding is at its end
+    n = int(attn[1].sum())
+    alone, _ = r.teacher_forced_inputs(prompts[1:], to_pil(torch.rand(1, 3, 64, 64)))
+    assert torch.equal(enc["input_ids"][1, :n], alone["input_ids"][0])
+    assert r.tokenizer.padding_side == "left"
+
+
 def test_qwen2_vl_matches_independent_forward(tiny_vlm: Path) -> None:
     """Recompute the reward by hand: full chat text, locate the prompt by string position, score those tokens."""
     from transformers import AutoModelForImageTextToText, AutoProcessor
