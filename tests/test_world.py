@@ -212,3 +212,27 @@ def test_a_spec_with_more_than_four_objects_is_refused():
     with pytest.raises(W.SpecError, match="at most 4 objects"):
         W.validate_spec(W.Spec("two_object", (W.Clause("circle", count=3), W.Clause("square", count=2))))
     W.validate_spec(W.Spec("two_object", (W.Clause("circle", count=2), W.Clause("square", count=2))))
+
+
+def test_a_cross_has_arms_one_third_of_its_box_wide():
+    m = W.shape_mask("cross", 30, 30)  # (h, w) in [0, 1]
+    assert m.mean() == pytest.approx(5 / 9, abs=0.02)  # a plus of 1/3-wide arms covers 5 of 9 cells
+    filled = m > 0.5
+    assert filled[1].nonzero()[0].tolist() == list(range(10, 20))  # the top arm spans the middle third
+    assert filled[:, 1].nonzero()[0].tolist() == list(range(10, 20))  # the left arm likewise
+    assert not filled[:9, :9].any() and not filled[21:, 21:].any()  # the corner cells are empty
+
+
+def test_relations_hold_beyond_half_and_layout_keeps_a_one_pixel_margin():
+    target = (20, 20, 30, 30)
+    # offset (6, 7), summed sizes 20 per axis: components (6 - 2, 7 - 2) / sqrt(85) = (0.434, 0.542)
+    box = (26, 27, 36, 37)
+    assert W.relation_margin(box, target, "right of") == pytest.approx(4 / 85**0.5)
+    assert W.relation_margin(box, target, "below") == pytest.approx(5 / 85**0.5)
+    assert W.relative_position(box, target) == {"below"}  # 0.434 is not beyond 0.5; 0.542 is
+    # offset (7, 7): both components (7 - 2) / sqrt(98) = 0.505 hold, but a box one pixel larger on each side
+    # (summed sizes 22: (7 - 2.2) / sqrt(98) = 0.485) would not, so layout does not place it there
+    box = (27, 27, 37, 37)
+    assert W.relative_position(box, target) == {"right of", "below"}
+    assert not W._clear_relation(box, target, "right of")
+    assert W._clear_relation((30, 27, 40, 37), target, "right of")  # (10 - 2.2) / sqrt(149) = 0.64 when grown
