@@ -349,3 +349,39 @@ def test_empty_lora_targets_matter_only_when_lora_trains():
     assert cfg.model.lora_targets == []
     with pytest.raises(ConfigError, match="model.lora_targets is empty"):
         load_config(FlowGRPOConfig, None, ["model.lora_rank=4", "model.lora_targets=[]"])
+
+
+@dataclass
+class Typed:
+    flag: bool = field(False, help="a switch")
+    level: Literal["off", "low", "high"] = field(
+        "low", help="a choice one of whose words YAML reads as false"
+    )
+    key: int | str = field(0, help="a number or a name")
+    tag: str | None = field("x", help="an optional name")
+    specs: list[str] | None = field(None, help="optional reward specs", reward_specs=True)
+
+
+def test_quoted_and_yaml_special_strings_coerce_by_the_field_type(tmp_path):
+    """A quoted 'true' or '1' is a true bool; a Literal choice YAML reads as another type is the choice as typed;
+    a union tries each type in turn; null is None for an optional field, even for its str member."""
+
+    def load(*sets):
+        return load_config(Typed, None, list(sets))
+
+    for text, want in (('"true"', True), ("'yes'", True), ("'1'", True), ('"0"', False), ("'false'", False)):
+        assert load(f"flag={text}").flag is want, text
+    with pytest.raises(ConfigError, match="flag: expected true or false, got 'maybe'"):
+        load("flag='maybe'")
+    p = tmp_path / "c.yaml"
+    p.write_text("flag: '1'\nlevel: 'off'\nkey: '5'\n")
+    cfg = load_config(Typed, p)
+    assert cfg.flag is True and cfg.level == "off" and cfg.key == "5"  # quoted in YAML: a string
+    assert load("level=off").level == "off" and load("level='high'").level == "high"
+    assert load("key=5").key == 5 and load("key='5'").key == "5" and load("key=abc").key == "abc"
+    assert load("tag=null").tag is None and load("tag='null'").tag == "null"
+    assert load("specs=clip:model=X,pretrained=openai,geneval").specs == [
+        "clip:model=X,pretrained=openai",
+        "geneval",
+    ]
+    assert load_config(Cfg, None, ["seed=null"]).seed is None
