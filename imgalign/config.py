@@ -130,7 +130,9 @@ def _coerce(value: Any, tp: Any, key: str, specs: bool = False) -> Any:
                     f'{key}=\'["a", "b"]\''
                 )
             return _split_list_text(text) if specs else [p.strip() for p in text.split(",") if p.strip()]
-        value = value.parsed
+        # a union's members each read the override themselves (a str member keeps the text)
+        if origin not in (typing.Union, types.UnionType):
+            value = value.parsed
     if tp is Any:
         return value
     if origin in (typing.Union, types.UnionType):

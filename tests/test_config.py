@@ -385,3 +385,11 @@ def test_quoted_and_yaml_special_strings_coerce_by_the_field_type(tmp_path):
         "geneval",
     ]
     assert load_config(Cfg, None, ["seed=null"]).seed is None
+
+
+def test_set_values_keep_their_text_for_a_str_member_of_a_union():
+    """As for a plain str field (test_set_values_keep_their_text_for_string_fields): YAML's reading of 1e-4, 010
+    or 12:30 is not what the user typed for `str | None`."""
+    for text in ("1e-4", "010", "12:30"):
+        assert load_config(Typed, None, [f"tag={text}"]).tag == text
+    assert load_config(Typed, None, ["key=7"]).key == 7  # an int member still takes YAML's number
