@@ -341,7 +341,7 @@ def layout(spec: Spec, rng: random.Random, max_tries: int = 2000) -> list[Placed
 
 
 def _clear_relation(box: tuple[int, ...], target: tuple[int, ...], rel: str) -> bool:
-    """The relation holds with room to spare (component beyond 0.6), and its opposite does not."""
+    """The relation holds with room to spare: also for the box grown or shrunk by one pixel on each side."""
     rels = relative_position(box, target)
     if rel not in rels:
         return False
