@@ -183,6 +183,8 @@ def _coerce(value: Any, tp: Any, key: str, specs: bool = False) -> Any:
     if tp is bool:
         if isinstance(value, bool):
             return value
+        if type(value) is int and value in (0, 1):  # flag=1 as '1' (YAML reads an unquoted 1 as the integer)
+            return bool(value)
         if isinstance(value, str) and value.lower() in ("true", "false", "yes", "no", "1", "0"):
             return value.lower() in ("true", "yes", "1")
         raise ConfigError(f"{key}: expected true or false, got {value!r}")

@@ -371,8 +371,12 @@ def test_quoted_and_yaml_special_strings_coerce_by_the_field_type(tmp_path):
 
     for text, want in (('"true"', True), ("'yes'", True), ("'1'", True), ('"0"', False), ("'false'", False)):
         assert load(f"flag={text}").flag is want, text
+    for text, want in (("1", True), ("0", False)):  # unquoted: YAML's integers, the same switch as quoted
+        assert load(f"flag={text}").flag is want, text
     with pytest.raises(ConfigError, match="flag: expected true or false, got 'maybe'"):
         load("flag='maybe'")
+    with pytest.raises(ConfigError, match="flag: expected true or false, got 2"):
+        load("flag=2")
     p = tmp_path / "c.yaml"
     p.write_text("flag: '1'\nlevel: 'off'\nkey: '5'\n")
     cfg = load_config(Typed, p)
