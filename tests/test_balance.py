@@ -490,3 +490,163 @@ def test_reward_balancing_state_matches_rewards_by_name_and_starts_fresh_when_it
         RewardBalancing(["a", "b"], True, True).load_state_dict(legacy) or ""
     )
     assert RewardBalancing(["a", "b", "c"], True, True).load_state_dict(legacy) is None
+
+
+def test_balance_advantages_passes_the_configured_weights_and_std():
+    """balance_advantages hands cfg.weights and cfg.std to the balancer (before: a plain sum or the group std went
+    unnoticed, the dispatch test using the defaults)."""
+    rewards = torch.tensor([[1.0, 0.0], [0.0, 2.0], [2.0, 4.0], [0.0, 0.0]])
+    groups = torch.tensor([0, 0, 1, 1])
+    # hand values with weights [1, 0.25] and the group std: test_every_balancer_applies_unequal_reward_weights
+    cfg = BalanceConfig(method="weighted_sum", weights=[1.0, 0.25], adv_eps=1e-9)
+    torch.testing.assert_close(balance_advantages(rewards, groups, cfg), torch.tensor([1.0, -1.0, 1.0, -1.0]))
+    cfg = BalanceConfig(method="gdpo", weights=[1.0, 0.25], adv_eps=1e-9)
+    gd = torch.tensor([0.75, -0.75, 1.25, -1.25]) / 1.0625**0.5
+    torch.testing.assert_close(balance_advantages(rewards, groups, cfg), gd)
+    # the batch std: weighted sum [1, 0.5, 3, 0], centred per group [0.25, -0.25, 1.5, -1.5], over the batch's
+    # population std of [1, 0.5, 3, 0] (mean 1.125: sqrt((0.015625 + 0.390625 + 3.515625 + 1.265625) / 4))
+    cfg = BalanceConfig(method="weighted_sum", weights=[1.0, 0.25], std="global", adv_eps=1e-9)
+    expected = torch.tensor([0.25, -0.25, 1.5, -1.5]) / (5.1875 / 4) ** 0.5
+    torch.testing.assert_close(balance_advantages(rewards, groups, cfg), expected)
+
+
+def test_gdpo_clips_after_the_batch_normalisation():
+    """GDPO's output is clipped to +-clip: [0.75, -0.75, 1.25, -1.25]/sqrt(1.0625) with clip 1 -> the last two
+    at +-1."""
+    rewards = torch.tensor([[1.0, 0.0], [0.0, 2.0], [2.0, 4.0], [0.0, 0.0]])
+    groups = torch.tensor([0, 0, 1, 1])
+    a = 0.75 / 1.0625**0.5
+    expected = torch.tensor([a, -a, 1.0, -1.0])
+    torch.testing.assert_close(gdpo_advantages(rewards, groups, [1.0, 0.25], eps=0.0, clip=1.0), expected)
+
+
+def test_marble_ema_weights_the_old_alpha_by_ema():
+    """alpha <- ema·alpha + (1 - ema)·alpha*, at an ema other than 1/2 (where swapping the two weights shows):
+    alpha* = [1/2, 1/2, 0] then [1/3, 1/3, 1/3] (the batches of test_marble_balancer_normalises_scales_and_emas);
+    ema 0.75 -> 0.75·[1/2, 1/2, 0] + 0.25·[1/3, 1/3, 1/3] = [11/24, 11/24, 1/12]."""
+    g = torch.tensor([[1.0, 0.0, 0.0], [0.0, 3.0, 0.0], [1.0, 1.0, 0.0]], dtype=torch.float64)
+    mb = MarbleBalancer(3, ema=0.75)
+    mb.update(g @ g.T)
+    alpha = mb.update(torch.diag(torch.tensor([1.0, 4.0, 25.0], dtype=torch.float64)))
+    torch.testing.assert_close(alpha, torch.tensor([11 / 24, 11 / 24, 1 / 12], dtype=torch.float64))
+
+
+def test_marble_coefficients_drop_a_reward_whose_gradient_vanished():
+    """A reward with a zero gradient on this update keeps some EMA'd alpha, but no coefficient: alpha/||g|| would
+    put all the weight on it (and none of its gradient exists). alpha after [[4, 0], [0, 1]] then diag(1, 0) with ema
+    1/2: [3/4, 1/4]; c = [3/4, 0] -> [1, 0]."""
+    mb = MarbleBalancer(2, ema=0.5)
+    mb.update(torch.tensor([[4.0, 0.0], [0.0, 1.0]]))
+    mb.update(torch.tensor([[1.0, 0.0], [0.0, 0.0]]))
+    torch.testing.assert_close(mb.alpha, torch.tensor([0.75, 0.25], dtype=torch.float64))
+    torch.testing.assert_close(mb.coefficients(), torch.tensor([1.0, 0.0], dtype=torch.float64))
+
+
+def test_marble_refreshes_every_nth_update_from_the_first():
+    mb = MarbleBalancer(2, refresh_every=3)
+    assert [mb.needs_refresh(s) for s in range(7)] == [True, False, False, True, False, False, True]
+
+
+def test_balance_config_refuses_negative_weights_a_zero_refresh_and_a_zero_eps():
+    for bad, match in [
+        ({"weights": [1.0, -0.5]}, "weights"),
+        ({"marble_refresh_every": 0}, "marble_refresh_every"),
+        ({"adv_eps": 0.0}, "adv_eps"),
+        ({"adv_clip": -1.0}, "adv_clip"),
+    ]:
+        with pytest.raises(ValueError, match=match):
+            BalanceConfig(**bad).validate()
+
+
+def test_reward_balancing_solves_alpha_every_refresh_every_updates():
+    """start_update opens a solve only on the updates MarbleBalancer.needs_refresh names (0, 2, ... for 2)."""
+    from imgalign.trainers.balance import RewardBalancing
+
+    rb = RewardBalancing(["a", "b"], marble=True, diagnose=False, refresh_every=2)
+    seen = []
+    for _ in range(5):
+        rb.start_update()
+        seen.append(rb.solving)
+        rb.end_update()
+    assert seen == [True, False, True, False, True]
+
+
+def test_reward_balancing_step_metrics_average_the_updates_of_the_step():
+    """Two updates' [g_a, g_b, d] (rows) with hand cosines: (1, 0) then (0, -1). The step logs each reward's mean
+    cosine (1/2, -1/2), the mean worst cosine (-1/2) and the share of updates whose worst cosine is negative (1/2)."""
+    from imgalign.trainers.balance import RewardBalancing
+
+    rb = RewardBalancing(["a", "b"], marble=False, diagnose=True)
+    for flat in ([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0]], [[0.0, 1.0], [-1.0, 0.0], [1.0, 0.0]]):
+        rb.start_update()
+        assert rb._acc is not None
+        rb._acc.add(torch.tensor(flat))
+        rb.end_update()
+    m = rb.step_metrics()
+    assert m["balance/grad_cos/a"] == pytest.approx(0.5) and m["balance/grad_cos/b"] == pytest.approx(-0.5)
+    assert m["balance/grad_cos_min"] == pytest.approx(-0.5)
+    assert m["balance/neg_cos_share_step"] == pytest.approx(0.5) and m[
+        "balance/neg_cos_share"
+    ] == pytest.approx(0.5)
+    assert "balance/grad_cos/a" not in rb.step_metrics()  # the next step starts afresh
+
+
+def test_group_norm_weighted_leaves_a_non_finite_sample_out_of_its_group_statistics():
+    """A sample with a NaN reward takes no part in any reward's group statistics: the other members' advantages
+    are those of the batch without it (its reward, zeroed, shifted the group's per-reward mean and std)."""
+    from imgalign.trainers.rewarding import group_norm_weighted
+
+    r = torch.tensor(
+        [[0.0, 1.0, 5.0, 4.0, 3.0, 1.0, 2.0, 0.0], [2.0, 0.0, float("nan"), 3.0, 1.0, 1.5, 0.5, 2.0]]
+    )
+    gid = torch.arange(8) // 4
+    w = torch.tensor([1.0, 0.5])
+    out = group_norm_weighted(r, w, gid, torch.isfinite(r))
+    keep = [0, 1, 3, 4, 5, 6, 7]
+    alone = group_norm_weighted(r[:, keep], w, gid[keep], torch.ones(2, 7, dtype=torch.bool))
+    assert not out.valid[2] and out.advantages[2] == 0
+    torch.testing.assert_close(out.advantages[keep], alone.advantages)
+
+
+def test_per_reward_advantages_mask_a_nan_sample_out_of_every_reward():
+    """Each reward's own group advantages: a sample is valid when at least one reward varies in its group and all
+    its rewards are finite; a NaN in one reward leaves the sample out of every reward's group statistics; the
+    tied share counts the groups in which no sample is valid. MARBLE's placeholder advantage is the weighted MEAN
+    of the per-reward ones."""
+    from imgalign.trainers.rewarding import marble, per_reward_advantages
+
+    nan = float("nan")
+    r = torch.tensor(
+        [
+            [0.0, 1.0, 2.0, 3.0, 0.0, 1.0, 2.0, 10.0, 4.0, 4.0, 4.0, 4.0],
+            [1.0, 1.0, 1.0, 1.0, 0.0, 1.0, nan, 2.0, 7.0, 7.0, 7.0, 7.0],
+        ]
+    )
+    gid = torch.arange(12) // 4  # group 0: reward 1 ties; group 1: sample 6 is NaN in reward 1; group 2 ties
+    fin = torch.isfinite(r)
+    per, valid, tied = per_reward_advantages(r, gid, fin)
+    assert valid.tolist() == [True] * 6 + [False, True] + [False] * 4
+    assert tied == pytest.approx(1 / 3)
+    x = torch.tensor([0.0, 1.0, 10.0])  # reward 0 of group 1 without sample 6
+    torch.testing.assert_close(per[0, [4, 5, 7]], (x - x.mean()) / (x.std(unbiased=False) + 1e-4))
+    assert (per[1, :4] == 0).all() and (per[:, 6] == 0).all() and (per[:, 8:] == 0).all()
+    out = marble(r, torch.tensor([3.0, 1.0]), gid, fin)
+    torch.testing.assert_close(out.advantages, 0.75 * per[0] + 0.25 * per[1])
+    assert out.valid.tolist() == valid.tolist() and out.zero_std_ratio == pytest.approx(1 / 3)
+
+
+def test_gdpo_balancer_passes_the_std_mode_and_the_clip():
+    """The trainer's gdpo balancer hands std_mode ('batch' -> the batch std) and adv_clip to gdpo_advantages."""
+    from imgalign.trainers.rewarding import gdpo
+
+    rewards = torch.tensor([[1.0, 0.0], [0.0, 2.0], [2.0, 4.0], [0.0, 0.0]])
+    groups = torch.tensor([0, 0, 1, 1])
+    r, w, fin = rewards.T.contiguous(), torch.tensor([1.0, 0.25]), torch.ones(2, 4, dtype=torch.bool)
+    out = gdpo(r, w, groups, fin, std_mode="batch", adv_clip=0.0)
+    torch.testing.assert_close(
+        out.advantages, gdpo_advantages(rewards, groups, [1.0, 0.25], std="global", clip=0)
+    )
+    # group std, clip 1: [0.75, -0.75, 1.25, -1.25]/sqrt(1.0625) -> the last two at +-1
+    a = 0.75 / 1.0625**0.5
+    out = gdpo(r, w, groups, fin, adv_clip=1.0)
+    torch.testing.assert_close(out.advantages, torch.tensor([a, -a, 1.0, -1.0]), atol=1e-3, rtol=0)
