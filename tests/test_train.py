@@ -1213,6 +1213,35 @@ def test_reward_stats_hand_computed():
     assert m["reward/clip/nonfinite"] == 4.0
 
 
+def test_score_all_warns_by_reward_name_except_on_known_bad_rows(caplog):
+    """score_all keeps a non-finite score in place and warns naming the reward and the prompt, except on rows the
+    caller already knows are bad (diverged samples, warned about once already)."""
+    from imgalign.rewards.base import RewardOutput
+    from imgalign.trainers.rewarding import score_all
+
+    def half_nan(images, prompts, metadata):
+        return RewardOutput(torch.tensor([1.0, float("nan"), float("nan")]))
+
+    images, prompts = torch.zeros(3, 3, 4, 4), ["a", "b", "c"]
+    with caplog.at_level("WARNING", logger="imgalign.trainers.rewarding"):
+        s = score_all({"judge": half_nan}, images, prompts, [{}] * 3, torch.tensor([False, True, True]))
+    assert s.shape == (1, 3) and s[0, 0] == 1 and s[0, 1:].isnan().all()
+    assert "non-finite" not in caplog.text
+    with caplog.at_level("WARNING", logger="imgalign.trainers.rewarding"):
+        score_all({"judge": half_nan}, images, prompts, [{}] * 3, torch.tensor([False, True, False]))
+    assert "'judge' returned 1 non-finite score(s)" in caplog.text and "['c']" in caplog.text
+
+
+def test_a_unique_reward_name_equal_to_another_rewards_key_names_every_reward_by_its_key():
+    """geneval:mode=strict and geneval share the name geneval (so both take their keys), and a third reward is
+    named geneval:mode_strict: names would collide, so every reward is named by its key."""
+    from imgalign.trainers.rewarding import metric_names
+
+    specs = ["geneval:mode=strict", "geneval", "my.mod:strict_judge"]
+    out = metric_names(specs, ["geneval", "geneval", "geneval:mode_strict"])
+    assert out == ["geneval:mode_strict", "geneval", "my.mod:strict_judge"]
+
+
 def test_rewards_sharing_a_name_are_named_by_their_spec_in_any_order():
     """A reward's metric name is its name when no other reward of the run has it; rewards sharing one are named by
     their canonical spec, whatever their order (geneval_2 was strict or partial by position), in characters every
