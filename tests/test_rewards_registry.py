@@ -385,3 +385,98 @@ def test_a_reward_module_that_does_not_import_says_how_to_make_it_importable():
     with pytest.raises(ValueError, match=r"has no attribute") as e:
         build_reward("imgalign.rewards.base:no_such_attr")
     assert "PYTHONPATH" not in str(e.value)
+
+
+def test_the_reward_contract_refuses_mismatched_batches_and_unexpected_state() -> None:
+    """Reward.__call__ checks the batch before scoring: prompts and metadata rows one per image, images
+    [B, 3, H, W], one score per image back; a reward that keeps no state refuses one."""
+    from imgalign.rewards.base import FunctionReward
+
+    x = torch.full((2, 3, 4, 4), 0.5)
+    r = FunctionReward(lambda im, p, m: im.mean(dim=(1, 2, 3)), name="mean")
+    with pytest.raises(ValueError, match="got 2 images but 1 prompts"):
+        r(x, [""])
+    with pytest.raises(ValueError, match="got 2 images but 3 metadata rows"):
+        r(x, ["", ""], [{}, {}, {}])
+    with pytest.raises(ValueError, match=r"expected images as \[B, 3, H, W\]"):
+        r(torch.full((2, 1, 4, 4), 0.5), ["", ""])
+    short = FunctionReward(lambda im, p, m: im.mean(dim=(1, 2, 3))[:1], name="short")
+    with pytest.raises(RuntimeError, match="returned 1 scores for 2 images"):
+        short(x, ["", ""])
+    with pytest.raises(ValueError, match="keeps no state"):
+        r.load_state_dict({"mean": 1.0})
+    r.load_state_dict({})
+
+
+def test_a_reward_sees_the_metadata_rows_of_its_finite_images() -> None:
+    """A NaN image is never shown to score(); the metadata rows it gets are those of the images it scores (the
+    full list would misalign every row after the NaN image)."""
+    from imgalign.rewards.base import FunctionReward
+
+    seen = []
+
+    def by_row(images, prompts, metadata):
+        seen.append((list(prompts), [m["i"] for m in metadata]))
+        return torch.tensor([float(m["i"]) for m in metadata])
+
+    x = torch.full((3, 3, 4, 4), 0.5)
+    x[1] = float("nan")
+    out = FunctionReward(by_row, name="row")(x, ["a", "b", "c"], [{"i": 0}, {"i": 1}, {"i": 2}])
+    assert seen == [(["a", "c"], [0, 2])]
+    assert out.scores[0] == 0 and out.scores[1].isnan() and out.scores[2] == 2
+
+
+def test_image_conversion_boundaries() -> None:
+    """A float ('F') image whose maximum is exactly 1.0 is in [0, 1] (scaled by 255); transparency is composited
+    on black; to_pil rounds to the nearest level and clamps out-of-range values."""
+    from PIL import Image
+
+    from imgalign.rewards.base import pil_to_rgb, to_pil
+
+    f = Image.fromarray(np.array([[0.0, 0.5, 1.0]], dtype=np.float32))
+    assert f.mode == "F"
+    assert np.asarray(pil_to_rgb(f))[0, :, 0].tolist() == [0, 127, 255]
+    clear_white = Image.new("RGBA", (2, 2), (255, 255, 255, 0))
+    assert np.asarray(pil_to_rgb(clear_white)).max() == 0
+    x = torch.tensor([0.999, 0.6 / 255, -0.2, 1.5]).reshape(1, 1, 1, 4).expand(1, 3, 1, 4)
+    assert np.asarray(to_pil(x)[0])[0, :, 0].tolist() == [255, 1, 0, 255]  # 254.7 -> 255, 0.6 -> 1
+
+
+def test_option_values_and_option_checks_at_their_boundaries() -> None:
+    """A value may hold '=' (only the first splits); .nan and leading-zero numbers stay text; as_bool takes 0/1 but
+    no other integer; check_at_least refuses a boolean (True is not the number 1 here)."""
+    from imgalign.rewards.base import as_bool, check_at_least, parse_reward_spec
+
+    assert parse_reward_spec("vlm_loglik:query=is a=b?")[1] == {"query": "is a=b?"}
+    assert parse_reward_spec("x:a=.nan,b=007,c=-012")[1] == {"a": ".nan", "b": "007", "c": "-012"}
+    assert as_bool(1, "o") is True and as_bool(0, "o") is False
+    with pytest.raises(ValueError, match="o must be true or false, got 2"):
+        as_bool(2, "o")
+    assert check_at_least(1, 1, "n") == 1
+    with pytest.raises(ValueError, match="n must be a number >= 1, got True"):
+        check_at_least(True, 1, "n")
+
+
+def open_factory(device="cpu", **opts):
+    """A factory taking device (no dtype) and any option, for the next test."""
+    from imgalign.rewards.base import FunctionReward
+
+    return FunctionReward(lambda im, p, m: opts.get("gain", 1.0) * im.mean(dim=(1, 2, 3)), name="open")
+
+
+def test_build_reward_keyword_options_and_open_ended_factories(monkeypatch, my_lab) -> None:
+    """Keyword options reach the reward as spec options do; a factory taking **kwargs is given any option; one
+    taking device but not dtype is still a factory (not a scoring function)."""
+    import sys
+    import types
+
+    from imgalign.rewards.base import build_reward
+
+    r = build_reward("my_lab.custom:Bright", scale=3.0)
+    assert r.scale == 3.0
+    mod = types.ModuleType("my_lab.open")
+    mod.open_factory = open_factory
+    monkeypatch.setitem(sys.modules, "my_lab.open", mod)
+    r = build_reward("my_lab.open:open_factory:gain=2")
+    assert r.name == "open"
+    torch.testing.assert_close(r(torch.full((2, 3, 4, 4), 0.25), ["", ""]).scores, torch.full((2,), 0.5))
