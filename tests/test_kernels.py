@@ -346,6 +346,39 @@ def test_group_advantages_hand_computed():
     assert out.valid.tolist() == [True, False, True]
 
 
+def test_group_advantages_centre_on_each_groups_own_mean_and_add_eps_to_the_std():
+    """Groups with different means (the hand-computed test above has equal ones): each is centred on its own mean
+    and scaled by its own std; eps is added to the std (group and batch), not dropped."""
+    r = torch.tensor([1.0, 3.0, 10.0, 14.0])
+    gid = torch.tensor([0, 0, 1, 1])
+    out = group_advantages(r, gid, "group", clip=None, eps=0.0)
+    torch.testing.assert_close(out.advantages, torch.tensor([-1.0, 1.0, -1.0, 1.0]))
+    out = group_advantages(r, gid, "batch", clip=None, eps=0.0)
+    torch.testing.assert_close(out.advantages, torch.tensor([-1.0, 1.0, -2.0, 2.0]) / r.std(unbiased=False))
+    # std 5e-4 per group: A = ±5e-4 / (5e-4 + 1e-4) with the default eps
+    small = torch.tensor([0.0, 1e-3], dtype=torch.float64).float()
+    for mode in ("group", "batch"):
+        out = group_advantages(small, torch.zeros(2, dtype=torch.long), mode, clip=None)
+        torch.testing.assert_close(out.advantages, torch.tensor([-1.0, 1.0]) * 5e-4 / 6e-4, rtol=1e-4, atol=0)
+    # the clip is two-sided
+    out = group_advantages(
+        torch.tensor([0.0, 100.0, 100.0, 100.0]), torch.zeros(4, dtype=torch.long), clip=1.0
+    )
+    assert out.advantages.min() == pytest.approx(-1.0)
+    # batch std: a non-finite reward is in no statistic (not a 0 in the batch std)
+    out = group_advantages(
+        torch.tensor([1.0, 3.0, float("inf"), 2.0, 6.0]), torch.tensor([0, 0, 0, 1, 1]), "batch", None, 0.0
+    )
+    bstd = torch.tensor([1.0, 3.0, 2.0, 6.0]).std(unbiased=False)
+    torch.testing.assert_close(out.advantages, torch.tensor([-1.0, 1.0, 0.0, -2.0, 2.0]) / bstd)
+    # a caller's `finite` mask that misses a NaN reward: the NaN is still left out
+    r = torch.tensor([1.0, float("nan"), 3.0])
+    out = group_advantages(
+        r, torch.zeros(3, dtype=torch.long), clip=None, eps=0, finite=torch.ones(3, dtype=torch.bool)
+    )
+    torch.testing.assert_close(out.advantages, torch.tensor([-1.0, 0.0, 1.0]))
+
+
 def test_grpo_loss_hand_computed():
     lp_old = torch.zeros(4)
     lp = torch.log(torch.tensor([1.0, 1.5, 0.5, 1.1]))
@@ -372,6 +405,19 @@ def test_grpo_approx_kl_is_the_weighted_mean_over_unmasked_samples():
     # without weights: the plain mean over every sample
     out = grpo_clipped_loss(lp[:3], lp_old[:3], torch.ones(3), 0.2)
     assert out.approx_kl.item() == pytest.approx(0.5 * (0.04 + 0.16 + 9.0) / 3, rel=1e-6)
+
+
+def test_grpo_loss_and_clipfrac_are_weighted_means_that_skip_a_masked_nan():
+    """With weights: the loss and clipfrac are means over the unmasked samples; a masked sample is left out even
+    when it would be clipped, and a NaN log-density there does not reach the loss."""
+    lp_old = torch.zeros(5)
+    lp = torch.log(torch.tensor([1.5, 1.0, 3.0, float("nan"), 0.5]))
+    adv = torch.tensor([1.0, 1.0, 1.0, 1.0, -1.0])
+    w = torch.tensor([1.0, 1.0, 0.0, 0.0, 1.0])
+    out = grpo_clipped_loss(lp, lp_old, adv, 0.2, w)
+    # unmasked: max(-1.5, -1.2) = -1.2, -1, max(0.5, 0.8) = 0.8; samples 0 and 4 clipped
+    assert out.loss.item() == pytest.approx((-1.2 - 1.0 + 0.8) / 3, rel=1e-6)
+    assert out.clipfrac.item() == pytest.approx(2 / 3, rel=1e-6)
 
 
 def test_balancers_single_reward_equals_grpo_and_gdpo_matches_math_module():
