@@ -84,3 +84,14 @@ def test_config():
     VNormConfig(weight=1.0).validate()
     with pytest.raises(ValueError, match="weight"):
         VNormConfig(weight=-1.0).validate()
+
+
+def test_registered_penalties_are_the_linear_and_squared_hinge():
+    """objective.penalty: vnorm is max(0, rho - 1), vnorm_squared its square (rho = 1.5 here)."""
+    import imgalign.trainers.objectives  # noqa: F401  (registers the penalties)
+    from imgalign.trainers.registry import PENALTIES
+
+    v_ref = torch.tensor([[3.0, 4.0], [0.0, 2.0]])  # norms 5, 2
+    v = torch.tensor([[4.5, 6.0], [0.0, 1.0]])  # norms 7.5, 1
+    assert torch.allclose(PENALTIES.get("vnorm")(v, v_ref), torch.tensor([0.5, 0.0]))
+    assert torch.allclose(PENALTIES.get("vnorm_squared")(v, v_ref), torch.tensor([0.25, 0.0]))
