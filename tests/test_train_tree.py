@@ -145,6 +145,25 @@ def test_tree_edges_ratio_one_on_policy(sd3_dir, between):
         assert m["policy/ratio_max"] == pytest.approx(1.0, abs=1e-4), m
         loss.backward()
     assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in a.transformer.parameters())
+    # off-policy (weights moved after sampling): each edge's ratio is exp(log π_θ(child) − the stored behaviour one)
+    from imgalign.trainers import kernels as K
+    from imgalign.trainers.rollout import kernel_mean_std
+
+    with torch.no_grad():
+        a.transformer.proj_out.weight.mul_(1.5)
+        a.transformer.proj_out.bias.mul_(1.5)
+        v = a.velocity(rows_.x, rows_.sigma, rows_.cond, 1.0, transformer=a.transformer)
+        mean = kernel_mean_std(
+            s.kernel, rows_.x, v, rows_.sigma, rows_.sigma_next, s.noise_level, rows_.sigma_next_of_one
+        )[0]
+        lp = K.gaussian_log_prob(
+            rows_.children.flatten(0, 1), mean.repeat_interleave(2, 0), rows_.std.repeat_interleave(2)
+        )
+        ratio = torch.exp(lp.double() - rows_.old_log_prob.flatten())
+        _, m = obj.loss(ctx, ro, torch.arange(6), obj.terms(ro)[0], adv, valid)
+    assert float((ratio - 1).abs().max()) > 1e-2
+    assert m["policy/ratio_max"] == pytest.approx(float(ratio.max()), rel=1e-4)
+    assert m["policy/ratio_min"] == pytest.approx(float(ratio.min()), rel=1e-4)
 
 
 def test_tree_loss_adds_kl_beta_times_the_kl_and_penalty_weight_times_the_hinge(sd3_dir):
