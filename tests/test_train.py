@@ -332,15 +332,15 @@ def _step0_rollout(sd3_dir, tmp_path, **over):
     return _step0_trainer(sd3_dir, tmp_path, **over)[1:]
 
 
-def _sde_kl(tr, ro, j: int, dv: torch.Tensor) -> torch.Tensor:
+def _sde_kl(tr, ro, j: int, dv: torch.Tensor, block: int = 1) -> torch.Tensor:
     """Closed-form KL [B] between the sde kernel's steps from x_j whose velocities differ by dv:
-    ‖dv·dt·(1 + ς²(1 − σ)/(2σ))‖² / (2ς²|dt|)."""
+    ‖dv·dt·(1 + ς²(1 − σ)/(2σ))‖² / (2ς²|dt|), the mean difference taken in block coordinates with noise_block."""
     from imgalign.trainers import kernels as K
 
     sig = [float(x) for x in ro.sigmas]
     s, dt = sig[j], sig[j + 1] - sig[j]
     a2 = float(K.sde_sigma_scale(s, sig[1], tr.cfg.sampling.noise_level)) ** 2
-    dmu = dv * dt * (1 + a2 * (1 - s) / (2 * s))
+    dmu = K.block_coords(dv * dt * (1 + a2 * (1 - s) / (2 * s)), block)
     return (dmu.flatten(1) ** 2).sum(1) / (2 * a2 * abs(dt))
 
 
@@ -1090,6 +1090,96 @@ def test_anchor_kl_at_an_untrained_step_matches_the_closed_form(sd3_dir, tmp_pat
     assert float(plain) == pytest.approx(float(policy_only), rel=1e-4)
 
 
+def test_a_rollouts_train_mask_leaves_its_rows_out_like_valid(sd3_dir, tmp_path):
+    """Rollout.train_mask [B, S] (strategies whose rows train only some steps): a row whose mask is False at the
+    trained step is out of the GRPO loss exactly as a row with valid False."""
+    from imgalign.trainers.objectives import TrainContext
+
+    tr, ro, _ = _step0_trainer(sd3_dir, tmp_path, sampling__sde_window=1, sampling__sde_window_max_start=0)
+    idx, adv = torch.arange(4), torch.tensor([1.0, 0.5, 0.2, -0.1])
+    ctx = TrainContext(tr.adapter, tr.model, 0)
+    valid = torch.tensor([True, False, True, True])
+    masked_by_valid = float(tr.objective.loss(ctx, ro, idx, 0, adv, valid)[0].detach())
+    assert masked_by_valid == pytest.approx(
+        -(1.0 + 0.2 - 0.1) / 3, rel=1e-4
+    )  # on-policy: −mean(A) of the rest
+    ro.train_mask = torch.ones(4, ro.log_probs.shape[1], dtype=torch.bool)
+    ro.train_mask[1, 0] = False
+    loss = float(tr.objective.loss(ctx, ro, idx, 0, adv, torch.ones(4, dtype=torch.bool))[0].detach())
+    assert loss == pytest.approx(masked_by_valid, rel=1e-6)
+
+
+def test_vnorm_log_alone_makes_the_objectives_evaluate_the_reference():
+    """objective.vnorm_log: true logs the norm inflation without KL or penalty, so the reference forward runs."""
+    from imgalign.trainers.config import ObjectiveConfig, SamplingConfig
+    from imgalign.trainers.objectives import GRPOObjective, NFTObjective
+
+    for cls in (GRPOObjective, NFTObjective):
+        assert not cls(ObjectiveConfig(), SamplingConfig()).needs_reference
+        assert cls(ObjectiveConfig(vnorm_log=True), SamplingConfig()).needs_reference
+
+
+def test_the_anchor_is_carried_by_the_first_trained_step_for_all_of_them(sd3_dir, tmp_path):
+    """With n trained steps the trainer averages n terms, so the first one carries n·β·KL_anchor and the others none:
+    the update's mean is then β·KL_anchor whatever the window."""
+    from imgalign.trainers.objectives import TrainContext
+
+    beta = 0.3
+    tr, ro, _ = _step0_trainer(
+        sd3_dir,
+        tmp_path,
+        sampling__sde_window=2,
+        sampling__sde_window_max_start=0,
+        objective__anchor_beta=beta,
+    )
+    assert ro.train_steps == [0, 1]
+    with torch.no_grad():
+        for p in tr.model.parameters():
+            p.add_(0.02 * torch.randn_like(p))
+    idx, adv, valid = torch.arange(4), torch.tensor([1.0, 0.5, 0.2, -0.1]), torch.ones(4, dtype=torch.bool)
+    ctx = TrainContext(tr.adapter, tr.model, 0)
+    with_anchor = [tr.objective.loss(ctx, ro, idx, term, adv, valid) for term in (0, 1)]
+    kl = with_anchor[0][1]["policy/anchor_kl"]
+    assert kl > 1e-3 and "policy/anchor_kl" not in with_anchor[1][1]
+    tr.cfg.objective.anchor_beta = 0.0
+    plain = [float(tr.objective.loss(ctx, ro, idx, term, adv, valid)[0].detach()) for term in (0, 1)]
+    assert float(with_anchor[0][0].detach()) - plain[0] == pytest.approx(2 * beta * kl, rel=1e-4)
+    assert float(with_anchor[1][0].detach()) == pytest.approx(plain[1], rel=1e-6)
+
+
+def test_kl_and_anchor_kl_with_noise_block_are_the_block_coordinate_gaussians(sd3_dir, tmp_path):
+    """sampling.noise_block=2: the step's Gaussian lives in the block-constant subspace, so the KL to the base (at
+    the trained step) and the anchor KL (at an untrained one) are the closed form on the block coordinates Uᵀμ."""
+    from imgalign.trainers.objectives import TrainContext
+
+    tr, ro, _ = _step0_trainer(
+        sd3_dir,
+        tmp_path,
+        sampling__noise_block=2,
+        sampling__sde_window=1,
+        sampling__sde_window_max_start=0,
+        objective__kl_beta=0.1,
+        objective__anchor_beta=0.1,
+    )
+    assert ro.train_steps == [0]
+    with torch.no_grad():
+        for p in tr.model.parameters():
+            p.add_(0.02 * torch.randn_like(p))
+    idx, adv, valid = torch.arange(4), torch.tensor([1.0, 0.5, 0.2, -0.1]), torch.ones(4, dtype=torch.bool)
+    _, m = tr.objective.loss(TrainContext(tr.adapter, tr.model, 1), ro, idx, 0, adv, valid)  # anchor j = 2
+    g = tr.cfg.sampling.guidance_scale
+    for j, key in ((0, "policy/kl"), (2, "policy/anchor_kl")):
+        with torch.no_grad():
+            x = ro.latents[:, j]
+            dv = tr.adapter.velocity(x, ro.sigmas[j], ro.cond, g, transformer=tr.model)
+            with tr.adapter.reference() as ref:
+                dv = dv - tr.adapter.velocity(x, ro.sigmas[j], ro.cond, g, transformer=ref)
+        kl = _sde_kl(tr, ro, j, dv, block=2)
+        assert float(kl.mean()) > 1e-4
+        assert float(kl.mean()) < 0.9 * float(_sde_kl(tr, ro, j, dv).mean())  # the subspace holds less of it
+        assert m[key] == pytest.approx(float(kl.mean()), rel=1e-3), key
+
+
 def _inflate_velocity(model: torch.nn.Module, factor: float) -> None:
     """Scale the SD3 transformer's output layer (weight and bias) by `factor`: the policy's velocity is then exactly
     factor·v_ref (CFG mixes linearly), so ‖v_θ‖/‖v_ref‖ = factor for every sample and the policy is off the base."""
@@ -1616,6 +1706,43 @@ def test_nft_noise_follows_train_seed(sd3_dir, tmp_path):
         for seed in (0, 0, 1)
     ]
     assert losses[0] == losses[1] != losses[2]
+
+
+def test_nft_head_draws_stratified_t_per_term_and_weights_the_losses_by_r_over_beta(
+    sd3_dir, tmp_path, monkeypatch
+):
+    """NFT's fresh draws: sample k of a micro-batch of b gets t in the k-th of b equal strata of [t_min, t_max], and
+    each term draws its own noise. Off the old policy (weights moved after it was built) the loss is
+    mean(r·L+ + (1 − r)·L−)/β with r = clip(A/(2c) + 1/2, 0, 1), c = objective.nft.adv_clip."""
+    from imgalign.trainers.objectives import TrainContext
+
+    nft = {"beta": 0.5, "adv_clip": 2.0, "t_min": 0.2, "t_max": 0.6}
+    tr, ro, _ = _step0_trainer(sd3_dir, tmp_path, objective__name="nft", objective__nft=nft)
+    idx, valid = torch.arange(4), torch.ones(4, dtype=torch.bool)
+    ctx = TrainContext(tr.adapter, tr.model, 0)
+    tr.objective.head(ctx, ro, idx, 0, valid)  # builds the old policy from the current weights
+    with torch.no_grad():
+        for p in tr.model.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+    seen = []
+    velocity = tr.adapter.velocity
+
+    def spy(x, sigma, *args, **kw):
+        seen.append((x.detach().clone(), sigma.detach().clone()))
+        return velocity(x, sigma, *args, **kw)
+
+    monkeypatch.setattr(tr.adapter, "velocity", spy)
+    h = tr.objective.head(ctx, ro, idx, 0, valid)
+    x_t0, t = seen[-1]
+    assert ((t.double() - 0.2) / 0.1).floor().tolist() == [0.0, 1.0, 2.0, 3.0]
+    tr.objective.head(ctx, ro, idx, 1, valid)
+    assert not torch.allclose(seen[-1][0], x_t0)  # term 1 draws other noise
+    r = h.to_signal(torch.tensor([3.0, -3.0, 1.0, -1.0]))
+    torch.testing.assert_close(r, torch.tensor([1.0, 0.0, 0.75, 0.25]))
+    lp, lm = h.metrics["nft/loss_plus"], h.metrics["nft/loss_minus"]
+    assert abs(lp - lm) > 1e-3 * lp  # v_θ differs from the old policy's velocity
+    for r, expected in ((1.0, lp / 0.5), (0.0, lm / 0.5), (0.75, (0.75 * lp + 0.25 * lm) / 0.5)):
+        assert float(h.total(torch.full((4,), r))[0].detach()) == pytest.approx(expected, rel=1e-5)
 
 
 def test_a_launcher_whose_processes_accelerate_runs_alone_is_refused(sd3_dir, tmp_path, monkeypatch, capsys):
