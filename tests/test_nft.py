@@ -195,3 +195,29 @@ def test_nft_training_moves_samples_toward_reward():
         ema.update(decay=ema_decay(step, 0.01, 0.5))
     after = float(_sample(model, 512, gen).mean())
     assert after > before + 0.3, (before, after)
+
+
+def test_objective_ema_decay_ramps_per_update_and_survives_a_checkpoint():
+    """NFTObjective.after_update: update k (counted from 1) moves the old policy with decay
+    min(ema_decay_max, ema_decay_ramp·k); the update count and the old policy's weights travel in the state dict,
+    also into an objective that has not built its old policy yet."""
+    from imgalign.trainers.config import ObjectiveConfig, SamplingConfig
+    from imgalign.trainers.objectives import NFTObjective
+
+    cfg = ObjectiveConfig(name="nft", nft=NFTConfig(ema_decay_ramp=0.25, ema_decay_max=0.6))
+    obj = NFTObjective(cfg, SamplingConfig())
+    p = torch.nn.Parameter(torch.zeros(2))
+    obj.after_update([p])  # k = 1, decay 0.25: the old policy is built from p (0) and stays 0
+    with torch.no_grad():
+        p.fill_(4.0)
+    obj.after_update([p])  # k = 2, decay 0.5: 0.5·0 + 0.5·4
+    assert torch.allclose(obj.old.shadow[0], torch.full((2,), 2.0))
+    state = obj.state_dict()
+    assert state["updates"] == 2
+    fresh = NFTObjective(cfg, SamplingConfig())
+    fresh.load_state_dict(state)
+    with torch.no_grad():
+        p.fill_(7.0)
+    fresh.after_update([p])  # k = 3, decay min(0.6, 0.75) = 0.6: 0.6·2 + 0.4·7
+    assert fresh.updates == 3
+    assert torch.allclose(fresh.old.shadow[0], torch.full((2,), 4.0))
