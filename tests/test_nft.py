@@ -56,6 +56,20 @@ def test_nft_loss_hand_computed():
     assert torch.allclose(v.grad, expected[None])
 
 
+def test_nft_loss_terms_hand_computed_at_beta_two():
+    """beta = 2 (at 0.5 the implicit policies are symmetric in v and v_old, so swapped coefficients would pass)."""
+    x0 = torch.tensor([[1.0, -1.0]])
+    x_t = noisy_latent(x0, torch.tensor([0.5]), torch.tensor([[0.0, 2.0]]))  # [0.5, 0.5]
+    v, v_old = torch.tensor([[-1.0, 2.0]]), torch.tensor([[-1.0, 3.0]])
+    # v+ = 2v - v_old = [-1, 1]: x0+ = x_t - 0.5 v+ = [1, 0], err+ = [0, 1], L+ = (1/2)/(1/2) = 1
+    # v- = 3v_old - 2v = [-1, 5]: x0- = [1, -2], err- = [0, -1], L- = 1
+    lp, lm = nft_loss_terms(v, v_old, x0, x_t, torch.tensor([0.5]), beta=2.0)
+    assert torch.allclose(lp, torch.tensor([1.0])) and torch.allclose(lm, torch.tensor([1.0]))
+    # v_old = [-1, 4]: v+ = [-1, 0], err+ = [0, 1.5], L+ = 1.5; v- = [-1, 8], err- = [0, -2.5], L- = 2.5
+    lp, lm = nft_loss_terms(v, torch.tensor([[-1.0, 4.0]]), x0, x_t, torch.tensor([0.5]), beta=2.0)
+    assert torch.allclose(lp, torch.tensor([1.5])) and torch.allclose(lm, torch.tensor([2.5]))
+
+
 def test_nft_loss_affine_in_r():
     g = torch.Generator().manual_seed(0)
     x0 = torch.randn(6, 3, 4, 4, generator=g)
@@ -142,6 +156,11 @@ def test_config_validation():
         NFTConfig(beta=0.0).validate()
     with pytest.raises(ValueError, match="t_min"):
         NFTConfig(t_min=0.8, t_max=0.5).validate()
+    with pytest.raises(ValueError, match="t_min"):
+        NFTConfig(t_min=0.5, t_max=0.5).validate()  # an empty range
+    with pytest.raises(ValueError, match="ema_decay_max"):
+        NFTConfig(ema_decay_max=1.0).validate()  # the old policy would never move
+    NFTConfig(t_min=0.0, t_max=1.0, ema_decay_max=0.0, ema_decay_ramp=0.0).validate()
     with pytest.raises(ValueError, match="guidance_scale must be >= 1"):
         NFTConfig(guidance_scale=0.5).validate()
 
