@@ -1745,6 +1745,33 @@ def test_nft_head_draws_stratified_t_per_term_and_weights_the_losses_by_r_over_b
         assert float(h.total(torch.full((4,), r))[0].detach()) == pytest.approx(expected, rel=1e-5)
 
 
+def test_nft_loss_adds_ref_weight_times_the_squared_velocity_gap_to_the_base(sd3_dir, tmp_path, monkeypatch):
+    """objective.nft.ref_weight w: off the base (v_θ = 1.5·v_ref) the NFT loss gains w·mean((v_θ − v_ref)²) =
+    w·0.25·mean(v_ref²), v_ref at the head's own noisy latents."""
+    from imgalign.trainers.objectives import TrainContext
+
+    w = 0.4
+    tr, ro, _ = _step0_trainer(sd3_dir, tmp_path, objective__name="nft", objective__nft={"ref_weight": w})
+    _inflate_velocity(tr.model, 1.5)
+    idx, valid = torch.arange(4), torch.ones(4, dtype=torch.bool)
+    adv = torch.tensor([1.0, 0.5, 0.2, -0.1])
+    ctx = TrainContext(tr.adapter, tr.model, 0)
+    outs = []
+    velocity = tr.adapter.velocity
+
+    def spy(*args, **kw):
+        outs.append(velocity(*args, **kw).detach())
+        return outs[-1]
+
+    monkeypatch.setattr(tr.adapter, "velocity", spy)
+    with_ref = float(tr.objective.loss(ctx, ro, idx, 0, adv, valid)[0].detach())
+    v, v_ref = outs[-2], outs[-1]  # v_θ, then the reference's
+    torch.testing.assert_close(v, 1.5 * v_ref, rtol=1e-4, atol=1e-5)
+    tr.cfg.objective.nft.ref_weight = 0.0
+    plain = float(tr.objective.loss(ctx, ro, idx, 0, adv, valid)[0].detach())
+    assert with_ref - plain == pytest.approx(w * 0.25 * float(v_ref.pow(2).mean()), rel=1e-4)
+
+
 def test_a_launcher_whose_processes_accelerate_runs_alone_is_refused(sd3_dir, tmp_path, monkeypatch, capsys):
     """torchrun with a GPU accelerate config on a machine without GPUs: each process saw 1 process and trained the
     whole batch alone into the same run folder (every step logged twice, exit 0). It is refused before writing."""
