@@ -95,3 +95,52 @@ def test_registered_penalties_are_the_linear_and_squared_hinge():
     v = torch.tensor([[4.5, 6.0], [0.0, 1.0]])  # norms 7.5, 1
     assert torch.allclose(PENALTIES.get("vnorm")(v, v_ref), torch.tensor([0.5, 0.0]))
     assert torch.allclose(PENALTIES.get("vnorm_squared")(v, v_ref), torch.tensor([0.25, 0.0]))
+
+
+def test_step_bucket_range_and_bucket_means_hand_computed():
+    from imgalign.trainers.vnorm import bucket_means
+
+    with pytest.raises(ValueError, match="outside"):
+        step_bucket(10, 10)
+    out = bucket_means(torch.tensor([1.0, 2.0, 4.0]), ["early", "late", "late"])
+    assert out == pytest.approx(
+        {"vnorm/norm_ratio/early": 1.0, "vnorm/norm_ratio/late": 3.0, "vnorm/norm_ratio/all": 7 / 3}
+    )
+
+
+class _LineAdapter:
+    """A 1-number 'latent' starting at 1 on the schedule 1, 0.5, 0: policy v(x) = 2x, reference v(x) = x + 0.5."""
+
+    device = "cpu"
+
+    def sigmas(self, num_steps):
+        return torch.linspace(1.0, 0.0, num_steps + 1)
+
+    def init_noise(self, gens):
+        return torch.ones(len(gens), 1)
+
+    def encode(self, prompts):
+        return None
+
+    def velocity(self, x, sigma, cond, guidance_scale, transformer):
+        return transformer(x)
+
+    def reference(self):
+        import contextlib
+
+        return contextlib.nullcontext(lambda x: x + 0.5)
+
+
+def test_inflation_along_ode_follows_the_policys_own_euler_trajectory():
+    """Step 0 at x = 1: ‖2‖/‖1.5‖ = 4/3 (early); the policy's Euler step x = 1 + 2·(0.5 − 1) = 0, where the ratio is
+    0/0.5 = 0 (step 1 of 2: middle). The reference's trajectory (x = 0.25) or a reversed step (x = 2) give others."""
+    from imgalign.trainers.vnorm import inflation_along_ode
+
+    out = inflation_along_ode(_LineAdapter(), lambda x: 2 * x, ["a"], [0], num_steps=2, guidance_scale=1.0)
+    assert out == pytest.approx(
+        {
+            "eval/vnorm/norm_ratio/early": 4 / 3,
+            "eval/vnorm/norm_ratio/middle": 0.0,
+            "eval/vnorm/norm_ratio/all": 2 / 3,
+        }
+    )
