@@ -36,6 +36,9 @@ def test_nft_loss_hand_computed():
     t = torch.tensor([0.5])
     x_t = noisy_latent(x0, t, eps)
     assert torch.allclose(x_t, torch.tensor([[0.5, 0.5]]))
+    # t = 1/4 tells x0 from the noise: 3/4·x0 + 1/4·eps per sample
+    x_t2 = noisy_latent(torch.cat([x0, x0]), torch.tensor([0.25, 1.0]), torch.cat([eps, eps]))
+    assert torch.allclose(x_t2, torch.tensor([[0.75, -0.25], [0.0, 2.0]]))
     v = torch.tensor([[-1.0, 2.0]], requires_grad=True)  # equals eps - x0 + [0, -1]
     v_old = torch.tensor([[-1.0, 3.0]])  # the exact target eps - x0
     beta, r = 0.5, torch.tensor([0.75])
