@@ -344,6 +344,44 @@ def _sde_kl(tr, ro, j: int, dv: torch.Tensor, block: int = 1) -> torch.Tensor:
     return (dmu.flatten(1) ** 2).sum(1) / (2 * a2 * abs(dt))
 
 
+def test_noise_partners_pair_members_within_each_group_also_of_odd_size():
+    """Antithetic pairs are (2k, 2k + 1) by position within the group: with groups of 3 the third member of a
+    group has no partner, and the next group starts a new pair."""
+    from imgalign.trainers.rollout import noise_partners
+
+    ids, sign = noise_partners(torch.arange(6), 3, True)
+    assert ids.tolist() == [0, 0, 2, 3, 3, 5] and sign.tolist() == [1.0, -1.0, 1.0, 1.0, -1.0, 1.0]
+    ids, sign = noise_partners(torch.arange(6), 3, False)
+    assert ids.tolist() == list(range(6)) and sign.tolist() == [1.0] * 6
+
+
+def test_the_sde_window_and_the_shared_initial_noise_change_with_the_training_step():
+    """Every training step draws its own SDE window (in the first half) and, with shared_init_noise, its own
+    initial noise per group (shared by the group's members)."""
+    from imgalign.trainers.config import SamplingConfig
+    from imgalign.trainers.rollout import RolloutContext, group_initial_noise, trained_steps
+
+    cfg = SamplingConfig(num_steps=10, sde_window=2)
+    windows = {tuple(trained_steps(cfg, 0, step)) for step in range(20)}
+    assert len(windows) > 1 and all(len(w) == 2 and w[0] <= 4 for w in windows)
+
+    class _Noise:
+        def init_noise(self, gens):
+            return torch.stack([torch.randn(3, generator=g) for g in gens])
+
+    gid = torch.tensor([0, 0, 1, 1])
+    a, b = (group_initial_noise(RolloutContext(_Noise(), None, cfg, 0, step), gid) for step in (0, 1))
+    assert torch.equal(a[0], a[1]) and torch.equal(a[2], a[3]) and not torch.equal(a[0], a[2])
+    assert not torch.equal(a[0], b[0])
+
+
+def test_rollout_nfe_counts_cfg_twice(sd3_dir, tmp_path):
+    """perf/nfe of a flat rollout: samples x steps x 2 with CFG (4 x 4 x 2), samples x steps without."""
+    for g, nfe in ((3.0, 32), (1.0, 16)):
+        tr, ro, _ = _step0_trainer(sd3_dir, tmp_path / str(g), sampling__guidance_scale=g)
+        assert ro.nfe == nfe
+
+
 def test_shared_init_noise_gives_each_group_one_start(sd3_dir, tmp_path):
     """sampling.shared_init_noise (DanceGRPO): a group's trajectories start from one noise and part by SDE noise;
     the result does not depend on the forward batch size. Without it, every sample has its own start."""
