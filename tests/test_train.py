@@ -392,6 +392,11 @@ def test_shared_init_noise_gives_each_group_one_start(sd3_dir, tmp_path):
     assert not torch.equal(x_init[0], x_init[2])
     assert not torch.allclose(x0[0], x0[1]) and not torch.allclose(x0[2], x0[3])  # the SDE noise differs
     assert torch.isfinite(ro.log_probs).all() and (ro.log_probs[:, :3] != 0).all()
+    # with antithetic pairs too, the pair still shares its start: only the SDE noise is mirrored
+    both, _ = _step0_rollout(
+        sd3_dir, tmp_path / "c", sampling__shared_init_noise=True, sampling__antithetic=True
+    )
+    assert torch.equal(both.latents[0, 0], both.latents[1, 0]) and not torch.allclose(both.x0[0], both.x0[1])
     small, _ = _step0_rollout(
         sd3_dir, tmp_path / "b", sampling__shared_init_noise=True, sampling__batch_size=1
     )
