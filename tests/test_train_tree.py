@@ -166,6 +166,22 @@ def test_tree_edges_ratio_one_on_policy(sd3_dir, between):
     assert m["policy/ratio_min"] == pytest.approx(float(ratio.min()), rel=1e-4)
 
 
+def test_tree_credit_masks_edges_without_a_valid_leaf_and_trees_resample_every_step(sd3_dir):
+    """Leaves 0 and 1 (the two children of one step-2 parent) masked by the balancer: their two edges and the
+    root edge above them have no valid leaf below and are masked, the other 9 edges train. A tree's noise is seeded
+    by the training step too: step 1 grows other leaves than step 0."""
+    from imgalign.trainers.rewarding import Balanced
+
+    a, s = _setup(sd3_dir, 1.0, branch_steps=[0, 2], branch_factors=[2], advantage="sibling")
+    ro = _roll(a, s)
+    leaf_valid = torch.ones(8, dtype=torch.bool)
+    leaf_valid[:2] = False
+    adv, valid = ro.extras["credit"](torch.zeros(1, 8), Balanced(torch.linspace(-1, 1, 8), leaf_valid, 0.0))
+    assert int(valid.sum()) == 12 - 3
+    assert (adv[~valid] == 0).all()
+    assert not torch.allclose(_roll(a, s, step=1).x0, ro.x0)
+
+
 def test_tree_loss_adds_kl_beta_times_the_kl_and_penalty_weight_times_the_hinge(sd3_dir):
     """Off the base (the output layer scaled by 1.5: v_θ = 1.5·v_ref), the tree GRPO loss is the surrogate + β·KL +
     λ·hinge, both means over the parent rows with a valid edge: KL = ‖μ_θ − μ_ref‖²/(2·std²) per row (hand-computed
