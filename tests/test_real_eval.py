@@ -515,3 +515,23 @@ def test_image_seeds_are_distinct_over_a_geneval_sized_set_and_pinned():
     seeds = [image_seed(s, i, j) for s in range(3) for i in range(553) for j in range(4)]
     assert len(set(seeds)) == len(seeds) and all(0 <= x < 2**31 for x in seeds)
     assert [image_seed(0, 0, 0), image_seed(1, 2, 3), image_seed(7, 552, 1)] == [0, 1_002_024, 7_556_990]
+
+
+def test_generate_folder_seeds_each_image_by_prompt_and_index_whatever_the_batches(tmp_path):
+    """Image j of prompt i gets image_seed(seed, i, j) also when the jobs span several pipeline calls."""
+    from PIL import Image
+
+    from imgalign.sampling import generate_folder, image_seed
+
+    seen = []
+
+    def sample(pipe, prompts, seeds, batch_size):
+        seen.extend(seeds)
+        return [Image.new("RGB", (4, 4)) for _ in seeds]
+
+    metas = [
+        {"tag": "single_object", "include": [{"class": "cat", "count": 1}], "prompt": f"a cat {i}"}
+        for i in range(2)
+    ]
+    generate_folder(object(), metas, tmp_path, 3, 7, progress=False, batch_size=2, sample=sample)
+    assert seen == [image_seed(7, i, j) for i in range(2) for j in range(3)]
