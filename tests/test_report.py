@@ -446,3 +446,161 @@ def test_comparison_pairs_images_only_for_the_same_seed_and_sampler():
     # an evaluation of images (--images) records no sampler: re-judging a run's own images pairs them with it
     judged = {k: v for k, v in summary(0).items() if k != "sampler"}
     assert comparability_notes(judged, summary(0), rows_b, rows_a) == same
+
+
+def test_summary_table_edges_by_hand(tmp_path):
+    """The steps span is min-max whatever the row order (a resumed run logs again from its checkpoint), the mean of
+    the last 10% of fewer than 20 values is the last value alone, an empty file is an error, and a boolean is not
+    a metric value."""
+    from imgalign.eval.reports import load_metrics, series, summarize_run
+
+    rows = [{"step": s, "reward/a/mean": v} for s, v in ((3, 0.1), (4, 0.5), (1, 0.2), (2, 0.4), (5, 0.3))]
+    md = summarize_run(rows)
+    assert "5 logged rows, steps 1-5." in md
+    assert "| `reward/a/mean` | 0.1 | 0.3 | 0.5 | 0.3 |" in md  # 5 values: the last 10% is the last one
+    (tmp_path / "metrics.jsonl").write_text("\n\n")
+    with pytest.raises(ValueError, match="holds no metrics rows"):
+        load_metrics(tmp_path / "metrics.jsonl")
+    x, y = series([{"step": 0, "k": True}, {"step": 1, "k": 2}], "k")
+    assert x.tolist() == [1.0] and y.tolist() == [2.0]
+
+
+def test_masked_samples_count_only_the_steps_that_masked_some(tmp_path):
+    from imgalign.eval.reports import masking_lines
+
+    rows = [{"step": s, "reward/r/nonfinite": v} for s, v in ((1, 0.0), (2, 3.0), (3, 0.0), (4, 1.0))]
+    (line,) = masking_lines(rows)
+    assert line.endswith("(reward/<name>/nonfinite): r 4 in 2 of 4 steps")
+
+
+def test_a_reward_band_is_drawn_from_its_own_std(tmp_path, monkeypatch):
+    """rewards.png shades mean ± the same reward's std (``reward/<name>/std``)."""
+    import matplotlib.axes
+
+    from imgalign.eval.reports import plot_run
+
+    bands = []
+    real = matplotlib.axes.Axes.fill_between
+    monkeypatch.setattr(
+        matplotlib.axes.Axes,
+        "fill_between",
+        lambda self, x, lo, hi, **kw: (
+            bands.append((list(x), list(lo), list(hi))),
+            real(self, x, lo, hi, **kw),
+        )[1],
+    )
+    rows = [{"step": s, "reward/a/mean": 0.5 * s, "reward/a/std": 0.25} for s in range(3)]
+    plot_run(rows, tmp_path)
+    assert bands == [([0, 1, 2], [-0.25, 0.25, 0.75], [0.25, 0.75, 1.25])]
+
+
+def test_compare_runs_with_eval_keys_in_metrics_and_runs_that_miss_the_target(tmp_path):
+    """eval/ keys come from eval.jsonl only (metrics.jsonl rows of a run may repeat them), a group's mean x to the
+    target is over the runs that reached it, and a run with exactly --window points that never reaches it is
+    'not reached'."""
+    from imgalign.eval.reports import compare_runs, load_run_rows
+
+    def run(name: str, slope: float) -> Path:
+        d = tmp_path / name
+        d.mkdir()
+        rows = [{"step": s, "reward/r/mean": slope * s} for s in range(1, 5)]
+        rows[-1]["eval/shapes/overall"] = 0.9  # the same evaluation, logged in both files
+        (d / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        evals = [{"step": 0, "eval/shapes/overall": 0.1}, {"step": 4, "eval/shapes/overall": 0.9}]
+        (d / "eval.jsonl").write_text("".join(json.dumps(r) + "\n" for r in evals))
+        return d
+
+    fast, slow = run("fast", 0.25), run("slow", 0.1)
+    rows = load_run_rows(fast)
+    assert [(r["step"], r["eval/shapes/overall"]) for r in rows if "eval/shapes/overall" in r] == [
+        (0, 0.1),
+        (4, 0.9),
+    ]
+    md, _ = compare_runs(
+        {"g": [fast, slow]}, ["reward/r/mean"], tmp_path / "out", target=("reward/r/mean", 0.5), window=1
+    )
+    assert "| g | 2, not reached | 2 (1/2) |" in md.read_text()  # fast: 0.5 at step 2; slow: at most 0.4
+    # trailing 4-point means: fast (0.25+0.5+0.75+1)/4 = 0.625 at step 4; slow 0.25, with just the 4 points needed
+    md, _ = compare_runs(
+        {"g": [fast, slow]}, ["reward/r/mean"], tmp_path / "o2", target=("reward/r/mean", 0.5), window=4
+    )
+    assert "| g | 4, not reached | 4 (1/2) |" in md.read_text()
+
+
+def test_comparison_notes_name_what_is_not_like_for_like():
+    from imgalign.eval.reports import comparability_notes
+
+    base = {"suite": "shapes", "n_images": 4, "tasks": {"counting": 0.5, "colors": 1.0}}
+    cur = {"suite": "geneval", "n_images": 6, "tasks": {"counting": 0.5, "position": 0.0}}
+    notes = comparability_notes(cur, base, [], [])
+    assert notes == [
+        "Different suites: baseline `shapes`, current `geneval`.",
+        "Different image counts: baseline 4, current 6.",
+        "Tasks in only one of the two: colors, position (the overall scores average different tasks).",
+    ]
+
+
+def test_the_failure_gallery_takes_the_tasks_in_turn(tmp_path, monkeypatch):
+    """Round-robin over the tasks (sorted), each task's failures in file order, so one bad task does not fill it."""
+    import imgalign.eval.gallery as gallery
+    from imgalign.eval.reports import failure_gallery
+
+    rows = [{"file": f"{i:05d}/samples/0000.png", "tag": t, "prompt": f"p{i}", "correct": False, "reason": "r"}
+            for i, t in enumerate(["counting", "counting", "counting", "colors", "position"])]  # fmt: skip
+    rows.insert(1, {**rows[0], "file": "x.png", "tag": "colors", "correct": True})
+    write_eval(tmp_path / "ev", "m", {"counting": 0.0}, rows)
+    shown = []
+    monkeypatch.setattr(
+        gallery, "caption_grid", lambda images, captions, **kw: shown.extend(captions) or images[0]
+    )
+    assert failure_gallery(tmp_path / "ev", tmp_path / "f.png", max_images=4) == 4
+    assert [c.split("\n")[0] for c in shown] == [
+        "[colors] p3",
+        "[counting] p0",
+        "[position] p4",
+        "[counting] p1",
+    ]
+
+
+def test_trainer_curves_merge_the_evaluations_and_smooth_over_the_last_steps(tmp_path, monkeypatch):
+    """``python -m imgalign.trainers.plots RUN``: the reward means and eval/shapes/overall by default; evaluations
+    come from eval.jsonl once each (metrics.jsonl may repeat them); the moving average is over the last `smooth`
+    steps."""
+    import matplotlib.axes
+
+    from imgalign.trainers.plots import main as plots_main
+
+    rows = [{"step": s, "reward/a/mean": float(s)} for s in range(20)] + [
+        {"step": 10, "eval/shapes/overall": 0.3}
+    ]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    evals = [{"step": 0, "eval/shapes/overall": 0.1}, {"step": 10, "eval/shapes/overall": 0.3}]
+    (tmp_path / "eval.jsonl").write_text("".join(json.dumps(r) + "\n" for r in evals))
+    lines = []
+    real = matplotlib.axes.Axes.plot
+    monkeypatch.setattr(
+        matplotlib.axes.Axes,
+        "plot",
+        lambda self, *a, **kw: (lines.append((list(a[0]), list(a[1]))), real(self, *a, **kw))[1],
+    )
+    assert plots_main([str(tmp_path)]) == 0
+    assert (tmp_path / "curves.png").is_file()
+    raw, avg, ev = lines
+    assert raw == (list(range(20)), [float(s) for s in range(20)])
+    assert avg[1][:3] == [0.0, 0.5, 1.0] and avg[1][10] == 8.0  # mean of steps 6..10
+    assert ev == ([0, 10], [0.1, 0.3])
+
+
+def test_report_compare_target_key_may_hold_an_equals_sign(tmp_path, capsys):
+    """A reward's canonical key carries its options (`geneval:mode=strict`), so --target splits at the last '='."""
+    run = tmp_path / "run"
+    run.mkdir()
+    key = "reward/geneval:mode=strict/mean"
+    (run / "metrics.jsonl").write_text(
+        "".join(json.dumps({"step": i, key: 0.25 * i}) + "\n" for i in (1, 2, 3))
+    )
+    args = ["report", "--compare", f"a={run}", "--keys", key, "--window", "1"]
+    assert main([*args, "--target", f"{key}=0.5", "--out", str(tmp_path / "o")]) == 0
+    assert "| a | 2 | 2 (1/1) |" in (tmp_path / "o" / "compare.md").read_text()
+    assert main([*args, "--target", "=0.5", "--out", str(tmp_path / "p")]) == 2
+    assert "--target takes KEY=VALUE, got '=0.5'" in capsys.readouterr().err
