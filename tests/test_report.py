@@ -604,3 +604,17 @@ def test_report_compare_target_key_may_hold_an_equals_sign(tmp_path, capsys):
     assert "| a | 2 | 2 (1/1) |" in (tmp_path / "o" / "compare.md").read_text()
     assert main([*args, "--target", "=0.5", "--out", str(tmp_path / "p")]) == 2
     assert "--target takes KEY=VALUE, got '=0.5'" in capsys.readouterr().err
+
+
+def test_trainer_curves_of_a_run_still_writing(tmp_path):
+    """A cut-off last line of metrics.jsonl or eval.jsonl (the trainer mid-write) is skipped, as `imgalign report`
+    skips it; a malformed line before the last is still an error naming its line."""
+    from imgalign.trainers.plots import plot_metrics
+
+    rows = "".join(json.dumps({"step": s, "reward/a/mean": 0.1 * s}) + "\n" for s in range(3))
+    (tmp_path / "metrics.jsonl").write_text(rows + '{"step": 3, "reward/a/me')
+    (tmp_path / "eval.jsonl").write_text(json.dumps({"step": 0, "eval/shapes/overall": 0.1}) + '\n{"step": 2')
+    assert plot_metrics(tmp_path) == tmp_path / "curves.png" and (tmp_path / "curves.png").is_file()
+    (tmp_path / "metrics.jsonl").write_text('{"step": 0}\n{broken\n{"step": 2}\n')
+    with pytest.raises(ValueError, match=r"metrics.jsonl:2: not valid JSON"):
+        plot_metrics(tmp_path)

@@ -16,13 +16,20 @@ def read_metrics(path: str | Path) -> list[dict[str, float]]:
         p = p / "metrics.jsonl"
     if not p.is_file():
         raise FileNotFoundError(f"{p} does not exist: point at a run folder or its metrics.jsonl")
+    return read_rows(p)
+
+
+def read_rows(p: Path) -> list[dict[str, float]]:
+    """JSON lines; a cut-off last line (a run still writing, or killed) is skipped, as `imgalign report` does."""
+    numbered = [(n, ln) for n, ln in enumerate(p.read_text().splitlines(), start=1) if ln.strip()]
     rows = []
-    for n, line in enumerate(p.read_text().splitlines(), start=1):
-        if line.strip():
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
-                raise ValueError(f"{p}:{n}: not valid JSON") from None
+    for k, (n, line) in enumerate(numbered):
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            if k == len(numbered) - 1:
+                continue
+            raise ValueError(f"{p}:{n}: not valid JSON") from None
     return rows
 
 
@@ -39,7 +46,7 @@ def plot_metrics(
     ev = (Path(path) if Path(path).is_dir() else Path(path).parent) / "eval.jsonl"
     if ev.is_file():  # every evaluation, including the base model's at step 0 (eval.at_start)
         rows = [r for r in rows if not any(k.startswith("eval/") for k in r)]
-        rows += [json.loads(x) for x in ev.read_text().splitlines() if x.strip()]
+        rows += read_rows(ev)
     if keys is None:
         found = sorted({k for r in rows for k in r})
         keys = [k for k in found if k.startswith("reward/") and k.endswith("/mean")]
