@@ -438,3 +438,101 @@ def test_a_baseline_written_with_older_column_names_still_pairs(
     unknown = {"file": "0.png", "prompt": "red", "scores": {"no_such_module_q:f": 1.0}}
     old.write_text(json.dumps(unknown) + "\n")
     assert load_baseline(old)["0.png"]["scores"] == {"no_such_module_q:f": 1.0}  # kept as written
+
+
+class _FakeReward:
+    """Scores each image by its mean pixel value; NaN for a prompt containing 'nan'; a batch with a prompt 'boom'
+    raises. Records the metadata argument of every call."""
+
+    def __init__(self) -> None:
+        self.metas: list = []
+
+    def __call__(self, x, prompts, metadata=None):  # noqa: ANN001, ANN204
+        import torch
+
+        self.metas.append(metadata)
+        if "boom" in prompts:
+            raise RuntimeError("boom")
+        s = x.float().flatten(1).mean(1)
+        s = torch.where(torch.tensor(["nan" in p for p in prompts]), torch.full_like(s, float("nan")), s)
+        return type("Out", (), {"scores": s})()
+
+
+def test_score_group_isolates_a_failing_item_and_refuses_non_finite_scores() -> None:
+    import torch
+
+    from imgalign.commands.score import _score_group
+
+    x = torch.stack([torch.full((3, 2, 2), v) for v in (0.25, 0.5, 0.75)])
+    rows = [{"scores": {}, "error": None} for _ in range(3)]
+    reward = _FakeReward()
+    _score_group(reward, "r", x, ["a", "boom", "nan"], [{}, {}, {}], rows)
+    assert rows[0] == {"scores": {"r": 0.25}, "error": None}  # scored after the batch failed, one by one
+    assert rows[1] == {"scores": {}, "error": "r: boom"}
+    assert rows[2] == {"scores": {}, "error": "r: non-finite score nan"}
+    assert reward.metas == [None] * 4  # no metadata: None, not a list of empty dicts
+    _score_group(reward, "s", x[1:2], ["boom"], [{"tag": "t"}], rows[1:2])  # a second reward's error is added
+    assert rows[1]["error"] == "r: boom; s: boom" and reward.metas[-1] == [{"tag": "t"}]
+
+
+def test_summary_table_by_hand() -> None:
+    from imgalign.commands.score import summary_table
+
+    rows = [{"scores": {"r": v}, "error": None} for v in (1.0, 2.0, 3.0, 6.0)]
+    rows.append({"scores": {}, "error": "bad"})
+    lines = summary_table(rows, ["r"]).splitlines()
+    # mean 3, population std sqrt((4 + 1 + 0 + 9) / 4) = 1.8708
+    assert lines[1].split() == ["r", "4", "3.0000", "1.8708", "1.0000", "6.0000"]
+    assert lines[-1] == "5 files, 4 fully scored, 1 with errors"
+
+
+def test_prompt_lookup_by_name_only_when_unique_and_the_layout_needs_a_numbered_folder(
+    tmp_path: Path,
+) -> None:
+    from imgalign.commands.score import _lookup, pair_key
+
+    mapping = {"a/x.png": {"prompt": "p"}, "b/x.png": {"prompt": "q"}, "c/y.png": {"prompt": "r"}}
+    assert _lookup(tmp_path / "x.png", mapping, None) is None  # two rows named x.png: neither is guessed
+    assert _lookup(tmp_path / "y.png", mapping, None) == {"prompt": "r"}
+    assert pair_key("/run/imgs/samples/0000.png") == "0000.png"  # 'imgs' is no prompt index
+    assert pair_key("/run/00007/samples/0000.png") == "00007/samples/0000.png"
+
+
+def test_csv_columns_follow_the_rewards_as_given_and_sizes_are_batched_apart(tmp_path: Path) -> None:
+    d = tmp_path / "gen"
+    write_prompt_folder(d, 0, SPECS[0].to_metadata(), [W.render(SPECS[0], 0)[0]])
+    small = W.render(SPECS[0], 1)[0]
+    write_prompt_folder(d, 1, SPECS[0].to_metadata(), [small.resize((small.width // 2, small.height // 2))])
+    args = ["--reward", "geneval:mode=strict", "--reward", "artifact", "--no-progress"]
+    assert main(["score", str(d), "--out", str(tmp_path / "s.jsonl"), *args]) == 0
+    assert main(["score", str(d), "--out", str(tmp_path / "s.csv"), *args]) == 0
+    js = [json.loads(x) for x in (tmp_path / "s.jsonl").read_text().splitlines()]
+    cs = list(csv.DictReader((tmp_path / "s.csv").open()))
+    assert [[float(r[k]) for k in ("geneval:mode=strict", "artifact")] for r in cs] == [
+        [r["scores"]["geneval:mode=strict"], r["scores"]["artifact"]] for r in js
+    ]
+    # the half-size image scores as it does alone (batched with its own size, not resized to the first's)
+    assert main(["score", str(d / "00001"), "--out", str(tmp_path / "one.jsonl"), *args]) == 0
+    alone = json.loads((tmp_path / "one.jsonl").read_text())
+    assert alone["scores"]["artifact"] == js[1]["scores"]["artifact"]
+
+
+def test_a_misspelt_tag_in_a_folders_metadata_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    d = tmp_path / "gen"
+    write_prompt_folder(d, 0, SPECS[2].to_metadata(), [W.render(SPECS[2], 0)[0]])
+    meta = d / "00000" / "metadata.jsonl"
+    row = json.loads(meta.read_text())
+    meta.write_text(json.dumps({"task" if k == "tag" else k: v for k, v in row.items()}) + "\n")
+    argv = [
+        "score",
+        str(d),
+        "--reward",
+        "geneval:mode=strict",
+        "--no-progress",
+        "--out",
+        str(tmp_path / "s.jsonl"),
+    ]
+    assert main(argv) == 2
+    assert f"{meta}:1: field 'tag' is missing" in capsys.readouterr().err
