@@ -202,6 +202,7 @@ def no_loading(monkeypatch):
         (["--model", "a={base}", "--prompt", "x", "--steps", "0"], "--steps must be at least 1"),
         (["--model", "a={base}", "--prompt", "x", "--cell", "0"], "--cell must be at least 1"),
         (["--model", "a={base}", "--prompt", "x", "--guidance", "-1"], "--guidance must be >= 0"),
+        (["--model", "a={base}", "--prompt", "x", "--guidance", "nan"], "--guidance must be >= 0"),
     ],
 )
 def test_bad_inputs_fail_clearly_before_loading(models, tmp_path, capsys, no_loading, extra, message):
@@ -321,3 +322,121 @@ def test_sizes_read_from_the_configs_are_the_loaded_pipelines(models, tmp_path):
         trained = pipe.default_sample_size * pipe.vae_scale_factor
         assert folder_sizes(folder) == (supported_sizes(pipe), trained)
     assert folder_sizes(models["overlay"]) is None  # a transformer alone: no model_index.json
+
+
+def _centre(g: np.ndarray, colour: tuple[int, int, int]) -> tuple[float, float]:
+    ys, xs = np.nonzero((g == colour).all(-1))
+    return float(ys.mean()), float(xs.mean())
+
+
+def test_labelled_grid_puts_rows_down_and_columns_across_with_each_seed_labelled(monkeypatch):
+    """images[r][c]: row r (a prompt) below row r-1, column c (model c // group, seed c % group) right of c-1;
+    the sub-labels name each column's seed."""
+    from PIL import ImageDraw
+
+    from imgalign.eval.gallery import labelled_grid
+
+    colours = [[(255, 0, 0), (0, 255, 0), (0, 0, 255), (255, 255, 0)],
+               [(255, 0, 255), (0, 255, 255), (128, 0, 0), (0, 128, 0)]]  # fmt: skip
+    images = [[Image.new("RGB", (8, 8), c) for c in row] for row in colours]
+    texts = []
+    real = ImageDraw.ImageDraw.text
+    monkeypatch.setattr(
+        ImageDraw.ImageDraw,
+        "text",
+        lambda self, xy, text, *a, **kw: (texts.append((xy, text)), real(self, xy, text, *a, **kw))[1],
+    )
+    g = np.asarray(
+        labelled_grid(images, ["p1", "p2"], ["m1", "m2"], group=2, sub_labels=["s0", "s1"], cell=16)
+    )
+    centres = [[_centre(g, c) for c in row] for row in colours]
+    for r in range(2):
+        xs = [centres[r][c][1] for c in range(4)]
+        assert xs == sorted(xs) and len(set(xs)) == 4
+    for c in range(4):
+        assert centres[0][c][0] < centres[1][c][0]
+    subs = sorted((xy[0], t) for xy, t in texts if t in ("s0", "s1"))
+    assert [t for _, t in subs] == ["s0", "s1", "s0", "s1"]
+    with pytest.raises(ValueError, match="do not line up"):  # 4 columns are 2 models of 2 seeds, not 3 models
+        labelled_grid(images, ["p1", "p2"], ["m1", "m2", "m3"], group=2)
+    with pytest.raises(ValueError, match="do not line up"):
+        labelled_grid(images, ["p1", "p2"], ["m1"], group=2)
+
+
+def test_caption_grid_fills_rows_left_to_right():
+    from imgalign.eval.gallery import caption_grid
+
+    colours = [(255, 0, 0), (0, 255, 0), (0, 0, 255)]
+    g = np.asarray(
+        caption_grid([Image.new("RGB", (8, 8), c) for c in colours], ["a", "b", "c"], ncols=2, cell=16)
+    )
+    (y0, x0), (y1, x1), (y2, x2) = (_centre(g, c) for c in colours)
+    assert y0 == y1 < y2 and x0 < x1 and x2 == x0
+    # one image: one column, not a canvas six cells wide
+    from imgalign.eval.gallery import PAD
+
+    assert caption_grid([Image.new("RGB", (8, 8))], ["a"], ncols=6, cell=16).width == 16 + 2 * PAD
+
+
+def test_fit_scales_the_longer_side_and_wrap_marks_a_cut():
+    from imgalign.eval.gallery import fit, font, wrap
+
+    assert fit(Image.new("RGB", (100, 50)), 40).size == (40, 20)
+    assert fit(Image.new("RGB", (10, 20)), 40).size == (20, 40)
+    text = wrap("\n".join(f"line{i}" for i in range(5)), 400, font(12), max_lines=3)
+    assert text.splitlines() == ["line0", "line1", "line…"]
+
+
+def test_save_png_renames_its_temporary_file(tmp_path):
+    from imgalign.eval.gallery import save_png
+
+    save_png(Image.new("RGB", (4, 4), (1, 2, 3)), tmp_path / "sub" / "g.png")
+    assert [p.name for p in (tmp_path / "sub").iterdir()] == ["g.png"]
+    with Image.open(tmp_path / "sub" / "g.png") as im:
+        assert im.getpixel((0, 0)) == (1, 2, 3)
+
+
+def test_max_prompts_takes_the_first_prompts_of_a_file(tmp_path):
+    import argparse
+
+    from imgalign.commands.grid import read_rows
+
+    (tmp_path / "p.txt").write_text("a\nb\nc\n")
+    args = argparse.Namespace(prompts=str(tmp_path / "p.txt"), prompt=None, max_prompts=2)
+    assert read_rows(args) == (["a", "b"], [None, None])
+
+
+def test_grid_puts_each_seed_in_its_column_with_the_given_settings(tmp_path, monkeypatch):
+    """images[r][c]: prompt r, model c // len(seeds), seed seeds[c % len(seeds)] as given; --steps and --guidance
+    reach the sampler over the model's own settings; one seed needs no seed labels."""
+    import imgalign.eval.gallery as gallery
+    import imgalign.pipelines as P
+    import imgalign.sampling as S
+
+    calls = []
+    monkeypatch.setattr(P, "load_pipeline", lambda spec, device, dtype: spec.label)
+
+    def generate(pipe, prompts, seeds, batch_size, **kw):
+        calls.append(kw)
+        return [(pipe, p, s) for p, s in zip(prompts, seeds)]
+
+    monkeypatch.setattr(S, "generate_images", generate)
+    got = {}
+
+    def grid(images, rows, cols, **kw):
+        got.update(images=images, rows=rows, cols=cols, **kw)
+        return Image.new("RGB", (4, 4))
+
+    monkeypatch.setattr(gallery, "labelled_grid", grid)
+    argv = ["grid", "--model", "a=shapes", "--model", "b=shapes", "--prompt", "x", "--prompt", "y"]
+    argv += ["--steps", "2", "--guidance", "1.5", "--out", str(tmp_path / "g.png")]
+    assert main([*argv, "--seeds", "3,1"]) == 0
+    assert got["images"] == [
+        [("a", "x", 3), ("a", "x", 1), ("b", "x", 3), ("b", "x", 1)],
+        [("a", "y", 3), ("a", "y", 1), ("b", "y", 3), ("b", "y", 1)],
+    ]
+    assert got["rows"] == ["x", "y"] and got["cols"] == ["a", "b"] and got["group"] == 2
+    assert got["sub_labels"] == ["seed 3", "seed 1"]
+    assert calls[0]["steps"] == 2 and calls[0]["guidance"] == 1.5
+    assert main([*argv, "--seeds", "0"]) == 0
+    assert got["sub_labels"] is None and got["group"] == 1
