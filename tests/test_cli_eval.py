@@ -528,3 +528,130 @@ def test_verbose_does_not_outlive_its_call(capsys, monkeypatch):
     finally:
         root.setLevel(level)
         own.setLevel(own_level)
+
+
+def test_render_report_by_hand():
+    """report.md: the overall line names the unjudged images, each task's score and image count, the sampler, and
+    the first failures with a reason that cannot break the table (a '|' or a new line)."""
+    from imgalign.eval.suite import render_report
+
+    summary = {"suite": "shapes", "model": "m", "overall": 0.25, "n_images": 3, "n_errors": 1,
+               "tasks": {"counting": 0.5, "colors": 0.0}, "sampler": {"num_inference_steps": 2}}  # fmt: skip
+    rows = [
+        {"file": "00000/samples/0000.png", "tag": "counting", "prompt": "p0", "correct": True, "reason": ""},
+        {
+            "file": "00000/samples/0001.png",
+            "tag": "counting",
+            "prompt": "p0",
+            "correct": False,
+            "reason": "a|b\nc",
+        },
+        {
+            "file": "00001/samples/0000.png",
+            "tag": "colors",
+            "prompt": "p1",
+            "correct": False,
+            "error": "unreadable",
+        },
+    ]
+    lines = render_report(summary, rows, max_failures=1).splitlines()
+    assert "Overall: **0.2500** over 3 images (1 could not be judged)" in lines
+    assert "Sampler: num_inference_steps 2" in lines
+    assert "| counting | 0.5000 | 2 |" in lines and "| colors | 0.0000 | 1 |" in lines
+    assert "## First 1 failures" in lines and lines[-1] == "| 00000/samples/0001.png | p0 | a/b; c |"
+    assert "(1 could not be judged)" not in render_report({**summary, "n_errors": 0}, rows)
+
+
+def test_judge_folder_counts_prompts_and_images_and_skips_other_folders(tmp_path, small_prompts):
+    """summary.json: n_prompts counts prompt folders, n_images every judged image, task_images per task; a folder
+    that is not a prompt index (a user's notes) is not read as one."""
+    from imgalign.commands.world import render_folder
+    from imgalign.eval.shapes_detector import ShapesDetector
+    from imgalign.eval.suite import judge_folder
+    from imgalign.prompts.io import load_geneval_metadata
+
+    metas = load_geneval_metadata(small_prompts)[:2]
+    render_folder(metas, tmp_path / "images", 2, seed=0, progress=False)
+    (tmp_path / "images" / "notes").mkdir()
+    s = judge_folder(tmp_path / "images", tmp_path / "out", ShapesDetector(), progress=False)
+    assert s["n_prompts"] == 2 and s["n_images"] == 4
+    from collections import Counter
+
+    assert s["task_images"] == dict(Counter(m["tag"] for m in metas for _ in range(2)))
+
+
+def test_write_prompt_folder_numbers_images_from_start(tmp_path):
+    from PIL import Image
+
+    from imgalign.eval.suite import write_prompt_folder
+
+    meta = W.single_object("circle").to_metadata()
+    write_prompt_folder(tmp_path, 3, meta, [Image.new("RGB", (4, 4))], start=2)
+    assert sorted(p.name for p in (tmp_path / "00003" / "samples").iterdir()) == ["0002.png"]
+
+
+def test_the_sampler_settings_are_part_of_an_out_folders_identity(tmp_path):
+    """A rerun with other --steps or --guidance-scale, or an edited prompt file, into the same --out must not resume
+    the earlier images."""
+    import argparse
+
+    from imgalign.commands.evaluate import eval_identity
+
+    def ident(**kw):
+        base = dict(suite="shapes", images=None, model="shapes", ground_truth=False, steps=None,
+                    guidance_scale=None, prompts=None, images_per_prompt=4, seed=0)  # fmt: skip
+        return eval_identity(argparse.Namespace(**{**base, **kw}))
+
+    assert ident() == ident()
+    assert ident(steps=2) != ident() and ident(guidance_scale=1.5) != ident()
+    assert ident(images_per_prompt=2) != ident() and ident(seed=1) != ident()
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text("a\n")
+    first = ident(prompts=str(prompts))
+    prompts.write_text("b\n")
+    assert ident(prompts=str(prompts)) != first
+
+
+def test_eval_options_that_cannot_apply_fail_before_any_work(tmp_path, small_prompts, capsys):
+    from imgalign.commands.world import render_folder
+    from imgalign.prompts.io import load_geneval_metadata
+
+    imgs = tmp_path / "imgs"
+    render_folder(load_geneval_metadata(small_prompts)[:1], imgs, 1, seed=0, progress=False)
+    for extra in (["--seed", "1"], ["--images-per-prompt", "2"]):
+        assert main(["eval", "--images", str(imgs), *extra, "--out", str(tmp_path / "o")]) == 2
+        assert "--images judges every image of the folder" in capsys.readouterr().err
+    argv = ["eval", "--model", "shapes", "--guidance-scale", "nan", "--out", str(tmp_path / "o")]
+    assert main(argv) == 2 and "--guidance-scale must be >= 0 (got nan)" in capsys.readouterr().err
+    argv = ["eval", "--ground-truth", "--prompts", str(small_prompts), "--baseline", str(tmp_path / "none")]
+    assert main([*argv, "--out", str(tmp_path / "o")]) == 2
+    assert "--baseline needs" in capsys.readouterr().err and not (tmp_path / "o").exists()
+
+
+def test_refreshing_a_copy_onto_itself_keeps_the_images(tmp_path, small_prompts):
+    from imgalign.commands.evaluate import refresh_copy
+    from imgalign.commands.world import render_folder
+    from imgalign.prompts.io import load_geneval_metadata
+
+    imgs = tmp_path / "imgs"
+    render_folder(load_geneval_metadata(small_prompts)[:1], imgs, 1, seed=0, progress=False)
+    refresh_copy(imgs, tmp_path / "." / "imgs")
+    assert (imgs / "00000" / "samples" / "0000.png").is_file()
+
+
+def test_a_key_error_prints_its_message_without_quotes(capsys):
+    import argparse
+
+    from imgalign.cli import _run
+
+    def fail(args):
+        raise KeyError("unknown reward 'x'")
+
+    assert _run(argparse.Namespace(func=fail, verbose=False, command="score")) == 2
+    assert capsys.readouterr().err == "imgalign score: error: unknown reward 'x'\n"
+
+
+def test_help_shows_no_empty_list_default(capsys):
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    assert "(default: [])" not in capsys.readouterr().out
