@@ -190,3 +190,30 @@ def test_each_epoch_walks_the_train_prompts_in_a_new_order(tmp_path):
     epochs = [s.for_step(k, 11).prompts for k in range(3)]  # one epoch a step
     assert all(sorted(e) == sorted(f"prompt {i}" for i in range(11)) for e in epochs)
     assert len({tuple(e) for e in epochs}) == 3
+
+
+def test_the_in_loop_subset_takes_every_line_of_a_task_when_asked_for_more():
+    """prompts_per_task beyond a task's lines gives all its lines: duplicates of a prompt are cycled, not dropped."""
+    from imgalign.prompts.io import load_geneval_metadata
+    from imgalign.prompts.shapes import EVAL_SET_PATH
+    from imgalign.trainers.evaluation import shapes_eval_set
+
+    assert len(shapes_eval_set(10**6)) == len(load_geneval_metadata(EVAL_SET_PATH))
+
+
+def test_in_loop_shapes_suite_scores_exact_renders_as_correct(monkeypatch):
+    """eval/shapes/overall and eval/shapes/partial are means over images (1.0 for exact renders), not sums."""
+    import imgalign.trainers.evaluation as E
+    from imgalign.trainers.config import EvalConfig
+
+    metas = E.shapes_eval_set(1)
+    monkeypatch.setattr(
+        E,
+        "ode_sample",
+        lambda adapter, model, prompts, seeds, *a: W.render_tensor(
+            [W.Spec.from_metadata(metas[i // 2]) for i in range(len(prompts))], seed=0
+        ),
+    )
+    out, images = E.shapes_suite(None, None, EvalConfig(prompts_per_task=1, images_per_prompt=2), 1.0)
+    assert images.shape[0] == 2 * len(metas)
+    assert out["eval/shapes/overall"] == 1.0 and out["eval/shapes/partial"] == 1.0
