@@ -573,8 +573,15 @@ def test_judge_folder_counts_prompts_and_images_and_skips_other_folders(tmp_path
     metas = load_geneval_metadata(small_prompts)[:2]
     render_folder(metas, tmp_path / "images", 2, seed=0, progress=False)
     (tmp_path / "images" / "notes").mkdir()
-    s = judge_folder(tmp_path / "images", tmp_path / "out", ShapesDetector(), progress=False)
+    s = judge_folder(
+        tmp_path / "images",
+        tmp_path / "out",
+        ShapesDetector(),
+        progress=False,
+        extra={"eval_args": {"seed": 0}},
+    )
     assert s["n_prompts"] == 2 and s["n_images"] == 4
+    assert json.loads((tmp_path / "out" / "summary.json").read_text())["eval_args"] == {"seed": 0}
     from collections import Counter
 
     assert s["task_images"] == dict(Counter(m["tag"] for m in metas for _ in range(2)))
@@ -588,6 +595,9 @@ def test_write_prompt_folder_numbers_images_from_start(tmp_path):
     meta = W.single_object("circle").to_metadata()
     write_prompt_folder(tmp_path, 3, meta, [Image.new("RGB", (4, 4))], start=2)
     assert sorted(p.name for p in (tmp_path / "00003" / "samples").iterdir()) == ["0002.png"]
+    write_prompt_folder(tmp_path, 3, meta, [], start=3)  # the same prompt again: more images of it
+    with pytest.raises(ValueError, match="holds another prompt"):  # another prompt: refused, not mixed
+        write_prompt_folder(tmp_path, 3, W.single_object("square").to_metadata(), [Image.new("RGB", (4, 4))])
 
 
 def test_the_sampler_settings_are_part_of_an_out_folders_identity(tmp_path):
@@ -621,6 +631,8 @@ def test_eval_options_that_cannot_apply_fail_before_any_work(tmp_path, small_pro
     for extra in (["--seed", "1"], ["--images-per-prompt", "2"]):
         assert main(["eval", "--images", str(imgs), *extra, "--out", str(tmp_path / "o")]) == 2
         assert "--images judges every image of the folder" in capsys.readouterr().err
+    argv = ["eval", "--ground-truth", "--images-per-prompt", "0", "--out", str(tmp_path / "o")]
+    assert main(argv) == 2 and "--images-per-prompt must be at least 1" in capsys.readouterr().err
     argv = ["eval", "--model", "shapes", "--guidance-scale", "nan", "--out", str(tmp_path / "o")]
     assert main(argv) == 2 and "--guidance-scale must be >= 0 (got nan)" in capsys.readouterr().err
     argv = ["eval", "--ground-truth", "--prompts", str(small_prompts), "--baseline", str(tmp_path / "none")]
@@ -655,3 +667,15 @@ def test_help_shows_no_empty_list_default(capsys):
     with pytest.raises(SystemExit):
         main(["train", "--help"])
     assert "(default: [])" not in capsys.readouterr().out
+
+
+def test_only_numbered_samples_are_read(tmp_path):
+    """Like the official evaluator, a stray picture in a samples folder (a grid.png) is not a sample."""
+    from PIL import Image
+
+    from imgalign.eval.suite import read_folder_index, write_prompt_folder
+
+    write_prompt_folder(tmp_path, 0, W.single_object("circle").to_metadata(), [Image.new("RGB", (4, 4))])
+    Image.new("RGB", (4, 4)).save(tmp_path / "00000" / "samples" / "grid.png")
+    (f,) = read_folder_index(tmp_path)
+    assert [p.name for p in f.samples] == ["0000.png"]

@@ -34,6 +34,8 @@ def test_overrides_are_split_by_component_prefix():
     per = split_component_overrides(names, ["t2i.steps=5", "vlm.lr=0.1", "t2i.vae_channels=[8, 8]"])
     assert per == {"t2i": ["steps=5", "vae_channels=[8, 8]"], "clip": [], "vlm": ["lr=0.1"]}
     assert split_component_overrides(["t2i"], ["steps=5", "t2i.lr=1"]) == {"t2i": ["steps=5", "lr=1"]}
+    # one component: a dotted key that names no component is that component's own (nested) key
+    assert split_component_overrides(["t2i"], ["init.seed=3"]) == {"t2i": ["init.seed=3"]}
     with pytest.raises(ValueError, match=r"prefix the key with its component.*t2i\.steps="):
         split_component_overrides(names, ["steps=5"])
 
