@@ -564,15 +564,14 @@ def test_the_failure_gallery_takes_the_tasks_in_turn(tmp_path, monkeypatch):
 
 def test_trainer_curves_merge_the_evaluations_and_smooth_over_the_last_steps(tmp_path, monkeypatch):
     """``python -m imgalign.trainers.plots RUN``: the reward means and eval/shapes/overall by default; evaluations
-    come from eval.jsonl once each (metrics.jsonl may repeat them); the moving average is over the last `smooth`
-    steps."""
+    come from eval.jsonl once each (metrics.jsonl may repeat them in a step's row, whose reward is still plotted);
+    the moving average is over the last `smooth` steps."""
     import matplotlib.axes
 
     from imgalign.trainers.plots import main as plots_main
 
-    rows = [{"step": s, "reward/a/mean": float(s)} for s in range(20)] + [
-        {"step": 10, "eval/shapes/overall": 0.3}
-    ]
+    rows = [{"step": s, "reward/a/mean": float(s)} for s in range(20)]
+    rows[10]["eval/shapes/overall"] = 0.3  # as the trainer logs it: in the step's own row
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     evals = [{"step": 0, "eval/shapes/overall": 0.1}, {"step": 10, "eval/shapes/overall": 0.3}]
     (tmp_path / "eval.jsonl").write_text("".join(json.dumps(r) + "\n" for r in evals))

@@ -6,31 +6,21 @@ step (cumulative NFEs are logged as ``perf/nfe_total``, which can be plotted as 
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 
 def read_metrics(path: str | Path) -> list[dict[str, float]]:
+    """A run's metrics.jsonl rows with its eval.jsonl merged in, read as `imgalign report` reads them (a cut-off last
+    line skipped, a bad line elsewhere named); `path` is the run folder or its metrics.jsonl."""
+    from imgalign.eval.reports import load_run_rows
+
     p = Path(path)
-    if p.is_dir():
-        p = p / "metrics.jsonl"
-    if not p.is_file():
-        raise FileNotFoundError(f"{p} does not exist: point at a run folder or its metrics.jsonl")
-    return read_rows(p)
-
-
-def read_rows(p: Path) -> list[dict[str, float]]:
-    """JSON lines; a cut-off last line (a run still writing, or killed) is skipped, as `imgalign report` does."""
-    numbered = [(n, ln) for n, ln in enumerate(p.read_text().splitlines(), start=1) if ln.strip()]
-    rows = []
-    for k, (n, line) in enumerate(numbered):
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            if k == len(numbered) - 1:
-                continue
-            raise ValueError(f"{p}:{n}: not valid JSON") from None
-    return rows
+    run = p.parent if p.is_file() and p.name == "metrics.jsonl" else p
+    if not (run / "metrics.jsonl").is_file():
+        raise FileNotFoundError(
+            f"{run / 'metrics.jsonl'} does not exist: point at a run folder or its metrics.jsonl"
+        )
+    return load_run_rows(run)
 
 
 def plot_metrics(
@@ -42,11 +32,9 @@ def plot_metrics(
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = read_metrics(path)
-    ev = (Path(path) if Path(path).is_dir() else Path(path).parent) / "eval.jsonl"
-    if ev.is_file():  # every evaluation, including the base model's at step 0 (eval.at_start)
-        rows = [r for r in rows if not any(k.startswith("eval/") for k in r)]
-        rows += read_rows(ev)
+    rows = read_metrics(
+        path
+    )  # every evaluation from eval.jsonl, the base model's at step 0 (eval.at_start) too
     if keys is None:
         found = sorted({k for r in rows for k in r})
         keys = [k for k in found if k.startswith("reward/") and k.endswith("/mean")]
@@ -55,7 +43,7 @@ def plot_metrics(
         raise ValueError("no metric keys to plot (none given and no reward/*/mean in the file)")
     fig, axes = plt.subplots(1, len(keys), figsize=(4.5 * len(keys), 3.2), squeeze=False)
     for ax, key in zip(axes[0], keys):
-        pts = sorted((r["step"], r[key]) for r in rows if key in r)
+        pts = sorted((r.get("step", 0), r[key]) for r in rows if key in r)
         if not pts:
             ax.set_title(f"{key} (absent)")
             continue
