@@ -201,6 +201,10 @@ def no_loading(monkeypatch):
         ),
         (["--model", "a={base}", "--prompt", "x", "--steps", "0"], "--steps must be at least 1"),
         (["--model", "a={base}", "--prompt", "x", "--cell", "0"], "--cell must be at least 1"),
+        (
+            ["--model", "a={base}", "--prompt", "x", "--max-sequence-length", "0"],
+            "--max-sequence-length must be at least 1",
+        ),
         (["--model", "a={base}", "--prompt", "x", "--guidance", "-1"], "--guidance must be >= 0"),
         (["--model", "a={base}", "--prompt", "x", "--guidance", "nan"], "--guidance must be >= 0"),
     ],

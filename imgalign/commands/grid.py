@@ -156,7 +156,12 @@ def run_grid(args: argparse.Namespace) -> int:
     if out.suffix.lower() != ".png":
         raise ValueError(f"--out {args.out!r}: the grid is written as PNG; use a .png name")
     check_output_file(out)
-    for flag, v in (("--steps", args.steps), ("--size", args.size), ("--cell", args.cell)):
+    for flag, v in (
+        ("--steps", args.steps),
+        ("--size", args.size),
+        ("--cell", args.cell),
+        ("--max-sequence-length", args.max_sequence_length),
+    ):
         if v is not None and v < 1:
             raise ValueError(f"{flag} must be at least 1 (got {v})")
     if args.guidance is not None and not args.guidance >= 0:
