@@ -109,9 +109,12 @@ def test_flux_lora_two_steps(flux_dir, tmp_path, monkeypatch):
     prompts.write_text("".join(f"a photo of {n} cats\n" for n in ("one", "two", "three", "four", "five")))
     cfg["prompts"] = {"source": str(prompts), "test_fraction": 0.4}
     cfg["eval"] = {"every": 0, "suite": "reward", "images_per_prompt": 1, "num_steps": 2}
+    cfg["log"]["sample_every"] = 2
     assert main(["train", str(write(cfg, tmp_path / "c.yaml"))]) == 0
     r = rows(out)
     assert len(r) == 2 and r[0]["perf/nfe"] == 12  # guidance-distilled: one forward per step
+    # sample grids every 2 steps from the first, named by the metrics row: steps 1, 3, ...
+    assert sorted(p.name for p in (out / "samples").glob("step-*.png")) == ["step-000001.png"]
     assert abs(r[0]["policy/ratio_mean"] - 1) < 1e-4  # the CPS kernel is on-policy through the trainer
     assert "eval/reward/red_reward/mean" in r[1]  # evaluated on the 2 held-out prompts at the end
     assert (
@@ -244,6 +247,22 @@ def test_logged_lr_is_the_rate_of_the_steps_update(sd3_dir, tmp_path):
     assert [r["train/lr"] for r in rows(out)] == pytest.approx([5e-4, 1e-3])
 
 
+def test_lr_schedule_warms_up_linearly_then_holds_or_follows_the_cosine_to_zero():
+    """The LR factor of optimizer update k: (k + 1) / warmup during the warm-up, then 1 (constant) or the half
+    cosine over the updates after it, reaching 0 at update `total` (one past the last)."""
+    from imgalign.trainers.trainer import lr_lambda_factory
+
+    const = lr_lambda_factory(3, 10, "constant")
+    assert [const(k) for k in range(5)] == pytest.approx([1 / 3, 2 / 3, 1.0, 1.0, 1.0])
+    cos = lr_lambda_factory(2, 6, "cosine")
+    c = math.cos
+    expected = [0.5, 1.0, 1.0, 0.5 * (1 + c(math.pi / 4)), 0.5, 0.5 * (1 + c(3 * math.pi / 4)), 0.0, 0.0]
+    assert [cos(k) for k in range(8)] == pytest.approx(expected, abs=1e-12)
+    assert [lr_lambda_factory(0, 2, "cosine")(k) for k in range(3)] == pytest.approx(
+        [1.0, 0.5, 0.0], abs=1e-12
+    )
+
+
 def test_a_bf16_full_fine_tune_loads_with_one_dtype_as_documented(sd3_dir, tmp_path):
     """model.dtype bfloat16: the export holds bf16 frozen parts and the float32 trained transformer; as the README
     says, from_pretrained(dir, dtype=torch.bfloat16) loads one dtype that runs (without a dtype it fed
@@ -291,6 +310,10 @@ def test_nan_reward_is_masked(sd3_dir, tmp_path, caplog, capsys):
     )
     r = rows(out)
     assert r[0]["reward/nan_every_third_reward/nonfinite"] == 2
+    # 2 finite rewards in each group of 3: 4 of 6 samples valid, their advantages +-std / (std + eps) (population
+    # std of two), just under 1; the mean |advantage| is over the valid ones only (over all 6 it is at most 4/6)
+    assert r[0]["train/valid_ratio"] == pytest.approx(4 / 6)
+    assert 4 / 6 < r[0]["train/adv_abs_mean"] <= 1.0
     w = load_file(str(out / "checkpoints" / "step-000002" / "trainer_state" / "trainable.safetensors"))
     assert all(torch.isfinite(t).all() for t in w.values())
 
@@ -586,6 +609,28 @@ def _sgd_trainer(sd3_dir, tmp_path, **train_over):
     tr.optimizer = torch.optim.SGD(tr.params, lr=1.0)
     tr.scheduler = torch.optim.lr_scheduler.LambdaLR(tr.optimizer, lambda _: 1.0)
     return tr
+
+
+def test_grad_clip_scales_the_update_to_its_norm_and_logs_the_norm_before_clipping(sd3_dir, tmp_path):
+    """train.grad_clip c: the optimizer steps on the gradient scaled to norm c (SGD at lr 1: the parameter change is
+    the unclipped one times c / norm); 0 means no clipping; train/grad_norm is the norm before clipping."""
+    from imgalign.trainers.testing import first_rollout
+
+    res = []
+    for i, clip in enumerate((0.0, None)):
+        tr = _sgd_trainer(sd3_dir, tmp_path / f"run{i}", micro_batch_size=8, updates_per_step=1)
+        tr.cfg.train.grad_clip = clip if clip is not None else res[0][0] / 4
+        ro, _ = first_rollout(tr)
+        before = [p.detach().clone() for p in tr.params]
+        m = tr._update(0, ro, torch.tensor([1.0, -1.0] * 4), torch.ones(8, dtype=torch.bool))
+        res.append(
+            (m["train/grad_norm"], torch.cat([(p.detach() - b).flatten() for p, b in zip(tr.params, before)]))
+        )
+    (norm, delta), (norm_clipped, delta_clipped) = res
+    assert norm > 0 and float(delta.norm()) == pytest.approx(norm, rel=1e-4)
+    assert norm_clipped == pytest.approx(norm, rel=1e-5)
+    assert float(delta_clipped.norm()) == pytest.approx(norm / 4, rel=1e-4)
+    torch.testing.assert_close(delta_clipped, delta / 4, rtol=1e-3, atol=1e-7)  # (float32 weight differences)
 
 
 def test_update_weights_every_valid_sample_alike_whatever_the_micro_batches(sd3_dir, tmp_path):
