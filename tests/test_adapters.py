@@ -148,6 +148,28 @@ def test_bfloat16_holds_the_frozen_weights_and_keeps_the_vae_and_sd3_timesteps_i
     assert seen[0].dtype == torch.float32 and float(seen[0][0]) == pytest.approx(987.38, abs=1e-3)
 
 
+def test_sd3_non_square_latents_and_decoded_images_are_the_pipelines_own(sd3_dir):
+    """Height 8, width 12: latents [C, H/f, W/f] (not transposed), and decode gives the pipeline's own images
+    (latents / scaling_factor + shift_factor through the VAE, then [-1, 1] -> [0, 1])."""
+    ad = load_adapter(sd3_dir, height=8, width=12)
+    assert ad.latent_shape() == (4, 8, 12) and ad.pipe.vae.config.shift_factor != 0
+    prompts = ["a photo of a red circle", "two squares"]
+    ours = ode_sample(ad, prompts, 2, 1.0, [torch.Generator().manual_seed(i) for i in range(2)])
+    init = ad.init_noise([torch.Generator().manual_seed(i) for i in range(2)])
+    ref = ad.pipe(
+        prompt=prompts,
+        num_inference_steps=2,
+        guidance_scale=1.0,
+        latents=init,
+        height=8,
+        width=12,
+        output_type="pt",
+    ).images
+    img = ad.decode(ours)
+    assert img.shape == (2, 3, 8, 12)
+    torch.testing.assert_close(img, ref, rtol=1e-4, atol=1e-5)
+
+
 def test_a_resolution_the_model_cannot_take_is_refused(flux_dir):
     with pytest.raises(ValueError, match="width 7 does not fit this model: use a multiple of 2"):
         load_adapter(flux_dir, height=8, width=7)  # (the tiny FLUX VAE does not downsample: 2x2 packing only)
@@ -191,6 +213,34 @@ def test_bad_lora_targets_name_the_setting_and_valid_names(sd3_dir, targets, why
         msg.startswith(f"model.lora_targets {targets}: {why}; ") and "e.g. to_k, to_out.0, to_q, to_v" in msg
     )
     assert "\n" not in msg and "base_layer" not in msg  # examples read before peft wrapped any module
+
+
+def test_lora_init_follows_its_seed_and_the_reference_is_the_base_model(sd3_dir):
+    """add_lora's init depends on init_seed alone (not on the global RNG: runs are reproducible), and
+    reference() is the LoRA-disabled base (the KL reference), the LoRA back on afterwards."""
+    a, b, c, base = (load_adapter(sd3_dir) for _ in range(4))
+    a.add_lora(rank=2, alpha=4, init_seed=0)
+    torch.randn(5)  # the global RNG moves between the two inits
+    b.add_lora(rank=2, alpha=4, init_seed=0)
+    c.add_lora(rank=2, alpha=4, init_seed=1)
+    pa, pb, pc = (dict(ad.trainable_named_parameters()) for ad in (a, b, c))
+    assert all(torch.equal(pa[n], pb[n]) for n in pa)
+    assert not all(torch.equal(pa[n], pc[n]) for n in pa)
+    with torch.no_grad():
+        for n, p in pa.items():
+            if "lora_B" in n:  # B starts at zero (LoRA = base): move it so the two differ
+                p.fill_(0.05)
+    x = base.init_noise([torch.Generator().manual_seed(0)])
+    cond = base.encode(["a red circle"])
+    with torch.no_grad():
+        v_base = base.velocity(x, 0.5, cond)
+        v_lora = a.velocity(x, 0.5, cond)
+        with a.reference() as ref:
+            v_ref = a.velocity(x, 0.5, cond, transformer=ref)
+        v_after = a.velocity(x, 0.5, cond)
+    assert not torch.allclose(v_lora, v_base, atol=1e-4)
+    torch.testing.assert_close(v_ref, v_base)
+    torch.testing.assert_close(v_after, v_lora)
 
 
 def test_lora_save_loads_with_diffusers(sd3_dir, flux_dir, tmp_path):

@@ -61,8 +61,37 @@ def test_model_argument_syntax():
     assert parse_model_arg("base=shapes") == ModelSpec("base", "shapes")
     assert parse_model_arg("ft=shapes+runs/a/lora") == ModelSpec("ft", "shapes", "runs/a/lora")
     assert parse_model_arg("runs/a/final") == ModelSpec("final", "runs/a/final")
+    # unlabelled BASE+OVERLAY: named by the overlay (the fine-tune), not by the base every overlay shares
+    assert parse_model_arg("shapes+runs/a/lora") == ModelSpec("lora", "shapes", "runs/a/lora")
     with pytest.raises(ValueError, match="needs both parts"):
         parse_model_arg("ft=shapes+")
+
+
+def test_a_transformer_overlay_of_another_class_is_refused(tmp_path):
+    """A full-transformer overlay must be of the base's denoiser class (a FLUX transformer does not go on SD3)."""
+    from types import SimpleNamespace
+
+    from imgalign.pipelines import apply_overlay
+
+    (tmp_path / "config.json").write_text(json.dumps({"_class_name": "FluxTransformer2DModel"}))
+    pipe = SimpleNamespace(transformer=torch.nn.Linear(1, 1))
+    with pytest.raises(
+        ValueError, match="holds a FluxTransformer2DModel, but the base pipeline's transformer is a Linear"
+    ):
+        apply_overlay(pipe, tmp_path)
+
+
+def test_a_missing_relative_path_is_not_taken_for_a_hub_id(tmp_path, monkeypatch):
+    """``./run`` or ``../run`` (one slash, as a Hub id ``org/name`` has) that does not exist is a missing folder,
+    even when the Hub could be asked, not an id to download."""
+    import imgalign.pipelines as P
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(P, "hub_id_available", lambda repo_id: True)
+    assert P.check_model_spec(P.ModelSpec("hub", "org/model")).base == "org/model"  # an id, as given
+    for path in ("./run", "../run"):
+        with pytest.raises(P.IncompleteModelError, match=f"'{path}' does not exist"):
+            P.check_model_spec(P.ModelSpec("m", path))
 
 
 def test_an_existing_path_is_taken_whole(tmp_path, monkeypatch):

@@ -360,9 +360,11 @@ def test_missing_or_incomplete_model_folder(tmp_path, tiny_pipeline_dir):
     shutil.copytree(tiny_pipeline_dir, broken)
     (broken / "transformer" / "diffusion_pytorch_model.safetensors").unlink()
     shutil.rmtree(broken / "tokenizer_2")
+    for f in (broken / "scheduler").iterdir():  # a component folder left empty is missing too
+        f.unlink()
     with pytest.raises(IncompleteModelError, match=r"transformer/ weights.*|tokenizer_2/") as e:
         load_pipeline(broken)
-    assert "transformer" in str(e.value) and "tokenizer_2" in str(e.value)
+    assert "transformer" in str(e.value) and "tokenizer_2" in str(e.value) and "scheduler/" in str(e.value)
     assert "recreate it" in str(e.value)
     (broken / "trainer_state").mkdir()  # a training checkpoint: the advice is about the run, not pretraining
     with pytest.raises(IncompleteModelError, match="another checkpoint of the run"):

@@ -149,6 +149,11 @@ def test_rollout_chunking_and_between_sde():
         _Counter(), noise, sigmas, spec, between="sde", generator=torch.Generator().manual_seed(2)
     )
     assert c.nfe == a.nfe and not torch.allclose(c.leaves, a.leaves)
+    # between="ode" (the default): a step that does not branch is the deterministic Euler step, so the first
+    # branch starts from Euler(noise); with "sde" it starts from a noisy step
+    s0, s1, root = sigmas[0].expand(3), sigmas[1].expand(3), torch.arange(3)
+    euler = euler_step(noise, _Counter()(noise, s0, root), s0, s1)
+    assert torch.equal(a.parent_x, euler) and not torch.allclose(c.parent_x, euler)
     with pytest.raises(ValueError, match="sigmas"):
         tree_rollout(_Counter(), noise, sigmas[:-1], spec)
 
