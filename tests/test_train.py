@@ -739,6 +739,27 @@ def test_a_diverged_sample_is_masked_and_never_reaches_the_weights(sd3_dir, tmp_
     assert all(torch.isfinite(p).all() for p in tr.params)
 
 
+def test_a_sample_with_only_non_finite_log_densities_is_masked_too(sd3_dir, tmp_path, caplog):
+    """Finite latents and image but a NaN rollout log-density (the ratio's denominator): masked and zeroed like a
+    diverged sample, so the update stays finite."""
+    tr = _sgd_trainer(sd3_dir, tmp_path, micro_batch_size=1, updates_per_step=4)
+    inner = tr.rollout_fn
+
+    def nan_log_prob(ctx, prompts, meta, ids, gids):
+        ro = inner(ctx, prompts, meta, ids, gids)
+        ro.log_probs[5] = float("nan")
+        return ro
+
+    tr.rollout_fn = nan_log_prob
+    with caplog.at_level("WARNING"):
+        m = tr.train_step(0)
+    assert "1 sample(s) of the rollout are not finite" in caplog.text
+    assert m["train/valid_ratio"] == pytest.approx(
+        6 / 8
+    )  # sample 5 and its group mate 4 (one finite reward left)
+    assert m["train/skipped_updates"] == 0 and all(torch.isfinite(p).all() for p in tr.params)
+
+
 def test_a_non_finite_gradient_skips_the_optimizer_update(sd3_dir, tmp_path, caplog):
     """Whatever makes the gradient NaN, the update is skipped with a warning: never NaN weights."""
     from imgalign.trainers.testing import first_rollout
@@ -899,6 +920,30 @@ def test_time_budget_stops_early_with_checkpoint(sd3_dir, tmp_path):
     assert main(["train", str(write(cfg, tmp_path / "c.yaml"))]) == 0
     assert [x["step"] for x in rows(out)] == [1]
     assert (out / "checkpoints" / "step-000001" / "trainer_state" / "state.json").is_file()
+
+
+def test_out_of_time_reserves_a_step_the_final_evaluation_and_half_a_step_for_the_save(monkeypatch):
+    """Stop when elapsed + step + evaluation (measured, or 3 steps before any) + save (half a step) would pass
+    train.time_budget_min; a budget of 0 never stops."""
+    from types import SimpleNamespace
+
+    import imgalign.trainers.trainer as T
+
+    monkeypatch.setattr(T.time, "perf_counter", lambda: 100.0)  # 40 s elapsed since t_start = 60
+    acc = SimpleNamespace(device="cpu", reduce=lambda t, reduction: t)
+    tr = SimpleNamespace(
+        cfg=SimpleNamespace(train=SimpleNamespace(time_budget_min=1.0)), acc=acc, is_main=True
+    )
+
+    def out(step_sec, eval_sec):
+        return T.FlowGRPOTrainer._out_of_time(tr, 60.0, step_sec, eval_sec)
+
+    assert not out(4.0, 13.0) and out(4.0, 14.5)  # 40 + 4 + 13 + 2 = 59; 40 + 4 + 14.5 + 2 = 60.5 > 60
+    assert not out(4.0, 0.0) and out(
+        4.5, 0.0
+    )  # no evaluation yet: 40 + 4 + 12 + 2 = 58; 40 + 4.5 + 13.5 + 2.25
+    tr.cfg.train.time_budget_min = 0.0
+    assert not out(1000.0, 1000.0)
 
 
 def test_print_config_and_max_steps_override(sd3_dir, tmp_path, capsys):
