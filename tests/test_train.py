@@ -668,10 +668,11 @@ def test_update_runs_updates_per_step_optimizer_steps_when_rows_do_not_divide(sd
 def test_ema_averages_the_weights_after_each_optimizer_update_with_its_decay(sd3_dir, tmp_path):
     """train.ema_decay d: the EMA starts at the initial weights and after every optimizer update becomes
     d·ema + (1 − d)·weights (no warm-up), so after updates w_1..w_n it is d^n·w_0 + Σ_j (1 − d)·d^(n−j)·w_j: here
-    4 updates at d = 0.5, hand-computed from the weights recorded after each update."""
+    4 updates at d = 0.75 (not 0.5, where d and 1 - d swapped agree), hand-computed from the weights recorded after
+    each update."""
     from imgalign.trainers.testing import first_rollout
 
-    d = 0.5
+    d = 0.75
     tr = _sgd_trainer(sd3_dir, tmp_path, ema_decay=d, micro_batch_size=2, updates_per_step=4)
     assert tr.ema is not None
     tr.optimizer.param_groups[0]["lr"] = 0.01
@@ -1702,6 +1703,11 @@ def test_a_resume_reports_changes_against_the_checkpoints_config_and_keeps_its_l
         assert yaml.safe_load((out / "config.until-step-000001.yaml").read_text())["train"]["lr"] == 0.001
     steps = [json.loads(line)["step"] for line in (out / "rollouts.jsonl").read_text().splitlines()]
     assert sorted(steps) == [1] * 4 + [2] * 4  # rows named by their metrics row, as samples/step-N.png
+    first = [json.loads(line) for line in (out / "rollouts.jsonl").read_text().splitlines()][:4]
+    prompts = [x["prompt"] for x in sorted(first, key=lambda x: x["sample"])]
+    assert (
+        prompts[0] == prompts[1] != prompts[2] == prompts[3]
+    )  # the G = 2 samples of a group share its prompt
     assert (out / "samples" / "step-000001.png").is_file() and (out / "samples" / "step-000002.png").is_file()
     cosine = ["train", str(path), "--output-dir", str(tmp_path / "cos"), "--set", "train.lr_schedule=cosine"]
     assert main(cosine) == 0
