@@ -243,8 +243,11 @@ def test_logged_lr_is_the_rate_of_the_steps_update(sd3_dir, tmp_path):
     update's rate)."""
     out = tmp_path / "run"
     cfg = tiny_config(sd3_dir, out, train__warmup_steps=2)
+    cfg["log"].update(checkpoint_every=1, keep_last=1)
     assert main(["train", str(write(cfg, tmp_path / "c.yaml"))]) == 0
     assert [r["train/lr"] for r in rows(out)] == pytest.approx([5e-4, 1e-3])
+    # log.keep_last 1: the trainer keeps only the newest of its checkpoints
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step-000002"]
 
 
 def test_lr_schedule_warms_up_linearly_then_holds_or_follows_the_cosine_to_zero():
