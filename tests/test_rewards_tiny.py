@@ -238,6 +238,33 @@ def test_dinov2_encoder_preprocesses_as_its_image_processor(
     assert ours.shape == ref.shape == (1, 3, *out) and float((ours - ref).abs().mean()) < 0.02
 
 
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (
+            {"size": {"max_height": 40, "max_width": 40}},
+            "has neither 'shortest_edge' nor 'height' and 'width'",
+        ),
+        ({"crop_size": {"longest_edge": 32}}, "its crop_size"),
+    ],
+)
+def test_dinov2_processor_sizes_it_cannot_follow_are_named(
+    tmp_path: Path, kwargs: dict[str, dict[str, int]], message: str
+) -> None:
+    """A processor size the encoder does not reproduce is refused naming the model, not read as another size."""
+    import json
+
+    from imgalign.rewards.features import build_features
+
+    folder = make_tiny_dinov2(tmp_path / "dino")
+    cfg_path = folder / "preprocessor_config.json"
+    cfg = json.loads(cfg_path.read_text())
+    cfg.update(kwargs)
+    cfg_path.write_text(json.dumps(cfg))
+    with pytest.raises(ValueError, match=message):
+        build_features(f"dinov2:{folder}")
+
+
 def test_dinov2_register_tokens_are_dropped_from_the_patch_tokens(tmp_path: Path) -> None:
     """DINOv2 with 2 registers: last_hidden_state is CLS, 2 registers, 16 patches; tokens() is CLS then the 16
     patches."""
