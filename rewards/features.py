@@ -110,7 +110,7 @@ def clip_preprocess(
     resize_mode: str = "shortest",
     interpolation: str = "bicubic",
 ) -> torch.Tensor:
-    """Tensor version of open_clip's / transformers' eval transform on [0, 1] images (B, 3, H, W) -> (B, 3, size,
+    """Tensor version of open_clip's eval transform on [0, 1] images (B, 3, H, W) -> (B, 3, size,
     size), normalised. ``resize_mode`` as open_clip's: 'shortest' (resize the shortest edge to `size`, then
     centre-crop), 'longest' (resize the longest edge to `size`, centre-pad with 0) or 'squash'
     (resize to size x size). Works on batches without a PIL round trip, so rewards on generated tensors stay on
@@ -188,13 +188,13 @@ def _dinov2(path: str, device: torch.device, dtype: torch.dtype) -> FeatureEncod
     shortest = _size_field(size, "shortest_edge")
     resize_hw = None
     if shortest is None:
-        hw = (_size_field(size, "height"), _size_field(size, "width"))
-        if None in hw:
+        rh, rw = _size_field(size, "height"), _size_field(size, "width")
+        if rh is None or rw is None:
             raise ValueError(
                 f"dinov2:{path}: its image processor's size {size} has neither 'shortest_edge' nor 'height' and "
                 "'width'; give a processor (preprocessor_config.json) that sets one of them"
             )
-        resize_hw = (int(hw[0]), int(hw[1]))  # type: ignore[arg-type]
+        resize_hw = (rh, rw)
     crop_hw = None
     if getattr(proc, "do_center_crop", True):  # DINOv2: shortest edge 256, then crop 224
         crop = getattr(proc, "crop_size", None) or {}

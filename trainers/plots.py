@@ -32,9 +32,8 @@ def plot_metrics(
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = read_metrics(
-        path
-    )  # every evaluation from eval.jsonl, the base model's at step 0 (eval.at_start) too
+    # with every evaluation from eval.jsonl, the base model's at step 0 (eval.at_start) too
+    rows = read_metrics(path)
     if keys is None:
         found = sorted({k for r in rows for k in r})
         keys = [k for k in found if k.startswith("reward/") and k.endswith("/mean")]

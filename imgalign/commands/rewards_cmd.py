@@ -225,9 +225,8 @@ def run_check(args: argparse.Namespace) -> int:
             )
         if hasattr(reward, "ready") and not reward.ready():
             raise CLIError(f"{spec} cannot score yet: {getattr(reward, 'not_ready_help', 'it is not ready')}")
-        scored = (
-            reward if args.verbose else _reporting_failures(reward, spec)
-        )  # -v: the reward's own traceback
+        # -v: the reward's own error and traceback, not the one-line summary
+        scored = reward if args.verbose else _reporting_failures(reward, spec)
         res = true_vs_corrupted(scored, n=args.n, seed=args.seed, kinds=kinds)
         if res.n_nonfinite == res.n:
             raise CLIError(
