@@ -179,6 +179,14 @@ def _size_field(size: Any, key: str) -> int | None:
     return int(v) if v else None
 
 
+def _height_width(size: Any, problem: str) -> tuple[int, int]:
+    """(height, width) of a processor's size or crop_size; raises `problem` when either is unset."""
+    h, w = _size_field(size, "height"), _size_field(size, "width")
+    if h is None or w is None:
+        raise ValueError(f"{problem}; set them in its preprocessor_config.json")
+    return h, w
+
+
 def _dinov2(path: str, device: torch.device, dtype: torch.dtype) -> FeatureEncoder:
     from transformers import AutoImageProcessor, AutoModel
 
@@ -188,23 +196,17 @@ def _dinov2(path: str, device: torch.device, dtype: torch.dtype) -> FeatureEncod
     shortest = _size_field(size, "shortest_edge")
     resize_hw = None
     if shortest is None:
-        rh, rw = _size_field(size, "height"), _size_field(size, "width")
-        if rh is None or rw is None:
-            raise ValueError(
-                f"dinov2:{path}: its image processor's size {size} has neither 'shortest_edge' nor 'height' and "
-                "'width'; give a processor (preprocessor_config.json) that sets one of them"
-            )
-        resize_hw = (rh, rw)
+        resize_hw = _height_width(
+            size,
+            f"dinov2:{path}: its image processor's size {size} has neither 'shortest_edge' nor 'height' and 'width'",
+        )
     crop_hw = None
     if getattr(proc, "do_center_crop", True):  # DINOv2: shortest edge 256, then crop 224
         crop = getattr(proc, "crop_size", None) or {}
-        ch, cw = _size_field(crop, "height"), _size_field(crop, "width")
-        if ch is None or cw is None:
-            raise ValueError(
-                f"dinov2:{path}: its image processor centre-crops but its crop_size {crop} lacks 'height' or "
-                "'width'; set both, or do_center_crop false, in its preprocessor_config.json"
-            )
-        crop_hw = (ch, cw)
+        crop_hw = _height_width(
+            crop,
+            f"dinov2:{path}: its image processor centre-crops but its crop_size {crop} lacks 'height' or 'width'",
+        )
     m = torch.tensor(tuple(proc.image_mean), device=device, dtype=dtype).view(1, 3, 1, 1)
     s = torch.tensor(tuple(proc.image_std), device=device, dtype=dtype).view(1, 3, 1, 1)
 
