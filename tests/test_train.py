@@ -821,6 +821,106 @@ def test_diverged_samples_stay_out_of_stateful_rewards(sd3_dir, tmp_path):
     assert r.total == pytest.approx(seen["mean"], rel=1e-5)
 
 
+def test_a_diverged_sample_is_masked_even_when_a_reward_scores_it_finite(sd3_dir, tmp_path):
+    """A reward may give a finite score to a NaN image (a detector that finds nothing scores 0, a prompt-only reward
+    never looks): the trainer masks a diverged sample's scores itself. Sample 3 diverges under a reward that scores
+    every sample finite (0..7): it counts as non-finite and its group (2, 3) is left without a pair."""
+    from imgalign.rewards.base import RewardOutput
+
+    tr = _sgd_trainer(sd3_dir, tmp_path, micro_batch_size=8, updates_per_step=1)
+    inner = tr.rollout_fn
+
+    def diverging(ctx, prompts, meta, ids, gids):
+        ro = inner(ctx, prompts, meta, ids, gids)
+        ro.images[3] = float("nan")
+        return ro
+
+    tr.rollout_fn = diverging
+    tr.rewards["red_reward"] = lambda images, prompts, metadata: RewardOutput(
+        torch.arange(len(prompts), dtype=torch.float32)
+    )
+    m = tr.train_step(0)
+    assert m["reward/red_reward/nonfinite"] == 1
+    assert m["reward/red_reward/mean"] == pytest.approx((28 - 3) / 7)
+    assert m["train/valid_ratio"] == pytest.approx(6 / 8)
+
+
+def test_a_diverged_sample_is_black_in_the_sample_grid(sd3_dir, tmp_path):
+    """A diverged sample's image is zeroed: the step's sample grid shows it black (an +inf image clamped unzeroed
+    would show white), the other samples as generated."""
+    import numpy as np
+    from PIL import Image
+
+    tr = _sgd_trainer(sd3_dir, tmp_path, micro_batch_size=8, updates_per_step=1)
+    inner = tr.rollout_fn
+
+    def diverging(ctx, prompts, meta, ids, gids):
+        ro = inner(ctx, prompts, meta, ids, gids)
+        ro.images[2] = float("inf")
+        return ro
+
+    tr.rollout_fn = diverging
+    tr.train_step(0)
+    grid = np.asarray(Image.open(tr.out / "samples" / "step-000001.png"))
+    w = grid.shape[1] // 8  # one row of the 8 samples
+    assert (grid[:, 2 * w : 3 * w] == 0).all()
+    assert all(grid[:, i * w : (i + 1) * w].any() for i in (0, 1, 3, 4, 5, 6, 7))
+
+
+def test_update_gradient_is_the_mean_over_the_trained_steps_not_their_sum(sd3_dir, tmp_path):
+    """With T trained steps (loss terms) per sample, the update's gradient is the mean of the T per-step gradients:
+    at SGD lr 1 from the same weights, the parameter change of the update over every term is the mean of the changes
+    of T updates each on one term (a sum would be T times it, and train/grad_norm and clipping with it); the logged
+    train/grad_norm is its norm."""
+    from imgalign.trainers.testing import first_rollout
+
+    tr = _sgd_trainer(sd3_dir, tmp_path, micro_batch_size=8, updates_per_step=1)
+    ro, _ = first_rollout(tr)
+    terms = tr.objective.terms(ro)
+    assert len(terms) >= 2
+    adv, valid = torch.tensor([1.0, -1.0] * 4), torch.ones(8, dtype=torch.bool)
+    start = [p.detach().clone() for p in tr.params]
+
+    def change() -> torch.Tensor:
+        d = torch.cat([(p.detach() - p0).flatten() for p, p0 in zip(tr.params, start)])
+        with torch.no_grad():
+            for p, p0 in zip(tr.params, start):
+                p.copy_(p0)
+        return d
+
+    one = []
+    for t in terms:
+        tr.objective.terms = lambda _ro, t=t: [t]
+        tr._update(0, ro, adv, valid)
+        one.append(change())
+    del tr.objective.terms  # the objective's own method again: every term
+    m = tr._update(0, ro, adv, valid)
+    full = change()
+    mean = torch.stack(one).mean(0)
+    assert float(mean.norm()) > 0
+    assert float((full - mean).norm() / mean.norm()) < 1e-4
+    assert m["train/grad_norm"] == pytest.approx(float(full.norm()), rel=1e-4)
+
+
+def test_grad_norm_is_the_mean_over_the_optimizer_updates(sd3_dir, tmp_path):
+    """train/grad_norm of a step with 2 optimizer updates is the mean of their two gradient norms (SGD at lr 1 and
+    no clipping: each update's parameter change is minus its gradient), not the last or the largest."""
+    from imgalign.trainers.testing import first_rollout
+
+    tr = _sgd_trainer(sd3_dir, tmp_path, micro_batch_size=4, updates_per_step=2)
+    weights = [[p.detach().clone() for p in tr.params]]
+    tr.optimizer.register_step_post_hook(lambda *_: weights.append([p.detach().clone() for p in tr.params]))
+    ro, _ = first_rollout(tr)
+    m = tr._update(0, ro, torch.tensor([1.0, -1.0] * 4), torch.ones(8, dtype=torch.bool))
+    assert len(weights) == 3
+    norms = [
+        float(torch.cat([(b - a).flatten() for a, b in zip(w0, w1)]).norm())
+        for w0, w1 in zip(weights, weights[1:])
+    ]
+    assert abs(norms[0] - norms[1]) > 0.01 * max(norms)  # a max (or the last) would differ from the mean
+    assert m["train/grad_norm"] == pytest.approx(sum(norms) / 2, rel=1e-4)
+
+
 @pytest.mark.parametrize(
     ("over", "msg"),
     [
@@ -952,9 +1052,12 @@ def test_out_of_time_reserves_a_step_the_final_evaluation_and_half_a_step_for_th
 
 def test_print_config_and_max_steps_override(sd3_dir, tmp_path, capsys):
     cfg = write(tiny_config(sd3_dir, tmp_path / "run"), tmp_path / "c.yaml")
-    assert main(["train", str(cfg), "--max-steps", "7", "--set", "train.lr=3e-4", "--print-config"]) == 0
+    other = tmp_path / "other"
+    argv = ["train", str(cfg), "--max-steps", "7", "--set", "train.lr=3e-4", "--output-dir", str(other)]
+    assert main([*argv, "--print-config"]) == 0
     printed = yaml.safe_load(capsys.readouterr().out)
     assert printed["train"]["max_steps"] == 7 and printed["train"]["lr"] == pytest.approx(3e-4)
+    assert printed["log"]["output_dir"] == str(other)  # --output-dir overrides the config's log.output_dir
 
 
 def _cli(args: list[str], **kw) -> subprocess.Popen:
