@@ -152,6 +152,39 @@ def test_summary_only_when_complete_and_results_are_resumed(tmp_path, small_prom
     assert not (out / "failures.png").exists()
 
 
+def test_a_line_cut_short_by_a_crash_does_not_swallow_the_next_verdict(tmp_path, small_prompts, monkeypatch):
+    """results.jsonl ending in a line cut short (a crash mid-write): the resumed run drops it before appending, so
+    the verdicts it writes are lines of their own and survive that run being interrupted too (appended to the cut
+    line, the first one was lost and judged again)."""
+    src = tmp_path / "imgs"
+    main(["world", "render", "--prompts", str(small_prompts), "--images-per-prompt", "1", "--out", str(src)])
+    out = tmp_path / "ev"
+    argv = ["eval", "--images", str(src), "--out", str(out), "--no-progress"]
+    assert main(argv) == 0
+    results = out / "results.jsonl"
+    lines = results.read_text().splitlines()
+    results.write_text("".join(x + "\n" for x in lines[:5]) + lines[5][:20])  # 5 rows and a cut one
+    import imgalign.eval.suite as suite
+
+    calls = {"n": 0}
+    real_judge = suite.judge
+
+    def crashing_judge(*a, **k):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise KeyboardInterrupt
+        return real_judge(*a, **k)
+
+    monkeypatch.setattr(suite, "judge", crashing_judge)
+    with pytest.raises(KeyboardInterrupt):
+        main(argv)
+    rows = [json.loads(x) for x in results.read_text().splitlines()]  # every line whole
+    assert len(rows) == 7 and len({r["file"] for r in rows}) == 7
+    calls["n"] = -1000
+    assert main(argv) == 0
+    assert calls["n"] == -1000 + 11  # only the 11 images without a verdict judged
+
+
 def test_an_out_folder_of_another_evaluation_is_refused(tmp_path, small_prompts, capsys):
     """--out holding another evaluation (other source, prompts, seed...) would judge its images or reuse its
     verdicts: refused, naming what differs, with the earlier results untouched. The same command resumes."""

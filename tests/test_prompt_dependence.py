@@ -55,3 +55,35 @@ def test_trainer_warns_when_the_ratio_halves(tmp_path, caplog):
         assert "prompt-independent" not in caplog.text
         FlowGRPOTrainer._warn_prompt_independence(fake, 60, {key: 0.4})
     assert "step 60" in caplog.text and "prompt-independent" in caplog.text
+
+
+def test_the_shapes_pool_takes_the_tasks_in_turn():
+    """The shapes suite's prompt pool is round-robin over its tasks: any run of n_tasks consecutive prompts holds
+    one prompt of every task (the prompt-dependence measurement takes the first few: several tasks, not one)."""
+    from imgalign.trainers.evaluation import eval_prompt_pool, shapes_eval_set
+
+    metas = shapes_eval_set(2)
+    tag = {m["prompt"]: m["tag"] for m in metas}
+    n_tasks = len({m["tag"] for m in metas})
+    assert n_tasks >= 2
+    pool = eval_prompt_pool(EvalConfig(suite="shapes", prompts_per_task=2), [])
+    assert sorted(pool) == sorted(m["prompt"] for m in metas)
+    for start in (0, n_tasks):
+        assert len({tag[p] for p in pool[start : start + n_tasks]}) == n_tasks
+
+
+def test_reward_suite_means_leave_out_non_finite_scores_and_rewards_with_none(monkeypatch):
+    """eval/reward/<name>/mean: the mean of the finite scores; a reward with no finite score (fid before its set
+    has members) has no mean at all, not a NaN or a made-up 0."""
+    import imgalign.trainers.evaluation as ev
+    from imgalign.rewards.base import RewardOutput
+
+    monkeypatch.setattr(ev, "ode_sample", lambda adapter, model, ps, seeds, *a: torch.zeros(len(ps), 3, 2, 2))
+    nan = float("nan")
+    rewards = {
+        "half": lambda im, ps, ms: RewardOutput(torch.tensor([nan, 1.0, 3.0, float("inf")])),
+        "fid": lambda im, ps, ms: RewardOutput(torch.full((len(ps),), nan)),
+    }
+    cfg = EvalConfig(suite="reward", images_per_prompt=2)
+    out, images = ev.reward_suite(None, None, cfg, 1.0, rewards, [("a", {}), ("b", {})])
+    assert out == {"eval/reward/half/mean": pytest.approx(2.0)} and images.shape[0] == 4
