@@ -62,6 +62,26 @@ def test_training_batch_pairs_each_image_with_one_of_its_own_captions():
         assert int(img[0, 0, 0]) == i and text.endswith(f" of render {i}")
 
 
+def test_captions_name_colour_and_shape_per_kind():
+    spec = W.counting("circle", 2)
+    objs = [_obj("circle", "red"), _obj("circle", "blue")]
+    assert C.captions(spec, objs) == {
+        "prompt": spec.prompt(),
+        "full": "a photo of a red circle and a blue circle",
+        "shapes": "a photo of two circles",
+        "colours": "a photo of a red object and a blue object",
+    }
+
+
+def test_a_pool_as_large_as_the_batch_is_allowed_and_each_batch_is_the_whole_pool():
+    """pool_size == batch_size is valid (the checks refuse only a smaller pool): every step draws every render."""
+    clip_pt.Config(**{**TINY_CLIP, "pool_size": 6, "batch_size": 6}).validate()
+    vlm_pt.Config(**{**TINY_VLM, "pool_size": 4, "batch_size": 4}).validate()
+    for step in range(3):
+        idx, _ = C.batch_indices(0, step, 5, 5)
+        assert sorted(idx) == [0, 1, 2, 3, 4]
+
+
 class _SpyClip:
     """Features are the inputs themselves; logit scale 10."""
 
@@ -148,6 +168,17 @@ def test_the_evaluation_stream_is_seeded_apart_from_every_training_stream():
         assert C.heldout_seed(seed) != C.heldout_seed(seed + 1)
 
 
+def test_clip_heldout_renders_come_from_the_evaluation_stream():
+    import numpy as np
+
+    rng = random.Random(C.heldout_seed(3))
+    expected = [W.render(W.single_object(s), rng) for s in W.SHAPES[:2]]
+    data = clip_pt.heldout_single_objects(2, 3)
+    for (img, shape, colour), (ref, objs), s in zip(data, expected, W.SHAPES):
+        assert shape == s and colour == objs[0].color
+        assert np.array_equal(np.asarray(img), np.asarray(ref))
+
+
 def test_lr_schedule():
     assert C.lr_at(0, 100, 1.0, 10) == pytest.approx(0.1)
     assert C.lr_at(9, 100, 1.0, 10) == pytest.approx(1.0)
@@ -179,10 +210,54 @@ def test_multi_positive_loss_hand_computed():
     )
 
 
+def test_clip_weight_decay_skips_vectors_embeddings_and_the_temperature():
+    class Tiny(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = torch.nn.Linear(3, 4)
+            self.ln = torch.nn.LayerNorm(4)
+            self.token_embedding = torch.nn.Embedding(5, 4)
+            self.logit_scale = torch.nn.Parameter(torch.tensor(1.0))
+
+    m = Tiny()
+    decay, no_decay = clip_pt._param_groups(m, 0.05)
+    assert decay["weight_decay"] == 0.05 and no_decay["weight_decay"] == 0.0
+    assert [id(p) for p in decay["params"]] == [id(m.proj.weight)]
+    assert {id(p) for p in no_decay["params"]} == {
+        id(p) for p in (m.proj.bias, m.ln.weight, m.ln.bias, m.token_embedding.weight, m.logit_scale)
+    }
+
+
+def test_clip_export_casts_only_floating_tensors_to_the_save_dtype(tmp_path):
+    """BatchNorm's integer step counter must stay an integer in the shipped float16 file."""
+    from safetensors.torch import load_file
+
+    bn = torch.nn.BatchNorm2d(2)
+    clip_pt.export(bn, {}, tmp_path / "out", "float16", "card")
+    sd = load_file(tmp_path / "out" / clip_pt.WEIGHTS)
+    assert sd["weight"].dtype == sd["running_var"].dtype == torch.float16
+    assert sd["num_batches_tracked"].dtype == torch.int64
+
+
 # ---- bad input
 def test_shapes_clip_incomplete_folder_is_a_clear_error(tmp_path):
     with pytest.raises(ModelNotFoundError, match="incomplete"):
         load_shapes_clip(folder=tmp_path)
+    (tmp_path / f"{clip_pt.MODEL_NAME}.json").write_text("{}")  # the registry JSON alone: no weights
+    with pytest.raises(ModelNotFoundError, match=f"incomplete.*{clip_pt.WEIGHTS}"):
+        load_shapes_clip(folder=tmp_path)
+
+
+def test_an_empty_embedded_model_folder_is_missing(tmp_path, monkeypatch):
+    from imgalign import hub
+
+    monkeypatch.setattr(hub, "ASSETS", tmp_path)
+    (tmp_path / "shapes-vlm").mkdir()  # e.g. a partial checkout: the folder is there, its files are not
+    with pytest.raises(ModelNotFoundError, match="'shapes-vlm' is missing"):
+        hub.resolve("shapes-vlm")
+    with pytest.raises(ModelNotFoundError, match="not an embedded model"):
+        hub.embedded_path("org/model")
+    assert hub.resolve("org/model") == "org/model"
 
 
 # ---- VLM pieces ----------------------------------------------------------------------------------------------
@@ -216,6 +291,24 @@ def test_corruptions_change_the_claim():
     assert kinds == {"shape", "colour", "count", "relation"}
 
 
+def test_a_shape_corruption_keeps_the_clauses_distinct_and_renames_the_exclude():
+    rng = random.Random(0)
+    seen = set()
+    for _ in range(40):
+        bad, kind = vlm_pt.corrupt(W.counting("circle", 3), rng)
+        if kind == "shape":
+            new = bad.include[0].shape
+            assert new != "circle" and bad == W.counting(new, 3)  # exclude: (new, 4), not (circle, 4)
+            seen.add("counting")
+        spec = W.Spec("two_object", (W.Clause("circle"), W.Clause("square")))
+        bad, kind = vlm_pt.corrupt(spec, rng)
+        if kind == "shape":
+            shapes = [c.shape for c in bad.include]
+            assert len(set(shapes)) == 2 and shapes != ["circle", "square"]
+            seen.add("two_object")
+    assert seen == {"counting", "two_object"}
+
+
 def test_caption_masks_select_the_assistant_turn():
     from PIL import Image
 
@@ -244,6 +337,26 @@ def test_caption_loglik_warns_on_unknown_words():
     with pytest.warns(UserWarning, match="outside the shapes-VLM vocabulary"):
         ll = vlm_pt.caption_loglik(model, proc, [im, im], ["a photo of a zebra", "a photo of a circle"])
     assert ll.shape == (2,) and torch.isfinite(ll).all()
+    import warnings
+
+    with warnings.catch_warnings():  # an unknown word in the query is not the caption's fault
+        warnings.simplefilter("error")
+        vlm_pt.caption_loglik(model, proc, [im], ["a photo of a circle"], query="describe this zebra")
+
+
+def test_vlm_query_prob_is_the_share_of_training_examples_with_the_query(tmp_path, monkeypatch):
+    seen = []
+
+    def spy(processor, images, captions, queries=None):
+        seen.append(list(queries))
+        raise _Interrupt
+
+    monkeypatch.setattr(vlm_pt, "encode", spy)
+    for p in (0.0, 1.0):
+        vlm_pt.Config(**{**TINY_VLM, "query_prob": p}).validate()
+        with pytest.raises(_Interrupt):
+            vlm_pt.pretrain(vlm_pt.Config(**{**TINY_VLM, "query_prob": p}), tmp_path / str(p), progress=False)
+    assert seen == [[None] * 4, [vlm_pt.QUERY] * 4]
 
 
 # ---- tiny pretraining runs: they train, write loadable folders and resume exactly ----------------------------
@@ -364,6 +477,8 @@ def test_a_checkpoint_of_another_config_is_refused_before_the_model_is_built(tmp
         ("clip", {"checkpoint_every": 0}, "checkpoint_every must be at least 1"),
         ("clip", {"caption_weights": (0.0, 0.0, 0.0, 0.0)}, "not all 0"),
         ("clip", {"context_length": 19}, "context_length must be at least 20"),
+        ("clip", {"batch_size": 1}, "batch_size >= 2"),
+        ("clip", {"pool_size": 5, "batch_size": 6}, "pool_size must be at least batch_size"),
         ("vlm", {"eval_pairs": 0}, "eval_pairs must be at least 1"),
         ("vlm", {"threads": 0}, "threads must be at least 1"),
     ],

@@ -29,6 +29,7 @@ def test_shapes_clip_loads_through_open_clip_both_ways():
     m1, _, pre1 = open_clip.create_model_and_transforms("local-dir:" + str(folder))
     tok1 = open_clip.get_tokenizer("local-dir:" + str(folder))
     m2, pre2, tok2 = load_shapes_clip()
+    assert not m2.training  # BatchNorm in train mode would use batch statistics
     assert SHAPES_CLIP_NAME in open_clip.list_models()
     m1.eval()
     img = W.render(W.colors("blue", "square"), 3)[0]
@@ -67,6 +68,7 @@ def test_shapes_vlm_loads_with_auto_classes_and_scores():
     )
     assert ll.shape == (2,) and torch.isfinite(ll).all()
     m2, p2 = load_shapes_vlm()
+    assert not m2.training  # the ResNet tower uses BatchNorm
     ll2 = vlm_pt.caption_loglik(m2, p2, [img], [spec.prompt()])
     assert ll2[0].item() == pytest.approx(ll[0].item(), abs=1e-5)
 

@@ -81,6 +81,21 @@ def test_tokenizer_loads_offline_and_maps_shapes_words_to_single_tokens(tmp_path
     assert enc[0] == tok.bos_token_id and enc[11] == tok.eos_token_id and len(enc) == 12
 
 
+def test_unknown_words_strip_punctuation_and_case():
+    from imgalign.pretrain.tokenizer import unknown_words
+
+    assert unknown_words("A photo of a Red circle.") == []
+    assert unknown_words("a photo of a zebra!") == ["zebra"]
+
+
+def test_the_vocabulary_ids_are_contiguous():
+    from imgalign.pretrain.tokenizer import build_vocab
+
+    vocab, merges = build_vocab(tuple(shapes_words()))
+    assert sorted(vocab.values()) == list(range(len(vocab)))
+    assert len(merges) == len(set(merges))
+
+
 # ---- pure maths -----------------------------------------------------------------------------------------------
 def test_flow_matching_pair_hand_values():
     x0 = torch.tensor([2.0]).view(1, 1, 1, 1)
@@ -185,6 +200,37 @@ def test_config_validation():
             tiny_config(**bad).validate()
     with pytest.raises(ValueError, match="vae_crop must be at most"):
         tiny_config(vae_crop=68).validate()
+    with pytest.raises(ValueError, match="ema must be in"):
+        tiny_config(ema=1.0).validate()  # decay 1 would never move the shipped weights
+    tiny_config(vae_crop=64, ema=0.0).validate()  # the boundaries that are allowed
+
+
+def test_logit_normal_spread_is_the_std_not_the_variance():
+    g = torch.Generator().manual_seed(0)
+    t = t2i.logit_normal(20000, 0.0, 2.0, g)
+    # P(t < sigmoid(-2)) = P(N(0, 2^2) < -2) = P(Z < -1) = 0.159
+    assert (t < torch.sigmoid(torch.tensor(-2.0))).float().mean().item() == pytest.approx(0.159, abs=0.01)
+
+
+def test_eval_subset_spreads_over_every_task():
+    from imgalign.shapes import TASKS
+
+    metas = t2i.eval_subset(12)
+    assert len(metas) == 12
+    assert {m["tag"] for m in metas} == set(TASKS)
+
+
+def test_an_sd3_pipeline_with_t5_is_not_a_shapes_architecture(tmp_path, tiny_pipeline_dir):
+    import shutil
+
+    d = tmp_path / "p"
+    shutil.copytree(tiny_pipeline_dir, d)
+    assert t2i.folder_architecture(d)["layers"] == 1
+    index = json.loads((d / "model_index.json").read_text())
+    index["text_encoder_3"] = ["transformers", "T5EncoderModel"]
+    (d / "model_index.json").write_text(json.dumps(index))
+    with pytest.raises(ValueError, match="not a shapes-architecture pipeline"):
+        t2i.folder_architecture(d)
 
 
 def test_decoder_noise_is_relative_to_each_channel_and_off_at_zero():
