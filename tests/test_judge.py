@@ -390,3 +390,15 @@ def test_shapes_detector_soft_iou_counts_the_anti_aliased_rim():
     for size in (64, 128):
         (circle,) = DET(W.draw_objects(objs, size))["circle"]
         assert circle.class_scores["square"] == pytest.approx((np.pi / 4 - 0.5) / 0.4, abs=0.01)
+
+
+def test_unmix_gives_each_palette_colour_full_alpha_and_clips_brighter_pixels_to_one():
+    from imgalign.eval.shapes_detector import unmix
+
+    pal = np.array([[*W.COLORS.values(), W.BACKGROUND]], dtype=np.uint8)  # (1, K + 1, 3)
+    k, alpha = unmix(pal)
+    assert k[0, :-1].tolist() == list(range(len(W.COLORS)))
+    assert alpha[0, :-1].tolist() == [1.0] * len(W.COLORS) and alpha[0, -1] == 0.0
+    # a pixel past a palette colour (further from the background) is that colour at alpha 1, not above
+    k, alpha = unmix(np.full((1, 1, 3), 255, dtype=np.uint8))
+    assert alpha.max() == 1.0
