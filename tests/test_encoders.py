@@ -73,6 +73,18 @@ def test_captions_name_colour_and_shape_per_kind():
     }
 
 
+def test_training_batch_draws_caption_kinds_with_the_given_weights():
+    n = 12
+    pool = C.Pool(
+        images=torch.zeros(n, 3, 2, 2, dtype=torch.uint8),
+        captions=[{k: f"{k} {i}" for k in C.CAPTION_KINDS} for i in range(n)],
+        specs=[None] * n,
+    )
+    for step in range(3):
+        _, texts, _ = C.training_batch(pool, 0, step, 8, weights=(0.0, 0.0, 0.0, 1.0))
+        assert all(t.startswith("colours ") for t in texts)
+
+
 def test_a_pool_as_large_as_the_batch_is_allowed_and_each_batch_is_the_whole_pool():
     """pool_size == batch_size is valid (the checks refuse only a smaller pool): every step draws every render."""
     clip_pt.Config(**{**TINY_CLIP, "pool_size": 6, "batch_size": 6}).validate()
@@ -177,6 +189,21 @@ def test_clip_heldout_renders_come_from_the_evaluation_stream():
     for (img, shape, colour), (ref, objs), s in zip(data, expected, W.SHAPES):
         assert shape == s and colour == objs[0].color
         assert np.array_equal(np.asarray(img), np.asarray(ref))
+
+
+def test_vlm_heldout_pairs_come_from_the_evaluation_stream():
+    import numpy as np
+
+    from imgalign.prompts.shapes import build_eval_set
+
+    specs = build_eval_set()
+    rng = random.Random(C.heldout_seed(3))
+    order = list(range(len(specs)))
+    rng.shuffle(order)
+    ref, _ = W.render(specs[order[0]], rng)
+    ((img, true, bad, kind),) = vlm_pt.heldout_pairs(1, 3)
+    assert true == specs[order[0]].prompt() and bad != true
+    assert np.array_equal(np.asarray(img), np.asarray(ref))
 
 
 def test_lr_schedule():
@@ -349,14 +376,29 @@ def test_vlm_query_prob_is_the_share_of_training_examples_with_the_query(tmp_pat
 
     def spy(processor, images, captions, queries=None):
         seen.append(list(queries))
+        assert all("object" in c for c in captions)  # caption_weights: colour-only captions
         raise _Interrupt
 
     monkeypatch.setattr(vlm_pt, "encode", spy)
     for p in (0.0, 1.0):
-        vlm_pt.Config(**{**TINY_VLM, "query_prob": p}).validate()
+        cfg = vlm_pt.Config(**{**TINY_VLM, "query_prob": p, "caption_weights": (0.0, 0.0, 0.0, 1.0)})
         with pytest.raises(_Interrupt):
-            vlm_pt.pretrain(vlm_pt.Config(**{**TINY_VLM, "query_prob": p}), tmp_path / str(p), progress=False)
+            vlm_pt.pretrain(cfg, tmp_path / str(p), progress=False)
     assert seen == [[None] * 4, [vlm_pt.QUERY] * 4]
+
+
+def test_clip_pretraining_draws_captions_with_caption_weights(tmp_path, monkeypatch):
+    seen = []
+
+    def spy(pool, seed, step, batch_size, kinds=C.CAPTION_KINDS, weights=None):
+        seen.append(weights)
+        raise _Interrupt
+
+    monkeypatch.setattr(C, "training_batch", spy)
+    cfg = clip_pt.Config(**{**TINY_CLIP, "caption_weights": (0.0, 1.0, 0.0, 0.0)})
+    with pytest.raises(_Interrupt):
+        clip_pt.pretrain(cfg, tmp_path, progress=False)
+    assert seen == [(0.0, 1.0, 0.0, 0.0)]
 
 
 # ---- tiny pretraining runs: they train, write loadable folders and resume exactly ----------------------------

@@ -298,6 +298,25 @@ def test_pretrain_resumes_after_kill_and_matches_uninterrupted(tmp_path, monkeyp
     assert (tmp_path / "run" / t2i.FOLDER / "README.md").is_file()
 
 
+def test_pretrain_ships_the_ema_weights_not_the_last_trained_ones(tmp_path):
+    from safetensors.torch import load_file
+
+    t2i.pretrain(tiny_config(), tmp_path, progress=False)
+    st = t2i.load_state(tmp_path / t2i.WORK / "t2i-ckpt.pt")
+    raw = st["models"][0]  # the transformer's trained weights at the last step
+    shipped = load_file(tmp_path / t2i.FOLDER / "transformer/diffusion_pytorch_model.safetensors")
+    shadow = dict(
+        zip(
+            [k for k, _ in t2i.build_transformer(tiny_config()).named_parameters()],
+            st["ema"]["shadow_params"],
+        )
+    )
+    assert shadow.keys() <= shipped.keys()
+    for k, v in shadow.items():
+        torch.testing.assert_close(shipped[k], v, rtol=0, atol=0)
+    assert any(not torch.equal(shipped[k], raw[k]) for k in shadow)
+
+
 def test_pretrain_refuses_a_changed_config_in_the_same_folder(tmp_path):
     t2i.pretrain(tiny_config(steps=2), tmp_path, progress=False)
     with pytest.raises(ValueError, match="steps"):
@@ -455,6 +474,7 @@ def test_final_metrics_of_a_rerun_keep_the_logged_loss(tmp_path):
     from imgalign.pretrain.encoder_common import final_metrics
 
     history = [{"step": 5, "train/loss": 1.2}, {"step": 10, "train/loss": 1.0, "acc": 0.5}]
-    metrics, _ = final_metrics(lambda: {"acc": 0.5}, None, time.time(), 10, history, tmp_path)
+    metrics, _ = final_metrics(lambda: {"acc": 0.5}, None, time.time() - 120, 10, history, tmp_path)
     assert metrics["train/loss"] == 1.0 and [h["step"] for h in history] == [5, 10]
+    assert metrics["train/minutes"] == pytest.approx(2.0, abs=0.1)
     json.loads((tmp_path / "history.json").read_text(), parse_constant=lambda c: pytest.fail(c))
