@@ -255,6 +255,27 @@ def test_clip_weight_decay_skips_vectors_embeddings_and_the_temperature():
     }
 
 
+def test_clip_model_config_selects_the_tower_and_checks_the_resnet_pool_width():
+    res = clip_pt.model_config(clip_pt.Config(vision_layers=2))
+    assert res["vision_cfg"]["layers"] == [2, 2, 2, 2]  # a list of stage depths: open_clip's ModifiedResNet
+    vit = clip_pt.model_config(clip_pt.Config(vision_arch="vit", vision_layers=2, patch_size=8))
+    assert vit["vision_cfg"]["layers"] == 2 and vit["vision_cfg"]["patch_size"] == 8
+    # the ResNet's attention pool is vision_width * 32 wide: 2 * 32 = 64 is one head of width 64
+    clip_pt.Config(vision_width=2, vision_head_width=64).validate()
+    with pytest.raises(ValueError, match="multiples of the head width"):
+        clip_pt.Config(vision_width=2, vision_head_width=48).validate()
+
+
+def test_replace_dir_moves_the_new_folder_in_and_leaves_no_old_copy(tmp_path):
+    final, tmp = tmp_path / "model", tmp_path / "model.tmp"
+    final.mkdir()
+    (final / "a").write_text("old")
+    tmp.mkdir()
+    (tmp / "a").write_text("new")
+    C.replace_dir(tmp, final)
+    assert (final / "a").read_text() == "new" and sorted(p.name for p in tmp_path.iterdir()) == ["model"]
+
+
 def test_clip_export_casts_only_floating_tensors_to_the_save_dtype(tmp_path):
     """BatchNorm's integer step counter must stay an integer in the shipped float16 file."""
     from safetensors.torch import load_file
