@@ -61,11 +61,43 @@ def test_head_normalises_inside_and_roundtrips(tmp_path: Path) -> None:
         load_head(tmp_path / "h.safetensors", task="discriminator")
 
 
+def test_accuracy_hand_computed() -> None:
+    """accuracy = (positives with logit > 0 + negatives with logit <= 0) / all examples, on an identity head."""
+    from imgalign.rewards.heads import accuracy
+
+    head = FeatureHead(1)
+    with torch.no_grad():
+        head.net[0].weight.fill_(1.0)
+        head.net[0].bias.zero_()
+    pos, neg = torch.tensor([[1.0], [-1.0], [2.0]]), torch.tensor([[-1.0], [0.0]])
+    assert accuracy(head, pos, neg) == pytest.approx(4 / 5)  # a logit of 0 counts as negative
+
+
 def test_fit_head_separates_shifted_gaussians() -> None:
     g = torch.Generator().manual_seed(0)
     pos, neg = torch.randn(200, 8, generator=g) + 1.5, torch.randn(200, 8, generator=g)
     res = fit_head(pos, neg, hidden=16, epochs=200)
     assert res.metrics["val_acc"] > 0.9
+
+
+def test_fit_head_reports_held_out_accuracy_and_normalises_on_both_classes() -> None:
+    """Noise labels in 32 dims: the head memorises its 28 training rows (train_acc 1) but not the 7 held out; the
+    counts are of all examples; the standardisation is fitted on both classes' training rows."""
+    g = torch.Generator().manual_seed(1)
+    pos, neg = torch.randn(20, 32, generator=g), torch.randn(15, 32, generator=g)
+    res = fit_head(pos, neg, epochs=300, lr=0.1, weight_decay=0.0, val_frac=0.2)
+    assert res.metrics["n_pos"] == 20 and res.metrics["n_neg"] == 15
+    assert res.metrics["train_acc"] == 1.0 and res.metrics["val_acc"] < 0.9
+    full = fit_head(pos, neg, epochs=1, val_frac=0.0)
+    assert "val_acc" not in full.metrics
+    torch.testing.assert_close(full.head.mean, torch.cat([pos, neg]).mean(0))
+    torch.testing.assert_close(full.head.std, torch.cat([pos, neg]).std(0))
+    # seeded: the same head whatever torch's global RNG holds
+    heads = []
+    for s in (5, 6):
+        torch.manual_seed(s)
+        heads.append(fit_head(pos, neg, hidden=4, epochs=2).head.state_dict())
+    assert all(torch.equal(heads[0][k], heads[1][k]) for k in heads[0])
 
 
 def test_online_discriminator_learns_and_restores_state() -> None:
@@ -122,7 +154,11 @@ def test_fit_discriminator_command(tmp_path: Path, capsys: pytest.CaptureFixture
     assert rc == 0 and out.is_file()
     assert '"val_acc"' in capsys.readouterr().out
     r = build_reward(f"discriminator:head={out}")
-    assert not r.online
+    assert not r.online and r.ready()  # a fitted head scores from the start
+    with pytest.raises(ValueError, match="was fitted on features 'stats', not 'shapes-clip'"):
+        build_reward(f"discriminator:head={out},features=shapes-clip")
+    with pytest.raises(ValueError, match="patch_weight needs patch tokens"):
+        build_reward(f"discriminator:head={out},patch_weight=0.3")
     held_real, held_fake = (
         shapes_reference_images(20, seed=7),
         degrade(shapes_reference_images(20, seed=8), 1),
@@ -155,6 +191,16 @@ def test_each_artifact_kind_changes_the_image(kind: str) -> None:
     assert torch.equal(y, add_artifact(x, kind, random.Random(0)))  # seeded
 
 
+def test_artifact_images_are_made_from_other_renders_than_the_clean_ones() -> None:
+    """artifact_dataset's artifact images come from renders of seed + 1 (a classifier fitted on pairs of one render
+    could separate them by the difference alone), kinds cycling in order."""
+    clean, art, names = artifact_dataset(9, seed=3)
+    other, rng = shapes_reference_images(9, seed=4), random.Random(3)
+    assert names == [ARTIFACT_KINDS[i % len(ARTIFACT_KINDS)] for i in range(9)]
+    assert torch.equal(clean, shapes_reference_images(9, seed=3)) and not torch.equal(clean, other)
+    assert all(torch.equal(art[i], add_artifact(other[i], names[i], rng)) for i in range(9))
+
+
 def test_shipped_shapes_artifact_model_accuracy() -> None:
     """Acceptance: the shipped model on fresh renders (seeds unseen in training) is >= 0.9 accurate."""
     r = build_reward("artifact")
@@ -174,8 +220,10 @@ def test_fit_artifact_command(tmp_path: Path) -> None:
     out = tmp_path / "art.safetensors"
     assert main(["rewards", "fit-artifact", "--clean", str(c), "--artifact", str(a), "--out", str(out)]) == 0
     r = build_reward(f"artifact:model={out}")
-    s = r(torch.cat([clean[:10], art[:10]]), [""] * 20).scores
+    out_ = r(torch.cat([clean[:10], art[:10]]), [""] * 20)
+    s = out_.scores
     assert s[:10].mean() > s[10:].mean()
+    assert [d["p_clean"] for d in out_.details] == pytest.approx(s.exp().tolist())  # p = exp(log p)
     assert (
         main(
             [
@@ -191,6 +239,24 @@ def test_fit_artifact_command(tmp_path: Path) -> None:
         )
         == 2
     )
+
+
+def test_build_shapes_artifact_reports_its_heads_test_accuracy(tmp_path: Path) -> None:
+    """The model card's numbers are the saved head's on the held-out set (artifact_dataset seed 1000): recall per
+    kind on the artifact images (logit <= 0), clean accuracy on the clean ones (logit > 0), overall their mean."""
+    from imgalign.rewards.artifact import build_shapes_artifact
+
+    res = build_shapes_artifact(tmp_path, n=21, test_n=14, hidden=0)
+    head, _ = load_head(tmp_path / "head.safetensors", task="artifact")
+    enc = build_features("stats")
+    tc, ta, kinds = artifact_dataset(14, seed=1000)
+    with torch.no_grad():
+        pc, pa = (head(enc(tc)) > 0).float(), (head(enc(ta)) <= 0).float()
+    assert res["test_clean_accuracy"] == pytest.approx(float(pc.mean()))
+    assert res["test_accuracy"] == pytest.approx(float(torch.cat([pc, pa]).mean()))
+    want = {k: float(pa[[i for i, kk in enumerate(kinds) if kk == k]].mean()) for k in ARTIFACT_KINDS}
+    assert res["test_artifact_recall_per_kind"] == pytest.approx(want)
+    assert f"accuracy **{res['test_accuracy']:.3f}**" in (tmp_path / "README.md").read_text()
 
 
 def test_stats_features_shape_and_determinism() -> None:
@@ -216,12 +282,27 @@ def test_online_discriminator_with_patch_tokens(tmp_path: Path) -> None:
     with torch.no_grad():
         manual = 0.7 * r.head(tok[:, 0]) + 0.3 * r.head(tok[:, 1:].flatten(0, 1)).view(3, 16).mean(1)
     assert torch.allclose(r(x, [""] * 3).scores, manual, atol=1e-5)
+    # standardised on the reference images' CLS tokens and their sampled patch tokens together
+    ref = torch.cat([r.pos_pool, r.pos_patches.flatten(0, 1)])
+    torch.testing.assert_close(r.head.mean, ref.mean(0))
+    torch.testing.assert_close(r.head.std, ref.std(0).clamp(min=1e-4))
     before = [p.clone() for p in r.head.parameters()]
     metrics = r.update(x)
     assert all(not torch.equal(a, b) for a, b in zip(before, r.head.parameters()))
     assert set(metrics) == {"disc/loss", "disc/acc", "disc/logit_fake"}
     with pytest.raises(ValueError, match="patch tokens"):
         build_reward("discriminator:features=stats,ref_size=8,patch_weight=0.3")
+
+
+def test_patch_subsets_are_random_distinct_tokens_per_image() -> None:
+    """_some_patches draws n_patches distinct tokens per image, a different draw for each image (not the first k)."""
+    r = build_reward("discriminator:features=stats,ref_size=8,hidden=4,n_patches=4")
+    patches = torch.arange(40.0).view(2, 20, 1)  # token j of image b holds 20 b + j
+    got = r._some_patches(patches)[..., 0]  # (2, 4)
+    assert got.shape == (2, 4)
+    for b in range(2):
+        assert len(set(got[b].tolist())) == 4 and all(20 * b <= v < 20 * b + 20 for v in got[b].tolist())
+    assert (got[1] - 20).tolist() != got[0].tolist() and got[0].tolist() != [0.0, 1.0, 2.0, 3.0]
 
 
 def test_online_discriminator_patch_loss_is_weighted_by_patch_weight(tmp_path: Path) -> None:
@@ -251,6 +332,38 @@ def test_online_discriminator_takes_steps_optimiser_steps_per_update() -> None:
     one.gen.set_state(g)
     one.update(x)
     assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(two.head.parameters(), one.head.parameters()))
+
+
+def test_online_update_loss_is_the_head_loss_on_drawn_positives_and_the_batch() -> None:
+    """One update's metrics are head_loss (before the step) on a seeded draw of reference positives (with
+    replacement, from the reward's generator) against the batch's features as negatives."""
+    import copy
+
+    from imgalign.rewards.heads import head_loss
+
+    r = build_reward("discriminator:features=stats,ref_size=32,hidden=8,loss=hinge")
+    x = shapes_reference_images(6, seed=9) * 0.5
+    head, g = copy.deepcopy(r.head), torch.Generator()
+    g.set_state(r.gen.get_state())
+    idx = torch.randint(0, 32, (6,), generator=g)
+    with torch.no_grad():
+        lp, ln = head(r.pos_pool[idx]), head(r.encoder(x))
+    m = r.update(x)
+    assert m["disc/loss"] == pytest.approx(head_loss(lp, ln, "hinge").item(), rel=1e-5)
+    assert m["disc/logit_fake"] == pytest.approx(ln.mean().item(), rel=1e-5, abs=1e-6)
+    assert m["disc/acc"] == pytest.approx(((lp > 0).float().mean() + (ln <= 0).float().mean()).item() / 2)
+
+
+def test_a_fresh_online_head_does_not_depend_on_the_global_rng_and_a_state_names_its_features() -> None:
+    spec = "discriminator:features=stats,ref_size=8,hidden=8"
+    torch.manual_seed(1)
+    a = build_reward(spec)
+    torch.manual_seed(2)
+    b = build_reward(spec)
+    assert all(torch.equal(x, y) for x, y in zip(a.head.state_dict().values(), b.head.state_dict().values()))
+    other = build_reward("discriminator:features=shapes-clip,ref_size=8,hidden=8")
+    with pytest.raises(ValueError, match="the saved state uses features 'stats'"):
+        other.load_state_dict(a.state_dict())
 
 
 def test_a_resumed_untrained_online_discriminator_is_not_ready() -> None:
