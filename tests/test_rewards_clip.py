@@ -46,6 +46,30 @@ def test_tiny_open_clip_reward_matches_manual(tmp_path: Path) -> None:
     assert torch.isfinite(r(big, prompts).scores).all()
 
 
+def test_model_strings_split_into_open_clip_name_and_pretrained(tmp_path: Path) -> None:
+    from imgalign.rewards.clip import _split_name
+
+    assert _split_name("ViT-B-32@openai", None) == ("ViT-B-32", "openai")
+    assert _split_name("open_clip:ViT-B-32@laion2b", None) == ("ViT-B-32", "laion2b")
+    assert _split_name("ViT-B-32", "openai") == ("ViT-B-32", "openai")
+    assert _split_name("local-dir:/m@v2", None) == (
+        "local-dir:/m@v2",
+        None,
+    )  # an @ inside a folder name stays
+    assert _split_name(str(tmp_path), "") == (f"local-dir:{tmp_path}", None)
+
+
+def test_open_clip_without_weights_is_refused(tmp_path: Path) -> None:
+    """open_clip would build these with random weights after a log warning only."""
+    from imgalign.rewards.clip import check_open_clip_weights
+
+    with pytest.raises(ValueError, match="has no pretrained weights named"):
+        check_open_clip_weights("ViT-B-32", None)
+    with pytest.raises(FileNotFoundError, match="has no weights"):
+        check_open_clip_weights(f"local-dir:{tmp_path}", None)
+    check_open_clip_weights("ViT-B-32", "openai")  # named: loaded (and checked) later
+
+
 def test_bad_model_names_are_clear(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="cannot load open_clip model"):
         build_reward("clip:model=NotAModel-1")
