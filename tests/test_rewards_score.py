@@ -182,6 +182,37 @@ def test_a_quoted_glob_expands_to_folders_as_the_shell_would(
     assert "imgs' matches no file or folder" in capsys.readouterr().err
 
 
+def test_find_images_walks_folders_by_suffix_keeps_named_files_and_drops_repeats(tmp_path: Path) -> None:
+    """A folder gives its image files at any depth, suffixes in any case; a named file is kept whatever its
+    suffix; a `**` glob reaches nested files; a file named twice (or inside a named folder) is listed once."""
+    from imgalign.rewards.io import find_images
+
+    (tmp_path / "d" / "sub").mkdir(parents=True)
+    for name in ("d/a.png", "d/sub/B.JPG", "d/notes.txt", "x.txt"):
+        (tmp_path / name).write_bytes(b"")
+    d = tmp_path / "d"
+    assert find_images([d]) == [d / "a.png", d / "sub" / "B.JPG"]
+    assert find_images([tmp_path / "x.txt", d / "a.png", d]) == [
+        tmp_path / "x.txt",
+        d / "a.png",
+        d / "sub" / "B.JPG",
+    ]
+    assert find_images([str(tmp_path / "**" / "B.JPG")]) == [d / "sub" / "B.JPG"]  # two folders down
+
+
+def test_load_image_folder_limits_and_resizes_bicubic(tmp_path: Path) -> None:
+    from imgalign.rewards.io import load_image_folder
+
+    rng = np.random.default_rng(0)
+    ims = [Image.fromarray(rng.integers(0, 256, (8, 8, 3), dtype=np.uint8)) for _ in range(3)]
+    for i, im in enumerate(ims):
+        im.save(tmp_path / f"{i}.png")
+    x = load_image_folder(tmp_path, size=5, limit=2)
+    assert x.shape == (2, 3, 5, 5)
+    want = np.asarray(ims[1].resize((5, 5), Image.Resampling.BICUBIC), dtype=np.float32) / 255.0
+    np.testing.assert_allclose(x[1].permute(1, 2, 0).numpy(), want)
+
+
 def test_prompt_free_rewards_need_no_prompts(folder: tuple[Path, Path], tmp_path: Path) -> None:
     d, _ = folder
     out = tmp_path / "a.jsonl"
