@@ -146,3 +146,16 @@ def test_corruptions_are_unsatisfied_by_the_true_render() -> None:
             assert not judge(img, det(img), bad.to_metadata()).correct, (spec.prompt(), bad.prompt())
             seen.add(kind)
     assert seen == set(KINDS)
+
+
+def test_a_shape_corruption_moves_the_counting_exclude_and_any_coloured_clause_allows_colour() -> None:
+    import random
+
+    from imgalign import shapes as W
+    from imgalign.rewards.sanity import applicable_kinds, corrupt_spec
+
+    bad, kind = corrupt_spec(W.counting("circle", 2), random.Random(0), ("shape",))
+    new = bad.include[0].shape
+    assert kind == "shape" and new != "circle" and bad.exclude == ((new, 3),)  # "exactly 2": no third `new`
+    spec = W.Spec("two_object", (W.Clause("circle"), W.Clause("square", color="red")))
+    assert applicable_kinds(spec) == ["shape", "colour"]
