@@ -222,3 +222,16 @@ def test_score_asks_for_a_generated_set(tmp_path, capsys) -> None:
     ]
     assert main(argv) == 2
     assert "give init=FOLDER" in capsys.readouterr().err
+
+
+def test_fid_needs_two_members_and_stats_of_its_own_features(tmp_path) -> None:
+    """set_size < 2 is refused; one member is no set (a covariance needs 2): scores are NaN, not an error; a
+    stats file of another encoder is refused by name."""
+    with pytest.raises(ValueError, match="set_size must be at least 2"):
+        FIDReward(features="stats", ref_size=16, set_size=1)
+    r = FIDReward(features="stats", ref="shapes", ref_size=16, set_size=4)
+    r.update(torch.rand(1, 3, 64, 64))
+    assert not r.ready() and torch.isnan(r(torch.rand(2, 3, 64, 64), ["", ""]).scores).all()
+    save_stats(tmp_path / "s.safetensors", r.mu_ref, r.sigma_ref, 16, "shapes-clip")
+    with pytest.raises(ValueError, match="computed with features 'shapes-clip', not 'stats'"):
+        FIDReward(features="stats", ref=str(tmp_path / "s.safetensors"))
