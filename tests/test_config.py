@@ -1,3 +1,4 @@
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -397,3 +398,122 @@ def test_set_values_keep_their_text_for_a_str_member_of_a_union():
     for text in ("1e-4", "010", "12:30"):
         assert load_config(Typed, None, [f"tag={text}"]).tag == text
     assert load_config(Typed, None, ["key=7"]).key == 7  # an int member still takes YAML's number
+
+
+@pytest.mark.parametrize(
+    "bad, good, message",
+    [
+        (["model.lora_rank=-1"], ["model.lora_rank=0"], "model.lora_rank must be >= 0"),
+        (["model.path="], ["model.path=shapes"], "model.path is empty"),
+        (
+            ["prompts.test_fraction=1.0"],
+            ["prompts.test_fraction=0.0"],
+            "prompts.test_fraction must be in [0, 1)",
+        ),
+        (["sampling.num_steps=1"], ["sampling.num_steps=2"], "sampling.num_steps must be at least 2"),
+        (
+            ["sampling.group_size=1", "sampling.samples_per_step=4"],
+            ["sampling.group_size=2", "sampling.samples_per_step=4"],
+            "sampling.group_size must be at least 2",
+        ),
+        (["sampling.batch_size=0"], ["sampling.batch_size=1"], "sampling.batch_size must be >= 1"),
+        (["sampling.noise_level=0"], ["sampling.noise_level=0.01"], "sampling.noise_level must be > 0"),
+        (["sampling.noise_block=0"], ["sampling.noise_block=1"], "sampling.noise_block must be >= 1"),
+        (
+            ["sampling.sde_window=10"],
+            ["sampling.sde_window=9"],
+            "sampling.sde_window must be in [0, num_steps - 1 = 9]",
+        ),
+        (
+            ["sampling.antithetic=true", "sampling.group_size=3", "sampling.samples_per_step=6"],
+            ["sampling.antithetic=true", "sampling.group_size=2", "sampling.samples_per_step=6"],
+            "sampling.antithetic pairs the images of a group",
+        ),
+        (["rewards.marble.ema=1.0"], ["rewards.marble.ema=0.0"], "rewards.marble.ema must be in [0, 1)"),
+        (
+            ["rewards.marble.refresh_every=0"],
+            ["rewards.marble.refresh_every=1"],
+            "rewards.marble.refresh_every must be >= 1",
+        ),
+        (["rewards.names=[]"], ["rewards.names=[clip]"], "rewards.names is empty"),
+        (
+            ["rewards.names=[geneval, clip]", "rewards.weights=[1]"],
+            ["rewards.names=[geneval, clip]", "rewards.weights=[1, 0]"],
+            "rewards.weights has 1 entries for 2 rewards",
+        ),
+        (
+            ["rewards.names=[geneval, clip]", "rewards.weights=[2, -1]"],
+            ["rewards.names=[geneval, clip]", "rewards.weights=[2, 0]"],
+            "rewards.weights must be non-negative",
+        ),
+        (
+            ["objective.penalty_weight=0.5"],
+            ["objective.penalty_weight=0.5", "objective.penalty=vnorm"],
+            "objective.penalty_weight > 0 needs objective.penalty",
+        ),
+        (["train.max_steps=0"], ["train.max_steps=1"], "train.max_steps must be >= 1"),
+        (["train.micro_batch_size=0"], ["train.micro_batch_size=1"], "train.micro_batch_size must be >= 1"),
+        (["train.ema_decay=1.0"], ["train.ema_decay=0.0"], "train.ema_decay must be in [0, 1)"),
+        (["eval.vnorm_images=-1"], ["eval.vnorm_images=0"], "eval.vnorm_images must be >= 0"),
+        (
+            ["eval.prompt_dependence_prompts=1"],
+            ["eval.prompt_dependence_prompts=2"],
+            "eval.prompt_dependence_prompts must be 0 (off) or >= 2",
+        ),
+        (
+            ["eval.prompt_dependence_seeds=1"],
+            ["eval.prompt_dependence_seeds=2"],
+            "eval.prompt_dependence_seeds must be >= 2",
+        ),
+        (["log.keep_last=0"], ["log.keep_last=1"], "log.keep_last must be >= 1"),
+    ],
+)
+def test_each_bound_refuses_its_first_bad_value_and_accepts_its_edge(bad, good, message):
+    """Every range check of the training config, at its boundary: the first value out of range is a config error
+    naming the setting (before any model loads), the last value in range loads."""
+    from imgalign.trainers.config import FlowGRPOConfig
+
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_config(FlowGRPOConfig, None, bad)
+    load_config(FlowGRPOConfig, None, good)
+
+
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        (
+            ["eval.suite=reward", "prompts.source=p.txt", "prompts.test_fraction=0"],
+            "prompts.test_fraction=0 holds out none",
+        ),
+        (
+            ["sampling.rollout=tree", "objective.step_weight=velocity"],
+            "objective.step_weight=velocity weighs the SDE steps",
+        ),
+        (
+            ["sampling.rollout=tree", "objective.anchor_beta=0.1"],
+            "objective.anchor_beta anchors the untrained (ODE) steps",
+        ),
+        (["model.lora_rank=0", "model.dtype=float16"], "Set train.mixed_precision=fp16"),
+    ],
+)
+def test_each_cross_setting_check_refuses_its_combination(bad, message):
+    """The checks that combine settings, each on the combination it refuses (eval.every=0, the default, evaluates at
+    the end; a tree rollout never has an SDE window), with the message naming what to set."""
+    from imgalign.trainers.config import FlowGRPOConfig
+
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_config(FlowGRPOConfig, None, bad)
+
+
+def test_micro_batches_round_up_when_the_update_does_not_fill_the_last_one():
+    """3 samples (flat) or 3 parent rows (tree) per update in micro-batches of 2 take 2 forwards, not 1: the count
+    DeepSpeed's gradient accumulation is set from must include the partial last micro-batch."""
+    from imgalign.trainers.config import FlowGRPOConfig, check_batch_layout
+
+    flat = ["sampling.samples_per_step=6", "sampling.group_size=2", "train.micro_batch_size=2"]
+    flat = check_batch_layout(load_config(FlowGRPOConfig, None, flat + ["sampling.sde_window=4"]), 2)
+    assert flat["samples_per_update_per_process"] == 3 and flat["micro_batches_per_update"] == 2 * 4
+    tree = ["sampling.rollout=tree", "sampling.tree.branch_steps=[0]", "sampling.tree.branch_factors=[2]"]
+    tree += ["sampling.samples_per_step=6", "sampling.group_size=2", "train.micro_batch_size=2"]
+    tree = check_batch_layout(load_config(FlowGRPOConfig, None, tree), 1)
+    assert tree["tree_parent_rows_per_process"] == 3 and tree["micro_batches_per_update"] == 2
