@@ -44,6 +44,13 @@ def test_a_bom_and_an_uppercase_suffix_are_read_as_meant(tmp_path):
             {"include": [{"class": "circle"}], "exclude": [{"class": "cross", "count": 0}]},
             "exclude[0] must have",
         ),
+        ({"prompt": "  ", "include": [{"class": "circle"}]}, "field 'prompt' must be a non-empty string"),
+        ({"include": []}, "field 'include' must be a non-empty list"),
+        ({"include": [{"class": "circle", "color": 3}]}, "include[0].color must be a string"),
+        (
+            {"include": [{"class": "circle", "position": ["left of", 0]}]},
+            "include[0].position target 0 must name an earlier clause",
+        ),
     ],
 )
 def test_metadata_of_the_wrong_type_is_refused(tmp_path, clause, message):
@@ -217,3 +224,54 @@ def test_in_loop_shapes_suite_scores_exact_renders_as_correct(monkeypatch):
     out, images = E.shapes_suite(None, None, EvalConfig(prompts_per_task=1, images_per_prompt=2), 1.0)
     assert images.shape[0] == 2 * len(metas)
     assert out["eval/shapes/overall"] == 1.0 and out["eval/shapes/partial"] == 1.0
+
+
+def test_a_large_test_fraction_still_leaves_a_training_prompt(tmp_path):
+    """round(2 x 0.9) = 2 would hold out both prompts of a 2-prompt file; one always stays to train on."""
+    f = tmp_path / "p.txt"
+    f.write_text("a photo of a red circle\na photo of a blue square\n")
+    s = PromptSampler(PromptConfig(source=str(f), test_fraction=0.9))
+    assert len(s.test) == 1 and len(s.train) == 1 and s.test[0][0] != s.train[0][0]
+
+
+def test_the_test_share_rounds_to_the_nearest_prompt_and_the_digest_follows_the_contents(tmp_path):
+    """9 prompts x 0.3 = 2.7 hold out 3 (not 2); the digest saved in checkpoints is of the file's bytes, so an
+    edited file under the same name is noticed on resume."""
+    f = tmp_path / "p.txt"
+    f.write_text("".join(f"prompt {i}\n" for i in range(9)))
+    s = PromptSampler(PromptConfig(source=str(f), test_fraction=0.3))
+    assert len(s.test) == 3 and len(s.train) == 6
+    f.write_text("".join(f"prompt {i}\n" for i in range(8)))
+    assert PromptSampler(PromptConfig(source=str(f))).digest != s.digest
+
+
+def test_an_unknown_shapes_task_and_a_folder_as_prompt_file_are_refused(tmp_path):
+    from imgalign.trainers.prompting import check_prompt_source
+
+    with pytest.raises(ValueError, match=r"prompts.tasks: unknown task\(s\) \['colour'\]"):
+        PromptSampler(PromptConfig(tasks=["single_object", "colour"]))
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        check_prompt_source(str(tmp_path))
+
+
+def test_a_geneval_line_needs_its_tag_and_a_tagged_prompt_line_is_checked_as_one(tmp_path):
+    """The judge reads every GenEval line's tag, so a metadata line without one is refused; a prompt-file line
+    that carries a tag (but no include) is a GenEval line missing its clauses, not a plain prompt."""
+    meta = tmp_path / "m.jsonl"
+    meta.write_text(json.dumps({"prompt": "a circle", "include": [{"class": "circle"}]}) + "\n")
+    with pytest.raises(PromptFileError, match="field 'tag' is missing"):
+        load_geneval_metadata(meta)
+    jl = tmp_path / "p.jsonl"
+    jl.write_text(json.dumps({"prompt": "a circle", "tag": "single_object"}) + "\n")
+    with pytest.raises(PromptFileError, match=r"p.jsonl:1: field 'include' is missing"):
+        load_prompts(jl)
+
+
+def test_a_file_of_blank_lines_holds_no_prompts(tmp_path):
+    for name in ("p.txt", "p.jsonl"):
+        f = tmp_path / name
+        f.write_text("\n  \n")
+        with pytest.raises(PromptFileError, match="holds no prompts"):
+            load_prompts(f)
+    with pytest.raises(PromptFileError, match="metadata file .* holds no prompts"):
+        load_geneval_metadata(tmp_path / "p.jsonl")
