@@ -1650,6 +1650,20 @@ def test_prune_keeps_the_last_n_and_sets_aside_a_branch_left_by_an_earlier_run(t
     assert names == ["step-000030", "superseded-step-000040"]  # nothing half-deleted is left
 
 
+def test_a_step_superseded_again_gets_the_next_free_name(tmp_path):
+    """A branch set aside twice before (superseded-step-N, superseded-step-N-1) is kept under the next free name,
+    superseded-step-N-2, never over an earlier copy."""
+    from imgalign.trainers import checkpoint as C
+
+    root = tmp_path / "checkpoints"
+    _fake_checkpoint(tmp_path, 10)
+    for name in ("superseded-step-000040", "superseded-step-000040-1"):
+        _fake_checkpoint(tmp_path, 40).rename(root / name)
+    _fake_checkpoint(tmp_path, 40)
+    assert C.supersede_after(tmp_path, 10) == [root / "superseded-step-000040-2"]
+    assert [p.name for p in C.list_checkpoints(tmp_path)] == ["step-000010"]
+
+
 def test_latest_checkpoint_is_the_newest_complete_step(tmp_path):
     """--resume auto continues from the newest checkpoint, by step number (step-1000000 sorts before step-999999 as
     text), not from the oldest or the last listed."""
