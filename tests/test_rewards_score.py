@@ -106,6 +106,17 @@ def test_score_folder_with_bad_files(
     assert "geneval" in text and "13 files, 8 fully scored, 5 with errors" in text
 
 
+def test_read_image_names_the_file_whatever_pil_raises(tmp_path: Path) -> None:
+    """PIL raises ValueError, not OSError, for some malformed headers (a PPM with maxval 0, here behind a .png
+    name): still an ImageReadError naming the file, so `score` gives it an error row."""
+    from imgalign.rewards.io import ImageReadError, read_image
+
+    bad = tmp_path / "maxval0.png"
+    bad.write_bytes(b"P6\n8 8\n0\n" + bytes(192))
+    with pytest.raises(ImageReadError, match="maxval0.png: cannot decode image"):
+        read_image(bad)
+
+
 def test_score_geneval_layout_and_csv(tmp_path: Path) -> None:
     d = tmp_path / "gen"
     for i, s in enumerate(SPECS):
