@@ -156,21 +156,14 @@ def test_geneval_rows_are_checked_and_a_bom_is_read(tmp_path: Path, capsys: pyte
     write_prompt_folder(d, 0, SPECS[2].to_metadata(), [W.render(SPECS[2], 0)[0]])
     meta = d / "00000" / "metadata.jsonl"
     meta.write_bytes(b"\xef\xbb\xbf" + meta.read_bytes())
-    assert (
-        main(
-            [
-                "score",
-                str(d),
-                "--reward",
-                "geneval:mode=strict",
-                "--no-progress",
-                "--out",
-                str(tmp_path / "g.jsonl"),
-            ]
-        )
-        == 0
-    )
+    folder_argv = ["score", str(d), "--reward", "geneval:mode=strict", "--no-progress", "--out"]
+    assert main([*folder_argv, str(tmp_path / "g.jsonl")]) == 0
     assert main(["eval", "--images", str(d), "--out", str(tmp_path / "ev"), "--no-progress"]) == 0
+    # a folder's metadata.jsonl with a misspelt 'tag' is refused as a prompt file's is
+    row = json.loads(meta.read_text(encoding="utf-8-sig"))
+    meta.write_text(json.dumps({"task" if k == "tag" else k: v for k, v in row.items()}) + "\n")
+    assert main([*folder_argv, str(tmp_path / "s.jsonl")]) == 2
+    assert f"{meta}:1: field 'tag' is missing" in capsys.readouterr().err
 
 
 def test_a_quoted_glob_expands_to_folders_as_the_shell_would(
@@ -557,24 +550,3 @@ def test_csv_columns_follow_the_rewards_as_given_and_sizes_are_batched_apart(tmp
     assert main(["score", str(d / "00001"), "--out", str(tmp_path / "one.jsonl"), *args]) == 0
     alone = json.loads((tmp_path / "one.jsonl").read_text())
     assert alone["scores"]["artifact"] == js[1]["scores"]["artifact"]
-
-
-def test_a_misspelt_tag_in_a_folders_metadata_is_refused(
-    tmp_path: Path, capsys: pytest.CaptureFixture
-) -> None:
-    d = tmp_path / "gen"
-    write_prompt_folder(d, 0, SPECS[2].to_metadata(), [W.render(SPECS[2], 0)[0]])
-    meta = d / "00000" / "metadata.jsonl"
-    row = json.loads(meta.read_text())
-    meta.write_text(json.dumps({"task" if k == "tag" else k: v for k, v in row.items()}) + "\n")
-    argv = [
-        "score",
-        str(d),
-        "--reward",
-        "geneval:mode=strict",
-        "--no-progress",
-        "--out",
-        str(tmp_path / "s.jsonl"),
-    ]
-    assert main(argv) == 2
-    assert f"{meta}:1: field 'tag' is missing" in capsys.readouterr().err
