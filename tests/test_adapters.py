@@ -32,6 +32,20 @@ def ode_sample(adapter, prompts, steps, guidance, gens):
     return x
 
 
+def pipeline_sample(adapter, prompts, steps, guidance, latents, hw, output_type="latent", **extra):
+    """The diffusers pipeline's own sampling from `latents` at height, width `hw` (the reference for ode_sample)."""
+    return adapter.pipe(
+        prompt=prompts,
+        num_inference_steps=steps,
+        guidance_scale=guidance,
+        latents=latents,
+        height=hw[0],
+        width=hw[1],
+        output_type=output_type,
+        **extra,
+    ).images
+
+
 def test_detect_family(sd3_dir, flux_dir, tmp_path):
     assert detect_family(sd3_dir) == "sd3"
     assert detect_family(flux_dir) == "flux"
@@ -60,15 +74,7 @@ def test_sd3_adapter_matches_pipeline(sd3_dir, guidance):
     gens = [torch.Generator().manual_seed(i) for i in range(2)]
     ours = ode_sample(ad, prompts, 3, guidance, gens)
     init = ad.init_noise([torch.Generator().manual_seed(i) for i in range(2)])
-    ref = ad.pipe(
-        prompt=prompts,
-        num_inference_steps=3,
-        guidance_scale=guidance,
-        latents=init,
-        height=8,
-        width=8,
-        output_type="latent",
-    ).images
+    ref = pipeline_sample(ad, prompts, 3, guidance, init, (8, 8))
     torch.testing.assert_close(ours, ref, rtol=1e-4, atol=1e-5)
     img = ad.decode(ours)
     assert img.shape == (2, 3, 8, 8) and 0 <= img.min() and img.max() <= 1
@@ -81,16 +87,7 @@ def test_flux_adapter_matches_pipeline(flux_dir):
     prompts = ["a photo of a cat", "a dog"]
     ours = ode_sample(ad, prompts, 3, 3.5, [torch.Generator().manual_seed(i) for i in range(2)])
     init = ad.init_noise([torch.Generator().manual_seed(i) for i in range(2)])
-    ref = ad.pipe(
-        prompt=prompts,
-        num_inference_steps=3,
-        guidance_scale=3.5,
-        latents=init,
-        height=8,
-        width=8,
-        output_type="latent",
-        max_sequence_length=77,
-    ).images
+    ref = pipeline_sample(ad, prompts, 3, 3.5, init, (8, 8), max_sequence_length=77)
     torch.testing.assert_close(ours, ref, rtol=1e-4, atol=1e-5)
     assert ad.decode(ours).shape == (2, 3, 8, 8)
     # a seed gives the pipeline's own starting noise (drawn [C/4, h, w] per generator, then packed)
@@ -121,16 +118,7 @@ def test_flux_packing_of_a_non_square_image_is_diffusers_layout_and_round_trips(
     assert torch.equal(ad._unpack(packed), z)
     prompts = ["a photo of a cat", "a dog"]
     ours = ode_sample(ad, prompts, 2, 3.5, [torch.Generator().manual_seed(i) for i in range(2)])
-    ref = ad.pipe(
-        prompt=prompts,
-        num_inference_steps=2,
-        guidance_scale=3.5,
-        latents=packed,
-        height=8,
-        width=12,
-        output_type="latent",
-        max_sequence_length=77,
-    ).images
+    ref = pipeline_sample(ad, prompts, 2, 3.5, packed, (8, 12), max_sequence_length=77)
     torch.testing.assert_close(ours, ref, rtol=1e-4, atol=1e-5)
     assert ad.decode(ours).shape == (2, 3, 8, 12)
 
@@ -156,15 +144,7 @@ def test_sd3_non_square_latents_and_decoded_images_are_the_pipelines_own(sd3_dir
     prompts = ["a photo of a red circle", "two squares"]
     ours = ode_sample(ad, prompts, 2, 1.0, [torch.Generator().manual_seed(i) for i in range(2)])
     init = ad.init_noise([torch.Generator().manual_seed(i) for i in range(2)])
-    ref = ad.pipe(
-        prompt=prompts,
-        num_inference_steps=2,
-        guidance_scale=1.0,
-        latents=init,
-        height=8,
-        width=12,
-        output_type="pt",
-    ).images
+    ref = pipeline_sample(ad, prompts, 2, 1.0, init, (8, 12), output_type="pt")
     img = ad.decode(ours)
     assert img.shape == (2, 3, 8, 12)
     torch.testing.assert_close(img, ref, rtol=1e-4, atol=1e-5)
