@@ -574,8 +574,7 @@ def velocity_loss(
         pred = transformer(
             hidden_states=xt, encoder_hidden_states=emb, pooled_projections=pooled, timestep=t * 1000
         ).sample
-    loss = F.mse_loss(pred.float(), v)
-    return loss
+    return F.mse_loss(pred.float(), v)
 
 
 @restores_torch_threads

@@ -312,8 +312,7 @@ def caption_nll(model, enc: dict):
     assistant turn and its closing <|end|>) given the image and the tokens before them; a scalar."""
     lp = token_logprobs(model, enc)  # (B, T)
     m = enc["target_mask"].float()
-    loss = -(lp * m).sum() / m.sum()
-    return loss
+    return -(lp * m).sum() / m.sum()
 
 
 def caption_loglik(model, processor, images: list, captions: list[str], query: str | None = None):
