@@ -110,6 +110,10 @@ def _text_items(values: list[Any]) -> list[str]:
     return _join_options(items)
 
 
+# the words YAML 1.1 (PyYAML) reads as true and as false when unquoted, in any of its casings
+_YAML_BOOL_WORDS = {True: ("yes", "on", "true"), False: ("no", "off", "false")}
+
+
 def _coerce(value: Any, tp: Any, key: str, specs: bool = False) -> Any:
     """Coerce a YAML value to the annotated type `tp` (dataclasses, Optional, list/tuple/dict, scalars, Literal).
     ``specs``: the field is a list of reward specs (:func:`field`'s ``reward_specs``)."""
@@ -148,10 +152,16 @@ def _coerce(value: Any, tp: Any, key: str, specs: bool = False) -> Any:
                 errors.append(str(e))
         raise ConfigError(errors[0] if errors else f"{key}: cannot be {value!r}")
     if origin is typing.Literal:
-        if isinstance(value, bool) and ("yes" if value else "no") in args:
-            value = (
-                "yes" if value else "no"
-            )  # YAML 1.1 reads an unquoted no / yes (e.g. mixed_precision: no) as a bool
+        if isinstance(value, bool) and value not in args:
+            # YAML 1.1 reads an unquoted yes/no, on/off, true/false as a bool (mixed_precision: no): take the choice
+            # that was written, when only one of the field's choices reads as that bool
+            words = [a for a in args if isinstance(a, str) and a.lower() in _YAML_BOOL_WORDS[value]]
+            if len(words) > 1:
+                raise ConfigError(
+                    f"{key}: YAML reads an unquoted {' or '.join(words)} as {str(value).lower()}; quote the choice "
+                    f"you mean, e.g. {key}: {words[0]!r}"
+                )
+            value = words[0] if words else value
         if value not in args:
             raise ConfigError(f"{key}: {value!r} is not one of {', '.join(map(repr, args))}")
         return value

@@ -126,6 +126,30 @@ def test_an_unquoted_no_is_the_literal_no(tmp_path):
     assert load_config(FlowGRPOConfig, tmp_path / "c.yaml").train.mixed_precision == "no"
 
 
+def test_unquoted_yaml_bool_words_are_the_literal_choice_written(tmp_path):
+    """on/off and yes/no in a YAML file reach a Literal field as the word written, whichever casing YAML takes; a
+    field offering two words YAML reads as one bool is asked to quote, naming the key."""
+
+    @dataclass
+    class Switches:
+        mode: Literal["on", "off", "auto"] = "auto"
+        answer: Literal["No", "maybe"] = "maybe"
+        both: Literal["no", "off", "x"] = "x"
+
+    def load(text):
+        (tmp_path / "s.yaml").write_text(text)
+        return load_config(Switches, tmp_path / "s.yaml")
+
+    assert load("mode: off\n").mode == "off" and load("mode: ON\n").mode == "on"
+    assert load("answer: no\n").answer == "No"
+    assert load_config(Switches, None, ["mode=off"]).mode == "off"
+    with pytest.raises(ConfigError, match=r"answer: True is not one of"):
+        load("answer: yes\n")
+    with pytest.raises(ConfigError, match=r"both: YAML reads an unquoted no or off as false; quote"):
+        load("both: off\n")
+    assert load("both: 'off'\n").both == "off"
+
+
 def test_set_values_keep_their_text_for_string_fields(tmp_path):
     """--set (and --output-dir) values go to str fields as typed, not as YAML read them; a reward spec's options
     stay with it in a list; a bad YAML list is a config error naming the key."""
