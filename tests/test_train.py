@@ -1650,7 +1650,7 @@ def test_prune_keeps_the_last_n_and_sets_aside_a_branch_left_by_an_earlier_run(t
     assert names == ["step-000030", "superseded-step-000040"]  # nothing half-deleted is left
 
 
-def test_a_step_superseded_again_gets_the_next_free_name(tmp_path):
+def test_a_step_superseded_again_gets_the_next_free_name(tmp_path, monkeypatch):
     """A branch set aside twice before (superseded-step-N, superseded-step-N-1) is kept under the next free name,
     superseded-step-N-2, never over an earlier copy."""
     from imgalign.trainers import checkpoint as C
@@ -1660,7 +1660,18 @@ def test_a_step_superseded_again_gets_the_next_free_name(tmp_path):
     for name in ("superseded-step-000040", "superseded-step-000040-1"):
         _fake_checkpoint(tmp_path, 40).rename(root / name)
     _fake_checkpoint(tmp_path, 40)
+    exists, calls = Path.exists, []
+
+    def bounded_exists(
+        self, *args, **kwargs
+    ):  # a counter that stops moving fails here instead of looping forever
+        calls.append(self)
+        assert len(calls) < 100, f"Path.exists asked 100 times, last of {self}"
+        return exists(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "exists", bounded_exists)
     assert C.supersede_after(tmp_path, 10) == [root / "superseded-step-000040-2"]
+    monkeypatch.undo()
     assert [p.name for p in C.list_checkpoints(tmp_path)] == ["step-000010"]
 
 
