@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
 import re
+import struct
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -108,13 +111,33 @@ def test_score_folder_with_bad_files(
 
 def test_read_image_names_the_file_whatever_pil_raises(tmp_path: Path) -> None:
     """PIL raises ValueError, not OSError, for some malformed headers (a PPM with maxval 0, here behind a .png
-    name): still an ImageReadError naming the file, so `score` gives it an error row."""
+    name), and SyntaxError for a broken PNG chunk: still an ImageReadError naming the file, so `score` gives it an
+    error row."""
     from imgalign.rewards.io import ImageReadError, read_image
 
     bad = tmp_path / "maxval0.png"
     bad.write_bytes(b"P6\n8 8\n0\n" + bytes(192))
     with pytest.raises(ImageReadError, match="maxval0.png: cannot decode image"):
         read_image(bad)
+
+    # a PNG whose second data chunk has a broken type: PIL identifies it, then raises SyntaxError in load()
+    buf = io.BytesIO()
+    Image.fromarray(np.random.default_rng(0).integers(0, 256, (32, 32, 3), dtype=np.uint8)).save(buf, "PNG")
+    data, pos, out = buf.getvalue(), 8, bytearray(buf.getvalue()[:8])
+    while pos < len(data):
+        (length,) = struct.unpack(">I", data[pos : pos + 4])
+        kind, body = data[pos + 4 : pos + 8], data[pos + 8 : pos + 8 + length]
+        pos += 12 + length
+        parts = (
+            [(b"IDAT", body[: length // 2]), (b"ID@T", body[length // 2 :])]
+            if kind == b"IDAT"
+            else [(kind, body)]
+        )
+        for k, b in parts:
+            out += struct.pack(">I", len(b)) + k + b + struct.pack(">I", zlib.crc32(k + b))
+    (tmp_path / "chunk.png").write_bytes(bytes(out))
+    with pytest.raises(ImageReadError, match=r"chunk.png: cannot decode image \(broken PNG file"):
+        read_image(tmp_path / "chunk.png")
 
 
 def test_score_geneval_layout_and_csv(tmp_path: Path) -> None:
