@@ -824,7 +824,8 @@ def test_diverged_samples_stay_out_of_stateful_rewards(sd3_dir, tmp_path):
 def test_a_diverged_sample_is_masked_even_when_a_reward_scores_it_finite(sd3_dir, tmp_path):
     """A reward may give a finite score to a NaN image (a detector that finds nothing scores 0, a prompt-only reward
     never looks): the trainer masks a diverged sample's scores itself. Sample 3 diverges under a reward that scores
-    every sample finite (0..7): it counts as non-finite and its group (2, 3) is left without a pair."""
+    every sample finite (0..7): it counts as non-finite and its group (2, 3) is left without a pair. The reward is
+    shown that image as NaN (a set-based reward would take a black one in as a sample)."""
     from imgalign.rewards.base import RewardOutput
 
     tr = _sgd_trainer(sd3_dir, tmp_path, micro_batch_size=8, updates_per_step=1)
@@ -836,10 +837,16 @@ def test_a_diverged_sample_is_masked_even_when_a_reward_scores_it_finite(sd3_dir
         return ro
 
     tr.rollout_fn = diverging
-    tr.rewards["red_reward"] = lambda images, prompts, metadata: RewardOutput(
-        torch.arange(len(prompts), dtype=torch.float32)
-    )
+    shown = []
+
+    def scores_everything(images, prompts, metadata):
+        shown.append(images.clone())
+        return RewardOutput(torch.arange(len(prompts), dtype=torch.float32))
+
+    tr.rewards["red_reward"] = scores_everything
     m = tr.train_step(0)
+    # the reward is shown the diverged image as NaN, not as the zeroed (black) image the sample grid shows
+    assert shown[0][3].isnan().all() and shown[0][[0, 1, 2, 4, 5, 6, 7]].isfinite().all()
     assert m["reward/red_reward/nonfinite"] == 1
     assert m["reward/red_reward/mean"] == pytest.approx((28 - 3) / 7)
     assert m["train/valid_ratio"] == pytest.approx(6 / 8)
