@@ -269,7 +269,8 @@ def test_world_render_refuses_a_folder_with_files(tmp_path, small_prompts, capsy
 
 def test_an_out_folder_under_a_file_is_refused_before_any_work(tmp_path, small_prompts, capsys, monkeypatch):
     """eval and world render with --out under an existing file say which part is a file before reading, rendering
-    or judging anything (not a raw '[Errno 20] Not a directory' once the work is done)."""
+    or judging anything (not a raw '[Errno 20] Not a directory' once the work is done); so they do for an --out
+    whose nearest existing folder cannot be written in."""
     src = tmp_path / "src"
     main(["world", "render", "--prompts", str(small_prompts), "--images-per-prompt", "1", "--out", str(src)])
     png = tmp_path / "some.png"
@@ -286,6 +287,13 @@ def test_an_out_folder_under_a_file_is_refused_before_any_work(tmp_path, small_p
     ):
         assert main(argv) == 2
         assert f"'{png}' is a file, not a folder" in capsys.readouterr().err
+    # a folder that takes no new file (as root only a kernel folder does): its write probe refuses it up front
+    for argv in (
+        ["eval", "--suite", "shapes", "--images", str(src), "--out", "/proc/imgalign-eval"],
+        ["world", "render", "--prompts", str(small_prompts), "--out", "/proc/imgalign-render"],
+    ):
+        assert main(argv) == 2
+        assert "cannot write in '/proc'" in capsys.readouterr().err
 
 
 def test_eval_errors_are_clear(tmp_path, capsys):
