@@ -486,6 +486,7 @@ def test_a_baseline_written_with_older_column_names_still_pairs(
 ) -> None:
     """An older imgalign named columns by its own canonical form (clip:weight=3.0, a default written out): read as
     a baseline, they are mapped to today's keys, so the same reward pairs ("no image scored in both" before)."""
+    from imgalign.cli import CLIError
     from imgalign.commands.score import load_baseline
 
     old = tmp_path / "old.jsonl"
@@ -496,6 +497,17 @@ def test_a_baseline_written_with_older_column_names_still_pairs(
     unknown = {"file": "0.png", "prompt": "red", "scores": {"no_such_module_q:f": 1.0}}
     old.write_text(json.dumps(unknown) + "\n")
     assert load_baseline(old)["0.png"]["scores"] == {"no_such_module_q:f": 1.0}  # kept as written
+    # a hand-merged row naming one reward twice: refused naming the line unless the two agree (NaN with NaN)
+    two = {"file": "1.png", "prompt": "red", "scores": {"clip:weight=3.0": 0.25, "clip:weight=3": 0.5}}
+    old.write_text(json.dumps(row) + "\n" + json.dumps(two) + "\n")
+    with pytest.raises(
+        CLIError, match=r"old.jsonl' line 2: columns 'clip:weight=3.0' and 'clip:weight=3' are one"
+    ):
+        load_baseline(old)
+    for same in (0.25, float("nan")):
+        two["scores"] = {"clip:weight=3.0": same, "clip:weight=3": same}
+        old.write_text(json.dumps(two) + "\n")
+        assert list(load_baseline(old)["1.png"]["scores"]) == ["clip:weight=3"]
 
 
 class _FakeReward:

@@ -205,27 +205,40 @@ def load_baseline(path: str | Path) -> dict[str, dict[str, Any]]:
             ) from e
         if key in out:
             raise CLIError(_duplicate_key(f"--baseline {str(path)!r}", key, out[key]["file"], row["file"]))
-        out[key] = {**row, "scores": _current_keys(scores, names)}
+        out[key] = {**row, "scores": _current_keys(scores, names, f"--baseline {str(path)!r} line {i}")}
     if not out:
         raise CLIError(f"--baseline {str(path)!r} holds no rows")
     return out
 
 
-def _current_keys(scores: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
+def _current_keys(scores: dict[str, Any], names: dict[str, str], where: str) -> dict[str, Any]:
     """A baseline's columns under today's canonical :func:`~imgalign.rewards.base.reward_key` (a file written by an
     older imgalign may name ``clip:weight=3.0`` what is now ``clip:weight=3``); a name that no longer parses or
-    imports stays as written. ``names`` caches the mapping across rows."""
+    imports stays as written. ``names`` caches the mapping across rows. Two columns that name one reward with
+    different scores (a hand-merged file) are refused naming ``where``: neither can be the baseline."""
     from imgalign.rewards.base import reward_key
 
     out: dict[str, Any] = {}
+    written: dict[str, str] = {}  # canonical key -> the column that gave it
     for k, v in scores.items():
         if k not in names:
             try:
                 names[k] = reward_key(k)
             except (ValueError, ImportError, AttributeError):
                 names[k] = k
-        out.setdefault(names[k], v)
+        key = names[k]
+        if key in out and not _same_score(out[key], v):
+            raise CLIError(
+                f"{where}: columns {written[key]!r} and {k!r} are one reward ({key!r}) with different scores "
+                f"({out[key]!r} vs {v!r}); keep the one to pair with and delete the other"
+            )
+        out[key], written[key] = v, k
     return out
+
+
+def _same_score(a: Any, b: Any) -> bool:
+    """Equal scores, NaN equal to NaN."""
+    return a == b or (isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b))
 
 
 def _duplicate_key(where: str, key: str, first: str, second: str) -> str:
