@@ -461,7 +461,11 @@ def test_clip_pretrain_tiny_runs_and_resumes_exactly(tmp_path, monkeypatch, arch
     assert calls == [2] and not (tmp_path / "resumed" / "shapes-clip").exists()
     monkeypatch.undo()
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    clip_pt.pretrain(cfg, tmp_path / "resumed", progress=False)
+    m_resumed = clip_pt.pretrain(cfg, tmp_path / "resumed", progress=False)
+    # the running loss average goes on from the checkpoint: a resumed run and a rerun of a finished one report the
+    # uninterrupted run's loss (they restarted it, and a rerun reported the last mid-run evaluation's)
+    assert m_resumed["train/loss"] == m_full["train/loss"]
+    assert clip_pt.pretrain(cfg, tmp_path / "full", progress=False)["train/loss"] == m_full["train/loss"]
     a = load_file(tmp_path / "full" / "shapes-clip" / clip_pt.WEIGHTS)
     b = load_file(tmp_path / "resumed" / "shapes-clip" / clip_pt.WEIGHTS)
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
@@ -496,7 +500,11 @@ def test_vlm_pretrain_tiny_runs_and_resumes_exactly(tmp_path, monkeypatch, arch)
     assert calls == [2] and not (tmp_path / "resumed" / "shapes-vlm").exists()
     monkeypatch.undo()
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    vlm_pt.pretrain(cfg, tmp_path / "resumed", progress=False)
+    m_resumed = vlm_pt.pretrain(cfg, tmp_path / "resumed", progress=False)
+    # the running loss average goes on from the checkpoint: a resumed run and a rerun of a finished one report the
+    # uninterrupted run's loss (they restarted it, and a rerun reported the last mid-run evaluation's)
+    assert m_resumed["train/loss"] == m_full["train/loss"]
+    assert vlm_pt.pretrain(cfg, tmp_path / "full", progress=False)["train/loss"] == m_full["train/loss"]
     a = load_file(tmp_path / "full" / "shapes-vlm" / "model.safetensors")
     b = load_file(tmp_path / "resumed" / "shapes-vlm" / "model.safetensors")
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)

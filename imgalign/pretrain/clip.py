@@ -353,12 +353,13 @@ def pretrain(cfg: Config, out_dir: Path, progress: bool = True) -> dict[str, flo
     tokenizer = open_clip.get_tokenizer(MODEL_NAME)
     n_params = sum(p.numel() for p in model.parameters())
     opt = torch.optim.AdamW(_param_groups(model, cfg.weight_decay), lr=cfg.lr, betas=(0.9, 0.98), eps=1e-6)
-    start, elapsed, history = 0, 0.0, []
+    start, elapsed, history, loss_avg = 0, 0.0, [], None
     if state is not None:
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
         start, elapsed = int(state["step"]), float(state["elapsed"])
         history = json.loads(state["history"])
+        loss_avg = state.get("loss_avg")  # the running loss average goes on where it stopped
     if progress:
         print(f"clip: {n_params:,} parameters, batch {cfg.batch_size}, steps {start}->{cfg.steps}")
 
@@ -372,7 +373,6 @@ def pretrain(cfg: Config, out_dir: Path, progress: bool = True) -> dict[str, flo
     model.train()
     t0 = time.time() - elapsed
     bar = tqdm(range(start, cfg.steps), desc="clip", disable=not progress, initial=start, total=cfg.steps)
-    loss_avg = None
     for step in bar:
         images, texts, _ = C.training_batch(pool, cfg.seed, step, cfg.batch_size, weights=cfg.caption_weights)
         x = normalize(images)  # (B, 3, 64, 64)
@@ -396,7 +396,7 @@ def pretrain(cfg: Config, out_dir: Path, progress: bool = True) -> dict[str, flo
                 f"clip step {done}: loss {loss_avg:.3f} " + " ".join(f"{k} {v:.3f}" for k, v in m.items())
             )
         if done % cfg.checkpoint_every == 0 or done == cfg.steps:
-            C.save_training_state(ckpt_path, model, opt, done, t0, cfg, history)
+            C.save_training_state(ckpt_path, model, opt, done, t0, cfg, history, loss_avg)
     metrics, elapsed = C.final_metrics(evaluate, loss_avg, t0, cfg.steps, history, work)
     export(
         model, mcfg, out_dir / FOLDER, cfg.save_dtype, model_card(cfg, metrics, n_params, elapsed, history)

@@ -144,20 +144,28 @@ def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
 
 
 def save_training_state(
-    path: Path, model: Any, opt: Any, done: int, t0: float, cfg: Any, history: list[dict[str, Any]]
+    path: Path,
+    model: Any,
+    opt: Any,
+    done: int,
+    t0: float,
+    cfg: Any,
+    history: list[dict[str, Any]],
+    loss_avg: float | None,
 ) -> None:
-    """The resumable state shared by the CLIP and VLM pretraining loops (model, optimizer, step, clock, config)."""
-    save_checkpoint(
-        path,
-        {
-            "model": model.state_dict(),
-            "optimizer": opt.state_dict(),
-            "step": done,
-            "elapsed": time.time() - t0,
-            "config": json.dumps(asdict(cfg), sort_keys=True),
-            "history": json.dumps(history),
-        },
-    )
+    """The resumable state shared by the CLIP and VLM pretraining loops (model, optimizer, step, clock, config, and
+    the running loss average, so that a resumed or rerun run reports the loss an uninterrupted one does)."""
+    state = {
+        "model": model.state_dict(),
+        "optimizer": opt.state_dict(),
+        "step": done,
+        "elapsed": time.time() - t0,
+        "config": json.dumps(asdict(cfg), sort_keys=True),
+        "history": json.dumps(history),
+    }
+    if loss_avg is not None:
+        state["loss_avg"] = float(loss_avg)
+    save_checkpoint(path, state)
 
 
 def final_metrics(
@@ -172,7 +180,9 @@ def final_metrics(
     the metrics and the elapsed seconds."""
     elapsed = time.time() - t0
     metrics = evaluate()
-    if loss_avg is None:  # no step ran in this invocation (a rerun of a finished run): the last loss logged
+    if (
+        loss_avg is None
+    ):  # a rerun of a finished run whose checkpoint predates its loss average: the last logged
         logged = [h["train/loss"] for h in history if isinstance(h.get("train/loss"), (int, float))]
         loss_avg = next((v for v in reversed(logged) if math.isfinite(v)), None)
     metrics["train/loss"] = float(loss_avg) if loss_avg is not None else float("nan")

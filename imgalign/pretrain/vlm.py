@@ -500,12 +500,13 @@ def pretrain(cfg: Config, out_dir: Path, progress: bool = True) -> dict[str, flo
     model = build_model(cfg, tokenizer)
     n_params = sum(p.numel() for p in model.parameters())
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.98), weight_decay=cfg.weight_decay)
-    start, elapsed, history = 0, 0.0, []
+    start, elapsed, history, loss_avg = 0, 0.0, [], None
     if state is not None:
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
         start, elapsed = int(state["step"]), float(state["elapsed"])
         history = json.loads(state["history"])
+        loss_avg = state.get("loss_avg")  # the running loss average goes on where it stopped
     if progress:
         print(f"vlm: {n_params:,} parameters, batch {cfg.batch_size}, steps {start}->{cfg.steps}")
 
@@ -519,7 +520,6 @@ def pretrain(cfg: Config, out_dir: Path, progress: bool = True) -> dict[str, flo
     model.train()
     t0 = time.time() - elapsed
     bar = tqdm(range(start, cfg.steps), desc="vlm", disable=not progress, initial=start, total=cfg.steps)
-    loss_avg = None
     for step in bar:
         idx, rng = C.batch_indices(cfg.seed, step, len(pool), cfg.batch_size)
         images = [Image.fromarray(pool.images[i].permute(1, 2, 0).numpy()) for i in idx]
@@ -544,7 +544,7 @@ def pretrain(cfg: Config, out_dir: Path, progress: bool = True) -> dict[str, flo
                 f"vlm step {done}: loss {loss_avg:.3f} " + " ".join(f"{k} {v:.3f}" for k, v in mt.items())
             )
         if done % cfg.checkpoint_every == 0 or done == cfg.steps:
-            C.save_training_state(ckpt_path, model, opt, done, t0, cfg, history)
+            C.save_training_state(ckpt_path, model, opt, done, t0, cfg, history, loss_avg)
     metrics, elapsed = C.final_metrics(evaluate, loss_avg, t0, cfg.steps, history, work)
     export(model, processor, out_dir / FOLDER, model_card(cfg, metrics, n_params, elapsed, history))
     return metrics
