@@ -1173,6 +1173,8 @@ def test_resuming_with_a_changed_config_names_the_changes(sd3_dir, tmp_path, cap
 
 
 def test_two_processes_same_advantages_as_one(sd3_dir, tmp_path):
+    """`accelerate launch` with 2 CPU processes: the same prompts, rewards and advantages as one process with the
+    same global batch, and the same gradient norm."""
     cfg = tiny_config(sd3_dir, tmp_path / "one", train__max_steps=1)
     cfg["sampling"].update(samples_per_step=8, group_size=4, batch_size=4)
     cfg["objective"]["std_mode"] = "batch"
@@ -1219,6 +1221,9 @@ def test_two_processes_same_advantages_as_one(sd3_dir, tmp_path):
         assert x["rewards"]["red_reward"] == pytest.approx(y["rewards"]["red_reward"], abs=1e-5)
         assert x["advantage"] == pytest.approx(y["advantage"], abs=1e-3)
     assert rows(tmp_path / "two")[0]["perf/nfe"] == 24
+    # the update too: the gradient averaged over the two processes is the one process's (its norm, before clipping)
+    one_row, two_row = rows(tmp_path / "one")[0], rows(tmp_path / "two")[0]
+    assert two_row["train/grad_norm"] == pytest.approx(one_row["train/grad_norm"], rel=1e-4)
 
 
 def test_a_failing_evaluation_stops_every_process_together():
