@@ -82,12 +82,16 @@ def test_fit_head_separates_shifted_gaussians() -> None:
 
 def test_fit_head_reports_held_out_accuracy_and_normalises_on_both_classes() -> None:
     """Noise labels in 32 dims: the head memorises its 28 training rows (train_acc 1) but not the 7 held out; the
-    counts are of all examples; the standardisation is fitted on both classes' training rows."""
+    counts are of all examples; the standardisation is fitted on both classes' training rows; weight decay
+    shrinks the weights."""
     g = torch.Generator().manual_seed(1)
     pos, neg = torch.randn(20, 32, generator=g), torch.randn(15, 32, generator=g)
     res = fit_head(pos, neg, epochs=300, lr=0.1, weight_decay=0.0, val_frac=0.2)
     assert res.metrics["n_pos"] == 20 and res.metrics["n_neg"] == 15
     assert res.metrics["train_acc"] == 1.0 and res.metrics["val_acc"] < 0.9
+    # AdamW's decoupled weight decay reaches the optimizer: lr·wd = 0.1 shrinks the weights each step
+    decayed = fit_head(pos, neg, epochs=300, lr=0.1, weight_decay=1.0, val_frac=0.2)
+    assert decayed.head.net[0].weight.norm() < 0.5 * res.head.net[0].weight.norm()
     full = fit_head(pos, neg, epochs=1, val_frac=0.0)
     assert "val_acc" not in full.metrics
     torch.testing.assert_close(full.head.mean, torch.cat([pos, neg]).mean(0))
