@@ -208,6 +208,8 @@ def test_bad_input_fails_before_model_loads(sd3_dir, tmp_path, capsys, monkeypat
             {"model": {"path": str(sd3_dir), "trainable_modules": ["ff_context["]}},
             "not a valid regular expression",
         ),
+        ({"log": {**base["log"], "output_dir": str(txt / "run")}}, f"'{txt}' is a file, not a folder"),
+        ({"log": {**base["log"], "output_dir": "/proc/imgalign-run"}}, "cannot write in '/proc'"),
     ]
     for patch, msg in cases:
         cfg = {**base, **patch}

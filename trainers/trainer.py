@@ -128,14 +128,19 @@ def check_launch(world_size_env: str | None, num_processes: int) -> None:
         )
 
 
-def preflight(cfg: FlowGRPOConfig, num_processes: int = 1) -> str:
-    """Cheap checks that must fail before any model loads: the model path, reward names, prompt source and batch
-    layout. Returns the resolved model path."""
+def preflight(cfg: FlowGRPOConfig, num_processes: int = 1, output_dir: str | Path | None = None) -> str:
+    """Cheap checks that must fail before any model loads: the batch layout, the output folder (`output_dir`, else
+    ``log.output_dir``), reward names, prompt source and model path. Returns the resolved model path."""
     from imgalign import hub
+    from imgalign.commands import check_output_folder
     from imgalign.pipelines import ModelSpec, check_model_spec
     from imgalign.rewards.base import list_rewards, parse_reward_spec, reward_target
 
     check_batch_layout(cfg, num_processes)
+    try:  # a file, a path through a file, or a folder that takes no new file (as `eval --out` is checked)
+        check_output_folder(Path(output_dir or cfg.log.output_dir), "--output-dir")
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
     known = list_rewards()
     for spec in cfg.rewards.names:
         name, opts = parse_reward_spec(spec)
@@ -230,7 +235,7 @@ class FlowGRPOTrainer:
         self.balancer = BALANCERS.get(cfg.rewards.balancer)
         # held-out prompts are scored by eval.suite=reward only; with any other suite every prompt trains
         self.sampler = PromptSampler(cfg.prompts, hold_out=cfg.eval.suite == "reward")
-        model_path = preflight(cfg)
+        model_path = preflight(cfg, output_dir=self.out)
         # anything that draws from torch's global RNG (a reward's fresh head, a plug-in) does so reproducibly; a
         # resumed run restores this RNG from the checkpoint
         torch.manual_seed(_mix(cfg.train.seed, 0, 41, self.rank))
@@ -421,10 +426,8 @@ class FlowGRPOTrainer:
         return found
 
     def _check_output_dir(self, resume: str | None) -> None:
-        """Refuse a file, or (without --resume) a folder that holds another run: the new run's metrics would be
-        appended to its metrics.jsonl and its checkpoints overwritten."""
-        if self.out.exists() and not self.out.is_dir():
-            raise ConfigError(f"--output-dir {str(self.out)!r} is a file; give a folder for the run")
+        """Refuse (without --resume) a folder that holds another run: the new run's metrics would be appended to its
+        metrics.jsonl and its checkpoints overwritten. (:func:`preflight` has refused a file.)"""
         held = [n for n in ("metrics.jsonl", "checkpoints") if (self.out / n).exists()]
         if held and resume not in (None, "auto") and self.resume_from is not None:
             self._check_branch_target(resume)
