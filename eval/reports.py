@@ -256,15 +256,12 @@ def run_summary_lines(run_dir: Path) -> list[str]:
 
 
 def make_output_folder(path: Path) -> None:
-    """Create the report folder `path`; a file in its place (or on its way) is a clear error, not an OS one."""
-    if path.exists() and not path.is_dir():
-        raise ValueError(f"--out {str(path)!r} is a file; give a folder for the report")
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except (FileExistsError, NotADirectoryError):
-        raise ValueError(
-            f"--out {str(path)!r}: a folder on its path is a file; give another folder"
-        ) from None
+    """Create the report folder `path`; a file in its place or on its way, or a folder that takes no new file, is a
+    clear error naming it (as every command's --out), not an OS one."""
+    from imgalign.commands import check_output_folder
+
+    check_output_folder(path)
+    path.mkdir(parents=True, exist_ok=True)
 
 
 def write_run_report(run_dir: Path, out_dir: Path | None = None) -> tuple[Path, list[Path]]:

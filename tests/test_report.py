@@ -384,7 +384,10 @@ def test_report_compare_rejects_bad_arguments(tmp_path, capsys):
         assert message in capsys.readouterr().err, message
     assert not out.exists()
     assert main(["report", str(run), "--out", str(run / "metrics.jsonl" / "sub")]) == 2
-    assert "a folder on its path is a file" in capsys.readouterr().err
+    assert f"'{run / 'metrics.jsonl'}' is a file, not a folder" in capsys.readouterr().err
+    for argv in (["report", str(run)], ["report", "--compare", f"a={run}", "--keys", "reward/r/mean"]):
+        assert main([*argv, "--out", "/proc/imgalign-report"]) == 2  # a folder that takes no new file
+        assert "--out '/proc/imgalign-report': cannot write in '/proc'" in capsys.readouterr().err
 
 
 def test_group_mean_interpolates_each_run_over_the_span_all_runs_cover():
