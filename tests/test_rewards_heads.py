@@ -186,6 +186,36 @@ def test_fit_discriminator_command(tmp_path: Path, capsys: pytest.CaptureFixture
     assert not list(tmp_path.parent.glob(f".{tmp_path.name}.tmp"))
 
 
+def test_fit_commands_refuse_an_out_they_cannot_write_before_any_work(
+    tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """fit-discriminator, fit-artifact and build-shapes-artifact check --out (a path through a file, a folder that
+    takes no new file) before reading an image or fitting (safetensors' own I/O error came after the fit)."""
+    a = write_folder(tmp_path / "a", shapes_reference_images(4, seed=1))
+    note = tmp_path / "note.txt"
+    note.write_text("a file")
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("work began before --out was checked")
+
+    for target in ("fit_discriminator", "fit_artifact", "build_shapes_artifact"):
+        monkeypatch.setattr(
+            f"imgalign.rewards.{'discriminator' if 'disc' in target else 'artifact'}.{target}", no_work
+        )
+    monkeypatch.setattr("imgalign.rewards.io.load_image_folder", no_work)
+    for out, message in (
+        (note / "h.safetensors", f"'{note}' is a file, not a folder"),
+        (Path("/proc/h"), "cannot write in '/proc'"),
+    ):
+        for argv in (
+            ["fit-discriminator", "--real", str(a), "--fake", str(a)],
+            ["fit-artifact", "--clean", str(a), "--artifact", str(a)],
+            ["build-shapes-artifact"],
+        ):
+            assert main(["rewards", *argv, "--out", str(out)]) == 2
+            assert message in capsys.readouterr().err, argv
+
+
 @pytest.mark.parametrize("kind", ARTIFACT_KINDS)
 def test_each_artifact_kind_changes_the_image(kind: str) -> None:
     x = shapes_reference_images(2, seed=0)[1]

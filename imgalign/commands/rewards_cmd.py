@@ -121,11 +121,13 @@ def _check_fit_sizes(args: argparse.Namespace) -> None:
 
 
 def run_fit_discriminator(args: argparse.Namespace) -> int:
+    from imgalign.commands import check_output_file
     from imgalign.rewards.discriminator import fit_discriminator
 
     _check_fit_sizes(args)
     _check_dir(args.real, "--real")
     _check_dir(args.fake, "--fake")
+    check_output_file(Path(args.out))  # before any image is read or a head fitted
     metrics = fit_discriminator(
         args.real,
         args.fake,
@@ -143,12 +145,14 @@ def run_fit_discriminator(args: argparse.Namespace) -> int:
 
 
 def run_fit_artifact(args: argparse.Namespace) -> int:
+    from imgalign.commands import check_output_file
     from imgalign.rewards.artifact import fit_artifact
     from imgalign.rewards.io import load_image_folder
 
     _check_fit_sizes(args)
     _check_dir(args.clean, "--clean")
     _check_dir(args.artifact, "--artifact")
+    check_output_file(Path(args.out))
     clean = load_image_folder(args.clean)
     art = load_image_folder(args.artifact, size=clean.shape[-1])
     metrics = fit_artifact(
@@ -168,10 +172,12 @@ def run_fit_artifact(args: argparse.Namespace) -> int:
 
 
 def run_build_shapes_artifact(args: argparse.Namespace) -> int:
+    from imgalign.commands import check_output_folder
     from imgalign.hub import ASSETS, EMBEDDED
     from imgalign.rewards.artifact import build_shapes_artifact
 
     out = Path(args.out) if args.out else ASSETS / EMBEDDED["shapes-artifact"]
+    check_output_folder(out)  # before the renders and the fit
     result = build_shapes_artifact(out, n=args.n, features=args.features)
     print(json.dumps(result, indent=2))
     print(f"wrote {out}")
