@@ -409,6 +409,7 @@ def test_quoted_and_yaml_special_strings_coerce_by_the_field_type(tmp_path):
     assert load("level=off").level == "off" and load("level='high'").level == "high"
     assert load("key=5").key == 5 and load("key='5'").key == "5" and load("key=abc").key == "abc"
     assert load("tag=null").tag is None and load("tag='null'").tag == "null"
+    assert load("key=null").key == "null"  # null is None only for a field that may be None
     assert load("specs=clip:model=X,pretrained=openai,geneval").specs == [
         "clip:model=X,pretrained=openai",
         "geneval",
@@ -541,3 +542,108 @@ def test_micro_batches_round_up_when_the_update_does_not_fill_the_last_one():
     tree += ["sampling.samples_per_step=6", "sampling.group_size=2", "train.micro_batch_size=2"]
     tree = check_batch_layout(load_config(FlowGRPOConfig, None, tree), 1)
     assert tree["tree_parent_rows_per_process"] == 3 and tree["micro_batches_per_update"] == 2
+
+
+def test_each_type_refuses_a_value_of_another_kind_naming_the_key(tmp_path):
+    """A bool is not an integer or a number (YAML reads an unquoted true as a bool), a word is not a number, a
+    list or mapping is not a string, a scalar is not a section; each item of a list or mapping is coerced to its
+    type. Each is a config error naming the key, not a value that slips through or a raw Python error."""
+    for sets, message in [
+        (["steps=true"], "steps: expected an integer, got True"),
+        (["optim.lr=true"], "optim.lr: expected a number, got True"),
+        (["optim.lr=abc"], "optim.lr: expected a number, got 'abc'"),
+        (["seed=abc"], "seed: expected an integer, got 'abc'"),  # int | None: None is not a fallback
+        (["optim=3"], "optim: expected a mapping of Optim fields, got 3"),
+        (["optim.betas=[0.9, x]"], r"optim.betas\[1\]: expected a number, got 'x'"),
+        (["weights={clip: x}"], "weights.clip: expected a number, got 'x'"),
+        (["name=a", "name.x=1"], "override 'name.x=1': 'name' is not a section"),
+        (["=3"], "override '=3' has an empty key"),
+    ]:
+        with pytest.raises(ConfigError, match=f"^{message}"):
+            load_config(Cfg, None, sets)
+    p = tmp_path / "c.yaml"
+    p.write_text("name: [a, b]\n")
+    with pytest.raises(ConfigError, match=r"^name: expected a string, got \['a', 'b'\]"):
+        load_config(Cfg, p)
+    cfg = load_config(Cfg, None, ["weights={clip: 1}", "optim.betas=[1, 0]"])
+    assert cfg.weights == {"clip": 1.0} and type(cfg.weights["clip"]) is float
+    assert cfg.optim.betas == (1.0, 0.0) and all(type(b) is float for b in cfg.optim.betas)
+
+
+def test_a_comma_separated_string_for_a_list_of_numbers_reads_each_item(tmp_path):
+    """`"1, 2"` in a YAML file (or --set) for a list of integers: each item as YAML reads it; empty items between
+    commas are dropped, for lists of strings and of reward specs too."""
+
+    @dataclass
+    class Steps:
+        at: list[int] = field(default_factory=list, help="steps")
+        names: list[str] = field(default_factory=list, help="names")
+        specs: list[str] = field(default_factory=list, help="reward specs", reward_specs=True)
+
+    p = tmp_path / "c.yaml"
+    p.write_text('at: "0, 3,"\n')
+    assert load_config(Steps, p).at == [0, 3]
+    assert load_config(Steps, None, ["at=0,3"]).at == [0, 3]
+    assert load_config(Steps, None, ["names=a,,b,"]).names == ["a", "b"]
+    assert load_config(Steps, None, ["specs=clip,,geneval:mode=strict,"]).specs == [
+        "clip",
+        "geneval:mode=strict",
+    ]
+    # YAML reads `[geneval:, clip]` as a mapping {geneval: None} and a string: the spec as written
+    assert load_config(Steps, None, ["specs=[geneval:, clip]"]).specs == ["geneval:", "clip"]
+    p.write_text("specs: [clip, 2]\n")  # a non-string item is not joined to the one before it
+    assert load_config(Steps, p).specs == ["clip", "2"]
+
+
+def test_config_files_that_are_empty_a_list_or_not_yaml(tmp_path):
+    p = tmp_path / "c.yaml"
+    p.write_text("# nothing set\n")
+    assert load_config(Cfg, p) == Cfg()
+    p.write_text("- a\n- b\n")
+    with pytest.raises(ConfigError, match="must hold a mapping at the top level"):
+        load_config(Cfg, p)
+    p.write_text("name: [a\n")
+    with pytest.raises(ConfigError, match=r"c.yaml' is not valid YAML"):
+        load_config(Cfg, p)
+
+
+def test_nested_checks_run_innermost_first():
+    """A section's own check runs before its parent's, so the first error names the setting to change, not a
+    combination the parent checks assuming a valid section."""
+
+    @dataclass
+    class Inner:
+        n: int = field(1, help="n")
+
+        def validate(self) -> None:
+            if self.n < 1:
+                raise ConfigError("inner.n must be >= 1")
+
+    @dataclass
+    class Outer:
+        inner: Inner = field(default_factory=Inner, help="inner")
+        m: int = field(1, help="m")
+
+        def validate(self) -> None:
+            if self.m % self.inner.n:
+                raise ConfigError("m must be a multiple of inner.n")
+
+    with pytest.raises(ConfigError, match="inner.n must be >= 1"):
+        load_config(Outer, None, ["inner.n=0", "m=3"])
+    with pytest.raises(ConfigError, match="m must be a multiple"):
+        load_config(Outer, None, ["inner.n=2", "m=3"])
+
+
+def test_describe_and_to_dict_show_nested_keys_factory_defaults_and_paths():
+    from imgalign.trainers.config import FlowGRPOConfig
+
+    rows = describe(Cfg)
+    assert ("rewards", "['geneval']", "rewards") in rows and ("weights", "{}", "reward weights") in rows
+    keys = [k for k, _, _ in describe(FlowGRPOConfig)]
+    assert "sampling.tree.branch_steps" in keys and "rewards.marble.ema" in keys  # two levels down
+
+    @dataclass
+    class WithPath:
+        out: Path = field(Path("runs") / "a", help="folder")
+
+    assert to_dict(WithPath()) == {"out": str(Path("runs") / "a")}
