@@ -473,3 +473,115 @@ def test_grid_puts_each_seed_in_its_column_with_the_given_settings(tmp_path, mon
     assert calls[0]["steps"] == 2 and calls[0]["guidance"] == 1.5
     assert main([*argv, "--seeds", "0"]) == 0
     assert got["sub_labels"] is None and got["group"] == 1
+
+
+def test_model_argument_without_a_path_or_a_base_is_refused():
+    from imgalign.pipelines import parse_model_arg
+
+    with pytest.raises(ValueError, match="expected LABEL=PATH"):
+        parse_model_arg("ft=")
+    with pytest.raises(ValueError, match="needs both parts"):
+        parse_model_arg("ft=+runs/a/lora")
+
+
+def test_overlay_kinds_are_told_apart_by_their_files(tmp_path):
+    from types import SimpleNamespace
+
+    from imgalign.pipelines import apply_overlay, overlay_kind
+
+    def folder(name: str, *files: str) -> Path:
+        d = tmp_path / name
+        for f in files:
+            (d / f).parent.mkdir(parents=True, exist_ok=True)
+            (d / f).write_text("{}")
+        return d
+
+    assert overlay_kind(folder("peft", "adapter_config.json", "pytorch_lora_weights.safetensors")) == "peft"
+    assert overlay_kind(folder("lora_bin", "pytorch_lora_weights.bin")) == "lora"
+    assert overlay_kind(folder("sub", "transformer/config.json")) == "transformer-subfolder"
+    assert overlay_kind(folder("full", "config.json")) == "transformer"
+    # a transformer/ subfolder overlay is read from the subfolder
+    (tmp_path / "sub" / "transformer" / "config.json").write_text(json.dumps({"_class_name": "FluxX"}))
+    pipe = SimpleNamespace(transformer=torch.nn.Linear(1, 1))
+    with pytest.raises(ValueError, match=r"sub/transformer holds a FluxX"):
+        apply_overlay(pipe, tmp_path / "sub")
+
+
+def _pipeline_folder(path: Path, components: dict[str, list[str]]) -> Path:
+    index = {"_class_name": "StableDiffusion3Pipeline", "text_encoder_3": [None, None]}
+    index.update({name: ["diffusers", "X"] for name in components})
+    path.mkdir(parents=True)
+    (path / "model_index.json").write_text(json.dumps(index))
+    for name, files in components.items():
+        (path / name).mkdir()
+        for f in files:
+            (path / name / f).write_text("x")
+    return path
+
+
+def test_pipeline_folder_check_names_each_missing_part(tmp_path, monkeypatch):
+    """Weights saved as .bin count; an encoder without weights is incomplete; a file is not a folder; a run
+    folder's hint names its latest checkpoint; an incomplete embedded model (also when named, not given as a
+    path) is fixed by reinstalling."""
+    import imgalign.hub as hub
+    import imgalign.pipelines as P
+
+    P.check_pipeline_folder(_pipeline_folder(tmp_path / "bin", {"transformer": ["config.json", "w.bin"]}))
+    enc = _pipeline_folder(tmp_path / "enc", {"text_encoder": ["config.json"], "vae": ["w.safetensors"]})
+    with pytest.raises(P.IncompleteModelError, match=r"missing: text_encoder/ weights \(\*.safetensors\);"):
+        P.check_pipeline_folder(enc)
+    (tmp_path / "f.txt").write_text("x")
+    with pytest.raises(P.IncompleteModelError, match="f.txt' is a file"):
+        P.check_pipeline_folder(tmp_path / "f.txt")
+    for step in ("step-000002", "step-000010"):
+        (tmp_path / "run" / "checkpoints" / step).mkdir(parents=True)
+    with pytest.raises(P.IncompleteModelError, match=r"checkpoints/step-000010'"):
+        P.check_pipeline_folder(tmp_path / "run")
+    assets = tmp_path / "assets"
+    _pipeline_folder(assets / "shapes-t2i", {"transformer": ["config.json"]})
+    monkeypatch.setattr(hub, "ASSETS", assets)
+    with pytest.raises(P.IncompleteModelError, match=r"transformer/ weights.*reinstall imgalign"):
+        P.check_model_spec(P.ModelSpec("s", "shapes"))
+
+
+def test_a_hub_id_is_checked_against_the_cache_and_the_offline_setting(tmp_path, monkeypatch):
+    """A name with no slash that does not exist is a missing folder, not a Hub id; an invalid id is not
+    available; an uncached id is available only when the Hub may be contacted."""
+    from huggingface_hub import constants
+
+    import imgalign.pipelines as P
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(P, "hub_id_available", lambda repo_id: True)
+    with pytest.raises(P.IncompleteModelError, match="'runs' does not exist"):
+        P.check_model_spec(P.ModelSpec("m", "runs"))
+    monkeypatch.undo()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    assert not P.hub_id_available("org/not a valid id")
+    assert P.hub_id_available("imgalign-test/never-downloaded")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert not P.hub_id_available("imgalign-test/never-downloaded")
+
+
+def test_a_checkpoint_record_that_is_not_a_json_object_is_named(tmp_path):
+    from imgalign.pipelines import absent_components, recorded_base
+
+    (tmp_path / "imgalign_model.json").write_text('["shapes"]')
+    with pytest.raises(ValueError, match="imgalign_model.json: not a JSON object"):
+        recorded_base(tmp_path)
+    assert absent_components(tmp_path) == {}  # no model_index.json (e.g. a Hub id): nothing to pass
+    (tmp_path / "model_index.json").write_text(
+        json.dumps({"_class_name": "X", "text_encoder_3": [None, None]})
+    )
+    assert absent_components(tmp_path) == {"text_encoder_3": None}
+
+
+def test_pipelines_and_overlays_load_in_the_given_dtype(models):
+    from imgalign.pipelines import load_pipeline
+
+    pipe = load_pipeline(str(models["base"]), dtype=torch.bfloat16)
+    assert pipe.transformer.dtype == pipe.vae.dtype == torch.bfloat16
+    pipe = load_pipeline(f"{models['base']}+{models['overlay']}", dtype=torch.bfloat16)
+    assert pipe.transformer.dtype == torch.bfloat16
