@@ -558,3 +558,20 @@ def test_encoder_settings_that_would_fail_late_are_refused_up_front(module, bad,
     cfg = clip_pt.Config(**{**TINY_CLIP, **bad}) if module == "clip" else vlm_pt.Config(**{**TINY_VLM, **bad})
     with pytest.raises(ValueError, match=message):
         cfg.validate()
+
+
+def test_shapes_encoders_load_from_the_given_folder_in_the_given_dtype(tmp_path):
+    """`folder=` is the folder loaded (an empty one is incomplete, naming the first missing file); `dtype=` is the
+    dtype of the loaded weights."""
+    from imgalign.shapes_models import SHAPES_CLIP_NAME, load_shapes_vlm
+
+    with pytest.raises(
+        ModelNotFoundError, match=f"'shapes-clip' in {tmp_path} is incomplete .*{SHAPES_CLIP_NAME}.json"
+    ):
+        load_shapes_clip(folder=tmp_path)
+    with pytest.raises(ModelNotFoundError, match=f"'shapes-vlm' in {tmp_path} is incomplete .*config.json"):
+        load_shapes_vlm(folder=tmp_path)
+    model, _, _ = load_shapes_clip(dtype=torch.float64)
+    assert {p.dtype for p in model.parameters()} == {torch.float64}
+    model, _ = load_shapes_vlm(dtype=torch.bfloat16)
+    assert {p.dtype for p in model.parameters() if p.is_floating_point()} == {torch.bfloat16}
