@@ -410,6 +410,7 @@ def test_quoted_and_yaml_special_strings_coerce_by_the_field_type(tmp_path):
     assert load("key=5").key == 5 and load("key='5'").key == "5" and load("key=abc").key == "abc"
     assert load("tag=null").tag is None and load("tag='null'").tag == "null"
     assert load("key=null").key == "null"  # null is None only for a field that may be None
+    assert load("flag='True'").flag is True and load("flag='No'").flag is False  # any case
     assert load("specs=clip:model=X,pretrained=openai,geneval").specs == [
         "clip:model=X,pretrained=openai",
         "geneval",
@@ -565,8 +566,8 @@ def test_each_type_refuses_a_value_of_another_kind_naming_the_key(tmp_path):
     p.write_text("name: [a, b]\n")
     with pytest.raises(ConfigError, match=r"^name: expected a string, got \['a', 'b'\]"):
         load_config(Cfg, p)
-    cfg = load_config(Cfg, None, ["weights={clip: 1}", "optim.betas=[1, 0]"])
-    assert cfg.weights == {"clip": 1.0} and type(cfg.weights["clip"]) is float
+    cfg = load_config(Cfg, None, ["weights={clip: 1}", "optim.betas=[1, 0]", " steps = 5"])
+    assert cfg.weights == {"clip": 1.0} and type(cfg.weights["clip"]) is float and cfg.steps == 5
     assert cfg.optim.betas == (1.0, 0.0) and all(type(b) is float for b in cfg.optim.betas)
 
 
@@ -599,6 +600,8 @@ def test_config_files_that_are_empty_a_list_or_not_yaml(tmp_path):
     p = tmp_path / "c.yaml"
     p.write_text("# nothing set\n")
     assert load_config(Cfg, p) == Cfg()
+    p.write_text("optim:\n")  # a section left empty: an override fills it
+    assert load_config(Cfg, p, ["optim.lr=0.5"]).optim.lr == 0.5
     p.write_text("- a\n- b\n")
     with pytest.raises(ConfigError, match="must hold a mapping at the top level"):
         load_config(Cfg, p)

@@ -506,6 +506,13 @@ def test_overlay_kinds_are_told_apart_by_their_files(tmp_path):
     with pytest.raises(ValueError, match=r"sub/transformer holds a FluxX"):
         apply_overlay(pipe, tmp_path / "sub")
 
+    def no_fit(path: str) -> None:  # peft's error when the LoRA's target modules are not in the base
+        raise ValueError("Target modules {'to_q'} not found in the base model")
+
+    pipe = SimpleNamespace(transformer=torch.nn.Linear(1, 1), load_lora_weights=no_fit)
+    with pytest.raises(ValueError, match=r"lora_bin' does not fit base model 'b'.*Target modules"):
+        apply_overlay(pipe, tmp_path / "lora_bin", base="b")
+
 
 def _pipeline_folder(path: Path, components: dict[str, list[str]]) -> Path:
     index = {"_class_name": "StableDiffusion3Pipeline", "text_encoder_3": [None, None]}
@@ -527,8 +534,10 @@ def test_pipeline_folder_check_names_each_missing_part(tmp_path, monkeypatch):
     import imgalign.pipelines as P
 
     P.check_pipeline_folder(_pipeline_folder(tmp_path / "bin", {"transformer": ["config.json", "w.bin"]}))
-    enc = _pipeline_folder(tmp_path / "enc", {"text_encoder": ["config.json"], "vae": ["w.safetensors"]})
-    with pytest.raises(P.IncompleteModelError, match=r"missing: text_encoder/ weights \(\*.safetensors\);"):
+    enc = _pipeline_folder(tmp_path / "enc", {"text_encoder": ["config.json"], "vae": ["config.json"]})
+    with pytest.raises(
+        P.IncompleteModelError, match=r"missing: text_encoder/ weights \(\*.safetensors\), vae/ weights"
+    ):
         P.check_pipeline_folder(enc)
     (tmp_path / "f.txt").write_text("x")
     with pytest.raises(P.IncompleteModelError, match="f.txt' is a file"):
@@ -571,6 +580,8 @@ def test_a_checkpoint_record_that_is_not_a_json_object_is_named(tmp_path):
     (tmp_path / "imgalign_model.json").write_text('["shapes"]')
     with pytest.raises(ValueError, match="imgalign_model.json: not a JSON object"):
         recorded_base(tmp_path)
+    (tmp_path / "imgalign_model.json").write_text(json.dumps({"family": "sd3"}))
+    assert recorded_base(tmp_path) is None  # no base recorded: the user gives BASE+CHECKPOINT
     assert absent_components(tmp_path) == {}  # no model_index.json (e.g. a Hub id): nothing to pass
     (tmp_path / "model_index.json").write_text(
         json.dumps({"_class_name": "X", "text_encoder_3": [None, None]})
