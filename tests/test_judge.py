@@ -146,6 +146,9 @@ def test_partial_credit_counting():
     assert not j.correct and j.partial == pytest.approx(0.75)
     six = {"circle": [D(i * 10, 0, i * 10 + 8, 8) for i in range(6)]}
     assert judge(None, six, meta).partial == pytest.approx(0.5)
+    # nine for four: 1 - 5 / 4 < 0 is clamped to no credit, by both rules
+    nine = {"circle": [D(i * 10, 0, i * 10 + 8, 8) for i in range(9)]}
+    assert judge(None, nine, meta).partial == 0.0 and soft_credit(None, nine, meta) == 0.0
 
 
 def test_colour_clause():
@@ -209,6 +212,39 @@ def test_missing_target_fails_position_and_partial_is_not_double_counted():
     assert not j.correct and j.partial == pytest.approx(0.5)
 
 
+def test_a_failed_colour_skips_the_position_and_a_target_must_be_an_earlier_clause():
+    """A clause whose colour fails is not checked for position (its partial credit is the colour's count, one
+    reason); a position whose target is the clause itself has no target (not an IndexError)."""
+    meta = {
+        "tag": "position",
+        "include": [
+            {"class": "circle", "count": 1},
+            {"class": "square", "count": 1, "color": "red", "position": ["left of", 0]},
+        ],
+    }
+    j = judge(None, {"circle": [D(20, 20, 30, 30)], "square": [D(0, 20, 10, 30, color="blue")]}, meta)
+    assert not j.correct and j.partial == pytest.approx(0.5)
+    assert j.reason == "expected red square>=1, found 0 red; and 1 blue"
+    own = {"tag": "position", "include": [{"class": "square", "count": 1, "position": ["left of", 0]}]}
+    j = judge(None, {"square": [D(0, 0, 9, 9)]}, own)
+    assert not j.correct and j.reason == "no target for square to be left of" and j.partial == 0.0
+
+
+def test_a_failed_position_gives_one_reason():
+    """Two squares, both on the wrong side of the circle: the clause fails once, with the first square's reason."""
+    meta = {
+        "tag": "position",
+        "include": [
+            {"class": "circle", "count": 1},
+            {"class": "square", "count": 2, "position": ["left of", 0]},
+        ],
+    }
+    raw = {"circle": [D(20, 20, 30, 30)], "square": [D(40, 20, 50, 30, 0.9), D(40, 40, 50, 50, 0.8)]}
+    j = judge(None, raw, meta)
+    assert j.reason.splitlines() == ["expected square left of target, found right of target"]
+    assert j.partial == pytest.approx(0.5)
+
+
 def test_summary_is_mean_of_task_scores():
     rows = (
         [{"tag": "a", "correct": True}] * 3
@@ -270,6 +306,38 @@ def test_soft_credit_ramps_confidence_colour_and_position():
     assert soft_credit(None, near, left) == pytest.approx(0.9)
     # no target: the position clause earns nothing
     assert soft_credit(None, {"cross": [D(14, 12, 24, 22)]}, left) == 0.0
+    # only objects detected as the counted class count against: a square beside three circles costs nothing
+    mixed = {"circle": [D(i * 12, 0, i * 12 + 10, 10) for i in range(3)], "square": [D(60, 0, 70, 10)]}
+    assert soft_credit(None, mixed, COUNT4) == pytest.approx(0.75)
+
+
+def test_soft_credit_objects_of_no_weight_neither_serve_a_clause_nor_become_targets():
+    two = {"tag": "two_object", "include": [{"class": "square", "count": 1}, {"class": "circle", "count": 1}]}
+    # the circle earns nothing as a square, so it is left for the circle's clause: (0 + 1) / 2
+    assert soft_credit(None, {"circle": [D(0, 0, 9, 9)]}, two) == pytest.approx(0.5)
+    # a blue circle is no target for "a square left of a red circle": the square's clause earns nothing either
+    meta = {
+        "tag": "position",
+        "include": [
+            {"class": "circle", "count": 1, "color": "red"},
+            {"class": "square", "count": 1, "position": ["left of", 0]},
+        ],
+    }
+    raw = {"circle": [D(20, 20, 30, 30, color="blue")], "square": [D(0, 20, 10, 30)]}
+    assert soft_credit(None, raw, meta) == 0.0
+
+
+def test_soft_credit_judges_with_the_colour_function_it_is_given():
+    """The strict verdict inside soft_credit uses the caller's colour classifier: two brown dogs pass (a third at
+    0.6 is under the counting threshold), so the soft credit is 1, not 1 - (0.6 / 0.9) / 2."""
+    meta = {
+        "tag": "counting",
+        "include": [{"class": "dog", "count": 2, "color": "brown"}],
+        "exclude": [{"class": "dog", "count": 3}],
+    }
+    raw = {"dog": [D(0, 0, 9, 9, 0.95), D(20, 0, 29, 9, 0.95), D(40, 0, 49, 9, 0.6)]}
+    brown = lambda img, dets, cls: ["brown"] * len(dets)  # noqa: E731
+    assert judge(None, raw, meta, brown).correct and soft_credit(None, raw, meta, brown) == 1.0
 
 
 def test_soft_credit_near_miss_shape_earns_half_and_objects_serve_one_clause():
@@ -312,6 +380,9 @@ def test_a_class_that_must_be_absent_and_is_not_included_is_its_own_clause():
     assert judge(None, faint, meta).partial == pytest.approx(0.5)
     assert soft_credit(None, faint, meta) == pytest.approx(0.25)
     # square met, no cross: correct, 1 both ways
+    # three crosses cost the clause all of its credit and no more: (0 + 0) / 2
+    three = {"cross": [D(i * 12, 0, i * 12 + 9, 9) for i in range(3)]}
+    assert soft_credit(None, three, meta) == 0.0
     ok = {"square": [D(0, 0, 9, 9)]}
     assert judge(None, ok, meta).correct and soft_credit(None, ok, meta) == 1.0
 
@@ -363,7 +434,28 @@ def test_strict_reward_gives_no_partial_credit():
     x = torch.stack([torch.from_numpy(np.array(im)).permute(2, 0, 1).float() / 255 for im in (half, full)])
     prompts, metas = [meta["prompt"]] * 2, [meta, meta]
     assert build_reward("geneval:mode=partial").score(x, prompts, metas).scores.tolist() == [0.5, 1.0]
-    assert build_reward("geneval:mode=strict").score(x, prompts, metas).scores.tolist() == [0.0, 1.0]
+    strict = build_reward("geneval:mode=strict").score(x, prompts, metas)
+    assert strict.scores.tolist() == [0.0, 1.0] and [d["partial"] for d in strict.details] == [0.5, 1.0]
+
+
+def test_the_reward_hands_the_judge_its_colour_classifier_and_its_verdict():
+    """The reward judges with its colour classifier where it has one, and mode=soft scores 1 for an image the
+    strict rules pass (a fifth circle at 0.6 is under the counting threshold), not 1 - (0.6 / 0.9) / 4."""
+    import torch
+
+    from imgalign.rewards.geneval import GenEvalReward
+
+    x = torch.zeros(1, 3, 64, 64)
+    soft = GenEvalReward(mode="soft")
+    soft.detector = lambda img: {
+        "circle": [D(i * 12, 0, i * 12 + 10, 10) for i in range(4)] + [D(50, 0, 60, 10, 0.6)]
+    }
+    assert soft.score(x, [""], [COUNT4]).scores.tolist() == [1.0]
+    partial = GenEvalReward(mode="partial")
+    partial.detector = lambda img: {"square": [D(0, 0, 9, 9, color="blue")]}
+    partial.color = lambda img, dets, cls: ["red"] * len(dets)
+    red = {"tag": "colors", "include": [{"class": "square", "count": 1, "color": "red"}]}
+    assert partial.score(x, [""], [red]).scores.tolist() == [1.0]
 
 
 def test_shapes_detector_is_resolution_independent():
@@ -379,6 +471,17 @@ def test_shapes_detector_is_resolution_independent():
     for dets, f in ((native, 1), (double, 2)):
         got = {c: [(d.color, tuple(v / f for v in d.box)) for d in ds] for c, ds in dets.items()}
         assert got == expected and all(d.score == 1.0 for ds in dets.values() for d in ds)
+
+
+def test_shapes_detector_keeps_a_component_of_exactly_min_area_and_reads_rgba():
+    """A 3 x 4 px square (12 px = min_area) is an object, at 2x too (48 px = the scaled min_area); an RGBA image is
+    read as its RGB."""
+    objs = [W.PlacedObject("square", "blue", (44, 44, 47, 48), 0)]
+    for size, f in ((64, 1), (128, 2)):
+        img = W.draw_objects(objs, size)
+        for im in (img, img.convert("RGBA")):
+            (sq,) = DET(im)["square"]
+            assert sq.color == "blue" and tuple(v / f for v in sq.box) == (44, 44, 47, 48)
 
 
 def test_shapes_detector_soft_iou_counts_the_anti_aliased_rim():
@@ -402,3 +505,12 @@ def test_unmix_gives_each_palette_colour_full_alpha_and_clips_brighter_pixels_to
     # a pixel past a palette colour (further from the background) is that colour at alpha 1, not above
     k, alpha = unmix(np.full((1, 1, 3), 255, dtype=np.uint8))
     assert alpha.max() == 1.0
+    # a blend b + t (c - b) keeps its colour c and alpha t (not the palette colour nearest in RGB); a pixel darker
+    # than the background has alpha 0, not below
+    bg, pal = np.array(W.BACKGROUND, dtype=float), np.array(list(W.COLORS.values()), dtype=float)
+    for t in (0.3, 0.6):
+        k, alpha = unmix(np.round(bg + t * (pal - bg)).astype(np.uint8)[None])
+        assert k[0].tolist() == list(range(len(W.COLORS)))
+        assert alpha[0] == pytest.approx([t] * len(W.COLORS), abs=0.01)
+    _, alpha = unmix(np.zeros((1, 1, 3), dtype=np.uint8))
+    assert alpha.min() == 0.0
