@@ -86,6 +86,33 @@ def test_geneval_modes_on_ground_truth_and_a_blank_image() -> None:
         build_reward("geneval:mode=dense")
 
 
+def test_geneval_refuses_soft_with_a_real_detector_and_rows_without_a_tag() -> None:
+    """mode=soft is defined only for the shapes detector (refused before any model loads); a row needs a tag (it
+    sets the detection threshold) as well as its include clauses."""
+    from imgalign.rewards.geneval import GenEvalReward
+
+    with pytest.raises(ValueError, match="mode=soft is defined for the shapes detector"):
+        GenEvalReward(mode="soft", detector="facebook/mask2former-swin-small-coco-instance")
+    row = {"prompt": "a photo of a circle", "include": [{"class": "circle", "count": 1}]}
+    with pytest.raises(ValueError, match="has no GenEval metadata"):
+        GenEvalReward().check_metadata([row])
+    GenEvalReward().check_metadata([{**row, "tag": "single_object"}])
+
+
+def test_geneval_shapes_vocabulary_checks_both_sides_and_colours() -> None:
+    from imgalign.rewards.geneval import check_shapes_vocabulary
+
+    ok = {
+        "include": [{"class": "circle", "count": 1, "color": "red"}],
+        "exclude": [{"class": "square", "count": 1}],
+    }
+    check_shapes_vocabulary(ok)
+    with pytest.raises(ValueError, match=r"exclude\[0\]\.class 'dog' is not a shape"):
+        check_shapes_vocabulary({**ok, "exclude": [{"class": "dog", "count": 1}]})
+    with pytest.raises(ValueError, match=r"include\[0\]\.color 'orange' is not a shapes-world colour"):
+        check_shapes_vocabulary({"include": [{"class": "circle", "count": 1, "color": "orange"}]})
+
+
 def test_images_out_of_range_are_refused_and_nan_images_score_nan() -> None:
     reward = build_reward("clip")
     with pytest.raises(ValueError, match=r"images must be in \[0, 1\].*divide \[0, 255\] images by 255"):
