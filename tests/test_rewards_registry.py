@@ -97,6 +97,8 @@ def test_geneval_refuses_soft_with_a_real_detector_and_rows_without_a_tag() -> N
     with pytest.raises(ValueError, match="has no GenEval metadata"):
         GenEvalReward().check_metadata([row])
     GenEvalReward().check_metadata([{**row, "tag": "single_object"}])
+    with pytest.raises(ValueError, match="needs GenEval metadata with 'tag' and 'include'"):
+        GenEvalReward()(torch.zeros(1, 3, 64, 64), [row["prompt"]], [row])
 
 
 def test_geneval_shapes_vocabulary_checks_both_sides_and_colours() -> None:
