@@ -114,3 +114,93 @@ def test_llava_word_level_tokenizer(tmp_path: Path) -> None:
         assert det["tokens"] == p.split()  # the prompt's words, without <|end|>
     single = r(torch.rand(1, 3, 64, 64), prompts[:1]).scores
     assert single.shape == (1,)
+
+
+def test_masked_mean_logprob_of_a_row_without_targets_is_zero() -> None:
+    """A row with nothing to score has mean 0 (the count is clamped to 1), not 0 / 0."""
+    logits = torch.zeros(2, 3, 4)
+    ids = torch.tensor([[1, 2, 3], [1, 2, 3]])
+    mask = torch.tensor([[False, True, True], [False, False, False]])
+    mean, tok = masked_mean_logprob(logits, ids, mask)
+    assert mean.tolist() == pytest.approx([math.log(0.25), 0.0])
+    assert tok[1].tolist() == [0.0, 0.0, 0.0]
+
+
+def test_prompt_mask_starts_at_the_longest_common_prefix_of_the_real_tokens() -> None:
+    """Hand ids: the prefix's last token (7, say "\\n") merges with the prompt's first letter into one token (3) in
+    the full text, so the prompt starts after the 2 shared tokens, not after len(prefix) = 3; it ends before the first
+    stop token (9). Padding (0, attention 0) is skipped on either side."""
+    from imgalign.rewards.vlm import VLMLogLikReward
+
+    r = VLMLogLikReward.__new__(VLMLogLikReward)  # prompt_mask reads only stop_ids
+    r.stop_ids = {9}
+    full = torch.tensor([[1, 2, 3, 5, 6, 9, 0], [0, 1, 2, 3, 5, 9, 4]])
+    full_attn = torch.tensor([[1, 1, 1, 1, 1, 1, 0], [0, 1, 1, 1, 1, 1, 1]])
+    prefix = torch.tensor([[1, 2, 7], [1, 2, 7]])
+    mask = r.prompt_mask(full, full_attn, prefix, torch.ones_like(prefix))
+    assert mask.int().tolist() == [[0, 0, 1, 1, 1, 0, 0], [0, 0, 0, 1, 1, 0, 0]]
+
+
+def test_an_empty_prompt_in_a_batch_is_refused(tiny_vlm: Path) -> None:
+    r = build_reward(f"vlm_loglik:model={tiny_vlm}")
+    with pytest.raises(ValueError, match="no tokens to score"):
+        r(torch.rand(2, 3, 64, 64), ["a cross", ""])
+
+
+def test_the_query_follows_the_image_in_the_user_turn_and_reaches_the_model(tiny_vlm: Path) -> None:
+    """User turn = [image, query], as the module docstring says; the query changes the text the prompt is scored
+    after, so it changes the score."""
+    r = build_reward(f"vlm_loglik:model={tiny_vlm},query=Describe this image.")
+    assert r._messages("a cross") == [
+        {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "Describe this image."}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "a cross"}]},
+    ]
+    x = torch.rand(1, 3, 64, 64)
+    plain = build_reward(f"vlm_loglik:model={tiny_vlm}")
+    assert r(x, ["a cross"]).scores.item() != pytest.approx(plain(x, ["a cross"]).scores.item(), abs=1e-6)
+
+
+def test_every_batch_keeps_its_details(tiny_vlm: Path) -> None:
+    """batch_size=1 over three prompts: three scores and three details, each with the tokens of its own prompt."""
+    r = build_reward(f"vlm_loglik:model={tiny_vlm},batch_size=1")
+    prompts = ["a cross", "two squares", "a red circle"]
+    out = r(torch.rand(3, 3, 64, 64), prompts)
+    assert out.scores.shape == (3,) and len(out.details) == 3
+    assert [r.tokenizer.convert_tokens_to_string(d["tokens"]) for d in out.details] == prompts
+
+
+def test_trust_remote_code_is_off_unless_asked(tiny_vlm: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Remote code runs only with trust_remote_code=true, for the model and its processor alike."""
+    import transformers
+
+    seen: list[tuple[str, object]] = []
+    for cls in (transformers.AutoModelForImageTextToText, transformers.AutoProcessor):
+        load = cls.from_pretrained
+
+        def hooked(*a, _load=load, _name=cls.__name__, **k):
+            seen.append((_name, k.get("trust_remote_code")))
+            return _load(*a, **k)
+
+        monkeypatch.setattr(cls, "from_pretrained", hooked)
+    build_reward(f"vlm_loglik:model={tiny_vlm}")
+    assert [t for _, t in seen] == [False, False]
+    seen.clear()
+    build_reward(f"vlm_loglik:model={tiny_vlm},trust_remote_code=true")
+    assert [t for _, t in seen] == [True, True]
+
+
+def test_a_chat_template_on_the_processor_or_its_tokenizer_is_enough(
+    tiny_vlm: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only a processor with no chat template anywhere is refused."""
+    import imgalign.rewards.vlm as vlm
+    from imgalign.rewards.vlm import VLMLogLikReward, load_vlm
+
+    model, proc = load_vlm(str(tiny_vlm), torch.device("cpu"), torch.float32)
+    monkeypatch.setattr(vlm, "load_vlm", lambda *a, **k: (model, proc))
+    proc.tokenizer.chat_template = None  # the processor's own template is still there
+    r = VLMLogLikReward(model="tiny")
+    assert torch.isfinite(r(torch.rand(1, 3, 64, 64), ["a cross"]).scores).all()
+    proc.chat_template = None
+    with pytest.raises(ValueError, match="no chat template"):
+        VLMLogLikReward(model="tiny")
