@@ -79,7 +79,7 @@ def test_bad_model_names_are_clear(tmp_path: Path) -> None:
     "resize_mode, interpolation",
     [("shortest", "bicubic"), ("squash", "bicubic"), ("shortest", "bilinear"), ("longest", "bicubic")],
 )
-@pytest.mark.parametrize("hw", [(64, 64), (96, 144), (144, 80)])
+@pytest.mark.parametrize("hw", [(64, 64), (96, 144), (144, 80), (70, 100), (96, 142)])
 def test_tensor_preprocessing_matches_open_clips_transform(resize_mode, interpolation, hw) -> None:
     """Non-square images are resized and centre-cropped (squashed, or centre-padded) as the model's own
     preprocess does; the only difference left is open_clip's 8-bit PIL round trip (< 0.02 in normalised
@@ -102,6 +102,17 @@ def test_tensor_preprocessing_matches_open_clips_transform(resize_mode, interpol
     assert ours.shape == ref.shape and float((ours - ref).abs().max()) < 0.03
 
 
+def test_tensor_preprocessing_clamps_the_resize_overshoot_as_8_bit_pixels_do() -> None:
+    """A bicubic resize overshoots beside a sharp edge; open_clip's PIL images cannot leave [0, 1], so neither may
+    ours before the normalisation."""
+    from imgalign.rewards.features import clip_preprocess
+
+    x = torch.zeros(1, 3, 64, 80)
+    x[..., 32:] = 1.0  # a step
+    out = clip_preprocess(x, 48, (0.5,) * 3, (0.25,) * 3, "shortest", "bicubic")
+    assert float(out.min()) >= -2.0 - 1e-6 and float(out.max()) <= 2.0 + 1e-6
+
+
 @pytest.mark.parametrize(
     ("size", "crop", "hw", "out"),
     [
@@ -120,6 +131,13 @@ def test_tensor_preprocessing_matches_open_clips_transform(resize_mode, interpol
             (32, 32),
             (40, 36),
         ),  # a larger crop: zero-padded
+        (
+            {"shortest_edge": 32},
+            {"height": 37, "width": 30},
+            (32, 32),
+            (37, 30),
+        ),  # larger in height only, odd pad
+        ({"shortest_edge": 36}, None, (48, 66), (36, 49)),  # the long edge int(36 * 66 / 48) = int(49.5)
     ],
 )
 def test_processor_geometry_matches_the_image_processor(
@@ -154,3 +172,54 @@ def test_openai_weights_get_quick_gelu() -> None:
 
     assert _quick_gelu("ViT-B-32", "openai") and not _quick_gelu("ViT-B-32", "laion2b_s34b_b79k")
     assert not _quick_gelu("local-dir:/x", "openai") and not _quick_gelu("ViT-B-32", None)
+
+
+def test_open_clip_prefixed_names_keep_their_own_prefix() -> None:
+    """Only the open_clip: prefix is dropped (an hf-hub: id keeps its own), and only the first @ splits the
+    architecture from its pretrained tag or checkpoint path (a path may hold another @)."""
+    from imgalign.rewards.clip import _split_name
+
+    assert _split_name("open_clip:hf-hub:timm/ViT-B-16-SigLIP", None) == ("hf-hub:timm/ViT-B-16-SigLIP", None)
+    assert _split_name("ViT-B-32@/ckpt/run@3/m.pt", None) == ("ViT-B-32", "/ckpt/run@3/m.pt")
+
+
+def test_an_open_clip_folder_with_bin_weights_is_accepted(tmp_path: Path) -> None:
+    from imgalign.rewards.clip import check_open_clip_weights
+
+    (tmp_path / "open_clip_pytorch_model.bin").write_bytes(b"")
+    check_open_clip_weights(f"local-dir:{tmp_path}", None)
+
+
+def test_open_clip_precision_follows_the_dtype() -> None:
+    from imgalign.rewards.clip import _precision
+
+    assert [_precision(d) for d in (torch.float32, torch.float16, torch.bfloat16, torch.float64)] == [
+        "fp32",
+        "fp16",
+        "bf16",
+        "fp32",
+    ]
+
+
+def test_the_models_own_resize_mode_reaches_the_reward_and_the_features(tmp_path: Path) -> None:
+    """A model whose preprocess config squashes: a 32 x 64 image is squashed to 32 x 32 (not centre-cropped) by
+    the clip reward and by the open_clip: feature encoder alike."""
+    import json
+
+    from imgalign.rewards.features import build_features, clip_preprocess
+
+    d = make_tiny_open_clip(tmp_path / "clip")
+    cfg = json.loads((d / "open_clip_config.json").read_text())
+    cfg["preprocess_cfg"]["resize_mode"] = "squash"
+    (d / "open_clip_config.json").write_text(json.dumps(cfg))
+    r = build_reward(f"clip:model=local-dir:{d}")
+    assert r.how == ("squash", "bicubic")
+    torch.manual_seed(0)
+    x = torch.rand(2, 3, 32, 64)
+    with torch.no_grad():
+        img = r.model.encode_image(clip_preprocess(x, 32, (0.5,) * 3, (0.25,) * 3, "squash", "bicubic"))
+        crop = r.model.encode_image(clip_preprocess(x, 32, (0.5,) * 3, (0.25,) * 3, "shortest", "bicubic"))
+    assert not torch.allclose(img, crop, atol=1e-3)
+    img_r, _ = r.embed(x, ["a cross", "a square"])
+    torch.testing.assert_close(img_r, img, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(build_features(f"open_clip:local-dir:{d}")(x), img, rtol=1e-5, atol=1e-5)
