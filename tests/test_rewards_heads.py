@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 from pathlib import Path
 
@@ -459,3 +460,49 @@ def test_a_resumed_online_discriminator_keeps_this_runs_lr_and_refuses_another_s
     c = build_reward(spec.format(lr=0.01).replace("hidden=16", "hidden=8"))
     with pytest.raises(ValueError, match=r"does not fit this one's shape .*resume with the options it was"):
         c.load_state_dict(a.state_dict())
+
+
+def test_stats_histograms_of_a_constant_colour_by_hand() -> None:
+    """Colour (1, 0.5, 0.5): 8 triangular bins with centres k/7 on [0, 1] put 1 and 0.5 at a centre (bin 7) and
+    halfway between bins 3 and 4; saturation (max - min) / max = 0.5 and value max = 1 likewise. Rows sum to 1."""
+    x = torch.tensor([1.0, 0.5, 0.5]).view(1, 3, 1, 1).expand(1, 3, 16, 16)
+    f = image_stats(x)[0]
+    half = [0.0, 0.0, 0.0, 0.5, 0.5, 0.0, 0.0, 0.0]
+    one = [0.0] * 7 + [1.0]
+    for lo, want in [(0, one), (8, half), (16, half), (24, half), (32, one)]:  # R, G, B, saturation, value
+        assert f[lo : lo + 8].tolist() == pytest.approx(want, abs=1e-5)
+
+
+def test_stats_gradient_and_laplacian_of_a_checkerboard_by_hand() -> None:
+    """A 0/1 checkerboard: every gradient is sqrt(1 + 1), log10 0.151 past the last centre 0 of the [-3, 0]
+    histogram, weight 1 - 0.151 / (3 / 7); the Laplacian is 4 everywhere at full scale and 0 once 2 x 2 average
+    pooling has made the image flat (log(4 + 1e-4), then log(1e-4) twice)."""
+    i = torch.arange(16)
+    x = ((i[:, None] + i[None, :]) % 2).float().expand(1, 3, 16, 16)
+    f = image_stats(x)[0]
+    w = 1 - math.log10(math.sqrt(2) + 1e-3) / (3 / 7)
+    assert f[40:48].tolist() == pytest.approx([0.0] * 7 + [w], abs=1e-5)
+    assert f[48:51].tolist() == pytest.approx([math.log(4 + 1e-4), math.log(1e-4), math.log(1e-4)], abs=1e-4)
+
+
+def test_stats_fourier_features_of_a_sinusoid_by_hand() -> None:
+    """0.5 + a cos(2 pi k x / W) on 32 x 32, k = 12: after removing the mean, all the energy 2 (a H W / 2)^2 is at
+    (0, +-k), radius k / (hypot(H, W) / 2) = 0.53, the 4th of 6 bands on [0, 1]; the peak-to-mean ratio over the
+    N pixels beyond radius 0.25 is N / 2. Band shares of any image sum to 1 (the corners, radius 1, included)."""
+    h = w = 32
+    k, a = 12, 0.25
+    x = (0.5 + a * torch.cos(2 * math.pi * k * torch.arange(w) / w)).expand(1, 3, h, w)
+    f = image_stats(x)[0]
+    bands = f[51:57].exp()
+    assert bands.tolist() == pytest.approx([0, 0, 0, 1, 0, 0], abs=1e-5)
+    yy, xx = torch.meshgrid(torch.arange(h) - h // 2, torch.arange(w) - w // 2, indexing="ij")
+    n_high = int(((yy**2 + xx**2).float().sqrt() > 0.25 * math.hypot(h, w) / 2).sum())
+    assert f[57].item() == pytest.approx(math.log(n_high / 2), abs=1e-4)
+    assert f[58].item() == pytest.approx(math.log(2 * (a * h * w / 2) ** 2) / 10, abs=1e-5)
+    torch.manual_seed(0)
+    shares = image_stats(torch.rand(2, 3, h, w))[:, 51:57].exp().sum(1)
+    assert shares.tolist() == pytest.approx([1.0, 1.0], abs=1e-6)
+
+
+def test_feature_encoders_take_an_empty_batch() -> None:
+    assert build_features("stats")(torch.zeros(0, 3, 16, 16)).shape == (0, build_features("stats").dim)

@@ -175,9 +175,20 @@ def test_feature_encoders_on_tiny_models(tmp_path: Path) -> None:
     x = torch.rand(3, 3, 64, 64)
     dino = build_features(f"dinov2:{make_tiny_dinov2(tmp_path / 'dino')}")
     assert dino.dim == 32 and dino(x).shape == (3, 32)
+    torch.testing.assert_close(dino(x), dino.tokens(x)[:, 0])  # the CLS token, not a pooled one
     clip = build_features(f"open_clip:local-dir:{make_tiny_open_clip(tmp_path / 'clip')}")
     f = clip(x, batch_size=2)
     assert clip.dim == 16 and f.shape == (3, 16) and torch.isfinite(f).all()
+
+
+def test_feature_encoders_are_cached_per_dtype(tmp_path: Path) -> None:
+    """A bf16 request after an fp32 one builds its own encoder, not the cached fp32 one."""
+    from imgalign.rewards.features import build_features
+
+    name = f"open_clip:local-dir:{make_tiny_open_clip(tmp_path / 'clip')}"
+    fp32, bf16 = build_features(name), build_features(name, dtype=torch.bfloat16)
+    assert fp32.dtype == torch.float32 and bf16.dtype == torch.bfloat16
+    assert build_features(name) is fp32
 
 
 def _dinov2_pixels(monkeypatch, folder: Path, x: torch.Tensor) -> torch.Tensor:
@@ -236,6 +247,21 @@ def test_dinov2_encoder_preprocesses_as_its_image_processor(
     ours = _dinov2_pixels(monkeypatch, folder, xq)
     ref = proc(pil, return_tensors="pt")["pixel_values"]
     assert ours.shape == ref.shape == (1, 3, *out) and float((ours - ref).abs().mean()) < 0.02
+
+
+def test_dinov2_encoder_clamps_the_resize_overshoot_as_8_bit_pixels_do(tmp_path: Path, monkeypatch) -> None:
+    """Beside a sharp edge the bicubic resize overshoots [0, 1]; the processor's uint8 images cannot, so the
+    normalised pixels stay within [(0 - mean) / std, (1 - mean) / std]."""
+    from transformers import BitImageProcessor
+
+    folder = make_tiny_dinov2(tmp_path / "dino")
+    proc = BitImageProcessor.from_pretrained(folder)
+    x = torch.zeros(1, 3, 48, 64)
+    x[..., 32:] = 1.0  # a step
+    ours = _dinov2_pixels(monkeypatch, folder, x)
+    m = torch.tensor(proc.image_mean).view(1, 3, 1, 1)
+    s = torch.tensor(proc.image_std).view(1, 3, 1, 1)
+    assert bool((ours >= -m / s - 1e-5).all()) and bool((ours <= (1 - m) / s + 1e-5).all())
 
 
 @pytest.mark.parametrize(
