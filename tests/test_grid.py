@@ -596,3 +596,23 @@ def test_pipelines_and_overlays_load_in_the_given_dtype(models):
     assert pipe.transformer.dtype == pipe.vae.dtype == torch.bfloat16
     pipe = load_pipeline(f"{models['base']}+{models['overlay']}", dtype=torch.bfloat16)
     assert pipe.transformer.dtype == torch.bfloat16
+
+
+def test_shapes_family_is_told_by_the_transformer_architecture_alone(tmp_path):
+    """A folder whose transformer config matches the shapes model's except for the bookkeeping keys diffusers
+    writes (``_diffusers_version``, ``_name_or_path``) is of the shapes family; a folder without a transformer
+    config is not; both embedded names of the shapes model are."""
+    from imgalign.eval.models import is_shapes_family
+    from imgalign.hub import ASSETS, EMBEDDED
+    from imgalign.pipelines import ModelSpec
+
+    ref = ASSETS / EMBEDDED["shapes"] / "transformer" / "config.json"
+    if not ref.is_file():
+        pytest.skip("the embedded shapes model is not in this checkout")
+    cfg = json.loads(ref.read_text())
+    (tmp_path / "ft" / "transformer").mkdir(parents=True)
+    cfg |= {"_diffusers_version": "0.0.1", "_name_or_path": "somewhere/else"}
+    (tmp_path / "ft" / "transformer" / "config.json").write_text(json.dumps(cfg))
+    assert is_shapes_family(ModelSpec("ft", str(tmp_path / "ft")))
+    assert not is_shapes_family(ModelSpec("empty", str(tmp_path)))
+    assert is_shapes_family(ModelSpec("a", "shapes")) and is_shapes_family(ModelSpec("b", "shapes-t2i"))

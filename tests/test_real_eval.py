@@ -535,3 +535,329 @@ def test_generate_folder_seeds_each_image_by_prompt_and_index_whatever_the_batch
     ]
     generate_folder(object(), metas, tmp_path, 3, 7, progress=False, batch_size=2, sample=sample)
     assert seen == [image_seed(7, i, j) for i in range(2) for j in range(3)]
+
+
+# ---- gaps found by mutation testing (s40) -------------------------------------------------------------------
+def test_generated_counts_cover_two_to_four_and_small_class_lists():
+    from imgalign.eval.real import generate_metadata, load_prompt_set
+
+    counts = {m["include"][0]["count"] for m in generate_metadata(seed=0) if m["tag"] == "counting"}
+    assert counts == {2, 3, 4}  # 80 draws of integers(2, 5)
+    for seed in range(5):  # two distinct classes in every two-class prompt, whatever the draw
+        for m in generate_metadata(seed=seed, sizes={"two_object": 100, "position": 100, "color_attr": 100}):
+            assert m["include"][0]["class"] != m["include"][1]["class"], m
+    # single_object cycles through the classes when it has more prompts than classes
+    metas = generate_metadata(seed=0, sizes={"single_object": 5}, classes=["cat", "dog"])
+    assert [m["include"][0]["class"] for m in metas] == ["cat", "dog", "cat", "dog", "cat"]
+    with pytest.raises(ValueError, match="at least 2 classes"):
+        generate_metadata(sizes={"two_object": 1}, classes=["cat"])
+    with pytest.raises(ValueError, match="at least 2 classes and 2 colours"):
+        generate_metadata(sizes={"colors": 1}, colors=["red"])
+    assert load_prompt_set("generate:0") == generate_metadata(0)
+    with pytest.raises(ValueError, match="0 or more"):
+        load_prompt_set("generate:-1")
+
+
+def test_metadata_validation_checks_exclude_classes_and_colours():
+    from imgalign.eval.real import COCO_CLASSES, validate_real_metadata
+
+    ok = {"tag": "colors", "include": [{"class": "cat", "count": 1, "color": "red"}], "prompt": "a red cat"}
+    validate_real_metadata(ok, COCO_CLASSES)
+    with pytest.raises(ValueError, match="colour 'teal'"):
+        validate_real_metadata(
+            {**ok, "include": [{"class": "cat", "count": 1, "color": "teal"}]}, COCO_CLASSES
+        )
+    bad_exclude = {
+        "tag": "counting",
+        "include": [{"class": "cat", "count": 2}],
+        "exclude": [{"class": "unicorn", "count": 3}],
+        "prompt": "a photo of two cats",
+    }
+    with pytest.raises(ValueError, match="'unicorn'"):
+        validate_real_metadata(bad_exclude, COCO_CLASSES)
+
+
+def test_every_coco_and_voc_label_spelling_maps_to_a_geneval_class():
+    """The labels of COCO checkpoints (DETR, Mask2Former: "mouse", "remote", "keyboard") and of VOC ones all reach
+    GenEval's names; losing an alias would silently make a class undetectable."""
+    from imgalign.eval.real import COCO_CLASSES, canonical_label
+
+    coco = {"computer mouse": "mouse", "tv remote": "remote", "computer keyboard": "keyboard"}
+    for name in COCO_CLASSES:
+        assert canonical_label(coco.get(name, name), COCO_CLASSES) == name
+    voc = {"aeroplane": "airplane", "motorbike": "motorcycle", "sofa": "couch", "tvmonitor": "tv"}
+    voc |= {"diningtable": "dining table", "pottedplant": "potted plant", "hair dryer": "hair drier"}
+    for label, name in voc.items():
+        assert canonical_label(label, COCO_CLASSES) == name
+    assert canonical_label(" Cat ", COCO_CLASSES) == "cat"
+
+
+def bare_detector(kind: str, **attrs) -> object:
+    """An HFDetector without a model: the post-processing alone, on hand-made detections."""
+    from imgalign.eval.real import HFDetector
+
+    d = object.__new__(HFDetector)
+    d.kind, d.min_score, d.nms_iou, d.query_chunk, d.template = kind, 0.1, None, None, "a photo of a {}"
+    d.device, d.dtype = torch.device("cpu"), torch.float32
+    for k, v in attrs.items():
+        setattr(d, k, v)
+    return d
+
+
+def test_detections_are_clipped_to_the_image_and_sub_pixel_ones_dropped():
+    d = bare_detector("detr")
+    found = {}
+    mask = np.ones((40, 96), bool)
+    d._add(found, "cat", (-5.0, -3.0, 120.0, 50.0), 0.5, (96, 40), mask)  # size is (W, H)
+    d._add(found, "cat", (10.0, 10.0, 11.0, 11.0), 0.4, (96, 40))  # exactly one pixel: kept
+    d._add(found, "cat", (10.0, 10.0, 10.5, 20.0), 0.9, (96, 40))  # half a pixel wide: dropped
+    d._add(found, "cat", (90.0, 10.0, 100.0, 20.0), 0.9, (96, 40))  # 6 px wide once clipped
+    d._add(found, "cat", (96.5, 10.0, 100.0, 20.0), 0.9, (96, 40))  # outside the image: dropped
+    d._add(found, "dog", (0.0, 0.0, 5.0, 5.0), 0.05, (96, 40))  # under min_score
+    d._add(found, None, (0.0, 0.0, 5.0, 5.0), 0.9, (96, 40))  # a label that is no GenEval class
+    assert [x.box for x in found["cat"]] == [
+        (0.0, 0.0, 96.0, 40.0),
+        (10.0, 10.0, 11.0, 11.0),
+        (90.0, 10.0, 96.0, 20.0),
+    ]
+    assert found["cat"][0].mask is mask and set(found) == {"cat"}
+
+
+def test_detector_call_applies_per_class_nms_keeping_the_best_and_sorts(monkeypatch):
+    seen = []
+
+    def backend(image):
+        seen.append(image.mode)
+        return {
+            "cat": [
+                Detection(box=(0, 0, 10, 10), score=0.5),
+                Detection(box=(4, 0, 14, 10), score=0.8),  # IoU 0.43 with the first
+                Detection(box=(30, 30, 40, 40), score=0.6),
+            ],
+            "dog": [Detection(box=(0, 0, 10, 10), score=0.2), Detection(box=(0, 0, 10, 9), score=0.7)],
+        }
+
+    d = bare_detector("owlv2", nms_iou=0.3, _owl=backend)
+    out = d(Image.new("L", (48, 40)))
+    assert seen == ["RGB"]
+    assert [(x.box, x.score) for x in out["cat"]] == [((4, 0, 14, 10), 0.8), ((30, 30, 40, 40), 0.6)]
+    assert [x.score for x in out["dog"]] == [0.7]  # two boxes are enough for NMS
+    d.nms_iou = None  # set predictors: no NMS, highest score first
+    assert [x.score for x in d(Image.new("RGB", (48, 40)))["cat"]] == [0.8, 0.6, 0.5]
+
+
+def test_owl_scores_are_sigmoids_of_the_templated_queries():
+    from types import SimpleNamespace
+
+    seen = []
+
+    def processor(**kw):
+        seen.append(kw["text"])
+        return {}
+
+    logits = torch.tensor([[[3.0, -1.0], [-2.0, 0.5]]])  # (1, boxes, queries)
+    boxes = torch.tensor([[[0.5, 0.5, 0.5, 0.5], [0.25, 0.25, 0.25, 0.25]]])
+    d = bare_detector("owlvit", classes=["cat", "dog"], processor=processor)
+    d.model = lambda **kw: SimpleNamespace(logits=logits, pred_boxes=boxes)
+    out = d._owl(Image.new("RGB", (80, 40)))
+    assert seen == [[["a photo of a cat", "a photo of a dog"]]]
+    assert [x.score for x in out["cat"]] == pytest.approx([torch.sigmoid(torch.tensor(3.0)).item()])
+    assert [x.score for x in out["dog"]] == pytest.approx([torch.sigmoid(torch.tensor(0.5)).item()])
+
+
+def test_closed_set_boxes_are_in_pixels_of_a_non_square_image(tiny):
+    """DETR's post-processing gets the image's (H, W): boxes match the model's normalised boxes scaled by the
+    width in x and the height in y (then clipped), on a 96 x 24 image."""
+    from imgalign.eval.real import HFDetector, cxcywh_to_pixels
+
+    d = HFDetector(str(tiny["detr"]), min_score=0.0)
+    img = Image.fromarray((np.random.default_rng(0).random((24, 96, 3)) * 255).astype(np.uint8))
+    with torch.no_grad():
+        outputs = d.model(**d.processor(images=img, return_tensors="pt"))
+    px = cxcywh_to_pixels(outputs.pred_boxes[0], (24, 96))
+    px = torch.stack(
+        [px[:, 0].clamp(0, 96), px[:, 1].clamp(0, 24), px[:, 2].clamp(0, 96), px[:, 3].clamp(0, 24)], -1
+    )
+    got = [x.box for v in d(img).values() for x in v]
+    assert got
+    for box in got:
+        assert torch.isclose(px, torch.tensor(box), atol=1e-3).all(-1).any(), box
+
+
+def test_grounding_dino_boxes_and_text_budget(tiny):
+    from imgalign.eval.real import HFDetector, cxcywh_to_pixels
+
+    d = HFDetector(str(tiny["grounding-dino"]), classes=["cat", "dog"], min_score=0.0)
+    img = Image.fromarray((np.random.default_rng(6).random((24, 96, 3)) * 255).astype(np.uint8))
+    with torch.no_grad():
+        outputs = d.model(**d.processor(text="cat. dog.", images=img, return_tensors="pt"))
+    px = cxcywh_to_pixels(outputs.pred_boxes[0], (24, 96))
+    px = torch.stack(
+        [px[:, 0].clamp(0, 96), px[:, 1].clamp(0, 24), px[:, 2].clamp(0, 96), px[:, 3].clamp(0, 24)], -1
+    )
+    got = [x.box for v in d(img).values() for x in v]
+    assert got
+    for box in got:
+        assert torch.isclose(px, torch.tensor(box), atol=1e-3).all(-1).any(), box
+    budgets = []
+    d._chunks = lambda budget=None: budgets.append(budget) or []
+    d(img)
+    assert budgets == [d.model.config.max_text_len - 2]  # [CLS] and [SEP] take two of its tokens
+
+
+def test_detector_defaults_and_a_detector_without_geneval_classes(tiny, tmp_path):
+    import shutil
+
+    from imgalign.eval.real import HFDetector
+
+    folder = tmp_path / "other"
+    shutil.copytree(tiny["detr"], folder)
+    cfg = json.loads((folder / "config.json").read_text())
+    cfg["id2label"] = dict(enumerate(["N/A", "widget", "gadget", "gizmo", "doohickey"]))
+    cfg["label2id"] = {v: int(k) for k, v in cfg["id2label"].items()}
+    (folder / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(ValueError, match="knows none of GenEval's classes"):
+        HFDetector(str(folder))
+    d = HFDetector(str(tiny["detr"]))
+    assert d.nms_iou is None
+
+
+def test_a_degenerate_box_still_gives_a_one_pixel_crop():
+    from imgalign.eval.real import paste_and_crop
+
+    img = Image.new("RGB", (20, 10), (1, 2, 3))
+    assert paste_and_crop(img, Detection(box=(5, 4, 5, 4), score=1.0)).size == (1, 1)
+
+
+def test_clip_spec_forms(tiny):
+    from imgalign.eval.real import parse_clip_spec
+    from imgalign.hub import resolve
+
+    assert parse_clip_spec("ViT-L-14:openai") == ("ViT-L-14", "openai")
+    assert parse_clip_spec("ViT-L-14") == ("ViT-L-14", None)
+    assert parse_clip_spec("hf-hub:org/repo") == ("hf-hub:org/repo", None)
+    assert parse_clip_spec(str(tiny["clip"])) == (f"local-dir:{tiny['clip']}", None)
+    assert parse_clip_spec("shapes-clip") == (f"local-dir:{resolve('shapes-clip')}", None)
+
+
+def test_clip_colour_classifier_batches_and_background(tiny):
+    from imgalign.eval.real import COLOR_TEMPLATES, ClipColorClassifier
+
+    clf = ClipColorClassifier(str(tiny["clip"]))
+    img = Image.fromarray((np.random.default_rng(7).random((24, 24, 3)) * 255).astype(np.uint8))
+    mask = np.zeros((24, 24), bool)
+    mask[4:10, 4:10] = True
+    dets = [Detection(box=(0, 0, 12, 12), score=1.0, mask=mask), Detection(box=(8, 4, 24, 20), score=0.9)]
+    dets.append(Detection(box=(2, 2, 20, 22), score=0.8))
+    assert clf(img, [], "car") == []
+    # the text classifier itself: per colour, the renormalised mean of the three unit template embeddings
+    import open_clip
+
+    model, _, _ = open_clip.create_model_and_transforms(f"local-dir:{tiny['clip']}")
+    tok = open_clip.get_tokenizer(f"local-dir:{tiny['clip']}")
+    with torch.no_grad():
+        t = model.encode_text(tok([tpl.format(c="red", obj="car") for tpl in COLOR_TEMPLATES]))
+    t = torch.nn.functional.normalize(t, dim=-1).mean(0)
+    red = GENEVAL_COLORS.index("red")
+    assert torch.allclose(clf.text_classifier("car")[:, red], t / t.norm(), atol=1e-5)
+    whole = clf(img, dets, "car")
+    clf.batch_size = 2  # batches of 2 and 1 give the same colours
+    assert clf(img, dets, "car") == whole
+    crops = []
+    preprocess = clf.preprocess
+    clf.preprocess = lambda im: crops.append(im) or preprocess(im)
+    clf.background = "#000"
+    clf(img, dets[:1], "car")
+    assert crops[0].getpixel((0, 0)) == (0, 0, 0)  # outside the mask: the classifier's background
+
+
+def test_unknown_clip_architecture_is_refused(tiny):
+    from imgalign.eval.real import check_judge_specs
+
+    with pytest.raises(ValueError, match="not a known open_clip"):
+        check_judge_specs(str(tiny["detr"]), "NoSuchArch")
+
+
+def test_build_judge_and_evaluate_folder_pass_their_arguments_on(tiny, tmp_path, monkeypatch):
+    from imgalign.eval import real
+
+    plain = [
+        {"tag": "single_object", "include": [{"class": "cat", "count": 1}], "prompt": "a photo of a cat"}
+    ]
+    det, _, _ = real.build_judge(str(tiny["detr"]), "unused", plain, nms_iou=0.5)
+    assert det.nms_iou == 0.5 and det.classes == ["cat"]  # the prompt set's classes the detector knows
+    # a zero-shot detector is queried with the prompt set's own classes, which need not be COCO's
+    unicorn = {"tag": "single_object", "include": [{"class": "unicorn", "count": 1}], "prompt": "a unicorn"}
+    det, _, validate = real.build_judge(str(tiny["owlv2"]), "unused", [unicorn])
+    assert det.classes == ["unicorn"]
+    validate(unicorn)
+    seen = {}
+
+    def fake_build(*args, **kw):
+        seen["args"] = args
+        raise RuntimeError("stop")
+
+    monkeypatch.setattr(real, "build_judge", fake_build)
+    from imgalign.eval.suite import write_prompt_folder
+
+    write_prompt_folder(tmp_path / "images", 0, plain[0], [Image.new("RGB", (8, 8))])
+    with pytest.raises(RuntimeError, match="stop"):
+        real.evaluate_folder(tmp_path / "images", tmp_path / "ev", "DET", "CLIP", nms_iou=0.7)
+    assert seen["args"][0] == "DET" and seen["args"][-1] == 0.7
+    # the user's folder reaches judge_folder, whose errors name its files rather than our copy's
+    import imgalign.eval.suite as suite
+
+    monkeypatch.setattr(suite, "judge_folder", lambda *a, **kw: seen.update(kw) or {})
+    real.evaluate_folder(
+        tmp_path / "images",
+        tmp_path / "ev",
+        "D",
+        "C",
+        judge=(None, real.no_color, print),
+        source_dir=tmp_path / "mine",
+    )
+    assert seen["source_dir"] == tmp_path / "mine"
+
+
+class FakeProcessor:
+    """Stands in for a transformers processor: records what post-processing is asked and returns `result`."""
+
+    def __init__(self, result, tokenizer=None):
+        self.result, self.tokenizer, self.asked = result, tokenizer, []
+
+    def __call__(self, **kw):
+        return {}
+
+    def post_process_instance_segmentation(self, outputs, **kw):
+        self.asked.append(kw)
+        return [self.result]
+
+
+def test_instance_masks_box_by_their_extent_and_empty_ones_are_skipped():
+    masks = torch.zeros(3, 24, 96, dtype=torch.bool)
+    masks[0, 2:5, 10:20] = True
+    masks[2, 0:24, 90:96] = True  # masks[1] is empty
+    info = [{"label_id": 1, "score": 0.9}, {"label_id": 2, "score": 0.8}, {"label_id": 2, "score": 0.7}]
+    proc = FakeProcessor({"segmentation": masks, "segments_info": info})
+    d = bare_detector("mask2former", processor=proc, model=lambda **kw: None, label_map={1: "cat", 2: "dog"})
+    out = d._instances(Image.new("RGB", (96, 24)))
+    assert proc.asked[0]["target_sizes"] == [(24, 96)]  # (H, W)
+    assert [x.box for x in out["cat"]] == [(10.0, 2.0, 20.0, 5.0)]
+    assert [x.box for x in out["dog"]] == [(90.0, 0.0, 96.0, 24.0)] and out["dog"][0].mask.shape == (24, 96)
+
+
+def test_grounding_dino_refuses_a_query_whose_tokens_it_cannot_locate(tiny):
+    from imgalign.eval.real import HFDetector
+
+    d = HFDetector(str(tiny["grounding-dino"]), classes=["cat", "computer mouse"])
+    processor = d.processor
+
+    class Shifted:  # a tokenizer that words the query otherwise than the class names alone
+        tokenizer = processor.tokenizer
+
+        def __call__(self, **kw):
+            return processor(**{**kw, "text": kw["text"].replace("computer mouse", "mouse")})
+
+    d.processor = Shifted()
+    with pytest.raises(ValueError, match="cannot locate the class names"):
+        d(Image.new("RGB", (32, 32)))
