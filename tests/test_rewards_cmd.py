@@ -159,3 +159,183 @@ def test_a_shape_corruption_moves_the_counting_exclude_and_any_coloured_clause_a
     assert kind == "shape" and new != "circle" and bad.exclude == ((new, 3),)  # "exactly 2": no third `new`
     spec = W.Spec("two_object", (W.Clause("circle"), W.Clause("square", color="red")))
     assert applicable_kinds(spec) == ["shape", "colour"]
+
+
+def test_fit_commands_pass_every_option_to_the_fitter(
+    tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """fit-discriminator / fit-artifact hand each flag to the fitter under its own name (real and fake, clean and
+    artifact in order); the artifact images load at the clean images' size; --hidden 0 (a linear head) is allowed;
+    a missing folder is named by its flag."""
+    seen: dict[str, tuple] = {}
+    monkeypatch.setattr(
+        "imgalign.rewards.discriminator.fit_discriminator",
+        lambda *a, **k: seen.setdefault("disc", (a, k)) and {},
+    )
+    monkeypatch.setattr(
+        "imgalign.rewards.artifact.fit_artifact", lambda *a, **k: seen.setdefault("art", (a, k)) and {}
+    )
+    real = write_folder(tmp_path / "real", shapes_reference_images(2, seed=1))
+    fake = write_folder(tmp_path / "fake", shapes_reference_images(2, seed=2))
+    big = write_folder(tmp_path / "big", torch.rand(2, 3, 80, 80))
+    out = str(tmp_path / "h.safetensors")
+    base = ["rewards", "fit-discriminator", "--real", str(real), "--fake", str(fake), "--out", out]
+    opts = ["--features", "stats", "--hidden", "0", "--epochs", "7", "--lr", "0.5", "--val-frac", "0.3"]
+    assert main([*base, *opts]) == 0
+    a, k = seen["disc"]
+    assert a == (str(real), str(fake), "stats", out)
+    assert k == {"hidden": 0, "epochs": 7, "lr": 0.5, "val_frac": 0.3, "device": "cpu"}
+    base = ["rewards", "fit-artifact", "--clean", str(real), "--artifact", str(big), "--out", out]
+    assert main([*base, "--hidden", "0", "--epochs", "9", "--val-frac", "0.4"]) == 0
+    a, k = seen["art"]
+    assert a[0].shape == (2, 3, 64, 64) and a[1].shape == (
+        2,
+        3,
+        64,
+        64,
+    )  # the artifact images at the clean size
+    assert torch.equal(a[0], shapes_reference_images(2, seed=1)) and a[2:] == ("stats", out)
+    assert k == {
+        "hidden": 0,
+        "epochs": 9,
+        "val_frac": 0.4,
+        "device": "cpu",
+        "extra": {"clean": str(real), "artifact": str(big)},
+    }
+    capsys.readouterr()
+    nope = str(tmp_path / "nope")
+    for cmd, flags in (
+        ("fit-discriminator", ("--real", "--fake")),
+        ("fit-artifact", ("--clean", "--artifact")),
+    ):
+        for i, flag in enumerate(flags):
+            dirs = [str(real), str(real)]
+            dirs[i] = nope
+            assert main(["rewards", cmd, flags[0], dirs[0], flags[1], dirs[1], "--out", out]) == 2
+            assert f"{flag} {nope!r} is not a folder" in capsys.readouterr().err
+    for cmd, folders in (
+        ("fit-discriminator", ("--real", "--fake")),
+        ("fit-artifact", ("--clean", "--artifact")),
+    ):
+        argv = ["rewards", cmd, folders[0], str(real), folders[1], str(real), "--out", out]
+        assert main([*argv, "--hidden", "-1"]) == 2
+        assert "--hidden must be 0 (a linear head) or more" in capsys.readouterr().err
+
+
+def test_build_shapes_artifact_command_writes_where_it_is_told(
+    tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--out, --n and --features reach build_shapes_artifact; the shipped model's folder only without --out."""
+    from imgalign.hub import ASSETS, EMBEDDED
+
+    calls: list[tuple] = []
+    monkeypatch.setattr(
+        "imgalign.rewards.artifact.build_shapes_artifact", lambda out, **k: calls.append((out, k)) or {}
+    )
+    assert (
+        main(["rewards", "build-shapes-artifact", "--out", str(tmp_path), "--n", "7", "--features", "x"]) == 0
+    )
+    assert main(["rewards", "build-shapes-artifact"]) == 0
+    assert calls == [
+        (tmp_path, {"n": 7, "features": "x"}),
+        (ASSETS / EMBEDDED["shapes-artifact"], {"n": 1400, "features": "stats"}),
+    ]
+
+
+def test_fd_of_two_render_sets_and_fid_stats_of_renders(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """'shapes' as both sides of fd is two independent render sets (seeds 0 and 1), not one set against itself;
+    fid-stats of renders takes --n of them and records that count."""
+    from imgalign.rewards.features import build_features
+    from imgalign.rewards.fid import frechet_distance, load_stats, stats_of
+
+    enc = build_features("stats")
+    want = frechet_distance(
+        *stats_of(enc(shapes_reference_images(40, seed=0))),
+        *stats_of(enc(shapes_reference_images(40, seed=1))),
+    )
+    assert want > 0
+    assert _fd(capsys, "shapes", "shapes", "--features", "stats", "--n", "40") == pytest.approx(
+        want, rel=1e-4
+    )
+    out = tmp_path / "s.safetensors"
+    assert (
+        main(
+            [
+                "rewards",
+                "fid-stats",
+                "--images",
+                "shapes",
+                "--n",
+                "5",
+                "--features",
+                "stats",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
+    mu, sigma, n, feats = load_stats(out)
+    want_mu, want_sigma = stats_of(enc(shapes_reference_images(5)))
+    assert n == 5 and feats == "stats" and mu.shape[0] != 5
+    assert torch.allclose(mu, want_mu) and torch.allclose(sigma, want_sigma)
+    assert "(5 images," in capsys.readouterr().out
+    nope = str(tmp_path / "nope")
+    assert main(["rewards", "fid-stats", "--images", nope, "--features", "stats", "--out", str(out)]) == 2
+    assert f"--images {nope!r} is not a folder" in capsys.readouterr().err
+    assert main(["rewards", "fd", nope, "shapes", "--features", "stats", "--n", "4"]) == 2
+    assert f"path {nope!r} is not a folder" in capsys.readouterr().err
+
+
+def test_check_reads_seed_and_kinds_and_reports_each_mean(
+    capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`rewards check` scores the pairs of its --seed with corruptions of --kinds only (a trailing comma is no
+    kind; an unknown kind is refused), passes each image's metadata, and prints the means and accuracies
+    true_vs_corrupted gives; a prompt reward that is not ready is refused."""
+    import sys
+    import types
+
+    from imgalign.rewards.base import Reward, RewardOutput
+    from imgalign.rewards.sanity import true_vs_corrupted
+
+    seen: list[tuple[list[str], object]] = []
+
+    def by_length(images, prompts, metadata=None):  # longer prompts score higher: means differ
+        seen.append((list(prompts), metadata))
+        return torch.tensor([float(len(p)) for p in prompts])
+
+    class NotReady(Reward):
+        name = "not_ready"
+
+        def __init__(self, device: str = "cpu", dtype: torch.dtype = torch.float32) -> None:
+            super().__init__(device, dtype)
+
+        def score(self, images, prompts, metadata) -> RewardOutput:
+            return RewardOutput(torch.zeros(len(prompts)))
+
+        def ready(self) -> bool:
+            return False
+
+    mod = types.ModuleType("my_lab.check_seed")
+    mod.by_length, mod.NotReady = by_length, NotReady
+    monkeypatch.setitem(sys.modules, "my_lab.check_seed", mod)
+    argv = ["rewards", "check", "--reward", "my_lab.check_seed:by_length", "--n", "6"]
+    assert main([*argv, "--seed", "3", "--kinds", "colour,"]) == 0
+    res = true_vs_corrupted(build_reward("my_lab.check_seed:by_length"), n=6, seed=3, kinds=("colour",))
+    assert seen[0] == seen[2] and seen[0][1] is not None and len(seen[0][1]) == 6  # same pairs, with metadata
+    assert res.mean_true != res.mean_corrupted
+    tasks = ", ".join(f"{k} {v:.2f}" for k, v in res.per_task.items())
+    kinds = ", ".join(f"{k} {v:.2f}" for k, v in res.per_kind.items())  # shape where no colour can change
+    assert "colour" in res.per_kind and not {"count", "relation", "swap"} & set(res.per_kind)
+    line = (
+        f"true > corrupted in {res.accuracy:.3f} of 6 pairs ({tasks}; by corruption: {kinds}); "
+        f"mean true {res.mean_true:.4f}, corrupted {res.mean_corrupted:.4f}\n"
+    )
+    assert capsys.readouterr().out == f"my_lab.check_seed:by_length: {line}"
+    assert main([*argv, "--kinds", "colour,shap"]) == 2
+    assert "unknown corruption kind(s) ['shap']; valid: shape, colour" in capsys.readouterr().err
+    assert main(["rewards", "check", "--reward", "my_lab.check_seed:NotReady", "--n", "2"]) == 2
+    assert "my_lab.check_seed:NotReady cannot score yet" in capsys.readouterr().err
