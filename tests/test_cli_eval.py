@@ -267,6 +267,55 @@ def test_world_render_refuses_a_folder_with_files(tmp_path, small_prompts, capsy
     assert "is not empty" in capsys.readouterr().err
 
 
+def test_world_render_draws_image_j_of_prompt_i_from_its_image_seed(tmp_path, small_prompts, capsys):
+    """Image j of prompt i is the render seeded with image_seed(--seed, i, j), the seed the models sample it with;
+    --images-per-prompt 0 and an --out that is a file are refused."""
+    import random
+
+    import numpy as np
+    from PIL import Image
+
+    from imgalign.prompts.io import load_geneval_metadata
+    from imgalign.sampling import image_seed
+
+    metas = load_geneval_metadata(small_prompts)[:3]
+    few = tmp_path / "few.jsonl"
+    few.write_text("".join(json.dumps(m) + "\n" for m in metas))
+    out = tmp_path / "r"
+    argv = [
+        "world",
+        "render",
+        "--prompts",
+        str(few),
+        "--seed",
+        "5",
+        "--images-per-prompt",
+        "2",
+        "--out",
+        str(out),
+    ]
+    assert main(argv) == 0
+    for i, m in enumerate(metas):
+        assert json.loads((out / f"{i:05d}" / "metadata.jsonl").read_text()) == m
+        for j in range(2):
+            want = W.render(W.Spec.from_metadata(m), random.Random(image_seed(5, i, j)))[0]
+            got = Image.open(out / f"{i:05d}" / "samples" / f"{j:04d}.png")
+            assert np.array_equal(np.asarray(got.convert("RGB")), np.asarray(want.convert("RGB"))), (i, j)
+    capsys.readouterr()
+    f = tmp_path / "afile"
+    f.write_text("x")
+    for extra, msg in (
+        (
+            ["--images-per-prompt", "0", "--out", str(tmp_path / "r0")],
+            "--images-per-prompt must be at least 1",
+        ),
+        (["--out", str(f)], f"--out {str(f)!r} is a file; give a new or empty folder"),
+    ):
+        assert main(["world", "render", "--prompts", str(few), *extra]) == 2
+        assert msg in capsys.readouterr().err
+    assert not (tmp_path / "r0").exists()
+
+
 def test_an_out_folder_under_a_file_is_refused_before_any_work(tmp_path, small_prompts, capsys, monkeypatch):
     """eval and world render with --out under an existing file say which part is a file before reading, rendering
     or judging anything (not a raw '[Errno 20] Not a directory' once the work is done); so they do for an --out

@@ -36,6 +36,8 @@ def test_overrides_are_split_by_component_prefix():
     assert split_component_overrides(["t2i"], ["steps=5", "t2i.lr=1"]) == {"t2i": ["steps=5", "lr=1"]}
     # one component: a dotted key that names no component is that component's own (nested) key
     assert split_component_overrides(["t2i"], ["init.seed=3"]) == {"t2i": ["init.seed=3"]}
+    # several components: the component is the key's first part, a nested key keeps the rest
+    assert split_component_overrides(names, ["t2i.init.seed=3"])["t2i"] == ["init.seed=3"]
     with pytest.raises(ValueError, match=r"prefix the key with its component.*t2i\.steps="):
         split_component_overrides(names, ["steps=5"])
 
@@ -50,6 +52,41 @@ def test_bad_all_arguments_fail_before_training(tmp_path, capsys):
         assert main(base + extra) != 0
         assert msg in capsys.readouterr().err
     assert not any(tmp_path.iterdir())
+
+
+def test_all_defaults_to_two_processes_on_two_cpus(tmp_path, monkeypatch, capsys):
+    """Without --jobs, --component all trains in min(2, CPUs) processes (t2i beside the CLIP, then the VLM)."""
+    import concurrent.futures
+    import os
+
+    from imgalign.commands import world
+
+    class InlinePool:  # runs each job at submit time, in this process
+        def __init__(self, max_workers, mp_context=None):
+            self.max_workers = max_workers
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def submit(self, fn, *a):
+            f = concurrent.futures.Future()
+            f.set_result(fn(*a))
+            return f
+
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", InlinePool)
+    monkeypatch.setattr(world, "_pretrain_one", lambda module, cfg, out, progress: {"progress": progress})
+    for cpus, want in ((8, "in 2 processes"), (1, None)):
+        monkeypatch.setattr(os, "cpu_count", lambda n=cpus: n)
+        assert main(["world", "pretrain", "--component", "all", "--out", str(tmp_path)]) == 0
+        out = capsys.readouterr().out
+        if want:
+            assert f"training t2i, clip, vlm {want}; progress bar: t2i" in out
+        else:
+            assert "processes" not in out
+        assert "t2i: {'progress': True}" in out and "vlm: {'progress': " in out
 
 
 def test_out_naming_a_file_is_refused_before_training(tmp_path, capsys):
