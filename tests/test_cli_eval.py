@@ -769,3 +769,12 @@ def test_only_numbered_samples_are_read(tmp_path):
     Image.new("RGB", (4, 4)).save(tmp_path / "00000" / "samples" / "grid.png")
     (f,) = read_folder_index(tmp_path)
     assert [p.name for p in f.samples] == ["0000.png"]
+
+
+def test_eval_ground_truth_defaults_to_four_images_per_prompt(tmp_path, small_prompts):
+    out = tmp_path / "ev"
+    assert (
+        main(["eval", "--ground-truth", "--prompts", str(small_prompts), "--out", str(out), "--no-progress"])
+        == 0
+    )
+    assert json.loads((out / "summary.json").read_text())["n_images"] == 4 * 18
