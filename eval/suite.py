@@ -213,9 +213,13 @@ def judge_folder(
                             if isinstance(e, UnidentifiedImageError)
                             else (e.strerror if isinstance(e, OSError) and e.strerror else str(e))
                         )
-                        row.update(
-                            correct=False, partial=0.0, reason="", error=f"cannot read image {shown}: {why}"
-                        )
+                        error = f"cannot read image {shown}: {why}"
+                        if not f.samples:  # the stand-in for a prompt folder without images
+                            error = (
+                                f"{shown.parent.parent}: the prompt folder holds no image (no samples/*.png); "
+                                "the prompt counts as one incorrect image"
+                            )
+                        row.update(correct=False, partial=0.0, reason="", error=error)
                     if img is not None:
                         try:
                             j = judge(img, detector(img), f.metadata, color_fn)

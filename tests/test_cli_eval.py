@@ -94,6 +94,8 @@ def test_eval_images_with_bad_files_keeps_going(tmp_path, small_prompts, capsys)
     data = (src / "00002" / "samples" / "0000.png").read_bytes()
     (src / "00002" / "samples" / "0000.png").write_bytes(data[: len(data) // 2])  # truncated
     (src / "00003" / "samples" / "0001.png").unlink()  # missing
+    for png in (src / "00005" / "samples").glob("*.png"):
+        png.unlink()  # a prompt with no image left
     meta = json.loads((src / "00004" / "metadata.jsonl").read_text())
     meta["include"][0]["class"] = "hexagon"  # outside the shapes world
     (src / "00004" / "metadata.jsonl").write_text(json.dumps(meta) + "\n")
@@ -108,12 +110,16 @@ def test_eval_images_with_bad_files_keeps_going(tmp_path, small_prompts, capsys)
     assert str(out) not in rows["00001/samples/0000.png"]["error"]  # nor in PIL's text after it
     assert rows["00002/samples/0000.png"]["error"]
     assert "00003/samples/0001.png" not in rows  # a missing sample is simply not there
+    # a prompt folder left without images is one incorrect image, said as such (not as an unreadable 0000.png)
+    assert rows["00005/samples/0000.png"]["error"] == (
+        f"{src / '00005'}: the prompt folder holds no image (no samples/*.png); the prompt counts as one incorrect image"
+    )
     assert "include[0].class" in rows["00004/samples/0000.png"]["error"]
     # named in the user's folder, not in the copy under --out (an edit there would be undone by the next run)
     assert rows["00004/samples/0000.png"]["error"].startswith(f"{src / '00004' / 'metadata.jsonl'}: ")
     assert rows["00000/samples/0000.png"]["correct"] is True
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["n_errors"] == 4 and summary["n_images"] == 35
+    assert summary["n_errors"] == 5 and summary["n_images"] == 34
 
 
 def test_summary_only_when_complete_and_results_are_resumed(tmp_path, small_prompts, monkeypatch):
