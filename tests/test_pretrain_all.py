@@ -54,6 +54,24 @@ def test_bad_all_arguments_fail_before_training(tmp_path, capsys):
     assert not any(tmp_path.iterdir())
 
 
+def test_an_out_that_cannot_be_written_fails_before_training(tmp_path, capsys, monkeypatch):
+    """--out through a file, or in a folder that takes no new file, is refused before any component trains."""
+    from imgalign.commands import world
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("a component started training before --out was checked")
+
+    monkeypatch.setattr(world, "_pretrain_one", no_training)
+    note = tmp_path / "note.txt"
+    note.write_text("a file")
+    for out, msg in (
+        (note / "pt", f"'{note}' is a file, not a folder"),
+        ("/proc/imgalign-pt", "cannot write in"),
+    ):
+        assert main(["world", "pretrain", "--component", "clip", "--out", str(out)]) == 2
+        assert msg in capsys.readouterr().err
+
+
 def test_all_defaults_to_two_processes_on_two_cpus(tmp_path, monkeypatch, capsys):
     """Without --jobs, --component all trains in min(2, CPUs) processes (t2i beside the CLIP, then the VLM)."""
     import concurrent.futures
