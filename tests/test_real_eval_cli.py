@@ -86,7 +86,7 @@ def test_eval_geneval_suite_with_tiny_models(tmp_path, capsys):
     ]
     prompts.write_text("".join(json.dumps(m) + "\n" for m in metas))
     argv = ["eval", "--suite", "geneval", "--model", str(sd3), "--prompts", str(prompts)]
-    argv += ["--detector", str(detr)]
+    argv += ["--detector", str(detr), "--steps", "3", "--guidance-scale", "1.5"]
     argv += ["--clip", str(clip), "--images-per-prompt", "2", "--no-progress", "--out", str(tmp_path / "ev")]
     assert main(argv) == 0
     summary = json.loads((tmp_path / "ev" / "summary.json").read_text())
@@ -94,6 +94,8 @@ def test_eval_geneval_suite_with_tiny_models(tmp_path, capsys):
     assert (tmp_path / "ev" / "images" / "00001" / "samples" / "0001.png").is_file()
     assert summary["detector"] == str(detr) and summary["clip"] == str(clip) and summary["n_prompts"] == 2
     assert summary["task_images"] == {"single_object": 2, "colors": 2} and summary["eval_args"]["seed"] == 0
+    # --steps and --guidance-scale over the pipeline's own settings
+    assert summary["sampler"] == {"steps": 3, "guidance": 1.5}
     # the same images judged again into that folder with another detector: refused (its verdicts would be reused)
     other = T.build_tiny_detr(tmp_path / "detr2")
     again = [
