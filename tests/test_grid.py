@@ -217,6 +217,23 @@ def no_loading(monkeypatch):
         (["--model", "a={base}+{tmp}", "--prompt", "x"], "not a fine-tuned model folder"),
         (["--model", "a={base}", "--prompt", "x", "--seeds", "0,x"], "comma-separated integers"),
         (["--model", "a={base}", "--prompt", "x", "--seeds", "0,-1"], "seeds are integers from 0"),
+        (["--model", "a={base}", "--prompt", "x", "--seeds", ","], "--seeds is empty"),
+        (["--model", "a={base}", "--prompt", "x", "--out", "{tmp}/g.jpg"], "use a .png name"),
+        # an upper-case .PNG and a 'module:attr' reward pass their checks: the next one (--steps) speaks
+        (["--model", "a={base}", "--prompt", "x", "--out", "{tmp}/G.PNG", "--steps", "0"], "--steps must be"),
+        (
+            [
+                "--model",
+                "a={base}",
+                "--prompt",
+                "x",
+                "--reward",
+                "imgalign.trainers.testing:red_reward",
+                "--steps",
+                "0",
+            ],
+            "--steps must be",
+        ),
         (
             ["--model", "a={base}", "--prompts", "{tmp}/two.txt", "--max-prompts", "0"],
             "--max-prompts must be",
