@@ -696,9 +696,9 @@ def test_write_prompt_folder_numbers_images_from_start(tmp_path):
         write_prompt_folder(tmp_path, 3, W.single_object("square").to_metadata(), [Image.new("RGB", (4, 4))])
 
 
-def test_the_sampler_settings_are_part_of_an_out_folders_identity(tmp_path):
+def test_the_sampler_settings_are_part_of_an_out_folders_identity(tmp_path, monkeypatch):
     """A rerun with other --steps or --guidance-scale, or an edited prompt file, into the same --out must not resume
-    the earlier images."""
+    the earlier images; a model folder is named by its absolute path."""
     import argparse
 
     from imgalign.commands.evaluate import eval_identity
@@ -716,6 +716,11 @@ def test_the_sampler_settings_are_part_of_an_out_folders_identity(tmp_path):
     first = ident(prompts=str(prompts))
     prompts.write_text("b\n")
     assert ident(prompts=str(prompts)) != first
+    # a model folder is the same model whichever working folder names it (relative or absolute)
+    (tmp_path / "m").mkdir()
+    monkeypatch.chdir(tmp_path)
+    assert ident(model="m") == ident(model=str(tmp_path / "m"))
+    assert ident(model="m")["model"] == str(tmp_path / "m")
 
 
 def test_eval_options_that_cannot_apply_fail_before_any_work(tmp_path, small_prompts, capsys):
