@@ -665,40 +665,43 @@ def test_owl_scores_are_sigmoids_of_the_templated_queries():
     assert [x.score for x in out["dog"]] == pytest.approx([torch.sigmoid(torch.tensor(0.5)).item()])
 
 
+def _assert_boxes_are_the_models_in_pixels(
+    pred_boxes: torch.Tensor, detections: dict, h: int, w: int
+) -> None:
+    """Every detected box is one of the model's normalised (cx, cy, w, h) boxes [Q, 4] scaled to an (h, w) image's
+    pixels and clipped to it."""
+    from imgalign.eval.real import cxcywh_to_pixels
+
+    px = cxcywh_to_pixels(pred_boxes, (h, w))
+    px = torch.stack(
+        [px[:, 0].clamp(0, w), px[:, 1].clamp(0, h), px[:, 2].clamp(0, w), px[:, 3].clamp(0, h)], -1
+    )
+    got = [x.box for v in detections.values() for x in v]
+    assert got
+    for box in got:
+        assert torch.isclose(px, torch.tensor(box), atol=1e-3).all(-1).any(), box
+
+
 def test_closed_set_boxes_are_in_pixels_of_a_non_square_image(tiny):
     """DETR's post-processing gets the image's (H, W): boxes match the model's normalised boxes scaled by the
     width in x and the height in y (then clipped), on a 96 x 24 image."""
-    from imgalign.eval.real import HFDetector, cxcywh_to_pixels
+    from imgalign.eval.real import HFDetector
 
     d = HFDetector(str(tiny["detr"]), min_score=0.0)
     img = Image.fromarray((np.random.default_rng(0).random((24, 96, 3)) * 255).astype(np.uint8))
     with torch.no_grad():
         outputs = d.model(**d.processor(images=img, return_tensors="pt"))
-    px = cxcywh_to_pixels(outputs.pred_boxes[0], (24, 96))
-    px = torch.stack(
-        [px[:, 0].clamp(0, 96), px[:, 1].clamp(0, 24), px[:, 2].clamp(0, 96), px[:, 3].clamp(0, 24)], -1
-    )
-    got = [x.box for v in d(img).values() for x in v]
-    assert got
-    for box in got:
-        assert torch.isclose(px, torch.tensor(box), atol=1e-3).all(-1).any(), box
+    _assert_boxes_are_the_models_in_pixels(outputs.pred_boxes[0], d(img), 24, 96)
 
 
 def test_grounding_dino_boxes_and_text_budget(tiny):
-    from imgalign.eval.real import HFDetector, cxcywh_to_pixels
+    from imgalign.eval.real import HFDetector
 
     d = HFDetector(str(tiny["grounding-dino"]), classes=["cat", "dog"], min_score=0.0)
     img = Image.fromarray((np.random.default_rng(6).random((24, 96, 3)) * 255).astype(np.uint8))
     with torch.no_grad():
         outputs = d.model(**d.processor(text="cat. dog.", images=img, return_tensors="pt"))
-    px = cxcywh_to_pixels(outputs.pred_boxes[0], (24, 96))
-    px = torch.stack(
-        [px[:, 0].clamp(0, 96), px[:, 1].clamp(0, 24), px[:, 2].clamp(0, 96), px[:, 3].clamp(0, 24)], -1
-    )
-    got = [x.box for v in d(img).values() for x in v]
-    assert got
-    for box in got:
-        assert torch.isclose(px, torch.tensor(box), atol=1e-3).all(-1).any(), box
+    _assert_boxes_are_the_models_in_pixels(outputs.pred_boxes[0], d(img), 24, 96)
     budgets = []
     d._chunks = lambda budget=None: budgets.append(budget) or []
     d(img)
