@@ -243,3 +243,59 @@ def test_objective_ema_decay_ramps_per_update_and_survives_a_checkpoint():
     fresh.after_update([p])  # k = 3, decay min(0.6, 0.75) = 0.6: 0.6·2 + 0.4·7
     assert fresh.updates == 3
     assert torch.allclose(fresh.old.shadow[0], torch.full((2,), 4.0))
+
+
+def test_config_refuses_a_zero_advantage_clip():
+    """adv_clip = c divides A in r = clip(A, -c, c)/(2c) + 1/2: c = 0 must be refused, not accepted."""
+    with pytest.raises(ValueError, match="adv_clip"):
+        NFTConfig(adv_clip=0.0).validate()
+    NFTConfig(adv_clip=1e-3).validate()
+
+
+def test_nft_times_follow_the_generator_and_shapes_are_checked():
+    """The same generator seed draws the same t (stratified or iid: resume reproduces the run); t of the wrong
+    length and r of the wrong shape are refused rather than broadcast."""
+    for stratified in (True, False):
+        a = sample_nft_times(6, generator=torch.Generator().manual_seed(3), stratified=stratified)
+        b = sample_nft_times(6, generator=torch.Generator().manual_seed(3), stratified=stratified)
+        c = sample_nft_times(6, generator=torch.Generator().manual_seed(4), stratified=stratified)
+        assert torch.equal(a, b) and not torch.equal(a, c)
+    x = torch.zeros(2, 3)
+    with pytest.raises(ValueError, match="t must have shape"):
+        nft_loss_terms(x, x, x, x, torch.tensor([0.5]), 1.0)
+    with pytest.raises(ValueError, match="nft_combine"):
+        nft_combine(torch.tensor([0.5]), torch.ones(2), torch.ones(2), 1.0)
+
+
+def test_nft_loss_metrics_report_each_term_mean():
+    """nft/loss_plus and nft/loss_minus are the means of L+ and L- (here they differ: v_theta != v_old)."""
+    v = torch.tensor([[1.0, 2.0], [0.5, -1.0]])
+    v_old = torch.zeros(2, 2)
+    x0 = torch.tensor([[0.0, 1.0], [1.0, 0.0]])
+    x_t = torch.tensor([[1.0, 1.0], [0.0, 2.0]])
+    t = torch.tensor([0.5, 0.8])
+    out = nft_loss(v, v_old, x0, x_t, t, torch.tensor([0.3, 0.7]), beta=1.0)
+    lp, lm = nft_loss_terms(v, v_old, x0, x_t, t, 1.0)
+    assert float(lp.mean()) != pytest.approx(float(lm.mean()))
+    assert out.metrics["nft/loss_plus"] == pytest.approx(float(lp.mean()))
+    assert out.metrics["nft/loss_minus"] == pytest.approx(float(lm.mean()))
+
+
+def test_ema_decay_one_freezes_and_mismatches_are_refused():
+    """decay 1 (allowed) keeps the shadow; a parameter list of other shapes, or a saved EMA with another count of
+    tensors, is refused; load_state_dict restores the saved decay."""
+    lin = torch.nn.Linear(2, 1)
+    ema = EmaParams(lin.parameters(), decay=0.5)
+    before = [s.clone() for s in ema.shadow]
+    with torch.no_grad():
+        lin.weight.add_(1.0)
+    ema.update(decay=1.0)
+    assert all(torch.equal(s, b) for s, b in zip(ema.shadow, before))
+    other = torch.nn.Linear(3, 1)
+    with pytest.raises(ValueError, match="does not match"):
+        ema.update(list(other.parameters()))
+    with pytest.raises(ValueError, match="number of parameters"):
+        ema.load_state_dict({"decay": 0.5, "shadow": ema.shadow[:1]})
+    ema2 = EmaParams(lin.parameters(), decay=0.9)
+    ema2.load_state_dict({"decay": 0.25, "shadow": [s.clone() for s in ema.shadow]})
+    assert ema2.decay == 0.25
