@@ -87,3 +87,82 @@ def test_reward_suite_means_leave_out_non_finite_scores_and_rewards_with_none(mo
     cfg = EvalConfig(suite="reward", images_per_prompt=2)
     out, images = ev.reward_suite(None, None, cfg, 1.0, rewards, [("a", {}), ("b", {})])
     assert out == {"eval/reward/half/mean": pytest.approx(2.0)} and images.shape[0] == 4
+
+
+class _ScaleAdapter:
+    """x0 = the seed (one number per image) on the schedule 1, 0.5, 0; v = model(x); decode = identity."""
+
+    device = "cpu"
+
+    def sigmas(self, num_steps):
+        return torch.linspace(1.0, 0.0, num_steps + 1)
+
+    def init_noise(self, gens):
+        return torch.tensor([[float(g.initial_seed())] for g in gens])
+
+    def encode(self, prompts):
+        return None
+
+    def velocity(self, x, sigma, cond, guidance_scale, transformer):
+        return transformer(x)
+
+    def decode(self, x):
+        return x
+
+
+def test_ode_sample_takes_euler_steps_down_the_schedule_with_each_images_seed():
+    """v(x) = x on sigma 1 -> 0.5 -> 0: each Euler step multiplies x by 1 + (sigma' - sigma) = 0.5, so x0 = seed
+    ends at seed/4 (a reversed step would give 2.25·seed); batches of 2 keep every image's own seed."""
+    from imgalign.trainers.evaluation import ode_sample
+
+    out = ode_sample(_ScaleAdapter(), lambda x: x, ["a", "b", "c"], [4, 8, 12], 2, 1.0, batch_size=2)
+    assert torch.allclose(out, torch.tensor([[1.0], [2.0], [3.0]]))
+
+
+def test_reward_suite_seeds_every_image_and_returns_nothing_without_prompts(monkeypatch):
+    import imgalign.trainers.evaluation as ev
+    from imgalign.rewards.base import RewardOutput
+
+    seen = {}
+
+    def fake(adapter, model, ps, seeds, *a):
+        seen["seeds"] = seeds
+        return torch.zeros(len(ps), 3, 2, 2)
+
+    rewards = {"r": lambda im, ps, ms: RewardOutput(torch.ones(len(ps)))}
+    cfg = EvalConfig(suite="reward", images_per_prompt=2)
+    out, images = ev.reward_suite(None, None, cfg, 1.0, rewards, [])  # the real sampler: nothing to sample
+    assert out == {} and images.numel() == 0
+    monkeypatch.setattr(ev, "ode_sample", fake)
+    ev.reward_suite(None, None, cfg, 1.0, rewards, [("a", {}), ("b", {})])
+    assert len(set(seen["seeds"])) == 4  # each image of each prompt draws its own noise
+
+
+def test_eval_prompt_dependence_lays_images_out_prompt_by_seed(monkeypatch):
+    """Image value = P(prompt) + S(seed) with P = 0, 10, 30 and S = 0, 1: prompt pairs differ by 10, 30, 20 (mean
+    20), seed pairs by 1; duplicate prompts count once, and one distinct prompt measures nothing."""
+    import imgalign.trainers.evaluation as ev
+
+    cfg = EvalConfig(suite="reward", prompt_dependence_prompts=3, prompt_dependence_seeds=2)
+    seeds = [ev._mix(cfg.seed, 20_000 + s, 0) for s in range(2)]
+    P, S = {"a": 0.0, "b": 10.0, "c": 30.0}, dict(zip(seeds, (0.0, 1.0)))
+    monkeypatch.setattr(
+        ev,
+        "ode_sample",
+        lambda ad, m, ps, ss, *a: torch.tensor([P[p] + S[s] for p, s in zip(ps, ss)]).view(-1, 1, 1, 1),
+    )
+    tp = [("a", {}), ("a", {}), ("b", {}), ("c", {})]
+    d = ev.eval_prompt_dependence(None, None, cfg, 1.0, tp)
+    assert d == pytest.approx(
+        {
+            "eval/prompt_dependence/prompt": 20.0,
+            "eval/prompt_dependence/seed": 1.0,
+            "eval/prompt_dependence/ratio": 20.0,
+        }
+    )
+    assert ev.eval_prompt_dependence(None, None, cfg, 1.0, [("a", {}), ("a", {})]) == {}
+
+
+def test_prompt_dependence_refuses_a_single_seed():
+    with pytest.raises(ValueError, match="2 prompts and >= 2 seeds"):
+        prompt_dependence(torch.zeros(3, 1, 3, 2, 2))

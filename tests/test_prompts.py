@@ -224,6 +224,24 @@ def test_in_loop_shapes_suite_scores_exact_renders_as_correct(monkeypatch):
     out, images = E.shapes_suite(None, None, EvalConfig(prompts_per_task=1, images_per_prompt=2), 1.0)
     assert images.shape[0] == 2 * len(metas)
     assert out["eval/shapes/overall"] == 1.0 and out["eval/shapes/partial"] == 1.0
+    assert all(out[f"eval/shapes/{m['tag']}"] == 1.0 for m in metas)  # one score per task
+
+
+def test_in_loop_shapes_suite_draws_its_own_noise_for_every_image(monkeypatch):
+    import torch
+
+    import imgalign.trainers.evaluation as E
+    from imgalign.trainers.config import EvalConfig
+
+    seen = {}
+
+    def fake(adapter, model, prompts, seeds, *a):
+        seen["seeds"] = seeds
+        return torch.zeros(len(prompts), 3, 8, 8)
+
+    monkeypatch.setattr(E, "ode_sample", fake)
+    E.shapes_suite(None, None, EvalConfig(prompts_per_task=2, images_per_prompt=2), 1.0)
+    assert len(seen["seeds"]) == 2 * len(E.shapes_eval_set(2)) == len(set(seen["seeds"]))
 
 
 def test_a_large_test_fraction_still_leaves_a_training_prompt(tmp_path):
@@ -275,3 +293,20 @@ def test_a_file_of_blank_lines_holds_no_prompts(tmp_path):
             load_prompts(f)
     with pytest.raises(PromptFileError, match="metadata file .* holds no prompts"):
         load_geneval_metadata(tmp_path / "p.jsonl")
+
+
+def test_the_in_loop_subset_keeps_a_task_whose_prompts_are_all_held_out(monkeypatch):
+    """A task with only held-out colour pairs (no seen prompt) still gives its prompts_per_task prompts."""
+    import imgalign.prompts.io as io_mod
+    from imgalign.trainers.evaluation import shapes_eval_set
+
+    def meta(tag, color, cls):
+        return {
+            "tag": tag,
+            "prompt": f"a {color} {cls}",
+            "include": [{"class": cls, "count": 1, "color": color}],
+        }
+
+    fake = [meta("colors", "blue", "cross"), meta("colors", "green", "circle"), meta("single", None, "cross")]
+    monkeypatch.setattr(io_mod, "load_geneval_metadata", lambda path: fake)
+    assert [m["prompt"] for m in shapes_eval_set(2)] == ["a blue cross", "a green circle", "a None cross"]

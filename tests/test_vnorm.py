@@ -144,3 +144,82 @@ def test_inflation_along_ode_follows_the_policys_own_euler_trajectory():
             "eval/vnorm/norm_ratio/all": 2 / 3,
         }
     )
+
+
+def test_sigma_buckets_at_and_around_the_thirds():
+    """sigma > 2/3 early (near noise), > 1/3 middle, else late; exactly 2/3 is middle and exactly 1/3 is late."""
+    from imgalign.trainers.vnorm import sigma_bucket
+
+    got = [sigma_bucket(s) for s in (1.0, 0.9, 2.0 / 3.0, 0.5, 1.0 / 3.0, 0.1, 0.0)]
+    assert got == ["early", "early", "middle", "middle", "late", "late", "late"]
+
+
+def test_zero_weight_is_valid_and_zero_reference_gives_a_finite_penalty():
+    """weight 0 (log only) is the default and valid; a zero v_ref (and zero v_theta) gives penalty 0, not NaN."""
+    VNormConfig().validate()
+    VNormConfig(weight=0.0).validate()
+    z = torch.zeros(2, 3)
+    assert torch.equal(velocity_norm_penalty(z, z), torch.zeros(2))
+
+
+def test_bucket_names_must_match_the_ratios():
+    from imgalign.trainers.vnorm import bucket_means
+
+    with pytest.raises(ValueError, match="bucket names"):
+        bucket_means(torch.ones(3), ["early", "late"])
+    with pytest.raises(ValueError, match="one entry per sample"):
+        InflationMeter().update(torch.ones(3, 2), torch.ones(3, 2), sigma=torch.tensor([0.5, 0.1]))
+
+
+class _RecordingAdapter(_LineAdapter):
+    """_LineAdapter that records every velocity call (which model, sigma, guidance) and the noise seeds."""
+
+    def __init__(self):
+        self.calls, self.seeds = [], []
+
+    def init_noise(self, gens):
+        self.seeds = [g.initial_seed() for g in gens]
+        return torch.ones(len(gens), 1)
+
+    def velocity(self, x, sigma, cond, guidance_scale, transformer):
+        self.calls.append((getattr(transformer, "tag", "policy"), float(sigma), guidance_scale))
+        return transformer(x)
+
+    def reference(self):
+        import contextlib
+
+        def ref(x):
+            return x + 0.5
+
+        ref.tag = "ref"
+        return contextlib.nullcontext(ref)
+
+
+def test_inflation_along_ode_evaluates_the_reference_at_the_policys_sigma_and_guidance():
+    from imgalign.trainers.vnorm import inflation_along_ode
+
+    ad = _RecordingAdapter()
+    inflation_along_ode(ad, lambda x: 2 * x, ["a", "b"], [5, 7], num_steps=2, guidance_scale=4.5)
+    assert ad.seeds == [5, 7]
+    assert ad.calls == [
+        ("policy", 1.0, 4.5),
+        ("ref", 1.0, 4.5),
+        ("policy", 0.5, 4.5),
+        ("ref", 0.5, 4.5),
+    ]
+
+
+def test_eval_inflation_takes_the_shapes_pool_in_turn(monkeypatch):
+    """eval/vnorm on the shapes suite measures the first vnorm_images prompts of the suite's pool (its tasks in
+    turn), not the (unused) held-out training prompts."""
+    import imgalign.trainers.vnorm as V
+    from imgalign.trainers.config import EvalConfig
+    from imgalign.trainers.evaluation import eval_prompt_pool
+
+    seen = {}
+    monkeypatch.setattr(
+        V, "inflation_along_ode", lambda ad, m, prompts, seeds, *a: seen.update(p=prompts, s=seeds)
+    )
+    cfg = EvalConfig(suite="shapes", prompts_per_task=2, vnorm_images=3)
+    V.eval_inflation(None, None, cfg, 1.0, [("a held-out prompt", {})] * 4)
+    assert seen["p"] == eval_prompt_pool(cfg, [])[:3] and len(set(seen["s"])) == 3
