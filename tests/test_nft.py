@@ -299,3 +299,24 @@ def test_ema_decay_one_freezes_and_mismatches_are_refused():
     ema2 = EmaParams(lin.parameters(), decay=0.9)
     ema2.load_state_dict({"decay": 0.25, "shadow": [s.clone() for s in ema.shadow]})
     assert ema2.decay == 0.25
+
+
+def test_ema_state_is_a_snapshot_and_construction_is_checked():
+    """state_dict() is a copy (a later update leaves a saved state as it was) and load_state_dict copies in (updates
+    after loading leave the given state alone); an empty parameter list or a wrong count of names is refused."""
+    lin = torch.nn.Linear(2, 1)
+    ema = EmaParams(lin.parameters(), decay=0.5)
+    state = ema.state_dict()
+    saved = [s.clone() for s in state["shadow"]]
+    with torch.no_grad():
+        lin.weight.add_(2.0)
+    ema.update()
+    assert all(torch.equal(a, b) for a, b in zip(state["shadow"], saved))
+    ema2 = EmaParams(lin.parameters(), decay=0.5)
+    ema2.load_state_dict(state)
+    ema2.update()
+    assert all(torch.equal(a, b) for a, b in zip(state["shadow"], saved))
+    with pytest.raises(ValueError, match="no parameters"):
+        EmaParams([])
+    with pytest.raises(ValueError, match="one name per parameter"):
+        EmaParams(lin.parameters(), names=["weight"])

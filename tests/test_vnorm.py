@@ -84,6 +84,8 @@ def test_config():
     VNormConfig(weight=1.0).validate()
     with pytest.raises(ValueError, match="weight"):
         VNormConfig(weight=-1.0).validate()
+    with pytest.raises(ValueError, match="form"):
+        VNormConfig(form="cubic").validate()
 
 
 def test_registered_penalties_are_the_linear_and_squared_hinge():
