@@ -210,7 +210,8 @@ def eval_inflation(
 ) -> dict[str, float]:
     """``eval/vnorm/norm_ratio/*`` for the trainer's evaluation (``cfg``: its EvalConfig): the first
     ``cfg.vnorm_images`` prompts of the evaluation set (shapes suite: its tasks in turn; reward suite: the held-out
-    prompts), with the suite's seeds. Empty when there is nothing to measure."""
+    prompts), one seed each from ``cfg.seed`` (offset from the suite's image seeds, as the prompt-dependence images'
+    are). Empty when there is nothing to measure."""
     from imgalign.trainers.prompting import _mix
 
     if cfg.vnorm_images <= 0:
