@@ -585,3 +585,200 @@ def test_csv_columns_follow_the_rewards_as_given_and_sizes_are_batched_apart(tmp
     assert main(["score", str(d / "00001"), "--out", str(tmp_path / "one.jsonl"), *args]) == 0
     alone = json.loads((tmp_path / "one.jsonl").read_text())
     assert alone["scores"]["artifact"] == js[1]["scores"]["artifact"]
+
+
+def test_prompt_file_rows_are_checked_and_blank_lines_skipped(tmp_path: Path) -> None:
+    """Blank lines are skipped; a row whose prompt is not a string, or a file of blank lines only, is refused."""
+    from imgalign.cli import CLIError
+    from imgalign.commands.score import load_prompt_map
+
+    p = tmp_path / "p.jsonl"
+    p.write_text('{"file": "a.png", "prompt": "x"}\n\n  \n{"file": "b.png", "prompt": "y"}\n')
+    assert {k: r["prompt"] for k, r in load_prompt_map(p).items()} == {"a.png": "x", "b.png": "y"}
+    for bad in ('{"file": "a.png"}\n', '{"file": "a.png", "prompt": 3}\n'):
+        p.write_text(bad)
+        with pytest.raises(CLIError, match=r"p.jsonl:1: each row needs string fields 'file' and 'prompt'"):
+            load_prompt_map(p)
+    p.write_text("\n \n")
+    with pytest.raises(CLIError, match="holds no rows"):
+        load_prompt_map(p)
+
+
+def test_prompt_lookup_by_resolved_path_and_relative_to_the_prompt_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two rows share a file name, so only the full path can match: a relative image path finds its absolute
+    row, and an image finds a row written relative to a prompt folder that was itself given relative."""
+    from imgalign.commands.score import _lookup, pair_key
+
+    monkeypatch.chdir(tmp_path)
+    absolute = {str(tmp_path / d / "x.png"): {"prompt": d} for d in ("a", "b")}
+    assert _lookup(Path("a/x.png"), absolute, None) == {"prompt": "a"}
+    relative = {f"{d}/x.png": {"prompt": d} for d in ("a", "b")}
+    assert _lookup(Path("prompts/b/x.png"), relative, Path("prompts")) == {"prompt": "b"}
+    assert pair_key("/samples/00003/imgs/0000.png") == "0000.png"  # 'samples' must be the image's own folder
+
+
+def test_cli_prompts_match_relative_to_the_prompt_file_and_fall_back_to_folder_metadata(
+    tmp_path: Path,
+) -> None:
+    """`--prompts` rows name files relative to the prompt file's folder (file names alone are ambiguous here);
+    images that --prompts does not list still take their GenEval folder's metadata.jsonl."""
+    for d, s in (("a", SPECS[0]), ("b", SPECS[1])):
+        (tmp_path / d).mkdir()
+        W.render(s, 0)[0].save(tmp_path / d / "x.png")
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text(
+        "".join(
+            json.dumps(_prompt_row(f"{d}/x.png", s)) + "\n" for d, s in (("a", SPECS[0]), ("b", SPECS[1]))
+        )
+    )
+    gen = tmp_path / "gen"
+    write_prompt_folder(gen, 0, SPECS[2].to_metadata(), [W.render(SPECS[2], 0)[0]])
+    out = tmp_path / "s.jsonl"
+    argv = ["score", str(tmp_path / "a"), str(tmp_path / "b"), str(gen), "--prompts", str(prompts)]
+    assert main([*argv, "--reward", "geneval:mode=strict", "--no-progress", "--out", str(out)]) == 0
+    rows = [json.loads(r) for r in out.read_text().splitlines()]
+    assert [r["prompt"] for r in rows] == [SPECS[0].prompt(), SPECS[1].prompt(), SPECS[2].prompt()]
+    assert all(r["scores"] == {"geneval:mode=strict": 1.0} for r in rows)
+
+
+def test_folder_metadata_without_a_prompt_is_refused(tmp_path: Path) -> None:
+    from imgalign.cli import CLIError
+    from imgalign.commands.score import _read_geneval_meta
+
+    meta = tmp_path / "metadata.jsonl"
+    meta.write_text('{"note": 1}\n')
+    with pytest.raises(
+        CLIError, match=r"metadata.jsonl:1: expected a GenEval metadata object with a string 'prompt'"
+    ):
+        _read_geneval_meta(meta)
+
+
+def test_summary_table_of_a_reward_that_scored_nothing() -> None:
+    from imgalign.commands.score import summary_table
+
+    lines = summary_table([{"scores": {}, "error": "bad"}], ["r"]).splitlines()
+    assert lines[1].split() == ["r", "0", "-", "-", "-", "-"]
+    assert lines[-1] == "1 files, 0 fully scored, 1 with errors"
+
+
+def test_baseline_rows_are_checked_and_blank_lines_skipped(tmp_path: Path) -> None:
+    from imgalign.cli import CLIError
+    from imgalign.commands.score import load_baseline
+
+    b = tmp_path / "b.jsonl"
+    row = {"file": "x.png", "prompt": "p", "scores": {"r": 1.0}, "error": None}
+    b.write_text(json.dumps(row) + "\n\n" + json.dumps({**row, "file": "y.png"}) + "\n")
+    assert sorted(load_baseline(b)) == ["x.png", "y.png"]
+    b.write_text(json.dumps({**row, "scores": [1.0]}) + "\n")
+    with pytest.raises(
+        CLIError, match=r"line 1 is not an `imgalign score` JSONL row \(scores is not an object\)"
+    ):
+        load_baseline(b)
+    b.write_text("\n")
+    with pytest.raises(CLIError, match="holds no rows"):
+        load_baseline(b)
+
+
+def test_paired_changes_skip_images_one_side_did_not_score_and_give_the_se_of_two() -> None:
+    """An image that failed this time (no score) is left out, not read as missing; with two pairs the standard
+    error is already defined: differences 1 and 3 have std (ddof 1) sqrt(2), se sqrt(2) / sqrt(2) = 1."""
+    from imgalign.commands.score import paired_changes, paired_table
+
+    base = {f"{n}.png": {"file": f"/b/{n}.png", "prompt": "p", "scores": {"r": 0.0}} for n in "abc"}
+    rows = [
+        {"file": f"/r/{n}.png", "prompt": "p", "scores": {"r": x}, "error": None}
+        for n, x in (("a", 1.0), ("b", 3.0))
+    ]
+    rows.append({"file": "/r/c.png", "prompt": "p", "scores": {}, "error": "r: boom"})
+    (t,) = paired_changes(rows, base, ["r"])
+    assert (t["n"], t["baseline"], t["current"], t["change"]) == (2, 0.0, 2.0, 2.0)
+    assert t["se"] == pytest.approx(1.0)
+    # a gain is printed with its sign, as a loss is
+    assert paired_table([t], "b.jsonl").splitlines()[-1].split() == [
+        "r",
+        "2",
+        "0.0000",
+        "2.0000",
+        "+2.0000",
+        "1.0000",
+    ]
+
+
+def test_the_baseline_columns_are_named_when_any_reward_did_not_pair(
+    folder: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    d, prompts = folder
+    files = [str(d / "ok0.png"), str(d / "ok1.png")]
+    common = ["score", *files, "--prompts", str(prompts), "--no-progress", "--reward", "artifact"]
+    assert main([*common, "--out", str(tmp_path / "base.jsonl")]) == 0
+    capsys.readouterr()
+    run = [*common, "--reward", "geneval", "--out", str(tmp_path / "run.jsonl")]
+    assert main([*run, "--baseline", str(tmp_path / "base.jsonl")]) == 0
+    printed = capsys.readouterr().out
+    assert re.search(r"\ngeneval +0 +no image scored in both", printed)
+    assert "the baseline holds scores of: artifact (a reward pairs" in printed
+
+
+def test_output_suffixes_csv_in_any_case_json_and_a_new_folder(
+    folder: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """`.CSV` is CSV (an error row leaves its score cell empty); `.json` is JSON lines; the output's folder is
+    made; a batch size below 1 is refused."""
+    d, prompts = folder
+    common = ["score", str(d / "ok0.png"), str(d / "empty.png"), "--prompts", str(prompts), "--no-progress"]
+    common += ["--reward", "artifact"]
+    assert main([*common, "--out", str(tmp_path / "S.CSV")]) == 1
+    rows = list(csv.DictReader((tmp_path / "S.CSV").open()))
+    assert [r["file"] for r in rows] == [str(d / "ok0.png"), str(d / "empty.png")]
+    assert float(rows[0]["artifact"]) > 0 or rows[0]["artifact"] != ""
+    assert rows[0]["error"] == "" and rows[1]["artifact"] == "" and "empty file" in rows[1]["error"]
+    out = tmp_path / "new" / "sub" / "s.json"
+    assert main([*common, "--out", str(out)]) == 1
+    assert [json.loads(r)["file"] for r in out.read_text().splitlines()] == [r["file"] for r in rows]
+    assert main([*common, "--batch-size", "0", "--out", str(tmp_path / "z.jsonl")]) == 2
+    assert "--batch-size must be at least 1" in capsys.readouterr().err
+
+
+def test_a_folder_image_without_metadata_gets_an_error_row_not_a_refusal(tmp_path: Path) -> None:
+    """Only when no image has a prompt is a prompt reward refused up front; otherwise the image without one gets
+    its error row and the rest are scored. Each error is written once, whatever the batch size."""
+    gen = tmp_path / "gen"
+    write_prompt_folder(gen, 0, SPECS[0].to_metadata(), [W.render(SPECS[0], 0)[0]])
+    W.render(SPECS[0], 1)[0].save(tmp_path / "loose.png")
+    out = tmp_path / "s.jsonl"
+    argv = [
+        "score",
+        str(gen),
+        str(tmp_path / "loose.png"),
+        "--reward",
+        "geneval:mode=strict",
+        "--no-progress",
+    ]
+    assert main([*argv, "--batch-size", "1", "--out", str(out)]) == 1
+    rows = {Path(r["file"]).name: r for r in map(json.loads, out.read_text().splitlines())}
+    assert rows["0000.png"]["scores"] == {"geneval:mode=strict": 1.0} and rows["0000.png"]["error"] is None
+    assert rows["loose.png"]["error"].count("no prompt") == 1
+
+
+def test_each_non_finite_score_is_reported_once_whatever_the_batch_size(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "nanreward.py").write_text(
+        "import torch\n\n\ndef f(images, prompts, metadata):\n    m = images.mean(dim=(1, 2, 3))\n"
+        "    return torch.where(m > 0.5, torch.full_like(m, float('nan')), m)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    d = tmp_path / "imgs"
+    d.mkdir()
+    for name, v in (("0.png", 255), ("1.png", 0)):
+        Image.new("RGB", (8, 8), (v, v, v)).save(d / name)
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text("".join(json.dumps({"file": f"{i}.png", "prompt": "p"}) + "\n" for i in range(2)))
+    out = tmp_path / "s.jsonl"
+    argv = ["score", str(d), "--prompts", str(prompts), "--reward", "nanreward:f", "--batch-size", "1"]
+    assert main([*argv, "--no-progress", "--out", str(out)]) == 1
+    rows = [json.loads(r) for r in out.read_text().splitlines()]
+    assert [r["error"] for r in rows] == ["nanreward:f: non-finite score nan", None]
+    assert rows[1]["scores"] == {"nanreward:f": 0.0}
