@@ -633,3 +633,49 @@ def test_shapes_family_is_told_by_the_transformer_architecture_alone(tmp_path):
     assert is_shapes_family(ModelSpec("ft", str(tmp_path / "ft")))
     assert not is_shapes_family(ModelSpec("empty", str(tmp_path)))
     assert is_shapes_family(ModelSpec("a", "shapes")) and is_shapes_family(ModelSpec("b", "shapes-t2i"))
+
+
+def test_grid_cells_centre_an_image_that_is_not_square():
+    """A wide image sits in the middle of its cell, level with a square one in the same row, in both grids."""
+    from imgalign.eval.gallery import caption_grid, labelled_grid
+
+    red, blue = (255, 0, 0), (0, 0, 255)
+    wide, square = Image.new("RGB", (16, 8), red), Image.new("RGB", (8, 8), blue)
+    g = np.asarray(labelled_grid([[wide, square]], ["p"], ["m1", "m2"], cell=16))
+    assert _centre(g, red)[0] == _centre(g, blue)[0]
+    g = np.asarray(caption_grid([wide, square], ["a", "b"], ncols=2, cell=16))
+    assert _centre(g, red)[0] == _centre(g, blue)[0]
+
+
+def test_fit_keeps_pixels_when_enlarging_and_filters_when_shrinking_and_wrap_fills_its_width():
+    from PIL import ImageDraw
+
+    from imgalign.eval.gallery import fit, font, text_size, wrap
+
+    checker = Image.fromarray((np.indices((4, 4)).sum(0) % 2 * 255).astype(np.uint8)).convert("RGB")
+    assert set(np.unique(np.asarray(fit(checker, 8)))) == {0, 255}  # nearest: still only black and white
+    assert not set(np.unique(np.asarray(fit(checker, 2)))) & {0, 255}  # Lanczos: shrinking averages to greys
+    f = font(12)
+    avg = text_size(ImageDraw.Draw(Image.new("RGB", (1, 1))), "abcdefghijklmnopqrstuvwxyz", f)[0] / 26
+    text = "aaaa bbbb cccc dddd"  # 19 characters: one line at 20 average glyphs wide
+    assert wrap(text, int(20 * avg) + 1, f) == text
+    assert wrap("a\nb\nc", 400, f, max_lines=3) == "a\nb\nc"  # exactly max_lines lines: nothing is cut
+
+
+def test_sub_labels_push_the_rows_down_below_them():
+    from imgalign.eval.gallery import labelled_grid
+
+    red = (255, 0, 0)
+    images = [[Image.new("RGB", (8, 8), red), Image.new("RGB", (8, 8), (0, 0, 255))]]
+    plain = np.asarray(labelled_grid(images, ["p"], ["m"], group=2, cell=16))
+    seeds = np.asarray(labelled_grid(images, ["p"], ["m"], group=2, sub_labels=["s0", "s1"], cell=16))
+    top = [int(np.nonzero((g == red).all(-1))[0].min()) for g in (plain, seeds)]
+    assert top[1] - top[0] == seeds.shape[0] - plain.shape[0] > 0  # moved down by the sub-label line's height
+
+
+def test_a_ragged_grid_is_refused_by_name():
+    from imgalign.eval.gallery import labelled_grid
+
+    im = Image.new("RGB", (8, 8))
+    with pytest.raises(ValueError, match="do not line up"):
+        labelled_grid([[im, im], [im]], ["p1", "p2"], ["m1", "m2"])
