@@ -588,7 +588,8 @@ def test_csv_columns_follow_the_rewards_as_given_and_sizes_are_batched_apart(tmp
 
 
 def test_prompt_file_rows_are_checked_and_blank_lines_skipped(tmp_path: Path) -> None:
-    """Blank lines are skipped; a row whose prompt is not a string, or a file of blank lines only, is refused."""
+    """Blank lines are skipped; a row whose prompt is not a string, a file of blank lines only, or two rows that
+    give one image different prompts are refused."""
     from imgalign.cli import CLIError
     from imgalign.commands.score import load_prompt_map
 
@@ -601,6 +602,13 @@ def test_prompt_file_rows_are_checked_and_blank_lines_skipped(tmp_path: Path) ->
             load_prompt_map(p)
     p.write_text("\n \n")
     with pytest.raises(CLIError, match="holds no rows"):
+        load_prompt_map(p)
+    # one image named twice: the same row again is harmless, another prompt for it is refused naming both lines
+    row = '{"file": "a.png", "prompt": "x"}\n'
+    p.write_text(row + '{"file": "b.png", "prompt": "y"}\n' + row)
+    assert len(load_prompt_map(p)) == 2
+    p.write_text(row + '{"file": "b.png", "prompt": "y"}\n{"file": "a.png", "prompt": "z"}\n')
+    with pytest.raises(CLIError, match=r"p.jsonl:3: file 'a.png' already has another row \(line 1\)"):
         load_prompt_map(p)
 
 

@@ -66,6 +66,7 @@ def load_prompt_map(path: str | Path) -> dict[str, dict[str, Any]]:
     from imgalign.prompts.io import read_text
 
     out: dict[str, dict[str, Any]] = {}
+    lines: dict[str, int] = {}  # file -> the line that gave its row
     for n, line in enumerate(read_text(path, "prompt file", CLIError).splitlines(), start=1):
         if not line.strip():
             continue
@@ -83,7 +84,13 @@ def load_prompt_map(path: str | Path) -> dict[str, dict[str, Any]]:
             "tag" in row or "include" in row
         ):  # GenEval metadata: a misspelt key would silently change verdicts
             _check_geneval_row(row, f"{path}:{n}")
+        if row["file"] in out and out[row["file"]] != row:
+            raise CLIError(
+                f"{path}:{n}: file {row['file']!r} already has another row (line {lines[row['file']]}); give each "
+                "image one row"
+            )
         out[row["file"]] = row
+        lines.setdefault(row["file"], n)
     if not out:
         raise CLIError(f"prompt file {str(path)!r} holds no rows")
     return out
