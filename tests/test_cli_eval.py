@@ -752,6 +752,21 @@ def test_refreshing_a_copy_onto_itself_keeps_the_images(tmp_path, small_prompts)
     assert (imgs / "00000" / "samples" / "0000.png").is_file()
 
 
+def test_an_image_removed_from_the_users_folder_is_not_judged_again(tmp_path, small_prompts):
+    """eval --images again after the user deleted one of a prompt's two images: the copy under --out is made
+    afresh, so that image is neither kept there nor judged from the old copy."""
+    src, out = tmp_path / "imgs", tmp_path / "ev"
+    main(["world", "render", "--prompts", str(small_prompts), "--images-per-prompt", "2", "--out", str(src)])
+    argv = ["eval", "--images", str(src), "--out", str(out), "--no-progress"]
+    assert main(argv) == 0
+    (src / "00003" / "samples" / "0001.png").unlink()
+    assert main(argv) == 0
+    assert not (out / "images" / "00003" / "samples" / "0001.png").exists()
+    rows = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
+    assert len(rows) == 35 and "00003/samples/0001.png" not in {r["file"] for r in rows}
+    assert json.loads((out / "summary.json").read_text())["n_images"] == 35
+
+
 def test_a_key_error_prints_its_message_without_quotes(capsys):
     import argparse
 
