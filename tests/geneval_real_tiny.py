@@ -175,6 +175,38 @@ def build_tiny_owlv2(folder: Path, seed: int = 0) -> Path:
     return folder
 
 
+def build_tiny_owlvit(folder: Path, seed: int = 0) -> Path:
+    """A tiny random OwlViTForObjectDetection (OWL-ViT v1: boxes relative to the image, not to a padded square) with a
+    character-level CLIP tokenizer and its processor."""
+    from transformers import (
+        CLIPTokenizer,
+        OwlViTConfig,
+        OwlViTForObjectDetection,
+        OwlViTImageProcessor,
+        OwlViTProcessor,
+    )
+
+    torch.manual_seed(seed)
+    tok = CLIPTokenizer.from_pretrained(write_clip_tokenizer(folder.parent / f".{folder.name}-tokenizer"))
+    n = len(tok)
+    cfg = OwlViTConfig(
+        text_config=dict(
+            vocab_size=n, hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
+            max_position_embeddings=16, bos_token_id=n - 2, eos_token_id=n - 1, pad_token_id=n - 1,
+        ),
+        vision_config=dict(
+            hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2, image_size=32,
+            patch_size=8,
+        ),
+        projection_dim=16,
+    )  # fmt: skip
+    OwlViTForObjectDetection(cfg).eval().save_pretrained(folder)
+    size = {"height": 32, "width": 32}
+    proc = OwlViTProcessor(image_processor=OwlViTImageProcessor(size=size, crop_size=size), tokenizer=tok)
+    proc.save_pretrained(folder)
+    return folder
+
+
 def build_tiny_mask2former(folder: Path, seed: int = 0) -> Path:
     """A tiny random Mask2FormerForUniversalSegmentation (Swin backbone from a config): instances with masks."""
     from transformers import (

@@ -30,7 +30,8 @@ needs_official = pytest.mark.skipif(
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
-    """Tiny random SD3 pipeline, DETR, OWLv2 and open_clip model, saved once for the module."""
+    """Tiny random SD3 pipeline, DETR, OWLv2, OWL-ViT, Mask2Former, Grounding DINO and open_clip model, saved once for
+    the module."""
     import geneval_real_tiny as T
 
     root = tmp_path_factory.mktemp("tiny")
@@ -38,6 +39,7 @@ def tiny(tmp_path_factory):
         "sd3": T.build_tiny_sd3(root / "sd3"),
         "detr": T.build_tiny_detr(root / "detr"),
         "owlv2": T.build_tiny_owlv2(root / "owlv2"),
+        "owlvit": T.build_tiny_owlvit(root / "owlvit"),
         "mask2former": T.build_tiny_mask2former(root / "mask2former"),
         "grounding-dino": T.build_tiny_grounding_dino(root / "grounding-dino"),
         "clip": T.build_tiny_open_clip(root / "clip"),
@@ -201,11 +203,14 @@ def test_closed_set_detector_reports_geneval_classes(tiny):
             assert 0 <= x0 < x1 <= 48 and 0 <= y0 < y1 <= 40 and 0 < x.score <= 1
 
 
-def test_zero_shot_detector_is_queried_with_the_class_names(tiny):
+@pytest.mark.parametrize("kind", ["owlv2", "owlvit"])
+def test_zero_shot_detector_is_queried_with_the_class_names(tiny, kind):
+    """OWLv2 and OWL-ViT load from their folders, are queried with the class names, and apply per-class NMS at 0.3
+    by default."""
     from imgalign.eval.real import HFDetector
 
-    d = HFDetector(str(tiny["owlv2"]), classes=["cat", "computer mouse", "dog"], query_chunk=2)
-    assert d.kind == "owlv2" and d.nms_iou == 0.3
+    d = HFDetector(str(tiny[kind]), classes=["cat", "computer mouse", "dog"], query_chunk=2)
+    assert d.kind == kind and d.nms_iou == 0.3
     img = Image.fromarray((np.random.default_rng(2).random((40, 48, 3)) * 255).astype(np.uint8))
     out = d(img)
     assert set(out) <= {"cat", "computer mouse", "dog"} and out
