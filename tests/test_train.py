@@ -1139,6 +1139,26 @@ def test_a_folder_holding_a_run_is_refused_without_resume(sd3_dir, tmp_path, cap
     assert "is a file" in capsys.readouterr().err
 
 
+def test_a_damaged_checkpoint_is_named_with_what_to_do(sd3_dir, tmp_path, capsys):
+    """A checkpoint file cut short after it was published (a failing disk, a copy interrupted) stops --resume auto
+    with the file named and what to do, not a safetensors or pickle traceback; mended, the run resumes."""
+    out = tmp_path / "run"
+    path = write(tiny_config(sd3_dir, out, train__max_steps=1), tmp_path / "c.yaml")
+    assert main(["train", str(path)]) == 0
+    st = out / "checkpoints" / "step-000001" / "trainer_state"
+    for name in ("trainable.safetensors", "optimizer.pt", "rng_0.json", "state.json"):
+        f = st / name
+        data = f.read_bytes()
+        f.write_bytes(data[: len(data) // 2])
+        assert main(["train", str(path), "--resume", "auto", "--max-steps", "2"]) == 2
+        err = capsys.readouterr().err
+        assert f"{f} cannot be read" in err and f"checkpoint {st.parent} is damaged" in err, err
+        assert "Traceback" not in err
+        f.write_bytes(data)
+    assert main(["train", str(path), "--resume", "auto", "--max-steps", "2"]) == 0
+    assert [r["step"] for r in rows(out)] == [1, 2]
+
+
 def test_a_setting_added_after_the_checkpoint_at_its_default_is_no_change(sd3_dir, tmp_path, caplog):
     """A checkpoint written before a setting existed (here rewards.marble.all_terms) has another config hash and no
     such key; resuming it warned 'changed config (rewards.marble.all_terms: None -> False)'."""

@@ -95,8 +95,33 @@ def torch_save(obj: Any, path: Path) -> None:
     torch.save(obj, str(path))
 
 
+class CheckpointReadError(ValueError):
+    """A file of a checkpoint that cannot be read (damaged or deleted after it was published)."""
+
+
+def _unreadable(path: Path, e: Exception) -> CheckpointReadError:
+    path = Path(path)
+    ckpt = path.parent.parent if path.parent.name == "trainer_state" else path.parent
+    why = "missing" if isinstance(e, FileNotFoundError) else f"{type(e).__name__}: {e}"
+    return CheckpointReadError(
+        f"{path} cannot be read ({why}): checkpoint {ckpt} is damaged. Resume from an earlier checkpoint of the run "
+        f"(--resume {ckpt.parent}/step-…), or move this one away so that --resume auto takes the one before it"
+    )
+
+
 def torch_load(path: Path) -> Any:
-    return torch.load(str(path), map_location="cpu", weights_only=True)
+    try:
+        return torch.load(str(path), map_location="cpu", weights_only=True)
+    except Exception as e:  # a cut zip archive, a bad pickle, a missing file: all say the same to the user
+        raise _unreadable(path, e) from e
+
+
+def read_json(path: Path) -> Any:
+    """A JSON file of a checkpoint; a damaged one raises :class:`CheckpointReadError` naming it."""
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise _unreadable(path, e) from e
 
 
 def step_of(ckpt: Path) -> int:
@@ -171,11 +196,16 @@ def remove_leftovers(run_dir: str | Path) -> None:
 
 
 def read_state(ckpt: Path) -> dict[str, Any]:
-    return json.loads((ckpt / "trainer_state" / "state.json").read_text())
+    return read_json(ckpt / "trainer_state" / "state.json")
 
 
 def load_tensors(path: Path) -> dict[str, torch.Tensor]:
-    return load_file(str(path))
+    try:
+        return load_file(str(path))
+    except (
+        Exception
+    ) as e:  # safetensors' own error type for a cut or garbled header, OSError for a missing file
+        raise _unreadable(path, e) from e
 
 
 def finalize(tmp: Path, final: Path) -> None:

@@ -1124,7 +1124,7 @@ class FlowGRPOTrainer:
         fresh = [k for k, r in self.rewards.items() if getattr(r, "stateful", False) and k not in rstate]
         if fresh:
             log.warning("stateful reward(s) %s are not in checkpoint %s: they start fresh", fresh, ckpt)
-        js = json.loads((st / f"rng_{self.rank}.json").read_text())
+        js = C.read_json(st / f"rng_{self.rank}.json")
         C.set_rng_state(js, C.load_tensors(st / f"rng_{self.rank}.safetensors"))
         self.start_step = int(state["step"])
         self.nfe_total = int(state.get("nfe_total", 0))
