@@ -36,6 +36,9 @@ def test_spec_nfe_counts():
     rep = nfe_report(spec, num_trees=2)
     assert rep["perf/nfe_per_leaf"] == pytest.approx(43 / 8)
     assert rep["perf/nfe_per_trained_edge"] == pytest.approx(43 / 14)
+    assert rep["perf/rollout_nfe"] == 86 and rep["perf/flat_nfe_same_leaves"] == 2 * 8 * 10
+    rep_cfg = nfe_report(spec, num_trees=2, cfg=True)
+    assert rep_cfg["perf/rollout_nfe"] == 172 and rep_cfg["perf/flat_nfe_same_leaves"] == 2 * 8 * 10 * 2
     assert TreeSpec(4, (1,), (3,)).nfe() == 1 + 1 + 3 + 3
     with pytest.raises(ValueError, match="last step"):
         TreeSpec(10, (9,), (2,))
@@ -51,6 +54,41 @@ def test_config_spec_and_validation():
         TreeConfig(branch_steps=[1, 2], branch_factors=[2, 2, 2]).validate()
     with pytest.raises(ValueError, match=">= 2"):
         TreeConfig(branch_factors=[1]).validate()
+
+
+def test_config_validation_bounds_and_defaults():
+    """validate() refuses no branch steps, value_temperature/adv_eps <= 0, adv_clip < 0, progressive_initial or
+    grow_every < 1 and grow_by < 0; the boundaries adv_clip = 0 (no clip) and grow_by = 0 (a fixed window) pass."""
+    from imgalign.config import ConfigError
+
+    TreeConfig(
+        adv_clip=0.0, progressive_initial=1, progressive_grow_every=1, progressive_grow_by=0
+    ).validate()
+    for bad, msg in [
+        ({"branch_steps": []}, "branch_steps is empty"),
+        ({"value_temperature": 0.0}, "value_temperature"),
+        ({"adv_eps": 0.0}, "adv_eps"),
+        ({"adv_clip": -1.0}, "adv_clip"),
+        ({"progressive_initial": 0}, "progressive_initial"),
+        ({"progressive_grow_every": 0}, "grow_every"),
+        ({"progressive_grow_by": -1}, "grow_by"),
+    ]:
+        with pytest.raises(ConfigError, match=msg):
+            TreeConfig(**bad).validate()
+    cfg = TreeConfig()  # documented defaults: BranchGRPO depth credit, mean values, Euler between branches
+    assert (cfg.advantage, cfg.value, cfg.between) == ("depth", "mean", "ode")
+
+
+def test_spec_refuses_repeated_or_negative_steps_and_zero_factors():
+    with pytest.raises(ValueError, match="increasing"):
+        TreeSpec(10, (3, 3), (2, 2))
+    with pytest.raises(ValueError, match="must lie in"):
+        TreeSpec(10, (-1, 3), (2, 2))
+    with pytest.raises(ValueError, match=">= 1"):
+        TreeSpec(10, (3,), (0,))
+    spec = TreeSpec(10, (0, 3, 8), (2, 3, 1))  # both ends of [0, num_steps - 2] and factor 1 are valid
+    assert [spec.factor_at(i) for i in range(10)] == [2, 1, 1, 3, 1, 1, 1, 1, 1, 1]
+    assert spec.num_leaves == 6
 
 
 def test_sde_step_formula_and_ode_limit():
@@ -158,6 +196,32 @@ def test_rollout_chunking_and_between_sde():
         tree_rollout(_Counter(), noise, sigmas[:-1], spec)
 
 
+def test_rollout_refuses_bad_arguments_and_edge_fields_follow_the_parent_row():
+    spec = TreeSpec(4, (0, 2), (2, 2))
+    sigmas = torch.linspace(1.0, 0.0, 5)
+    noise = torch.zeros(2, 1, 1, 1)
+    for kw, msg in [({"cfg_multiplier": 3}, "cfg_multiplier"), ({"between": "euler"}, "between")]:
+        with pytest.raises(ValueError, match=msg):
+            tree_rollout(_Counter(), noise, sigmas, spec, **kw)
+    with pytest.raises(ValueError, match="sigmas"):  # one sigma too many is refused too
+        tree_rollout(_Counter(), noise, torch.linspace(1.0, 0.0, 6), spec)
+
+    def doubled_std(x, v, s, sn, a, g):  # a kernel returning [2N] stds: refused, not silently subsampled
+        x1, mean, std = flow_sde_step(x, v, s, sn, a, g)
+        return x1, mean, std.repeat(2)
+
+    with pytest.raises(ValueError, match="std of shape"):
+        tree_rollout(_Counter(), noise, sigmas, spec, sde_step=doubled_std)
+    roll = tree_rollout(_Counter(), noise, sigmas, spec, generator=torch.Generator().manual_seed(0))
+    f = roll.edge_fields()
+    # edges: step 0 (2 trees x 2 children), then step 2 (4 parents x 2 children), tree-major, siblings adjacent
+    assert f["root"].tolist() == [0, 0, 1, 1] + [0] * 4 + [1] * 4
+    assert f["step"].tolist() == [0] * 4 + [2] * 8
+    torch.testing.assert_close(f["sigma"], torch.tensor([1.0] * 4 + [0.5] * 8))
+    torch.testing.assert_close(f["sigma_next"], torch.tensor([0.75] * 4 + [0.25] * 8))
+    assert f["parent_node"].tolist() == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5]
+
+
 # Hand-built tree: root 0 -> children 1, 2; 1 -> leaves 3, 4; 2 -> leaves 5, 6.
 PARENT = torch.tensor([-1, 0, 0, 1, 1, 2, 2])
 DEPTH = torch.tensor([0, 1, 1, 2, 2, 2, 2])
@@ -177,6 +241,31 @@ def test_value_propagation_hand_built():
     # several rewards at once
     two = propagate_values(PARENT, DEPTH, LEAVES, torch.stack([r, -r], 1))
     assert torch.allclose(two[:, 1], -vals)
+
+
+def test_value_propagation_skips_missing_leaves_and_is_stable_for_large_logits():
+    r = torch.tensor([1.0, 3.0, 5.0, 9.0])
+    # leaf 6 has no reward: node 2 is the mean of its valid child only, and the root of its two children
+    part = propagate_values(PARENT, DEPTH, LEAVES[:3], r[:3])
+    assert part[6].isnan() and part[2] == pytest.approx(5.0) and part[0] == pytest.approx((2.0 + 5.0) / 2)
+    # no leaf under node 2: it stays NaN and the root is node 1's value
+    sub = propagate_values(PARENT, DEPTH, LEAVES[:2], r[:2])
+    assert sub[2].isnan() and sub[0] == pytest.approx(2.0)
+    # the softmax over siblings is shift-invariant and finite for logits far outside exp's range
+    logit = torch.tensor([0.0, 0.0, 0.0, math.log(1.0), math.log(3.0), 0.0, 0.0])
+    ref = propagate_values(PARENT, DEPTH, LEAVES, r, logit)
+    for shift in (1000.0, -1000.0):
+        torch.testing.assert_close(propagate_values(PARENT, DEPTH, LEAVES, r, logit + shift), ref)
+
+
+def test_edge_advantage_clip_is_symmetric_and_zero_means_no_clip():
+    vals = propagate_values(PARENT, DEPTH, LEAVES, torch.tensor([1.0, 3.0, 5.0, 9.0]))
+    raw = edge_advantages(vals, EDGE_CHILD, PARENT, ROOT, DEPTH, "depth", eps=0.0, clip=0.0)
+    std2 = math.sqrt((3.5**2 + 1.5**2 + 0.5**2 + 4.5**2) / 4)
+    assert float(raw.min()) == pytest.approx(-3.5 / std2) and float(raw.max()) == pytest.approx(4.5 / std2)
+    clipped = edge_advantages(vals, EDGE_CHILD, PARENT, ROOT, DEPTH, "depth", eps=0.0, clip=1.1)
+    torch.testing.assert_close(clipped, raw.clamp(-1.1, 1.1))
+    assert float(clipped.min()) == pytest.approx(-1.1) and float(clipped.max()) == pytest.approx(1.1)
 
 
 def test_edge_advantages_hand_built():
@@ -217,6 +306,8 @@ def test_tree_advantages_on_rollout_and_two_trees():
     assert adv_w.shape == adv.shape and torch.isfinite(adv_w).all()
     with pytest.raises(ValueError, match="rewards"):
         tree_advantages(roll, r[:3])
+    with pytest.raises(ValueError, match="value must be"):
+        tree_advantages(roll, r, value="logp")
     # two trees of the same prompt: root_group pools them, so tree 1 (+100) gets the positive advantages
     pooled = tree_advantages(roll, r, mode="tree", eps=0.0, root_group=torch.tensor([0, 0]))
     tree1 = roll.parent_root[roll.edge_parent] == 1
@@ -257,6 +348,13 @@ def test_backward_progressive_schedule():
     assert backward_progressive_window(0, 10, initial=1, grow_every=10) == [8]
     assert backward_progressive_window(25, 10, initial=1, grow_every=10, grow_by=1) == [6, 7, 8]
     assert backward_progressive_window(10_000, 10) == list(range(9))
+    # grow_by steps are added only once a whole grow_every period has passed; train_step < 0 counts as 0
+    assert backward_progressive_window(5, 10, initial=1, grow_every=10, grow_by=2) == [8]
+    assert backward_progressive_window(10, 10, initial=1, grow_every=10, grow_by=2) == [6, 7, 8]
+    assert backward_progressive_window(-5, 10) == [8]
+    assert backward_progressive_window(0, 2) == [0]  # two sampling steps: only step 0 is trainable
+    with pytest.raises(ValueError, match="num_steps >= 2"):
+        backward_progressive_window(0, 1)
     base = TreeSpec(10, (0, 3, 6), (2, 2, 2))
     assert restrict_to_window(base, 8) == TreeSpec(10, (8,), (8,))
     assert restrict_to_window(base, 6) == TreeSpec(10, (6,), (8,))
