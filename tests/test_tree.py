@@ -241,6 +241,7 @@ def test_value_propagation_hand_built():
     # several rewards at once
     two = propagate_values(PARENT, DEPTH, LEAVES, torch.stack([r, -r], 1))
     assert torch.allclose(two[:, 1], -vals)
+    assert propagate_values(PARENT, DEPTH, LEAVES, r[:, None]).shape == (7, 1)  # [L, 1] stays 2-D
 
 
 def test_value_propagation_skips_missing_leaves_and_is_stable_for_large_logits():
@@ -302,6 +303,11 @@ def test_tree_advantages_on_rollout_and_two_trees():
     adv = tree_advantages(roll, r, mode="depth", eps=0.0)
     first = roll.edge_step == 0
     assert torch.allclose(adv[first], torch.tensor([-1.0, 1.0, -1.0, 1.0]))
+    # the clip reaches edge_advantages: +-1 at the first branch is cut to +-0.5
+    torch.testing.assert_close(
+        tree_advantages(roll, r, mode="depth", eps=0.0, clip=0.5), adv.clamp(-0.5, 0.5)
+    )
+    assert float(adv.abs().max()) > 0.5
     adv_w = tree_advantages(roll, r, mode="depth", value="logprob", temperature=1.0)
     assert adv_w.shape == adv.shape and torch.isfinite(adv_w).all()
     with pytest.raises(ValueError, match="rewards"):
