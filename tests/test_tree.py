@@ -212,6 +212,18 @@ def test_rollout_refuses_bad_arguments_and_edge_fields_follow_the_parent_row():
 
     with pytest.raises(ValueError, match="std of shape"):
         tree_rollout(_Counter(), noise, sigmas, spec, sde_step=doubled_std)
+
+    def one_std(x, v, s, sn, a, g):  # a one-element std is shared by every row, as a scalar is
+        x1, mean, std = flow_sde_step(x, v, s, sn, a, g)
+        return x1, mean, std[:1]
+
+    ref = tree_rollout(_Counter(), noise, sigmas, spec, generator=torch.Generator().manual_seed(0))
+    one = tree_rollout(
+        _Counter(), noise, sigmas, spec, sde_step=one_std, generator=torch.Generator().manual_seed(0)
+    )
+    assert torch.equal(one.parent_std, ref.parent_std) and torch.equal(one.edge_log_prob, ref.edge_log_prob)
+    with pytest.raises(ValueError, match="no branch steps"):
+        tree_rollout(_Counter(), noise, sigmas, TreeSpec(4, (), ()))
     roll = tree_rollout(_Counter(), noise, sigmas, spec, generator=torch.Generator().manual_seed(0))
     f = roll.edge_fields()
     # edges: step 0 (2 trees x 2 children), then step 2 (4 parents x 2 children), tree-major, siblings adjacent
@@ -267,6 +279,8 @@ def test_edge_advantage_clip_is_symmetric_and_zero_means_no_clip():
     clipped = edge_advantages(vals, EDGE_CHILD, PARENT, ROOT, DEPTH, "depth", eps=0.0, clip=1.1)
     torch.testing.assert_close(clipped, raw.clamp(-1.1, 1.1))
     assert float(clipped.min()) == pytest.approx(-1.1) and float(clipped.max()) == pytest.approx(1.1)
+    with pytest.raises(ValueError, match="mode must be"):
+        edge_advantages(vals, EDGE_CHILD, PARENT, ROOT, DEPTH, "leaf")
 
 
 def test_edge_advantages_hand_built():
