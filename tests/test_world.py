@@ -59,6 +59,41 @@ def test_metadata_round_trip_matches_official_schema():
         ),
         ({"tag": "dancing", "include": [{"class": "circle"}]}, "unknown tag"),
         ({"tag": "counting", "include": [{"class": "circle", "count": 9}]}, "include[0].count"),
+        ({"include": [{"class": "circle"}]}, "'tag' is missing"),
+        ({"tag": "single_object", "include": []}, "'include' must be a non-empty list"),
+        (
+            {
+                "tag": "position",
+                "include": [{"class": "circle"}, {"class": "square", "position": ["above", 0, 1]}],
+            },
+            "include[1].position must be [relation, target index]",
+        ),
+        (
+            {
+                "tag": "position",
+                "include": [{"class": "circle"}, {"class": "square", "position": ["above", 1]}],
+            },
+            "include[1].position target 1 must name an earlier clause",
+        ),
+        ({"tag": "single_object", "include": [{"class": "circle", "count": True}]}, "include[0].count"),
+        ({"tag": "single_object", "include": [{"class": "circle", "count": 0}]}, "include[0].count"),
+        ({"tag": "colors", "include": [{"class": "circle", "color": ""}]}, "include[0].color"),
+        (
+            {
+                "tag": "counting",
+                "include": [{"class": "circle", "count": 2}],
+                "exclude": [{"class": "circle"}],
+            },
+            "exclude[0] must be an object with 'class' and 'count'",
+        ),
+        (
+            {
+                "tag": "counting",
+                "include": [{"class": "circle", "count": 2}],
+                "exclude": [{"class": "square", "count": 0}],
+            },
+            "exclude[0].count must be a positive integer",
+        ),
     ],
 )
 def test_bad_specs_name_the_field(meta, field):
@@ -88,6 +123,48 @@ def test_render_tensor_contract():
 
     assert x.shape == (2, 3, 64, 64) and x.dtype == torch.float32
     assert float(x.min()) >= 0.0 and float(x.max()) <= 1.0
+    # one generator walks the batch: the same spec twice gets two layouts, the ones render draws in turn
+    spec = W.counting("circle", 4)
+    x = W.render_tensor([spec, spec], seed=1)
+    assert not torch.equal(x[0], x[1])
+    rng = random.Random(1)
+    for i in range(2):
+        want = torch.from_numpy(np.asarray(W.render(spec, rng)[0], dtype=np.float32) / 255.0).permute(2, 0, 1)
+        assert torch.equal(x[i], want)
+
+
+def test_layout_keeps_sizes_a_border_and_a_gap_between_objects():
+    """Boxes are 15-22 px, one pixel clear of the canvas edge, and 3 px apart on some axis (the detector's
+    components never merge)."""
+    for seed in range(40):
+        _, objs = W.render(W.two_object("cross", "circle") if seed % 2 else W.counting("square", 4), seed)
+        for i, o in enumerate(objs):
+            x0, y0, x1, y1 = o.box
+            assert 15 <= x1 - x0 <= 22 and y1 - y0 == x1 - x0
+            assert x0 >= 1 and y0 >= 1 and x1 <= 63 and y1 <= 63
+            for p in objs[i + 1 :]:
+                gap_x = max(p.box[0] - x1, x0 - p.box[2])
+                gap_y = max(p.box[1] - y1, y0 - p.box[3])
+                assert max(gap_x, gap_y) >= 3, (seed, o.box, p.box)
+
+
+def test_palette_distance_is_euclidean_to_each_colour_then_the_background():
+    d = W.palette_distance(np.array([[0, 0, 0], [220, 30, 30]], dtype=np.uint8))
+    assert d.shape == (2, 7)
+    assert d[0, 0] == pytest.approx((220**2 + 30**2 + 30**2) ** 0.5)  # black to red
+    assert d[0, 6] == pytest.approx(24 * 3**0.5)  # black to the background
+    assert d[1, 0] == 0.0 and d[1, 5] == pytest.approx((20**2 + 210**2 + 210**2) ** 0.5)  # red to white
+
+
+@pytest.mark.parametrize("shape", W.SHAPES)
+def test_shape_mask_is_the_shape_as_the_renderer_draws_it(shape):
+    """A white object on the background: its pixels are background + mask x (white - background)."""
+    box = (10, 12, 31, 30)  # 21 x 18, not square, so a swapped width and height shows
+    img = np.asarray(W.draw_objects([W.PlacedObject(shape, "white", box, 0)]), dtype=np.float32)
+    drawn = (img[box[1] : box[3], box[0] : box[2], 0] - W.BACKGROUND[0]) / (240 - W.BACKGROUND[0])
+    m = W.shape_mask(shape, box[2] - box[0], box[3] - box[1])
+    assert m.shape == (18, 21)
+    np.testing.assert_allclose(m, drawn, atol=1.5 / 216)
 
 
 def test_eval_set_has_all_tasks_and_held_out_pairs():
@@ -180,6 +257,8 @@ def test_a_spec_no_image_can_pass_is_refused():
     ):
         W.Spec.from_metadata(meta)
     meta["exclude"] = [{"class": "circle", "count": 4}]  # the counting task's own exclude
+    W.Spec.from_metadata(meta)
+    meta["exclude"] = [{"class": "square", "count": 1}]  # no square is asked for: one square already fails
     W.Spec.from_metadata(meta)
 
 
