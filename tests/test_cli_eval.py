@@ -655,7 +655,10 @@ def test_render_report_by_hand():
     assert "Sampler: num_inference_steps 2" in lines
     assert "| counting | 0.5000 | 2 |" in lines and "| colors | 0.0000 | 1 |" in lines
     assert "## First 1 failures" in lines and lines[-1] == "| 00000/samples/0001.png | p0 | a/b; c |"
-    assert "(1 could not be judged)" not in render_report({**summary, "n_errors": 0}, rows)
+    assert "could not be judged" not in render_report({**summary, "n_errors": 0}, rows)
+    assert "## First 2 failures" in render_report(summary, rows).splitlines()  # fewer than max_failures
+    # a run that generated its images with every setting left to the pipeline still says so
+    assert "Sampler: the pipeline's defaults" in render_report({**summary, "sampler": {}}, rows).splitlines()
 
 
 def test_judge_folder_counts_prompts_and_images_and_skips_other_folders(tmp_path, small_prompts):
@@ -804,3 +807,73 @@ def test_eval_ground_truth_defaults_to_four_images_per_prompt(tmp_path, small_pr
         == 0
     )
     assert json.loads((out / "summary.json").read_text())["n_images"] == 4 * 18
+
+
+def test_a_verdict_is_reused_only_for_the_same_image_and_prompt(tmp_path):
+    """The resume digest covers the metadata: the same picture under an edited prompt is judged again."""
+    from imgalign.eval.shapes_detector import ShapesDetector
+    from imgalign.eval.suite import image_digest, judge_folder, write_prompt_folder
+
+    imgs, circle = tmp_path / "imgs", W.single_object("circle")
+    write_prompt_folder(imgs, 0, circle.to_metadata(), [W.render(circle, 0)[0]])
+    png = imgs / "00000" / "samples" / "0000.png"
+    assert image_digest(png, {"tag": "a"}) != image_digest(png, {"tag": "b"})
+    s = judge_folder(imgs, tmp_path / "ev", ShapesDetector(), progress=False, sampler={})  # all defaults
+    assert s["overall"] == 1.0 and s["sampler"] == {}
+    (imgs / "00000" / "metadata.jsonl").write_text(json.dumps(W.single_object("square").to_metadata()) + "\n")
+    assert judge_folder(imgs, tmp_path / "ev", ShapesDetector(), progress=False)["overall"] == 0.0
+
+    def refuse(meta):
+        raise ValueError("not in this suite")
+
+    # metadata that now fails its check is not excused by the earlier verdict on the same bytes
+    s = judge_folder(imgs, tmp_path / "ev", ShapesDetector(), validate_metadata=refuse, progress=False)
+    assert s["n_errors"] == 1
+    row = json.loads((tmp_path / "ev" / "results.jsonl").read_text())
+    assert row["error"] == f"{imgs / '00000' / 'metadata.jsonl'}: not in this suite"
+
+
+def test_a_prompt_folder_needs_its_metadata_and_only_its_first_line_counts(tmp_path):
+    from imgalign.eval.suite import read_folder_index
+
+    (tmp_path / "00000" / "samples").mkdir(parents=True)
+    with pytest.raises(FileNotFoundError, match=r"00000/metadata.jsonl is missing"):
+        read_folder_index(tmp_path)
+    first, second = W.single_object("circle").to_metadata(), W.single_object("square").to_metadata()
+    (tmp_path / "00000" / "metadata.jsonl").write_text(json.dumps(first) + "\n" + json.dumps(second) + "\n")
+    (f,) = read_folder_index(tmp_path)
+    assert f.metadata == first and f.samples == []
+    (tmp_path / "00000" / "metadata.jsonl").write_text('{"tag": "single_object"}\n')
+    with pytest.raises(ValueError, match="must be a GenEval metadata object with 'tag' and 'include'"):
+        read_folder_index(tmp_path)
+
+
+def test_an_unreadable_image_is_named_by_the_users_path_not_the_copy(tmp_path, caplog):
+    """With `source_dir`, an OSError's message names the user's file (PIL's own text would name the copy); the
+    error is also logged as a warning while judging."""
+    from imgalign.eval.shapes_detector import ShapesDetector
+    from imgalign.eval.suite import judge_folder, write_prompt_folder
+
+    copy = tmp_path / "copy"
+    write_prompt_folder(copy, 0, W.single_object("circle").to_metadata(), [])
+    (copy / "00000" / "samples" / "0000.png").mkdir()  # numbered, but a folder: open() fails with EISDIR
+    s = judge_folder(copy, tmp_path / "ev", ShapesDetector(), progress=False, source_dir=tmp_path / "mine")
+    assert s["n_errors"] == 1
+    row = json.loads((tmp_path / "ev" / "results.jsonl").read_text())
+    assert (
+        row["error"]
+        == f"cannot read image {tmp_path / 'mine' / '00000' / 'samples' / '0000.png'}: Is a directory"
+    )
+    assert row["error"] in caplog.text
+
+
+def test_a_grey_or_rgba_png_is_judged_as_rgb(tmp_path):
+    from PIL import Image
+
+    from imgalign.eval.suite import load_image
+
+    for mode, fill in (("L", 200), ("RGBA", (10, 20, 30, 255))):
+        Image.new(mode, (5, 3), fill).save(tmp_path / f"{mode}.png")
+        im = load_image(tmp_path / f"{mode}.png")
+        assert im.mode == "RGB" and im.size == (5, 3)
+        assert im.getpixel((0, 0)) == ((200, 200, 200) if mode == "L" else (10, 20, 30))
