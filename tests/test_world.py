@@ -38,6 +38,7 @@ def test_metadata_round_trip_matches_official_schema():
         "prompt": "a photo of a triangle below a circle",
     }
     assert W.Spec.from_metadata(meta) == spec
+    assert W.counting("square", 3).n_objects == 3 and W.two_object("circle", "cross").n_objects == 2
     c = W.counting("square", 2).to_metadata()
     assert c["exclude"] == [{"class": "square", "count": 3}]
 
