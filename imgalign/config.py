@@ -153,8 +153,8 @@ def _coerce(value: Any, tp: Any, key: str, specs: bool = False) -> Any:
         raise ConfigError(errors[0] if errors else f"{key}: cannot be {value!r}")
     if origin is typing.Literal:
         if isinstance(value, bool) and value not in args:
-            # YAML 1.1 reads an unquoted yes/no, on/off, true/false as a bool (mixed_precision: no): take the choice
-            # that was written, when only one of the field's choices reads as that bool
+            # YAML 1.1 reads an unquoted yes/no, on/off, true/false as a bool (mixed_precision: no): take the field's
+            # one choice that YAML reads as that bool (so `off` and `false` are "no" there too)
             words = [a for a in args if isinstance(a, str) and a.lower() in _YAML_BOOL_WORDS[value]]
             if len(words) > 1:
                 raise ConfigError(
