@@ -269,3 +269,88 @@ def test_full_save_loads_with_from_pretrained(sd3_dir, tmp_path, diffusers_save_
             torch.testing.assert_close(
                 ad.velocity(x, 0.3, cond, transformer=ref), base.velocity(x, 0.3, cond)
             )
+
+
+def test_the_shapes_model_takes_its_trained_size_multiples_of_vae_factor_times_patch_and_its_context():
+    """The shapes model (VAE factor 4, patch 2, sample_size 16): 64x64 images by default, latents [4, H/4, W/4]
+    (height first), sides multiples of 8 (the refusal names a size it can take), CLIP tokens + 1 zero 'T5' token."""
+    from imgalign.sampling import MAX_SEQUENCE_LENGTH
+
+    ad = load_adapter("shapes")
+    assert (ad.height, ad.width, ad.latent_shape()) == (64, 64, (4, 16, 16))
+    assert load_adapter("shapes", height=32, width=64).latent_shape() == (4, 8, 16)
+    with pytest.raises(
+        ValueError, match=r"width 36 does not fit this model: use a multiple of 8 .*e\.g\. 32 "
+    ):
+        load_adapter("shapes", width=36)  # a multiple of the VAE factor alone is not enough
+    with pytest.raises(
+        ValueError, match=r"height 4 does not fit this model: use a multiple of 8 .*e\.g\. 8 "
+    ):
+        load_adapter("shapes", height=4)
+    t = ad.encode(["a red circle"]).embeds.shape[1]
+    assert t == ad.pipe.tokenizer.model_max_length + MAX_SEQUENCE_LENGTH
+
+
+def test_flux_encodes_the_pipelines_default_512_t5_tokens(flux_dir):
+    ad = load_adapter(flux_dir)
+    assert ad.max_sequence_length == 512 and ad.encode(["a cat"]).embeds.shape[1] == 512
+
+
+def test_init_noise_draws_each_latent_from_its_own_generator(sd3_dir):
+    ad = load_adapter(sd3_dir)
+    x = ad.init_noise([torch.Generator().manual_seed(i) for i in (3, 4)])
+    for row, s in zip(x, (3, 4)):
+        assert torch.equal(row, torch.randn(ad.latent_shape(), generator=torch.Generator().manual_seed(s)))
+
+
+def test_lora_layers_scale_by_alpha_over_rank_and_the_checkpoint_records_them(sd3_dir, tmp_path):
+    ad = load_adapter(sd3_dir)
+    ad.add_lora(rank=2, alpha=6)
+    scalings = [m.scaling["default"] for m in ad.transformer.modules() if hasattr(m, "scaling")]
+    assert scalings and all(s == 3.0 for s in scalings)
+    ad.save(tmp_path / "lora", base_model=str(sd3_dir))
+    info = json.loads((tmp_path / "lora" / "imgalign_model.json").read_text())
+    assert info == {
+        "family": "sd3",
+        "base_model": str(sd3_dir),
+        "lora": {"rank": 2, "alpha": 6, "target_modules": ["to_k", "to_q", "to_v", "to_out.0"]},
+    }
+
+
+def test_bfloat16_text_conditioning_is_cached_in_float32(sd3_dir):
+    c = load_adapter(sd3_dir, dtype=torch.bfloat16).encode(["a circle", "a square"])
+    assert c.embeds.dtype == c.pooled.dtype == torch.float32
+
+
+def test_sd3_dynamic_shifting_takes_the_non_square_image_sequence_length(sd3_dir):
+    """With a dynamically shifted scheduler (μ from the image's token count), the σ schedule of an 8x12 image is
+    the one the pipeline itself sets for that size (tokens = 8·12, not 8·8)."""
+    from diffusers import FlowMatchEulerDiscreteScheduler
+
+    ad = load_adapter(sd3_dir, height=8, width=12)
+    config = ad.pipe.scheduler.config
+    ad.pipe.scheduler = FlowMatchEulerDiscreteScheduler.from_config(config, use_dynamic_shifting=True)
+    ours = ad.sigmas(3)
+    pipeline_sample(ad, ["a circle"], 3, 1.0, None, (8, 12))
+    torch.testing.assert_close(ours, ad.pipe.scheduler.sigmas.float())
+
+
+def test_bfloat16_flux_timestep_is_rounded_as_the_pipeline_rounds_it(flux_dir, monkeypatch):
+    """FluxPipeline passes t.to(dtype) / 1000 with t = 1000·σ: in bfloat16, σ = 0.75 -> t = 752 -> 0.75390625
+    (rounding σ itself would give 0.75)."""
+    ad = load_adapter(flux_dir, dtype=torch.bfloat16, max_sequence_length=77)
+    seen = []
+    real = ad.transformer.forward
+    monkeypatch.setattr(ad.transformer, "forward", lambda **kw: seen.append(kw["timestep"]) or real(**kw))
+    ad.velocity(ad.init_noise([torch.Generator().manual_seed(0)]), 0.75, ad.encode(["a cat"]), 3.5)
+    assert seen[0].dtype == torch.bfloat16 and float(seen[0][0]) == 0.75390625
+
+
+def test_flux_without_a_guidance_embedding_matches_the_pipeline(tmp_path):
+    """A FLUX.1-schnell-like transformer (no guidance_embeds) gets no guidance input and samples as the pipeline."""
+    ad = load_adapter(tiny_flux_pipeline(tmp_path, guidance_embeds=False), max_sequence_length=77)
+    prompts = ["a photo of a cat", "a dog"]
+    ours = ode_sample(ad, prompts, 2, 3.5, [torch.Generator().manual_seed(i) for i in range(2)])
+    init = ad.init_noise([torch.Generator().manual_seed(i) for i in range(2)])
+    ref = pipeline_sample(ad, prompts, 2, 3.5, init, (8, 8), max_sequence_length=77)
+    torch.testing.assert_close(ours, ref, rtol=1e-4, atol=1e-5)
