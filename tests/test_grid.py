@@ -374,6 +374,19 @@ def test_sizes_read_from_the_configs_are_the_loaded_pipelines(models, tmp_path):
     assert folder_sizes(models["overlay"]) is None  # a transformer alone: no model_index.json
 
 
+def test_folder_sizes_of_an_overlay_read_the_overlay_transformers_config(tmp_path):
+    """The shapes model (VAE factor 4, patch 2, grid 8): sides 8..64; its VAE under a transformer whose grid is 16
+    (given as `transformer_folder`) takes 8..128. The trained size stays 16 x 4."""
+    from imgalign.hub import embedded_path
+    from imgalign.sampling import folder_sizes
+
+    base = embedded_path("shapes")
+    config = json.loads((base / "transformer" / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**config, "pos_embed_max_size": 16}))
+    assert folder_sizes(base) == ([8 * k for k in range(1, 9)], 64)
+    assert folder_sizes(base, tmp_path) == ([8 * k for k in range(1, 17)], 64)
+
+
 def _centre(g: np.ndarray, colour: tuple[int, int, int]) -> tuple[float, float]:
     ys, xs = np.nonzero((g == colour).all(-1))
     return float(ys.mean()), float(xs.mean())

@@ -869,3 +869,24 @@ def test_grounding_dino_refuses_a_query_whose_tokens_it_cannot_locate(tiny):
     d.processor = Shifted()
     with pytest.raises(ValueError, match="cannot locate the class names"):
         d(Image.new("RGB", (32, 32)))
+
+
+def test_generate_images_passes_the_callers_settings_and_takes_one_prompt_per_call_at_batch_size_zero():
+    """A caller's output_type wins over the default 'pil'; unset settings are left to the pipeline; batch_size 0
+    still samples (one prompt per call), each image seeded on its own CPU generator."""
+    from types import SimpleNamespace
+
+    from imgalign.sampling import generate_images
+
+    calls = []
+
+    def pipe(prompt, generator, **kw):
+        calls.append((prompt, [g.initial_seed() for g in generator], kw))
+        return SimpleNamespace(images=list(prompt))
+
+    out = generate_images(pipe, ["a", "b"], [5, 6], batch_size=0, steps=3, output_type="pt")
+    assert out == ["a", "b"]
+    assert calls == [
+        (["a"], [5], {"output_type": "pt", "num_inference_steps": 3}),
+        (["b"], [6], {"output_type": "pt", "num_inference_steps": 3}),
+    ]

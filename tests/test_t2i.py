@@ -88,6 +88,18 @@ def test_unknown_words_strip_punctuation_and_case():
     assert unknown_words("a photo of a zebra!") == ["zebra"]
 
 
+def test_sampling_warns_only_about_words_outside_the_vocabulary_whatever_their_case_and_punctuation(caplog):
+    from types import SimpleNamespace
+
+    from imgalign.sampling import warn_unknown_words
+
+    vocab = {f"{w}</w>": i for i, w in enumerate(["a", "photo", "of", "red", "circle"])}
+    pipe = SimpleNamespace(tokenizer=SimpleNamespace(get_vocab=lambda: vocab))
+    with caplog.at_level(logging.WARNING, logger="imgalign.sampling"):
+        warn_unknown_words(pipe, ["A Photo of a RED circle.", "a (red) zebra!"])
+    assert caplog.text.rstrip().endswith("never learned): zebra")
+
+
 def test_the_vocabulary_ids_are_contiguous():
     from imgalign.pretrain.tokenizer import build_vocab
 
@@ -399,15 +411,19 @@ def test_load_and_generate_batch_independent(tiny_pipeline_dir):
 
 def test_unknown_words_warn_and_bad_size_raises(tiny_pipeline_dir, caplog):
     from imgalign.pipelines import load_pipeline
-    from imgalign.sampling import generate
+    from imgalign.sampling import generate, generate_images
 
     pipe = load_pipeline(tiny_pipeline_dir)
     with caplog.at_level(logging.WARNING, logger="imgalign.sampling"):
         (img,) = generate(pipe, ["a photo of a purple zebra"], [0], num_inference_steps=1)
     assert "zebra" in caplog.text and "purple" not in caplog.text.split("vocabulary")[-1]
     assert img.size == (64, 64)
-    with pytest.raises(ValueError, match=r"height=72 .*64"):
+    (img,) = generate(pipe, ["a photo of a circle"], [0], num_inference_steps=1, height=64, width=32)
+    assert img.size == (32, 64)  # PIL: (width, height)
+    with pytest.raises(ValueError, match=r"height=72 .*\(trained at 64\)"):
         generate(pipe, ["a photo of a circle"], [0], height=72, width=64)
+    with pytest.raises(ValueError, match=r"height=72 "):
+        generate_images(pipe, ["a photo of a circle"], [0], steps=1, size=72)
     with pytest.raises(ValueError, match="width=128"):
         generate(pipe, ["a photo of a circle"], [0], height=64, width=128)
     with pytest.raises(ValueError, match="one seed per prompt"):
