@@ -143,20 +143,16 @@ def build_tiny_detr(folder: Path, seed: int = 0) -> Path:
     return folder
 
 
-def build_tiny_owlv2(folder: Path, seed: int = 0) -> Path:
-    """A tiny random Owlv2ForObjectDetection with a character-level CLIP tokenizer and its processor."""
-    from transformers import (
-        CLIPTokenizer,
-        Owlv2Config,
-        Owlv2ForObjectDetection,
-        Owlv2ImageProcessor,
-        Owlv2Processor,
-    )
+def _tiny_owl(folder: Path, seed: int, version: str) -> Path:
+    """A tiny random OWL detector (``v2``: OWLv2; ``v1``: OWL-ViT) with a character-level CLIP tokenizer and its
+    processor."""
+    import transformers as tf
 
+    prefix = {"v2": "Owlv2", "v1": "OwlViT"}[version]
     torch.manual_seed(seed)
-    tok = CLIPTokenizer.from_pretrained(write_clip_tokenizer(folder.parent / f".{folder.name}-tokenizer"))
+    tok = tf.CLIPTokenizer.from_pretrained(write_clip_tokenizer(folder.parent / f".{folder.name}-tokenizer"))
     n = len(tok)
-    cfg = Owlv2Config(
+    cfg = getattr(tf, f"{prefix}Config")(
         text_config=dict(
             vocab_size=n, hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
             max_position_embeddings=16, bos_token_id=n - 2, eos_token_id=n - 1, pad_token_id=n - 1,
@@ -167,44 +163,22 @@ def build_tiny_owlv2(folder: Path, seed: int = 0) -> Path:
         ),
         projection_dim=16,
     )  # fmt: skip
-    Owlv2ForObjectDetection(cfg).eval().save_pretrained(folder)
-    proc = Owlv2Processor(
-        image_processor=Owlv2ImageProcessor(size={"height": 32, "width": 32}), tokenizer=tok
-    )
-    proc.save_pretrained(folder)
+    getattr(tf, f"{prefix}ForObjectDetection")(cfg).eval().save_pretrained(folder)
+    size = {"height": 32, "width": 32}
+    sizes = {"size": size} if version == "v2" else {"size": size, "crop_size": size}  # OWL-ViT centre-crops
+    image_processor = getattr(tf, f"{prefix}ImageProcessor")(**sizes)
+    getattr(tf, f"{prefix}Processor")(image_processor=image_processor, tokenizer=tok).save_pretrained(folder)
     return folder
+
+
+def build_tiny_owlv2(folder: Path, seed: int = 0) -> Path:
+    """A tiny random Owlv2ForObjectDetection (boxes relative to the square it pads the image to)."""
+    return _tiny_owl(folder, seed, "v2")
 
 
 def build_tiny_owlvit(folder: Path, seed: int = 0) -> Path:
-    """A tiny random OwlViTForObjectDetection (OWL-ViT v1: boxes relative to the image, not to a padded square) with a
-    character-level CLIP tokenizer and its processor."""
-    from transformers import (
-        CLIPTokenizer,
-        OwlViTConfig,
-        OwlViTForObjectDetection,
-        OwlViTImageProcessor,
-        OwlViTProcessor,
-    )
-
-    torch.manual_seed(seed)
-    tok = CLIPTokenizer.from_pretrained(write_clip_tokenizer(folder.parent / f".{folder.name}-tokenizer"))
-    n = len(tok)
-    cfg = OwlViTConfig(
-        text_config=dict(
-            vocab_size=n, hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
-            max_position_embeddings=16, bos_token_id=n - 2, eos_token_id=n - 1, pad_token_id=n - 1,
-        ),
-        vision_config=dict(
-            hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2, image_size=32,
-            patch_size=8,
-        ),
-        projection_dim=16,
-    )  # fmt: skip
-    OwlViTForObjectDetection(cfg).eval().save_pretrained(folder)
-    size = {"height": 32, "width": 32}
-    proc = OwlViTProcessor(image_processor=OwlViTImageProcessor(size=size, crop_size=size), tokenizer=tok)
-    proc.save_pretrained(folder)
-    return folder
+    """A tiny random OwlViTForObjectDetection (OWL-ViT v1: boxes relative to the image)."""
+    return _tiny_owl(folder, seed, "v1")
 
 
 def build_tiny_mask2former(folder: Path, seed: int = 0) -> Path:
