@@ -180,9 +180,8 @@ def final_metrics(
     the metrics and the elapsed seconds."""
     elapsed = time.time() - t0
     metrics = evaluate()
-    if (
-        loss_avg is None
-    ):  # a rerun of a finished run whose checkpoint predates its loss average: the last logged
+    # a rerun of a finished run whose checkpoint predates its loss average: the last loss logged
+    if loss_avg is None:
         logged = [h["train/loss"] for h in history if isinstance(h.get("train/loss"), (int, float))]
         loss_avg = next((v for v in reversed(logged) if math.isfinite(v)), None)
     metrics["train/loss"] = float(loss_avg) if loss_avg is not None else float("nan")
