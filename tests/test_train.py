@@ -724,19 +724,29 @@ def test_update_metrics_are_means_over_valid_samples_whatever_the_padding(sd3_di
     ] == pytest.approx(1.0, abs=1e-4)
 
 
+def _edit_rollouts(tr, edit) -> None:
+    """Wrap the trainer's rollout so that `edit(ro)` changes each rollout in place before the trainer sees it (a
+    diverged sample, a NaN log-density)."""
+    inner = tr.rollout_fn
+
+    def edited(ctx, prompts, meta, ids, gids):
+        ro = inner(ctx, prompts, meta, ids, gids)
+        edit(ro)
+        return ro
+
+    tr.rollout_fn = edited
+
+
 def test_a_diverged_sample_is_masked_and_never_reaches_the_weights(sd3_dir, tmp_path, caplog):
     """A rollout sample with NaN latents and image (a diverged policy) is warned about and masked like a NaN reward;
     it is padded into the update here (2 valid rows < 4 updates), and the weights stay finite."""
     tr = _sgd_trainer(sd3_dir, tmp_path, micro_batch_size=1, updates_per_step=4)
-    inner = tr.rollout_fn
 
-    def diverging(ctx, prompts, meta, ids, gids):
-        ro = inner(ctx, prompts, meta, ids, gids)
+    def diverging(ro):
         ro.latents[2:8] = float("nan")
         ro.images[2:8] = float("nan")
-        return ro
 
-    tr.rollout_fn = diverging
+    _edit_rollouts(tr, diverging)
     with caplog.at_level("WARNING"):
         m = tr.train_step(0)
     assert "6 sample(s) of the rollout are not finite" in caplog.text
@@ -749,14 +759,7 @@ def test_a_sample_with_only_non_finite_log_densities_is_masked_too(sd3_dir, tmp_
     """Finite latents and image but a NaN rollout log-density (the ratio's denominator): masked and zeroed like a
     diverged sample, so the update stays finite."""
     tr = _sgd_trainer(sd3_dir, tmp_path, micro_batch_size=1, updates_per_step=4)
-    inner = tr.rollout_fn
-
-    def nan_log_prob(ctx, prompts, meta, ids, gids):
-        ro = inner(ctx, prompts, meta, ids, gids)
-        ro.log_probs[5] = float("nan")
-        return ro
-
-    tr.rollout_fn = nan_log_prob
+    _edit_rollouts(tr, lambda ro: ro.log_probs[5].fill_(float("nan")))
     with caplog.at_level("WARNING"):
         m = tr.train_step(0)
     assert "1 sample(s) of the rollout are not finite" in caplog.text
@@ -807,16 +810,13 @@ def test_diverged_samples_stay_out_of_stateful_rewards(sd3_dir, tmp_path):
     cfg_d["rewards"]["names"] = ["imgalign.trainers.testing:RunningMeanReward"]
     tr = FlowGRPOTrainer(load_config(FlowGRPOConfig, write(cfg_d, tmp_path / "c.yaml")), tmp_path / "run")
     tr.setup()
-    inner = tr.rollout_fn
     seen = {}
 
-    def diverging(ctx, prompts, meta, ids, gids):
-        ro = inner(ctx, prompts, meta, ids, gids)
+    def diverging(ro):
         ro.images[1] = float("nan")
         seen["mean"] = float(ro.images[[0, *range(2, 8)]].mean(dim=(1, 2, 3)).sum())
-        return ro
 
-    tr.rollout_fn = diverging
+    _edit_rollouts(tr, diverging)
     m = tr.train_step(0)
     r = tr.rewards["running_mean"]
     assert m["reward/running_mean/count"] == 7 and r.count == 7
@@ -831,14 +831,7 @@ def test_a_diverged_sample_is_masked_even_when_a_reward_scores_it_finite(sd3_dir
     from imgalign.rewards.base import RewardOutput
 
     tr = _sgd_trainer(sd3_dir, tmp_path, micro_batch_size=8, updates_per_step=1)
-    inner = tr.rollout_fn
-
-    def diverging(ctx, prompts, meta, ids, gids):
-        ro = inner(ctx, prompts, meta, ids, gids)
-        ro.images[3] = float("nan")
-        return ro
-
-    tr.rollout_fn = diverging
+    _edit_rollouts(tr, lambda ro: ro.images[3].fill_(float("nan")))
     shown = []
 
     def scores_everything(images, prompts, metadata):
@@ -861,14 +854,7 @@ def test_a_diverged_sample_is_black_in_the_sample_grid(sd3_dir, tmp_path):
     from PIL import Image
 
     tr = _sgd_trainer(sd3_dir, tmp_path, micro_batch_size=8, updates_per_step=1)
-    inner = tr.rollout_fn
-
-    def diverging(ctx, prompts, meta, ids, gids):
-        ro = inner(ctx, prompts, meta, ids, gids)
-        ro.images[2] = float("inf")
-        return ro
-
-    tr.rollout_fn = diverging
+    _edit_rollouts(tr, lambda ro: ro.images[2].fill_(float("inf")))
     tr.train_step(0)
     grid = np.asarray(Image.open(tr.out / "samples" / "step-000001.png"))
     w = grid.shape[1] // 8  # one row of the 8 samples
