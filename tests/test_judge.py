@@ -514,3 +514,42 @@ def test_unmix_gives_each_palette_colour_full_alpha_and_clips_brighter_pixels_to
         assert alpha[0] == pytest.approx([t] * len(W.COLORS), abs=0.01)
     _, alpha = unmix(np.zeros((1, 1, 3), dtype=np.uint8))
     assert alpha.min() == 0.0
+
+
+def test_soft_credit_reads_at_most_16_objects_per_class_as_the_strict_rules_do():
+    """GenEval keeps the 16 most confident detections of a class; the soft credit reads the same 16, so a faint red
+    circle ranked 17th behind 16 blue ones earns nothing (it would earn 0.2 / 0.3 of its clause as the 16th)."""
+    red = {"tag": "colors", "include": [{"class": "circle", "count": 1, "color": "red"}]}
+    faint = D(0, 50, 9, 59, 0.2, color="red")
+    for n_blue, want in ((15, 0.2 / 0.3), (16, 0.0)):
+        blue = [D(i * 4, 0, i * 4 + 3, 3, 0.95, color="blue") for i in range(n_blue)]
+        raw = {"circle": blue + [faint]}
+        assert not judge(None, raw, red).correct
+        assert soft_credit(None, raw, red) == pytest.approx(want)
+
+
+def test_shapes_detector_soft_iou_leaves_out_another_colours_pixels_in_the_box():
+    """A blue square in a corner of a red circle's box (outside the disc) changes none of the circle's class
+    confidences: only the circle's own colour, its component and its faint rim, enters its soft IoU."""
+    circle = W.PlacedObject("circle", "red", (10, 10, 50, 50), 0)
+    (alone,) = DET(W.draw_objects([circle]))["circle"]
+    dets = DET(W.draw_objects([circle, W.PlacedObject("square", "blue", (10, 10, 14, 14), 1)]))
+    (beside,) = dets["circle"]
+    assert [d.color for d in dets["square"]] == ["blue"]
+    assert beside.class_scores == pytest.approx(alone.class_scores, abs=1e-6)
+
+
+def test_shapes_detector_foreground_is_alpha_above_one_half_by_default():
+    """A pixel is foreground when its blend toward a palette colour is above 0.5: a uniform square at 0.45 of the
+    way from the background to red is not an object, one at 0.55 is (a red square of confidence (0.55 - 0.5) /
+    0.4, its soft IoU being its alpha)."""
+    bg, red = np.array(W.BACKGROUND, dtype=float), np.array(W.COLORS["red"], dtype=float)
+    found = {}
+    for t in (0.45, 0.55):
+        rgb = np.tile(bg, (64, 64, 1))
+        rgb[20:40, 20:40] = bg + t * (red - bg)
+        found[t] = DET(np.round(rgb).astype(np.uint8))
+    assert found[0.45] == {}
+    (sq,) = found[0.55]["square"]
+    assert sq.color == "red" and sq.box == (20, 20, 40, 40)
+    assert sq.score == pytest.approx((0.55 - 0.5) / 0.4, abs=0.03)
