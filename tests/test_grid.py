@@ -692,3 +692,23 @@ def test_a_ragged_grid_is_refused_by_name():
     im = Image.new("RGB", (8, 8))
     with pytest.raises(ValueError, match="do not line up"):
         labelled_grid([[im, im], [im]], ["p1", "p2"], ["m1", "m2"])
+
+
+def test_the_size_check_reads_an_overlays_transformer_or_its_transformer_subfolder(tmp_path):
+    """Before loading, a fine-tuned transformer given as the overlay folder itself or as its `transformer/`
+    subfolder (a full fine-tune's checkpoint) sets the sizes: the shapes model takes at most 64, its VAE under a
+    transformer whose grid is 16 takes 128."""
+    from imgalign.commands.grid import check_size_before_loading
+    from imgalign.hub import embedded_path
+    from imgalign.pipelines import parse_model_arg
+
+    config = json.loads((embedded_path("shapes") / "transformer" / "config.json").read_text())
+    (tmp_path / "run" / "transformer").mkdir(parents=True)
+    for folder in (tmp_path, tmp_path / "run" / "transformer"):
+        (folder / "config.json").write_text(json.dumps({**config, "pos_embed_max_size": 16}))
+    with pytest.raises(ValueError, match="model 'shapes': --size=128 is not an image size"):
+        check_size_before_loading(parse_model_arg("shapes"), 128)
+    for overlay in (tmp_path, tmp_path / "run"):
+        check_size_before_loading(parse_model_arg(f"shapes+{overlay}"), 128)
+        with pytest.raises(ValueError, match="--size=136 is not an image size"):
+            check_size_before_loading(parse_model_arg(f"shapes+{overlay}"), 136)
