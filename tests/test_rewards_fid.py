@@ -235,3 +235,72 @@ def test_fid_needs_two_members_and_stats_of_its_own_features(tmp_path) -> None:
     save_stats(tmp_path / "s.safetensors", r.mu_ref, r.sigma_ref, 16, "shapes-clip")
     with pytest.raises(ValueError, match="computed with features 'shapes-clip', not 'stats'"):
         FIDReward(features="stats", ref=str(tmp_path / "s.safetensors"))
+
+
+def test_mean_cov_refuses_one_sample_and_stats_files_of_another_kind(tmp_path) -> None:
+    """One sample has no covariance (n − 1 = 0): refused, not a division by zero; a safetensors file that is not
+    imgalign FID statistics (no kind tag) is refused by name."""
+    from safetensors.torch import save_file
+
+    x = torch.ones(1, 3, dtype=torch.float64)
+    with pytest.raises(ValueError, match="need at least 2 samples"):
+        mean_cov(x.sum(0), x.T @ x, 1)
+    save_file({"mu": torch.zeros(3), "sigma": torch.eye(3)}, str(tmp_path / "other.safetensors"))
+    with pytest.raises(ValueError, match="is not an imgalign FID stats file"):
+        load_stats(tmp_path / "other.safetensors")
+
+
+def test_a_full_set_resumes_with_its_saved_sums_and_an_old_state_rebuilds_them() -> None:
+    """A set that is full (the usual case in a long run) and has slid resumes with its saved running sums; a state
+    without sums (an older one) rebuilds them from the buffer; a state of another encoder is refused."""
+    g = torch.Generator().manual_seed(4)
+    r = FIDReward(features="stats", ref="shapes", ref_size=64, set_size=6)
+    for _ in range(4):
+        r.update(torch.rand(3, 3, 64, 64, generator=g))  # 12 pushed: full, 6 evicted
+    state = r.state_dict()
+    assert state["buffer"].shape[0] == 6
+    resumed = FIDReward(features="stats", ref="shapes", ref_size=64, set_size=6)
+    resumed.load_state_dict(state)
+    assert torch.equal(resumed.sum1, r.sum1) and torch.equal(resumed.sum2, r.sum2)
+    old = FIDReward(features="stats", ref="shapes", ref_size=64, set_size=6)
+    old.load_state_dict({k: v for k, v in state.items() if k not in ("sum1", "sum2")})
+    torch.testing.assert_close(old.sum1, state["buffer"].sum(0))
+    torch.testing.assert_close(old.sum2, state["buffer"].T @ state["buffer"])
+    with pytest.raises(ValueError, match="state was saved with features 'shapes-clip', not 'stats'"):
+        resumed.load_state_dict({**state, "features": "shapes-clip"})
+
+
+def test_a_saved_state_is_a_copy_of_the_running_sums() -> None:
+    """state_dict copies the sums: later updates (in place, +=) do not change a state already taken."""
+    g = torch.Generator().manual_seed(5)
+    r = FIDReward(features="stats", ref="shapes", ref_size=64, set_size=8)
+    r.update(torch.rand(3, 3, 64, 64, generator=g))
+    state = r.state_dict()
+    s1, s2 = state["sum1"].clone(), state["sum2"].clone()
+    r.update(torch.rand(2, 3, 64, 64, generator=g))
+    assert torch.equal(state["sum1"], s1) and torch.equal(state["sum2"], s2)
+    resumed = FIDReward(features="stats", ref="shapes", ref_size=64, set_size=8)
+    resumed.load_state_dict(state)
+    resumed.update(torch.rand(2, 3, 64, 64, generator=g))
+    assert torch.equal(state["sum1"], s1) and torch.equal(state["sum2"], s2)
+
+
+def test_init_starts_from_a_folder_and_only_sample_and_group_modes_exist(tmp_path) -> None:
+    """init=FOLDER fills the set with that folder's images (oldest first), so the reward is ready at once; a mode
+    other than sample/group is refused, and group mode is refused for training."""
+    from PIL import Image
+
+    g = torch.Generator().manual_seed(6)
+    for i, im in enumerate(torch.rand(3, 64, 64, 3, generator=g)):
+        Image.fromarray((im.numpy() * 255).astype(np.uint8)).save(tmp_path / f"{i}.png")
+    from imgalign.rewards.fid import folder_images
+
+    r = FIDReward(features="stats", ref="shapes", ref_size=16, set_size=8, init=str(tmp_path))
+    feats = r.encoder(folder_images(tmp_path)).double()
+    assert r.ready() and torch.equal(r.buffer, feats)
+    torch.testing.assert_close(r.sum1, feats.sum(0))
+    with pytest.raises(ValueError, match="mode must be 'sample' or 'group', got 'batch'"):
+        FIDReward(features="stats", ref_size=16, mode="batch")
+    assert (
+        FIDReward.training_error({"mode": "group"}) and FIDReward.training_error({"mode": "sample"}) is None
+    )
