@@ -506,3 +506,62 @@ def test_stats_fourier_features_of_a_sinusoid_by_hand() -> None:
 
 def test_feature_encoders_take_an_empty_batch() -> None:
     assert build_features("stats")(torch.zeros(0, 3, 16, 16)).shape == (0, build_features("stats").dim)
+
+
+def test_a_logit_of_zero_is_negative_and_one_image_gets_one_logit() -> None:
+    """accuracy counts a logit of exactly 0 as a negative on both sides (a positive at 0 is wrong); a batch of one
+    image gives logits of shape (1,), not a 0-d tensor (scoring a single image iterates over them)."""
+    from imgalign.rewards.heads import accuracy
+
+    head = FeatureHead(1)
+    with torch.no_grad():
+        head.net[0].weight.fill_(1.0)
+        head.net[0].bias.zero_()
+    zero = torch.zeros(1, 1)
+    assert accuracy(head, zero, zero) == pytest.approx(1 / 2)
+    assert head(zero).shape == (1,) and FeatureHead(3, hidden=4)(torch.randn(1, 3)).shape == (1,)
+    r = build_reward("discriminator:features=stats,ref_size=8,hidden=4")
+    out = r(torch.rand(1, 3, 64, 64), [""])
+    assert out.scores.shape == (1,) and len(out.details) == 1
+
+
+def test_discriminator_options_at_their_boundaries() -> None:
+    """patch_weight is in [0, 1) (at 1 the CLS logit would drop out of the reward); clip must be > 0 (0 would
+    make every clipped reward 0)."""
+    with pytest.raises(ValueError, match=r"patch_weight must be in \[0, 1\), got 1.0"):
+        build_reward("discriminator:features=stats,ref_size=8,patch_weight=1.0")
+    with pytest.raises(ValueError, match="clip must be > 0 with reward=clipped, got 0"):
+        build_reward("discriminator:features=stats,ref_size=8,reward=clipped,clip=0")
+
+
+def test_fit_head_trains_with_the_loss_it_is_given_and_load_head_wants_a_head_file(tmp_path: Path) -> None:
+    """fit_head's loss= reaches the training step (hinge and bce fit different heads from the same start); a
+    safetensors file that is not a feature head (no kind tag) is refused by name."""
+    from safetensors.torch import save_file
+
+    g = torch.Generator().manual_seed(2)
+    pos, neg = torch.randn(10, 3, generator=g) + 1, torch.randn(10, 3, generator=g)
+    bce = fit_head(pos, neg, epochs=3, val_frac=0.0).head.net[0].weight
+    hinge = fit_head(pos, neg, epochs=3, val_frac=0.0, loss="hinge").head.net[0].weight
+    assert not torch.allclose(bce, hinge)
+    save_file({"mean": torch.zeros(3)}, str(tmp_path / "x.safetensors"), metadata={"task": "artifact"})
+    with pytest.raises(ValueError, match="is not an imgalign feature head"):
+        load_head(tmp_path / "x.safetensors")
+
+
+def test_fit_discriminator_holds_out_the_val_frac_it_is_given(tmp_path: Path) -> None:
+    """fit_discriminator passes val_frac on: 0 trains on every image and reports no val_acc."""
+    from imgalign.rewards.discriminator import fit_discriminator
+
+    real = write_folder(tmp_path / "real", shapes_reference_images(6, seed=1))
+    fake = write_folder(tmp_path / "fake", degrade(shapes_reference_images(6, seed=2)))
+    out = tmp_path / "d.safetensors"
+    held = fit_discriminator(real, fake, "stats", out, hidden=0, epochs=2)
+    full = fit_discriminator(real, fake, "stats", out, hidden=0, epochs=2, val_frac=0.0)
+    assert "val_acc" in held and "val_acc" not in full
+
+
+def test_a_smear_blurs_with_a_normalised_kernel() -> None:
+    """A motion blur averages: a flat image comes out unchanged (an unnormalised kernel would brighten it)."""
+    x = torch.full((3, 32, 32), 0.4)
+    torch.testing.assert_close(add_artifact(x, "smear", random.Random(0)), x)
