@@ -1582,6 +1582,18 @@ def test_score_all_warns_by_reward_name_except_on_known_bad_rows(caplog):
     assert "'judge' returned 1 non-finite score(s)" in caplog.text and "['c']" in caplog.text
 
 
+def test_score_all_stacks_one_row_per_reward_in_order():
+    """[K, B]: row k holds reward k's scores of the B images, in the order of the rewards dict."""
+    from imgalign.rewards.base import RewardOutput
+    from imgalign.trainers.rewarding import score_all
+
+    def const(v):
+        return lambda images, prompts, metadata: RewardOutput(torch.arange(3.0) + v)
+
+    s = score_all({"a": const(0.0), "b": const(10.0)}, torch.zeros(3, 3, 4, 4), ["x", "y", "z"], [{}] * 3)
+    assert s.tolist() == [[0.0, 1.0, 2.0], [10.0, 11.0, 12.0]] and s.dtype == torch.float32
+
+
 def test_a_unique_reward_name_equal_to_another_rewards_key_names_every_reward_by_its_key():
     """geneval:mode=strict and geneval share the name geneval (so both take their keys), and a third reward is
     named geneval:mode_strict: names would collide, so every reward is named by its key."""
@@ -1980,6 +1992,41 @@ def test_cuda_rng_states_are_restored_in_device_order(monkeypatch):
     tensors.update({f"torch_cuda_{i}": torch.tensor([i], dtype=torch.uint8) for i in range(12)})
     C.set_rng_state(js, tensors)
     assert got == list(range(12))
+
+
+def test_checkpoint_readers_name_the_file_and_refuse_a_pickle_beyond_tensors(tmp_path):
+    """Every reader raises CheckpointReadError naming the file and its checkpoint: a missing file says so, a
+    state.json that is not UTF-8 text is damaged too, and .pt files load with weights_only=True, so a pickle
+    holding more than tensors and plain containers (it could run code on load) is refused, not unpickled."""
+    from pathlib import PurePosixPath
+
+    from imgalign.trainers import checkpoint as C
+
+    ckpt = tmp_path / "checkpoints" / "step-000001"
+    st = ckpt / "trainer_state"
+    st.mkdir(parents=True)
+    with pytest.raises(C.CheckpointReadError, match=r"optimizer.pt cannot be read \(missing\)") as e:
+        C.torch_load(st / "optimizer.pt")
+    assert f"checkpoint {ckpt} is damaged" in str(e.value)
+    (st / "state.json").write_bytes(b'{"step": "\xff\xfe"}')  # not UTF-8
+    with pytest.raises(C.CheckpointReadError, match=r"state.json cannot be read \("):
+        C.read_state(ckpt)
+    torch.save({"state": {}, "path": PurePosixPath("x")}, st / "scheduler.pt")
+    with pytest.raises(C.CheckpointReadError, match=r"scheduler.pt cannot be read \(UnpicklingError"):
+        C.torch_load(st / "scheduler.pt")
+    torch.save({"state": {}, "lr": [0.5]}, st / "scheduler.pt")
+    assert C.torch_load(st / "scheduler.pt") == {"state": {}, "lr": [0.5]}
+
+
+def test_save_tensors_writes_non_contiguous_tensors(tmp_path):
+    """A transposed or sliced tensor (a view) is saved as its values: safetensors itself refuses non-contiguous
+    tensors."""
+    from imgalign.trainers import checkpoint as C
+
+    w = torch.arange(6.0).view(2, 3)
+    C.save_tensors(tmp_path / "t.safetensors", {"t": w.T, "col": w[:, 1]})
+    got = C.load_tensors(tmp_path / "t.safetensors")
+    assert got["t"].tolist() == [[0.0, 3.0], [1.0, 4.0], [2.0, 5.0]] and got["col"].tolist() == [1.0, 4.0]
 
 
 def test_nft_noise_follows_train_seed(sd3_dir, tmp_path):
