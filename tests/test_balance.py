@@ -608,6 +608,54 @@ def test_group_norm_weighted_leaves_a_non_finite_sample_out_of_its_group_statist
     torch.testing.assert_close(out.advantages[keep], alone.advantages)
 
 
+def test_group_norm_weighted_normalises_each_reward_so_a_large_scale_cannot_dominate():
+    """One group of four: r0 = [0, 0, 100, 100] and r1 = [0, 1, 0, 1] normalise (population std, as per_reward
+    reports them) to [-1, -1, 1, 1] and [-1, 1, -1, 1]; their equal-weight sum [-2, 0, 0, 2] gives advantages
+    [-√2, 0, 0, √2] (the raw sum [0, 1, 100, 101] would put sample 1 near sample 0). With one reward the
+    advantages are plain GRPO advantages of it, with the batch std too."""
+    from imgalign.trainers.grpo import group_advantages
+    from imgalign.trainers.rewarding import group_norm_weighted
+
+    r = torch.tensor([[0.0, 0.0, 100.0, 100.0], [0.0, 1.0, 0.0, 1.0]])
+    gid, fin = torch.zeros(4, dtype=torch.long), torch.ones(2, 4, dtype=torch.bool)
+    out = group_norm_weighted(r, torch.tensor([1.0, 1.0]), gid, fin)
+    want = torch.tensor([[-1.0, -1.0, 1.0, 1.0], [-1.0, 1.0, -1.0, 1.0]])
+    torch.testing.assert_close(out.per_reward, want, atol=1e-3, rtol=0)
+    torch.testing.assert_close(
+        out.advantages, torch.tensor([-1.0, 0.0, 0.0, 1.0]) * 2**0.5, atol=1e-3, rtol=0
+    )
+    one, gid = torch.tensor([[0.0, 1.0, 3.0, 5.0, 10.0, 10.0]]), torch.tensor([0, 0, 0, 1, 1, 1])
+    for std_mode in ("group", "batch"):
+        got = group_norm_weighted(one, torch.ones(1), gid, torch.ones(1, 6, dtype=torch.bool), std_mode)
+        torch.testing.assert_close(got.advantages, group_advantages(one[0], gid, std_mode).advantages)
+
+
+def test_gdpo_balancer_keeps_a_group_where_one_reward_varies_and_drops_nan_samples_and_tied_groups():
+    """Four groups: both rewards vary (0); only reward 1 varies (1, still a signal); every reward ties (2, dropped,
+    the tied share 1/4); a NaN in reward 1 (3: that sample alone is left out). The advantages are GDPO's on the
+    valid samples alone, 0 elsewhere; per_reward is each reward normalised over the finite samples with the
+    configured std (batch -> the global std)."""
+    from imgalign.trainers.rewarding import gdpo
+
+    nan = float("nan")
+    r = torch.tensor(
+        [[0.0, 1.0, 2.0, 2.0, 3.0, 3.0, 0.0, 2.0, 5.0], [1.0, 0.0, 0.0, 4.0, 1.0, 1.0, 1.0, 3.0, nan]]
+    )
+    gid = torch.tensor([0, 0, 1, 1, 2, 2, 3, 3, 3])
+    w = torch.tensor([1.0, 0.5])
+    for std_mode, std in (("group", "group"), ("batch", "global")):
+        out = gdpo(r, w, gid, torch.isfinite(r), std_mode=std_mode)
+        assert out.valid.tolist() == [True] * 4 + [False, False, True, True, False]
+        assert out.zero_std_ratio == pytest.approx(1 / 4)
+        keep = out.valid.nonzero().flatten()
+        want = torch.zeros(9)
+        want[keep] = gdpo_advantages(r[:, keep].T, gid[keep], [1.0, 0.5], std=std)
+        torch.testing.assert_close(out.advantages, want)
+        ok = torch.arange(8)
+        torch.testing.assert_close(out.per_reward[:, ok], group_normalize(r[:, ok].T, gid[ok], std=std).T)
+        assert (out.per_reward[:, 8] == 0).all()
+
+
 def test_per_reward_advantages_mask_a_nan_sample_out_of_every_reward():
     """Each reward's own group advantages: a sample is valid when at least one reward varies in its group and all
     its rewards are finite; a NaN in one reward leaves the sample out of every reward's group statistics; the
