@@ -36,6 +36,19 @@ def test_a_bom_and_an_uppercase_suffix_are_read_as_meant(tmp_path):
     "clause, message",
     [
         ({"include": [{"class": "circle", "count": True}]}, "include[0].count must be a positive integer"),
+        ({"include": [{"class": "circle", "count": 0}]}, "include[0].count must be a positive integer"),
+        (
+            {"include": [{"class": "circle"}, {"class": "cross", "position": ["left of", 0, 1]}]},
+            "position must be [relation, target index]",
+        ),
+        (
+            {"include": [{"class": "circle"}, {"class": "cross", "position": ["left of"]}]},
+            "position must be [relation, target index]",
+        ),
+        (
+            {"include": [{"class": "circle"}], "exclude": [{"class": "cross", "count": True}]},
+            "exclude[0] must have",
+        ),
         (
             {"include": [{"class": "circle"}, {"class": "cross", "position": ["left of", True]}]},
             "position must be",
@@ -112,7 +125,9 @@ def test_only_newlines_end_a_line_and_other_suffixes_are_refused(tmp_path):
     assert [r.prompt for r in load_prompts(jl)] == [f"a{sep}cat"]
     bare = tmp_path / "prompts"
     bare.write_text("a cat\n")
-    assert [r.prompt for r in load_prompts(bare)] == ["a cat"]
+    assert [(r.prompt, r.metadata) for r in load_prompts(bare)] == [("a cat", {"prompt": "a cat"})]
+    with pytest.raises(PromptFileError, match=r"prompt file '.*missing.txt' does not exist"):
+        load_prompts(tmp_path / "missing.txt")
     array = tmp_path / "p.json"
     array.write_text(json.dumps(["a cat", "a dog"]))
     with pytest.raises(PromptFileError, match=r"unknown format '\.json'; give a \.txt file"):
