@@ -128,6 +128,27 @@ def test_check_says_when_a_reward_returns_non_finite_scores_or_raises(
         main(["-v", "rewards", "check", "--reward", "my_lab.check_fns:boom", "--n", "4"])
 
 
+def test_true_vs_corrupted_renders_the_seeds_specs_and_counts_a_non_finite_corrupted_score() -> None:
+    """The images are the exact renders of the seed's specs with that seed's noise; a pair whose corrupted score
+    alone is NaN is no win and counts as non-finite (the means are over the other pairs: none here)."""
+    import math
+
+    from imgalign import shapes as W
+    from imgalign.prompts.shapes import sample_training_specs
+    from imgalign.rewards.base import RewardOutput
+    from imgalign.rewards.sanity import true_vs_corrupted
+
+    seen: list[torch.Tensor] = []
+
+    def nan_on_corrupted(images, prompts, metadata):  # called with the true prompts, then the corrupted ones
+        seen.append(images)
+        return RewardOutput(torch.full((len(prompts),), 1.0 if len(seen) % 2 else float("nan")))
+
+    res = true_vs_corrupted(nan_on_corrupted, n=4, seed=3, batch_size=4)
+    assert torch.equal(seen[0], W.render_tensor(sample_training_specs(4, seed=3), seed=3))
+    assert res.n_nonfinite == 4 and res.accuracy == 0.0 and math.isnan(res.mean_true)
+
+
 def test_corruptions_are_unsatisfied_by_the_true_render() -> None:
     import random
 

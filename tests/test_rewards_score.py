@@ -225,6 +225,9 @@ def test_find_images_walks_folders_by_suffix_keeps_named_files_and_drops_repeats
         d / "sub" / "B.JPG",
     ]
     assert find_images([str(tmp_path / "**" / "B.JPG")]) == [d / "sub" / "B.JPG"]  # two folders down
+    (d / "album.png").mkdir()  # a folder named like an image is walked, not listed
+    (d / "album.png" / "c.png").write_bytes(b"")
+    assert find_images([d]) == [d / "a.png", d / "album.png" / "c.png", d / "sub" / "B.JPG"]
 
 
 def test_load_image_folder_limits_and_resizes_bicubic(tmp_path: Path) -> None:
