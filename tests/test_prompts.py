@@ -146,6 +146,14 @@ def test_a_clause_without_count_asks_for_one_and_exclude_must_be_a_list(tmp_path
     assert row["include"][0]["count"] == 1
     image, _ = W.render(W.Spec.from_metadata(row), seed=0)
     assert judge(image, ShapesDetector()(image), row).correct
+    meta.write_text(
+        json.dumps({"tag": "t", "prompt": "p", "include": [{"class": "circle"}], "exclude": None})
+    )
+    assert load_geneval_metadata(meta)[0]["exclude"] is None  # null: nothing excluded
+    jl = tmp_path / "p.jsonl"  # a prompt-file line with clauses is a GenEval line, so it needs its tag
+    jl.write_text(json.dumps({"prompt": "a circle", "include": [{"class": "circle"}]}) + "\n")
+    with pytest.raises(PromptFileError, match=r"p.jsonl:1: field 'tag' is missing"):
+        load_prompts(jl)
     meta.write_text(json.dumps({"tag": "t", "prompt": "p", "include": [{"class": "circle"}], "exclude": 5}))
     with pytest.raises(PromptFileError, match="field 'exclude' must be a list"):
         load_geneval_metadata(meta)

@@ -180,6 +180,14 @@ def test_a_shape_corruption_moves_the_counting_exclude_and_any_coloured_clause_a
     assert kind == "shape" and new != "circle" and bad.exclude == ((new, 3),)  # "exactly 2": no third `new`
     spec = W.Spec("two_object", (W.Clause("circle"), W.Clause("square", color="red")))
     assert applicable_kinds(spec) == ["shape", "colour"]
+    rng = random.Random(0)  # either clause's shape may change, never both
+    changed = [
+        tuple(
+            a.shape != b.shape for a, b in zip(spec.include, corrupt_spec(spec, rng, ("shape",))[0].include)
+        )
+        for _ in range(20)
+    ]
+    assert set(changed) == {(True, False), (False, True)}
 
 
 def test_fit_commands_pass_every_option_to_the_fitter(

@@ -231,7 +231,7 @@ def test_find_images_walks_folders_by_suffix_keeps_named_files_and_drops_repeats
 
 
 def test_load_image_folder_limits_and_resizes_bicubic(tmp_path: Path) -> None:
-    from imgalign.rewards.io import load_image_folder
+    from imgalign.rewards.io import load_image_folder, pil_batch
 
     rng = np.random.default_rng(0)
     ims = [Image.fromarray(rng.integers(0, 256, (8, 8, 3), dtype=np.uint8)) for _ in range(3)]
@@ -241,6 +241,13 @@ def test_load_image_folder_limits_and_resizes_bicubic(tmp_path: Path) -> None:
     assert x.shape == (2, 3, 5, 5)
     want = np.asarray(ims[1].resize((5, 5), Image.Resampling.BICUBIC), dtype=np.float32) / 255.0
     np.testing.assert_allclose(x[1].permute(1, 2, 0).numpy(), want)
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "empty.png").write_bytes(b"")
+    with pytest.raises(FileNotFoundError, match="no readable images under"):
+        load_image_folder(bad)
+    with pytest.raises(ValueError, match="no images to batch"):
+        pil_batch([])
 
 
 def test_prompt_free_rewards_need_no_prompts(folder: tuple[Path, Path], tmp_path: Path) -> None:
