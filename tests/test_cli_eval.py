@@ -782,10 +782,46 @@ def test_a_key_error_prints_its_message_without_quotes(capsys):
     assert capsys.readouterr().err == "imgalign score: error: unknown reward 'x'\n"
 
 
+def test_verbose_shows_a_user_errors_traceback(capsys):
+    """Without -v a user error is one line and status 2; with -v the exception itself propagates (its traceback)."""
+    import argparse
+
+    from imgalign.cli import _run
+
+    def fail(args):
+        raise ValueError("bad --set key")
+
+    assert _run(argparse.Namespace(func=fail, verbose=False, command="train")) == 2
+    assert capsys.readouterr().err == "imgalign train: error: bad --set key\n"
+    with pytest.raises(ValueError, match="bad --set key"):
+        _run(argparse.Namespace(func=fail, verbose=True, command="train"))
+
+
 def test_help_shows_no_empty_list_default(capsys):
     with pytest.raises(SystemExit):
         main(["train", "--help"])
     assert "(default: [])" not in capsys.readouterr().out
+
+
+def test_help_shows_no_none_or_false_default_and_no_second_default(capsys):
+    """A flag's False and an unset option's None are not defaults worth showing, and a help text that names its
+    default (grid --seeds: "(default 0)") does not get a second one appended."""
+
+    def help_of(*argv: str) -> str:
+        with pytest.raises(SystemExit):
+            main([*argv, "--help"])
+        return " ".join(capsys.readouterr().out.split())  # argparse wraps lines at the terminal width
+
+    assert "(default: False)" not in help_of("train")  # --print-config, --describe
+    assert "(default: None)" not in help_of("world", "pretrain")  # --component has no help text of its own
+    grid = help_of("grid")
+    assert "(default 0)" in grid and "(default: 0)" not in grid
+
+
+def test_no_command_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as e:
+        main([])
+    assert e.value.code == 2 and "required: COMMAND" in capsys.readouterr().err
 
 
 def test_only_numbered_samples_are_read(tmp_path):
