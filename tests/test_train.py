@@ -1055,6 +1055,63 @@ def test_print_config_and_max_steps_override(sd3_dir, tmp_path, capsys):
     assert printed["log"]["output_dir"] == str(other)  # --output-dir overrides the config's log.output_dir
 
 
+def test_the_dedicated_flags_win_over_set_and_max_steps_zero_is_checked(sd3_dir, tmp_path, capsys):
+    """--max-steps and --output-dir override the same key given with --set, whatever the order; --max-steps 0 is
+    checked like train.max_steps=0, not dropped as if absent."""
+    cfg = write(tiny_config(sd3_dir, tmp_path / "run"), tmp_path / "c.yaml")
+    a, b = tmp_path / "a", tmp_path / "b"
+    argv = ["train", str(cfg), "--max-steps", "7", "--set", "train.max_steps=3", "--output-dir", str(b)]
+    assert main([*argv, "--set", f"log.output_dir={a}", "--print-config"]) == 0
+    printed = yaml.safe_load(capsys.readouterr().out)
+    assert printed["train"]["max_steps"] == 7 and printed["log"]["output_dir"] == str(b)
+    assert main(["train", str(cfg), "--max-steps", "0", "--print-config"]) == 2
+    assert "train.max_steps must be >= 1" in capsys.readouterr().err
+
+
+def test_no_config_is_the_embedded_default(capsys):
+    assert main(["train", "--print-config"]) == 0
+    printed = yaml.safe_load(capsys.readouterr().out)
+    shipped = yaml.safe_load((REPO / "examples" / "shapes" / "flow_grpo.yaml").read_text())
+    assert printed["model"]["path"] == "shapes" and printed["rewards"]["names"] == shipped["rewards"]["names"]
+    assert printed["train"]["max_steps"] == shipped["train"]["max_steps"]
+    assert printed["sampling"]["samples_per_step"] == shipped["sampling"]["samples_per_step"]
+
+
+def test_describe_lists_each_key_with_its_default_and_loads_no_config(capsys, monkeypatch):
+    import imgalign.commands.train as train_cmd
+
+    def no_config(args):
+        raise AssertionError("--describe loaded a config")
+
+    monkeypatch.setattr(train_cmd, "load_train_config", no_config)
+    assert main(["train", "--describe"]) == 0
+    assert "train.max_steps = 100\n    training steps (one rollout batch each)\n" in capsys.readouterr().out
+
+
+def test_train_checks_then_runs_with_resume_and_prints_what_the_run_measured(tmp_path, capsys, monkeypatch):
+    """The command: preflight before the run, --resume passed on, then the run's summary lines (here a reward's
+    windowed change, from its metrics.jsonl) and where its report comes from. The trainer is stubbed."""
+    import imgalign.trainers.trainer as trainer
+
+    calls = []
+
+    def fake_run(cfg, out, resume):
+        calls.append(("run", out, resume))
+        Path(out).mkdir(parents=True)
+        rows = [{"step": s, "reward/red/mean": float(s)} for s in (1, 2, 3, 4)]
+        (Path(out) / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    monkeypatch.setattr(trainer, "preflight", lambda cfg: calls.append(("preflight",)))
+    monkeypatch.setattr(trainer, "run", fake_run)
+    out = tmp_path / "run"
+    assert main(["train", "--output-dir", str(out), "--resume", "auto", "--max-steps", "4"]) == 0
+    assert calls == [("preflight",), ("run", str(out), "auto")]
+    printed = capsys.readouterr().out
+    # windows of 2: mean(3, 4) - mean(1, 2) = 2, standard error sqrt((0.5 + 0.5) / 2)
+    assert f"done: {out}\n  `reward/red/mean` moved +2 ± 0.71 (standard error)" in printed
+    assert printed.endswith(f"  curves and a summary: imgalign report {out}\n")
+
+
 def _cli(args: list[str], **kw) -> subprocess.Popen:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
     return subprocess.Popen([sys.executable, "-m", "imgalign", *args], env=env, cwd=REPO, **kw)
