@@ -650,3 +650,27 @@ def test_describe_and_to_dict_show_nested_keys_factory_defaults_and_paths():
         out: Path = field(Path("runs") / "a", help="folder")
 
     assert to_dict(WithPath()) == {"out": str(Path("runs") / "a")}
+
+
+def test_a_registry_lists_names_sorted_and_its_errors_name_what_to_give(tmp_path, monkeypatch):
+    """Registries (objectives, rollouts, balancers, penalties): names() sorted; an unknown name lists the valid ones;
+    a `module:attr` path whose attribute is missing is a ValueError like an unknown name; a built-in module absent
+    from the checkout is skipped, but one present whose own imports fail is an error, not a silently short list."""
+    from imgalign.trainers.registry import Registry
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "reg_plugin_ok.py").write_text("thing = 3\n")
+    reg = Registry("widget", ("reg_plugin_absent_xyz",))
+    for name in ("zeta", "alpha", "mid"):
+        reg.register(name)(name.upper())
+    assert reg.names() == ["alpha", "mid", "zeta"] and reg.get("mid") == "MID"
+    assert reg.get("reg_plugin_ok:thing") == 3
+    with pytest.raises(ValueError, match=r"unknown widget 'nope'; valid widgets: alpha, mid, zeta \(or a"):
+        reg.check("nope")
+    with pytest.raises(ValueError, match=r"cannot import widget 'reg_plugin_ok:missing'"):
+        reg.get("reg_plugin_ok:missing")
+    with pytest.raises(ValueError, match=r"cannot import widget 'reg_plugin_absent_xyz:x'"):
+        reg.get("reg_plugin_absent_xyz:x")
+    (tmp_path / "reg_plugin_broken.py").write_text("import reg_plugin_missing_dependency_xyz\n")
+    with pytest.raises(ModuleNotFoundError, match="reg_plugin_missing_dependency_xyz"):
+        Registry("widget", ("reg_plugin_absent_xyz", "reg_plugin_broken")).names()
