@@ -63,6 +63,7 @@ def test_run_summary_lines_give_the_evaluations_and_windowed_reward_changes(tmp_
     run = write_run(tmp_path / "run")
     evals = [
         {"step": 0, "eval/shapes/overall": 0.35, "eval/shapes/colors": 0.9},
+        {"step": 20, "eval/shapes/overall": 0.5},  # the best, not the last
         {"step": 40, "eval/shapes/overall": 0.4},
     ]
     (run / "eval.jsonl").write_text("".join(json.dumps(r) + "\n" for r in evals))
@@ -137,7 +138,7 @@ def test_report_errors(tmp_path, capsys):
     (run / "metrics.jsonl").write_text('{"step": 0}\n{broken\n{"step": 2}\n')
     assert main(["report", str(run)]) == 2
     assert "metrics.jsonl:2: not valid JSON" in capsys.readouterr().err
-    for bad in ('"x"', "null", "true"):
+    for bad in ('"x"', "null", "true", "NaN", "Infinity"):  # json reads NaN and Infinity as floats
         (run / "metrics.jsonl").write_text(
             f'{{"step": 0, "reward/a/mean": 1}}\n{{"step": {bad}, "reward/a/mean": 2}}\n'
         )
@@ -475,6 +476,33 @@ def test_masked_samples_count_only_the_steps_that_masked_some(tmp_path):
     rows = [{"step": s, "reward/r/nonfinite": v} for s, v in ((1, 0.0), (2, 3.0), (3, 0.0), (4, 1.0))]
     (line,) = masking_lines(rows)
     assert line.endswith("(reward/<name>/nonfinite): r 4 in 2 of 4 steps")
+    # a run that logs its skipped-update counters as 0 on every step skipped nothing
+    clean = [{"step": s, "train/empty_updates": 0, "train/skipped_updates": 0} for s in (1, 2)]
+    assert masking_lines(clean) == []
+
+
+def test_a_baseline_summary_without_its_scores_is_named(tmp_path):
+    from imgalign.eval.reports import load_summary
+
+    (tmp_path / "summary.json").write_text(json.dumps({"suite": "shapes", "overall": 0.5}))
+    with pytest.raises(
+        ValueError, match="summary.json: expected an evaluation summary with 'overall' and 'tasks'"
+    ):
+        load_summary(tmp_path)
+
+
+def test_series_default_steps_to_the_row_index_and_evaluations_merge_in_step_order(tmp_path):
+    from imgalign.eval.reports import load_run_rows, series
+
+    xs, ys = series([{"a": 1.0}, {"b": 0.0}, {"a": 3.0}], "a")
+    assert xs.tolist() == [0.0, 2.0] and ys.tolist() == [1.0, 3.0]
+    metrics = [{"step": s, "reward/a/mean": float(s)} for s in (1, 2, 3)]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in metrics))
+    evals = [{"step": 0, "eval/shapes/overall": 0.1}, {"step": 2, "eval/shapes/overall": 0.3}]
+    (tmp_path / "eval.jsonl").write_text("".join(json.dumps(r) + "\n" for r in evals))
+    rows = load_run_rows(tmp_path)
+    assert [r["step"] for r in rows] == [0, 1, 2, 2, 3]
+    assert series(rows, "eval/shapes/overall")[0].tolist() == [0.0, 2.0]
 
 
 def test_a_reward_band_is_drawn_from_its_own_std(tmp_path, monkeypatch):
@@ -574,7 +602,7 @@ def test_trainer_curves_merge_the_evaluations_and_smooth_over_the_last_steps(tmp
 
     from imgalign.trainers.plots import main as plots_main
 
-    rows = [{"step": s, "reward/a/mean": float(s)} for s in range(20)]
+    rows = [{"step": s, "reward/a/mean": float(s), "reward/a/std": 1.0} for s in range(20)]  # no std panel
     rows[10]["eval/shapes/overall"] = 0.3  # as the trainer logs it: in the step's own row
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     evals = [{"step": 0, "eval/shapes/overall": 0.1}, {"step": 10, "eval/shapes/overall": 0.3}]
@@ -607,6 +635,11 @@ def test_report_compare_target_key_may_hold_an_equals_sign(tmp_path, capsys):
     assert "| a | 2 | 2 (1/1) |" in (tmp_path / "o" / "compare.md").read_text()
     assert main([*args, "--target", "=0.5", "--out", str(tmp_path / "p")]) == 2
     assert "--target takes KEY=VALUE, got '=0.5'" in capsys.readouterr().err
+    # the trailing mean is over 10 logged points unless --window says otherwise: 3 points never reach it
+    assert main([*args[:-2], "--target", f"{key}=0.5", "--out", str(tmp_path / "q")]) == 0
+    md = (tmp_path / "q" / "compare.md").read_text()
+    assert "(trailing mean of 10 logged points)" in md
+    assert "| a | 3 logged points, fewer than --window 10 |" in md
 
 
 def test_trainer_curves_of_a_run_still_writing(tmp_path):
@@ -618,6 +651,10 @@ def test_trainer_curves_of_a_run_still_writing(tmp_path):
     (tmp_path / "metrics.jsonl").write_text(rows + '{"step": 3, "reward/a/me')
     (tmp_path / "eval.jsonl").write_text(json.dumps({"step": 0, "eval/shapes/overall": 0.1}) + '\n{"step": 2')
     assert plot_metrics(tmp_path) == tmp_path / "curves.png" and (tmp_path / "curves.png").is_file()
+    # the metrics file itself names its run
+    assert plot_metrics(tmp_path / "metrics.jsonl") == tmp_path / "curves.png"
+    with pytest.raises(FileNotFoundError, match="eval.jsonl/metrics.jsonl does not exist"):
+        plot_metrics(tmp_path / "eval.jsonl")  # another file of the run is not read as its metrics
     (tmp_path / "metrics.jsonl").write_text('{"step": 0}\n{broken\n{"step": 2}\n')
     with pytest.raises(ValueError, match=r"metrics.jsonl:2: not valid JSON"):
         plot_metrics(tmp_path)
