@@ -65,6 +65,72 @@ def test_log_ratio_of_large_latents_is_not_rounded_away():
     assert abs(float(torch.log(sur.ratio)) - float(exact)) < 1e-4, (float(torch.log(sur.ratio)), float(exact))
 
 
+def test_mean_reduced_log_ratio_of_large_latents_is_not_rounded_away():
+    """reduce="mean" divides the log-density by D = 262,144: its log-ratio (about 2e-9 here) is far below float32's
+    resolution of a mean near -1 (6e-8), so the mean must be accumulated in float64 like the sum; D times the
+    mean-reduced log-ratio equals the summed one."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(1, 16, 128, 128, generator=g)
+    v = torch.randn(x.shape, generator=g)
+    out = K.flow_sde_step(x, v, 0.2, 0.1, 0.7, 0.9, noise=torch.randn(x.shape, generator=g))
+    v2 = v + 1e-5 * torch.randn(x.shape, generator=g)
+    lps = {
+        r: K.flow_sde_step(x, v2, 0.2, 0.1, 0.7, 0.9, prev_sample=out.prev_sample, reduce=r).log_prob
+        - K.flow_sde_step(x, v, 0.2, 0.1, 0.7, 0.9, prev_sample=out.prev_sample, reduce=r).log_prob
+        for r in ("sum", "mean")
+    }
+    assert abs(float(lps["sum"])) > 1e-4
+    assert float(lps["mean"]) * x[0].numel() == pytest.approx(float(lps["sum"]), rel=1e-3)
+
+
+def test_reduce_dims_refuses_an_unknown_reduction():
+    with pytest.raises(ValueError, match="reduce must be 'sum' or 'mean'"):
+        K.reduce_dims(torch.zeros(2, 3), "max")  # type: ignore[arg-type]
+
+
+def test_bfloat16_inputs_are_computed_in_float32():
+    """A bf16 model's x, v and μ: the kernels cast to float32 first (bf16 has 8 bits of mantissa, so (x − μ)² and
+    the SDE mean computed in bf16 would be off by about 1e-2 relative)."""
+    g = torch.Generator().manual_seed(8)
+    x, v = torch.randn(2, 3, 4, 4, generator=g).bfloat16(), torch.randn(2, 3, 4, 4, generator=g).bfloat16()
+    mean, std = K.flow_sde_mean_std(x, v, 0.6, 0.4, 0.7, 0.9)
+    ref_mean, ref_std = K.flow_sde_mean_std(x.float(), v.float(), 0.6, 0.4, 0.7, 0.9)
+    assert mean.dtype == torch.float32 and torch.equal(mean, ref_mean) and torch.equal(std, ref_std)
+    y = (ref_mean + 0.3 * torch.randn(ref_mean.shape, generator=g)).bfloat16()
+    # the exact log-density of the bf16 values
+    ref = (
+        torch.distributions.Normal(ref_mean.bfloat16().double(), 0.3).log_prob(y.double()).sum(dim=(1, 2, 3))
+    )
+    torch.testing.assert_close(K.gaussian_log_prob(y, ref_mean.bfloat16(), 0.3), ref, rtol=0, atol=1e-3)
+
+
+def test_log_prob_of_a_sample_drawn_with_gradients_is_the_score_of_the_stored_sample():
+    """Sampling with a velocity that carries gradients: the log-density's gradient is the score function of the
+    drawn sample held fixed ((x' − μ)/s² · ∂μ/∂v), as when the stored sample is evaluated, not 0 (which is what
+    differentiating through x' = μ + s·ε as well would give)."""
+    g = torch.Generator().manual_seed(9)
+    x, v0, noise = (torch.randn(2, 1, 2, 2, generator=g) for _ in range(3))
+    for kernel in ("sde", "cps"):
+        grads = []
+        for stored in (False, True):
+            v = v0.clone().requires_grad_(True)
+            if kernel == "sde":
+                out = K.flow_sde_step(x, v, 0.6, 0.4, 0.7, 0.9, noise=noise)
+            else:
+                out = K.cps_step(x, v, 0.6, 0.4, 0.7, noise=noise)
+            if stored:
+                y = out.prev_sample.detach()
+                v = v0.clone().requires_grad_(True)
+                if kernel == "sde":
+                    out = K.flow_sde_step(x, v, 0.6, 0.4, 0.7, 0.9, prev_sample=y)
+                else:
+                    out = K.cps_step(x, v, 0.6, 0.4, 0.7, prev_sample=y)
+            (grad,) = torch.autograd.grad(out.log_prob.sum(), v)
+            grads.append(grad)
+        assert grads[1].abs().max() > 0.1, kernel
+        torch.testing.assert_close(grads[0], grads[1], msg=kernel)
+
+
 def test_sde_mean_and_std_hand_computed():
     # scalar case: x = 2, v = -1, σ = 0.5, σ' = 0.25, a = 0.7 -> ς = 0.7·sqrt(0.5/0.5) = 0.7, dt = -0.25
     x, v = torch.full((1, 1), 2.0), torch.full((1, 1), -1.0)
@@ -84,6 +150,18 @@ def test_cps_hand_computed():
     x0, x1 = 2.0 - 0.5 * -1.0, 2.0 + 0.5 * -1.0
     assert std.item() == pytest.approx(sd, rel=1e-6)
     assert mean.item() == pytest.approx(0.75 * x0 + math.sqrt(0.25**2 - sd**2) * x1, rel=1e-6)
+    # a stored sample's log-density is torch's Normal, summed or averaged over the latent dims as asked
+    g = torch.Generator().manual_seed(3)
+    x, v, y = (torch.randn(2, 3, 2, 2, generator=g) for _ in range(3))
+    mean, std = K.cps_mean_std(x, v, 0.5, 0.25, 0.5)
+    ref = torch.distributions.Normal(mean, std.view(-1, 1, 1, 1)).log_prob(y).double()
+    for reduce, expect in (("sum", ref.sum(dim=(1, 2, 3))), ("mean", ref.mean(dim=(1, 2, 3)))):
+        torch.testing.assert_close(
+            K.cps_step(x, v, 0.5, 0.25, 0.5, prev_sample=y, reduce=reduce).log_prob, expect
+        )
+    # the deterministic last step has no score scale
+    with pytest.raises(ValueError, match="deterministic"):
+        K.velocity_score_scale("cps", 0.25, 0.0, 0.5, 0.9)
 
 
 def test_cps_step_to_sigma_zero_is_deterministic_with_log_prob_zero():
@@ -139,6 +217,9 @@ def test_noise_level_zero_is_euler_ode_exactly():
             a = K.flow_sde_step(a, model(a, float(sig[i])), sig[i], sig[i + 1], 0.0, sig[1]).prev_sample
             b = K.ode_step(b, model(b, float(sig[i])), sig[i], sig[i + 1]).prev_sample
     assert torch.equal(a, b)
+    # evaluating a stored sample at noise level 0: a deterministic step, log-density 0 (not log 0)
+    out = K.flow_sde_step(a, model(a, 0.5), 0.5, 0.25, 0.0, sig[1], prev_sample=b)
+    assert out.log_prob.tolist() == [0.0, 0.0]
 
 
 def test_ode_step_matches_diffusers_euler_scheduler():
@@ -169,6 +250,8 @@ def test_kl_closed_form_zero_at_init_and_matches_torch():
         torch.distributions.Normal(mu2, s), torch.distributions.Normal(mu, s)
     )
     torch.testing.assert_close(K.gaussian_kl_equal_std(mu2, mu, std), ref.sum(dim=(1, 2, 3)))
+    # reduced like the log-density: the mean over the latent dims with reduce="mean"
+    torch.testing.assert_close(K.gaussian_kl_equal_std(mu2, mu, std, "mean"), ref.mean(dim=(1, 2, 3)))
     # the step KL uses the step's actual variance ς²|dt|: check via the SDE kernel's own std
     x, v1, v2 = torch.randn(1, 4), torch.randn(1, 4), torch.randn(1, 4)
     m1, sd = K.flow_sde_mean_std(x, v1, 0.6, 0.4, 0.7, 0.9)
@@ -192,6 +275,10 @@ def test_block_projection_is_orthogonal_and_coords_match_hand_computed():
     assert K.block_coords(x, 1) is x and K.block_project(x, 1) is x
     with pytest.raises(ValueError, match="noise_block=4"):
         K.block_project(x, 4)  # 6 is not divisible by 4
+    with pytest.raises(ValueError, match="noise_block=4"):
+        K.block_coords(x.transpose(2, 3), 4)  # H = 6 is not divisible by 4 (W = 4 is)
+    with pytest.raises(ValueError, match="packed latents"):
+        K.block_coords(torch.zeros(2, 16, 64), 2)  # FLUX-style packed [B, L, C]: no H x W grid to block
 
 
 @pytest.mark.parametrize("reduce", ["sum", "mean"])
@@ -275,6 +362,8 @@ def test_sde_window():
     }  # a start in the first half: steps 0-4 of 0-9 (5 is the second half's first)
     with pytest.raises(ValueError):
         K.sde_window(1, None, rng)
+    with pytest.raises(ValueError, match="window_size must be at least 1"):
+        K.sde_window(10, 0, rng)  # an empty window would train nothing
 
 
 def test_sde_window_max_start_zero_is_the_first_steps():
@@ -379,6 +468,18 @@ def test_group_advantages_centre_on_each_groups_own_mean_and_add_eps_to_the_std(
     torch.testing.assert_close(out.advantages, torch.tensor([-1.0, 0.0, 1.0]))
 
 
+def test_group_advantages_treat_rewards_within_tie_tol_as_tied_and_clip_zero_as_no_clip():
+    """Rewards that differ only by float rounding (std 5e-8 <= tie_tol 1e-6) are a tie, not a ±0.9 signal made of
+    noise; clip=0 means no clip (as in objective.adv_clip), not clamping every advantage to 0."""
+    out = group_advantages(torch.tensor([0.3, 0.3 + 1e-7]), torch.zeros(2, dtype=torch.long), eps=0.0)
+    assert out.valid.tolist() == [False, False] and out.zero_std_ratio == 1.0
+    assert out.advantages.tolist() == [0.0, 0.0]
+    out = group_advantages(
+        torch.tensor([0.0, 0.0, 0.0, 100.0]), torch.zeros(4, dtype=torch.long), clip=0.0, eps=0
+    )
+    torch.testing.assert_close(out.advantages, torch.tensor([-1.0, -1.0, -1.0, 3.0]) / math.sqrt(3))
+
+
 def test_grpo_loss_hand_computed():
     lp_old = torch.zeros(4)
     lp = torch.log(torch.tensor([1.0, 1.5, 0.5, 1.1]))
@@ -418,6 +519,12 @@ def test_grpo_loss_and_clipfrac_are_weighted_means_that_skip_a_masked_nan():
     # unmasked: max(-1.5, -1.2) = -1.2, -1, max(0.5, 0.8) = 0.8; samples 0 and 4 clipped
     assert out.loss.item() == pytest.approx((-1.2 - 1.0 + 0.8) / 3, rel=1e-6)
     assert out.clipfrac.item() == pytest.approx(2 / 3, rel=1e-6)
+    # every sample masked (a micro-batch of invalid samples): a zero loss with zero gradient, not 0/0
+    lp = torch.zeros(2, requires_grad=True)
+    out = grpo_clipped_loss(lp, torch.zeros(2), torch.ones(2), 0.2, torch.zeros(2))
+    assert out.loss.item() == 0.0 and out.clipfrac.item() == 0.0 and out.approx_kl.item() == 0.0
+    out.loss.backward()
+    assert lp.grad.tolist() == [0.0, 0.0]
 
 
 def test_balancers_single_reward_equals_grpo_and_gdpo_matches_math_module():
