@@ -383,10 +383,25 @@ def test_noise_partners_pair_members_within_each_group_also_of_odd_size():
     assert ids.tolist() == list(range(6)) and sign.tolist() == [1.0] * 6
 
 
+@pytest.mark.parametrize("kernel", ["sde", "cps"])
+def test_step_kernel_reduces_the_log_density_as_asked(kernel):
+    """objective.logprob_reduce reaches the kernel: the mean-reduced log-density is the summed one over D."""
+    from imgalign.trainers.rollout import step_kernel
+
+    g = torch.Generator().manual_seed(0)
+    x, v, y = (torch.randn(2, 3, 4, 4, generator=g) for _ in range(3))
+    sig = torch.linspace(1, 0, 5)
+    lp = {
+        r: step_kernel(kernel, x, v, sig, 1, 0.7, prev_sample=y, reduce=r).log_prob for r in ("sum", "mean")
+    }
+    torch.testing.assert_close(lp["mean"], lp["sum"] / 48)
+
+
 def test_the_sde_window_and_the_shared_initial_noise_change_with_the_training_step():
     """Every training step draws its own SDE window (in the first half) and, with shared_init_noise, its own
     initial noise per group (shared by the group's members)."""
     from imgalign.trainers.config import SamplingConfig
+    from imgalign.trainers.prompting import _mix
     from imgalign.trainers.rollout import RolloutContext, group_initial_noise, trained_steps
 
     cfg = SamplingConfig(num_steps=10, sde_window=2)
@@ -401,13 +416,23 @@ def test_the_sde_window_and_the_shared_initial_noise_change_with_the_training_st
     a, b = (group_initial_noise(RolloutContext(_Noise(), None, cfg, 0, step), gid) for step in (0, 1))
     assert torch.equal(a[0], a[1]) and torch.equal(a[2], a[3]) and not torch.equal(a[0], a[2])
     assert not torch.equal(a[0], b[0])
+    # apart from the per-sample streams: group g's start is not sample g's first draw (its SDE noise with a shared
+    # start), which would correlate the first SDE noise of sample g with its start
+    own = _Noise().init_noise([torch.Generator().manual_seed(_mix(0, 0, i)) for i in (0, 2)])
+    assert not torch.equal(a[0], own[0]) and not torch.equal(a[2], own[1])
 
 
 def test_rollout_nfe_counts_cfg_twice(sd3_dir, tmp_path):
-    """perf/nfe of a flat rollout: samples x steps x 2 with CFG (4 x 4 x 2), samples x steps without."""
+    """perf/nfe of a flat rollout: samples x steps x 2 with CFG (4 x 4 x 2), samples x steps without, summed over
+    the forward batches. Each training step draws new noise for every sample."""
+    from imgalign.trainers.testing import first_rollout
+
     for g, nfe in ((3.0, 32), (1.0, 16)):
         tr, ro, _ = _step0_trainer(sd3_dir, tmp_path / str(g), sampling__guidance_scale=g)
         assert ro.nfe == nfe
+    assert _step0_rollout(sd3_dir, tmp_path / "b", sampling__batch_size=3)[0].nfe == 16
+    ro1, _ = first_rollout(tr, 1)
+    assert not torch.equal(ro1.latents[:, 0], ro.latents[:, 0])
 
 
 def test_shared_init_noise_gives_each_group_one_start(sd3_dir, tmp_path):

@@ -110,11 +110,11 @@ def _setup(sd3_dir, guidance: float, **tree):
     return a, s
 
 
-def _roll(a, s, step: int = 0):
+def _roll(a, s, step: int = 0, reduce: str = "sum"):
     from imgalign.trainers.rollout import ROLLOUTS, RolloutContext
 
     prompts = [p for p in ("a red circle", "two blue squares") for _ in range(4)]
-    ctx = RolloutContext(a, a.transformer, s, seed=3, step=step)
+    ctx = RolloutContext(a, a.transformer, s, seed=3, step=step, logprob_reduce=reduce)
     with torch.no_grad():
         return ROLLOUTS.get("tree")(ctx, prompts, [{}] * 8, torch.arange(8), torch.arange(8) // 4)
 
@@ -179,6 +179,14 @@ def test_tree_credit_masks_edges_without_a_valid_leaf_and_trees_resample_every_s
     adv, valid = ro.extras["credit"](torch.zeros(1, 8), Balanced(torch.linspace(-1, 1, 8), leaf_valid, 0.0))
     assert int(valid.sum()) == 12 - 3
     assert (adv[~valid] == 0).all()
+    m = ro.extras["metrics"]
+    assert m["tree/edge_valid_ratio"] == pytest.approx(9 / 12)
+    assert m["tree/edge_adv_abs_mean"] == pytest.approx(float(adv[valid].abs().mean()), rel=1e-5)
+    # the behaviour log-densities follow objective.logprob_reduce: the mean is the sum over the latent size
+    mean_ro = _roll(a, s, reduce="mean")
+    rows_, mean_rows = ro.extras["tree"], mean_ro.extras["tree"]
+    d = rows_.children[0, 0].numel()
+    torch.testing.assert_close(mean_rows.old_log_prob, rows_.old_log_prob / d)
     assert not torch.allclose(_roll(a, s, step=1).x0, ro.x0)
 
 
