@@ -215,6 +215,10 @@ def test_config_validation():
     with pytest.raises(ValueError, match="ema must be in"):
         tiny_config(ema=1.0).validate()  # decay 1 would never move the shipped weights
     tiny_config(vae_crop=64, ema=0.0).validate()  # the boundaries that are allowed
+    with pytest.raises(ValueError, match="cfg_dropout"):
+        tiny_config(cfg_dropout=1.0).validate()  # every prompt dropped: nothing conditional is learned
+    with pytest.raises(ValueError, match="vae_crop a multiple of 4"):
+        tiny_config(vae_crop=30).validate()
 
 
 def test_logit_normal_spread_is_the_std_not_the_variance():
@@ -494,3 +498,171 @@ def test_final_metrics_of_a_rerun_keep_the_logged_loss(tmp_path):
     assert metrics["train/loss"] == 1.0 and [h["step"] for h in history] == [5, 10]
     assert metrics["train/minutes"] == pytest.approx(2.0, abs=0.1)
     json.loads((tmp_path / "history.json").read_text(), parse_constant=lambda c: pytest.fail(c))
+    # a NaN logged loss is skipped for the last finite one
+    history = [{"step": 5, "train/loss": 1.2}, {"step": 8, "train/loss": float("nan")}]
+    metrics, _ = final_metrics(lambda: {}, None, time.time(), 10, history, tmp_path)
+    assert metrics["train/loss"] == 1.2
+
+
+def test_logit_normal_is_centred_on_the_logit_mean():
+    t = t2i.logit_normal(20000, 1.0, 1.0, torch.Generator().manual_seed(0))
+    # median of sigmoid(N(1, 1)) = sigmoid(1) = 0.731
+    assert t.median().item() == pytest.approx(torch.sigmoid(torch.tensor(1.0)).item(), abs=0.02)
+
+
+def test_training_batch_samples_each_latent_from_its_encoder_distribution_and_t_from_the_config(monkeypatch):
+    n = 4
+    lat_mean = torch.arange(n, dtype=torch.float32).view(n, 1, 1, 1).expand(n, 4, 8, 8).contiguous()
+    lat_std = torch.full_like(lat_mean, 0.5)
+    cfg = tiny_config(batch_size=64, cfg_dropout=0.0, logit_mean=0.3, logit_std=1.7)
+    seen, real = [], t2i.logit_normal
+    monkeypatch.setattr(t2i, "logit_normal", lambda k, m, s, g: seen.append((k, m, s)) or real(k, m, s, g))
+    prompts = [f"prompt {i}" for i in range(n)]
+    batch_prompts, xt, v, t = t2i.training_batch(
+        lat_mean, lat_std, prompts, cfg, torch.Generator().manual_seed(0)
+    )
+    assert seen == [(64, 0.3, 1.7)]
+    x0 = xt - t.view(-1, 1, 1, 1) * v  # x_t = (1-t) x0 + t eps, v = eps - x0
+    mean = torch.tensor([float(p.split()[1]) for p in batch_prompts]).view(-1, 1, 1, 1)
+    # x0 ~ N(lat_mean, lat_std^2): 64 x 256 draws of std 0.5 (standard error ~0.003)
+    assert (x0 - mean).std().item() == pytest.approx(0.5, abs=0.02)
+    assert (x0 - mean).mean().item() == pytest.approx(0.0, abs=0.02)
+
+
+def _renders(n: int = 16) -> torch.Tensor:
+    return t2i.render_dataset(n, 0, progress=False)[0]
+
+
+def test_autoencoder_stage_resumes_after_kill_and_matches_uninterrupted(tmp_path, monkeypatch):
+    """A kill during the autoencoder stage continues from its checkpoint (step, weights, optimizer, noise stream);
+    the last step is checkpointed off the ckpt_every grid, at the autoencoder's own learning rate. Full-image crops
+    (vae_crop=64, the largest validate allows) place the crop at the only offset there is."""
+    images = _renders()
+    cfg = tiny_config(vae_steps=3, vae_crop=64)
+    for d in ("ref", "run"):
+        (tmp_path / d).mkdir()
+    torch.manual_seed(0)  # the initial weights, as pretrain seeds them
+    ref = t2i.train_vae(cfg, tmp_path / "ref", images, False).state_dict()
+
+    calls, real = {"n": 0}, t2i.recon_loss
+
+    def dies_at_step_3(*a):
+        calls["n"] += 1
+        if calls["n"] == 5:  # two reconstruction losses a step (vae_mix): the first of step 3
+            raise KeyboardInterrupt
+        return real(*a)
+
+    monkeypatch.setattr(t2i, "recon_loss", dies_at_step_3)
+    torch.manual_seed(0)
+    with pytest.raises(KeyboardInterrupt):
+        t2i.train_vae(cfg, tmp_path / "run", images, False)
+    assert t2i.load_state(tmp_path / "run" / "vae-ckpt.pt")["step"] == 2
+    monkeypatch.setattr(t2i, "recon_loss", real)
+    torch.manual_seed(0)
+    run = t2i.train_vae(cfg, tmp_path / "run", images, False).state_dict()
+    for k in ref:
+        torch.testing.assert_close(run[k], ref[k], rtol=0, atol=0)
+    st = t2i.load_state(tmp_path / "run" / "vae-ckpt.pt")
+    assert st["step"] == 3
+    assert st["opt"]["param_groups"][0]["lr"] == pytest.approx(t2i.lr_at(2, cfg.vae_lr, 100, 3))
+
+
+def test_each_autoencoder_option_changes_training_on_its_own_and_mixing_blends_two_renders(
+    tmp_path, monkeypatch
+):
+    images = _renders()
+    targets, real = [], t2i.recon_loss
+    monkeypatch.setattr(t2i, "recon_loss", lambda rec, x, w: targets.append(x) or real(rec, x, w))
+    weights = {}
+    for name, mix, noise in (("plain", 0.0, 0.0), ("mix", 1.0, 0.0), ("noise", 0.0, 0.5)):
+        (tmp_path / name).mkdir()
+        targets.clear()
+        cfg = tiny_config(vae_steps=1, vae_mix=mix, vae_noise=noise)
+        torch.manual_seed(0)  # the same initial weights
+        weights[name] = t2i.train_vae(cfg, tmp_path / name, images, False).state_dict()
+        if name == "mix":
+            x, mixed = targets  # the reconstruction target, then the mixing target
+            assert not torch.allclose(mixed, x)  # a x_i + (1 - a) x_perm(i): another render blended in
+            assert mixed.min() >= x.min() - 1e-6 and mixed.max() <= x.max() + 1e-6
+    for name in ("mix", "noise"):
+        assert any(not torch.equal(weights[name][k], weights["plain"][k]) for k in weights["plain"]), name
+
+
+def test_pretrain_trains_on_the_sampled_batch_with_the_scheduled_lr_and_checkpoints_the_last_step(
+    tmp_path, monkeypatch
+):
+    from safetensors.torch import load_file
+
+    seen: dict = {"batch": [], "loss": []}
+    real_lat, real_batch, real_loss = t2i.encode_latents, t2i.training_batch, t2i.velocity_loss
+
+    def latents(*a):
+        seen["lat"] = real_lat(*a)
+        return seen["lat"]
+
+    def batch(*a):
+        seen["batch"].append((a, real_batch(*a)))
+        return seen["batch"][-1][1]
+
+    def loss(transformer, xt, v, t, *rest):
+        seen["loss"].append((xt, v, t))
+        return real_loss(transformer, xt, v, t, *rest)
+
+    monkeypatch.setattr(t2i, "encode_latents", latents)
+    monkeypatch.setattr(t2i, "training_batch", batch)
+    monkeypatch.setattr(t2i, "velocity_loss", loss)
+    cfg = tiny_config(steps=3, ckpt_every=2, ema=0.0, weight_decay=0.02)
+    t2i.pretrain(cfg, tmp_path, progress=False)
+    lat_mean, lat_std = seen["lat"]
+    assert len(seen["batch"]) == len(seen["loss"]) == 3
+    for (args, out), (xt, v, t) in zip(seen["batch"], seen["loss"]):
+        assert args[0] is lat_mean and args[1] is lat_std  # latents sampled from (mean, std), not swapped
+        assert xt is out[1] and v is out[2] and t is out[3]  # the loss sees the batch's own x_t, v and t
+    st = t2i.load_state(tmp_path / t2i.WORK / "t2i-ckpt.pt")
+    assert st["step"] == 3  # the last step is checkpointed off the ckpt_every grid
+    (group,) = st["opt"]["param_groups"]
+    assert group["lr"] == pytest.approx(t2i.lr_at(2, cfg.lr, cfg.warmup, cfg.steps))
+    assert group["weight_decay"] == 0.02
+    # ema=0: the EMA follows every step, so the shipped weights are the last trained ones (up to the EMA's
+    # rounding: s - (s - p))
+    shipped = load_file(tmp_path / t2i.FOLDER / "transformer/diffusion_pytorch_model.safetensors")
+    trained = st["models"][0]
+    assert shipped.keys() <= trained.keys()
+    for k in shipped:
+        torch.testing.assert_close(shipped[k], trained[k], rtol=0, atol=1e-6)
+
+
+def test_an_init_from_model_of_another_patch_or_shift_is_refused(tiny_pipeline_dir):
+    with pytest.raises(ValueError, match="patch: model 2, config 4") as e:
+        t2i.check_init_from(tiny_config(patch=4, shift=3.0, init_from=str(tiny_pipeline_dir)))
+    assert "shift: model 1.0, config 3.0" in str(e.value)
+
+
+def test_encode_latents_applies_the_autoencoder_scale_and_shift_to_mean_and_std():
+    torch.manual_seed(0)
+    vae = t2i.build_vae(tiny_config()).eval()
+    images = _renders(2)
+    with torch.no_grad():
+        post = vae.encode(t2i.to_unit(images)).latent_dist
+    vae.register_to_config(scaling_factor=2.0, shift_factor=0.5)
+    mean, std = t2i.encode_latents(vae, images)
+    torch.testing.assert_close(mean, (post.mean - 0.5) * 2.0)
+    torch.testing.assert_close(std, post.std * 2.0)
+
+
+def test_recon_loss_counts_a_pixel_off_the_background_in_one_channel_as_object():
+    from imgalign.shapes import BACKGROUND
+
+    bg = torch.tensor(BACKGROUND, dtype=torch.float32) / 127.5 - 1
+    one_channel = bg + torch.tensor([0.05, 0.0, 0.0])  # off in red only: max |x - bg| 0.05, mean 0.017
+    x = torch.stack([bg, one_channel], 1).view(1, 3, 1, 2)
+    rec = x.clone()
+    rec[..., 1] -= 0.5  # only the one-channel pixel is wrong: |e| + e^2 = 0.75 per channel
+    assert t2i.recon_loss(rec, x, 5.0).item() == pytest.approx(0.75 * 5 / 6)  # weights 1 and 5
+
+
+def test_decoder_noise_scale_is_the_channel_std_over_the_whole_batch():
+    g = torch.Generator().manual_seed(0)
+    quiet, loud = torch.randn(256, 1, 4, 4, generator=g) * 0.01, torch.randn(256, 1, 4, 4, generator=g)
+    n = t2i.decoder_noise(torch.cat([quiet, loud]), 0.5, g)  # one channel, one batch std (~0.71) for both
+    assert n[:256].std().item() == pytest.approx(n[256:].std().item(), rel=0.15)
