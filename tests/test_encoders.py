@@ -37,6 +37,7 @@ def test_describe_groups_and_counts():
         == "a photo of two red objects and a blue object and a white object"
     )
     assert C.describe([_obj("triangle", "green")], with_colour=False) == "a photo of a triangle"
+    assert C.describe([_obj("cross", "red")] * 2) == "a photo of two red crosses"  # W.PLURALS, not + "s"
 
 
 def test_training_batch_is_a_function_of_seed_and_step():
@@ -285,6 +286,8 @@ def test_clip_export_casts_only_floating_tensors_to_the_save_dtype(tmp_path):
     sd = load_file(tmp_path / "out" / clip_pt.WEIGHTS)
     assert sd["weight"].dtype == sd["running_var"].dtype == torch.float16
     assert sd["num_batches_tracked"].dtype == torch.int64
+    clip_pt.export(bn, {}, tmp_path / "out32", "float32", "card")
+    assert load_file(tmp_path / "out32" / clip_pt.WEIGHTS)["weight"].dtype == torch.float32
 
 
 # ---- bad input
@@ -575,3 +578,44 @@ def test_shapes_encoders_load_from_the_given_folder_in_the_given_dtype(tmp_path)
     assert {p.dtype for p in model.parameters()} == {torch.float64}
     model, _ = load_shapes_vlm(dtype=torch.bfloat16)
     assert {p.dtype for p in model.parameters() if p.is_floating_point()} == {torch.bfloat16}
+
+
+def test_clip_batch_loss_compares_unit_features_whatever_their_length():
+    f = torch.eye(3)
+    texts = ["a", "b", "c"]
+    ref = clip_pt.batch_loss(_SpyClip(), f, f, texts)
+    lengths = torch.tensor([[2.0], [0.5], [4.0]])
+    assert clip_pt.batch_loss(_SpyClip(), 3 * f, lengths * f, texts).item() == pytest.approx(
+        ref.item(), rel=1e-5
+    )
+
+
+@pytest.mark.parametrize("module", ["clip", "vlm"])
+def test_encoder_pretraining_keeps_a_running_loss_schedules_the_lr_and_checkpoints_the_last_step(
+    tmp_path, monkeypatch, module
+):
+    """Losses 1, 2, 3 give the running average 0.95 (0.95 * 1 + 0.05 * 2) + 0.05 * 3; the last step (3, off the
+    checkpoint_every=2 grid) is checkpointed with the optimizer at that step's scheduled lr and the configured
+    weight decay; the CLIP's temperature is clamped at 100 after each step."""
+    mod, tiny, name = (
+        (clip_pt, TINY_CLIP, "batch_loss") if module == "clip" else (vlm_pt, TINY_VLM, "caption_nll")
+    )
+    losses, real = iter([1.0, 2.0, 3.0]), getattr(mod, name)
+
+    def known_loss(model, *a):
+        if module == "clip":
+            with torch.no_grad():
+                model.logit_scale.fill_(10.0)  # a temperature of e^10, above CLIP's cap of 100
+        return real(model, *a) * 0 + next(losses)  # the real graph, so the step runs, with a known value
+
+    monkeypatch.setattr(mod, name, known_loss)
+    cfg = mod.Config(**{**tiny, "steps": 3, "checkpoint_every": 2, "weight_decay": 0.02})
+    metrics = mod.pretrain(cfg, tmp_path, progress=False)
+    assert metrics["train/loss"] == pytest.approx(0.95 * (0.95 * 1.0 + 0.05 * 2.0) + 0.05 * 3.0)
+    st = C.load_checkpoint(tmp_path / f"{mod.FOLDER}.train" / "checkpoint.pt")
+    assert st["step"] == 3
+    groups = st["optimizer"]["param_groups"]
+    assert [g["lr"] for g in groups] == pytest.approx([C.lr_at(2, 3, cfg.lr, cfg.warmup)] * len(groups))
+    assert groups[0]["weight_decay"] == 0.02
+    if module == "clip":
+        assert st["model"]["logit_scale"].item() == pytest.approx(math.log(100), abs=1e-4)
