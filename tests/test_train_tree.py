@@ -91,7 +91,10 @@ def test_tree_grpo_two_steps(sd3_dir, prompts, tmp_path):
     assert not unchanged, f"parameters that did not change: {unchanged[:5]}"
 
 
-def _setup(sd3_dir, guidance: float, **tree):
+PROMPTS = ("a red circle", "two blue squares")  # the two trees of _roll, one per prompt
+
+
+def _setup(sd3_dir, guidance: float, group_size: int = 4, **tree):
     from imgalign.adapters import load_adapter
     from imgalign.trainers.config import SamplingConfig
     from imgalign.trainers.tree import TreeConfig
@@ -99,8 +102,8 @@ def _setup(sd3_dir, guidance: float, **tree):
     a = load_adapter(sd3_dir)
     s = SamplingConfig(
         num_steps=5,
-        group_size=4,
-        samples_per_step=8,
+        group_size=group_size,
+        samples_per_step=2 * group_size,
         batch_size=3,
         rollout="tree",
         guidance_scale=guidance,
@@ -113,10 +116,11 @@ def _setup(sd3_dir, guidance: float, **tree):
 def _roll(a, s, step: int = 0, reduce: str = "sum"):
     from imgalign.trainers.rollout import ROLLOUTS, RolloutContext
 
-    prompts = [p for p in ("a red circle", "two blue squares") for _ in range(4)]
+    g = s.group_size
+    prompts = [p for p in PROMPTS for _ in range(g)]
     ctx = RolloutContext(a, a.transformer, s, seed=3, step=step, logprob_reduce=reduce)
     with torch.no_grad():
-        return ROLLOUTS.get("tree")(ctx, prompts, [{}] * 8, torch.arange(8), torch.arange(8) // 4)
+        return ROLLOUTS.get("tree")(ctx, prompts, [{}] * 2 * g, torch.arange(2 * g), torch.arange(2 * g) // g)
 
 
 @pytest.mark.parametrize("between", ["ode", "sde"])
@@ -188,6 +192,68 @@ def test_tree_credit_masks_edges_without_a_valid_leaf_and_trees_resample_every_s
     d = rows_.children[0, 0].numel()
     torch.testing.assert_close(mean_rows.old_log_prob, rows_.old_log_prob / d)
     assert not torch.allclose(_roll(a, s, step=1).x0, ro.x0)
+
+
+def test_tree_credit_pads_uneven_branching_with_zero_advantage_and_invalid_slots(sd3_dir):
+    """Branch factors 2 then 3 (6 leaves per tree): the step-0 rows have 2 children in k = 3 slots, the third is
+    padding with advantage 0 and never valid. Sibling credit by hand, leaf signals (-1, 0, 1, 1, 2, 3) per tree:
+    the step-2 children are (-1, 0, 1) - mean over the population std sqrt(2/3), the step-0 children (values 0 and
+    2) are -1 and +1."""
+    from imgalign.trainers.rewarding import Balanced
+
+    a, s = _setup(sd3_dir, 1.0, group_size=6, branch_steps=[0, 2], branch_factors=[2, 3], advantage="sibling")
+    ro = _roll(a, s)
+    rows_ = ro.extras["tree"]
+    signal = torch.tensor([-1.0, 0.0, 1.0, 1.0, 2.0, 3.0]).repeat(2)
+    adv, valid = ro.extras["credit"](
+        torch.zeros(1, 12), Balanced(signal, torch.ones(12, dtype=torch.bool), 0.0)
+    )
+    # parent rows by branch step, tree-major within one: the two roots, then tree 0's and tree 1's step-2 nodes
+    assert rows_.step.tolist() == [0, 0, 2, 2, 2, 2]
+    c = 1 / ((2 / 3) ** 0.5 + 1e-4)
+    e = 1 / (1 + 1e-4)
+    expected = torch.tensor([[-e, e, 0.0]] * 2 + [[-c, 0.0, c]] * 4)
+    pad = torch.tensor([[False, False, True]] * 2 + [[False] * 3] * 4)
+    assert torch.equal(rows_.child_mask, ~pad)
+    torch.testing.assert_close(adv, expected, rtol=1e-5, atol=1e-6)
+    assert torch.equal(valid, ~pad)
+
+
+def test_tree_rollout_conditions_every_leaf_on_its_own_prompt(sd3_dir):
+    """Rollout.cond has one row per leaf (tree-major: the G leaves of prompt 0, then of prompt 1), each its own
+    prompt's conditioning; every parent row carries its tree's prompt."""
+    a, s = _setup(sd3_dir, 1.0, branch_steps=[0, 2], branch_factors=[2])
+    ro = _roll(a, s)
+    with torch.no_grad():
+        enc = a.encode(list(PROMPTS))
+    assert not torch.allclose(enc.embeds[0], enc.embeds[1])  # the two prompts are told apart
+    leaf_prompt = torch.arange(8) // 4
+    torch.testing.assert_close(ro.cond.embeds, enc.embeds[leaf_prompt])
+    torch.testing.assert_close(ro.cond.pooled, enc.pooled[leaf_prompt])
+    rows_ = ro.extras["tree"]
+    assert rows_.step.tolist() == [0, 0, 2, 2, 2, 2]  # the two roots, then tree 0's and tree 1's step-2 nodes
+    torch.testing.assert_close(rows_.cond.embeds, enc.embeds[torch.tensor([0, 1, 0, 0, 1, 1])])
+
+
+def test_tree_rollout_rejects_groups_that_are_not_whole_trees(sd3_dir):
+    """Every group must be one tree on one process: interleaved group ids (the right count, but not contiguous
+    runs of group_size), and a tree spec whose leaf count is not group_size (a config that skipped validate),
+    are errors rather than trees silently built from the wrong samples."""
+    from imgalign.trainers.rollout import ROLLOUTS, RolloutContext
+    from imgalign.trainers.tree import TreeConfig
+
+    a, s = _setup(sd3_dir, 1.0, branch_steps=[0, 2], branch_factors=[2])
+    ctx = RolloutContext(a, a.transformer, s, seed=3, step=0, logprob_reduce="sum")
+    prompts = [p for p in PROMPTS for _ in range(4)]
+    roll = ROLLOUTS.get("tree")
+    with torch.no_grad():
+        with pytest.raises(ValueError, match="not whole groups"):
+            roll(ctx, prompts, [{}] * 8, torch.arange(8), torch.arange(8) % 2)
+        with pytest.raises(ValueError, match="not whole groups"):
+            roll(ctx, prompts[:6], [{}] * 6, torch.arange(6), torch.arange(6) // 4)
+        s.tree = TreeConfig(branch_steps=[0, 2], branch_factors=[2, 4])  # 8 leaves, group_size 4
+        with pytest.raises(ValueError, match="8 leaves per tree but group_size=4"):
+            roll(ctx, prompts, [{}] * 8, torch.arange(8), torch.arange(8) // 4)
 
 
 def test_tree_loss_adds_kl_beta_times_the_kl_and_penalty_weight_times_the_hinge(sd3_dir):
