@@ -55,6 +55,12 @@ def test_trainer_warns_when_the_ratio_halves(tmp_path, caplog):
         assert "prompt-independent" not in caplog.text
         FlowGRPOTrainer._warn_prompt_independence(fake, 60, {key: 0.4})
     assert "step 60" in caplog.text and "prompt-independent" in caplog.text
+    # the base is the step-0 evaluation only: without one (eval.at_start off) an earlier trained step is none
+    caplog.clear()
+    (tmp_path / "eval.jsonl").write_text(json.dumps({"step": 10, key: 1.0}) + "\n")
+    with caplog.at_level(logging.WARNING):
+        FlowGRPOTrainer._warn_prompt_independence(fake, 60, {key: 0.4})
+    assert "prompt-independent" not in caplog.text
 
 
 def test_the_shapes_pool_takes_the_tasks_in_turn():

@@ -79,6 +79,12 @@ def test_sd3_full_finetune_two_steps(sd3_dir, tmp_path, capsys):
     assert r[0]["policy/vnorm_ratio"] == pytest.approx(1.0, abs=1e-5) and r[0]["policy/penalty"] == 0.0
     # exact NFE count: 4 samples x 3 steps x 1 (no CFG)
     assert r[0]["perf/nfe"] == 12
+    assert [x["perf/nfe_total"] for x in r] == [12, 24]  # the run's total so far
+    # seconds: the phases of a step lie within it, and the steps within the run's total so far
+    for x in r:
+        assert x["perf/sec_rollout"] + x["perf/sec_reward"] + x["perf/sec_train"] <= x["perf/sec_step"]
+    assert r[0]["perf/sec_step"] <= r[0]["perf/sec_total"]
+    assert r[0]["perf/sec_step"] + r[1]["perf/sec_step"] <= r[1]["perf/sec_total"]
     ckpt = out / "checkpoints" / "step-000002"
     assert (ckpt / "model_index.json").is_file() and (ckpt / "trainer_state" / "state.json").is_file()
     raw = load_file(str(ckpt / "trainer_state" / "trainable.safetensors"))
@@ -92,6 +98,7 @@ def test_sd3_full_finetune_two_steps(sd3_dir, tmp_path, capsys):
     name = next(iter(ema))
     torch.testing.assert_close(pipe.transformer.state_dict()[name], ema[name])  # the export holds the EMA
     assert (out / "samples" / "step-000001.png").is_file() and (out / "config.yaml").is_file()
+    assert json.loads((ckpt / "trainer_state" / "state.json").read_text())["exported_weights"] == "ema"
 
 
 def test_flux_lora_two_steps(flux_dir, tmp_path, monkeypatch):
@@ -117,6 +124,10 @@ def test_flux_lora_two_steps(flux_dir, tmp_path, monkeypatch):
     assert sorted(p.name for p in (out / "samples").glob("step-*.png")) == ["step-000001.png"]
     assert abs(r[0]["policy/ratio_mean"] - 1) < 1e-4  # the CPS kernel is on-policy through the trainer
     assert "eval/reward/red_reward/mean" in r[1]  # evaluated on the 2 held-out prompts at the end
+    # only at the end (eval.every 0, no eval.at_start), named by the step it follows, as the checkpoint is
+    assert [json.loads(x)["step"] for x in (out / "eval.jsonl").read_text().splitlines()] == [2]
+    assert [p.name for p in (out / "samples").glob("eval-step-*.png")] == ["eval-step-000002.png"]
+    assert r[1]["perf/sec_eval"] > 0 and "perf/sec_eval" not in r[0]
     assert (
         r[1]["eval/prompt_dependence/seed"] > 0 and r[1]["eval/prompt_dependence/ratio"] >= 0
     )  # 2 prompts x 4 seeds
@@ -250,6 +261,8 @@ def test_logged_lr_is_the_rate_of_the_steps_update(sd3_dir, tmp_path):
     assert [r["train/lr"] for r in rows(out)] == pytest.approx([5e-4, 1e-3])
     # log.keep_last 1: the trainer keeps only the newest of its checkpoints
     assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step-000002"]
+    state = json.loads((out / "checkpoints" / "step-000002" / "trainer_state" / "state.json").read_text())
+    assert state["exported_weights"] == "raw"  # no EMA: the export holds the trained weights
 
 
 def test_lr_schedule_warms_up_linearly_then_holds_or_follows_the_cosine_to_zero():
@@ -304,6 +317,7 @@ def test_nan_reward_is_masked(sd3_dir, tmp_path, caplog, capsys):
     out = tmp_path / "run"
     cfg = tiny_config(sd3_dir, out, rewards__names=["imgalign.trainers.testing:nan_every_third_reward"])
     cfg["sampling"].update(samples_per_step=6, group_size=3, batch_size=6)
+    cfg["log"]["save_rollouts"] = True
     with caplog.at_level("WARNING"):
         assert main(["train", str(write(cfg, tmp_path / "c.yaml"))]) == 0
     assert "nan_every_third_reward" in caplog.text and "non-finite" in caplog.text
@@ -319,6 +333,11 @@ def test_nan_reward_is_masked(sd3_dir, tmp_path, caplog, capsys):
     # std of two), just under 1; the mean |advantage| is over the valid ones only (over all 6 it is at most 4/6)
     assert r[0]["train/valid_ratio"] == pytest.approx(4 / 6)
     assert 4 / 6 < r[0]["train/adv_abs_mean"] <= 1.0
+    saved = [json.loads(x) for x in (out / "rollouts.jsonl").read_text().splitlines()]
+    assert [x["valid"] for x in saved] == [
+        math.isfinite(x["rewards"]["nan_every_third_reward"]) for x in saved
+    ]
+    assert sum(x["valid"] for x in saved) == 8  # 4 of 6 in each of 2 steps
     w = load_file(str(out / "checkpoints" / "step-000002" / "trainer_state" / "trainable.safetensors"))
     assert all(torch.isfinite(t).all() for t in w.values())
 
@@ -339,6 +358,43 @@ def test_prompts_are_held_out_only_for_the_reward_suite(sd3_dir, tmp_path, suite
     tr.setup()
     assert len(tr.sampler.test) == held
     assert len({p for p, _ in tr.sampler.train}) == 2 - held
+
+
+def test_a_step_samples_each_prompt_as_a_group_with_its_own_noise(sd3_dir, tmp_path):
+    """train_step(k): the rollout gets step k (its noise), each of the step's prompts G times in a row (with its
+    metadata) and those samples' global ids, and the balancer groups the samples alike (sample i in group i // G);
+    a (plug-in) balancer's own metrics reach the row. log.sample_every 0 saves no sample grid."""
+    from imgalign.config import load_config
+    from imgalign.trainers.config import FlowGRPOConfig
+    from imgalign.trainers.trainer import FlowGRPOTrainer
+
+    cfg_d = tiny_config(sd3_dir, tmp_path / "run", sampling__samples_per_step=6, sampling__batch_size=6)
+    cfg_d["sampling"]["group_size"] = 3
+    cfg_d["log"]["sample_every"] = 0
+    tr = FlowGRPOTrainer(load_config(FlowGRPOConfig, write(cfg_d, tmp_path / "c.yaml")), tmp_path / "run")
+    tr.setup()
+    seen = {}
+    rollout_fn, balancer = tr.rollout_fn, tr.balancer
+
+    def rollout(ctx, prompts, meta, sample_ids, group_ids):
+        seen.update(step=ctx.step, prompts=prompts, meta=meta, sample_ids=sample_ids, group_ids=group_ids)
+        return rollout_fn(ctx, prompts, meta, sample_ids, group_ids)
+
+    def balance(scores, weights, gid, *rest):
+        seen["gid"] = gid
+        bal = balancer(scores, weights, gid, *rest)
+        bal.metrics = {"balance/plugin": 1.5}
+        return bal
+
+    tr.rollout_fn, tr.balancer = rollout, balance
+    m = tr.train_step(3)
+    batch = tr.sampler.for_step(3, 2)
+    assert seen["step"] == 3
+    assert seen["prompts"] == [batch.prompts[0]] * 3 + [batch.prompts[1]] * 3
+    assert seen["meta"] == [batch.metadata[0]] * 3 + [batch.metadata[1]] * 3
+    assert seen["sample_ids"].tolist() == list(range(6))
+    assert seen["group_ids"].tolist() == seen["gid"].tolist() == [0, 0, 0, 1, 1, 1]
+    assert m["balance/plugin"] == 1.5 and not (tmp_path / "run" / "samples").exists()
 
 
 def _step0_trainer(sd3_dir, tmp_path, **over):
@@ -808,6 +864,18 @@ def test_a_non_finite_gradient_skips_the_optimizer_update(sd3_dir, tmp_path, cap
     assert all(torch.equal(p, p0) for p, p0 in zip(tr.params, start))
 
 
+def test_an_infinite_gradient_norm_skips_the_optimizer_update_too(sd3_dir, tmp_path, monkeypatch):
+    from imgalign.trainers.testing import first_rollout
+
+    tr = _sgd_trainer(sd3_dir, tmp_path, micro_batch_size=8, updates_per_step=1)
+    ro, gid = first_rollout(tr)
+    monkeypatch.setattr(tr.acc, "clip_grad_norm_", lambda params, max_norm: torch.tensor(float("inf")))
+    start = [p.detach().clone() for p in tr.params]
+    m = tr._update(0, ro, torch.tensor([-1.0, 1.0] * 4), torch.ones(8, dtype=torch.bool))
+    assert m["train/skipped_updates"] == 1 and math.isnan(m["train/grad_norm"])
+    assert all(torch.equal(p, p0) for p, p0 in zip(tr.params, start))
+
+
 def test_an_update_without_a_valid_sample_is_skipped(sd3_dir, tmp_path):
     """Every group tied: no sample carries signal, so no optimizer update is made (AdamW's weight decay and momentum
     moved every weight on a zero gradient), the LR schedule does not advance, and the metrics count the updates."""
@@ -1066,8 +1134,132 @@ def test_out_of_time_reserves_a_step_the_final_evaluation_and_half_a_step_for_th
     assert not out(4.0, 0.0) and out(
         4.5, 0.0
     )  # no evaluation yet: 40 + 4 + 12 + 2 = 58; 40 + 4.5 + 13.5 + 2.25
+    tr.is_main = False  # only the main process's clock decides; the others learn it through the reduce
+    assert not out(4.0, 14.5)
     tr.cfg.train.time_budget_min = 0.0
     assert not out(1000.0, 1000.0)
+
+
+def test_each_process_trains_its_own_consecutive_share_of_the_samples():
+    """Process `rank` of the step's N = world * n samples takes samples rank * n ... (rank + 1) * n - 1."""
+    from types import SimpleNamespace
+
+    from imgalign.trainers.trainer import FlowGRPOTrainer
+
+    def share(rank: int) -> slice:
+        return FlowGRPOTrainer._local_slice(SimpleNamespace(layout={"samples_per_process": 4}, rank=rank))
+
+    assert [share(r) for r in range(3)] == [slice(0, 4), slice(4, 8), slice(8, 12)]
+
+
+def test_a_metrics_row_is_named_by_the_step_it_ends_in_the_file_and_the_trackers(tmp_path, caplog):
+    """_log(step) writes row step + 1 to metrics.jsonl and the trackers; the off-policy warning names the run's
+    warm-up (with one, the hint is a lower lr), once per run."""
+    from types import SimpleNamespace
+
+    from imgalign.trainers.trainer import FlowGRPOTrainer
+
+    logged: list[tuple[dict, int]] = []
+    tr = SimpleNamespace(
+        is_main=True,
+        out=tmp_path,
+        _warned_off_policy=False,
+        cfg=SimpleNamespace(train=SimpleNamespace(lr=1e-3, warmup_steps=3)),
+        acc=SimpleNamespace(trackers=["fake"], log=lambda m, step: logged.append((m, step))),
+    )
+    with caplog.at_level("WARNING"):
+        FlowGRPOTrainer._log(tr, 4, {"policy/approx_kl": 50.0})
+        FlowGRPOTrainer._log(tr, 5, {"policy/approx_kl": 60.0})
+    assert [json.loads(x)["step"] for x in (tmp_path / "metrics.jsonl").read_text().splitlines()] == [5, 6]
+    assert [s for _, s in logged] == [5, 6] and logged[0][0] == {"policy/approx_kl": 50.0}
+    assert caplog.text.count("policy/approx_kl = ") == 1 and "step 5: policy/approx_kl = 50" in caplog.text
+    assert "warm-up 3 updates" in caplog.text and "lower train.lr" in caplog.text
+    assert "set train.warmup_steps" not in caplog.text
+
+
+def test_sample_grid_shows_the_first_16_images_8_to_a_row_with_their_prompts(tmp_path):
+    """_save_grid: the first 16 images in rows of 8 (one row of fewer when there are fewer), left to right then
+    top to bottom; the .txt beside it lists the prompts of the images shown, one a line."""
+    from PIL import Image
+
+    from imgalign.trainers.trainer import FlowGRPOTrainer
+
+    h, w = 2, 3  # not square: a swapped axis shows
+    images = torch.zeros(20, 3, h, w)
+    for i in range(20):
+        images[i, 0] = i * 10 / 255  # red = 10 * index
+    path = tmp_path / "g.png"
+    FlowGRPOTrainer._save_grid(images, [f"p{i}" for i in range(20)], path)
+    grid = Image.open(path).convert("RGB")
+    assert grid.size == (8 * w, 2 * h)
+    shown = [grid.getpixel(((i % 8) * w + 1, (i // 8) * h + 1))[0] for i in range(16)]
+    assert shown == [10 * i for i in range(16)]
+    assert path.with_suffix(".txt").read_text() == "".join(f"p{i}\n" for i in range(16))
+    FlowGRPOTrainer._save_grid(images[:3], None, path)  # fewer than 8: one row of them, no .txt rewritten
+    assert Image.open(path).size == (3 * w, h)
+    FlowGRPOTrainer._save_grid(images[:10], None, path)  # 10: a second row, partly filled
+    assert Image.open(path).size == (8 * w, 2 * h)
+
+
+@pytest.mark.parametrize(
+    ("guidance", "use_ema", "gs", "weight"), [(0.0, True, 0.0, 7.0), (-1.0, False, 4.5, 1.0)]
+)
+def test_an_evaluation_runs_at_its_guidance_scale_with_the_ema_weights_when_asked(
+    tmp_path, monkeypatch, guidance, use_ema, gs, weight
+):
+    """eval.guidance_scale applies as given, 0 (no CFG) included; -1 is the policy's sampling.guidance_scale. The
+    suite sees the EMA weights under eval.use_ema and the raw ones otherwise, which it leaves in place. The row in
+    eval.jsonl is named by the step given, with the seconds it took."""
+    from types import SimpleNamespace
+
+    import imgalign.trainers.evaluation as E
+    from imgalign.trainers.trainer import EMA, FlowGRPOTrainer
+
+    seen: list[tuple[float, float]] = []
+
+    def suite(adapter, model, ev, scale):
+        seen.append((scale, float(model.weight)))
+        return {"eval/x": 0.5}, torch.zeros(0, 3, 2, 2)
+
+    monkeypatch.setattr(E, "shapes_suite", suite)
+    monkeypatch.setattr(E, "eval_prompt_dependence", lambda *a: {})
+    model = torch.nn.Linear(1, 1, bias=False)
+    with torch.no_grad():
+        model.weight.fill_(1.0)
+    ema = EMA([model.weight], 0.5)
+    ema.shadow = [torch.full((1, 1), 7.0)]
+    tr = SimpleNamespace(
+        cfg=SimpleNamespace(
+            eval=SimpleNamespace(suite="shapes", guidance_scale=guidance, vnorm_images=0, use_ema=use_ema),
+            sampling=SimpleNamespace(guidance_scale=4.5),
+        ),
+        acc=SimpleNamespace(unwrap_model=lambda m: m),
+        adapter=None,
+        model=model,
+        ema=ema,
+        sampler=SimpleNamespace(test=[]),
+        out=tmp_path,
+        _warn_prompt_independence=lambda step, out: None,
+    )
+    out = FlowGRPOTrainer._evaluate_main(tr, 3)
+    assert seen == [(gs, weight)] and float(model.weight.detach()) == 1.0
+    row = json.loads((tmp_path / "eval.jsonl").read_text())
+    assert row["step"] == 3 and row["eval/x"] == 0.5 and row["perf/sec_eval"] == out["perf/sec_eval"] >= 0
+
+
+def test_eval_at_start_evaluates_the_base_model_once_and_a_resume_does_not_again(sd3_dir, tmp_path):
+    """eval.at_start: step 0 (the base model) then the end of each run; a resumed run starts from trained weights,
+    so it has no step 0 to evaluate."""
+    out = tmp_path / "run"
+    prompts = tmp_path / "p.txt"
+    prompts.write_text("a red circle\na blue square\na green triangle\n")
+    cfg = tiny_config(sd3_dir, out, train__max_steps=1, sampling__num_steps=2)
+    cfg["prompts"] = {"source": str(prompts), "test_fraction": 0.34}
+    cfg["eval"] = {"every": 0, "at_start": True, "suite": "reward", "images_per_prompt": 1, "num_steps": 1}
+    path = write(cfg, tmp_path / "c.yaml")
+    assert main(["train", str(path)]) == 0
+    assert main(["train", str(path), "--resume", "auto", "--max-steps", "2"]) == 0
+    assert [json.loads(x)["step"] for x in (out / "eval.jsonl").read_text().splitlines()] == [0, 1, 2]
 
 
 def test_print_config_and_max_steps_override(sd3_dir, tmp_path, capsys):
@@ -1227,7 +1419,7 @@ def test_a_damaged_checkpoint_is_named_with_what_to_do(sd3_dir, tmp_path, capsys
     assert [r["step"] for r in rows(out)] == [1, 2]
 
 
-def test_a_setting_added_after_the_checkpoint_at_its_default_is_no_change(sd3_dir, tmp_path, caplog):
+def test_a_setting_added_after_the_checkpoint_at_its_default_is_no_change(sd3_dir, tmp_path, caplog, capsys):
     """A checkpoint written before a setting existed (here rewards.marble.all_terms) has another config hash and no
     such key; resuming it warned 'changed config (rewards.marble.all_terms: None -> False)'."""
     out = tmp_path / "run"
@@ -1242,6 +1434,13 @@ def test_a_setting_added_after_the_checkpoint_at_its_default_is_no_change(sd3_di
     with caplog.at_level("WARNING"):
         assert main(["train", str(path), "--resume", "auto", "--max-steps", "2"]) == 0
     assert "changed config" not in caplog.text
+    # a checkpoint of another process count is refused (each process's share and RNG state would differ)
+    st = out / "checkpoints" / "step-000002" / "trainer_state"
+    state = json.loads((st / "state.json").read_text())
+    (st / "state.json").write_text(json.dumps({**state, "num_processes": 2}))
+    capsys.readouterr()
+    assert main(["train", str(path), "--resume", "auto", "--max-steps", "3"]) == 2
+    assert "was written by 2 processes; resume with the same number" in capsys.readouterr().err
 
 
 def test_resuming_with_a_changed_config_names_the_changes(sd3_dir, tmp_path, caplog):
@@ -1943,7 +2142,17 @@ def test_a_resume_reports_changes_against_the_checkpoints_config_and_keeps_its_l
     for _ in range(2):  # the second: as if the first resume had been killed before its first checkpoint
         with caplog.at_level("WARNING"):
             caplog.clear()
-            assert main(["train", str(path), "--resume", ckpt1, "--set", "train.lr=0.002"]) == 0
+            argv = [
+                "train",
+                str(path),
+                "--resume",
+                ckpt1,
+                "--set",
+                "train.lr=0.002",
+                "--set",
+                "log.keep_last=6",
+            ]
+            assert main(argv) == 0  # a log setting changes nothing the steps compute: not named
         assert "changed config (train.lr: 0.001 -> 0.002)" in caplog.text
         assert yaml.safe_load((out / "config.until-step-000001.yaml").read_text())["train"]["lr"] == 0.001
     steps = [json.loads(line)["step"] for line in (out / "rollouts.jsonl").read_text().splitlines()]
