@@ -265,6 +265,16 @@ def test_logged_lr_is_the_rate_of_the_steps_update(sd3_dir, tmp_path):
     assert state["exported_weights"] == "raw"  # no EMA: the export holds the trained weights
 
 
+def test_checkpoints_every_n_steps_are_named_by_the_step_they_end_and_the_last_step_is_saved(
+    sd3_dir, tmp_path
+):
+    out = tmp_path / "run"
+    cfg = tiny_config(sd3_dir, out, train__max_steps=3, sampling__num_steps=2)
+    cfg["log"].update(checkpoint_every=2, keep_last=5, sample_every=0)
+    assert main(["train", str(write(cfg, tmp_path / "c.yaml"))]) == 0
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step-000002", "step-000003"]
+
+
 def test_lr_schedule_warms_up_linearly_then_holds_or_follows_the_cosine_to_zero():
     """The LR factor of optimizer update k: (k + 1) / warmup during the warm-up, then 1 (constant) or the half
     cosine over the updates after it, reaching 0 at update `total` (one past the last)."""
@@ -803,6 +813,26 @@ def test_update_metrics_are_means_over_valid_samples_whatever_the_padding(sd3_di
     assert padded["policy/ratio_max"] == pytest.approx(1.0, abs=1e-4) and plain[
         "policy/ratio_min"
     ] == pytest.approx(1.0, abs=1e-4)
+
+
+def test_update_metrics_keep_the_max_and_min_over_micro_batches_and_average_the_rest(sd3_dir, tmp_path):
+    """An objective's ..._max / ..._min metrics are the extremes over the update's micro-batches, other metrics
+    their mean weighted by valid samples; micro-batches without a valid sample report nothing."""
+    from types import SimpleNamespace
+
+    from imgalign.trainers.testing import first_rollout
+
+    tr = _sgd_trainer(sd3_dir, tmp_path, micro_batch_size=1, updates_per_step=1)
+    ro, _ = first_rollout(tr)
+
+    def loss(ctx, ro, mb, term, adv, valid):
+        row = float(mb[0])
+        return sum(p.sum() for p in tr.params) * 0.0, {"x": row, "x_max": row, "x_min": row}
+
+    tr.objective = SimpleNamespace(terms=lambda ro: [0], loss=loss, masks_invalid=False)
+    valid = torch.tensor([False, False, True, True, True, True, False, False])
+    m = tr._update(0, ro, torch.zeros(8), valid)
+    assert (m["x"], m["x_max"], m["x_min"]) == (3.5, 5.0, 2.0)
 
 
 def _edit_rollouts(tr, edit) -> None:
@@ -1434,6 +1464,10 @@ def test_a_setting_added_after_the_checkpoint_at_its_default_is_no_change(sd3_di
     with caplog.at_level("WARNING"):
         assert main(["train", str(path), "--resume", "auto", "--max-steps", "2"]) == 0
     assert "changed config" not in caplog.text
+    with caplog.at_level("WARNING"):  # resumed at train.max_steps: nothing to train, and it says so
+        caplog.clear()
+        assert main(["train", str(path), "--resume", "auto", "--max-steps", "2"]) == 0
+    assert "is at step 2 and train.max_steps is 2: nothing to train" in caplog.text
     # a checkpoint of another process count is refused (each process's share and RNG state would differ)
     st = out / "checkpoints" / "step-000002" / "trainer_state"
     state = json.loads((st / "state.json").read_text())
