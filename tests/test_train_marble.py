@@ -122,6 +122,50 @@ def test_marble_weights_see_every_term_of_the_micro_batch(sd3_dir, tmp_path, obj
     assert cos[0] != pytest.approx(cos[1], rel=1e-4)  # the default: the first term's bisector only
 
 
+def test_marble_all_terms_probes_the_first_micro_batchs_other_terms(sd3_dir, tmp_path, monkeypatch):
+    """With two micro-batches per update, all_terms solves alpha* on the FIRST micro-batch's every term: the probe
+    before its loss takes that micro-batch's rows with the second trained step, not the second micro-batch's
+    first step (the update loop runs micro-batch by micro-batch, each with all its terms)."""
+    from imgalign.trainers.balance import RewardBalancing
+    from imgalign.trainers.objectives import GRPOObjective
+
+    calls: list[tuple[str, tuple[int, ...], int]] = []
+    head, probe, micro_loss = GRPOObjective.head, RewardBalancing.probe, RewardBalancing.micro_loss
+
+    def spy_head(self, ctx, ro, idx, term, valid):
+        calls.append(("head", tuple(idx.tolist()), term))
+        return head(self, ctx, ro, idx, term, valid)
+
+    def spy(kind, fn):
+        def wrapped(self, *a, **k):
+            calls.append((kind, (), -1))
+            return fn(self, *a, **k)
+
+        return wrapped
+
+    monkeypatch.setattr(GRPOObjective, "head", spy_head)
+    monkeypatch.setattr(RewardBalancing, "probe", spy("probe", probe))
+    monkeypatch.setattr(RewardBalancing, "micro_loss", spy("micro_loss", micro_loss))
+    cfg = tiny_config(sd3_dir, tmp_path / "run", [RED, BRIGHT], "marble", "grpo", train__max_steps=1)
+    cfg["objective"]["terms_per_sample"] = 2
+    cfg["train"]["micro_batch_size"] = 2
+    cfg["rewards"]["marble"] = {"ema": 0.0, "all_terms": True}
+    train(cfg, tmp_path)
+    heads = [c for c in calls if c[0] == "head"]
+    kinds = [c[0] for c in calls]
+    # one probe (head, probe), then per micro-batch and term: head, micro_loss
+    assert kinds == ["head", "probe"] + ["head", "micro_loss"] * 4
+    (first_mb, second_mb) = heads[1][1], heads[3][1]
+    assert len(first_mb) == 2 and set(first_mb).isdisjoint(second_mb)
+    steps = [heads[1][2], heads[2][2]]
+    assert steps[0] != steps[1]
+    assert heads[0][1:] == (first_mb, steps[1])  # the probe: the first micro-batch, its other trained step
+    assert [h[1:] for h in heads[1:]] == [(first_mb, steps[0]), (first_mb, steps[1])] + [
+        (second_mb, steps[0]),
+        (second_mb, steps[1]),
+    ]
+
+
 def test_resume_with_another_balancer_or_reward_list_starts_balancing_fresh(sd3_dir, tmp_path, caplog):
     """Resuming a cosine-diagnostics run with MARBLE, then that MARBLE run with a third reward: each time the saved
     balancing state does not fit; the run goes on with it fresh and a warning that says why (before, the first
