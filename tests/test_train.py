@@ -2515,3 +2515,26 @@ def test_bench_scripts_refuse_bad_arguments_before_any_model_loads(script, args,
     )
     assert p.returncode != 0 and message in p.stderr, p.stderr[-2000:]
     assert "Traceback" not in p.stderr, p.stderr[-2000:]
+
+
+def test_each_step_shuffles_its_samples_into_micro_batches_anew(sd3_dir, tmp_path, monkeypatch):
+    """The update's micro-batches are a fresh permutation of the step's samples every step (seeded by the step), so
+    a sample's neighbours in a micro-batch change from step to step; every sample is trained once per term."""
+    from imgalign.trainers.objectives import GRPOObjective
+
+    seen: list[tuple[int, ...]] = []
+    loss = GRPOObjective.loss
+
+    def spy(self, ctx, ro, idx, term, adv, valid):
+        seen.append(tuple(idx.tolist()))
+        return loss(self, ctx, ro, idx, term, adv, valid)
+
+    monkeypatch.setattr(GRPOObjective, "loss", spy)
+    out = tmp_path / "run"
+    cfg = tiny_config(sd3_dir, out, train__max_steps=3, log__sample_every=0)
+    assert main(["train", str(write(cfg, tmp_path / "c.yaml"))]) == 0
+    per_step = len(seen) // 3
+    steps = [seen[i * per_step : (i + 1) * per_step] for i in range(3)]
+    for calls in steps:
+        assert sorted(r for mb in set(calls) for r in mb) == [0, 1, 2, 3]
+    assert len({calls[0] for calls in steps}) > 1
