@@ -1663,6 +1663,15 @@ def test_anchor_kl_at_an_untrained_step_matches_the_closed_form(sd3_dir, tmp_pat
     tr.cfg.objective.anchor_beta = 0.0
     plain = tr.objective.loss(ctx, ro, idx, 0, adv, valid)[0].detach()
     assert float(plain) == pytest.approx(float(policy_only), rel=1e-4)
+    # a masked sample (valid False) is in neither the anchor KL nor its metric
+    valid = torch.tensor([True, False, True, True])
+    kl_valid = float(kl[valid].mean())
+    assert abs(kl_valid - float(kl.mean())) > 1e-3 * kl_valid
+    plain = float(tr.objective.loss(ctx, ro, idx, 0, adv, valid)[0].detach())
+    tr.cfg.objective.anchor_beta = beta
+    loss, m = tr.objective.loss(ctx, ro, idx, 0, adv, valid)
+    assert m["policy/anchor_kl"] == pytest.approx(kl_valid, rel=1e-3)
+    assert float(loss.detach()) - plain == pytest.approx(beta * kl_valid, rel=1e-3)
 
 
 def test_a_rollouts_train_mask_leaves_its_rows_out_like_valid(sd3_dir, tmp_path):
@@ -1803,8 +1812,160 @@ def test_grpo_loss_adds_kl_beta_times_the_kl_and_penalty_weight_times_the_hinge(
 
     plain = loss_with(0.0, 0.0)
     assert loss_with(beta, 0.0) - plain == pytest.approx(beta * kl_valid, rel=1e-3)
+    assert tr.objective.loss(ctx, ro, idx, 0, adv, valid)[1]["policy/kl"] == pytest.approx(kl_valid, rel=1e-3)
     assert loss_with(0.0, lam) - plain == pytest.approx(lam * 0.5, rel=1e-4)
     assert loss_with(beta, lam) - plain == pytest.approx(beta * kl_valid + lam * 0.5, rel=1e-3)
+
+
+def test_masked_mean_leaves_out_zero_weight_rows_even_when_they_are_not_finite():
+    """_masked_mean: a row of weight 0 is out of the mean also when it is NaN or inf (NaN·0 is NaN); no weight at
+    all gives 0, not NaN."""
+    from imgalign.trainers.objectives import _masked_mean
+
+    x = torch.tensor([1.0, float("nan"), 3.0, float("inf")])
+    assert float(_masked_mean(x, torch.tensor([1.0, 0.0, 1.0, 0.0]))) == 2.0
+    assert float(_masked_mean(x, torch.zeros(4))) == 0.0
+
+
+def test_add_penalty_is_a_mean_over_the_valid_rows_and_its_gradient_reaches_v_theta_only():
+    """add_penalty with the linear hinge: λ·mean over the valid rows of max(0, ‖v_θ‖/‖v_ref‖ − 1), hand-computed
+    (ratios 2, 1.5 and 4, the last row masked); the gradient reaches v_θ as λ/n_valid · v/(‖v‖·‖v_ref‖) on a valid
+    row above the hinge and 0 on a masked one, never v_ref; the logged ratio and penalty are the valid rows' means."""
+    from imgalign.trainers.config import ObjectiveConfig
+    from imgalign.trainers.objectives import add_penalty
+
+    v_ref = torch.tensor([[3.0, 4.0], [0.0, 2.0], [1.0, 0.0]], requires_grad=True)  # norms 5, 2, 1
+    v = torch.tensor([[6.0, 8.0], [0.0, 3.0], [4.0, 0.0]], requires_grad=True)  # norms 10, 3, 4
+    w = torch.tensor([1.0, 1.0, 0.0])
+    m: dict = {}
+    cfg = ObjectiveConfig(penalty="vnorm", penalty_weight=0.5)
+    loss = add_penalty(cfg, torch.zeros(()), v, v_ref, w, m)
+    assert float(loss.detach()) == pytest.approx(0.5 * (1.0 + 0.5) / 2)
+    assert m["policy/vnorm_ratio"] == pytest.approx(1.75) and m["policy/penalty"] == pytest.approx(0.75)
+    loss.backward()
+    torch.testing.assert_close(v.grad, 0.25 * torch.tensor([[0.12, 0.16], [0.0, 0.5], [0.0, 0.0]]))
+    assert v_ref.grad is None
+
+
+def test_grpo_terms_are_the_trained_steps_and_every_base_model_term_needs_the_reference():
+    """terms(): a flat rollout's trained steps as they are (a window need not start at 0), one term for a tree; the
+    reference forward runs for the KL, the velocity penalty, its log alone, and the anchor (a full fine-tune keeps a
+    frozen copy only when asked)."""
+    from types import SimpleNamespace
+
+    from imgalign.trainers.config import ObjectiveConfig, SamplingConfig
+    from imgalign.trainers.objectives import GRPOObjective
+
+    obj = GRPOObjective(ObjectiveConfig(), SamplingConfig())
+    assert obj.terms(SimpleNamespace(extras={}, train_steps=[2, 3])) == [2, 3]
+    assert obj.terms(SimpleNamespace(extras={"tree": None}, train_steps=[2, 3])) == [0]
+    for over in ({"kl_beta": 0.1}, {"penalty": "vnorm", "penalty_weight": 0.1}, {"anchor_beta": 0.1}):
+        assert GRPOObjective(ObjectiveConfig(**over), SamplingConfig()).needs_reference, over
+
+
+def test_grpo_trains_the_guided_velocity_it_sampled_with(sd3_dir, tmp_path):
+    """sampling.guidance_scale 3: the training forward, the KL's reference forward and the anchor's two forwards all
+    use the rollout's CFG, so at initialisation every trained step is on-policy (ratio 1, loss −mean(A)) with KL and
+    anchor KL 0; step 1 of 4 logs its norm ratio in the early bucket."""
+    from imgalign.trainers.objectives import TrainContext
+
+    tr, ro, _ = _step0_trainer(
+        sd3_dir,
+        tmp_path,
+        sampling__guidance_scale=3.0,
+        sampling__sde_window=2,
+        sampling__sde_window_max_start=0,
+        objective__kl_beta=0.1,
+        objective__anchor_beta=0.1,
+    )
+    assert ro.train_steps == [0, 1]
+    idx, adv, valid = torch.arange(4), torch.tensor([1.0, 0.5, 0.2, -0.1]), torch.ones(4, dtype=torch.bool)
+    ctx = TrainContext(tr.adapter, tr.model, 0)  # untrained steps [2]: the anchor is at step 2
+    ms = []
+    for term in (0, 1):
+        loss, m = tr.objective.loss(ctx, ro, idx, term, adv, valid)
+        assert float(loss.detach()) == pytest.approx(-0.4, rel=1e-4), term
+        assert m["policy/ratio_min"] == pytest.approx(1.0, abs=1e-4)
+        assert m["policy/ratio_max"] == pytest.approx(1.0, abs=1e-4)
+        assert m["policy/kl"] == pytest.approx(0.0, abs=1e-6)
+        ms.append(m)
+    assert ms[0]["policy/anchor_kl"] == pytest.approx(0.0, abs=1e-6)
+    assert "vnorm/norm_ratio/early" in ms[1] and "vnorm/norm_ratio/middle" not in ms[1]  # step_bucket(1, 4)
+
+
+@pytest.mark.parametrize(
+    "over", [{"objective__logprob_reduce": "mean"}, {"sampling__noise_block": 2}], ids=["mean", "block"]
+)
+def test_the_training_step_evaluates_the_density_the_rollout_stored(sd3_dir, tmp_path, over):
+    """objective.logprob_reduce=mean and sampling.noise_block=2 change the step's log-density; the training forward
+    evaluates it as the rollout did, so on-policy the ratio is 1 and the loss −mean(A)."""
+    from imgalign.trainers.objectives import TrainContext
+
+    tr, ro, _ = _step0_trainer(
+        sd3_dir, tmp_path, sampling__sde_window=1, sampling__sde_window_max_start=0, **over
+    )
+    idx, adv, valid = torch.arange(4), torch.tensor([1.0, 0.5, 0.2, -0.1]), torch.ones(4, dtype=torch.bool)
+    loss, m = tr.objective.loss(TrainContext(tr.adapter, tr.model, 0), ro, idx, 0, adv, valid)
+    assert m["policy/ratio_min"] == pytest.approx(1.0, abs=1e-4)
+    assert m["policy/ratio_max"] == pytest.approx(1.0, abs=1e-4)
+    assert float(loss.detach()) == pytest.approx(-0.4, rel=1e-4)
+
+
+def test_grpo_metrics_and_penalty_are_means_over_the_valid_rows(sd3_dir, tmp_path):
+    """Rows 1 and 2 masked (valid False), their stored log-densities moved by ±5 (ratios e^∓5 were they counted):
+    ratio mean/min/max stay 1 and the log-density is the valid rows' mean. Off the base by a different factor per
+    row, the logged norm ratio, the hinge and the loss's λ·hinge are the valid rows' means, hand-computed."""
+    from imgalign.trainers.objectives import TrainContext
+
+    lam = 0.2
+    tr, ro, _ = _step0_trainer(
+        sd3_dir,
+        tmp_path,
+        sampling__sde_window=1,
+        sampling__sde_window_max_start=0,
+        objective__penalty="vnorm",
+        objective__penalty_weight=lam,
+    )
+    assert ro.train_steps == [0]
+    idx, adv = torch.arange(4), torch.tensor([1.0, 0.5, 0.2, -0.1])
+    valid = torch.tensor([True, False, False, True])
+    ctx = TrainContext(tr.adapter, tr.model, 0)
+    ro.log_probs[1, 0] += 5.0
+    ro.log_probs[2, 0] -= 5.0
+    loss, m = tr.objective.loss(ctx, ro, idx, 0, adv, valid)
+    assert float(loss.detach()) == pytest.approx(-(1.0 - 0.1) / 2, rel=1e-4)
+    for key in ("policy/ratio_mean", "policy/ratio_min", "policy/ratio_max"):
+        assert m[key] == pytest.approx(1.0, abs=1e-4), key
+    assert m["policy/logprob"] == pytest.approx(float(ro.log_probs[[0, 3], 0].mean()), rel=1e-5)
+
+    torch.manual_seed(0)
+    _inflate_velocity(tr.model, 1.5)
+    with torch.no_grad():
+        for p in tr.model.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    i, g = 0, tr.cfg.sampling.guidance_scale
+    with torch.no_grad():
+        x = ro.latents[:, i]
+        v = tr.adapter.velocity(x, ro.sigmas[i], ro.cond, g, transformer=tr.model)
+        with tr.adapter.reference() as ref:
+            v_ref = tr.adapter.velocity(x, ro.sigmas[i], ro.cond, g, transformer=ref)
+    ratio = v.flatten(1).norm(dim=1) / v_ref.flatten(1).norm(dim=1)  # [4]
+    hinge = (ratio - 1).clamp_min(0)
+    assert float(hinge.min()) > 0 and float((hinge[valid].mean() - hinge.mean()).abs()) > 1e-3
+    out = []
+    for weight in (lam, 0.0):
+        tr.cfg.objective.penalty_weight = weight
+        tr.model.zero_grad()
+        loss, m = tr.objective.loss(ctx, ro, idx, 0, adv, valid)
+        loss.backward()
+        out.append((float(loss.detach()), m, torch.cat([p.grad.flatten() for p in tr.params])))
+    (with_pen, m, g_pen), (plain, _, g_plain) = out
+    assert m["policy/vnorm_ratio"] == pytest.approx(float(ratio[valid].mean()), rel=1e-4)
+    assert m["policy/penalty"] == pytest.approx(float(hinge[valid].mean()), rel=1e-3)
+    assert with_pen - plain == pytest.approx(lam * float(hinge[valid].mean()), rel=1e-3)
+    assert float((g_pen - g_plain).norm()) > 1e-3 * float(
+        g_plain.norm()
+    )  # the hinge's gradient reaches the weights
 
 
 def test_nft_loss_adds_penalty_weight_times_the_hinge(sd3_dir, tmp_path):
@@ -2394,9 +2555,20 @@ def test_nft_head_draws_stratified_t_per_term_and_weights_the_losses_by_r_over_b
         return velocity(x, sigma, *args, **kw)
 
     monkeypatch.setattr(tr.adapter, "velocity", spy)
+    import imgalign.trainers.nft as nft_mod
+
+    noisy = []
+    interpolate = nft_mod.noisy_latent
+    monkeypatch.setattr(
+        nft_mod, "noisy_latent", lambda x0, t, e: noisy.append((x0, e)) or interpolate(x0, t, e)
+    )
     h = tr.objective.head(ctx, ro, idx, 0, valid)
     x_t0, t = seen[-1]
     assert ((t.double() - 0.2) / 0.1).floor().tolist() == [0.0, 1.0, 2.0, 3.0]
+    x0, eps = noisy[-1]  # the noisy latent is (1 − t)·x0 + t·ε from the rollout's final (clean) latent
+    torch.testing.assert_close(x0, ro.latents[:, -1])
+    tb = t.view(-1, 1, 1, 1)
+    torch.testing.assert_close(x_t0, (1 - tb) * ro.latents[:, -1] + tb * eps)
     tr.objective.head(ctx, ro, idx, 1, valid)
     assert not torch.allclose(seen[-1][0], x_t0)  # term 1 draws other noise
     r = h.to_signal(torch.tensor([3.0, -3.0, 1.0, -1.0]))
@@ -2405,6 +2577,46 @@ def test_nft_head_draws_stratified_t_per_term_and_weights_the_losses_by_r_over_b
     assert abs(lp - lm) > 1e-3 * lp  # v_θ differs from the old policy's velocity
     for r, expected in ((1.0, lp / 0.5), (0.0, lm / 0.5), (0.75, (0.75 * lp + 0.25 * lm) / 0.5)):
         assert float(h.total(torch.full((4,), r))[0].detach()) == pytest.approx(expected, rel=1e-5)
+
+
+def test_nft_leaves_a_masked_sample_out_of_its_loss_and_metrics_even_when_not_finite(sd3_dir, tmp_path):
+    """NFT masks samples whose advantage is invalid: a masked sample with a non-finite final latent leaves the loss
+    and every metric finite, and the mean optimality probability is the valid samples' mean."""
+    from imgalign.trainers.objectives import TrainContext
+
+    tr, ro, _ = _step0_trainer(sd3_dir, tmp_path, objective__name="nft")
+    ro.latents[1, -1] = float("nan")
+    valid = torch.tensor([True, False, True, True])
+    h = tr.objective.head(TrainContext(tr.adapter, tr.model, 0), ro, torch.arange(4), 0, valid)
+    r = h.to_signal(torch.tensor([1.0, 5.0, 0.2, -0.1]))
+    loss, m = h.total(r)
+    assert math.isfinite(float(loss.detach())) and all(math.isfinite(v) for v in m.values()), m
+    assert m["nft/r_mean"] == pytest.approx(float(r[valid].mean()), rel=1e-6)
+    assert abs(float(r[valid].mean()) - float(r.mean())) > 1e-3
+
+
+def test_nft_old_policy_and_reference_velocities_use_the_objectives_guidance_scale(sd3_dir, tmp_path):
+    """objective.nft.guidance_scale 3: v_θ, the old policy's velocity and the reference's are all guided at 3, so at
+    initialisation (old policy = base = current weights) L+ = L−, the reference term is 0 and the norm ratio 1,
+    logged in the bucket of the drawn noise level t (here in [0.8, 0.9]: early)."""
+    from imgalign.trainers.objectives import TrainContext
+
+    tr, ro, _ = _step0_trainer(
+        sd3_dir,
+        tmp_path,
+        sampling__guidance_scale=3.0,
+        objective__name="nft",
+        objective__nft={"guidance_scale": 3.0, "ref_weight": 0.4, "t_min": 0.8, "t_max": 0.9},
+        objective__vnorm_log=True,
+    )
+    h = tr.objective.head(
+        TrainContext(tr.adapter, tr.model, 0), ro, torch.arange(4), 0, torch.ones(4, dtype=torch.bool)
+    )
+    assert h.metrics["nft/loss_plus"] > 0
+    assert h.metrics["nft/loss_plus"] == pytest.approx(h.metrics["nft/loss_minus"], rel=1e-6)
+    assert float(h.extra) == pytest.approx(0.0, abs=1e-9)
+    assert h.metrics["policy/vnorm_ratio"] == pytest.approx(1.0, rel=1e-5)
+    assert "vnorm/norm_ratio/early" in h.metrics and "vnorm/norm_ratio/late" not in h.metrics  # t in (2/3, 1]
 
 
 def test_nft_loss_adds_ref_weight_times_the_squared_velocity_gap_to_the_base(sd3_dir, tmp_path, monkeypatch):

@@ -273,6 +273,7 @@ def test_tree_loss_adds_kl_beta_times_the_kl_and_penalty_weight_times_the_hinge(
     adv, valid = ro.extras["credit"](torch.zeros(1, 8), bal)
     valid = valid.clone()
     valid[1] = False  # a parent row without a valid edge is in neither mean
+    valid[2, 0] = False  # one with a valid edge left is in both
     with torch.no_grad():
         a.transformer.proj_out.weight.mul_(1.5)
         a.transformer.proj_out.bias.mul_(1.5)
@@ -298,11 +299,48 @@ def test_tree_loss_adds_kl_beta_times_the_kl_and_penalty_weight_times_the_hinge(
         c = ObjectiveConfig(clip_range=0.2, kl_beta=kl_beta, penalty="vnorm", penalty_weight=penalty_weight)
         obj = GRPOObjective(c, s)
         obj.needs_reference = True  # the same forwards with either term off
-        return float(obj.loss(ctx, ro, idx, obj.terms(ro)[0], adv, valid)[0].detach())
+        loss, m = obj.loss(ctx, ro, idx, obj.terms(ro)[0], adv, valid)
+        assert m["policy/kl"] == pytest.approx(kl_on, rel=1e-3)
+        return float(loss.detach())
 
     plain = loss_with(0.0, 0.0)
     assert loss_with(beta, 0.0) - plain == pytest.approx(beta * kl_on, rel=1e-3)
     assert loss_with(0.0, lam) - plain == pytest.approx(lam * 0.5, rel=1e-4)
+
+
+def test_tree_trains_its_guided_velocity_and_a_masked_child_edge_is_out_like_an_invalid_one(sd3_dir):
+    """Trees sampled with CFG 3: the training forward and the KL's reference forward use it too, so on-policy every
+    edge's ratio is 1 and the KL 0. An edge whose child_mask is False (a child never grown) is out of the loss and
+    its metrics exactly as an edge with valid False; the log-density is the valid edges' mean."""
+    from imgalign.trainers.config import ObjectiveConfig
+    from imgalign.trainers.objectives import GRPOObjective, TrainContext
+    from imgalign.trainers.rewarding import Balanced
+
+    a, s = _setup(sd3_dir, 3.0, branch_steps=[0, 2], branch_factors=[2], advantage="sibling")
+    a.enable_full_finetune(keep_reference=True)
+    ro = _roll(a, s)
+    rows_ = ro.extras["tree"]
+    assert rows_.child_mask.all()
+    adv, valid = ro.extras["credit"](
+        torch.zeros(1, 8), Balanced(torch.linspace(-1, 1, 8), torch.ones(8, dtype=torch.bool), 0.0)
+    )
+    obj = GRPOObjective(ObjectiveConfig(clip_range=0.2, kl_beta=0.1), s)
+    ctx, idx = TrainContext(a, a.transformer, 0), torch.arange(rows_.x.shape[0])
+    _, m = obj.loss(ctx, ro, idx, 0, adv, valid)
+    assert m["policy/ratio_min"] == pytest.approx(1.0, abs=1e-4)
+    assert m["policy/ratio_max"] == pytest.approx(1.0, abs=1e-4)
+    assert m["policy/kl"] == pytest.approx(0.0, abs=1e-6)
+    off = valid.clone()
+    off[0, 1] = False
+    by_valid, m_valid = obj.loss(ctx, ro, idx, 0, adv, off)
+    assert float(by_valid.detach()) == pytest.approx(-float(adv[off].mean()), abs=1e-5)  # on-policy: −mean(A)
+    assert abs(float(adv[off].mean())) > 1e-3
+    lp = rows_.old_log_prob.flatten()[off.flatten()]
+    assert m_valid["policy/logprob"] == pytest.approx(float(lp.double().mean()), rel=1e-5)
+    rows_.child_mask[0, 1] = False
+    by_mask, m_mask = obj.loss(ctx, ro, idx, 0, adv, valid)
+    assert float(by_mask.detach()) == pytest.approx(float(by_valid.detach()), abs=1e-6)
+    assert m_mask["policy/logprob"] == pytest.approx(m_valid["policy/logprob"], rel=1e-6)
 
 
 def test_bench_scored_rollout_applies_tree_credit(sd3_dir, prompts, tmp_path):
