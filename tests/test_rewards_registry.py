@@ -437,6 +437,107 @@ def test_the_reward_contract_refuses_mismatched_batches_and_unexpected_state() -
     r.load_state_dict({})
 
 
+def test_the_reward_contract_at_its_edges() -> None:
+    """Values a decoder overshoots to, down to −0.5 and up to 1.5, are scored (beyond, refused); an inf image scores
+    NaN like a NaN one (it is not refused as out of range); a batch of only non-finite images is NaN without calling
+    score(); score() sees float32 images (a half batch too); the scores come back float32 [B] whatever score()
+    returns (here float64 [B, 1]), each row's details in its place; a differentiable reward's keep their graph."""
+    calls = []
+
+    class Column(Reward):
+        name = "column"
+
+        def score(self, images, prompts, metadata):
+            calls.append((images.shape[0], images.dtype))
+            return RewardOutput(images.double().mean(dim=(1, 2, 3)).unsqueeze(1), [{"p": p} for p in prompts])
+
+    r = Column()
+    x = torch.full((4, 3, 2, 2), 0.5)
+    x[0], x[2], x[3, 0, 0, 0] = -0.5, 1.5, float("inf")
+    out = r(x, ["a", "b", "c", "d"])
+    assert out.details == [{"p": "a"}, {"p": "b"}, {"p": "c"}, {"error": "non-finite image"}]
+    assert out.scores.dtype == torch.float32 and out.scores.shape == (4,)
+    assert out.scores[:3].tolist() == [-0.5, 0.5, 1.5] and out.scores[3].isnan()
+    assert calls == [(3, torch.float32)]
+    for bad in (-0.6, 1.6):
+        with pytest.raises(ValueError, match=r"images must be in \[0, 1\]"):
+            r(torch.full((1, 3, 2, 2), bad), [""])
+    out = r(torch.full((2, 3, 2, 2), float("nan")), ["", ""])
+    assert out.scores.isnan().all() and out.details == [{"error": "non-finite image"}] * 2
+    assert calls == [(3, torch.float32)]
+    r(x[:2].half(), ["", ""])  # a half-precision batch is scored in float32
+    assert calls[-1] == (2, torch.float32)
+    Column.differentiable = True
+    x = torch.full((2, 3, 2, 2), 0.5, requires_grad=True)
+    r(x, ["", ""]).scores.sum().backward()
+    torch.testing.assert_close(x.grad, torch.full((2, 3, 2, 2), 1 / 12))
+
+
+def test_pil_images_convert_by_mode_and_keep_their_layout() -> None:
+    """32-bit 'I' images are 8-bit when their maximum is at most 255 and 16-bit above; 'F' values beyond [0, 255] are
+    clipped (not wrapped); a palette image's transparent colour is composited on black; to_tensor maps 0..255 to
+    exactly 0..1 as [B, 3, H, W] (a 2x3 image stays 2 rows of 3)."""
+    from PIL import Image
+
+    from imgalign.rewards.base import pil_to_rgb, to_tensor
+
+    def red(im):
+        return np.asarray(pil_to_rgb(im))[0, :, 0].tolist()
+
+    assert red(Image.fromarray(np.array([[0, 128, 255]], dtype=np.int32), mode="I")) == [0, 128, 255]
+    assert red(Image.fromarray(np.array([[0, 32768, 65535]], dtype=np.int32), mode="I")) == [0, 127, 255]
+    assert red(Image.fromarray(np.array([[-5.0, 2.0, 300.0]], dtype=np.float32))) == [0, 2, 255]
+    pal = Image.new("P", (2, 1))
+    pal.putpalette([255, 255, 255, 255, 0, 0] + [0] * 762)  # colour 0 white (transparent), colour 1 red
+    pal.putpixel((1, 0), 1)
+    pal.info["transparency"] = 0
+    assert np.asarray(pil_to_rgb(pal)).tolist() == [[[0, 0, 0], [255, 0, 0]]]
+    arr = np.arange(18, dtype=np.uint8).reshape(2, 3, 3) * 15  # [H=2, W=3, C], values 0..255
+    x = to_tensor([Image.fromarray(arr)])
+    assert x.shape == (1, 3, 2, 3) and x.dtype == torch.float32
+    torch.testing.assert_close(x[0], torch.from_numpy(arr).permute(2, 0, 1).float() / 255, rtol=0, atol=0)
+    assert float(x.max()) == 1.0
+
+
+def sized_factory(device="cpu", dtype=None, *, size=(2, 2), path):
+    """A factory with a keyword-only option, a tuple default and a required option, for the next test."""
+    raise AssertionError("never built")
+
+
+def test_spec_text_at_its_edges(monkeypatch) -> None:
+    """Spaces around a key are dropped; an empty value is '', null is None, an unbalanced quote stays as written; an
+    attr that is no name is an option, not a path; as_bool reads True/' false '; a keyword-only option is an option;
+    a tuple default is the list a spec writes; a required option left out is a ValueError naming the options."""
+    import sys
+    import types
+
+    from imgalign.rewards.base import (
+        _key_text,
+        _option_value,
+        _same_default,
+        as_bool,
+        parse_reward_spec,
+        reward_options,
+    )
+
+    assert parse_reward_spec("clip:model = ViT-B-32, pretrained =openai") == (
+        "clip",
+        {"model": "ViT-B-32", "pretrained": "openai"},
+    )
+    assert parse_reward_spec("x:a=,b=null")[1] == {"a": "", "b": None}
+    assert _option_value("'abc") == "'abc" and _option_value("'") == "'"
+    with pytest.raises(ValueError, match="must look like key=value"):
+        parse_reward_spec("myrewards:not-a-name")
+    assert as_bool("True", "o") is True and as_bool(" false ", "o") is False
+    assert reward_options(sized_factory) == ["size", "path"]
+    assert _key_text((1, 2.0)) == "[1,2]" and _same_default((2, 2), [2, 2])
+    mod = types.ModuleType("my_sized")
+    mod.sized_factory = sized_factory
+    monkeypatch.setitem(sys.modules, "my_sized", mod)
+    with pytest.raises(ValueError, match=r"reward 'my_sized:sized_factory': bad options \['size'\]"):
+        build_reward("my_sized:sized_factory:size=[3,3]")
+
+
 def test_a_reward_sees_the_metadata_rows_of_its_finite_images() -> None:
     """A NaN image is never shown to score(); the metadata rows it gets are those of the images it scores (the
     full list would misalign every row after the NaN image)."""
