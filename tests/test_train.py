@@ -1845,6 +1845,11 @@ def test_add_penalty_is_a_mean_over_the_valid_rows_and_its_gradient_reaches_v_th
     loss.backward()
     torch.testing.assert_close(v.grad, 0.25 * torch.tensor([[0.12, 0.16], [0.0, 0.5], [0.0, 0.0]]))
     assert v_ref.grad is None
+    # the per-bucket ratios are the valid rows' too (the masked row's 4 was in them)
+    m = {}
+    add_penalty(cfg, torch.zeros(()), v, v_ref, w, m, buckets=["early", "late", "late"])
+    assert m["vnorm/norm_ratio/early"] == 2.0 and m["vnorm/norm_ratio/late"] == 1.5
+    assert m["vnorm/norm_ratio/all"] == pytest.approx(m["policy/vnorm_ratio"])
 
 
 def test_grpo_terms_are_the_trained_steps_and_every_base_model_term_needs_the_reference():

@@ -108,6 +108,17 @@ def test_step_bucket_range_and_bucket_means_hand_computed():
     assert out == pytest.approx(
         {"vnorm/norm_ratio/early": 1.0, "vnorm/norm_ratio/late": 3.0, "vnorm/norm_ratio/all": 7 / 3}
     )
+    # rows that are not valid (a NaN one included) are left out; a bucket with no valid row is omitted
+    ratio = torch.tensor([1.0, 2.0, float("nan"), 8.0])
+    out = bucket_means(
+        ratio, ["early", "late", "late", "middle"], valid=torch.tensor([False, True, False, True])
+    )
+    assert out == pytest.approx(
+        {"vnorm/norm_ratio/late": 2.0, "vnorm/norm_ratio/middle": 8.0, "vnorm/norm_ratio/all": 5.0}
+    )
+    assert bucket_means(ratio, ["early"] * 4, valid=torch.zeros(4, dtype=torch.bool)) == {}
+    with pytest.raises(ValueError, match="3 valid flags for 4 ratios"):
+        bucket_means(ratio, ["early"] * 4, valid=torch.ones(3, dtype=torch.bool))
 
 
 class _LineAdapter:

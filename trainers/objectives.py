@@ -97,7 +97,7 @@ def add_penalty(
         if buckets is not None:
             from imgalign.trainers.vnorm import bucket_means
 
-            metrics.update(bucket_means(ratio, buckets))
+            metrics.update(bucket_means(ratio, buckets, valid=w > 0))
     if cfg.penalty_weight <= 0:
         return loss
     fn = PENALTIES.get(cfg.penalty)

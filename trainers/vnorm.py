@@ -157,20 +157,27 @@ class InflationMeter:
 
 
 def bucket_means(
-    ratio: torch.Tensor, buckets: Sequence[str], prefix: str = "vnorm/norm_ratio"
+    ratio: torch.Tensor,
+    buckets: Sequence[str],
+    prefix: str = "vnorm/norm_ratio",
+    valid: torch.Tensor | None = None,
 ) -> dict[str, float]:
     """Mean norm ratio [B] per step bucket (buckets [B] of 'early'/'middle'/'late') and overall, as flat metrics
-    ``{prefix}/<bucket>`` and ``{prefix}/all`` (buckets without rows are omitted)."""
+    ``{prefix}/<bucket>`` and ``{prefix}/all`` over the rows that `valid` [B] (bool; default all) keeps, as the
+    objective's other metrics are (buckets without such rows are omitted)."""
     r = ratio.detach().float().reshape(-1).cpu()
     if len(buckets) != r.shape[0]:
         raise ValueError(f"bucket_means: {len(buckets)} bucket names for {r.shape[0]} ratios")
+    keep = torch.ones_like(r, dtype=torch.bool) if valid is None else valid.detach().reshape(-1).cpu().bool()
+    if keep.shape != r.shape:
+        raise ValueError(f"bucket_means: {keep.numel()} valid flags for {r.shape[0]} ratios")
     out = {}
     for b in BUCKETS:
-        m = torch.tensor([x == b for x in buckets], dtype=torch.bool)
+        m = torch.tensor([x == b for x in buckets], dtype=torch.bool) & keep
         if m.any():
             out[f"{prefix}/{b}"] = float(r[m].mean())
-    if r.numel():
-        out[f"{prefix}/all"] = float(r.mean())
+    if keep.any():
+        out[f"{prefix}/all"] = float(r[keep].mean())
     return out
 
 
