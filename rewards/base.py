@@ -55,7 +55,7 @@ class Reward:
     ) -> RewardOutput:
         x = to_tensor(images)
         bad = ~torch.isfinite(x.flatten(1)).all(1)  # [B] a NaN/inf image is scored NaN, by every reward alike
-        finite = x[~bad]
+        finite = x[~bad].detach()  # the range check reads values only (a differentiable reward's graph stays)
         if finite.numel() and (float(finite.min()) < -0.5 or float(finite.max()) > 1.5):
             raise ValueError(
                 f"reward {self.name!r}: images must be in [0, 1], got values from {float(finite.min()):.3g} to "
