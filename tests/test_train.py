@@ -2716,6 +2716,8 @@ TREE = str(REPO / "examples" / "shapes" / "tree_grpo.yaml")
         ("bench_marble.py", ["--rewards", "x"], "argument --rewards: expected a positive integer"),
         ("bench_fid.py", ["--batch", "0"], "argument --batch: must be at least 1"),
         ("bench_tree.py", ["--prompts", "0"], "argument --prompts: must be at least 1"),
+        ("bench_threads.py", ["--load", "-1"], "--load must be 0 or more, got -1"),
+        ("bench_threads.py", ["--rounds", "0"], "argument --rounds: must be at least 1"),
     ],
 )
 def test_bench_scripts_refuse_bad_arguments_before_any_model_loads(script, args, message, tmp_path):
