@@ -2619,7 +2619,7 @@ def test_nft_old_policy_and_reference_velocities_use_the_objectives_guidance_sca
     )
     assert h.metrics["nft/loss_plus"] > 0
     assert h.metrics["nft/loss_plus"] == pytest.approx(h.metrics["nft/loss_minus"], rel=1e-6)
-    assert float(h.extra) == pytest.approx(0.0, abs=1e-9)
+    assert float(h.extra.detach()) == pytest.approx(0.0, abs=1e-9)
     assert h.metrics["policy/vnorm_ratio"] == pytest.approx(1.0, rel=1e-5)
     assert "vnorm/norm_ratio/early" in h.metrics and "vnorm/norm_ratio/late" not in h.metrics  # t in (2/3, 1]
 
