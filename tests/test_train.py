@@ -1170,6 +1170,45 @@ def test_out_of_time_reserves_a_step_the_final_evaluation_and_half_a_step_for_th
     assert not out(1000.0, 1000.0)
 
 
+def test_the_time_budget_reserves_the_measured_evaluation_from_the_at_start_one_on(monkeypatch):
+    """The loop hands _out_of_time the last evaluation's seconds: eval.at_start's (before any step) until an
+    evaluation after a step replaces it; without any, 0 (then _out_of_time guesses 3 steps)."""
+    from types import SimpleNamespace
+
+    import imgalign.trainers.trainer as T
+
+    def run(at_start: bool) -> list[float]:
+        seen: list[float] = []
+        evals = iter([12.0, 7.0, 5.0])
+        cfg = SimpleNamespace(
+            train=SimpleNamespace(max_steps=4),
+            eval=SimpleNamespace(at_start=at_start, every=2),
+            log=SimpleNamespace(progress=False, checkpoint_every=0),
+        )
+
+        def out_of_time(t_start, step_sec, eval_sec):
+            seen.append(eval_sec)
+            return False
+
+        tr = SimpleNamespace(
+            cfg=cfg,
+            start_step=0,
+            is_main=True,
+            acc=SimpleNamespace(wait_for_everyone=lambda: None, end_training=lambda: None),
+            evaluate=lambda step: {"perf/sec_eval": next(evals)},
+            train_step=lambda step: {},
+            _out_of_time=out_of_time,
+            _log=lambda step, m: None,
+            save=lambda step: None,
+        )
+        T.FlowGRPOTrainer.train(tr)
+        return seen
+
+    # steps 1..3 decide on the last evaluation's cost; step 4 is the last (no decision)
+    assert run(True) == [12.0, 12.0, 7.0]
+    assert run(False) == [0.0, 0.0, 12.0]
+
+
 def test_each_process_trains_its_own_consecutive_share_of_the_samples():
     """Process `rank` of the step's N = world * n samples takes samples rank * n ... (rank + 1) * n - 1."""
     from types import SimpleNamespace
