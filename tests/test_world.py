@@ -316,3 +316,49 @@ def test_relations_hold_beyond_half_and_layout_keeps_a_one_pixel_margin():
     assert W.relative_position(box, target) == {"right of", "below"}
     assert not W._clear_relation(box, target, "right of")
     assert W._clear_relation((30, 27, 40, 37), target, "right of")  # (10 - 2.2) / sqrt(149) = 0.64 when grown
+
+
+def test_each_task_lists_its_distinct_specs_and_the_splits_partition_them():
+    """Hand counts over 4 shapes, 6 colours, 4 relations and the held-out pairs (circle, square and triangle lose
+    one colour each, cross two): color_attr keeps (sum of allowed colours)^2 - sum of squares = 19^2 - 91 = 270 of
+    its 12 * 36 = 432 ordered specs."""
+    counts = {
+        "single_object": (4, 0),
+        "two_object": (4 * 3, 0),
+        "counting": (4 * 3, 0),
+        "colors": (24 - 5, 5),
+        "position": (4 * 3 * 4, 0),
+        "color_attr": (270, 432 - 270),
+    }
+    for task, (n_train, n_held) in counts.items():
+        train, held, every = (P.all_specs(task, split) for split in ("train", "heldout", "all"))
+        assert (len(train), len(held)) == (n_train, n_held), task
+        assert len(set(every)) == len(every) == n_train + n_held and set(train) | set(held) == set(every), (
+            task
+        )
+    assert {s.include[0].count for s in P.all_specs("counting", "all")} == {2, 3, 4}
+    held = P.all_specs("color_attr", "heldout")
+    assert any(
+        s.include[0].color == "white" and (s.include[1].color, s.include[1].shape) in W.HELD_OUT_PAIRS
+        for s in held
+    )
+    with pytest.raises(ValueError, match="unknown split 'test'; valid: train, heldout, all"):
+        P.all_specs("colors", "test")
+    with pytest.raises(ValueError, match="unknown task 'colour'"):
+        P.all_specs("colour")
+
+
+def test_training_tasks_are_drawn_uniformly_and_the_seed_sets_the_draw():
+    """Tasks first, uniformly, then a spec within the task: single_object has 4 of the 365 training specs, so a draw
+    over all specs would give it ~1% of the prompts instead of ~1/6."""
+    specs = P.sample_training_specs(1200, seed=0)
+    share = sum(s.tag == "single_object" for s in specs) / len(specs)
+    assert 0.12 < share < 0.21
+    assert len(specs) == 1200
+    assert P.sample_training_specs(50, seed=3) != P.sample_training_specs(50, seed=4)
+
+
+def test_write_eval_set_writes_the_committed_file(tmp_path):
+    out = tmp_path / "eval.jsonl"
+    P.write_eval_set(out)
+    assert out.read_text() == P.EVAL_SET_PATH.read_text()
