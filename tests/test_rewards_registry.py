@@ -616,3 +616,65 @@ def test_build_reward_keyword_options_and_open_ended_factories(monkeypatch, my_l
     r = build_reward("my_lab.open:open_factory:gain=2")
     assert r.name == "open"
     torch.testing.assert_close(r(torch.full((2, 3, 4, 4), 0.25), ["", ""]).scores, torch.full((2,), 0.5))
+
+
+def test_geneval_modes_read_the_judges_verdict_partial_credit_and_soft_credit_per_image() -> None:
+    """Near misses tell the modes apart: a two-object prompt with only its circle drawn (partial 1/2), a
+    three-squares prompt with two drawn (2/3), a circle drawn above a square it should be left of (partial 1/2;
+    soft credit ramps the margin). Each image is judged against its own row, and `details` carry the verdict."""
+    from imgalign import shapes as W
+    from imgalign.eval.geneval import soft_credit
+    from imgalign.eval.shapes_detector import ShapesDetector
+    from imgalign.rewards.base import to_pil
+
+    def tensor(spec: W.Spec, seed: int = 0) -> torch.Tensor:
+        img, _ = W.render(spec, seed)
+        return torch.from_numpy(np.array(img.convert("RGB"))).permute(2, 0, 1)[None].float() / 255.0
+
+    left = W.position("circle", "left of", "square")
+    asked = [W.two_object("circle", "square"), W.counting("square", 3), left, left]
+    drawn = [
+        W.single_object("circle"),
+        W.counting("square", 2),
+        W.position("circle", "above", "square"),
+        left,
+    ]
+    x = torch.cat([tensor(s, seed=2) for s in drawn])
+    meta = [s.to_metadata() for s in asked]
+    out = {
+        m: build_reward(f"geneval:mode={m}")(x, [s.prompt for s in asked], meta)
+        for m in ("strict", "partial", "soft")
+    }
+    assert out["strict"].scores.tolist() == [0.0, 0.0, 0.0, 1.0]
+    assert out["partial"].scores.tolist() == pytest.approx([1 / 2, 2 / 3, 1 / 2, 1.0])
+    soft = out["soft"].scores.tolist()
+    expected = [soft_credit(p, ShapesDetector()(p), m) for p, m in zip(to_pil(x), meta)]
+    assert soft == pytest.approx(expected, abs=1e-6)
+    assert 0.5 < soft[2] < 1.0 and soft[3] == 1.0
+    assert [d["correct"] for d in out["partial"].details] == [False, False, False, True]
+    assert [d["partial"] for d in out["strict"].details] == pytest.approx([1 / 2, 2 / 3, 1 / 2, 1.0])
+    assert out["strict"].details[1]["reason"] == "expected square>=3, found 2"
+
+
+def test_geneval_scoring_checks_the_vocabulary_and_refuses_missing_metadata() -> None:
+    reward = build_reward("geneval")
+    row = {"prompt": "a photo of a dog", "tag": "single_object", "include": [{"class": "dog", "count": 1}]}
+    with pytest.raises(ValueError, match=r"include\[0\]\.class 'dog' is not a shape"):
+        reward(torch.zeros(1, 3, 64, 64), [row["prompt"]], [row])
+    with pytest.raises(ValueError, match="needs GenEval metadata with 'tag' and 'include'"):
+        reward(torch.zeros(1, 3, 64, 64), ["a photo of a circle"], None)
+    with pytest.raises(
+        ValueError, match=r"geneval reward: prompt 'a photo of a dog': include\[0\]\.class 'dog'"
+    ):
+        reward.check_metadata([row])
+    # every clause on both sides is checked, colours too
+    second = {**row, "include": [{"class": "circle", "count": 1}, {"class": "dog", "count": 1}]}
+    with pytest.raises(ValueError, match=r"include\[1\]\.class 'dog' is not a shape"):
+        reward.check_metadata([second])
+    bad_exclude = {
+        **row,
+        "include": [{"class": "circle", "count": 1}],
+        "exclude": [{"class": "square", "count": 1, "color": "orange"}],
+    }
+    with pytest.raises(ValueError, match=r"exclude\[0\]\.color 'orange' is not a shapes-world colour"):
+        reward.check_metadata([bad_exclude])
