@@ -500,6 +500,11 @@ def test_the_geneval_reward_judges_with_a_real_detector_as_eval_does(tmp_path):
     bad = [{"tag": "single_object", "include": [{"class": "unicorn", "count": 1}], "prompt": "a unicorn"}]
     with pytest.raises(ValueError, match="unicorn"):
         r(x[:1], ["a unicorn"], bad)
+    # the judge's specs are checked before any weights load, as eval checks them
+    with pytest.raises(ValueError, match="not a known open_clip"):
+        build_reward(f"geneval:detector={detr},clip=ViT-L-14:nonsense")
+    with pytest.raises(FileNotFoundError, match="cannot load detector"):
+        build_reward(f"geneval:detector={tmp_path / 'nope'},clip={clip}")
 
 
 def test_generated_geneval_prompts_as_a_training_source():
