@@ -311,6 +311,26 @@ def test_an_empty_embedded_model_folder_is_missing(tmp_path, monkeypatch):
     assert hub.resolve("org/model") == "org/model"
 
 
+def test_every_embedded_name_resolves_to_its_shipped_folder():
+    """The names of the hub's table (and the alias shapes-t2i, which eval's shapes checks know) resolve to their
+    folders under ASSETS; an unknown name is refused, listing the valid names."""
+    from imgalign import hub
+
+    for name, folder in (
+        ("shapes", "shapes-t2i"),
+        ("shapes-t2i", "shapes-t2i"),
+        ("shapes-clip", "shapes-clip"),
+        ("shapes-vlm", "shapes-vlm"),
+        ("shapes-artifact", "shapes-artifact"),
+    ):
+        assert hub.resolve(name) == str(hub.ASSETS / folder)
+    with pytest.raises(
+        ModelNotFoundError,
+        match="embedded models: shapes, shapes-artifact, shapes-clip, shapes-t2i, shapes-vlm$",
+    ):
+        hub.embedded_path("shapes-sd3")
+
+
 # ---- VLM pieces ----------------------------------------------------------------------------------------------
 def test_vlm_tokenizer_covers_every_prompt_and_maps_unknown_words():
     tok = vlm_pt.build_tokenizer()
@@ -578,6 +598,64 @@ def test_shapes_encoders_load_from_the_given_folder_in_the_given_dtype(tmp_path)
     assert {p.dtype for p in model.parameters()} == {torch.float64}
     model, _ = load_shapes_vlm(dtype=torch.bfloat16)
     assert {p.dtype for p in model.parameters() if p.is_floating_point()} == {torch.bfloat16}
+
+
+def test_an_incomplete_encoder_folder_names_every_missing_file_and_the_component_to_pretrain(tmp_path):
+    import shutil
+
+    from imgalign.hub import embedded_path
+    from imgalign.shapes_models import CLIP_WEIGHTS, SHAPES_CLIP_NAME, load_shapes_vlm
+
+    clip = tmp_path / "clip"
+    clip.mkdir()
+    shutil.copy(embedded_path("shapes-clip") / f"{SHAPES_CLIP_NAME}.json", clip)  # the registry JSON alone
+    with pytest.raises(ModelNotFoundError) as e:
+        load_shapes_clip(folder=clip)
+    assert f"(missing {CLIP_WEIGHTS}, open_clip_config.json)" in str(e.value)
+    assert "`imgalign world pretrain --component clip`" in str(e.value)
+    with pytest.raises(ModelNotFoundError) as e:
+        load_shapes_vlm(folder=tmp_path)
+    assert "(missing config.json, model.safetensors, tokenizer.json)" in str(e.value)
+    assert "`imgalign world pretrain --component vlm`" in str(e.value)
+
+
+def test_register_shapes_clip_always_re_registers_its_folders_config(tmp_path):
+    """A config registered under the same name earlier in the process (e.g. by a pretraining run of another size)
+    is replaced by the folder's own."""
+    import json
+
+    import open_clip
+
+    from imgalign.hub import embedded_path
+    from imgalign.shapes_models import SHAPES_CLIP_NAME, register_shapes_clip
+
+    embedded = embedded_path("shapes-clip")
+    cfg = json.loads((embedded / f"{SHAPES_CLIP_NAME}.json").read_text())
+    (tmp_path / f"{SHAPES_CLIP_NAME}.json").write_text(json.dumps({**cfg, "embed_dim": 2 * cfg["embed_dim"]}))
+    assert register_shapes_clip(tmp_path) == tmp_path
+    assert open_clip.get_model_config(SHAPES_CLIP_NAME)["embed_dim"] == 2 * cfg["embed_dim"]
+    assert register_shapes_clip() == embedded
+    assert open_clip.get_model_config(SHAPES_CLIP_NAME) == cfg
+
+
+def test_the_shapes_vlm_loads_in_eval_mode_as_float32_by_default_on_the_given_device(tmp_path):
+    """float32 whatever dtype the folder's config records (transformers would take that one), in eval mode, on
+    `device` (the meta device stands for an accelerator here)."""
+    import json
+    import shutil
+
+    from imgalign.hub import embedded_path
+    from imgalign.shapes_models import load_shapes_vlm
+
+    folder = tmp_path / "vlm"
+    shutil.copytree(embedded_path("shapes-vlm"), folder)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "dtype": "bfloat16"}))
+    model, _ = load_shapes_vlm(folder=folder)
+    assert not model.training
+    assert {p.dtype for p in model.parameters() if p.is_floating_point()} == {torch.float32}
+    model, _ = load_shapes_vlm(device="meta")
+    assert {p.device.type for p in model.parameters()} == {"meta"}
 
 
 def test_clip_batch_loss_compares_unit_features_whatever_their_length():

@@ -150,6 +150,17 @@ def test_a_lora_checkpoint_on_another_base_fails_naming_both(models, caplog, mon
     assert "trained on base model" not in caplog.text
 
 
+def test_same_model_compares_embedded_names_as_their_folders(monkeypatch):
+    from imgalign.hub import embedded_path
+    from imgalign.pipelines import same_model
+
+    base = embedded_path("shapes")
+    assert same_model("shapes", str(base)) and same_model("shapes-t2i", "shapes")
+    monkeypatch.chdir(base.parent)
+    assert same_model(f"./{base.name}", "shapes")
+    assert not same_model("shapes", "shapes-clip")
+
+
 def test_grid_png_is_labelled_rows_by_models(models, tmp_path):
     out = tmp_path / "grid.png"
     argv = ["grid", "--model", f"base={models['base']}", "--model", f"ft={models['full']}"]
@@ -581,6 +592,9 @@ def test_pipeline_folder_check_names_each_missing_part(tmp_path, monkeypatch):
     monkeypatch.setattr(hub, "ASSETS", assets)
     with pytest.raises(P.IncompleteModelError, match=r"transformer/ weights.*reinstall imgalign"):
         P.check_model_spec(P.ModelSpec("s", "shapes"))
+    monkeypatch.chdir(tmp_path)  # the embedded folder given by a relative path is still the embedded model
+    with pytest.raises(P.IncompleteModelError, match=r"transformer/ weights.*reinstall imgalign"):
+        P.check_pipeline_folder(Path("assets") / "shapes-t2i")
 
 
 def test_a_hub_id_is_checked_against_the_cache_and_the_offline_setting(tmp_path, monkeypatch):
