@@ -351,6 +351,46 @@ def test_an_out_folder_under_a_file_is_refused_before_any_work(tmp_path, small_p
         assert "cannot write in '/proc'" in capsys.readouterr().err
 
 
+def test_output_checks_take_an_existing_target_and_probe_only_the_nearest_existing_folder(
+    tmp_path, monkeypatch
+):
+    """check_output_file takes an existing file (it is overwritten) and refuses a folder; check_output_folder takes
+    an existing folder and refuses a file, with or without a suffix. Both probe only the nearest existing folder: a
+    user's / takes no new file while their home does (simulated here, as root writes anywhere). An existing folder
+    that takes no new file is refused itself; messages name the flag given."""
+    import re
+    import tempfile
+
+    from imgalign.commands import check_output_file, check_output_folder
+
+    old, note = tmp_path / "scores.csv", tmp_path / "NOTES"
+    old.write_text("x")
+    note.write_text("x")
+    real = tempfile.TemporaryFile
+
+    def probe(*args, **kwargs):
+        if Path(kwargs["dir"]) != tmp_path:
+            raise PermissionError(13, "Permission denied")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(tempfile, "TemporaryFile", probe)
+    check_output_file(old)
+    check_output_file(tmp_path / "new" / "deeper" / "s.csv")
+    check_output_folder(tmp_path)
+    check_output_folder(tmp_path / "new" / "deeper")
+    with pytest.raises(ValueError, match=re.escape(f"--out {str(tmp_path)!r} is a folder; give a file name")):
+        check_output_file(tmp_path)
+    with pytest.raises(
+        ValueError, match=re.escape(f"--stats {str(note / 's.csv')!r}: {str(note)!r} is a file,")
+    ):
+        check_output_file(note / "s.csv", flag="--stats")
+    with pytest.raises(ValueError, match=re.escape(f"--out {str(note)!r} is a file; give a folder")):
+        check_output_folder(note)
+    monkeypatch.undo()
+    with pytest.raises(ValueError, match=re.escape("--out '/proc': cannot write in '/proc'")):
+        check_output_folder(Path("/proc"))
+
+
 def test_eval_errors_are_clear(tmp_path, capsys):
     assert main(["eval", "--images", str(tmp_path / "none"), "--out", str(tmp_path / "o")]) == 2
     assert "does not exist" in capsys.readouterr().err

@@ -217,6 +217,20 @@ def test_fit_commands_refuse_an_out_they_cannot_write_before_any_work(
             assert message in capsys.readouterr().err, argv
 
 
+def test_build_shapes_artifact_without_out_rebuilds_the_embedded_model(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Without --out it writes the folder the artifact reward loads by default (the hub's shapes-artifact)."""
+    from imgalign.hub import embedded_path
+
+    seen = []
+    monkeypatch.setattr(
+        "imgalign.rewards.artifact.build_shapes_artifact", lambda out, **kwargs: seen.append(Path(out)) or {}
+    )
+    assert main(["rewards", "build-shapes-artifact"]) == 0
+    assert seen == [embedded_path("shapes-artifact")]
+
+
 @pytest.mark.parametrize("kind", ARTIFACT_KINDS)
 def test_each_artifact_kind_changes_the_image(kind: str) -> None:
     x = shapes_reference_images(2, seed=0)[1]
