@@ -20,11 +20,12 @@ import statistics
 import subprocess
 import sys
 import time
+from multiprocessing.synchronize import Event
 
 from imgalign.trainers.testing import positive_int
 
 
-def _spin(stop: mp.Event) -> None:  # type: ignore[valid-type]
+def _spin(stop: Event) -> None:
     while not stop.is_set():
         for _ in range(100_000):
             pass
@@ -32,8 +33,6 @@ def _spin(stop: mp.Event) -> None:  # type: ignore[valid-type]
 
 def sample_seconds(images: int, steps: int) -> float:
     """Seconds to sample `images` images from the shapes model, after one warm-up call (runs in a child)."""
-    import torch
-
     from imgalign.pipelines import load_pipeline
     from imgalign.sampling import generate_images
 
@@ -41,8 +40,7 @@ def sample_seconds(images: int, steps: int) -> float:
     prompts = [f"{n} blue squares" for n in ("one", "two", "three", "four")] * (images // 4 + 1)
     generate_images(pipe, prompts[:2], [0, 1], steps=2, guidance=4.0, size=64)
     t0 = time.perf_counter()
-    with torch.no_grad():
-        generate_images(pipe, prompts[:images], list(range(images)), steps=steps, guidance=4.0, size=64)
+    generate_images(pipe, prompts[:images], list(range(images)), steps=steps, guidance=4.0, size=64)
     return time.perf_counter() - t0
 
 
@@ -52,14 +50,16 @@ def child_seconds(threads: int | None, images: int, steps: int) -> tuple[float, 
     env.pop("OMP_NUM_THREADS", None)
     if threads is not None:
         env["OMP_NUM_THREADS"] = str(threads)
-    code = (
-        "import sys, torch; sys.path.insert(0, sys.argv[1]); import bench_threads as b; "
-        "print(b.sample_seconds(int(sys.argv[2]), int(sys.argv[3])), torch.get_num_threads())"
-    )
-    here = os.path.dirname(os.path.abspath(__file__))
-    out = subprocess.run(
-        [sys.executable, "-c", code, here, str(images), str(steps)], env=env, capture_output=True, text=True
-    )
+    argv = [
+        sys.executable,
+        os.path.abspath(__file__),
+        "--child",
+        "--images",
+        str(images),
+        "--steps",
+        str(steps),
+    ]
+    out = subprocess.run(argv, env=env, capture_output=True, text=True)
     if out.returncode != 0:
         raise SystemExit(f"the sampling process failed:\n{out.stderr[-2000:]}")
     seconds, n = out.stdout.split()[-2:]
@@ -87,7 +87,13 @@ def main() -> None:
     ap.add_argument("--rounds", type=positive_int, default=3)
     ap.add_argument("--images", type=positive_int, default=16)
     ap.add_argument("--steps", type=positive_int, default=10)
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)  # one timed sampling process
     a = ap.parse_args()
+    if a.child:
+        import torch
+
+        print(sample_seconds(a.images, a.steps), torch.get_num_threads())
+        return
     if a.load < 0:
         raise SystemExit(f"--load must be 0 or more, got {a.load}")
     print(f"{os.cpu_count()} CPUs; {a.images} images of the shapes model, {a.steps} steps, CFG 4", flush=True)
