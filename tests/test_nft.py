@@ -109,6 +109,15 @@ def test_ref_loss_and_times():
     assert torch.allclose(loss, torch.tensor(2.5))
     loss.backward()
     assert vr.grad is None
+    # per-sample means 2.5, 8.0 and NaN (a masked sample): weighted by the valid mask, the NaN row is left out
+    v3 = torch.tensor([[1.0, 2.0], [4.0, 0.0], [float("nan"), 0.0]], requires_grad=True)
+    masked = ref_velocity_loss(v3, torch.zeros(3, 2), torch.tensor([1.0, 1.0, 0.0]))
+    assert torch.allclose(masked, torch.tensor((2.5 + 8.0) / 2))
+    masked.backward()
+    assert torch.equal(v3.grad[2], torch.zeros(2))
+    assert float(ref_velocity_loss(v3.detach(), torch.zeros(3, 2), torch.zeros(3))) == 0.0
+    with pytest.raises(ValueError, match="weights must have shape"):
+        ref_velocity_loss(v3, torch.zeros(3, 2), torch.ones(2))
     t = sample_nft_times(8, 0.2, 0.6, generator=torch.Generator().manual_seed(1))
     assert t.min() >= 0.2 and t.max() <= 0.6
     # stratified: one draw per stratum of width 0.05

@@ -2688,6 +2688,14 @@ def test_nft_loss_adds_ref_weight_times_the_squared_velocity_gap_to_the_base(sd3
     tr.cfg.objective.nft.ref_weight = 0.0
     plain = float(tr.objective.loss(ctx, ro, idx, 0, adv, valid)[0].detach())
     assert with_ref - plain == pytest.approx(w * 0.25 * float(v_ref.pow(2).mean()), rel=1e-4)
+    # masked samples (here the last two) are left out of the pull, as from every other term
+    part = torch.tensor([True, True, False, False])
+    tr.cfg.objective.nft.ref_weight = w
+    with_ref = float(tr.objective.loss(ctx, ro, idx, 0, adv, part)[0].detach())
+    v_ref = outs[-1]
+    tr.cfg.objective.nft.ref_weight = 0.0
+    plain = float(tr.objective.loss(ctx, ro, idx, 0, adv, part)[0].detach())
+    assert with_ref - plain == pytest.approx(w * 0.25 * float(v_ref[:2].pow(2).mean()), rel=1e-4)
 
 
 def test_a_launcher_whose_processes_accelerate_runs_alone_is_refused(sd3_dir, tmp_path, monkeypatch, capsys):

@@ -22,7 +22,7 @@ Integration (one NFT update on a batch of B stored samples x0 [B, C, H, W] with 
     v_theta = model(x_t, t)                                                # with grad
     with torch.no_grad(), ema.applied(trainable_params): v_old = model(x_t, t)
     out = nft_loss(v_theta, v_old, x0, x_t, t, r, beta=cfg.beta)
-    loss = out.loss (+ cfg.ref_weight * ref_velocity_loss(v_theta, v_ref)) (+ vnorm penalty)
+    loss = out.loss (+ cfg.ref_weight * ref_velocity_loss(v_theta, v_ref, valid)) (+ vnorm penalty)
     loss.backward(); optimizer.step(); ema.update(trainable_params, decay=ema_decay(step, cfg))
 """
 
@@ -206,9 +206,26 @@ def nft_loss(
     return NFTLossOutput(loss=loss, loss_plus=loss_plus, loss_minus=loss_minus, metrics=metrics)
 
 
-def ref_velocity_loss(v_theta: torch.Tensor, v_ref: torch.Tensor) -> torch.Tensor:
-    """mean((v_theta - v_ref)^2), the optional small pull toward the frozen base model; no gradient into v_ref."""
-    return (v_theta.float() - v_ref.detach().float()).pow(2).mean()
+def ref_velocity_loss(
+    v_theta: torch.Tensor, v_ref: torch.Tensor, weights: torch.Tensor | None = None
+) -> torch.Tensor:
+    """mean((v_theta - v_ref)^2), the optional small pull toward the frozen base model; no gradient into v_ref.
+
+    v_theta, v_ref [B, ...]. With `weights` [B] (the valid-sample mask), the per-sample means are averaged with
+    those weights, so that masked samples (zero-std groups, non-finite rewards) are left out as in every other
+    term of the loss; all weights 0 gives 0.
+    """
+    diff = (v_theta.float() - v_ref.detach().float()).flatten(1)  # [B, D]
+    if weights is None:
+        return diff.pow(2).mean()
+    if weights.shape != diff.shape[:1]:
+        raise ValueError(
+            f"ref_velocity_loss: weights must have shape [B]={diff.shape[0]}, got {tuple(weights.shape)}"
+        )
+    w = weights.to(diff)
+    # masked rows are zeroed before squaring, so that not even their gradient is NaN
+    diff = torch.where((w > 0)[:, None], diff, torch.zeros_like(diff))
+    return (diff.pow(2).mean(dim=1) * w).sum() / w.sum().clamp_min(1.0)
 
 
 def ema_decay(update_step: int, ramp: float, max_decay: float) -> float:

@@ -419,7 +419,7 @@ class NFTObjective:
             with torch.no_grad(), a.reference() as ref:
                 v_ref = a.velocity(x_t, t, cond, w_cfg, transformer=ref)
             if n.ref_weight > 0:
-                extra = extra + n.ref_weight * ref_velocity_loss(v, v_ref)
+                extra = extra + n.ref_weight * ref_velocity_loss(v, v_ref, w)
             extra = add_penalty(c, extra, v, v_ref, w, metrics, [sigma_bucket(float(x)) for x in t.tolist()])
         return LossHead(v, lambda adv: optimality_probability(adv, clip=n.adv_clip), policy, extra, metrics)
 
