@@ -285,6 +285,8 @@ def test_pretrain_resumes_after_kill_and_matches_uninterrupted(tmp_path, monkeyp
     from safetensors.torch import load_file
 
     cfg = tiny_config()
+    # one loss row over all 4 steps, so that the kill after step 2 falls inside its window
+    monkeypatch.setattr(t2i, "LOSS_LOG_EVERY", 4)
     ref = t2i.pretrain(cfg, tmp_path / "ref", progress=False)
     assert ref["params"] > 0
 
@@ -305,7 +307,12 @@ def test_pretrain_resumes_after_kill_and_matches_uninterrupted(tmp_path, monkeyp
     assert not (tmp_path / "run" / t2i.FOLDER).exists()
     monkeypatch.setattr(t2i, "flow_matching_pair", real)
     t2i.pretrain(cfg, tmp_path / "run", progress=False)  # the same command again: continues from step 2
-    assert t2i.load_state(tmp_path / "run" / t2i.WORK / "t2i-ckpt.pt")["step"] == 4
+    st = t2i.load_state(tmp_path / "run" / t2i.WORK / "t2i-ckpt.pt")
+    assert st["step"] == 4
+    # the loss row's mean also counts the 2 steps before the kill: the running sum travels in the checkpoint
+    loss_rows = [r for r in json.loads(st["log"]) if "loss" in r]
+    ref_rows = json.loads(t2i.load_state(tmp_path / "ref" / t2i.WORK / "t2i-ckpt.pt")["log"])
+    assert loss_rows == [r for r in ref_rows if "loss" in r] and [r["step"] for r in loss_rows] == [4]
     w = "transformer/diffusion_pytorch_model.safetensors"
     a = load_file(tmp_path / "ref" / t2i.FOLDER / w)
     b = load_file(tmp_path / "run" / t2i.FOLDER / w)

@@ -42,6 +42,7 @@ from imgalign.shapes import IMAGE_SIZE
 
 FOLDER = "shapes-t2i"
 WORK = "t2i-work"
+LOSS_LOG_EVERY = 50  # transformer steps per loss row of the card's training log (a mean over those steps)
 
 
 IMAGE_SIDE = IMAGE_SIZE  # pixels: the shapes world's render size
@@ -653,6 +654,8 @@ def pretrain(cfg: Config, out_dir: Path, progress: bool = True) -> dict[str, flo
     ckpt = work / "t2i-ckpt.pt"
     step = 0
     log_rows: list[dict] = []
+    # the running sum of the losses since the last loss row (checkpointed: a resume keeps the row's window)
+    loss_acc = 0.0
     st = load_state(ckpt)
     if st is not None:
         for m, sd in zip(trained, st["models"]):
@@ -662,6 +665,8 @@ def pretrain(cfg: Config, out_dir: Path, progress: bool = True) -> dict[str, flo
         step = st["step"]
         set_rng_state(st["rng"], gen)
         log_rows = json.loads(st["log"])
+        # older checkpoints lack it; with the default ckpt_every (500) they fall on the 50-step grid
+        loss_acc = float(st.get("loss_acc", 0.0))
         print(f"resumed at step {step}")
     pipe = make_pipeline(vae, transformer, te1, te2, tok1, tok2, scheduler)
     metas = eval_subset(cfg.eval_prompts)
@@ -681,7 +686,6 @@ def pretrain(cfg: Config, out_dir: Path, progress: bool = True) -> dict[str, flo
     for m in trained:
         m.train()
     bar = tqdm(total=cfg.steps, initial=step, desc="transformer", disable=not progress)
-    loss_acc = 0.0
     while step < cfg.steps:
         for g in opt.param_groups:
             g["lr"] = lr_at(step, cfg.lr, cfg.warmup, cfg.steps)
@@ -704,9 +708,9 @@ def pretrain(cfg: Config, out_dir: Path, progress: bool = True) -> dict[str, flo
         step += 1
         loss_acc += loss.item()
         bar.update()
-        if step % 50 == 0:
-            bar.set_postfix(loss=f"{loss_acc / 50:.4f}", gn=f"{gn:.2f}")
-            log_rows.append({"step": step, "loss": loss_acc / 50})
+        if step % LOSS_LOG_EVERY == 0:
+            bar.set_postfix(loss=f"{loss_acc / LOSS_LOG_EVERY:.4f}", gn=f"{gn:.2f}")
+            log_rows.append({"step": step, "loss": loss_acc / LOSS_LOG_EVERY})
             loss_acc = 0.0
         if cfg.eval_every and step % cfg.eval_every == 0 and step < cfg.steps:
             overall, tasks = evaluate_ema(1)
@@ -724,6 +728,7 @@ def pretrain(cfg: Config, out_dir: Path, progress: bool = True) -> dict[str, flo
                     "step": step,
                     "rng": rng_state(gen),
                     "log": json.dumps(log_rows),
+                    "loss_acc": loss_acc,
                 },
             )
             save_timing()
