@@ -281,6 +281,9 @@ def test_balance_advantages_dispatch_and_mix_advantages():
 
 def test_balance_config_validation():
     BalanceConfig(method="marble").validate()
+    BalanceConfig(marble_ema=0.0, adv_clip=0.0).validate()  # documented: no EMA, no clip
+    with pytest.raises(ValueError, match="method"):
+        BalanceConfig(method="pcgrad").validate()  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="marble_ema"):
         BalanceConfig(marble_ema=1.0).validate()
     with pytest.raises(ValueError):
@@ -467,7 +470,7 @@ def test_reward_balancing_state_matches_rewards_by_name_and_starts_fresh_when_it
     assert reordered.balancer is not None and reordered.balancer.steps == 4
     assert reordered.balancer.alpha.tolist() == [alpha["c"], alpha["a"], alpha["b"]]
     assert reordered.balancer.grad_norms.tolist() == [3.0, 1.0, 2.0]
-    assert reordered.neg_updates == 2 and reordered.updates == 5
+    assert reordered.neg_updates == 2 and reordered.updates == 5 and reordered.diag_updates == 5
 
     cases = [
         (["a", "b"], True, "are not this run's"),  # a reward removed
@@ -698,3 +701,170 @@ def test_gdpo_balancer_passes_the_std_mode_and_the_clip():
     a = 0.75 / 1.0625**0.5
     out = gdpo(r, w, groups, fin, adv_clip=1.0)
     torch.testing.assert_close(out.advantages, torch.tensor([a, -a, 1.0, -1.0]), atol=1e-3, rtol=0)
+
+
+def test_group_normalize_refuses_mismatched_groups_and_an_unknown_std_mode():
+    """group_ids must be [B], and std is 'group' or 'global' (the trainer's std_mode says 'batch': passing it
+    through unmapped must fail, not silently use the group std)."""
+    with pytest.raises(ValueError, match="group_ids"):
+        group_normalize(torch.ones(4), torch.zeros(3, dtype=torch.long))
+    with pytest.raises(ValueError, match="std must be"):
+        group_normalize(torch.tensor([0.0, 1.0]), torch.zeros(2, dtype=torch.long), std="batch")  # type: ignore[arg-type]
+
+
+def test_balance_input_checks_name_the_bad_shape():
+    """One weight per reward (too many is refused too); rewards must be [B, K]."""
+    rewards, groups = torch.tensor([[1.0, 0.0], [0.0, 1.0]]), torch.zeros(2, dtype=torch.long)
+    with pytest.raises(ValueError, match="3 reward weights for 2 rewards"):
+        weighted_sum_advantages(rewards, groups, [1.0, 1.0, 1.0])
+    with pytest.raises(ValueError, match=r"\[B, K\]"):
+        balance_advantages(torch.tensor([1.0, 0.0]), groups, BalanceConfig())
+
+
+def test_gdpo_normalises_each_reward_with_the_global_std_and_clips_only_the_result():
+    """K = 1, groups r = [0, 0, 0, 3 | 0, 1]: [-0.75 x3, 2.25] / sqrt(1.6875) = [-1/√3 x3, √3] and [-1, 1], together
+    mean 0 and std 1, so clip 1.5 gives [-1/√3 x3, 1.5, -1, 1] (clipping the per-reward values first would move the
+    batch mean and std, and the second group off ±1).
+    std="global", groups [0, 0 | 1, 1], r0 = [0, 2, 1, 1], r1 = [0, 0, 0, 3]: r0 centred [-1, 1, 0, 0] over its batch
+    std sqrt(1/2) -> ±√2; r1 centred [0, 0, -1.5, 1.5] over sqrt(1.6875) -> ±2/√3; sum [-√2, √2, -2/√3, 2/√3], batch
+    std sqrt(5/3). (The group std would give [-1, 1, -1, 1].)"""
+    one = torch.tensor([[0.0], [0.0], [0.0], [3.0], [0.0], [1.0]])
+    want = torch.tensor([-(3**-0.5)] * 3 + [1.5, -1.0, 1.0])
+    got = gdpo_advantages(one, torch.tensor([0, 0, 0, 0, 1, 1]), eps=0.0, clip=1.5)
+    torch.testing.assert_close(got, want)
+    r = torch.tensor([[0.0, 0.0], [2.0, 0.0], [1.0, 0.0], [1.0, 3.0]])
+    comb = torch.tensor([-(2**0.5), 2**0.5, -2 / 3**0.5, 2 / 3**0.5])
+    got = gdpo_advantages(r, torch.tensor([0, 0, 1, 1]), eps=0.0, std="global", clip=0.0)
+    torch.testing.assert_close(got, comb / (5 / 3) ** 0.5)
+
+
+def test_marble_advantages_are_clipped_per_reward():
+    """balance_advantages(method=marble) clips each reward's group advantages at adv_clip: one group of four
+    [0, 0, 0, 3] -> [-1/√3 x3, √3], clip 1 -> [-1/√3 x3, 1]."""
+    rewards = torch.tensor([[0.0, 1.0], [0.0, 0.0], [0.0, 1.0], [3.0, 0.0]])
+    cfg = BalanceConfig(method="marble", adv_clip=1.0, adv_eps=1e-9)
+    got = balance_advantages(rewards, torch.zeros(4, dtype=torch.long), cfg)
+    torch.testing.assert_close(got[:, 0], torch.tensor([-(3**-0.5)] * 3 + [1.0]))
+    torch.testing.assert_close(got[:, 1], torch.tensor([1.0, -1.0, 1.0, -1.0]))
+
+
+def test_projected_gradient_on_a_zero_gram_returns_uniform_weights():
+    """All gradients zero: every alpha is optimal; FISTA's step 1/lambda_max would be infinite (NaN weights)."""
+    torch.testing.assert_close(
+        min_norm_simplex(torch.zeros(3, 3, dtype=torch.float64), "projected_gradient"),
+        torch.full((3,), 1 / 3, dtype=torch.float64),
+    )
+
+
+def test_param_gram_skips_frozen_and_unused_parameters():
+    """Frozen parameters are left out; a trainable one a loss does not reach gets a zero gradient (not an error)."""
+    w = torch.nn.Parameter(torch.tensor([1.0, 2.0]))
+    frozen = torch.tensor([5.0])  # requires_grad False
+    unused = torch.nn.Parameter(torch.tensor([3.0]))
+    losses = [(w * torch.tensor([1.0, 0.0])).sum() * frozen.sum(), (w * torch.tensor([0.0, 1.0])).sum()]
+    gram, flat = param_gram(losses, [w, frozen, unused])
+    torch.testing.assert_close(flat, torch.tensor([[5.0, 0.0, 0.0], [0.0, 1.0, 0.0]]))
+    torch.testing.assert_close(gram, torch.tensor([[25.0, 0.0], [0.0, 1.0]], dtype=torch.float64))
+
+
+def test_nft_output_gram_and_marble_refuse_mismatched_shapes():
+    v = torch.zeros(3, 2, requires_grad=True)
+    lp = lm = (v**2).sum(1)
+    with pytest.raises(ValueError, match="r must be"):
+        nft_output_gram(v, lp, lm, torch.zeros(4, 2), beta=1.0)
+    with pytest.raises(ValueError, match="num_rewards"):
+        MarbleBalancer(0)
+    with pytest.raises(ValueError, match="one name per reward"):
+        MarbleBalancer(2, names=["a", "b", "c"])
+    with pytest.raises(ValueError, match="gram must be"):
+        MarbleBalancer(2).update(torch.eye(3))
+    mb = MarbleBalancer(2, names=["a", "b"])
+    with pytest.raises(ValueError, match="saved alpha has 3"):
+        mb.load_state_dict({"alpha": torch.ones(3) / 3, "grad_norms": torch.ones(3), "steps": 1})
+    with pytest.raises(ValueError, match="saved rewards"):
+        mb.load_state_dict({**MarbleBalancer(2, names=["a", "x"]).state_dict()})
+
+
+def test_marble_dead_reward_hull_uses_the_normalised_gradients():
+    """Reward 1 has no gradient; rewards 0 and 2 have norms 1 and 2, orthogonal: normalised they are symmetric,
+    alpha* = [1/2, 0, 1/2] (the raw Gram diag(1, 4) would give [4/5, 0, 1/5]). alpha_star is recorded on the
+    first update too (it starts uniform)."""
+    mb = MarbleBalancer(3, ema=0.0)
+    mb.update(torch.diag(torch.tensor([1.0, 0.0, 4.0], dtype=torch.float64)))
+    torch.testing.assert_close(mb.alpha_star, torch.tensor([0.5, 0.0, 0.5], dtype=torch.float64))
+    torch.testing.assert_close(mb.alpha, torch.tensor([0.5, 0.0, 0.5], dtype=torch.float64))
+
+
+def test_marble_diagnostics_log_the_worst_cosine():
+    """c = [1/2, 1/2] (solved on the identity), then the batch g1 = e1, g2 = e1 + e2: d = (2 e1 + e2)/2, cosines
+    2/√5 and 3/√10; grad_cos_min is the smaller one (not the mean)."""
+    g = torch.tensor([[1.0, 0.0], [1.0, 1.0]], dtype=torch.float64)
+    mb = MarbleBalancer(2, ema=0.0, names=["a", "b"])
+    mb.update(torch.eye(2, dtype=torch.float64))
+    diag = mb.diagnostics(g @ g.T)
+    assert diag["balance/grad_cos/a"] == pytest.approx(2 / 5**0.5, abs=1e-6)
+    assert diag["balance/grad_cos/b"] == pytest.approx(3 / 10**0.5, abs=1e-6)
+    assert diag["balance/grad_cos_min"] == pytest.approx(2 / 5**0.5, abs=1e-6)
+
+
+def _linear_head(x, z, weight):
+    """A LossHead with v = x W^T [b, 5] and policy loss mean_i(-s_i <v_i, z_i>) (GRPO-like: signal = advantage)."""
+    from imgalign.trainers.objectives import LossHead
+
+    v = x @ weight.T
+    return LossHead(v, lambda a: a.float(), lambda s: ((-s * (v * z).sum(1)).mean(), {}), torch.zeros(()), {})
+
+
+@pytest.mark.parametrize("space", ["params", "output"])
+def test_update_gram_sums_over_processes_before_the_gram_in_params_space(space):
+    """Two processes with the same gradients F (reduce = sum = 2·): params space all-reduces the gradients, then
+    the Gram (2F)(2F)^T = 4 F F^T; output space sums the local Grams (disjoint coordinates): 2 F F^T."""
+    from imgalign.trainers.balance import UpdateGram
+
+    flat = torch.tensor([[1.0, 2.0], [0.0, 3.0]])
+    acc = UpdateGram(space)
+    acc.add(flat)
+    want = (4.0 if space == "params" else 2.0) * flat.double() @ flat.double().T
+    torch.testing.assert_close(acc.result(lambda t: 2 * t), want)
+
+
+def test_reward_balancing_solves_alpha_on_the_reduced_gram_and_mixes_the_given_advantages():
+    """MARBLE: alpha* is solved on the Gram after ``reduce`` (here: another process's orthogonal, larger reward-b
+    gradient added), so reduce changes alpha*; without MARBLE the loss is the one of the balancer's advantages."""
+    from imgalign.trainers.balance import RewardBalancing
+
+    torch.manual_seed(0)
+    weight = torch.nn.Parameter(torch.randn(5, 6))
+    x, z, per = torch.randn(4, 6), torch.randn(4, 5), torch.randn(4, 3)
+    local = RewardBalancing(["a", "b", "c"], marble=True, diagnose=False, ema=0.0)
+    local.start_update()
+    local.micro_loss(_linear_head(x, z, weight), per, per.sum(1), [weight])
+    other = torch.diag(torch.tensor([0.0, 100.0, 0.0], dtype=torch.float64))
+    rb = RewardBalancing(["a", "b", "c"], marble=True, diagnose=False, ema=0.5)
+    assert rb.balancer is not None
+    rb.balancer.update(torch.eye(3, dtype=torch.float64))  # an earlier update: alpha 1/3 each
+    rb.start_update()
+    seen = []
+    rb.micro_loss(
+        _linear_head(x, z, weight), per, per.sum(1), [weight], lambda g: seen.append(g) or g + other
+    )
+    assert rb.balancer is not None and local.balancer is not None
+    want = MarbleBalancer(3, ema=0.5)
+    want.update(torch.eye(3, dtype=torch.float64))
+    want.update(seen[0] + other)
+    torch.testing.assert_close(rb.balancer.alpha_star, want.alpha_star)
+    torch.testing.assert_close(rb.coefficients(), want.coefficients())
+    assert not torch.allclose(rb.balancer.alpha_star, local.balancer.alpha_star, atol=1e-3, rtol=0)
+    # step metrics report alpha* and the coefficients c (not alpha)
+    m = rb.step_metrics()
+    assert m["balance/coef/b"] == pytest.approx(float(want.coefficients()[1]))
+    assert m["balance/alpha_star/a"] == pytest.approx(float(want.alpha_star[0]))
+    assert m["balance/coef/a"] != pytest.approx(m["balance/alpha/a"])
+    assert m["balance/alpha_star/a"] != pytest.approx(m["balance/alpha/a"])
+    # no MARBLE: the loss of the advantages passed in (here not the per-reward mean)
+    plain = RewardBalancing(["a", "b", "c"], marble=False, diagnose=False)
+    plain.start_update()
+    head = _linear_head(x, z, weight)
+    adv = torch.tensor([1.0, -2.0, 0.5, 3.0])
+    loss, _ = plain.micro_loss(head, per, adv, [weight])
+    torch.testing.assert_close(loss, head.total(adv)[0])
