@@ -41,6 +41,19 @@ def test_group_normalize_hand_values_and_ties():
     assert torch.allclose(adv2[:, 0], adv.clamp(-0.5, 0.5)) and torch.allclose(adv2[:, 1], adv2[:, 0])
 
 
+def test_group_normalize_gives_exactly_zero_for_ties_the_float_mean_misses():
+    """Seven (or twelve) copies of 0.1 / 0.7: their float32 mean is not the value, which left a std ~1e-8 and
+    advantages up to ~1e-3 (eps 1e-4) for a group without any signal; a tie is a tie, with either std."""
+    for v, n in ((0.1, 7), (0.7, 12), (1 / 3, 7)):
+        vals = torch.cat([torch.full((n,), v), torch.tensor([0.0, 1.0])])
+        groups = torch.tensor([0] * n + [1, 1])
+        for std in ("group", "global"):
+            adv = group_normalize(vals, groups, std=std)
+            assert (adv[:n] == 0).all(), (v, n, std, adv[:n].abs().max())
+        two = group_normalize(torch.stack([vals, vals.flip(0)], dim=1), groups)
+        assert (two[:n, 0] == 0).all() and (two[n:, 0].abs() > 0.9).all()
+
+
 def test_weighted_sum_vs_gdpo():
     # reward 0 has a large scale, reward 1 a small one: weighted sum follows reward 0 only.
     rewards = torch.tensor([[100.0, 0.0], [0.0, 1.0], [50.0, 0.2], [50.0, 0.1]])

@@ -186,7 +186,12 @@ def group_normalize(
     else:
         raise ValueError(f"group_normalize: std must be 'group' or 'global', got {std!r}")
     adv = centered / (denom + eps)
-    tied = group_std[inv] <= 1e-12 * (1.0 + mean[inv].abs())  # every member of the group has the same value
+    # every member of the group has the same value: compared exactly, since the float32 mean of tied values can miss
+    # them (7 x 0.1 leaves a std ~1e-8, an advantage ~1e-4 instead of 0)
+    at = inv[:, None].expand_as(x)
+    gmax = torch.full((n_groups, x.shape[1]), -torch.inf, device=x.device).scatter_reduce(0, at, x, "amax")
+    gmin = torch.full((n_groups, x.shape[1]), torch.inf, device=x.device).scatter_reduce(0, at, x, "amin")
+    tied = (gmax == gmin)[inv]  # [B, K]
     adv = torch.where(tied, torch.zeros_like(adv), adv)
     if clip > 0:
         adv = adv.clamp(-clip, clip)
