@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import re
 import struct
 import zlib
@@ -422,6 +423,63 @@ def test_bad_baseline_fails_before_scoring(
     csv_base.write_text("file,prompt,artifact,error\nok0.png,p,1.0,\n")
     assert main([*common, "--baseline", str(csv_base)]) == 2 and not out.exists()
     assert "line 1 is not an `imgalign score` JSONL row" in capsys.readouterr().err
+
+
+def test_a_baseline_score_that_is_not_a_number_is_refused_and_nan_pairs_with_nothing(
+    folder: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """A hand-edited or foreign --baseline with a null, text or NaN score is refused naming the line and score
+    (null crashed with a traceback after scoring, text was paired as a number); a NaN score (an older imgalign
+    wrote them) pairs with nothing (it crashed statistics.stdev after scoring)."""
+    d, _ = folder
+    out = tmp_path / "x.jsonl"
+    common = ["score", str(d / "ok0.png"), "--reward", "artifact", "--out", str(out)]
+    b = tmp_path / "b.jsonl"
+    row = {"file": "ok0.png", "prompt": None, "error": None}
+    for bad in (None, "0.5", {"a": 1}, True):
+        b.write_text(
+            json.dumps({**row, "file": "ok1.png", "scores": {"artifact": 0.1}})
+            + "\n"
+            + json.dumps({**row, "scores": {"artifact": bad}})
+            + "\n"
+        )
+        assert main([*common, "--baseline", str(b)]) == 2 and not out.exists()
+        err = capsys.readouterr().err
+        assert f"--baseline {str(b)!r} line 2: score 'artifact' is {bad!r}, not a number" in err
+    row = {"prompt": None, "error": None}
+    lines = [
+        {**row, "file": f"ok{i}.png", "scores": {"artifact": v}}
+        for i, v in enumerate([float("nan"), 0.0, 0.0])
+    ]
+    b.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    assert main(["score", *(str(d / f"ok{i}.png") for i in range(3)), *common[2:], "--baseline", str(b)]) == 0
+    table = capsys.readouterr().out.splitlines()[-1].split()
+    assert table[:2] == ["artifact", "2"] and all(math.isfinite(float(x)) for x in table[2:])
+
+
+def test_out_on_the_prompts_file_is_refused(
+    folder: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """--out naming the --prompts file would replace the user's prompt rows with scores."""
+    d, prompts = folder
+    before = prompts.read_text()
+    assert (
+        main(
+            [
+                "score",
+                str(d / "ok0.png"),
+                "--reward",
+                "artifact",
+                "--prompts",
+                str(prompts),
+                "--out",
+                str(prompts),
+            ]
+        )
+        == 2
+    )
+    assert "is the --prompts file; write the scores to another file" in capsys.readouterr().err
+    assert prompts.read_text() == before
 
 
 def test_a_file_that_is_not_utf8_is_named(

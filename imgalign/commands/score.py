@@ -212,6 +212,15 @@ def load_baseline(path: str | Path) -> dict[str, dict[str, Any]]:
             ) from e
         if key in out:
             raise CLIError(_duplicate_key(f"--baseline {str(path)!r}", key, out[key]["file"], row["file"]))
+        for (
+            k,
+            v,
+        ) in scores.items():  # a null or text score would crash or be misread in the paired table later
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                raise CLIError(
+                    f"--baseline {str(path)!r} line {i}: score {k!r} is {v!r}, not a number; pass the unedited "
+                    ".jsonl that `imgalign score --out X.jsonl` wrote, or delete that score from the row"
+                )
         out[key] = {**row, "scores": _current_keys(scores, names, f"--baseline {str(path)!r} line {i}")}
     if not out:
         raise CLIError(f"--baseline {str(path)!r} holds no rows")
@@ -274,8 +283,8 @@ def paired_changes(
     for k in keys:
         pairs = []
         for r, b in matched:
-            if k not in r["scores"] or k not in b["scores"]:
-                continue
+            if k not in r["scores"] or k not in b["scores"] or not math.isfinite(b["scores"][k]):
+                continue  # a non-finite baseline score (a file from an older imgalign) is an unscored image
             if b.get("prompt") != r["prompt"]:
                 raise CLIError(
                     f"{r['file']} pairs with the baseline's {b['file']}, but their prompts differ ({r['prompt']!r} vs "
@@ -348,6 +357,8 @@ def run_score(args: argparse.Namespace) -> int:
     check_output_file(out)
     if args.baseline and out.exists() and Path(args.baseline).exists() and out.samefile(args.baseline):
         raise CLIError(f"--out {args.out!r} is the --baseline file; write the new scores to another file")
+    if args.prompts and out.exists() and Path(args.prompts).exists() and out.samefile(args.prompts):
+        raise CLIError(f"--out {args.out!r} is the --prompts file; write the scores to another file")
     files = find_images(args.paths)
     if not files:
         raise CLIError(f"no image files found in {' '.join(args.paths)}")
