@@ -368,3 +368,44 @@ def test_check_reads_seed_and_kinds_and_reports_each_mean(
     assert "unknown corruption kind(s) ['shap']; valid: shape, colour" in capsys.readouterr().err
     assert main(["rewards", "check", "--reward", "my_lab.check_seed:NotReady", "--n", "2"]) == 2
     assert "my_lab.check_seed:NotReady cannot score yet" in capsys.readouterr().err
+
+
+def test_too_few_renders_and_no_corruption_kind_are_refused_naming_the_flag(
+    tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--n 0 or 1 renders gave 'need at least one array to stack' (or a covariance error) naming no flag, and
+    build-shapes-artifact left an empty folder; an empty --kinds ran shape corruptions only. Refused up front."""
+
+    def no_work(*a, **k):
+        raise AssertionError("features were built before --n was checked")
+
+    monkeypatch.setattr("imgalign.rewards.features.build_features", no_work)
+    out = tmp_path / "s.safetensors"
+    for n in ("0", "1"):
+        fid = [
+            "rewards",
+            "fid-stats",
+            "--images",
+            "shapes",
+            "--features",
+            "stats",
+            "--n",
+            n,
+            "--out",
+            str(out),
+        ]
+        assert main(fid) == 2 and not out.exists()
+        assert f"--n must be at least 2 (renders for --images shapes; a covariance needs 2), got {n}" in (
+            capsys.readouterr().err
+        )
+        assert main(["rewards", "fd", "shapes", "shapes", "--features", "stats", "--n", n]) == 2
+        assert f"--n must be at least 2 (renders for 'shapes'; a covariance needs 2), got {n}" in (
+            capsys.readouterr().err
+        )
+        folder = tmp_path / "art"
+        assert main(["rewards", "build-shapes-artifact", "--n", n, "--out", str(folder)]) == 2
+        assert not folder.exists() and f"--n must be at least 2 (training images per class), got {n}" in (
+            capsys.readouterr().err
+        )
+    assert main(["rewards", "check", "--reward", "geneval", "--n", "2", "--kinds", ","]) == 2
+    assert "--kinds ',' names no corruption kind; give some of: shape, colour" in capsys.readouterr().err

@@ -110,6 +110,12 @@ def _check_dir(path: str, flag: str) -> None:
         raise CLIError(f"{flag} {path!r} is not a folder")
 
 
+def _check_renders(n: int, why: str) -> None:
+    """--n renders: at least 2 (one image has no covariance), before any encoder loads or image renders."""
+    if n < 2:
+        raise CLIError(f"--n must be at least 2 ({why}), got {n}")
+
+
 def _check_fit_sizes(args: argparse.Namespace) -> None:
     """--hidden >= 0, --epochs >= 1 and --lr > 0, before any image is read."""
     if args.hidden < 0:
@@ -176,6 +182,7 @@ def run_build_shapes_artifact(args: argparse.Namespace) -> int:
     from imgalign.hub import ASSETS, EMBEDDED
     from imgalign.rewards.artifact import build_shapes_artifact
 
+    _check_renders(args.n, "training images per class")
     out = Path(args.out) if args.out else ASSETS / EMBEDDED["shapes-artifact"]
     check_output_folder(out)  # before the renders and the fit
     result = build_shapes_artifact(out, n=args.n, features=args.features)
@@ -202,6 +209,8 @@ def run_fd(args: argparse.Namespace) -> int:
     from imgalign.rewards.features import build_features
     from imgalign.rewards.fid import frechet_distance
 
+    if "shapes" in (args.a, args.b):
+        _check_renders(args.n, "renders for 'shapes'; a covariance needs 2")
     enc = build_features(args.features, args.device)
     mu_a, sig_a = _stats(args.a, enc, args.n, 0)
     mu_b, sig_b = _stats(args.b, enc, args.n, 1)  # 'shapes' twice gives two independent render sets
@@ -220,6 +229,10 @@ def run_check(args: argparse.Namespace) -> int:
         raise CLIError(f"--n must be at least 1 (got {args.n})")
     for spec in args.reward:
         kinds = tuple(k.strip() for k in args.kinds.split(",") if k.strip())
+        if not kinds:  # an empty tuple fell back to shape corruptions silently
+            raise CLIError(
+                f"--kinds {args.kinds!r} names no corruption kind; give some of: {', '.join(KINDS)}"
+            )
         bad = [k for k in kinds if k not in KINDS]
         if bad:
             raise CLIError(f"unknown corruption kind(s) {bad}; valid: {', '.join(KINDS)}")
@@ -278,6 +291,8 @@ def run_fid_stats(args: argparse.Namespace) -> int:
     if Path(args.out).is_dir():
         raise CLIError(f"--out {args.out!r} is a folder; give a file name for the statistics (.safetensors)")
     check_output_file(Path(args.out))  # before the features are extracted
+    if args.images == "shapes":
+        _check_renders(args.n, "renders for --images shapes; a covariance needs 2")
     enc = build_features(args.features, args.device)
     if args.images == "shapes":
         images = shapes_reference_images(args.n)
