@@ -492,6 +492,40 @@ def test_set_values_keep_their_text_for_a_str_member_of_a_union():
             "eval.prompt_dependence_seeds must be >= 2",
         ),
         (["log.keep_last=0"], ["log.keep_last=1"], "log.keep_last must be >= 1"),
+        # values that were silently read as something else (none, never, every N) or failed after the model loaded
+        (["model.resolution=-64"], ["model.resolution=0"], "model.resolution must be >= 0"),
+        (
+            ["model.max_sequence_length=-1"],
+            ["model.max_sequence_length=0"],
+            "model.max_sequence_length must be >= 0",
+        ),
+        (["train.warmup_steps=-5"], ["train.warmup_steps=0"], "train.warmup_steps must be >= 0"),
+        (["train.time_budget_min=-3"], ["train.time_budget_min=0"], "train.time_budget_min must be >= 0"),
+        (["eval.every=-2"], ["eval.every=-1"], "eval.every must be -1 (never), 0 (at the end) or N >= 1"),
+        (["log.checkpoint_every=-2"], ["log.checkpoint_every=0"], "log.checkpoint_every must be >= 0"),
+        (["log.sample_every=-1"], ["log.sample_every=0"], "log.sample_every must be >= 0"),
+        # CPS: std = sigma' sin(a pi / 2) falls again above a = 1 and is 0 at a = 2
+        (
+            ["sampling.kernel=cps", "sampling.noise_level=1.01"],
+            ["sampling.kernel=cps", "sampling.noise_level=1"],
+            "with sampling.kernel=cps",
+        ),
+        (
+            ["sampling.noise_level=inf"],
+            ["sampling.noise_level=5"],
+            "sampling.noise_level must be > 0 and finite",
+        ),
+        (
+            ["sampling.guidance_scale=inf"],
+            ["sampling.guidance_scale=7"],
+            "sampling.guidance_scale must be finite",
+        ),
+        (["objective.kl_beta=inf"], ["objective.kl_beta=1"], "objective.kl_beta, objective.anchor_beta"),
+        (
+            ["rewards.names=[geneval, clip]", "rewards.weights=[1, inf]"],
+            ["rewards.names=[geneval, clip]", "rewards.weights=[1, 1e6]"],
+            "rewards.weights must be non-negative and finite",
+        ),
     ],
 )
 def test_each_bound_refuses_its_first_bad_value_and_accepts_its_edge(bad, good, message):

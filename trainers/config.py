@@ -60,6 +60,11 @@ class ModelConfig:
                 ) from None
         if self.lora_rank < 0:
             raise ConfigError("model.lora_rank must be >= 0 (0 = full fine-tuning)")
+        for name in ("resolution", "max_sequence_length"):  # a negative size failed after the model loaded
+            if getattr(self, name) < 0:
+                raise ConfigError(
+                    f"model.{name} must be >= 0 (0 = the model's default), got {getattr(self, name)}"
+                )
         if not self.lora_alpha >= 0:  # a negative alpha scales the LoRA update by a negative factor
             raise ConfigError(
                 f"model.lora_alpha must be >= 0 (got {self.lora_alpha}); give a positive scale, or 0 for 2 x rank"
@@ -121,7 +126,9 @@ class SamplingConfig:
     kernel: Literal["sde", "cps"] = field(
         "sde", help="stochastic step: Flow-GRPO SDE or coefficients-preserving"
     )
-    noise_level: float = field(0.7, help="SDE noise level a (0.7 SD3, 0.9 FLUX); 0 would be the ODE")
+    noise_level: float = field(
+        0.7, help="SDE noise level a (0.7 SD3, 0.9 FLUX; the cps kernel takes (0, 1]); 0 would be the ODE"
+    )
     noise_block: int = field(
         1,
         help="sde kernel: SDE noise constant over noise_block x noise_block latent patches (a low-frequency "
@@ -181,8 +188,21 @@ class SamplingConfig:
                 "group_size"
             )
 
-        if self.noise_level <= 0:
-            raise ConfigError("sampling.noise_level must be > 0: the policy needs a density to train")
+        if not 0 < self.noise_level < math.inf:
+            raise ConfigError(
+                f"sampling.noise_level must be > 0 and finite (got {self.noise_level}): the policy needs a density "
+                "to train"
+            )
+        if self.kernel == "cps" and self.noise_level > 1:
+            raise ConfigError(
+                f"sampling.noise_level={self.noise_level} with sampling.kernel=cps: the CPS std is sigma' x "
+                "sin(noise_level x pi/2), which shrinks again above 1 and vanishes at 2 (nothing trains); set "
+                "sampling.noise_level in (0, 1]"
+            )
+        if not math.isfinite(self.guidance_scale):
+            raise ConfigError(
+                f"sampling.guidance_scale must be finite (got {self.guidance_scale}); <= 1 disables CFG"
+            )
         if self.noise_block < 1:
             raise ConfigError(f"sampling.noise_block must be >= 1, got {self.noise_block}")
         if self.noise_block > 1 and (self.kernel != "sde" or self.rollout != "flat"):
@@ -315,8 +335,8 @@ class RewardConfig:
             raise ConfigError(
                 f"rewards.weights has {len(self.weights)} entries for {len(self.names)} rewards; give one per reward"
             )
-        if any(w < 0 for w in self.weights):
-            raise ConfigError(f"rewards.weights must be non-negative (got {self.weights})")
+        if not all(0 <= w < math.inf for w in self.weights):
+            raise ConfigError(f"rewards.weights must be non-negative and finite (got {self.weights})")
         if self.weights and not any(w > 0 for w in self.weights):
             raise ConfigError(
                 f"rewards.weights are all 0 ({self.weights}): every advantage would be 0 and nothing would train; "
@@ -385,9 +405,9 @@ class ObjectiveConfig:
             raise ConfigError(
                 f"objective.adv_clip must be >= 0 and finite (0 = no clip; got {self.adv_clip})"
             )
-        if self.kl_beta < 0 or self.penalty_weight < 0 or self.anchor_beta < 0:
+        if not all(0 <= w < math.inf for w in (self.kl_beta, self.penalty_weight, self.anchor_beta)):
             raise ConfigError(
-                "objective.kl_beta, objective.anchor_beta and objective.penalty_weight must be >= 0"
+                "objective.kl_beta, objective.anchor_beta and objective.penalty_weight must be >= 0 and finite"
             )
         if self.penalty_weight > 0 and not self.penalty:
             raise ConfigError("objective.penalty_weight > 0 needs objective.penalty (its name)")
@@ -446,6 +466,12 @@ class TrainConfig:
             )
         if self.updates_per_step < 1 or self.micro_batch_size < 1:
             raise ConfigError("train.updates_per_step and train.micro_batch_size must be >= 1")
+        if self.warmup_steps < 0:  # a negative warm-up meant none, silently
+            raise ConfigError(f"train.warmup_steps must be >= 0 (0 = no warm-up), got {self.warmup_steps}")
+        if self.time_budget_min < 0:  # a negative budget meant no limit, silently
+            raise ConfigError(
+                f"train.time_budget_min must be >= 0 (0 = no limit), got {self.time_budget_min}"
+            )
         if not 0.0 <= self.ema_decay < 1.0:
             raise ConfigError("train.ema_decay must be in [0, 1)")
 
@@ -484,6 +510,8 @@ class EvalConfig:
     def validate(self) -> None:
         if self.suite not in ("shapes", "reward"):
             raise ConfigError(f"eval.suite: unknown suite {self.suite!r}; valid: shapes, reward")
+        if self.every < -1:  # any negative value meant never, silently
+            raise ConfigError(f"eval.every must be -1 (never), 0 (at the end) or N >= 1, got {self.every}")
         for name in ("prompts_per_task", "images_per_prompt", "num_steps"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"eval.{name} must be >= 1 (eval.every=-1 turns the evaluation off)")
@@ -537,6 +565,10 @@ class LogConfig:
     def validate(self) -> None:
         if self.keep_last < 1:
             raise ConfigError("log.keep_last must be >= 1")
+        # step % -N == 0 acted as every N steps, silently
+        for name, zero in (("checkpoint_every", "only at the end"), ("sample_every", "never")):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"log.{name} must be >= 0 (0 = {zero}), got {getattr(self, name)}")
         names = [x.strip() for x in self.trackers.split(",")]
         valid = tracker_names()
         if self.trackers not in ("auto", "none") and not (all(names) and set(names) <= set(valid)):
