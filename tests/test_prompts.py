@@ -147,7 +147,7 @@ def test_a_clause_without_count_asks_for_one_and_exclude_must_be_a_list(tmp_path
     image, _ = W.render(W.Spec.from_metadata(row), seed=0)
     assert judge(image, ShapesDetector()(image), row).correct
     meta.write_text(
-        json.dumps({"tag": "t", "prompt": "p", "include": [{"class": "circle"}], "exclude": None})
+        json.dumps({"tag": "colors", "prompt": "p", "include": [{"class": "circle"}], "exclude": None})
     )
     assert load_geneval_metadata(meta)[0]["exclude"] is None  # null: nothing excluded
     jl = tmp_path / "p.jsonl"  # a prompt-file line with clauses is a GenEval line, so it needs its tag
@@ -333,3 +333,21 @@ def test_the_in_loop_subset_keeps_a_task_whose_prompts_are_all_held_out(monkeypa
     fake = [meta("colors", "blue", "cross"), meta("colors", "green", "circle"), meta("single", None, "cross")]
     monkeypatch.setattr(io_mod, "load_geneval_metadata", lambda path: fake)
     assert [m["prompt"] for m in shapes_eval_set(2)] == ["a blue cross", "a green circle", "a None cross"]
+
+
+def test_a_tag_that_is_not_a_geneval_task_is_refused(tmp_path):
+    """A misspelt tag ("colours", "count") was judged under the 0.3 threshold (counting's is 0.9) and reported as a
+    task of its own; refused naming the file, line and the six tasks, in prompt files and metadata files alike."""
+    row = {"prompt": "two circles", "include": [{"class": "circle", "count": 2}]}
+    jl = tmp_path / "p.jsonl"
+    for tag in ("count", "colours", "Counting", 3):
+        jl.write_text(json.dumps({**row, "tag": "counting"}) + "\n" + json.dumps({**row, "tag": tag}) + "\n")
+        message = (
+            f"p.jsonl:2: field 'tag' is {tag!r}, not a GenEval task (single_object, two_object, counting"
+        )
+        with pytest.raises(PromptFileError, match=re.escape(message)):
+            load_prompts(jl)
+        with pytest.raises(PromptFileError, match=re.escape(message)):
+            load_geneval_metadata(jl)
+    jl.write_text(json.dumps({**row, "tag": "counting"}) + "\n")
+    assert load_prompts(jl)[0].metadata["tag"] == "counting"
