@@ -635,6 +635,10 @@ def test_report_compare_target_key_may_hold_an_equals_sign(tmp_path, capsys):
     assert "| a | 2 | 2 (1/1) |" in (tmp_path / "o" / "compare.md").read_text()
     assert main([*args, "--target", "=0.5", "--out", str(tmp_path / "p")]) == 2
     assert "--target takes KEY=VALUE, got '=0.5'" in capsys.readouterr().err
+    for value in ("nan", "inf", "-inf"):  # 'not reached' for every run, whatever the runs did
+        assert main([*args, "--target", f"{key}={value}", "--out", str(tmp_path / "n")]) == 2
+        assert f"--target takes a finite VALUE, got '{key}={value}'" in capsys.readouterr().err
+    assert not (tmp_path / "n").exists()
     # the trailing mean is over 10 logged points unless --window says otherwise: 3 points never reach it
     assert main([*args[:-2], "--target", f"{key}=0.5", "--out", str(tmp_path / "q")]) == 0
     md = (tmp_path / "q" / "compare.md").read_text()
