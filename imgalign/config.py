@@ -301,6 +301,28 @@ def validate(cfg: Any) -> None:
         cfg.validate()
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a key given twice in one mapping: it keeps the last silently, so a second
+    ``train:`` section appended to a config dropped every setting of the first."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *base`: its keys may be overridden here
+                continue
+            key = self.construct_object(key_node, deep=True)
+            if not isinstance(key, (str, int, float, bool)):  # a list or mapping as a key fails later
+                continue
+            line = key_node.start_mark.line + 1
+            if key in seen:
+                raise ConfigError(
+                    f"key {key!r} appears twice in one mapping (lines {seen[key]} and {line}); YAML would keep only "
+                    "the last and drop the first's settings: merge the two into one"
+                )
+            seen[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
 def load_config(cls: type[T], path: str | Path | None = None, overrides: list[str] | None = None) -> T:
     """Build a `cls` config from a YAML file (optional) and ``key=value`` overrides, then validate it."""
     data: dict[str, Any] = {}
@@ -315,9 +337,11 @@ def load_config(cls: type[T], path: str | Path | None = None, overrides: list[st
         if not p.is_file():
             raise ConfigError(f"config file {str(p)!r} does not exist")
         try:
-            loaded = yaml.safe_load(read_text(p, "config file", ConfigError))
+            loaded = yaml.load(read_text(p, "config file", ConfigError), Loader=_UniqueKeyLoader)
         except yaml.YAMLError as e:
             raise ConfigError(f"config file {str(p)!r} is not valid YAML: {e}") from None
+        except ConfigError as e:
+            raise ConfigError(f"config file {str(p)!r}: {e}") from None
         if loaded is None:
             loaded = {}
         if not isinstance(loaded, dict):

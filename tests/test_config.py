@@ -644,6 +644,24 @@ def test_config_files_that_are_empty_a_list_or_not_yaml(tmp_path):
         load_config(Cfg, p)
 
 
+def test_a_key_given_twice_in_a_config_file_is_refused_naming_both_lines(tmp_path):
+    """YAML keeps the last of two equal keys silently: a second `optim:` section appended to a file dropped every
+    setting of the first. Refused naming the key and both lines; a merge key (<<) may still override its keys."""
+    p = tmp_path / "c.yaml"
+    p.write_text("steps: 5\noptim:\n  lr: 0.1\n  betas: [0.5, 0.5]\nname: x\noptim:\n  lr: 0.2\n")
+    message = (
+        "c.yaml': key 'optim' appears twice in one mapping (lines 2 and 6); YAML would keep only the last"
+    )
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_config(Cfg, p)
+    p.write_text("optim:\n  lr: 0.1\n  lr: 0.2\n")
+    with pytest.raises(ConfigError, match=r"key 'lr' appears twice in one mapping \(lines 2 and 3\)"):
+        load_config(Cfg, p)
+    p.write_text("optim: &o {lr: 0.1, betas: [0.5, 0.5]}\nweights: {<<: {clip: 1}, clip: 2}\n")
+    cfg = load_config(Cfg, p)
+    assert cfg.optim.lr == 0.1 and cfg.weights == {"clip": 2.0}
+
+
 def test_nested_checks_run_innermost_first():
     """A section's own check runs before its parent's, so the first error names the setting to change, not a
     combination the parent checks assuming a valid section."""
