@@ -60,6 +60,11 @@ class GenEvalReward(Reward):
         self.color: Any = None  # the shapes judge reads colours itself
         self.validate: Callable[[dict[str, Any]], None]
         if detector == "shapes":
+            if clip != "ViT-L-14:openai":  # it was ignored silently: the shapes detector reads colours itself
+                raise ValueError(
+                    f"geneval reward: clip={clip} picks the colour classifier of a real detector, and the shapes "
+                    "detector reads colours itself: remove clip=, or give detector=... with it"
+                )
             from imgalign.eval.shapes_detector import ShapesDetector
 
             self.detector: Any = ShapesDetector()

@@ -85,6 +85,12 @@ def test_geneval_modes_on_ground_truth_and_a_blank_image() -> None:
         assert out.scores.tolist() == [1.0, 0.0], mode
     with pytest.raises(ValueError, match="strict, partial, soft"):
         build_reward("geneval:mode=dense")
+    # clip= belongs to a real detector; with the shapes detector it was ignored silently
+    with pytest.raises(
+        ValueError, match="clip=ViT-B-32:openai picks the colour classifier of a real detector"
+    ):
+        build_reward("geneval:clip=ViT-B-32:openai")
+    assert build_reward("geneval:clip=ViT-L-14:openai").mode == "partial"  # the default written out
 
 
 def test_geneval_refuses_soft_with_a_real_detector_and_rows_without_a_tag() -> None:
