@@ -201,6 +201,11 @@ def test_bad_input_fails_before_model_loads(sd3_dir, tmp_path, capsys, monkeypat
         ({"model": {"path": str(incomplete)}}, "is incomplete; missing:"),
         ({"model": {"path": str(lora)}}, "is a LoRA checkpoint of base model"),
         ({"model": {"path": str(sd3_dir), "family": "sdxl"}}, "unknown model family"),
+        (  # a family other than the folder's failed with a traceback inside the adapter
+            {"model": {"path": str(sd3_dir), "family": "flux"}},
+            f"model.family=flux, but model.path {str(sd3_dir)!r} holds a sd3 pipeline (its model_index.json)",
+        ),
+        ({"log": {**base["log"], "output_dir": " "}}, "log.output_dir is empty: give a run folder"),
         (
             {"model": {"path": str(sd3_dir), "lora_rank": 2, "lora_targets": []}},
             "model.lora_targets is empty",

@@ -563,6 +563,8 @@ class LogConfig:
     progress: bool = field(True, help="progress bar with ETA (main process only)")
 
     def validate(self) -> None:
+        if not self.output_dir.strip():  # "" wrote the run's files into the working folder
+            raise ConfigError("log.output_dir is empty: give a run folder, e.g. runs/my_run")
         if self.keep_last < 1:
             raise ConfigError("log.keep_last must be >= 1")
         # step % -N == 0 acted as every N steps, silently

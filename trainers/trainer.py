@@ -167,6 +167,23 @@ def preflight(cfg: FlowGRPOConfig, num_processes: int = 1, output_dir: str | Pat
             "from a full pipeline: give the base model (and --resume DIR to continue that run), or merge the LoRA first"
         )
     base = hub.resolve(model.base)
+    if (
+        cfg.model.family != "auto" and Path(base).is_dir()
+    ):  # a wrong family failed in the adapter with a traceback
+        from imgalign.adapters import detect_family
+
+        try:
+            found = detect_family(base)
+        except (
+            OSError,
+            ValueError,
+        ):  # a pipeline class imgalign does not know: model.family picks the adapter
+            found = cfg.model.family
+        if found != cfg.model.family:
+            raise ConfigError(
+                f"model.family={cfg.model.family}, but model.path {cfg.model.path!r} holds a {found} pipeline (its "
+                f"model_index.json): set model.family=auto (or {found})"
+            )
     # a local folder as an absolute path: LoRA checkpoints record it as their base, and must load from anywhere
     return str(Path(base).resolve()) if Path(base).is_dir() else base
 
