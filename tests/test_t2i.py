@@ -219,6 +219,19 @@ def test_config_validation():
         tiny_config(cfg_dropout=1.0).validate()  # every prompt dropped: nothing conditional is learned
     with pytest.raises(ValueError, match="vae_crop a multiple of 4"):
         tiny_config(vae_crop=30).validate()
+    # a learning rate of inf or 0 ran the whole pretraining (1 h 45 min) to NaN or to unchanged weights
+    for name in ("lr", "vae_lr"):
+        for bad in (0.0, -1e-3, math.inf):
+            with pytest.raises(
+                ValueError, match=rf"^{name} must be > 0 and finite \(got {bad}\); set it with --set"
+            ):
+                tiny_config(**{name: bad}).validate()
+    from imgalign.pretrain import clip, vlm
+
+    for mod in (clip, vlm):
+        mod.Config().validate()
+        with pytest.raises(ValueError, match=r"^lr must be > 0 and finite \(got inf\)"):
+            mod.Config(lr=math.inf).validate()
 
 
 def test_logit_normal_spread_is_the_std_not_the_variance():

@@ -105,9 +105,10 @@ class Config:
                 f"clip: caption_weights needs {len(C.CAPTION_KINDS)} non-negative numbers, not all 0 "
                 f"({C.CAPTION_KINDS})"
             )
-        from imgalign.pretrain.encoder_common import check_at_least
+        from imgalign.pretrain.encoder_common import check_at_least, check_rates
 
         check_at_least(self, 1, "eval_images", "checkpoint_every", "threads")
+        check_rates(self, "lr")
         if self.vision_arch not in ("resnet", "vit"):
             raise ValueError(f"clip: vision_arch must be resnet or vit, got {self.vision_arch!r}")
         if self.vision_arch == "vit" and W.IMAGE_SIZE % self.patch_size:

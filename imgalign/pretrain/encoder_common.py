@@ -225,6 +225,17 @@ def check_at_least(cfg: Any, low: int, *names: str) -> None:
             raise ValueError(f"{name} must be at least {low} (got {v}); set it with --set {name}=N")
 
 
+def check_rates(cfg: Any, *names: str) -> None:
+    """Raise naming the first learning rate of `names` that is not > 0 and finite (inf or 0 ran the whole pretraining
+    to NaN or unchanged weights)."""
+    for name in names:
+        v = getattr(cfg, name)
+        if not 0 < v < math.inf:
+            raise ValueError(
+                f"{name} must be > 0 and finite (got {v}); set it with --set {name}=X, e.g. 1e-3"
+            )
+
+
 def replace_dir(tmp: Path, final: Path) -> None:
     """Move a fully written folder `tmp` into place at `final` (the old one is removed only after)."""
     old = final.with_name(final.name + ".old")

@@ -131,7 +131,9 @@ class Config:
     )
 
     def validate(self) -> None:
-        from imgalign.pretrain.encoder_common import check_at_least
+        from imgalign.pretrain.encoder_common import check_at_least, check_rates
+
+        check_rates(self, "lr", "vae_lr")
 
         check_at_least(
             self,

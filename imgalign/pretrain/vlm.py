@@ -136,9 +136,10 @@ class Config:
                 f"vlm: caption_weights needs {len(C.CAPTION_KINDS)} non-negative numbers, not all 0 "
                 f"({C.CAPTION_KINDS})"
             )
-        from imgalign.pretrain.encoder_common import check_at_least
+        from imgalign.pretrain.encoder_common import check_at_least, check_rates
 
         check_at_least(self, 1, "eval_pairs", "checkpoint_every", "threads")
+        check_rates(self, "lr")
         if not 0.0 <= self.query_prob <= 1.0:
             raise ValueError("vlm: query_prob must be in [0, 1]")
 
