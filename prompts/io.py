@@ -76,9 +76,8 @@ def validate_geneval_line(meta: Any, where: str) -> dict[str, Any]:
             )
     from imgalign.shapes import TASKS  # GenEval's six tasks
 
-    if (
-        meta["tag"] not in TASKS
-    ):  # a misspelt tag was judged under the 0.3 threshold and reported as a task of its own
+    # a misspelt tag was judged under the 0.3 threshold and reported as a task of its own
+    if meta["tag"] not in TASKS:
         raise PromptFileError(
             f"{where}: field 'tag' is {meta['tag']!r}, not a GenEval task ({', '.join(TASKS)}); it sets the "
             "detection threshold (counting's is 0.9) and the task the image counts toward: spell it as GenEval does"

@@ -167,17 +167,14 @@ def preflight(cfg: FlowGRPOConfig, num_processes: int = 1, output_dir: str | Pat
             "from a full pipeline: give the base model (and --resume DIR to continue that run), or merge the LoRA first"
         )
     base = hub.resolve(model.base)
-    if (
-        cfg.model.family != "auto" and Path(base).is_dir()
-    ):  # a wrong family failed in the adapter with a traceback
+    # a wrong family failed in the adapter with a traceback
+    if cfg.model.family != "auto" and Path(base).is_dir():
         from imgalign.adapters import detect_family
 
         try:
             found = detect_family(base)
-        except (
-            OSError,
-            ValueError,
-        ):  # a pipeline class imgalign does not know: model.family picks the adapter
+        # a pipeline class imgalign does not know: model.family picks the adapter
+        except (OSError, ValueError):
             found = cfg.model.family
         if found != cfg.model.family:
             raise ConfigError(

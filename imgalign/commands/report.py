@@ -66,9 +66,8 @@ def run_report(args: argparse.Namespace) -> int:
                 raise ValueError(f"--target takes KEY=VALUE with a number, got {args.target!r}") from None
             if not sep or not key:
                 raise ValueError(f"--target takes KEY=VALUE, got {args.target!r}")
-            if not math.isfinite(
-                target[1]
-            ):  # nan is never reached and inf only by an infinite mean: no answer
+            # nan is never reached and inf only by an infinite mean: no answer
+            if not math.isfinite(target[1]):
                 raise ValueError(f"--target takes a finite VALUE, got {args.target!r}")
         md, png = compare_runs(groups, args.keys, args.out, x_key=args.x, target=target, window=args.window)
         print(md.read_text(), end="")

@@ -212,10 +212,8 @@ def load_baseline(path: str | Path) -> dict[str, dict[str, Any]]:
             ) from e
         if key in out:
             raise CLIError(_duplicate_key(f"--baseline {str(path)!r}", key, out[key]["file"], row["file"]))
-        for (
-            k,
-            v,
-        ) in scores.items():  # a null or text score would crash or be misread in the paired table later
+        # a null or text score would crash or be misread in the paired table later
+        for k, v in scores.items():
             if isinstance(v, bool) or not isinstance(v, (int, float)):
                 raise CLIError(
                     f"--baseline {str(path)!r} line {i}: score {k!r} is {v!r}, not a number; pass the unedited "
