@@ -62,6 +62,8 @@ def test_load_adapter_gives_the_shapes_model_its_trained_context_length(sd3_dir)
 
     assert load_adapter("shapes").max_sequence_length == MAX_SEQUENCE_LENGTH
     assert load_adapter("shapes", max_sequence_length=8).max_sequence_length == 8
+    # the trainer passes None for "the model's own" (model.max_sequence_length: 0)
+    assert load_adapter("shapes", max_sequence_length=None).max_sequence_length == MAX_SEQUENCE_LENGTH
     assert load_adapter(sd3_dir).max_sequence_length == SD3Adapter.default_max_sequence_length
 
 
@@ -247,6 +249,7 @@ def test_lora_save_loads_with_diffusers(sd3_dir, flux_dir, tmp_path):
             torch.testing.assert_close(base.velocity(x, 0.5, cond, 1.0), v_lora, rtol=1e-4, atol=1e-5)
         pipe = load_pipeline(out)
         assert type(pipe).__name__ == type(ad.pipe).__name__
+        assert json.loads((out / "imgalign_model.json").read_text())["family"] == ad.family
 
 
 def test_full_save_loads_with_from_pretrained(sd3_dir, tmp_path, diffusers_save_log):
@@ -354,3 +357,54 @@ def test_flux_without_a_guidance_embedding_matches_the_pipeline(tmp_path):
     init = ad.init_noise([torch.Generator().manual_seed(i) for i in range(2)])
     ref = pipeline_sample(ad, prompts, 2, 3.5, init, (8, 8), max_sequence_length=77)
     torch.testing.assert_close(ours, ref, rtol=1e-4, atol=1e-5)
+
+
+def test_a_loaded_adapter_trains_nothing_until_lora_or_full_fine_tuning_and_lora_init_keeps_the_global_rng(
+    sd3_dir,
+):
+    """Every weight starts frozen; add_lora trains exactly the LoRA weights, A drawn N(0, 1/r) ("gaussian", as
+    Flow-GRPO) and B zero, from its own seed: the global RNG state is the same after add_lora as before."""
+    ad = load_adapter(sd3_dir)
+    assert ad.trainable_named_parameters() == []
+    state = torch.get_rng_state()
+    ad.add_lora(rank=2, alpha=4, init_seed=0)
+    assert torch.equal(torch.get_rng_state(), state)
+    a = torch.cat([p.flatten() for n, p in ad.trainable_named_parameters() if "lora_A" in n])
+    b = torch.cat([p.flatten() for n, p in ad.trainable_named_parameters() if "lora_B" in n])
+    assert a.numel() >= 100 and 0.4 < float(a.std()) < 0.6 and torch.all(b == 0)
+
+
+def test_full_fine_tuning_without_a_reference_keeps_no_copy(sd3_dir):
+    ad = load_adapter(sd3_dir)
+    ad.enable_full_finetune(keep_reference=False)
+    assert ad.trainable_named_parameters() and ad._reference is None
+    with pytest.raises(RuntimeError, match="no reference model"):
+        with ad.reference():
+            pass
+
+
+def test_an_adapter_built_on_a_loaded_pipeline_casts_the_transformer_to_its_dtype(sd3_dir):
+    ad = SD3Adapter(load_pipeline(sd3_dir), dtype=torch.bfloat16)
+    assert ad.transformer.dtype == torch.bfloat16 and ad.pipe.vae.dtype == torch.float32
+
+
+def test_bfloat16_flux_guidance_is_float32_as_the_pipeline_passes_it(flux_dir, monkeypatch):
+    """FluxPipeline builds the guidance input in float32 whatever the transformer's dtype (4.3 is not a bfloat16)."""
+    ad = load_adapter(flux_dir, dtype=torch.bfloat16, max_sequence_length=77)
+    seen = []
+    real = ad.transformer.forward
+    monkeypatch.setattr(ad.transformer, "forward", lambda **kw: seen.append(kw["guidance"]) or real(**kw))
+    ad.velocity(ad.init_noise([torch.Generator().manual_seed(0)]), 0.75, ad.encode(["a cat"]), 4.3)
+    assert seen[0].dtype == torch.float32 and float(seen[0][0]) == pytest.approx(4.3, abs=1e-6)
+
+
+def test_a_full_fine_tune_of_a_hub_id_base_saves_without_its_index(sd3_dir, tmp_path):
+    """The base's model_index.json is copied only when the base is a folder; a Hub id base saves diffusers' own."""
+    ad = load_adapter(sd3_dir)
+    ad.enable_full_finetune(keep_reference=False)
+    ad.save(tmp_path / "full", base_model="org/not-a-local-folder")
+    assert (
+        json.loads((tmp_path / "full" / "imgalign_model.json").read_text())["base_model"]
+        == "org/not-a-local-folder"
+    )
+    assert (tmp_path / "full" / "model_index.json").is_file()

@@ -59,6 +59,7 @@ def test_model_argument_syntax():
     from imgalign.pipelines import ModelSpec, parse_model_arg
 
     assert parse_model_arg("base=shapes") == ModelSpec("base", "shapes")
+    assert parse_model_arg(" ft = shapes+runs/a/lora ") == ModelSpec("ft", "shapes", "runs/a/lora")
     assert parse_model_arg("ft=shapes+runs/a/lora") == ModelSpec("ft", "shapes", "runs/a/lora")
     assert parse_model_arg("runs/a/final") == ModelSpec("final", "runs/a/final")
     # unlabelled BASE+OVERLAY: named by the overlay (the fine-tune), not by the base every overlay shares
