@@ -619,6 +619,26 @@ def test_a_hub_id_is_checked_against_the_cache_and_the_offline_setting(tmp_path,
     assert not P.hub_id_available("imgalign-test/never-downloaded")
 
 
+def test_a_hub_id_cached_as_having_no_model_index_is_not_available_offline(tmp_path, monkeypatch):
+    """The Hub cache also records files known to be absent (``.no_exist``): such an id is not a cached pipeline."""
+    from huggingface_hub import constants
+
+    import imgalign.pipelines as P
+
+    repo = tmp_path / "models--org--lora-only"
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text("abc123")
+    (repo / ".no_exist" / "abc123").mkdir(parents=True)
+    (repo / ".no_exist" / "abc123" / "model_index.json").write_text("")
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert not P.hub_id_available("org/lora-only")
+    (repo / "snapshots" / "abc123").mkdir(parents=True)
+    (repo / "snapshots" / "abc123" / "model_index.json").write_text("{}")
+    (repo / ".no_exist" / "abc123" / "model_index.json").unlink()
+    assert P.hub_id_available("org/lora-only")
+
+
 def test_a_checkpoint_record_that_is_not_a_json_object_is_named(tmp_path):
     from imgalign.pipelines import absent_components, recorded_base
 
