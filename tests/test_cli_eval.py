@@ -213,7 +213,8 @@ def test_an_out_folder_of_another_evaluation_is_refused(tmp_path, small_prompts,
         ["--images-per-prompt", "1"],  # the suite's own prompt set
     ):
         assert main(["eval", "--ground-truth", "--no-progress", "--out", str(out)] + other) == 2
-        assert "holds another evaluation" in capsys.readouterr().err
+        err = capsys.readouterr().err
+        assert "holds another evaluation" in err and "suite:" not in err  # only what differs is named
     assert main(["eval", "--images", str(out / "images"), "--out", str(out), "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert "holds another evaluation" in err and "images:" in err
@@ -953,3 +954,56 @@ def test_a_grey_or_rgba_png_is_judged_as_rgb(tmp_path):
         im = load_image(tmp_path / f"{mode}.png")
         assert im.mode == "RGB" and im.size == (5, 3)
         assert im.getpixel((0, 0)) == ((200, 200, 200) if mode == "L" else (10, 20, 30))
+
+
+def test_an_eval_identity_names_both_judges_and_the_resolved_image_folder(tmp_path, monkeypatch):
+    """Another colour classifier gives other verdicts, and the same folder given relatively from another directory
+    is the same evaluation: both are in the identity an --out folder is claimed with."""
+    import argparse
+
+    from imgalign.commands.evaluate import eval_identity
+
+    (tmp_path / "imgs").mkdir()
+    monkeypatch.chdir(tmp_path)
+    given = dict(suite="geneval", detector="det", clip="ViT-B-32:openai", images="imgs", model=None)
+    ident = eval_identity(argparse.Namespace(**given))
+    folder = str((tmp_path / "imgs").resolve())
+    assert ident == {"suite": "geneval", "detector": "det", "clip": "ViT-B-32:openai", "images": folder}
+    assert eval_identity(argparse.Namespace(**{**given, "clip": "ViT-L-14:openai"})) != ident
+
+
+def test_eval_samples_and_renders_with_the_given_seed(tmp_path, small_prompts, monkeypatch):
+    import imgalign.sampling as S
+
+    seen: dict = {}
+
+    def fake_generate_folder(model, metas, out_dir, images_per_prompt, seed, progress=True, **kw):
+        from imgalign.commands.world import render_folder
+
+        seen.update(seed=seed, images_per_prompt=images_per_prompt)
+        render_folder(metas, out_dir, images_per_prompt, seed, progress=False)
+
+    monkeypatch.setattr(S, "generate_folder", fake_generate_folder)
+    given = ["--prompts", str(small_prompts), "--images-per-prompt", "1", "--seed", "5", "--out"]
+    assert main(["eval", "--model", "shapes", *given, str(tmp_path / "m"), "--no-progress"]) == 0
+    assert seen == {"seed": 5, "images_per_prompt": 1}
+    assert main(["world", "render", *given, str(tmp_path / "w")]) == 0
+    assert main(["eval", "--ground-truth", *given, str(tmp_path / "gt"), "--no-progress"]) == 0
+    want = sorted(p.read_bytes() for p in (tmp_path / "w").rglob("*.png"))
+    assert sorted(p.read_bytes() for p in (tmp_path / "gt" / "images").rglob("*.png")) == want
+    summary = json.loads((tmp_path / "gt" / "summary.json").read_text())
+    assert summary["eval_args"]["seed"] == 5 and summary["eval_args"]["ground_truth"] is True
+
+
+def test_results_keep_the_judges_partial_credit(tmp_path):
+    """Three circles for 'four circles' is wrong, with 3/4 partial credit, recorded as the judge gave it."""
+    from imgalign.eval.shapes_detector import ShapesDetector
+    from imgalign.eval.suite import judge_folder, write_prompt_folder
+
+    imgs = tmp_path / "imgs"
+    write_prompt_folder(
+        imgs, 0, W.counting("circle", 4).to_metadata(), [W.render(W.counting("circle", 3), 0)[0]]
+    )
+    judge_folder(imgs, tmp_path / "ev", ShapesDetector(), progress=False)
+    row = json.loads((tmp_path / "ev" / "results.jsonl").read_text())
+    assert row["correct"] is False and row["partial"] == pytest.approx(0.75)
