@@ -229,6 +229,7 @@ def no_loading(monkeypatch):
         (["--model", "a={base}+{tmp}", "--prompt", "x"], "not a fine-tuned model folder"),
         (["--model", "a={base}", "--prompt", "x", "--seeds", "0,x"], "comma-separated integers"),
         (["--model", "a={base}", "--prompt", "x", "--seeds", "0,-1"], "seeds are integers from 0"),
+        (["--model", "a={base}", "--prompt", "x", "--seeds", str(2**63)], "seeds are integers from 0"),
         (["--model", "a={base}", "--prompt", "x", "--seeds", ","], "--seeds is empty"),
         (["--model", "a={base}", "--prompt", "x", "--out", "{tmp}/g.jpg"], "use a .png name"),
         # an upper-case .PNG and a 'module:attr' reward pass their checks: the next one (--steps) speaks
@@ -747,3 +748,101 @@ def test_the_size_check_reads_an_overlays_transformer_or_its_transformer_subfold
         check_size_before_loading(parse_model_arg(f"shapes+{overlay}"), 128)
         with pytest.raises(ValueError, match="--size=136 is not an image size"):
             check_size_before_loading(parse_model_arg(f"shapes+{overlay}"), 136)
+
+
+def test_labels_sit_over_their_columns_and_long_text_is_wrapped_inside_its_cell(monkeypatch):
+    """Each seed's sub-label is centred over its own column, below the model's header, which is centred over its
+    group; a long prompt, caption or header is wrapped to its own space, not drawn across the neighbouring cells."""
+    from PIL import ImageDraw
+
+    from imgalign.eval.gallery import PAD, labelled_grid
+
+    red, cell, lw = (255, 0, 0), 60, 180
+    images = [[Image.new("RGB", (8, 8), red), Image.new("RGB", (8, 8), red)]]
+    texts = []
+    real = ImageDraw.ImageDraw.text
+    monkeypatch.setattr(
+        ImageDraw.ImageDraw,
+        "text",
+        lambda self, xy, text, *a, **kw: (texts.append((xy, text)), real(self, xy, text, *a, **kw))[1],
+    )
+    g = np.asarray(labelled_grid(images, ["p"], ["m"], group=2, sub_labels=["s0", "s1"], cell=cell))
+    at = {t: xy for xy, t in texts}
+    assert lw <= at["s0"][0] < lw + cell <= lw + cell + PAD <= at["s1"][0] < lw + 2 * cell + PAD
+    assert at["s0"][1] == at["s1"][1] > at["m"][1]  # the sub-labels are a line below the header
+    ink = (g[: at["s0"][1], lw:] != 255).any(-1).nonzero()[1]  # the header "m", centred over both columns
+    assert abs(lw + ink.mean() - (lw + cell + PAD / 2)) < 8
+
+    long = "a long text of many words that cannot fit in one cell " * 2
+    for grid in (
+        labelled_grid(images, [long], ["m1"], cell=cell, group=2, label_width=lw),
+        labelled_grid(images, ["p"], ["m1", "m2"], captions=[[long, ""]], cell=cell, label_width=lw),
+    ):
+        g = np.asarray(grid)
+        band = (g == red).all(-1).nonzero()[0].min()  # below the header
+        gaps = [g[band:, lw - PAD // 2 : lw], g[band:, lw + cell + 1 : lw + cell + PAD]]
+        assert all((gap > 200).all() for gap in gaps)  # no text between the columns (an edge's antialiasing)
+    # a header that fits over its group of two columns stays on one line (rows start no lower than a short one's)
+    tops = [
+        (np.asarray(labelled_grid(images, ["p"], [h], group=2, cell=cell)) == red).all(-1).nonzero()[0].min()
+        for h in ("ml", "model label")
+    ]
+    assert tops[0] == tops[1]
+
+
+def test_a_gallery_needs_an_image_and_leaves_room_for_its_captions():
+    from imgalign.eval.gallery import PAD, caption_grid
+
+    with pytest.raises(ValueError, match="at least one image"):
+        caption_grid([], [])
+    g = caption_grid([Image.new("RGB", (8, 8), (255, 0, 0))], ["a caption\nof two lines"], cell=16)
+    assert g.height >= 16 + 2 * PAD + 20  # the image's cell, and two lines of text under it
+    assert (np.asarray(g)[16 + PAD + 2 :] != 255).any()  # drawn, inside the canvas
+
+
+def test_grid_passes_the_dtype_size_context_length_and_cell_on(tmp_path, monkeypatch):
+    """--dtype reaches the loader, --size and --max-sequence-length the sampler (over the model's own settings),
+    --cell the grid."""
+    import imgalign.eval.gallery as gallery
+    import imgalign.pipelines as P
+    import imgalign.sampling as S
+
+    loaded, calls, got = [], [], {}
+    monkeypatch.setattr(P, "load_pipeline", lambda spec, device, dtype: loaded.append(dtype) or spec.label)
+    monkeypatch.setattr(
+        S,
+        "generate_images",
+        lambda pipe, prompts, seeds, batch_size, **kw: calls.append(kw) or [pipe] * len(seeds),
+    )
+    monkeypatch.setattr(gallery, "labelled_grid", lambda *a, **kw: got.update(kw) or Image.new("RGB", (4, 4)))
+    argv = ["grid", "--model", "a=shapes", "--prompt", "x", "--dtype", "bfloat16", "--size", "32"]
+    assert main(argv + ["--max-sequence-length", "3", "--cell", "40", "--out", str(tmp_path / "g.png")]) == 0
+    assert loaded == [torch.bfloat16] and got["cell"] == 40
+    assert calls == [{"steps": 20, "guidance": 4.0, "max_sequence_length": 3, "size": 32}]
+
+
+def test_grid_scores_each_row_against_its_own_prompt(tmp_path, monkeypatch):
+    import imgalign.eval.gallery as gallery
+    import imgalign.pipelines as P
+    import imgalign.rewards.base as R
+    import imgalign.sampling as S
+
+    class PromptLength:
+        name = "len"
+
+        def __call__(self, images, prompts, metadata):
+            return type("Out", (), {"scores": [float(len(p)) for p in prompts]})()
+
+    monkeypatch.setattr(P, "load_pipeline", lambda spec, device, dtype: spec.label)
+    monkeypatch.setattr(
+        S, "generate_images", lambda pipe, prompts, seeds, batch_size, **kw: [pipe] * len(seeds)
+    )
+    monkeypatch.setattr(R, "build_reward", lambda spec, device: PromptLength())
+    got = {}
+    monkeypatch.setattr(gallery, "labelled_grid", lambda *a, **kw: got.update(kw) or Image.new("RGB", (4, 4)))
+    argv = ["grid", "--model", "a=shapes", "--prompt", "x", "--prompt", "four", "--seeds", "0,1"]
+    assert (
+        main(argv + ["--reward", "imgalign.trainers.testing:red_reward", "--out", str(tmp_path / "g.png")])
+        == 0
+    )
+    assert got["captions"] == [["len: 1.000"] * 2, ["len: 4.000"] * 2]
