@@ -920,6 +920,9 @@ def test_a_prompt_folder_needs_its_metadata_and_only_its_first_line_counts(tmp_p
     (tmp_path / "00000" / "metadata.jsonl").write_text(json.dumps(first) + "\n" + json.dumps(second) + "\n")
     (f,) = read_folder_index(tmp_path)
     assert f.metadata == first and f.samples == []
+    # a blank line or spaces around the object are not an error
+    (tmp_path / "00000" / "metadata.jsonl").write_text("\n  " + json.dumps(first) + "  \n")
+    assert read_folder_index(tmp_path)[0].metadata == first
     (tmp_path / "00000" / "metadata.jsonl").write_text('{"tag": "single_object"}\n')
     with pytest.raises(ValueError, match="must be a GenEval metadata object with 'tag' and 'include'"):
         read_folder_index(tmp_path)

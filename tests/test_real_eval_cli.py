@@ -113,6 +113,17 @@ def test_eval_geneval_suite_with_tiny_models(tmp_path, capsys):
         == 2
     )
     assert "holds another evaluation" in capsys.readouterr().err
+    # an unreadable image is named by its path in the user's folder, not by the copy judged in --out
+    from imgalign.eval.suite import copy_folder
+
+    copy_folder(tmp_path / "ev" / "images", tmp_path / "mine")
+    (tmp_path / "mine" / "00000" / "samples" / "0000.png").write_bytes(b"not a png")
+    mine = ["eval", "--suite", "geneval", "--images", str(tmp_path / "mine"), "--detector", str(detr)]
+    assert main(mine + ["--clip", str(clip), "--no-progress", "--out", str(tmp_path / "ev3")]) == 1
+    rows = [json.loads(line) for line in (tmp_path / "ev3" / "results.jsonl").read_text().splitlines()]
+    assert [r["error"] for r in rows if r["error"]] == [
+        f"cannot read image {tmp_path / 'mine' / '00000' / 'samples' / '0000.png'}: not an image file PIL can read"
+    ]
     assert main(["eval", "--suite", "geneval", "--ground-truth", "--out", str(tmp_path / "gt")]) == 2
     assert "only for the shapes suite" in capsys.readouterr().err
     # a judge that cannot load fails before any image is generated and before --out is claimed (a detector folder
