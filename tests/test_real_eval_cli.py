@@ -69,7 +69,7 @@ def test_eval_baseline_missing_fails_before_work(tmp_path, capsys):
     assert "--baseline needs" in capsys.readouterr().err and not (tmp_path / "x").exists()
 
 
-def test_eval_geneval_suite_with_tiny_models(tmp_path, capsys):
+def test_eval_geneval_suite_with_tiny_models(tmp_path, capsys, monkeypatch):
     import geneval_real_tiny as T
 
     sd3 = T.build_tiny_sd3(tmp_path / "sd3")
@@ -136,6 +136,19 @@ def test_eval_geneval_suite_with_tiny_models(tmp_path, capsys):
         assert main(argv[:-5] + [flag, str(bare), "--out", str(out)]) == 2
         assert f"{src.name}_without_weights" in capsys.readouterr().err
         assert not out.exists()
+    # the judge loads on the CPU before generation (the pipeline needs the device), on the device for --images
+    import imgalign.eval.real as R
+
+    devices = []
+
+    def build_judge(detector, clip, metas, device):
+        devices.append(device)
+        raise ValueError("stop here")
+
+    monkeypatch.setattr(R, "build_judge", build_judge)
+    assert main(argv[:-1] + [str(tmp_path / "d1"), "--device", "cuda:7"]) == 2
+    assert main(mine + ["--clip", str(clip), "--device", "cuda:7", "--out", str(tmp_path / "d2")]) == 2
+    assert devices == ["cpu", "cuda:7"] and "stop here" in capsys.readouterr().err
 
 
 def test_eval_geneval_prompt_set_errors(tmp_path, capsys):
