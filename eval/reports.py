@@ -39,9 +39,8 @@ def load_metrics(path: Path) -> list[dict[str, Any]]:
             f"{path} does not exist; `imgalign report` needs a run folder with metrics.jsonl"
         )
     try:
-        lines = path.read_text(
-            encoding="utf-8-sig"
-        ).splitlines()  # -sig: a BOM from an editor is not a row error
+        # -sig: a BOM from an editor is not a row error
+        lines = path.read_text(encoding="utf-8-sig").splitlines()
     except (OSError, UnicodeDecodeError) as e:
         raise ValueError(f"cannot read {path}: {e}") from None
     rows: list[dict[str, Any]] = []
@@ -63,7 +62,11 @@ def load_metrics(path: Path) -> list[dict[str, Any]]:
             )
         rows.append(row)
     if not rows:
-        raise ValueError(f"{path} holds no metrics rows")
+        why = "its only line is incomplete" if numbered else "it is empty"
+        raise ValueError(
+            f"{path} holds no metrics rows ({why}): a training run writes one per step; report it once the run "
+            "has finished a step"
+        )
     return rows
 
 

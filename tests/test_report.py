@@ -464,7 +464,12 @@ def test_summary_table_edges_by_hand(tmp_path):
     assert "5 logged rows, steps 1-5." in md
     assert "| `reward/a/mean` | 0.1 | 0.3 | 0.5 | 0.3 |" in md  # 5 values: the last 10% is the last one
     (tmp_path / "metrics.jsonl").write_text("\n\n")
-    with pytest.raises(ValueError, match="holds no metrics rows"):
+    with pytest.raises(
+        ValueError, match=r"holds no metrics rows \(it is empty\): a training run writes one per"
+    ):
+        load_metrics(tmp_path / "metrics.jsonl")
+    (tmp_path / "metrics.jsonl").write_text('{"step": 1, "reward/a/me')
+    with pytest.raises(ValueError, match=r"no metrics rows \(its only line is incomplete\)"):
         load_metrics(tmp_path / "metrics.jsonl")
     x, y = series([{"step": 0, "k": True}, {"step": 1, "k": 2}], "k")
     assert x.tolist() == [1.0] and y.tolist() == [2.0]
