@@ -249,6 +249,10 @@ def test_fit_commands_pass_every_option_to_the_fitter(
         argv = ["rewards", cmd, folders[0], str(real), folders[1], str(real), "--out", out]
         assert main([*argv, "--hidden", "-1"]) == 2
         assert "--hidden must be 0 (a linear head) or more" in capsys.readouterr().err
+        # one folder as both classes (also by another spelling of its path) is refused before any image is read
+        argv = ["rewards", cmd, folders[0], str(real), folders[1], str(real / ".." / real.name), "--out", out]
+        assert main(argv) == 2
+        assert f"{folders[0]} and {folders[1]} are the same folder" in capsys.readouterr().err
 
 
 def test_build_shapes_artifact_command_writes_where_it_is_told(

@@ -193,6 +193,7 @@ def test_fit_commands_refuse_an_out_they_cannot_write_before_any_work(
     """fit-discriminator, fit-artifact and build-shapes-artifact check --out (a path through a file, a folder that
     takes no new file) before reading an image or fitting (safetensors' own I/O error came after the fit)."""
     a = write_folder(tmp_path / "a", shapes_reference_images(4, seed=1))
+    b = write_folder(tmp_path / "b", shapes_reference_images(4, seed=2))
     note = tmp_path / "note.txt"
     note.write_text("a file")
 
@@ -209,8 +210,8 @@ def test_fit_commands_refuse_an_out_they_cannot_write_before_any_work(
         (Path("/proc/h"), "cannot write in '/proc'"),
     ):
         for argv in (
-            ["fit-discriminator", "--real", str(a), "--fake", str(a)],
-            ["fit-artifact", "--clean", str(a), "--artifact", str(a)],
+            ["fit-discriminator", "--real", str(a), "--fake", str(b)],
+            ["fit-artifact", "--clean", str(a), "--artifact", str(b)],
             ["build-shapes-artifact"],
         ):
             assert main(["rewards", *argv, "--out", str(out)]) == 2

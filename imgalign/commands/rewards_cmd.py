@@ -110,6 +110,15 @@ def _check_dir(path: str, flag: str) -> None:
         raise CLIError(f"{flag} {path!r} is not a folder")
 
 
+def _check_distinct(first: str, first_flag: str, second: str, second_flag: str) -> None:
+    """The two classes of a fitted head come from two different folders (one folder as both fits a head on noise)."""
+    if Path(first).resolve() == Path(second).resolve():
+        raise CLIError(
+            f"{first_flag} and {second_flag} are the same folder ({first!r}): the head learns to tell the two apart, "
+            f"so give {second_flag} the other class's images"
+        )
+
+
 def _check_renders(n: int, why: str) -> None:
     """--n renders: at least 2 (one image has no covariance), before any encoder loads or image renders."""
     if n < 2:
@@ -133,6 +142,7 @@ def run_fit_discriminator(args: argparse.Namespace) -> int:
     _check_fit_sizes(args)
     _check_dir(args.real, "--real")
     _check_dir(args.fake, "--fake")
+    _check_distinct(args.real, "--real", args.fake, "--fake")
     check_output_file(Path(args.out))  # before any image is read or a head fitted
     metrics = fit_discriminator(
         args.real,
@@ -158,6 +168,7 @@ def run_fit_artifact(args: argparse.Namespace) -> int:
     _check_fit_sizes(args)
     _check_dir(args.clean, "--clean")
     _check_dir(args.artifact, "--artifact")
+    _check_distinct(args.clean, "--clean", args.artifact, "--artifact")
     check_output_file(Path(args.out))
     clean = load_image_folder(args.clean)
     art = load_image_folder(args.artifact, size=clean.shape[-1])
