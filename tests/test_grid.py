@@ -231,6 +231,7 @@ def no_loading(monkeypatch):
         (["--model", "a={base}", "--prompt", "x", "--seeds", "0,-1"], "seeds are integers from 0"),
         (["--model", "a={base}", "--prompt", "x", "--seeds", str(2**63)], "seeds are integers from 0"),
         (["--model", "a={base}", "--prompt", "x", "--seeds", ","], "--seeds is empty"),
+        (["--model", "a={base}", "--prompt", "x", "--seeds", "3,1,3"], "'3,1,3' repeats seed 3: its columns"),
         (["--model", "a={base}", "--prompt", "x", "--out", "{tmp}/g.jpg"], "use a .png name"),
         # an upper-case .PNG and a 'module:attr' reward pass their checks: the next one (--steps) speaks
         (["--model", "a={base}", "--prompt", "x", "--out", "{tmp}/G.PNG", "--steps", "0"], "--steps must be"),

@@ -68,6 +68,11 @@ def parse_seeds(text: str) -> list[int]:
     bad = [s for s in seeds if not 0 <= s < 2**63]
     if bad:
         raise ValueError(f"--seeds {bad[0]}: seeds are integers from 0 to 2**63 - 1")
+    repeated = sorted({s for s in seeds if seeds.count(s) > 1})
+    if repeated:
+        raise ValueError(
+            f"--seeds {text!r} repeats seed {repeated[0]}: its columns would be the same image twice"
+        )
     return seeds
 
 
