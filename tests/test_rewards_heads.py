@@ -241,6 +241,11 @@ def test_each_artifact_kind_changes_the_image(kind: str) -> None:
     assert torch.equal(y, add_artifact(x, kind, random.Random(0)))  # seeded
 
 
+def test_an_unknown_artifact_kind_is_refused_by_name() -> None:
+    with pytest.raises(ValueError, match="unknown artifact kind 'blur'; valid: noise, smear"):
+        add_artifact(torch.zeros(3, 8, 8), "blur", random.Random(0))
+
+
 def test_artifact_images_are_made_from_other_renders_than_the_clean_ones() -> None:
     """artifact_dataset's artifact images come from renders of seed + 1 (a classifier fitted on pairs of one render
     could separate them by the difference alone), kinds cycling in order."""
@@ -296,8 +301,9 @@ def test_build_shapes_artifact_reports_its_heads_test_accuracy(tmp_path: Path) -
     kind on the artifact images (logit <= 0), clean accuracy on the clean ones (logit > 0), overall their mean."""
     from imgalign.rewards.artifact import build_shapes_artifact
 
-    res = build_shapes_artifact(tmp_path, n=21, test_n=14, hidden=0)
+    res = build_shapes_artifact(tmp_path, n=21, test_n=14, hidden=3)
     head, _ = load_head(tmp_path / "head.safetensors", task="artifact")
+    assert head.hidden == 3 and res["hidden"] == 3  # the head it fits has the hidden size it is given
     enc = build_features("stats")
     tc, ta, kinds = artifact_dataset(14, seed=1000)
     with torch.no_grad():
@@ -315,6 +321,10 @@ def test_stats_features_shape_and_determinism() -> None:
     enc = build_features("stats")
     assert f.shape == (4, enc.dim) and torch.isfinite(f).all()
     assert torch.equal(enc(x), f)
+    # parameter-free: a bf16 reward's stats encoder still reads the images in float32
+    assert torch.equal(build_features("stats", dtype=torch.bfloat16)(x), f)
+    # pixels outside [0, 1] (an unclamped sample) count as the nearest valid value, as in a saved image
+    assert torch.equal(image_stats(x * 1.6 - 0.3), image_stats((x * 1.6 - 0.3).clamp(0, 1)))
     with pytest.raises(ValueError, match="valid: stats"):
         build_features("nope")
 
@@ -498,6 +508,11 @@ def test_stats_gradient_and_laplacian_of_a_checkerboard_by_hand() -> None:
     w = 1 - math.log10(math.sqrt(2) + 1e-3) / (3 / 7)
     assert f[40:48].tolist() == pytest.approx([0.0] * 7 + [w], abs=1e-5)
     assert f[48:51].tolist() == pytest.approx([math.log(4 + 1e-4), math.log(1e-4), math.log(1e-4)], abs=1e-4)
+    # the coarser scales are the full-scale Laplacian energy of the 2 x 2 and 4 x 4 averaged image
+    torch.manual_seed(0)
+    r = torch.rand(1, 3, 32, 32)
+    coarse = [image_stats(F.avg_pool2d(r, k))[0, 48].item() for k in (2, 4)]
+    assert image_stats(r)[0, 49:51].tolist() == pytest.approx(coarse, abs=1e-5)
 
 
 def test_stats_fourier_features_of_a_sinusoid_by_hand() -> None:
@@ -580,3 +595,104 @@ def test_a_smear_blurs_with_a_normalised_kernel() -> None:
     """A motion blur averages: a flat image comes out unchanged (an unnormalised kernel would brighten it)."""
     x = torch.full((3, 32, 32), 0.4)
     torch.testing.assert_close(add_artifact(x, "smear", random.Random(0)), x)
+
+
+def test_artifact_edges_mark_both_horizontal_and_vertical_colour_changes() -> None:
+    """_edges marks a pixel whose grey level differs from its left or upper neighbour by more than 0.05: a bright
+    square at rows/columns 4..7 of a black 12 x 12 image has its edges at rows/columns 4 and 8."""
+    from imgalign.rewards.artifact import _edges
+
+    x = torch.zeros(3, 12, 12)
+    x[:, 4:8, 4:8] = 1.0
+    want = torch.zeros(12, 12)
+    want[4:8, 4] = want[4:8, 8] = 1  # vertical edges (change along a row)
+    want[4, 4:8] = want[8, 4:8] = 1  # horizontal edges (change along a column)
+    assert torch.equal(_edges(x), want)
+
+
+def _square(colour: tuple[float, float, float], size: int = 32) -> torch.Tensor:
+    """A coloured 12 x 12 square on a black (3, size, size) background."""
+    x = torch.zeros(3, size, size)
+    x[:, 10:22, 10:22] = torch.tensor(colour).view(3, 1, 1)
+    return x
+
+
+def test_broken_edges_replace_widened_edge_chunks_by_the_background_only() -> None:
+    """broken_edges paints the background colour over chunks of the edges widened by one pixel: every changed
+    pixel becomes the background (black) and lies within one pixel of an edge, and some lie beside, not on, it."""
+    from imgalign.rewards.artifact import _edges
+
+    x = _square((1.0, 0.5, 0.25))
+    e = _edges(x)
+    near = F.max_pool2d(e[None, None], 3, 1, 1)[0, 0].bool()
+    for seed in range(4):
+        y = add_artifact(x, "broken_edges", random.Random(seed))
+        changed = (y != x).any(0)
+        assert changed.any() and (y[:, changed] == 0).all()
+        assert not (changed & ~near).any() and (changed & ~e.bool()).any()
+
+
+def test_doubled_edges_add_a_spatially_shifted_dimmer_ghost() -> None:
+    """The ghost is the image shifted in space (not across channels) and dimmed: a red square gains red pixels
+    beside it, never green or blue, and no pixel gets darker or reaches full brightness where it was black."""
+    x = _square((1.0, 0.0, 0.0))
+    for seed in range(4):
+        y = add_artifact(x, "doubled_edges", random.Random(seed))
+        assert (y[1:] == 0).all() and (y >= x).all()
+        ghost = (y[0] > 0) & (x[0] == 0)
+        assert ghost.any() and (y[0, ghost] >= 0.45).all() and (y[0, ghost] <= 0.7).all()
+
+
+def test_colour_bleed_and_oversaturation_push_a_flat_colour_away_from_grey() -> None:
+    """On a flat colour, colour_bleed scales its chroma (colour minus grey) by 1.2..1.8 around the same grey, and
+    oversaturate scales it by 1.8..2.6 and brightens by 1.1..1.3: both keep red above green above blue."""
+    c = torch.tensor([0.5, 0.45, 0.4])  # grey 0.45, chroma (0.05, 0, -0.05)
+    x = c.view(3, 1, 1).expand(3, 16, 16).clone()
+    for seed in range(4):
+        y = add_artifact(x, "colour_bleed", random.Random(seed))
+        red = y[0] - 0.45
+        assert (red >= 1.2 * 0.05 - 1e-6).all() and (red <= 1.8 * 0.05 + 1e-6).all()
+        torch.testing.assert_close(y.mean(0), torch.full((16, 16), 0.45))
+        z = add_artifact(x, "oversaturate", random.Random(seed))
+        assert (z[0] > z[1]).all() and (z[1] > z[2]).all()
+        assert ((z[0] - z[2]) >= 1.8 * 1.1 * 0.1 - 1e-6).all()
+
+
+def test_fit_artifact_passes_its_options_on(tmp_path: Path) -> None:
+    """fit_artifact hands hidden, epochs, lr and val_frac to fit_head and the extra metadata to the head file: lr=0
+    leaves the head where it started whatever the epochs; val_frac=0 reports no held-out accuracy."""
+    from imgalign.rewards.artifact import fit_artifact
+
+    clean, art, _ = artifact_dataset(8, seed=2)
+    out = tmp_path / "a.safetensors"
+
+    def fit(**kw: object) -> tuple[dict[str, float], torch.Tensor]:
+        m = fit_artifact(clean, art, "stats", out, **kw)
+        head, meta = load_head(out, task="artifact")
+        return m, torch.cat([p.flatten() for p in head.parameters()]), meta
+
+    m, w1, meta = fit(hidden=4, epochs=1, val_frac=0.0, extra={"who": "me"})
+    assert "val_acc" not in m and meta["hidden"] == "4" and meta["extra"]["who"] == "me"
+    assert meta["extra"]["metrics"] == m
+    _, w3, _ = fit(hidden=4, epochs=3, val_frac=0.0)
+    assert not torch.equal(w1, w3)
+    _, z1, _ = fit(hidden=4, epochs=1, lr=0.0)
+    _, z3, _ = fit(hidden=4, epochs=3, lr=0.0)
+    torch.testing.assert_close(z1, z3)
+    assert "val_acc" in fit(hidden=0, epochs=1)[0]
+
+
+def test_the_artifact_reward_encodes_with_the_features_its_head_names(tmp_path: Path) -> None:
+    """A head fitted on shapes-clip features is scored on shapes-clip features (the head file names them), and the
+    reward is log sigmoid of the head's logit."""
+    from imgalign.rewards.artifact import fit_artifact
+
+    clean, art, _ = artifact_dataset(4, seed=6)
+    out = tmp_path / "clip_head.safetensors"
+    fit_artifact(clean, art, "shapes-clip", out, epochs=1, val_frac=0.0)
+    r = build_reward(f"artifact:model={out}")
+    assert r.encoder.name == "shapes-clip"
+    head, _ = load_head(out, task="artifact")
+    with torch.no_grad():
+        want = F.logsigmoid(head(build_features("shapes-clip")(art)))
+    torch.testing.assert_close(r(art, [""] * 4).scores, want)

@@ -176,6 +176,9 @@ def test_feature_encoders_on_tiny_models(tmp_path: Path) -> None:
     dino = build_features(f"dinov2:{make_tiny_dinov2(tmp_path / 'dino')}")
     assert dino.dim == 32 and dino(x).shape == (3, 32)
     torch.testing.assert_close(dino(x), dino.tokens(x)[:, 0])  # the CLS token, not a pooled one
+    torch.testing.assert_close(
+        dino.tokens(x, batch_size=2), dino.tokens(x)
+    )  # batches in order, each image once
     clip = build_features(f"open_clip:local-dir:{make_tiny_open_clip(tmp_path / 'clip')}")
     f = clip(x, batch_size=2)
     assert clip.dim == 16 and f.shape == (3, 16) and torch.isfinite(f).all()
@@ -188,6 +191,9 @@ def test_feature_encoders_are_cached_per_dtype(tmp_path: Path) -> None:
     name = f"open_clip:local-dir:{make_tiny_open_clip(tmp_path / 'clip')}"
     fp32, bf16 = build_features(name), build_features(name, dtype=torch.bfloat16)
     assert fp32.dtype == torch.float32 and bf16.dtype == torch.bfloat16
+    assert (
+        bf16(torch.rand(2, 3, 32, 32)).dtype == torch.float32
+    )  # features come back float32 whatever the dtype
     assert build_features(name) is fp32
 
 
