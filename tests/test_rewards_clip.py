@@ -223,3 +223,16 @@ def test_the_models_own_resize_mode_reaches_the_reward_and_the_features(tmp_path
     img_r, _ = r.embed(x, ["a cross", "a square"])
     torch.testing.assert_close(img_r, img, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(build_features(f"open_clip:local-dir:{d}")(x), img, rtol=1e-5, atol=1e-5)
+
+
+def test_clip_reward_reads_clamp_as_a_boolean_option(tmp_path: Path) -> None:
+    """clamp= given as the string "false" (as a config file may) turns the clamp off; a non-boolean is refused."""
+    from imgalign.rewards.clip import CLIPReward
+
+    d = make_tiny_open_clip(tmp_path / "clip")
+    r = CLIPReward(model=f"local-dir:{d}", clamp="false")
+    assert r.clamp is False and not r.model.training  # and the model scores in eval mode
+    with pytest.raises(ValueError, match="clamp"):
+        CLIPReward(model=f"local-dir:{d}", clamp="maybe")
+    with pytest.raises(ValueError, match="batch_size"):
+        CLIPReward(model=f"local-dir:{d}", batch_size=0)

@@ -27,6 +27,11 @@ def test_masked_mean_logprob_hand_computed() -> None:
     assert mean.item() == pytest.approx((math.log(0.5) + math.log(0.75)) / 2)
     mean_one, _ = masked_mean_logprob(logits, ids, torch.tensor([[False, False, True]]))
     assert mean_one.item() == pytest.approx(math.log(0.75))
+    # a bf16 model's logits are normalised in float32 (bf16 log-probs keep ~3 significant digits)
+    mean16, tok16 = masked_mean_logprob(logits.bfloat16(), ids, mask)
+    want, want_tok = masked_mean_logprob(logits.bfloat16().float(), ids, mask)
+    assert mean16.dtype == tok16.dtype == torch.float32
+    torch.testing.assert_close(tok16, want_tok, rtol=0, atol=1e-6)
 
 
 @pytest.fixture(scope="module")
