@@ -209,3 +209,64 @@ def test_a_chat_template_on_the_processor_or_its_tokenizer_is_enough(
     proc.chat_template = None
     with pytest.raises(ValueError, match="no chat template"):
         VLMLogLikReward(model="tiny")
+
+
+def test_one_bos_whether_or_not_the_chat_template_renders_it(tmp_path: Path) -> None:
+    """With a tokenizer that prepends BOS itself (as Llama's does): a template that renders BOS gets no second one
+    from the tokenizer, and a template without it gets the tokenizer's."""
+    from test_rewards_tiny import make_tiny_llava
+    from tokenizers import processors
+
+    from imgalign.rewards.base import to_pil
+
+    r = build_reward(f"vlm_loglik:model={make_tiny_llava(tmp_path / 'llava')}")
+    tok = r.tokenizer
+    bos = tok.bos_token_id
+    tok._tokenizer.post_processor = processors.TemplateProcessing(
+        single="<s> $A", special_tokens=[("<s>", bos)]
+    )
+    assert tok("a cross").input_ids[0] == bos  # this tokenizer now adds BOS on its own
+    images = to_pil(torch.rand(2, 3, 64, 64))
+    enc, mask = r.teacher_forced_inputs(["a cross", "two squares"], images)
+    ids = enc["input_ids"]
+    assert ids[:, 0].tolist() == [bos, bos] and not (ids[:, 1:] == bos).any()
+    r.processor.chat_template = r.processor.chat_template.replace("{{ bos_token }}", "")
+    enc, _ = r.teacher_forced_inputs(["a cross"], images[:1])
+    assert enc["input_ids"][0].tolist().count(bos) == 1 and enc["input_ids"][0, 0] == bos
+
+
+def test_an_end_of_turn_id_0_in_the_generation_config_is_a_stop_token(
+    tiny_vlm: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Token id 0 (GPT-NeoX / SmolLM's <|endoftext|>) as the generation config's EOS stops the scored span like any
+    other id (a truthiness test would drop it)."""
+    import imgalign.rewards.vlm as vlm
+    from imgalign.rewards.vlm import VLMLogLikReward, load_vlm
+
+    model, proc = load_vlm(str(tiny_vlm), torch.device("cpu"), torch.float32)
+    monkeypatch.setattr(vlm, "load_vlm", lambda *a, **k: (model, proc))
+    assert 0 not in proc.tokenizer.all_special_ids
+    model.generation_config.eos_token_id = [0]
+    assert 0 in VLMLogLikReward(model="tiny").stop_ids
+    model.generation_config.eos_token_id = 0
+    assert 0 in VLMLogLikReward(model="tiny").stop_ids
+
+
+def test_a_processor_without_a_tokenizer_is_its_own_tokenizer() -> None:
+    """A processor object with a ``.tokenizer`` hands that over; one without it (a bare tokenizer) is the tokenizer."""
+    from types import SimpleNamespace
+
+    from imgalign.rewards.vlm import VLMLogLikReward
+
+    r = VLMLogLikReward.__new__(VLMLogLikReward)  # the property reads only .processor
+    inner = SimpleNamespace(name="tok")
+    r.processor = SimpleNamespace(tokenizer=inner)
+    assert r.tokenizer is inner
+    r.processor = inner
+    assert r.tokenizer is inner
+
+
+def test_batch_size_below_1_is_refused_when_built(tiny_vlm: Path) -> None:
+    with pytest.raises(ValueError, match="batch_size"):
+        build_reward(f"vlm_loglik:model={tiny_vlm},batch_size=0")
+    assert build_reward(f"vlm_loglik:model={tiny_vlm},batch_size=2").batch_size == 2
