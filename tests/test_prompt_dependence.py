@@ -28,6 +28,10 @@ def test_prompt_independent_images_give_ratio_zero():
     x[1] += 1
     x[2] += 2
     assert prompt_dependence(x)["prompt"] == pytest.approx((1 + 2 + 1) / 3)
+    # and the seed term too is a mean over pixels: seed 1 is seed 0 plus 1 in one of the 4 pixels
+    y = torch.zeros(2, 2, 1, 2, 2)
+    y[:, 1, 0, 0, 0] = 1.0
+    assert prompt_dependence(y)["seed"] == pytest.approx(0.25)
 
 
 def test_needs_two_prompts_and_two_seeds():
@@ -172,3 +176,45 @@ def test_eval_prompt_dependence_lays_images_out_prompt_by_seed(monkeypatch):
 def test_prompt_dependence_refuses_a_single_seed():
     with pytest.raises(ValueError, match="2 prompts and >= 2 seeds"):
         prompt_dependence(torch.zeros(3, 1, 3, 2, 2))
+
+
+class _CondAdapter(_ScaleAdapter):
+    """encode: one number per prompt; v = sigma x guidance x cond (x-independent)."""
+
+    def encode(self, prompts):
+        return torch.tensor([[{"a": 1.0, "b": 2.0, "c": 3.0}[p]] for p in prompts])
+
+    def velocity(self, x, sigma, cond, guidance_scale, transformer):
+        return sigma * guidance_scale * cond
+
+
+def test_ode_sample_evaluates_each_step_at_its_start_sigma_with_its_prompts_at_the_guidance_scale():
+    """On 1 -> 0.5 -> 0 with v = sigma·g·c: x = seed - 0.5·(1 + 0.5)·g·c = seed - 0.75·g·c (v read at the step's end
+    gives 0.25); g = 2 as given and c the image's own prompt, in every batch."""
+    from imgalign.trainers.evaluation import ode_sample
+
+    out = ode_sample(_CondAdapter(), None, ["a", "b", "c"], [4, 8, 12], 2, 2.0, batch_size=2)
+    assert torch.allclose(out, torch.tensor([[4 - 1.5], [8 - 3.0], [12 - 4.5]]))
+
+
+def test_every_suite_samples_at_its_steps_and_guidance_and_rewards_read_each_images_metadata(monkeypatch):
+    """shapes_suite, reward_suite and eval_prompt_dependence hand cfg.num_steps and the guidance scale they are
+    given to the sampler; reward_suite passes every image's metadata (the GenEval reward judges by it)."""
+    import imgalign.trainers.evaluation as ev
+    from imgalign.rewards.base import RewardOutput
+
+    calls = []
+
+    def fake(adapter, model, ps, seeds, num_steps, guidance_scale):
+        calls.append((num_steps, guidance_scale))
+        return torch.rand(len(ps), 3, 8, 8)
+
+    monkeypatch.setattr(ev, "ode_sample", fake)
+    seen = {}
+    rewards = {"r": lambda im, ps, ms: seen.update(ms=ms) or RewardOutput(torch.ones(len(ps)))}
+    cfg = EvalConfig(prompts_per_task=1, images_per_prompt=2, num_steps=3, prompt_dependence_seeds=2)
+    ev.shapes_suite(None, None, cfg, 2.5)
+    ev.reward_suite(None, None, cfg, 3.5, rewards, [("a", {"k": 1}), ("b", {"k": 2})])
+    ev.eval_prompt_dependence(None, None, cfg, 4.5, [("a", {}), ("b", {})])
+    assert calls == [(3, 2.5), (3, 3.5), (3, 4.5)]
+    assert seen["ms"] == [{"k": 1}, {"k": 1}, {"k": 2}, {"k": 2}]

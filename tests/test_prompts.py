@@ -250,6 +250,34 @@ def test_in_loop_shapes_suite_scores_exact_renders_as_correct(monkeypatch):
     assert all(out[f"eval/shapes/{m['tag']}"] == 1.0 for m in metas)  # one score per task
 
 
+def test_in_loop_shapes_overall_is_the_mean_over_tasks_not_over_images(monkeypatch):
+    """GenEval's summary: a task with 1 prompt drawn right and one with 3 drawn blank score 1 and 0, overall 0.5 (the
+    mean over images would be 0.25); partial stays a mean over images."""
+    import torch
+
+    import imgalign.prompts.io as io_mod
+    import imgalign.trainers.evaluation as E
+    from imgalign.trainers.config import EvalConfig
+
+    def meta(tag, cls, count):
+        return {"tag": tag, "prompt": f"{count} {cls}", "include": [{"class": cls, "count": count}]}
+
+    fake = [meta("single_object", "cross", 1)] + [meta("counting", "square", k) for k in (2, 3, 4)]
+    monkeypatch.setattr(io_mod, "load_geneval_metadata", lambda path: fake)
+    right = fake[0]["prompt"]
+
+    def sample(adapter, model, prompts, seeds, *a):
+        drawn = W.render_tensor([W.Spec.from_metadata(fake[0])] * len(prompts), seed=0)
+        return torch.stack([d if p == right else torch.zeros_like(d) for d, p in zip(drawn, prompts)])
+
+    monkeypatch.setattr(E, "ode_sample", sample)
+    out, _ = E.shapes_suite(None, None, EvalConfig(prompts_per_task=3, images_per_prompt=1), 1.0)
+    assert out["eval/shapes/single_object"] == 1.0 and out["eval/shapes/counting"] == 0.0
+    assert out["eval/shapes/overall"] == pytest.approx(0.5) and out["eval/shapes/partial"] == pytest.approx(
+        0.25
+    )
+
+
 def test_in_loop_shapes_suite_draws_its_own_noise_for_every_image(monkeypatch):
     import torch
 
