@@ -895,3 +895,77 @@ def test_generate_images_passes_the_callers_settings_and_takes_one_prompt_per_ca
         (["a"], [5], {"output_type": "pt", "num_inference_steps": 3}),
         (["b"], [6], {"output_type": "pt", "num_inference_steps": 3}),
     ]
+
+
+class _FakeSD3:
+    """A callable with the attributes the sampler reads: VAE factor 4 x patch 2, a 16-patch grid, trained at 64."""
+
+    patch_size, vae_scale_factor, default_sample_size = 2, 4, 16
+
+    def __init__(self, transformer: bool = True):
+        from types import SimpleNamespace
+
+        self.calls: list[dict] = []
+        self.tokenizer = SimpleNamespace(get_vocab=lambda: {"a</w>": 0, "cat</w>": 1})
+        if transformer:
+            self.transformer = SimpleNamespace(config=SimpleNamespace(pos_embed_max_size=16, sample_size=16))
+
+    def __call__(self, prompt, generator, **kw):
+        from types import SimpleNamespace
+
+        self.calls.append(kw)
+        return SimpleNamespace(images=list(prompt))
+
+
+def test_generate_passes_the_shapes_models_evaluation_settings_to_the_pipeline():
+    """generate's defaults reach the pipeline call: 20 steps, CFG 4 (SD3's own default is 7), 1 zero context token
+    (the pipeline's own is 256), 64 x 64."""
+    from imgalign.sampling import generate
+
+    pipe = _FakeSD3()
+    assert generate(pipe, ["a cat"], [0]) == ["a cat"]
+    assert pipe.calls == [
+        {
+            "output_type": "pil",
+            "num_inference_steps": 20,
+            "guidance_scale": 4.0,
+            "max_sequence_length": 1,
+            "height": 64,
+            "width": 64,
+        }
+    ]
+
+
+def test_generate_images_sets_both_sides_and_checks_them_only_where_there_is_a_transformer():
+    """size= sets height and width; a pipeline without a transformer (a UNet one) has no patch grid to check."""
+    from imgalign.sampling import generate_images
+
+    pipe = _FakeSD3(transformer=False)
+    generate_images(pipe, ["a"], [0], size=20)
+    assert pipe.calls[0]["height"] == pipe.calls[0]["width"] == 20
+    with pytest.raises(
+        ValueError, match="height=20 .* multiple of 8"
+    ):  # the grid takes sides 8, 16, ..., 128
+        generate_images(_FakeSD3(), ["a"], [0], size=20)
+
+
+def test_generate_folder_loads_a_model_given_as_a_path_into_a_folder_given_as_a_string(tmp_path, monkeypatch):
+    """model= a Path is loaded like a str; out_dir= a str works; batch_size 0 still samples, one image per call."""
+    from PIL import Image
+
+    import imgalign.sampling as S
+
+    loaded, batches = [], []
+    monkeypatch.setattr(S, "load_pipeline", lambda m: loaded.append(m) or "pipe")
+
+    def sample(pipe, prompts, seeds, batch_size):
+        batches.append((pipe, len(seeds)))
+        return [Image.new("RGB", (4, 4)) for _ in seeds]
+
+    metas = [{"tag": "single_object", "include": [{"class": "cat", "count": 1}], "prompt": "a cat"}]
+    S.generate_folder(tmp_path / "model", metas, str(tmp_path / "out"), 2, 0, False, 0, sample)
+    assert loaded == [tmp_path / "model"] and batches == [("pipe", 1), ("pipe", 1)]
+    assert sorted(p.name for p in (tmp_path / "out" / "00000" / "samples").iterdir()) == [
+        "0000.png",
+        "0001.png",
+    ]

@@ -98,6 +98,10 @@ def test_sampling_warns_only_about_words_outside_the_vocabulary_whatever_their_c
     with caplog.at_level(logging.WARNING, logger="imgalign.sampling"):
         warn_unknown_words(pipe, ["A Photo of a RED circle.", "a (red) zebra!"])
     assert caplog.text.rstrip().endswith("never learned): zebra")
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="imgalign.sampling"):
+        warn_unknown_words(pipe, ["a red circle", "A photo of a circle."])
+    assert caplog.text == ""  # every word known: no warning at all
 
 
 def test_the_vocabulary_ids_are_contiguous():
