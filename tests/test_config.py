@@ -246,7 +246,9 @@ def test_tree_updates_beyond_the_parent_rows_are_refused():
         ConfigError, match=r"train.updates_per_step=8 is more than the 7 parent rows.*updates_per_step <= 7"
     ):
         layout(["train.updates_per_step=8"])
-    assert layout(["train.updates_per_step=4"])["tree_parent_rows_per_process"] == 7
+    four = layout(["train.updates_per_step=4"])
+    assert four["tree_parent_rows_per_process"] == 7
+    assert four["tree_trained_edges_per_tree"] == 1 * 2 + 2 * 2 + 4 * 2  # every parent row branches in 2
     prog = ["sampling.samples_per_step=16", "sampling.tree.progressive=true"]
     with pytest.raises(ConfigError, match=r"more than the 2 parent rows .* at the first step .*progressive"):
         layout(prog + ["train.updates_per_step=4"])
@@ -526,6 +528,43 @@ def test_set_values_keep_their_text_for_a_str_member_of_a_union():
             ["rewards.names=[geneval, clip]", "rewards.weights=[1, 1e6]"],
             "rewards.weights must be non-negative and finite",
         ),
+        # edges a `<` for `<=` (or a dropped half of a check) would move
+        (
+            ["sampling.samples_per_step=0"],
+            ["sampling.samples_per_step=8"],
+            "sampling.samples_per_step and sampling.batch_size must be >= 1",
+        ),
+        (
+            ["sampling.sde_window=-1"],
+            ["sampling.sde_window=0"],
+            "sampling.sde_window must be in [0, num_steps - 1",
+        ),
+        (  # num_steps=10: a window of 4 trained steps starts at step 10 - 1 - 4 = 5 at the latest
+            ["sampling.sde_window=4", "sampling.sde_window_max_start=6"],
+            ["sampling.sde_window=4", "sampling.sde_window_max_start=5"],
+            "starts at step 5 at the latest",
+        ),
+        (["objective.clip_range=0"], ["objective.clip_range=1e-4"], "objective.clip_range must be > 0"),
+        (["objective.adv_clip=-0.5"], ["objective.adv_clip=0"], "objective.adv_clip must be >= 0"),
+        (
+            ["objective.penalty=vnorm", "objective.penalty_weight=-1"],
+            ["objective.penalty=vnorm", "objective.penalty_weight=0"],
+            "objective.kl_beta, objective.anchor_beta and objective.penalty_weight must be >= 0",
+        ),
+        (["train.lr=0"], ["train.lr=1e-8"], "train.lr must be > 0 and finite"),
+        (["train.weight_decay=-1e-4"], ["train.weight_decay=0"], "train.weight_decay must be >= 0"),
+        (
+            ["train.updates_per_step=0"],
+            ["train.updates_per_step=1"],
+            "train.updates_per_step and train.micro_batch_size must be >= 1",
+        ),
+        (
+            ["eval.suite=geneval"],
+            ["eval.suite=reward", "eval.every=-1"],
+            "eval.suite: unknown suite 'geneval'",
+        ),
+        (["eval.prompts_per_task=0"], ["eval.prompts_per_task=1"], "eval.prompts_per_task must be >= 1"),
+        (["eval.num_steps=0"], ["eval.num_steps=1"], "eval.num_steps must be >= 1"),
     ],
 )
 def test_each_bound_refuses_its_first_bad_value_and_accepts_its_edge(bad, good, message):
@@ -554,6 +593,13 @@ def test_each_bound_refuses_its_first_bad_value_and_accepts_its_edge(bad, good, 
             "objective.anchor_beta anchors the untrained (ODE) steps",
         ),
         (["model.lora_rank=0", "model.dtype=float16"], "Set train.mixed_precision=fp16"),
+        (["sampling.rollout=tree", "sampling.antithetic=true"], "needs sampling.rollout=flat"),
+        (["sampling.rollout=tree", "rewards.balancer=marble"], "sampling.rollout=tree assigns its own"),
+        (["sampling.rollout=tree", "rewards.diagnose_cosines=true"], "sampling.rollout=tree assigns its own"),
+        (["sampling.rollout=tree", "objective.name=nft"], "use sampling.rollout=flat with it"),
+        (["rewards.balancer=no_such_balancer"], "rewards.balancer: "),
+        (["sampling.rollout=no_such_rollout"], "sampling.rollout: "),
+        (["objective.penalty=no_such_penalty"], "objective.penalty: "),
     ],
 )
 def test_each_cross_setting_check_refuses_its_combination(bad, message):
@@ -563,6 +609,20 @@ def test_each_cross_setting_check_refuses_its_combination(bad, message):
 
     with pytest.raises(ConfigError, match=re.escape(message)):
         load_config(FlowGRPOConfig, None, bad)
+
+
+def test_cross_setting_checks_accept_their_edges():
+    """What the cross-setting checks let through: a window covering every trainable step has no start to check;
+    a half-precision model trains when LoRA or autocast gives its trained weights the right inputs."""
+    from imgalign.trainers.config import FlowGRPOConfig
+
+    for sets in (
+        ["sampling.sde_window=9", "sampling.sde_window_max_start=3"],  # max_start is unused then
+        ["model.lora_rank=4", "model.dtype=bfloat16"],
+        ["model.dtype=bfloat16", "train.mixed_precision=bf16"],
+        ["model.dtype=float16", "train.mixed_precision=fp16"],
+    ):
+        load_config(FlowGRPOConfig, None, sets)
 
 
 def test_micro_batches_round_up_when_the_update_does_not_fill_the_last_one():
