@@ -367,6 +367,31 @@ def test_a_comma_inside_a_reward_options_quotes_or_brackets_stays_with_it(tmp_pa
     assert load_config(FlowGRPOConfig, None, ['rewards.names=a:q="x,b']).rewards.names == ['a:q="x', "b"]
 
 
+def test_top_level_split_opens_quotes_only_at_a_value_and_counts_braces():
+    """A quote opens only where a value starts (after `=`, spaces allowed), so an apostrophe inside a value does
+    not swallow the rest; `{...}` nests like `[...]`."""
+    from imgalign.config import split_top_level
+
+    assert split_top_level('a=it\'s,b="x, y"') == ["a=it's", 'b="x, y"']
+    assert split_top_level('a= "x, y",b=1') == ['a= "x, y"', "b=1"]
+    assert split_top_level("a={x: 1, y: 2},b=3") == ["a={x: 1, y: 2}", "b=3"]
+
+
+def test_scalars_and_keys_of_the_wrong_shape(tmp_path):
+    """1e3 for an integer setting is the integer 1000 (YAML 1.1 reads it as a string); a scalar for a list is a
+    config error naming the key; a list as a YAML key is invalid YAML, not a TypeError."""
+    from imgalign.trainers.config import FlowGRPOConfig
+
+    steps = load_config(FlowGRPOConfig, None, ["train.max_steps=1e3"]).train.max_steps
+    assert steps == 1000 and type(steps) is int
+    with pytest.raises(ConfigError, match="rewards.weights: expected a list, got 3"):
+        load_config(FlowGRPOConfig, None, ["rewards.weights=3"])
+    y = tmp_path / "c.yaml"
+    y.write_text("? [a, b]\n: 1\n")
+    with pytest.raises(ConfigError, match="is not valid YAML"):
+        load_config(FlowGRPOConfig, y)
+
+
 def test_empty_lora_targets_matter_only_when_lora_trains():
     from imgalign.trainers.config import FlowGRPOConfig
 
