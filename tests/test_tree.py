@@ -77,6 +77,20 @@ def test_config_validation_bounds_and_defaults():
             TreeConfig(**bad).validate()
     cfg = TreeConfig()  # documented defaults: BranchGRPO depth credit, mean values, Euler between branches
     assert (cfg.advantage, cfg.value, cfg.between) == ("depth", "mean", "ode")
+    # and the numeric ones: advantages clipped to +-5 (0 would switch the clip off), the window grows by one step
+    # every 10 training steps
+    assert (cfg.value_temperature, cfg.adv_eps, cfg.adv_clip) == (1.0, 1e-4, 5.0)
+    assert (
+        cfg.progressive,
+        cfg.progressive_initial,
+        cfg.progressive_grow_every,
+        cfg.progressive_grow_by,
+    ) == (
+        False,
+        1,
+        10,
+        1,
+    )
 
 
 def test_spec_refuses_repeated_or_negative_steps_and_zero_factors():
@@ -86,6 +100,10 @@ def test_spec_refuses_repeated_or_negative_steps_and_zero_factors():
         TreeSpec(10, (-1, 3), (2, 2))
     with pytest.raises(ValueError, match=">= 1"):
         TreeSpec(10, (3,), (0,))
+    with pytest.raises(ValueError, match="one branching factor per branch step"):  # zip would drop step 6
+        TreeSpec(10, (0, 3, 6), (2, 2))
+    with pytest.raises(ValueError, match="num_steps must be >= 2"):
+        TreeSpec(1, (), ())
     spec = TreeSpec(10, (0, 3, 8), (2, 3, 1))  # both ends of [0, num_steps - 2] and factor 1 are valid
     assert [spec.factor_at(i) for i in range(10)] == [2, 1, 1, 3, 1, 1, 1, 1, 1, 1]
     assert spec.num_leaves == 6
@@ -117,6 +135,12 @@ def test_gaussian_log_prob_matches_torch_distributions():
     std = torch.tensor([0.5, 1.0, 2.0])
     ref = torch.distributions.Normal(mean, std[:, None, None]).log_prob(x).flatten(1).sum(1)
     assert torch.allclose(gaussian_log_prob(x, mean, std), ref.double(), atol=1e-5)
+    # float32 terms, float64 sum: a term of -5e7 (float32 spacing 4 there) keeps the other's -0.919 in the sum
+    big = gaussian_log_prob(torch.tensor([[1e4, 0.0]]), torch.zeros(1, 2), torch.ones(1))
+    terms = -torch.tensor([5e7, 0.0]) - 0.5 * math.log(
+        2.0 * math.pi
+    )  # float32, as the function computes them
+    assert big.dtype == torch.float64 and float(big) == float(terms.double().sum()) != float(terms.sum())
 
 
 class _Counter:
@@ -205,6 +229,8 @@ def test_rollout_refuses_bad_arguments_and_edge_fields_follow_the_parent_row():
             tree_rollout(_Counter(), noise, sigmas, spec, **kw)
     with pytest.raises(ValueError, match="sigmas"):  # one sigma too many is refused too
         tree_rollout(_Counter(), noise, torch.linspace(1.0, 0.0, 6), spec)
+    with pytest.raises(ValueError, match="sigmas"):  # as is a [1, T + 1] schedule of the right size
+        tree_rollout(_Counter(), noise, sigmas[None], spec)
 
     def doubled_std(x, v, s, sn, a, g):  # a kernel returning [2N] stds: refused, not silently subsampled
         x1, mean, std = flow_sde_step(x, v, s, sn, a, g)
@@ -232,6 +258,14 @@ def test_rollout_refuses_bad_arguments_and_edge_fields_follow_the_parent_row():
     torch.testing.assert_close(f["sigma"], torch.tensor([1.0] * 4 + [0.5] * 8))
     torch.testing.assert_close(f["sigma_next"], torch.tensor([0.75] * 4 + [0.25] * 8))
     assert f["parent_node"].tolist() == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5]
+    # per edge: its parent row's x, mean and std, its own child node, x_next and log-density
+    p = roll.edge_parent
+    assert p.tolist() == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5]
+    for key, want in [("x", roll.parent_x[p]), ("mean", roll.parent_mean[p]), ("std", roll.parent_std[p])]:
+        assert torch.equal(f[key], want), key
+    assert f["child_node"].tolist() == list(range(2, 14)) and torch.equal(f["x_next"], roll.edge_x_next)
+    assert torch.equal(f["log_prob"], roll.edge_log_prob)
+    assert not torch.equal(f["x"], f["x_next"]) and not torch.equal(f["std"][:4], f["std"][4:8])
 
 
 # Hand-built tree: root 0 -> children 1, 2; 1 -> leaves 3, 4; 2 -> leaves 5, 6.
