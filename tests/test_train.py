@@ -468,6 +468,33 @@ def test_step_kernel_reduces_the_log_density_as_asked(kernel):
     torch.testing.assert_close(lp["mean"], lp["sum"] / 48)
 
 
+@pytest.mark.parametrize("kernel", ["sde", "cps"])
+def test_step_kernel_steps_from_sigma_i_to_sigma_i_plus_1_at_the_noise_level(kernel):
+    """step_kernel(kernel, ..., sigmas, i, a) is the kernel's step sigmas[i] -> sigmas[i + 1] (the SDE's sigma = 1
+    guard at sigmas[1]): the std by hand, CPS sigma'·sin(aπ/2), SDE a·sqrt(sigma/(1 - sigma))·sqrt(-dt)."""
+    import math
+
+    from imgalign.trainers import kernels as K
+    from imgalign.trainers.rollout import kernel_mean_std, step_kernel
+
+    g = torch.Generator().manual_seed(0)
+    x, v, eps = (torch.randn(2, 3, 4, 4, generator=g) for _ in range(3))
+    sig = torch.tensor([1.0, 0.8, 0.5, 0.25, 0.0])
+    out = step_kernel(kernel, x, v, sig, 1, 0.7, noise=eps)
+    if kernel == "cps":
+        ref = K.cps_step(x, v, 0.8, 0.5, 0.7, eps)
+        std = 0.5 * math.sin(0.7 * math.pi / 2)
+    else:
+        ref = K.flow_sde_step(x, v, 0.8, 0.5, 0.7, 0.8, eps)
+        std = 0.7 * math.sqrt(0.8 / 0.2) * math.sqrt(0.3)
+    torch.testing.assert_close(out.prev_sample, ref.prev_sample)
+    torch.testing.assert_close(out.prev_sample - out.mean, eps * std, rtol=1e-4, atol=1e-5)
+    # the per-row mean and std tree rollouts sample and train with are the same step's
+    mean, std_rows = kernel_mean_std(kernel, x, v, sig[1].expand(2), sig[2].expand(2), 0.7, sig[1])
+    torch.testing.assert_close(mean, out.mean)
+    torch.testing.assert_close(std_rows.flatten(), torch.full((2,), std))
+
+
 def test_the_sde_window_and_the_shared_initial_noise_change_with_the_training_step():
     """Every training step draws its own SDE window (in the first half) and, with shared_init_noise, its own
     initial noise per group (shared by the group's members)."""
@@ -493,6 +520,36 @@ def test_the_sde_window_and_the_shared_initial_noise_change_with_the_training_st
     assert not torch.equal(a[0], own[0]) and not torch.equal(a[2], own[1])
 
 
+def test_sample_trajectories_keeps_the_float64_log_densities_and_counts_every_step():
+    """The behaviour log-densities are stored as the kernel's float64 sums (not rounded through float32), 0 on the
+    Euler steps; the NFE is rows x steps x the adapter's per-step cost. A fake adapter: v = -x/2, 3 steps."""
+    from imgalign.trainers.config import SamplingConfig
+    from imgalign.trainers.rollout import RolloutContext, sample_trajectories
+
+    class _Flow:
+        def init_noise(self, gens):
+            return torch.stack([torch.randn(4, 16, 16, generator=g) for g in gens])
+
+        def sigmas(self, n):
+            return torch.linspace(1.0, 0.0, n + 1)
+
+        def velocity(self, x, sigma, cond, scale, transformer=None):
+            return -0.5 * x
+
+        def nfe_per_step(self, scale):
+            return 2
+
+    cfg = SamplingConfig(num_steps=3, group_size=2)
+    traj, lps, nfe = sample_trajectories(
+        RolloutContext(_Flow(), None, cfg, 0, 0), None, torch.arange(2), [0, 1], torch.tensor([0, 0])
+    )
+    assert traj.shape == (2, 4, 4, 16, 16) and lps.dtype == torch.float64 and nfe == 2 * 3 * 2
+    assert (lps[:, 2] == 0).all() and (lps[:, :2] != 0).all()
+    assert not torch.equal(
+        lps[:, :2], lps[:, :2].float().double()
+    )  # float32 rounding would lose the sum's bits
+
+
 def test_rollout_nfe_counts_cfg_twice(sd3_dir, tmp_path):
     """perf/nfe of a flat rollout: samples x steps x 2 with CFG (4 x 4 x 2), samples x steps without, summed over
     the forward batches. Each training step draws new noise for every sample."""
@@ -501,6 +558,9 @@ def test_rollout_nfe_counts_cfg_twice(sd3_dir, tmp_path):
     for g, nfe in ((3.0, 32), (1.0, 16)):
         tr, ro, _ = _step0_trainer(sd3_dir, tmp_path / str(g), sampling__guidance_scale=g)
         assert ro.nfe == nfe
+    with torch.no_grad():  # the scored images are the decoded final latents x0, not an earlier step's
+        torch.testing.assert_close(ro.images, tr.adapter.decode(ro.x0).cpu())
+        assert not torch.allclose(ro.images, tr.adapter.decode(ro.latents[:, -2]).cpu())
     assert _step0_rollout(sd3_dir, tmp_path / "b", sampling__batch_size=3)[0].nfe == 16
     ro1, _ = first_rollout(tr, 1)
     assert not torch.equal(ro1.latents[:, 0], ro.latents[:, 0])
