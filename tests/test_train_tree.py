@@ -217,6 +217,48 @@ def test_tree_credit_pads_uneven_branching_with_zero_advantage_and_invalid_slots
     assert torch.equal(rows_.child_mask, ~pad)
     torch.testing.assert_close(adv, expected, rtol=1e-5, atol=1e-6)
     assert torch.equal(valid, ~pad)
+    assert ro.extras["metrics"]["tree/edge_valid_ratio"] == 1.0  # over the 10 edges, not the 12 padded slots
+    assert ro.extras["metrics"]["tree/first_branch_step"] == 0.0 and ro.train_steps == [0, 2]
+
+
+def test_tree_credit_reads_the_leaves_by_their_global_sample_ids(sd3_dir):
+    """On the second of two processes the trees' leaves are samples 8..15 of the step: the credit reads their leaf
+    signals at those ids in the gathered [16] advantages, not the first 8."""
+    from imgalign.trainers.rewarding import Balanced
+    from imgalign.trainers.rollout import ROLLOUTS, RolloutContext
+
+    a, s = _setup(sd3_dir, 1.0, branch_steps=[0, 2], branch_factors=[2], advantage="sibling")
+    ctx = RolloutContext(a, a.transformer, s, seed=3, step=0, logprob_reduce="sum")
+    prompts = [p for p in PROMPTS for _ in range(4)]
+    with torch.no_grad():
+        ro = ROLLOUTS.get("tree")(ctx, prompts, [{}] * 8, torch.arange(8, 16), torch.arange(8) // 4 + 2)
+    signal = torch.tensor([-1.0, 0.0, 1.0, 1.0, 2.0, 3.0, 0.0, 5.0])
+    ok = torch.ones(16, dtype=torch.bool)
+    adv, valid = ro.extras["credit"](
+        torch.zeros(1, 16), Balanced(torch.cat([signal.flip(0), signal]), ok, 0.0)
+    )
+    ref, _ = ro.extras["credit"](torch.zeros(1, 16), Balanced(torch.cat([signal, signal]), ok, 0.0))
+    torch.testing.assert_close(adv, ref)
+    assert valid.all() and not torch.equal(adv, torch.zeros_like(adv))
+
+
+def test_tree_children_are_the_mean_plus_std_times_unit_noise_and_between_sde_reaches_the_rollout(sd3_dir):
+    """Each child is mu + std·eps with eps ~ N(0, I): its summed behaviour log-density gives the mean squared eps
+    over the D latent dims, -2·(lp/D + log std + log(2π)/2), which must be about 1 for every edge. The configured
+    sampling.tree.between reaches the rollout: with sde the non-branch steps are noisy, so the first branch (step 0)
+    is shared but the leaves differ."""
+    import math
+
+    a, s = _setup(sd3_dir, 1.0, branch_steps=[0, 2], branch_factors=[2], between="ode")
+    ro = _roll(a, s)
+    rows_ = ro.extras["tree"]
+    d = rows_.children[0, 0].numel()
+    eps2 = -2 * (rows_.old_log_prob / d + rows_.std.double().log()[:, None] + 0.5 * math.log(2 * math.pi))
+    assert d >= 64 and ((eps2 - 1).abs() < 0.5).all(), eps2
+    s.tree.between = "sde"
+    sde = _roll(a, s)
+    torch.testing.assert_close(sde.extras["tree"].x[:2], rows_.x[:2])
+    assert not torch.allclose(sde.x0, ro.x0)
 
 
 def test_tree_rollout_conditions_every_leaf_on_its_own_prompt(sd3_dir):
@@ -374,6 +416,9 @@ def test_tree_rollout_nfe_equals_formula_and_forward_rows(sd3_dir):
         pre.remove()
     spec = TreeSpec(5, (1, 3), (2, 2))
     assert ro.nfe == spec.nfe(num_trees=2, cfg=True) == 2 * 2 * (1 + 1 + 2 + 2 + 4) == sum(counted)
+    assert (
+        max(counted) == 2 * s.batch_size
+    )  # forwards chunked by sampling.batch_size (8 rows at the last steps)
     assert ro.extras["metrics"]["perf/rollout_nfe"] == spec.nfe(num_trees=2, cfg=True)  # 2 prompts per step
     assert ro.images.shape[0] == 8 and ro.x0.shape[0] == 8
 
