@@ -238,6 +238,32 @@ def test_multi_positive_loss_hand_computed():
     )
 
 
+def test_clip_zero_shot_accuracy_picks_the_closest_unit_text_per_image():
+    """Every image encodes to e0; text 0 is e0, the others (3, 3): after normalising them (cos 0.71) text 0 is each
+    image's nearest, unnormalised they would win. So the prediction is always the first name, and the accuracy is
+    the share of the 5 images whose shape / colour is the first one (shapes cycle: 2 of 5 are circles)."""
+
+    class Fake(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.zeros(1))
+
+        def encode_image(self, x, normalize):
+            return torch.tensor([[1.0, 0.0]]).expand(len(x), 2)
+
+        def encode_text(self, tok, normalize):
+            raw = torch.tensor([[1.0, 0.0]] + [[3.0, 3.0]] * (len(tok) - 1))
+            return torch.nn.functional.normalize(raw, dim=-1) if normalize else raw
+
+    data = clip_pt.heldout_single_objects(5, 0)
+    acc = clip_pt.zero_shot_accuracy(
+        Fake(), lambda img: torch.zeros(3, 64, 64), lambda texts: torch.arange(len(texts)), n=5, seed=0
+    )
+    assert acc["zero_shot/shape_acc"] == pytest.approx(2 / 5)
+    first = list(W.COLORS)[0]
+    assert acc["zero_shot/colour_acc"] == pytest.approx(sum(c == first for _, _, c in data) / 5)
+
+
 def test_clip_weight_decay_skips_vectors_embeddings_and_the_temperature():
     class Tiny(torch.nn.Module):
         def __init__(self):
@@ -267,6 +293,35 @@ def test_clip_model_config_selects_the_tower_and_checks_the_resnet_pool_width():
         clip_pt.Config(vision_width=2, vision_head_width=48).validate()
 
 
+def test_clip_model_config_passes_each_setting_to_its_open_clip_field():
+    cfg = clip_pt.Config(
+        embed_dim=24, vision_width=2, vision_head_width=64, vision_layers=3, context_length=21, text_width=40,
+        text_heads=5, text_layers=4,
+    )  # fmt: skip
+    mc = clip_pt.model_config(cfg)
+    assert mc["embed_dim"] == 24
+    assert mc["vision_cfg"] == {"image_size": W.IMAGE_SIZE, "width": 2, "head_width": 64, "layers": [3] * 4}
+    assert {k: mc["text_cfg"][k] for k in ("context_length", "width", "heads", "layers")} == {
+        "context_length": 21, "width": 40, "heads": 5, "layers": 4,
+    }  # fmt: skip
+
+
+def test_clip_preprocess_config_of_the_exported_folder_equals_the_training_normalisation():
+    """open_clip builds the shipped model's preprocess from preprocess_config(); on a 64x64 render it must equal
+    what the model was trained on (normalize), or every score would see differently scaled pixels."""
+    import numpy as np
+    import open_clip
+
+    pc = clip_pt.preprocess_config()
+    pre = open_clip.image_transform(
+        pc["size"], is_train=False, mean=pc["mean"], std=pc["std"], resize_mode=pc["resize_mode"],
+        interpolation=pc["interpolation"],
+    )  # fmt: skip
+    img = W.render(W.colors("blue", "square"), 3)[0]
+    u8 = torch.from_numpy(np.array(img)).permute(2, 0, 1)[None]
+    assert torch.allclose(pre(img)[None], clip_pt.normalize(u8), atol=1e-6)
+
+
 def test_replace_dir_moves_the_new_folder_in_and_leaves_no_old_copy(tmp_path):
     final, tmp = tmp_path / "model", tmp_path / "model.tmp"
     final.mkdir()
@@ -288,6 +343,34 @@ def test_clip_export_casts_only_floating_tensors_to_the_save_dtype(tmp_path):
     assert sd["num_batches_tracked"].dtype == torch.int64
     clip_pt.export(bn, {}, tmp_path / "out32", "float32", "card")
     assert load_file(tmp_path / "out32" / clip_pt.WEIGHTS)["weight"].dtype == torch.float32
+
+
+def test_clip_export_writes_the_card_and_both_configs_with_the_preprocess(tmp_path):
+    import json
+
+    mcfg = {"embed_dim": 8}
+    clip_pt.export(torch.nn.Linear(2, 2), mcfg, tmp_path / "out", "float32", "the card")
+    out = tmp_path / "out"
+    assert (out / "README.md").read_text() == "the card"
+    assert json.loads((out / "open_clip_config.json").read_text()) == {
+        "model_cfg": mcfg,
+        "preprocess_cfg": clip_pt.preprocess_config(),
+    }
+    assert json.loads((out / f"{clip_pt.MODEL_NAME}.json").read_text()) == mcfg
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no .tmp left behind
+
+
+@pytest.mark.parametrize("module", ["clip", "vlm"])
+def test_encoder_model_card_lists_the_metrics_size_time_config_and_history(module):
+    mod = clip_pt if module == "clip" else vlm_pt
+    cfg = mod.Config(steps=7)
+    history = [{"step": 5, "train/loss": 1.25, "acc": 0.5}]
+    card = mod.model_card(cfg, {"final/acc": 0.875}, 12345, 150.0, history).splitlines()
+    assert card[0] == f"# shapes-{module}"
+    assert "- final/acc: 0.8750" in card and "steps: 7" in card
+    assert "| step | train/loss | acc |" in card and "| 5 | 1.250 | 0.500 |" in card
+    assert any("parameters: 12,345" in line for line in card)
+    assert any("run time: 2.5 min" in line for line in card)
 
 
 # ---- bad input
@@ -415,6 +498,28 @@ def test_caption_loglik_warns_on_unknown_words():
         vlm_pt.caption_loglik(model, proc, [im], ["a photo of a circle"], query="describe this zebra")
 
 
+def test_caption_loglik_puts_the_query_after_the_image_in_the_user_turn():
+    from PIL import Image
+
+    tok = vlm_pt.build_tokenizer()
+    proc = vlm_pt.build_processor(tok, 16)
+    seen = []
+
+    class Spy(torch.nn.Module):
+        def forward(self, input_ids, attention_mask, pixel_values):
+            seen.append(input_ids)
+            return type("Out", (), {"logits": torch.zeros(*input_ids.shape, len(tok))})()
+
+    im = Image.new("RGB", (64, 64))
+    for query in (vlm_pt.QUERY, None):
+        ll = vlm_pt.caption_loglik(Spy(), proc, [im], ["a photo of a cross"], query=query)
+        assert ll.item() == pytest.approx(-math.log(len(tok)))  # uniform logits
+    with_q, without = (tok.convert_ids_to_tokens(ids[0].tolist()) for ids in seen)
+    turn = ["<|end|>", "<|assistant|>", "a", "photo", "of", "a", "cross", "<|end|>"]
+    assert with_q == ["<s>", "<|user|>", *["<image>"] * 16, "describe", "this", "image", ".", *turn]
+    assert without == ["<s>", "<|user|>", *["<image>"] * 16, *turn]
+
+
 def test_vlm_query_prob_is_the_share_of_training_examples_with_the_query(tmp_path, monkeypatch):
     seen = []
 
@@ -429,6 +534,29 @@ def test_vlm_query_prob_is_the_share_of_training_examples_with_the_query(tmp_pat
         with pytest.raises(_Interrupt):
             vlm_pt.pretrain(cfg, tmp_path / str(p), progress=False)
     assert seen == [[None] * 4, [vlm_pt.QUERY] * 4]
+
+
+def test_vlm_pretraining_trains_on_the_pool_renders_upright_with_their_own_captions(tmp_path, monkeypatch):
+    """Each image handed to the processor is its pool render (H, W, 3) as rendered, not transposed (a transpose
+    swaps left/right with above/below), paired with one of that render's captions."""
+    import numpy as np
+
+    seen = []
+
+    def spy(processor, images, captions, queries=None):
+        seen.append((images, captions))
+        raise _Interrupt
+
+    monkeypatch.setattr(vlm_pt, "encode", spy)
+    cfg = vlm_pt.Config(**TINY_VLM)
+    with pytest.raises(_Interrupt):
+        vlm_pt.pretrain(cfg, tmp_path, progress=False)
+    pool = C.render_pool(cfg.seed, cfg.pool_size)
+    idx, _ = C.batch_indices(cfg.seed, 0, len(pool), cfg.batch_size)
+    ((images, caps),) = seen
+    for im, cap, i in zip(images, caps, idx, strict=True):
+        assert np.array_equal(np.asarray(im), pool.images[i].numpy().transpose(1, 2, 0))
+        assert cap in pool.captions[i].values()
 
 
 def test_clip_pretraining_draws_captions_with_caption_weights(tmp_path, monkeypatch):
@@ -463,6 +591,20 @@ def _interrupt_after_first_checkpoint(monkeypatch):
     return calls
 
 
+def _assert_cards_keep_the_mid_run_history(tmp_path, folder):
+    """steps=4, eval_every=2: the card's history has the step-2 evaluation and the final one, each with the running
+    loss, and a resumed run's card keeps the step-2 row from the checkpoint."""
+
+    def table(run):
+        lines = (tmp_path / run / folder / "README.md").read_text().splitlines()
+        return [line for line in lines if line.startswith("| ")]
+
+    full = table("full")
+    assert "train/loss" in full[0] and [row.split(" | ")[0] for row in full[1:]] == ["| 2", "| 4"]
+    assert all("|  |" not in row for row in full)  # no empty cell
+    assert table("resumed") == full
+
+
 TINY_CLIP = dict(
     steps=4, batch_size=6, pool_size=12, warmup=1, embed_dim=16, vision_width=16, vision_layers=1,
     vision_head_width=16, patch_size=16, text_width=16, text_layers=1, text_heads=2, eval_every=2,
@@ -492,6 +634,8 @@ def test_clip_pretrain_tiny_runs_and_resumes_exactly(tmp_path, monkeypatch, arch
     a = load_file(tmp_path / "full" / "shapes-clip" / clip_pt.WEIGHTS)
     b = load_file(tmp_path / "resumed" / "shapes-clip" / clip_pt.WEIGHTS)
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert {v.dtype for v in a.values() if v.is_floating_point()} == {torch.float32}  # save_dtype
+    _assert_cards_keep_the_mid_run_history(tmp_path, "shapes-clip")
     model, _, pre = open_clip.create_model_and_transforms(
         "local-dir:" + str(tmp_path / "full" / "shapes-clip")
     )
@@ -531,6 +675,7 @@ def test_vlm_pretrain_tiny_runs_and_resumes_exactly(tmp_path, monkeypatch, arch)
     a = load_file(tmp_path / "full" / "shapes-vlm" / "model.safetensors")
     b = load_file(tmp_path / "resumed" / "shapes-vlm" / "model.safetensors")
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    _assert_cards_keep_the_mid_run_history(tmp_path, "shapes-vlm")
     model = AutoModelForImageTextToText.from_pretrained(tmp_path / "full" / "shapes-vlm")
     proc = AutoProcessor.from_pretrained(tmp_path / "full" / "shapes-vlm")
     img = W.render(W.single_object("cross"), 0)[0]
@@ -573,8 +718,19 @@ def test_a_checkpoint_of_another_config_is_refused_before_the_model_is_built(tmp
         ("clip", {"context_length": 19}, "context_length must be at least 20"),
         ("clip", {"batch_size": 1}, "batch_size >= 2"),
         ("clip", {"pool_size": 5, "batch_size": 6}, "pool_size must be at least batch_size"),
+        ("clip", {"caption_weights": (1.0, 1.0)}, "caption_weights needs 4"),
+        ("clip", {"vision_arch": "vit", "patch_size": 12}, "patch_size must divide the image size"),
+        ("clip", {"text_width": 15}, "multiples of the head width"),
+        ("clip", {"save_dtype": "bfloat16"}, "save_dtype must be float16 or float32"),
         ("vlm", {"eval_pairs": 0}, "eval_pairs must be at least 1"),
         ("vlm", {"threads": 0}, "threads must be at least 1"),
+        ("vlm", {"pool_size": 3}, "pool_size must be at least batch_size"),
+        ("vlm", {"vision_arch": "vit", "patch_size": 12}, "patch_size must divide the image size"),
+        ("vlm", {"patch_size": 4}, "output stride: 8, 16 or 32"),
+        ("vlm", {"vision_width": 15}, "multiples of the number of heads"),
+        ("vlm", {"text_heads": 2, "text_kv_heads": 4}, "multiple of text_kv_heads"),
+        ("vlm", {"caption_weights": (1.0,)}, "caption_weights needs 4"),
+        ("vlm", {"query_prob": -0.1}, r"query_prob must be in \[0, 1\]"),
     ],
 )
 def test_encoder_settings_that_would_fail_late_are_refused_up_front(module, bad, message):
