@@ -86,6 +86,7 @@ def test_unknown_words_strip_punctuation_and_case():
 
     assert unknown_words("A photo of a Red circle.") == []
     assert unknown_words("a photo of a zebra!") == ["zebra"]
+    assert unknown_words("a photo - of a circle ...") == []  # a bare punctuation mark is not a word
 
 
 def test_sampling_warns_only_about_words_outside_the_vocabulary_whatever_their_case_and_punctuation(caplog):
@@ -110,6 +111,18 @@ def test_the_vocabulary_ids_are_contiguous():
     vocab, merges = build_vocab(tuple(shapes_words()))
     assert sorted(vocab.values()) == list(range(len(vocab)))
     assert len(merges) == len(set(merges))
+
+
+def test_the_vocabulary_covers_every_eval_prompt_and_merges_txt_keeps_its_header(tmp_path):
+    """merges.txt readers skip the first line: without the "#version" header the first merge would be lost."""
+    from imgalign.pretrain.tokenizer import build_vocab, unknown_words
+    from imgalign.prompts.shapes import build_eval_set
+
+    assert [p for p in (s.prompt() for s in build_eval_set()) if unknown_words(p)] == []  # plurals too
+    save_tokenizer(tmp_path / "tok", 12)
+    lines = (tmp_path / "tok" / "merges.txt").read_text().splitlines()
+    _, merges = build_vocab(tuple(shapes_words()))
+    assert lines[0] == "#version: 0.2" and [tuple(line.split()) for line in lines[1:]] == merges
 
 
 # ---- pure maths -----------------------------------------------------------------------------------------------
