@@ -2483,6 +2483,25 @@ def test_a_resume_reports_changes_against_the_checkpoints_config_and_keeps_its_l
     assert main(argv + ["--max-steps", "4", "--set", "model.lora_rank=2"]) == 2
 
 
+def test_a_resume_with_another_trainable_set_names_the_settings(sd3_dir, tmp_path, capsys):
+    """Fewer trainable weights than the checkpoint's (model.trainable_modules) failed inside torch's optimizer with
+    'loaded state dict contains a parameter group that doesn't match'; more (a LoRA on a full fine-tune) asked
+    'was it a different model?'. Both name the settings to restore."""
+    out = tmp_path / "run"
+    path = write(tiny_config(sd3_dir, out, train__max_steps=1), tmp_path / "c.yaml")
+    assert main(["train", str(path)]) == 0
+    resume = ["train", str(path), "--resume", "auto", "--max-steps", "2"]
+    for change, said in (
+        ("model.trainable_modules=context_embedder", "also trained"),
+        ("model.lora_rank=2", "lacks"),
+    ):
+        capsys.readouterr()
+        assert main([*resume, "--set", change]) == 2
+        err = capsys.readouterr().err
+        assert "was trained with other trainable weights" in err and said in err
+        assert "model.trainable_modules" in err and "--output-dir" in err
+
+
 def test_resuming_an_earlier_checkpoint_sets_aside_later_ones_at_once(sd3_dir, tmp_path, monkeypatch):
     """Resumed from step 1 of a 3-step run and killed before its first save: the logs are cut to step 1 and steps
     2-3 are already superseded (with their logs), so --resume auto continues from step 1, not from step 3 with rows

@@ -1074,10 +1074,17 @@ class FlowGRPOTrainer:
                 f"checkpoint {ckpt} was written by {state['num_processes']} processes; resume with the same number"
             )
         weights = C.load_tensors(st / "trainable.safetensors")
+        # another trainable set (model.lora_rank, lora_targets or trainable_modules changed) failed inside torch's
+        # optimizer.load_state_dict with a message that named no setting, or dropped the other weights' training
         missing = [n for n in self.param_names if n not in weights]
-        if missing:
-            raise ValueError(
-                f"checkpoint {ckpt} lacks trainable weights {missing[:3]}...: was it a different model?"
+        extra = sorted(set(weights) - set(self.param_names))
+        if missing or extra:
+            which = f"lacks {missing[0]!r}" if missing else f"also trained {extra[0]!r}"
+            raise ConfigError(
+                f"checkpoint {ckpt} was trained with other trainable weights ({len(weights)} tensors there, "
+                f"{len(self.params)} now; it {which}): resume with the settings it was trained with "
+                "(model.path, model.lora_rank, model.lora_targets, model.trainable_modules; see its "
+                "trainer_state/config.yaml), or give a new --output-dir to start another run"
             )
         wrong = [
             f"{n} {tuple(weights[n].shape)} vs {tuple(p.shape)}"
