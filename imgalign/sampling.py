@@ -212,17 +212,30 @@ def generate_folder(
     :func:`generate` (the shapes model's settings; the default) or :func:`generate_images` (the pipeline's own),
     and `settings` go to it. Prompts whose folder already holds all its images are skipped, so an interrupted run
     resumes."""
-    from imgalign.eval.suite import write_prompt_folder
+    from imgalign.eval.suite import load_image, write_prompt_folder
 
     if images_per_prompt < 1:
         raise ValueError("images per prompt must be at least 1")
     sample = sample or generate
     pipe = load_pipeline(model) if isinstance(model, (str, Path)) else model
     out_dir = Path(out_dir)
+
+    def have(path: Path) -> bool:
+        # an image damaged since it was written (a truncated or overwritten file) is sampled again: kept, it was
+        # judged as an incorrect 'cannot read image' on every resume
+        if not path.is_file():
+            return False
+        try:
+            load_image(path)
+        except (OSError, SyntaxError, ValueError):  # PIL's UnidentifiedImageError is an OSError
+            log.warning("%s cannot be read as an image; sampling it again", path)
+            return False
+        return True
+
     jobs = []
     for i in range(len(metas)):
         d = out_dir / f"{i:05d}" / "samples"
-        jobs += [(i, j) for j in range(images_per_prompt) if not (d / f"{j:04d}.png").is_file()]
+        jobs += [(i, j) for j in range(images_per_prompt) if not have(d / f"{j:04d}.png")]
     per_batch = max(1, batch_size)
     with tqdm(total=len(jobs), desc="sampling", unit="img", disable=not progress) as bar:
         for k in range(0, len(jobs), per_batch):

@@ -361,6 +361,30 @@ def test_generation_writes_the_official_layout_and_resumes(tiny, tmp_path):
         assert np.array_equal(a, b)
 
 
+def test_generation_samples_again_an_image_damaged_since_it_was_written(tmp_path):
+    """An image of an interrupted eval --model run cut short or overwritten before the rerun was kept, and judged as
+    'cannot read image' on every resume; it is sampled again, and only it."""
+    from imgalign.sampling import generate_folder
+
+    calls: list[list[int]] = []
+
+    def sample(pipe, prompts, seeds, batch_size, **kw):
+        calls.append(list(seeds))
+        return [Image.new("RGB", (8, 8), (200, 0, 0)) for _ in prompts]
+
+    metas = [
+        {"tag": "single_object", "include": [{"class": "cat", "count": 1}], "prompt": "a photo of a cat"}
+    ]
+    out = tmp_path / "images"
+    generate_folder(object(), metas, out, 2, 7, progress=False, sample=sample)
+    assert len(calls) == 1 and len(calls[0]) == 2
+    (out / "00000" / "samples" / "0001.png").write_bytes(b"not a png")
+    generate_folder(object(), metas, out, 2, 7, progress=False, sample=sample)
+    assert len(calls) == 2 and calls[1] == calls[0][1:]
+    with Image.open(out / "00000" / "samples" / "0001.png") as im:
+        im.load()
+
+
 @pytest.mark.parametrize("detector", ["detr", "mask2former"])
 def test_real_suite_end_to_end_with_tiny_detector_and_clip(tiny, tmp_path, detector):
     from imgalign.eval.real import build_judge, evaluate_folder
