@@ -251,6 +251,18 @@ def test_an_out_folder_left_by_a_model_that_failed_to_load_takes_the_corrected_r
     assert (out / "summary.json").is_file()
 
 
+def test_an_out_folder_with_a_damaged_eval_args_json_says_so(tmp_path, small_prompts, capsys):
+    """A cut or edited eval_args.json was read as {}, and the refusal listed every setting as 'None there'."""
+    out = tmp_path / "ev"
+    argv = ["eval", "--ground-truth", "--prompts", str(small_prompts), "--images-per-prompt", "1"]
+    assert main([*argv, "--no-progress", "--out", str(out)]) == 0
+    (out / "eval_args.json").write_text('{"suite": "sha')
+    capsys.readouterr()
+    assert main([*argv, "--no-progress", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "eval_args.json is damaged" in err and "None there" not in err and "new --out" in err
+
+
 def test_a_fixed_image_is_judged_again(tmp_path, small_prompts, capsys):
     """eval --images after the user fixed a corrupt file: the same command judges the new bytes."""
     src = tmp_path / "imgs"

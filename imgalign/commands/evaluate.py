@@ -143,8 +143,16 @@ def claim_out_folder(out: Path, ident: dict[str, Any]) -> None:
     if path.is_file():
         try:
             old = json.loads(path.read_text())
-        except json.JSONDecodeError:
-            old = {}
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            # read as {} beside other files, every setting was reported as 'None there', as if another evaluation
+            # had run; alone, it is taken over below
+            if not any(p.name != "eval_args.json" for p in out.iterdir()):
+                old = {}
+            else:
+                raise ValueError(
+                    f"--out {str(out)!r}: {path} is damaged (not valid JSON), so what evaluation the folder holds "
+                    "is unknown; give a new --out folder, or delete that one"
+                ) from None
         # a folder holding nothing but eval_args.json (the model failed to load) has no images or verdicts to mix
         if old != ident and any(p.name != "eval_args.json" for p in out.iterdir()):
             keys = sorted(k for k in set(old) | set(ident) if old.get(k) != ident.get(k))
