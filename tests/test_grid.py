@@ -16,6 +16,20 @@ torch.set_num_threads(1)
 SHAPES_PROMPTS = Path(__file__).resolve().parents[1] / "prompts" / "shapes_geneval.jsonl"
 
 
+def _drawn_texts(monkeypatch) -> list[tuple[tuple[float, float], str]]:
+    """Every (xy, text) that PIL's ImageDraw.text draws from now on (it still draws it)."""
+    from PIL import ImageDraw
+
+    texts: list[tuple[tuple[float, float], str]] = []
+    real = ImageDraw.ImageDraw.text
+    monkeypatch.setattr(
+        ImageDraw.ImageDraw,
+        "text",
+        lambda self, xy, text, *a, **kw: (texts.append((xy, text)), real(self, xy, text, *a, **kw))[1],
+    )
+    return texts
+
+
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
     """A tiny base pipeline, a full fine-tuned copy, a transformer-only overlay and a PEFT LoRA overlay."""
@@ -409,20 +423,12 @@ def _centre(g: np.ndarray, colour: tuple[int, int, int]) -> tuple[float, float]:
 def test_labelled_grid_puts_rows_down_and_columns_across_with_each_seed_labelled(monkeypatch):
     """images[r][c]: row r (a prompt) below row r-1, column c (model c // group, seed c % group) right of c-1;
     the sub-labels name each column's seed."""
-    from PIL import ImageDraw
-
     from imgalign.eval.gallery import labelled_grid
 
     colours = [[(255, 0, 0), (0, 255, 0), (0, 0, 255), (255, 255, 0)],
                [(255, 0, 255), (0, 255, 255), (128, 0, 0), (0, 128, 0)]]  # fmt: skip
     images = [[Image.new("RGB", (8, 8), c) for c in row] for row in colours]
-    texts = []
-    real = ImageDraw.ImageDraw.text
-    monkeypatch.setattr(
-        ImageDraw.ImageDraw,
-        "text",
-        lambda self, xy, text, *a, **kw: (texts.append((xy, text)), real(self, xy, text, *a, **kw))[1],
-    )
+    texts = _drawn_texts(monkeypatch)
     g = np.asarray(
         labelled_grid(images, ["p1", "p2"], ["m1", "m2"], group=2, sub_labels=["s0", "s1"], cell=16)
     )
@@ -754,19 +760,11 @@ def test_the_size_check_reads_an_overlays_transformer_or_its_transformer_subfold
 def test_labels_sit_over_their_columns_and_long_text_is_wrapped_inside_its_cell(monkeypatch):
     """Each seed's sub-label is centred over its own column, below the model's header, which is centred over its
     group; a long prompt, caption or header is wrapped to its own space, not drawn across the neighbouring cells."""
-    from PIL import ImageDraw
-
     from imgalign.eval.gallery import PAD, labelled_grid
 
     red, cell, lw = (255, 0, 0), 60, 180
     images = [[Image.new("RGB", (8, 8), red), Image.new("RGB", (8, 8), red)]]
-    texts = []
-    real = ImageDraw.ImageDraw.text
-    monkeypatch.setattr(
-        ImageDraw.ImageDraw,
-        "text",
-        lambda self, xy, text, *a, **kw: (texts.append((xy, text)), real(self, xy, text, *a, **kw))[1],
-    )
+    texts = _drawn_texts(monkeypatch)
     g = np.asarray(labelled_grid(images, ["p"], ["m"], group=2, sub_labels=["s0", "s1"], cell=cell))
     at = {t: xy for xy, t in texts}
     assert lw <= at["s0"][0] < lw + cell <= lw + cell + PAD <= at["s1"][0] < lw + 2 * cell + PAD
