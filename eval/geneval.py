@@ -29,6 +29,8 @@ from imgalign.shapes import relation_margin, relative_position
 THRESHOLD = 0.3
 COUNTING_THRESHOLD = 0.9
 MAX_OBJECTS = 16
+# the official evaluator's colour classifier (open_clip ARCH:PRETRAINED)
+GENEVAL_CLIP = "ViT-L-14:openai"
 GENEVAL_COLORS = ("red", "orange", "yellow", "green", "blue", "purple", "pink", "brown", "black", "white")
 
 

@@ -40,7 +40,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from imgalign.eval.geneval import GENEVAL_COLORS, ColorFn, Detection, Detections
+from imgalign.eval.geneval import GENEVAL_CLIP, GENEVAL_COLORS, ColorFn, Detection, Detections
 
 log = logging.getLogger(__name__)
 
@@ -502,7 +502,7 @@ class ClipColorClassifier:
 
     def __init__(
         self,
-        model: str = "ViT-L-14:openai",
+        model: str = GENEVAL_CLIP,
         device: str | torch.device = "cpu",
         dtype: torch.dtype = torch.float32,
         background: str = GREY,
@@ -594,7 +594,7 @@ def no_color(image: Any, dets: Sequence[Detection], classname: str) -> list[str]
 
 def build_judge(
     detector: str,
-    clip: str = "ViT-L-14:openai",
+    clip: str = GENEVAL_CLIP,
     metas: Sequence[dict[str, Any]] | None = None,
     device: str | torch.device = "cpu",
     dtype: torch.dtype = torch.float32,
@@ -616,7 +616,7 @@ def evaluate_folder(
     images_dir: Path,
     out_dir: Path,
     detector: str,
-    clip: str = "ViT-L-14:openai",
+    clip: str = GENEVAL_CLIP,
     device: str | torch.device = "cpu",
     dtype: torch.dtype = torch.float32,
     model: str = "images",

@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from imgalign.eval.geneval import judge, soft_credit
+from imgalign.eval.geneval import GENEVAL_CLIP, judge, soft_credit
 from imgalign.rewards.base import Reward, RewardOutput, register_reward, to_pil
 
 MODES = ("strict", "partial", "soft")
@@ -51,7 +51,7 @@ class GenEvalReward(Reward):
         dtype: torch.dtype = torch.float32,
         mode: str = "partial",
         detector: str = "shapes",
-        clip: str = "ViT-L-14:openai",
+        clip: str = GENEVAL_CLIP,
     ) -> None:
         super().__init__(device, dtype)
         if mode not in MODES:
@@ -60,7 +60,7 @@ class GenEvalReward(Reward):
         self.color: Any = None  # the shapes judge reads colours itself
         self.validate: Callable[[dict[str, Any]], None]
         if detector == "shapes":
-            if clip != "ViT-L-14:openai":  # it was ignored silently: the shapes detector reads colours itself
+            if clip != GENEVAL_CLIP:  # it was ignored silently: the shapes detector reads colours itself
                 raise ValueError(
                     f"geneval reward: clip={clip} picks the colour classifier of a real detector, and the shapes "
                     "detector reads colours itself: remove clip=, or give detector=... with it"

@@ -13,6 +13,7 @@ from typing import Any
 from imgalign import shapes as W
 from imgalign.commands import check_output_folder
 from imgalign.commands.world import check_shapes_metadata, render_folder
+from imgalign.eval.geneval import GENEVAL_CLIP
 from imgalign.eval.suite import atomic_write_text, copy_folder, judge_folder, read_folder, read_folder_index
 from imgalign.prompts.io import load_geneval_metadata
 from imgalign.prompts.shapes import EVAL_SET_PATH
@@ -66,7 +67,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="transformers detector: folder or cached Hub id (DETR, Mask2Former, OWLv2, Grounding DINO)",
     )
     real.add_argument(
-        "--clip", default="ViT-L-14:openai", help="open_clip colour classifier: ARCH:TAG or a folder"
+        "--clip", default=GENEVAL_CLIP, help="open_clip colour classifier: ARCH:TAG or a folder"
     )
     real.add_argument("--device", default="cpu")
     p.set_defaults(func=run_eval)
