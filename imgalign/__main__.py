@@ -1,5 +1,5 @@
 import sys
 
-from imgalign.cli import main
+from imgalign.cli import console_main
 
-sys.exit(main())
+sys.exit(console_main())

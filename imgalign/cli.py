@@ -30,6 +30,26 @@ class CLIError(Exception):
     """An error to print as one clear line (no traceback) with exit status 2."""
 
 
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C, with a line saying what was kept and how to go on: the ``imgalign`` program prints it (no traceback)
+    and exits with 130; an in-process caller of :func:`main` gets it as the KeyboardInterrupt it is."""
+
+
+# What a command interrupted by Ctrl-C has kept, and how to go on, for commands that do not say it themselves
+INTERRUPT_HINTS = {
+    "train": "every checkpoint written so far is whole: add --resume auto to the same command to continue from the "
+    "last one",
+    "eval": "the images and verdicts written so far are kept: run the same command again to continue",
+    "world pretrain": "run the same command again: every component resumes from its last checkpoint in --out",
+}
+
+
+def _command_name(args: argparse.Namespace) -> str:
+    """``train``, ``world pretrain``, ``rewards check``...: the command and its subcommand, if any."""
+    sub = next((v for k, v in vars(args).items() if k.endswith("_command") and isinstance(v, str)), None)
+    return f"{args.command} {sub}" if sub else args.command
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="imgalign", description="Reward alignment for flow-matching T2I models."
@@ -95,6 +115,12 @@ def _run(args: argparse.Namespace) -> int:
     """The chosen command; a user error becomes one line on stderr and exit status 2."""
     try:
         return int(args.func(args) or 0)
+    except KeyboardInterrupt as e:
+        name = _command_name(args)
+        if isinstance(e, Interrupted):  # the command said what it kept
+            raise Interrupted(f"imgalign {name}: {e}") from None
+        hint = INTERRUPT_HINTS.get(name)
+        raise Interrupted(f"imgalign {name}: interrupted" + (f"; {hint}" if hint else "")) from None
     except BrokenPipeError:
         # the reader of stdout went away (`imgalign ... | head`): nothing is wrong with the work, so no error line;
         # stdout goes to devnull so that Python's flush at exit does not raise again (the Python docs' recipe)
@@ -111,5 +137,16 @@ def _run(args: argparse.Namespace) -> int:
         return 2
 
 
+def console_main() -> int:
+    """The ``imgalign`` program: :func:`main`, with Ctrl-C as one line on stderr (what was kept, how to go on) and
+    exit status 130 instead of a traceback."""
+    try:
+        return main()
+    except KeyboardInterrupt as e:
+        # (one before a command started, e.g. while the libraries import, has no message)
+        print(str(e) if isinstance(e, Interrupted) else "imgalign: interrupted", file=sys.stderr)
+        return 130
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(console_main())

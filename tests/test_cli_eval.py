@@ -850,6 +850,41 @@ def test_verbose_shows_a_user_errors_traceback(capsys):
         _run(argparse.Namespace(func=fail, verbose=True, command="train"))
 
 
+def test_ctrl_c_is_one_line_saying_what_was_kept_and_status_130(monkeypatch, capsys):
+    """The `imgalign` program prints Ctrl-C as one line (what the command kept and how to go on), not a
+    traceback, and exits with 130; an in-process caller of main() still gets the KeyboardInterrupt."""
+    import sys
+
+    import imgalign.commands.train as train
+    import imgalign.commands.world as world
+    from imgalign.cli import Interrupted, console_main
+
+    def hit(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(train, "run_train", hit)
+    monkeypatch.setattr(world, "run_pretrain", hit)
+    monkeypatch.setattr(world, "run_render", hit)
+    with pytest.raises(Interrupted, match="--resume auto"):
+        main(["train"])
+    cases = [
+        (
+            ["train"],
+            "imgalign train: interrupted; every checkpoint written so far is whole: add --resume auto",
+        ),
+        (
+            ["world", "pretrain", "--component", "clip", "--out", "o"],
+            "imgalign world pretrain: interrupted; run the same command again",
+        ),
+        (["world", "render", "--prompts", "p", "--out", "o"], "imgalign world render: interrupted\n"),
+    ]
+    for argv, said in cases:
+        monkeypatch.setattr(sys, "argv", ["imgalign", *argv])
+        assert console_main() == 130
+        err = capsys.readouterr().err
+        assert err.startswith(said) and "Traceback" not in err and err.count("\n") == 1
+
+
 def test_help_shows_no_empty_list_default(capsys):
     with pytest.raises(SystemExit):
         main(["train", "--help"])
