@@ -858,3 +858,88 @@ def test_each_non_finite_score_is_reported_once_whatever_the_batch_size(
     rows = [json.loads(r) for r in out.read_text().splitlines()]
     assert [r["error"] for r in rows] == ["nanreward:f: non-finite score nan", None]
     assert rows[1]["scores"] == {"nanreward:f": 0.0}
+
+
+def test_an_interrupted_run_keeps_its_scored_batches_and_a_rerun_scores_only_the_rest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C in the third batch: the two batches scored are kept beside --out (no --out file is written), the
+    message names that file, and the same command run again scores only the rest (an image rewritten since, or
+    whose prompt changed, is scored again) and writes what one uninterrupted run writes."""
+    import imgalign.commands.score as S
+    from imgalign.cli import Interrupted
+
+    d = tmp_path / "gen"
+    for i, s in enumerate(SPECS):
+        write_prompt_folder(d, i, s.to_metadata(), [W.render(s, j)[0] for j in range(2)])
+    out = tmp_path / "scores.jsonl"
+    argv = ["score", str(d), "--reward", "geneval:mode=strict", "--batch-size", "2", "--no-progress"]
+    assert main([*argv, "--out", str(tmp_path / "whole.jsonl")]) == 0
+    scored: list[str] = []
+    stop = {"at": 4}
+    real = S._score_group
+
+    def group(reward, key, x, prompts, metas, rows):
+        if len(scored) == stop["at"]:
+            raise KeyboardInterrupt  # the user hits Ctrl-C
+        scored.extend(r["file"] for r in rows)
+        return real(reward, key, x, prompts, metas, rows)
+
+    monkeypatch.setattr(S, "_score_group", group)
+    with pytest.raises(Interrupted, match=r"the 4 of 8 images fully scored so far are kept in .*partial"):
+        main([*argv, "--out", str(out)])
+    assert not out.exists()
+    partial = S.partial_path(out)
+    assert len(partial.read_text().splitlines()) == 1 + 4
+    stop["at"] = -1
+    assert main([*argv, "--out", str(out)]) == 0
+    assert len(scored) == 8  # four images more, not eight
+    assert out.read_text() == (tmp_path / "whole.jsonl").read_text() and not partial.exists()
+
+    # interrupted again after one batch: a rewritten image is scored again, the others are not
+    scored.clear()
+    stop["at"] = 4
+    with pytest.raises(Interrupted):
+        main([*argv, "--batch-size", "4", "--out", str(out)])
+    first = d / "00000" / "samples" / "0000.png"
+    W.render(SPECS[0], 5)[0].save(first)
+    scored.clear()
+    stop["at"] = -1
+    assert main([*argv, "--out", str(out)]) == 0
+    assert scored == [str(first), *sorted(str(f) for f in d.glob("0000[23]/samples/*.png"))]
+
+
+def test_a_partial_of_other_rewards_or_cut_short_is_not_misread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The file an interrupted run left is reused only for the same rewards (else every image is scored again), and
+    a line cut short by a kill is skipped, not an error."""
+    import imgalign.commands.score as S
+
+    d = tmp_path / "gen"
+    for i, s in enumerate(SPECS[:2]):
+        write_prompt_folder(d, i, s.to_metadata(), [W.render(s, 0)[0]])
+    out = tmp_path / "s.jsonl"
+    argv = ["score", str(d), "--batch-size", "1", "--no-progress", "--out", str(out)]
+    partial = S.partial_path(out)
+    files = sorted(str(f) for f in d.rglob("*.png"))
+    scored: list[str] = []
+    real = S._score_group
+
+    def group(reward, key, x, prompts, metas, rows):
+        scored.extend(r["file"] for r in rows)
+        return real(reward, key, x, prompts, metas, rows)
+
+    monkeypatch.setattr(S, "_score_group", group)
+    assert main([*argv, "--reward", "geneval:mode=strict"]) == 0
+    kept = [json.loads(x) for x in out.read_text().splitlines()]
+    entry = {"row": kept[0], "meta": SPECS[0].to_metadata(), "stamp": S._stamp(Path(files[0]))}
+    partial.write_text(json.dumps({"rewards": ["geneval"]}) + "\n" + json.dumps(entry) + "\n")
+    scored.clear()
+    assert main([*argv, "--reward", "geneval:mode=strict"]) == 0
+    assert scored == files  # the partial scored another reward
+    partial.write_text(json.dumps({"rewards": ["geneval:mode=strict"]}) + "\n" + json.dumps(entry) + '\n{"ro')
+    scored.clear()
+    assert main([*argv, "--reward", "geneval:mode=strict"]) == 0
+    assert scored == files[1:]
+    assert [json.loads(x) for x in out.read_text().splitlines()] == kept

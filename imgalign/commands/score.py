@@ -13,6 +13,10 @@ that mean change (std of the per-image differences / sqrt(n)). Pairing the same 
 prompt-to-prompt spread, so this error is far smaller than that of either mean alone. Images pair by their place in
 the GenEval layout (``<index>/samples/<n>.png``), elsewhere by file name; a pair whose prompts differ, or two images
 with the same key on one side, is an error (the scores are written first).
+
+Interrupted (Ctrl-C, a crash, a kill), a run keeps every image it fully scored in ``.<out name>.partial.jsonl``
+beside ``--out``, a batch at a time; the same command run again scores only the rest (an image changed since, or
+whose prompt or metadata changed, is scored again) and deletes that file once ``--out`` is written.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import argparse
 import csv
 import io
 import json
+import logging
 import math
 import os
 import statistics
@@ -28,7 +33,9 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from imgalign.cli import CLIError
+from imgalign.cli import CLIError, Interrupted
+
+log = logging.getLogger(__name__)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -340,6 +347,53 @@ def write_rows(path: Path, rows: list[dict[str, Any]], keys: list[str]) -> None:
     os.replace(tmp, path)
 
 
+def partial_path(out: Path) -> Path:
+    """Where an interrupted run keeps the images it fully scored (see the module docstring)."""
+    return out.with_name(f".{out.name}.partial.jsonl")
+
+
+def _stamp(file: Path) -> list[int]:
+    """Size and modification time: an image rewritten since it was scored is scored again."""
+    st = file.stat()
+    return [st.st_size, st.st_mtime_ns]
+
+
+def read_partial(path: Path, keys: list[str]) -> dict[str, dict[str, Any]]:
+    """The entries ``{"row", "meta", "stamp"}`` an interrupted run with the same rewards kept, by file; empty when
+    there is none or it scored other rewards (said in the log). A line cut short by a kill is skipped."""
+    if not path.is_file():
+        return {}
+    lines = path.read_text(errors="replace").splitlines()
+    try:
+        head = json.loads(lines[0]) if lines else None
+    except json.JSONDecodeError:
+        head = None
+    if not isinstance(head, dict) or head.get("rewards") != keys:
+        held = head.get("rewards") if isinstance(head, dict) else None
+        log.info("not reusing %s: it holds scores of %s, not of %s; scoring every image", path, held, keys)
+        return {}
+    done: dict[str, dict[str, Any]] = {}
+    for line in lines[1:]:
+        try:
+            entry = json.loads(line)
+            done[entry["row"]["file"]] = entry
+        except (json.JSONDecodeError, KeyError, TypeError):
+            continue
+    return done
+
+
+def _reusable(entry: dict[str, Any] | None, f: Path, meta: dict[str, Any] | None, keys: list[str]) -> bool:
+    if entry is None or entry.get("meta") != meta or not f.is_file() or entry.get("stamp") != _stamp(f):
+        return False
+    row = entry["row"]
+    return row.get("error") is None and all(k in row.get("scores", {}) for k in keys)
+
+
+def _append_partial(path: Path, entries: list[dict[str, Any]]) -> None:
+    with path.open("a") as fh:
+        fh.write("".join(json.dumps(e) + "\n" for e in entries))
+
+
 def run_score(args: argparse.Namespace) -> int:
     from tqdm.auto import tqdm
 
@@ -389,48 +443,85 @@ def run_score(args: argparse.Namespace) -> int:
             "--prompts FILE.jsonl with file/prompt rows, or score a folder in the GenEval layout"
         )
 
+    # the images an interrupted run with the same --out and rewards scored are not scored again; the file is
+    # rewritten with just those (a line cut short by a kill would swallow the next one appended)
+    partial = partial_path(out)
+    done = read_partial(partial, keys)
+    kept = [done[str(f)] for f in files if _reusable(done.get(str(f)), f, prompt_rows[f], keys)]
+    tmp = partial.with_name(partial.name + ".tmp")
+    tmp.parent.mkdir(parents=True, exist_ok=True)
+    tmp.write_text(json.dumps({"rewards": keys}) + "\n" + "".join(json.dumps(e) + "\n" for e in kept))
+    os.replace(tmp, partial)
+    reused = {e["row"]["file"]: e["row"] for e in kept}
+    if reused:
+        log.info(
+            "%d of %d images were scored by an interrupted run (%s); scoring the rest",
+            len(reused),
+            len(files),
+            partial,
+        )
+
     rows: list[dict[str, Any]] = []
-    pending: list[tuple[dict[str, Any], Any, dict[str, Any] | None]] = []
+    pending: list[tuple[dict[str, Any], Any, dict[str, Any] | None, list[int]]] = []
 
     def flush() -> None:
         groups: dict[tuple[int, int], list[tuple[dict[str, Any], Any, dict[str, Any] | None]]] = defaultdict(
             list
         )
         for item in pending:
-            groups[item[1].size].append(item)
+            groups[item[1].size].append(item[:3])
         for group in groups.values():
             x = pil_batch([g[1] for g in group])
             prompts = [g[0]["prompt"] or "" for g in group]
             metas = [g[2] or {} for g in group]
             for key, reward in rewards.items():
                 _score_group(reward, key, x, prompts, metas, [g[0] for g in group])
+        # a batch is kept once every reward scored it; rows with an error are scored again by a rerun
+        _append_partial(
+            partial,
+            [{"row": r, "meta": m, "stamp": st} for r, _, m, st in pending if r["error"] is None],
+        )
         pending.clear()
 
-    for f in tqdm(files, desc="score", disable=args.no_progress, unit="img"):
-        row: dict[str, Any] = {"file": str(f), "prompt": None, "scores": {}, "error": None}
-        rows.append(row)
-        meta = prompt_rows[f]
-        if meta is not None:
-            row["prompt"] = meta["prompt"]
-        elif needs_prompt:
-            hint = (
-                "add it to --prompts"
-                if mapping is not None
-                else "pass --prompts FILE.jsonl with file/prompt rows"
-            )
-            row["error"] = f"no prompt for {f}: {hint} (or use the GenEval folder layout)"
-            continue
-        try:
-            img = read_image(f)
-        except ImageReadError as e:
-            row["error"] = str(e)
-            continue
-        pending.append((row, img, meta))
-        if len(pending) >= args.batch_size:
+    try:
+        for f in tqdm(files, desc="score", disable=args.no_progress, unit="img"):
+            if str(f) in reused:
+                rows.append(reused[str(f)])
+                continue
+            row: dict[str, Any] = {"file": str(f), "prompt": None, "scores": {}, "error": None}
+            rows.append(row)
+            meta = prompt_rows[f]
+            if meta is not None:
+                row["prompt"] = meta["prompt"]
+            elif needs_prompt:
+                hint = (
+                    "add it to --prompts"
+                    if mapping is not None
+                    else "pass --prompts FILE.jsonl with file/prompt rows"
+                )
+                row["error"] = f"no prompt for {f}: {hint} (or use the GenEval folder layout)"
+                continue
+            try:
+                stamp = _stamp(f)  # before reading: a file rewritten while it is scored is scored again
+                img = read_image(f)
+            except (ImageReadError, OSError) as e:
+                row["error"] = str(e)
+                continue
+            pending.append((row, img, meta, stamp))
+            if len(pending) >= args.batch_size:
+                flush()
+        if pending:
             flush()
-    if pending:
-        flush()
+    except KeyboardInterrupt:
+        n = sum(1 for _ in partial.open()) - 1
+        if not n:
+            raise Interrupted("interrupted before any image was fully scored") from None
+        raise Interrupted(
+            f"interrupted; the {n} of {len(files)} images fully scored so far are kept in {partial}: run the same "
+            "command again to score the rest"
+        ) from None
     write_rows(out, rows, keys)
+    partial.unlink(missing_ok=True)
     print(summary_table(rows, keys))
     print(f"wrote {out}")
     if baseline is not None:
