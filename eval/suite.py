@@ -89,9 +89,16 @@ def read_folder(root: Path) -> Iterator[PromptFolder]:
         raise FileNotFoundError(f"image folder {str(root)!r} does not exist")
     dirs = sorted(p for p in root.iterdir() if p.is_dir() and p.name.isdigit())
     if not dirs:
+        # e.g. the --out of `imgalign eval --model`, whose generated images are in its images/ folder
+        inner = [
+            c
+            for c in sorted(root.iterdir())
+            if c.is_dir() and any(g.is_dir() and g.name.isdigit() for g in c.iterdir())
+        ]
+        hint = f"; its sub-folder {str(inner[0])!r} does: give that" if inner else ""
         raise FileNotFoundError(
-            f"{str(root)!r} holds no prompt folders; expected the GenEval layout <5-digit index>/metadata.jsonl and "
-            "<index>/samples/<4-digit>.png"
+            f"{str(root)!r} holds no prompt folders{hint}; expected the GenEval layout <5-digit index>/metadata.jsonl "
+            "and <index>/samples/<4-digit>.png"
         )
     for d in dirs:
         meta_path = d / "metadata.jsonl"

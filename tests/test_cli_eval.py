@@ -418,7 +418,14 @@ def test_eval_errors_are_clear(tmp_path, capsys):
     empty = tmp_path / "empty"
     empty.mkdir()
     assert main(["eval", "--images", str(empty), "--out", str(tmp_path / "o2")]) == 2
-    assert "holds no prompt folders" in capsys.readouterr().err
+    assert "holds no prompt folders; expected" in capsys.readouterr().err
+    # the --out of an `eval --model` run: its generated images are in images/, and the error says so
+    from imgalign.eval.suite import write_prompt_folder
+
+    spec = W.single_object("circle")
+    write_prompt_folder(empty / "images", 0, spec.to_metadata(), [W.render(spec, 0)[0]])
+    assert main(["eval", "--images", str(empty), "--out", str(tmp_path / "o2")]) == 2
+    assert f"its sub-folder {str(empty / 'images')!r} does: give that" in capsys.readouterr().err
     shutil.rmtree(empty)
     # a prompt the shapes world cannot draw fails with its line, before --out is claimed
     vocab = tmp_path / "vocab.jsonl"
