@@ -521,6 +521,15 @@ def comparability_notes(
         notes.append(
             f"Tasks in only one of the two: {', '.join(only)} (the overall scores average different tasks)."
         )
+    # e.g. a baseline of the train prompts against an evaluation of the test prompts
+    cur_p = {r.get("prompt") for r in cur_rows}
+    base_p = {r.get("prompt") for r in base_rows}
+    if cur_p and base_p and cur_p != base_p:
+        notes.append(
+            f"Different prompts: {len(cur_p - base_p)} of the current {len(cur_p)} are not in the baseline and "
+            f"{len(base_p - cur_p)} of its {len(base_p)} not in the current (the task scores average different "
+            "prompts)."
+        )
     # the same file names are the same noise only when the seed and the sampler match (eval_args / sampler)
     cur_args, base_args = current.get("eval_args") or {}, baseline.get("eval_args") or {}
     differ = [k for k in ("seed",) if k in cur_args and k in base_args and cur_args[k] != base_args[k]]

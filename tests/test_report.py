@@ -575,6 +575,14 @@ def test_comparison_notes_name_what_is_not_like_for_like():
         "Different image counts: baseline 4, current 6.",
         "Tasks in only one of the two: colors, position (the overall scores average different tasks).",
     ]
+    # another prompt set (the train prompts against the test prompts) is named; the same set in another order is not
+    rows = [{"file": f"{i:05d}/samples/0000.png", "prompt": p, "correct": True} for i, p in enumerate("abc")]
+    other = [{**r, "prompt": p} for r, p in zip(rows, "abd")]
+    assert comparability_notes(base, base, rows, other)[0] == (
+        "Different prompts: 1 of the current 3 are not in the baseline and 1 of its 3 not in the current (the task "
+        "scores average different prompts)."
+    )
+    assert not any("prompts" in n for n in comparability_notes(base, base, rows, rows[::-1]))
 
 
 def test_the_failure_gallery_takes_the_tasks_in_turn(tmp_path, monkeypatch):
