@@ -162,6 +162,23 @@ def test_an_empty_set_gives_no_reward_and_a_nan_image_does_not_poison_the_set(ca
     torch.testing.assert_close(out[:3], clean(real[:3], [""] * 3).scores)
 
 
+def test_an_image_with_one_nan_pixel_is_left_out_like_a_nan_image() -> None:
+    """One NaN pixel makes only some of the stats features NaN (those of its channel): the row is still not finite,
+    so it stays out of the set (the sums would be NaN for good) and its own reward is NaN, the others' finite."""
+    r = FIDReward(features="stats", ref="shapes", ref_size=64, set_size=40)
+    g = torch.Generator().manual_seed(1)
+    imgs = torch.rand(5, 3, 64, 64, generator=g)
+    imgs[4, 0, 3, 3] = float("nan")
+    f = r.encoder(imgs[4:]).double()
+    assert torch.isfinite(f).any() and not torch.isfinite(f).all()  # a partly NaN feature row
+    out = r.update(imgs[:4])
+    assert out["fid/set_size"] == 4.0  # the set's size, not set_size
+    r.update(imgs[4:])
+    assert r.buffer.shape[0] == 4 and torch.isfinite(r.sum1).all() and torch.isfinite(r.sum2).all()
+    scores = r(imgs[2:], [""] * 3).scores
+    assert torch.isfinite(scores[:2]).all() and torch.isnan(scores[2])
+
+
 def test_a_full_set_slides_scores_against_its_oldest_member_and_keeps_the_newest_on_resume() -> None:
     """set_size=4 with 6 samples pushed: the set is the last 4 (sums, mean and covariance as recomputed from them);
     a sample's reward replaces the oldest member (a direct FD recomputation); mode=group replaces the B oldest
