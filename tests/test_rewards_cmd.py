@@ -11,7 +11,7 @@ from test_rewards_heads import degrade, write_folder
 
 from imgalign.cli import main
 from imgalign.rewards.base import build_reward
-from imgalign.rewards.fid import shapes_reference_images
+from imgalign.rewards.fid import load_stats, shapes_reference_images
 
 torch.set_num_threads(1)
 
@@ -30,6 +30,8 @@ def test_fd_renders_vs_degraded(tmp_path: Path, capsys: pytest.CaptureFixture) -
     assert same < 0.1 * other
     stats = tmp_path / "a.safetensors"
     assert main(["rewards", "fid-stats", "--images", str(a), "--features", "stats", "--out", str(stats)]) == 0
+    # the folder's image count (not the --n of renders) is printed and recorded
+    assert f"wrote {stats} (100 images, " in capsys.readouterr().out and load_stats(stats)[2] == 100
     assert _fd(capsys, str(stats), str(b), "--features", "stats") == pytest.approx(same, rel=1e-5)
     r = build_reward(f"fid:features=stats,ref={stats},set_size=32,init={b}")
     assert torch.isfinite(r(shapes_reference_images(4, seed=9), [""] * 4).scores).all()
@@ -281,7 +283,7 @@ def test_fd_of_two_render_sets_and_fid_stats_of_renders(
     """'shapes' as both sides of fd is two independent render sets (seeds 0 and 1), not one set against itself;
     fid-stats of renders takes --n of them and records that count."""
     from imgalign.rewards.features import build_features
-    from imgalign.rewards.fid import frechet_distance, load_stats, stats_of
+    from imgalign.rewards.fid import frechet_distance, stats_of
 
     enc = build_features("stats")
     want = frechet_distance(
@@ -402,10 +404,12 @@ def test_too_few_renders_and_no_corruption_kind_are_refused_naming_the_flag(
         assert f"--n must be at least 2 (renders for --images shapes; a covariance needs 2), got {n}" in (
             capsys.readouterr().err
         )
-        assert main(["rewards", "fd", "shapes", "shapes", "--features", "stats", "--n", n]) == 2
-        assert f"--n must be at least 2 (renders for 'shapes'; a covariance needs 2), got {n}" in (
-            capsys.readouterr().err
-        )
+        # 'shapes' as either side: the second too (a folder or stats file first)
+        for a, b in (("shapes", "shapes"), (str(tmp_path / "imgs"), "shapes")):
+            assert main(["rewards", "fd", a, b, "--features", "stats", "--n", n]) == 2
+            assert f"--n must be at least 2 (renders for 'shapes'; a covariance needs 2), got {n}" in (
+                capsys.readouterr().err
+            )
         folder = tmp_path / "art"
         assert main(["rewards", "build-shapes-artifact", "--n", n, "--out", str(folder)]) == 2
         assert not folder.exists() and f"--n must be at least 2 (training images per class), got {n}" in (
