@@ -138,6 +138,9 @@ def test_report_errors(tmp_path, capsys):
     (run / "metrics.jsonl").write_text('{"step": 0}\n{broken\n{"step": 2}\n')
     assert main(["report", str(run)]) == 2
     assert "metrics.jsonl:2: not valid JSON" in capsys.readouterr().err
+    (run / "metrics.jsonl").write_text('{"step": 0}\n[1, 2]\n')  # valid JSON, not an object
+    assert main(["report", str(run)]) == 2
+    assert "metrics.jsonl:2: expected one flat JSON object per line" in capsys.readouterr().err
     for bad in ('"x"', "null", "true", "NaN", "Infinity"):  # json reads NaN and Infinity as floats
         (run / "metrics.jsonl").write_text(
             f'{{"step": 0, "reward/a/mean": 1}}\n{{"step": {bad}, "reward/a/mean": 2}}\n'
@@ -229,6 +232,7 @@ def test_comparison_and_failure_gallery(tmp_path):
     with Image.open(cur / "failures.png") as g:
         arr = np.asarray(g.convert("RGB"))
     assert (arr == (200, 30, 30)).all(-1).sum() > 100 and "2 failed images" in md
+    assert "(1 failed images" in write_comparison(cur, base, max_failures=1)  # the gallery's cap
     with pytest.raises(FileNotFoundError, match="--baseline needs"):
         write_comparison(cur, tmp_path / "nothing")
     # compared again with nothing failing: the old failures.png is removed, not left beside the new comparison.md
@@ -239,6 +243,13 @@ def test_comparison_and_failure_gallery(tmp_path):
     (base / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     md = write_comparison(base, cur)
     assert not (base / "failures.png").exists() and "failures.png" not in md
+    # images read from another folder (a run's own generated images) when given one
+    from imgalign.eval.reports import failure_gallery
+
+    (cur / "images").rename(tmp_path / "moved")
+    assert failure_gallery(cur, tmp_path / "g.png", images_dir=tmp_path / "moved") == 2
+    with Image.open(tmp_path / "g.png") as g:
+        assert (np.asarray(g.convert("RGB")) == (200, 30, 30)).all(-1).sum() > 100
 
 
 def test_comparison_on_shapes_evaluations(tmp_path):
@@ -341,6 +352,24 @@ def test_report_compare_groups_of_runs_and_nfe_to_target(tmp_path, capsys):
     target = ["--target", "eval/shapes/overall=0.05", "--window", "1", "--out", str(tmp_path / "z")]
     assert main([*args[:-6], *target]) == 0
     assert "undefined (tree reached it at perf/nfe_total = 0)" in (tmp_path / "z" / "compare.md").read_text()
+    # a group none of whose runs reach the target has no mean, so there is no ratio (not one "reached at 0")
+    slow = [run(tmp_path / f"slow{i}", 50.0, 0.01) for i in range(2)]
+    never = ["report", "--compare", f"flat={flat[0]},{flat[1]}", f"slow={slow[0]},{slow[1]}", *args[4:-1]]
+    assert main([*never, str(tmp_path / "n")]) == 0
+    md = (tmp_path / "n" / "compare.md").read_text()
+    assert "| slow | not reached, not reached | — |" in md and "Ratio" not in md
+
+
+def test_report_compare_table_gives_each_runs_first_and_last_value_not_its_best(tmp_path):
+    run = tmp_path / "r"
+    run.mkdir()
+    rows = [{"step": i, "reward/r/mean": v} for i, v in enumerate((0.3, 0.5, 0.2), start=1)]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert (
+        main(["report", "--compare", f"a={run}", "--keys", "reward/r/mean", "--out", str(tmp_path / "c")])
+        == 0
+    )
+    assert "| a | `r` | `reward/r/mean` | 0.3 | 0.2 |" in (tmp_path / "c" / "compare.md").read_text()
 
 
 def test_report_compare_rejects_bad_arguments(tmp_path, capsys):
