@@ -316,6 +316,11 @@ def test_init_starts_from_a_folder_and_only_sample_and_group_modes_exist(tmp_pat
     feats = r.encoder(folder_images(tmp_path)).double()
     assert r.ready() and torch.equal(r.buffer, feats)
     torch.testing.assert_close(r.sum1, feats.sum(0))
+    # ref=FOLDER: the reference statistics are those of every image in the folder
+    ref = FIDReward(features="stats", ref=str(tmp_path), set_size=8)
+    mu, sigma = stats_of(feats)
+    torch.testing.assert_close(ref.mu_ref, mu)
+    torch.testing.assert_close(ref.sigma_ref, sigma)
     with pytest.raises(ValueError, match="mode must be 'sample' or 'group', got 'batch'"):
         FIDReward(features="stats", ref_size=16, mode="batch")
     assert (
