@@ -421,6 +421,21 @@ def test_report_compare_rejects_bad_arguments(tmp_path, capsys):
         assert "--out '/proc/imgalign-report': cannot write in '/proc'" in capsys.readouterr().err
 
 
+def test_series_vs_reads_x_at_the_same_step_and_drops_a_step_without_it():
+    """x from a cumulative counter logged at the same step (0 at step 0, the base model's evaluation); a value at a
+    step that logged no counter is left out, not plotted at x = 0."""
+    from imgalign.eval.reports import series_vs
+
+    rows = [
+        {"step": 0, "r": 0.1},
+        {"step": 1, "r": 0.2, "nfe": 10},
+        {"step": 2, "r": 0.3},
+        {"step": 3, "nfe": 30},
+    ]
+    x, y = series_vs(rows, "r", "nfe")
+    assert x.tolist() == [0.0, 10.0] and y.tolist() == [0.1, 0.2]
+
+
 def test_group_mean_interpolates_each_run_over_the_span_all_runs_cover():
     import numpy as np
 
