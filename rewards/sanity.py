@@ -74,12 +74,15 @@ class PairResult:
 def true_vs_corrupted(
     reward: Any, n: int = 240, seed: int = 0, batch_size: int = 32, kinds: tuple[str, ...] = KINDS
 ) -> PairResult:
-    """Render `n` seeded training specs (all six tasks), score each image with its true prompt and with a
-    corrupted one (:func:`corrupt_spec` restricted to `kinds`); ties and non-finite scores count as failures."""
-    from imgalign.prompts.shapes import sample_training_specs
+    """Render `n` seeded training specs, score each image with its true prompt and with a corrupted one
+    (:func:`corrupt_spec` restricted to `kinds`); ties and non-finite scores count as failures. The specs come from
+    the tasks that one of `kinds` applies to (all six for the default kinds; counting alone for ``("count",)``),
+    so a restricted check measures those corruptions, not shape changes of the other tasks."""
+    from imgalign.prompts.shapes import all_specs, sample_training_specs
 
     rng = random.Random(seed)
-    specs = sample_training_specs(n, seed=seed)
+    tasks = [t for t in W.TASKS if any(set(applicable_kinds(s)) & set(kinds) for s in all_specs(t, "train"))]
+    specs = sample_training_specs(n, seed=seed, tasks=tasks)
     pairs = [corrupt_spec(s, rng, kinds) for s in specs]
     bad, bad_kinds = [p[0] for p in pairs], [p[1] for p in pairs]
     images = W.render_tensor(specs, seed=seed)

@@ -363,8 +363,9 @@ def test_check_reads_seed_and_kinds_and_reports_each_mean(
     assert seen[0] == seen[2] and seen[0][1] is not None and len(seen[0][1]) == 6  # same pairs, with metadata
     assert res.mean_true != res.mean_corrupted
     tasks = ", ".join(f"{k} {v:.2f}" for k, v in res.per_task.items())
-    kinds = ", ".join(f"{k} {v:.2f}" for k, v in res.per_kind.items())  # shape where no colour can change
-    assert "colour" in res.per_kind and not {"count", "relation", "swap"} & set(res.per_kind)
+    kinds = ", ".join(f"{k} {v:.2f}" for k, v in res.per_kind.items())
+    # only prompts a colour change applies to (it left the other tasks to shape corruptions)
+    assert set(res.per_kind) == {"colour"} and set(res.per_task) <= {"colors", "color_attr"}
     line = (
         f"true > corrupted in {res.accuracy:.3f} of 6 pairs ({tasks}; by corruption: {kinds}); "
         f"mean true {res.mean_true:.4f}, corrupted {res.mean_corrupted:.4f}\n"

@@ -79,7 +79,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument(
         "--kinds",
         default="shape,colour,count,relation,swap",
-        help="corruption kinds to draw from (comma-separated): shape, colour, count, relation, swap",
+        help="corruption kinds to draw from (comma-separated): shape, colour, count, relation, swap; the prompts come "
+        "from the tasks they apply to (count: counting prompts only)",
     )
     q.add_argument("--device", default="cpu")
     q.set_defaults(func=run_check)
