@@ -709,6 +709,32 @@ def test_a_checkpoint_of_another_config_is_refused_before_the_model_is_built(tmp
     assert list(ckpt.parent.iterdir()) == [ckpt]  # nothing written beside it
 
 
+@pytest.mark.parametrize("component", ["clip", "vlm", "t2i"])
+def test_a_damaged_training_checkpoint_is_one_error_naming_it(tmp_path, capsys, component):
+    """A truncated checkpoint (a full disk, a copy cut off) in a pretraining folder was torch's zip-reader
+    traceback on the rerun; it is now one error line that names the file and says how to start over."""
+    from imgalign.cli import main
+    from imgalign.pretrain import t2i
+
+    if (
+        component == "t2i"
+    ):  # its checkpoints are read after the training images are rendered: read one directly
+        ckpt = tmp_path / "vae-ckpt.pt"
+        ckpt.write_bytes(b"PK\x03\x04 cut off")
+        with pytest.raises(ValueError, match=r"vae-ckpt.pt: damaged training checkpoint.*delete it"):
+            t2i.load_state(ckpt)
+        return
+    mod, tiny = (clip_pt, TINY_CLIP) if component == "clip" else (vlm_pt, TINY_VLM)
+    ckpt = tmp_path / f"{mod.FOLDER}.train" / "checkpoint.pt"
+    C.save_checkpoint(ckpt, {"step": 1})
+    ckpt.write_bytes(ckpt.read_bytes()[:100])
+    sets = [a for k, v in tiny.items() for a in ("--set", f"{k}={list(v) if isinstance(v, tuple) else v}")]
+    rc = main(["world", "pretrain", "--component", component, "--out", str(tmp_path), *sets])
+    err = capsys.readouterr().err
+    assert rc == 2 and f"{ckpt}: damaged training checkpoint" in err and "delete it" in err
+    assert "Traceback" not in err
+
+
 @pytest.mark.parametrize(
     "module, bad, message",
     [

@@ -49,3 +49,22 @@ def config_changes(old: dict[str, Any], new: dict[str, Any]) -> str:
 
     keys = sorted(k for k in set(old) | set(new) if k not in old or k not in new or old[k] != new[k])
     return "; ".join(f"{k}: {show(old, k)} -> {show(new, k)}" for k in keys)
+
+
+def load_state(path: Any) -> dict[str, Any] | None:
+    """The training checkpoint at `path` (``weights_only=True``: tensors and plain data), or None when there is
+    none. A damaged one (truncated, overwritten, not a checkpoint) raises a ValueError naming the file, instead of
+    torch's zip-reader traceback."""
+    import pickle
+
+    import torch
+
+    if not path.is_file():
+        return None
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except (RuntimeError, EOFError, pickle.UnpicklingError) as e:
+        raise ValueError(
+            f"{path}: damaged training checkpoint, cannot be read ({str(e).splitlines()[0]}); delete it to "
+            "start this stage over from step 0, or use another --out"
+        ) from None

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from imgalign import shapes as W
-from imgalign.pretrain import config_changes
+from imgalign.pretrain import config_changes, load_state
 from imgalign.prompts.shapes import sample_training_specs
 
 CAPTION_KINDS: tuple[str, ...] = ("prompt", "full", "shapes", "colours")
@@ -195,12 +195,9 @@ def final_metrics(
 
 
 def load_checkpoint(path: Path) -> dict[str, Any] | None:
-    """The checkpoint at `path`, or None when there is none (``weights_only=True``: tensors and plain data)."""
-    import torch
-
-    if not path.is_file():
-        return None
-    return torch.load(path, map_location="cpu", weights_only=True)
+    """The checkpoint at `path`, or None when there is none (``weights_only=True``: tensors and plain data); a
+    damaged one raises a ValueError naming it."""
+    return load_state(path)
 
 
 def resume_state(path: Path, cfg: Any, name: str) -> dict[str, Any] | None:

@@ -37,7 +37,7 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from imgalign.config import field
-from imgalign.pretrain import config_changes, restores_torch_threads
+from imgalign.pretrain import config_changes, load_state, restores_torch_threads
 from imgalign.shapes import IMAGE_SIZE
 
 FOLDER = "shapes-t2i"
@@ -372,12 +372,6 @@ def save_state(path: Path, state: dict[str, Any]) -> None:
     tmp = path.with_name(path.name + ".tmp")
     torch.save(state, tmp)
     os.replace(tmp, path)
-
-
-def load_state(path: Path) -> dict[str, Any] | None:
-    if not path.exists():
-        return None
-    return torch.load(path, weights_only=True, map_location="cpu")
 
 
 def rng_state(gen: torch.Generator) -> dict[str, Any]:
