@@ -1013,6 +1013,23 @@ def test_a_grey_or_rgba_png_is_judged_as_rgb(tmp_path):
         assert im.getpixel((0, 0)) == ((200, 200, 200) if mode == "L" else (10, 20, 30))
 
 
+def test_a_16_bit_png_is_judged_scaled_to_8_bits_not_white(tmp_path):
+    """PIL's convert("RGB") clips a 16-bit PNG's 0-65535 values at 255, so a 16-bit render (e.g. from an image
+    editor) was judged as an all-white image; it is scaled as the rewards read it."""
+    import numpy as np
+    from PIL import Image
+
+    from imgalign.eval.suite import load_image
+
+    a = np.zeros((4, 6), dtype=np.uint16)
+    a[:, 3:] = 200 * 257  # a dark left half, a light grey right half
+    Image.fromarray(a).save(tmp_path / "deep.png")
+    with Image.open(tmp_path / "deep.png") as raw:
+        assert raw.mode.startswith("I")
+    px = np.asarray(load_image(tmp_path / "deep.png"))
+    assert px.shape == (4, 6, 3) and px[0, 0].tolist() == [0, 0, 0] and px[0, 5].tolist() == [200, 200, 200]
+
+
 def test_an_eval_identity_names_both_judges_and_the_resolved_image_folder(tmp_path, monkeypatch):
     """Another colour classifier gives other verdicts, and the same folder given relatively from another directory
     is the same evaluation: both are in the identity an --out folder is claimed with."""
