@@ -236,6 +236,15 @@ def test_config_validation():
         tiny_config(cfg_dropout=1.0).validate()  # every prompt dropped: nothing conditional is learned
     with pytest.raises(ValueError, match="vae_crop a multiple of 4"):
         tiny_config(vae_crop=30).validate()
+    # heads=0 was a convolution traceback after the training images were rendered; shift=-1 and logit_std=-1 trained
+    for bad, msg in (
+        ({"heads": 0}, "heads must be at least 1"),
+        ({"layers": 0}, "layers must be at least 1"),
+        ({"shift": -1.0}, "shift must be > 0"),
+        ({"logit_std": 0.0}, "logit_std must be > 0"),
+    ):
+        with pytest.raises(ValueError, match=msg):
+            tiny_config(**bad).validate()
     # a learning rate of inf or 0 ran the whole pretraining (1 h 45 min) to NaN or to unchanged weights
     for name in ("lr", "vae_lr"):
         for bad in (0.0, -1e-3, math.inf):

@@ -146,7 +146,16 @@ class Config:
             "batch_size",
             "ckpt_every",
             "eval_prompts",
+            "layers",
+            "heads",
+            "text_layers",
+            "text_width",
         )
+        # a shift <= 0 maps some sigmas through 0 or below (division by zero in the scheduler), and a std <= 0 is
+        # no distribution (a negative one passed silently as its absolute value)
+        for name in ("shift", "logit_std"):
+            if not 0 < getattr(self, name) < math.inf:
+                raise ValueError(f"{name} must be > 0 and finite (got {getattr(self, name)})")
         if not 0 <= self.ema < 1:
             raise ValueError(f"ema must be in [0, 1) (got {self.ema})")
         if self.vae_crop > IMAGE_SIDE:
