@@ -757,6 +757,13 @@ def test_a_damaged_training_checkpoint_is_one_error_naming_it(tmp_path, capsys, 
         ("vlm", {"text_heads": 2, "text_kv_heads": 4}, "multiple of text_kv_heads"),
         ("vlm", {"caption_weights": (1.0,)}, "caption_weights needs 4"),
         ("vlm", {"query_prob": -0.1}, r"query_prob must be in \[0, 1\]"),
+        # sizes of 0: a ZeroDivisionError traceback (heads) or a model with nothing in it
+        ("clip", {"text_heads": 0}, "text_heads must be at least 1"),
+        ("clip", {"vision_head_width": 0}, "vision_head_width must be at least 1"),
+        ("clip", {"vision_layers": 0}, "vision_layers must be at least 1"),
+        ("vlm", {"text_kv_heads": 0}, "text_kv_heads must be at least 1"),
+        ("vlm", {"vision_heads": 0}, "vision_heads must be at least 1"),
+        ("vlm", {"text_layers": 0}, "text_layers must be at least 1"),
     ],
 )
 def test_encoder_settings_that_would_fail_late_are_refused_up_front(module, bad, message):

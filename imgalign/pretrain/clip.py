@@ -92,6 +92,11 @@ class Config:
     threads: int = field(1, help="torch CPU threads")
 
     def validate(self) -> None:
+        from imgalign.pretrain.encoder_common import check_at_least
+
+        # sizes of 0 were a ZeroDivisionError traceback (heads) or a model built with nothing in it
+        sizes = ("embed_dim", "vision_width", "vision_layers", "vision_head_width", "patch_size")
+        check_at_least(self, 1, *sizes, "text_width", "text_layers", "text_heads")
         if self.steps < 1 or self.batch_size < 2:
             raise ValueError("clip: steps must be >= 1 and batch_size >= 2 (a contrastive batch needs pairs)")
         if self.pool_size < self.batch_size:

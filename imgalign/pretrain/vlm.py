@@ -113,6 +113,11 @@ class Config:
     threads: int = field(1, help="torch CPU threads")
 
     def validate(self) -> None:
+        from imgalign.pretrain.encoder_common import check_at_least
+
+        # sizes of 0 were a ZeroDivisionError traceback (heads) or a model built with nothing in it
+        sizes = ("vision_width", "vision_layers", "vision_heads", "patch_size", "text_width", "text_layers")
+        check_at_least(self, 1, *sizes, "text_heads", "text_kv_heads", "text_ffn")
         if self.steps < 1 or self.batch_size < 1:
             raise ValueError("vlm: steps and batch_size must be >= 1")
         if self.pool_size < self.batch_size:
