@@ -242,6 +242,9 @@ def test_config_validation():
         ({"layers": 0}, "layers must be at least 1"),
         ({"shift": -1.0}, "shift must be > 0"),
         ({"logit_std": 0.0}, "logit_std must be > 0"),
+        ({"vae_groups": 0}, "vae_groups must be at least 1"),
+        ({"vae_groups": 3}, r"vae_channels \[.*\] must be positive multiples of vae_groups \(3\)"),
+        ({"t5_tokens": -1}, "t5_tokens must be at least 0"),
     ):
         with pytest.raises(ValueError, match=msg):
             tiny_config(**bad).validate()

@@ -150,7 +150,17 @@ class Config:
             "heads",
             "text_layers",
             "text_width",
+            "vae_groups",
         )
+        if self.t5_tokens < 0:
+            raise ValueError(
+                f"t5_tokens must be at least 0 (got {self.t5_tokens}); set it with --set t5_tokens=N"
+            )
+        if any(c < 1 or c % self.vae_groups for c in self.vae_channels):
+            raise ValueError(
+                f"vae_channels {list(self.vae_channels)} must be positive multiples of vae_groups ({self.vae_groups}), "
+                "the autoencoder's GroupNorm groups"
+            )
         # a shift <= 0 maps some sigmas through 0 or below (division by zero in the scheduler), and a std <= 0 is
         # no distribution (a negative one passed silently as its absolute value)
         for name in ("shift", "logit_std"):
