@@ -95,6 +95,26 @@ def test_metadata_round_trip_matches_official_schema():
             },
             "exclude[0].count must be a positive integer",
         ),
+        (
+            {
+                "tag": "counting",
+                "include": [{"class": "circle", "count": 2}],
+                "exclude": [{"class": "star", "count": 3}],
+            },
+            "exclude[0].class: unknown shape 'star'",
+        ),
+        (
+            {"tag": "single_object", "include": [{"count": 1}]},
+            "include[0] must be an object with a 'class' field",
+        ),
+        (
+            {
+                "tag": "position",
+                "include": [{"class": "circle"}, {"class": "square", "position": ["above", "0"]}],
+            },
+            "include[1].position must be [relation, target index]",
+        ),
+        ([{"tag": "single_object"}], "metadata must be a JSON object, got list"),
     ],
 )
 def test_bad_specs_name_the_field(meta, field):
@@ -362,3 +382,9 @@ def test_write_eval_set_writes_the_committed_file(tmp_path):
     out = tmp_path / "eval.jsonl"
     P.write_eval_set(out)
     assert out.read_text() == P.EVAL_SET_PATH.read_text()
+
+
+def test_a_null_exclude_parses_as_none():
+    """`"exclude": null` (as a JSON writer may emit for a spec with no exclude) is no exclude clause."""
+    spec = W.Spec.from_metadata({"tag": "single_object", "include": [{"class": "circle"}], "exclude": None})
+    assert spec.exclude == () and spec == W.single_object("circle")
