@@ -160,6 +160,7 @@ def test_ema_params_update_and_applied():
         ema.functional(lin, x)
     assert ema_decay(0, 0.001, 0.9) == 0.0 and ema_decay(500, 0.001, 0.9) == pytest.approx(0.5)
     assert ema_decay(10_000, 0.001, 0.9) == 0.9
+    assert ema_decay(-3, 0.001, 0.9) == 0.0  # never a negative decay
 
 
 def test_config_validation():
@@ -175,6 +176,8 @@ def test_config_validation():
     NFTConfig(t_min=0.0, t_max=1.0, ema_decay_max=0.0, ema_decay_ramp=0.0).validate()
     with pytest.raises(ValueError, match="guidance_scale must be >= 1"):
         NFTConfig(guidance_scale=0.5).validate()
+    with pytest.raises(ValueError, match="ref_weight must be >= 0"):
+        NFTConfig(ref_weight=-0.1).validate()
 
 
 class _Toy1D(torch.nn.Module):
@@ -288,6 +291,7 @@ def test_nft_loss_metrics_report_each_term_mean():
     assert float(lp.mean()) != pytest.approx(float(lm.mean()))
     assert out.metrics["nft/loss_plus"] == pytest.approx(float(lp.mean()))
     assert out.metrics["nft/loss_minus"] == pytest.approx(float(lm.mean()))
+    assert out.metrics["nft/r_mean"] == pytest.approx(0.5)
 
 
 def test_ema_decay_one_freezes_and_mismatches_are_refused():
@@ -329,3 +333,51 @@ def test_ema_state_is_a_snapshot_and_construction_is_checked():
         EmaParams([])
     with pytest.raises(ValueError, match="one name per parameter"):
         EmaParams(lin.parameters(), names=["weight"])
+
+
+def test_nft_config_defaults_are_the_documented_ones():
+    """beta 1, c 1, t over all of [0, 1], no pull to the base, CFG-free velocity, EMA decay 0.001·k capped at 0.9."""
+    c = NFTConfig()
+    assert (c.beta, c.adv_clip, c.ref_weight, c.guidance_scale) == (1.0, 1.0, 0.0, 1.0)
+    assert (c.t_min, c.t_max, c.ema_decay_max, c.ema_decay_ramp) == (0.0, 1.0, 0.9, 0.001)
+
+
+def test_nft_loss_terms_check_x_t_and_stay_finite_at_zero_error():
+    """x_t of another shape is refused; when x0_hat± = x0 exactly the losses are 0 (the adaptive weight is clamped
+    at eps, not 0/0 = NaN), and so is the gradient."""
+    x = torch.zeros(2, 3)
+    with pytest.raises(ValueError, match="same shape"):
+        nft_loss_terms(x, x, x, torch.zeros(2, 2), torch.tensor([0.5, 0.5]), 1.0)
+    x0 = torch.tensor([[1.0, -2.0, 0.5], [0.0, 3.0, 1.0]])
+    v = torch.tensor([[0.5, 1.0, -1.0], [2.0, 0.0, 1.0]], requires_grad=True)
+    t = torch.tensor([0.25, 0.75])
+    x_t = x0 + t[:, None] * v.detach()  # x_t - t·v = x0 for v+ = v- = v (v_old = v)
+    lp, lm = nft_loss_terms(v, v.detach(), x0, x_t, t, 1.0)
+    assert torch.equal(lp, torch.zeros(2)) and torch.equal(lm, torch.zeros(2))
+    (lp.sum() + lm.sum()).backward()
+    assert torch.equal(v.grad, torch.zeros(2, 3))
+
+
+def test_nft_loss_terms_compute_low_precision_inputs_in_float32():
+    """bf16 velocities are promoted: the per-sample losses are float32 and equal the float32 computation of the
+    same (bf16-exact) values; noisy_latent keeps the latents' dtype."""
+    g = torch.Generator().manual_seed(0)
+    v, vo, x0, x_t = (torch.randn(2, 8, generator=g).bfloat16() for _ in range(4))
+    t = torch.tensor([0.3, 0.9])
+    lp, lm = nft_loss_terms(v, vo, x0, x_t, t, 1.5)
+    assert lp.dtype == torch.float32 and lm.dtype == torch.float32
+    ref = nft_loss_terms(v.float(), vo.float(), x0.float(), x_t.float(), t, 1.5)
+    assert torch.equal(lp, ref[0]) and torch.equal(lm, ref[1])
+    assert noisy_latent(x0, t, x_t).dtype == torch.bfloat16
+
+
+def test_ema_from_module_tracks_trainable_parameters_in_their_dtype():
+    """from_module keeps only the trainable (requires_grad) parameters, and functional() substitutes the float32
+    shadow cast to each parameter's dtype (a bf16 module runs in bf16)."""
+    lin = torch.nn.Linear(2, 1).bfloat16()
+    lin.bias.requires_grad_(False)
+    ema = EmaParams.from_module(lin, decay=0.5)
+    assert ema.names == ["weight"] and len(ema.shadow) == 1 and ema.shadow[0].dtype == torch.float32
+    x = torch.tensor([[1.0, -2.0]], dtype=torch.bfloat16)
+    out = ema.functional(lin, x)
+    assert out.dtype == torch.bfloat16 and torch.equal(out, lin(x))
