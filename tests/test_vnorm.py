@@ -104,6 +104,8 @@ def test_step_bucket_range_and_bucket_means_hand_computed():
 
     with pytest.raises(ValueError, match="outside"):
         step_bucket(10, 10)
+    with pytest.raises(ValueError, match="outside"):
+        step_bucket(-1, 10)  # not 'late' through BUCKETS[-1]
     out = bucket_means(torch.tensor([1.0, 2.0, 4.0]), ["early", "late", "late"])
     assert out == pytest.approx(
         {"vnorm/norm_ratio/early": 1.0, "vnorm/norm_ratio/late": 3.0, "vnorm/norm_ratio/all": 7 / 3}
@@ -182,6 +184,8 @@ def test_bucket_names_must_match_the_ratios():
         bucket_means(torch.ones(3), ["early", "late"])
     with pytest.raises(ValueError, match="one entry per sample"):
         InflationMeter().update(torch.ones(3, 2), torch.ones(3, 2), sigma=torch.tensor([0.5, 0.1]))
+    with pytest.raises(ValueError, match="pass step_index and num_steps"):
+        InflationMeter().update(torch.ones(3, 2), torch.ones(3, 2), step_index=1)
 
 
 class _RecordingAdapter(_LineAdapter):
