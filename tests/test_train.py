@@ -296,6 +296,67 @@ def test_lr_schedule_warms_up_linearly_then_holds_or_follows_the_cosine_to_zero(
     )
 
 
+def test_setup_builds_the_optimizer_schedule_lora_and_reward_weights_from_the_config(sd3_dir, tmp_path):
+    """AdamW takes train.lr, adam_beta1/2, adam_eps and weight_decay; the cosine decays over every optimizer update
+    of the run (max_steps x updates_per_step); model.lora_alpha 0 is 2 x rank; rewards.weights weight the rewards
+    (each one 1 when not given)."""
+    from imgalign.config import load_config
+    from imgalign.trainers.config import FlowGRPOConfig
+    from imgalign.trainers.trainer import FlowGRPOTrainer
+
+    cfg_d = tiny_config(sd3_dir, tmp_path / "run", train__max_steps=2)
+    cfg_d["model"].update(lora_rank=2)
+    cfg_d["train"].update(
+        updates_per_step=2,
+        warmup_steps=0,
+        lr_schedule="cosine",
+        adam_beta1=0.8,
+        adam_beta2=0.9,
+        adam_eps=1e-6,
+        weight_decay=0.25,
+    )
+    cfg_d["rewards"].update(
+        names=["imgalign.trainers.testing:red_reward", "imgalign.trainers.testing:RunningMeanReward"],
+        weights=[1.0, 3.0],
+    )
+    tr = FlowGRPOTrainer(load_config(FlowGRPOConfig, write(cfg_d, tmp_path / "c.yaml")), tmp_path / "run")
+    tr.setup()
+    group = tr.optimizer.param_groups[0]
+    assert (group["lr"], group["betas"], group["eps"], group["weight_decay"]) == (
+        1e-3,
+        (0.8, 0.9),
+        1e-6,
+        0.25,
+    )
+    factors = [tr.scheduler.lr_lambdas[0](k) for k in range(5)]  # the half cosine over 2 x 2 updates
+    assert factors == pytest.approx(
+        [1.0, 0.5 * (1 + math.cos(math.pi / 4)), 0.5, 0.5 * (1 - math.cos(math.pi / 4)), 0.0]
+    )
+    assert tr.adapter.lora_config["alpha"] == 4.0
+    assert tr.reward_weights.tolist() == [1.0, 3.0]
+
+
+def test_a_full_fine_tune_keeps_a_reference_copy_for_the_evaluations_vnorm_alone(sd3_dir, tmp_path):
+    """Without KL, penalty or anchor the objective needs no reference; eval.vnorm_images > 0 still measures
+    ||v_theta|| / ||v_ref|| at every evaluation, so the frozen copy is kept (else the evaluation raised)."""
+    from imgalign.config import load_config
+    from imgalign.trainers.config import FlowGRPOConfig
+    from imgalign.trainers.trainer import FlowGRPOTrainer
+
+    for vnorm in (0, 2):
+        cfg_d = tiny_config(sd3_dir, tmp_path / f"run{vnorm}", objective__kl_beta=0.0)
+        cfg_d["eval"].update(vnorm_images=vnorm)
+        tr = FlowGRPOTrainer(
+            load_config(FlowGRPOConfig, write(cfg_d, tmp_path / "c.yaml")), tmp_path / f"run{vnorm}"
+        )
+        tr.setup()
+        assert not tr.objective.needs_reference
+        assert (tr.adapter._reference is not None) == (vnorm > 0)
+        if vnorm:
+            with tr.adapter.reference() as ref:
+                assert ref is not tr.adapter.transformer
+
+
 def test_a_bf16_full_fine_tune_loads_with_one_dtype_as_documented(sd3_dir, tmp_path):
     """model.dtype bfloat16: the export holds bf16 frozen parts and the float32 trained transformer; as the README
     says, from_pretrained(dir, dtype=torch.bfloat16) loads one dtype that runs (without a dtype it fed
@@ -892,12 +953,16 @@ def test_update_metrics_keep_the_max_and_min_over_micro_batches_and_average_the_
 
     def loss(ctx, ro, mb, term, adv, valid):
         row = float(mb[0])
-        return sum(p.sum() for p in tr.params) * 0.0, {"x": row, "x_max": row, "x_min": row}
+        mm = {"x": row, "x_max": row, "x_min": row}
+        if row == 7:  # a metric only a micro-batch without a valid sample reports: reported as nothing (NaN)
+            mm.update(y=row, y_max=row, y_min=row)
+        return sum(p.sum() for p in tr.params) * 0.0, mm
 
     tr.objective = SimpleNamespace(terms=lambda ro: [0], loss=loss, masks_invalid=False)
     valid = torch.tensor([False, False, True, True, True, True, False, False])
     m = tr._update(0, ro, torch.zeros(8), valid)
     assert (m["x"], m["x_max"], m["x_min"]) == (3.5, 5.0, 2.0)
+    assert math.isnan(m["y"]) and math.isnan(m["y_max"]) and math.isnan(m["y_min"])  # not -inf / +inf
 
 
 def _edit_rollouts(tr, edit) -> None:
@@ -943,6 +1008,44 @@ def test_a_sample_with_only_non_finite_log_densities_is_masked_too(sd3_dir, tmp_
         6 / 8
     )  # sample 5 and its group mate 4 (one finite reward left)
     assert m["train/skipped_updates"] == 0 and all(torch.isfinite(p).all() for p in tr.params)
+
+
+def test_mask_diverged_zeroes_every_tensor_of_a_diverged_sample_in_place(caplog):
+    """A sample with a non-finite image, trajectory or log-density is flagged, and its image, latents and
+    log-densities are zeroed in place (a padded row's loss term must be an exact 0: NaN·0 is NaN); the others are
+    untouched. A tree rollout (latents per parent row, not per sample) is judged and zeroed by its images only."""
+    from types import SimpleNamespace
+
+    from imgalign.trainers.trainer import FlowGRPOTrainer
+
+    def rollout(b: int, rows: int) -> SimpleNamespace:
+        return SimpleNamespace(
+            prompts=[f"p{i}" for i in range(b)],
+            images=torch.rand(b, 3, 2, 2),
+            latents=torch.randn(rows, 3, 4),
+            log_probs=torch.randn(rows, 2),
+        )
+
+    ro = rollout(4, 4)
+    ro.images[0, 1, 0, 0] = float("nan")
+    ro.latents[1, 2, 3] = float("inf")
+    ro.log_probs[2, 0] = float("nan")
+    before = (ro.images[3].clone(), ro.latents[3].clone(), ro.log_probs[3].clone())
+    with caplog.at_level("WARNING"):
+        bad = FlowGRPOTrainer._mask_diverged(None, ro, 7)
+    assert bad.tolist() == [True, True, True, False]
+    assert (
+        "step 7: 3 sample(s) of the rollout are not finite" in caplog.text
+        and "['p0', 'p1', 'p2']" in caplog.text
+    )
+    for t in (ro.images, ro.latents, ro.log_probs):
+        assert torch.equal(t[:3], torch.zeros_like(t[:3]))
+    assert all(torch.equal(x, y) for x, y in zip((ro.images[3], ro.latents[3], ro.log_probs[3]), before))
+    tree = rollout(4, 2)  # 2 parent rows for 4 samples
+    tree.latents[0] = float("nan")
+    tree.images[3] = float("nan")
+    assert FlowGRPOTrainer._mask_diverged(None, tree, 0).tolist() == [False, False, False, True]
+    assert torch.isnan(tree.latents[0]).all() and not tree.images.isnan().any()
 
 
 def test_a_non_finite_gradient_skips_the_optimizer_update(sd3_dir, tmp_path, caplog):
@@ -1003,12 +1106,23 @@ def test_diverged_samples_stay_out_of_stateful_rewards(sd3_dir, tmp_path):
     def diverging(ro):
         ro.images[1] = float("nan")
         seen["mean"] = float(ro.images[[0, *range(2, 8)]].mean(dim=(1, 2, 3)).sum())
+        seen["prompts"] = [p for i, p in enumerate(ro.prompts) if i != 1]
+        seen["meta"] = [md for i, md in enumerate(ro.metadata) if i != 1]
 
     _edit_rollouts(tr, diverging)
-    m = tr.train_step(0)
     r = tr.rewards["running_mean"]
+    inner = r.update
+
+    def update(images, prompts, metadata=None):
+        seen["updated"] = (list(prompts), list(metadata))
+        return inner(images, prompts, metadata)
+
+    r.update = update
+    m = tr.train_step(0)
     assert m["reward/running_mean/count"] == 7 and r.count == 7
     assert r.total == pytest.approx(seen["mean"], rel=1e-5)
+    # the 7 kept images' prompts and metadata, in order (the diverged sample's group mate keeps its prompt)
+    assert seen["updated"] == (seen["prompts"], seen["meta"]) and len(set(seen["prompts"])) == 4
 
 
 def test_a_diverged_sample_is_masked_even_when_a_reward_scores_it_finite(sd3_dir, tmp_path):
@@ -1311,6 +1425,68 @@ def test_a_metrics_row_is_named_by_the_step_it_ends_in_the_file_and_the_trackers
     assert "set train.warmup_steps" not in caplog.text
 
 
+def test_log_trackers_names_accelerates_trackers_and_all_is_not_a_module(monkeypatch):
+    """log.trackers: none logs nowhere; a comma list is passed to accelerate as its names; 'all' (accelerate's every
+    installed tracker) is no module to look for, so it is not refused as one that is not installed."""
+    import importlib.util
+    from types import SimpleNamespace
+
+    from imgalign.config import ConfigError
+    from imgalign.trainers.trainer import FlowGRPOTrainer
+
+    def fake(trackers: str) -> SimpleNamespace:
+        return SimpleNamespace(cfg=SimpleNamespace(log=SimpleNamespace(trackers=trackers)))
+
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: object() if name == "tensorboard" else None)
+    assert FlowGRPOTrainer._trackers(fake("none")) == []
+    assert FlowGRPOTrainer._trackers(fake("all")) == ["all"]
+    assert FlowGRPOTrainer._trackers(fake(" tensorboard, all ")) == ["tensorboard", "all"]
+    with pytest.raises(ConfigError, match="log.trackers: aim is not installed"):
+        FlowGRPOTrainer._trackers(fake("tensorboard,aim"))
+
+
+def test_rollouts_jsonl_has_one_row_per_sample_with_each_rewards_score_and_its_advantage(tmp_path):
+    """log.save_rollouts: row i of step s names metrics row s + 1, sample i, its group's prompt, every reward's
+    score of it by name, its advantage and whether it trained."""
+    from types import SimpleNamespace
+
+    from imgalign.trainers.trainer import FlowGRPOTrainer
+
+    tr = SimpleNamespace(
+        out=tmp_path,
+        cfg=SimpleNamespace(sampling=SimpleNamespace(group_size=2)),
+        rewards={"a": None, "b": None},
+    )
+    scores = torch.tensor([[0.1, 0.2, 0.3, 0.4], [1.0, 2.0, 3.0, float("nan")]])  # [K, N]
+    bal = SimpleNamespace(
+        advantages=torch.tensor([-1.0, 1.0, 0.5, -0.5]), valid=torch.tensor([1, 1, 1, 0]).bool()
+    )
+    FlowGRPOTrainer._save_rollouts(tr, 6, SimpleNamespace(prompts=["p", "q"]), scores, bal)
+    got = [json.loads(line) for line in (tmp_path / "rollouts.jsonl").read_text().splitlines()]
+    assert [(r["step"], r["sample"], r["prompt"]) for r in got] == [
+        (7, 0, "p"),
+        (7, 1, "p"),
+        (7, 2, "q"),
+        (7, 3, "q"),
+    ]
+    assert [r["rewards"]["a"] for r in got] == pytest.approx([0.1, 0.2, 0.3, 0.4])
+    assert [r["rewards"]["b"] for r in got[:3]] == [1.0, 2.0, 3.0] and math.isnan(got[3]["rewards"]["b"])
+    assert [r["advantage"] for r in got] == [-1.0, 1.0, 0.5, -0.5]
+    assert [r["valid"] for r in got] == [True, True, True, False]
+
+
+def test_step_rows_keeps_the_complete_rows_and_skips_any_line_without_a_step(tmp_path):
+    """A log's rows by step, for cutting it back on resume: a line cut short by a crash, a row without a step (or
+    not an object, or with a step that is no number) is skipped instead of failing the resume."""
+    from imgalign.trainers.trainer import _step_rows
+
+    path = tmp_path / "metrics.jsonl"
+    assert _step_rows(path) == []
+    lines = ['{"step": 1, "x": 0.5}', '{"x": 1}', "7", '{"step": "two"}', '{"step": 2.0}', '{"step": 3, "x"']
+    path.write_text("\n".join(lines) + "\n")
+    assert _step_rows(path) == [(1, lines[0]), (2, lines[4])]
+
+
 def test_sample_grid_shows_the_first_16_images_8_to_a_row_with_their_prompts(tmp_path):
     """_save_grid: the first 16 images in rows of 8 (one row of fewer when there are fewer), left to right then
     top to bottom; the .txt beside it lists the prompts of the images shown, one a line."""
@@ -1572,8 +1748,16 @@ def test_a_setting_added_after_the_checkpoint_at_its_default_is_no_change(sd3_di
         caplog.clear()
         assert main(["train", str(path), "--resume", "auto", "--max-steps", "2"]) == 0
     assert "is at step 2 and train.max_steps is 2: nothing to train" in caplog.text
-    # a checkpoint of another process count is refused (each process's share and RNG state would differ)
+    # another hash and a config that cannot be read: the changes cannot be named, but the change is still reported
     st = out / "checkpoints" / "step-000002" / "trainer_state"
+    (st / "config.yaml").write_text("train: [\n")
+    state = json.loads((st / "state.json").read_text())
+    (st / "state.json").write_text(json.dumps({**state, "config_hash": "0" * 16}))
+    with caplog.at_level("WARNING"):
+        caplog.clear()
+        assert main(["train", str(path), "--resume", "auto", "--max-steps", "2"]) == 0
+    assert "with a changed config (see its config.yaml)" in caplog.text
+    # a checkpoint of another process count is refused (each process's share and RNG state would differ)
     state = json.loads((st / "state.json").read_text())
     (st / "state.json").write_text(json.dumps({**state, "num_processes": 2}))
     capsys.readouterr()
@@ -2500,6 +2684,18 @@ def test_a_resume_with_another_trainable_set_names_the_settings(sd3_dir, tmp_pat
         err = capsys.readouterr().err
         assert "was trained with other trainable weights" in err and said in err
         assert "model.trainable_modules" in err and "--output-dir" in err
+    # the same LoRA weights by name at another rank: other shapes, named before any weight is copied
+    cfg = tiny_config(sd3_dir, tmp_path / "lora", train__max_steps=1)
+    cfg["model"].update(lora_rank=2)
+    lora = write(cfg, tmp_path / "lora.yaml")
+    assert main(["train", str(lora)]) == 0
+    capsys.readouterr()
+    assert (
+        main(["train", str(lora), "--resume", "auto", "--max-steps", "2", "--set", "model.lora_rank=4"]) == 2
+    )
+    err = capsys.readouterr().err
+    assert "holds trainable weights of other shapes (" in err and ") vs (" in err
+    assert "model.lora_rank" in err
 
 
 def test_resuming_an_earlier_checkpoint_sets_aside_later_ones_at_once(sd3_dir, tmp_path, monkeypatch):
@@ -2785,10 +2981,15 @@ def test_nft_loss_adds_ref_weight_times_the_squared_velocity_gap_to_the_base(sd3
 def test_a_launcher_whose_processes_accelerate_runs_alone_is_refused(sd3_dir, tmp_path, monkeypatch, capsys):
     """torchrun with a GPU accelerate config on a machine without GPUs: each process saw 1 process and trained the
     whole batch alone into the same run folder (every step logged twice, exit 0). It is refused before writing."""
+    from imgalign.config import ConfigError
     from imgalign.trainers.trainer import check_launch
 
     check_launch(None, 1)
     check_launch("2", 2)
+    with pytest.raises(
+        ConfigError, match=r"started 1 processes \(WORLD_SIZE\), but accelerate runs each as 2"
+    ):
+        check_launch("1", 2)  # a mismatch either way
     monkeypatch.setenv("WORLD_SIZE", "2")
     out = tmp_path / "run"
     assert main(["train", str(write(tiny_config(sd3_dir, out), tmp_path / "c.yaml"))]) == 2
