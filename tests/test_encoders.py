@@ -3,6 +3,7 @@ pieces (captions, loss, corruptions, masks) and a tiny resumable pretraining run
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 
@@ -426,6 +427,16 @@ def test_vlm_tokenizer_covers_every_prompt_and_maps_unknown_words():
     assert ids[-1] == unk and unk not in ids[:-1]
 
 
+def test_vlm_vocabulary_has_each_word_once_with_contiguous_ids_and_ignores_case():
+    vocab = vlm_pt.vocabulary()
+    assert len(vocab) == len(set(vocab))  # "of" is a prompt word and part of "left of"
+    tok = vlm_pt.build_tokenizer()
+    assert sorted(tok.get_vocab().values()) == list(range(len(vocab)))
+    ids = tok("A Photo of TWO Red Circles", add_special_tokens=False)["input_ids"]
+    assert ids == tok("a photo of two red circles", add_special_tokens=False)["input_ids"]
+    assert tok.unk_token_id not in ids
+
+
 def test_corruptions_change_the_claim():
     rng = random.Random(0)
     kinds = set()
@@ -463,6 +474,36 @@ def test_a_shape_corruption_keeps_the_clauses_distinct_and_renames_the_exclude()
     assert seen == {"counting", "two_object"}
 
 
+def test_a_colour_corruption_recolours_a_coloured_clause_when_only_one_has_a_colour():
+    spec = W.Spec("two_object", (W.Clause("circle", color="red"), W.Clause("square")))
+    rng, seen = random.Random(0), 0
+    for _ in range(40):
+        bad, kind = vlm_pt.corrupt(spec, rng)
+        if kind == "colour":
+            seen += 1
+            assert bad.include[0].color not in (None, "red") and bad.include[1] == spec.include[1]
+    assert seen > 5
+
+
+def test_heldout_pairs_cycle_through_the_whole_shuffled_eval_set():
+    from imgalign.prompts.shapes import build_eval_set
+
+    pairs = vlm_pt.heldout_pairs(24, 0)
+    assert len({p for _, p, _, _ in pairs}) > 20  # 360 specs: 24 draws are (almost) all distinct
+    assert {p for _, p, _, _ in pairs} <= {s.prompt() for s in build_eval_set()}
+
+
+def test_pair_accuracy_reports_the_true_prompts_mean_loglik(monkeypatch):
+    def loglik(model, processor, images, captions, query=None):
+        n = len(captions) // 2  # true prompts, then the corrupted ones
+        return torch.tensor([-1.0] * n + [-2.0 if k % 3 else -0.5 for k in range(n)])
+
+    monkeypatch.setattr(vlm_pt, "caption_loglik", loglik)
+    res = vlm_pt.pair_accuracy(None, None, n=6, batch_size=6)
+    assert res["pairs/true_loglik"] == -1.0
+    assert res["pairs/accuracy"] == pytest.approx(4 / 6)  # the corrupted prompt wins at k = 0 and 3
+
+
 def test_caption_masks_select_the_assistant_turn():
     from PIL import Image
 
@@ -477,6 +518,27 @@ def test_caption_masks_select_the_assistant_turn():
         tgt = tok.convert_ids_to_tokens(ids[enc["target_mask"][r]].tolist())
         assert tgt == [*cap.split(), "<|end|>"]
     assert (enc["input_ids"] == tok.convert_tokens_to_ids("<image>")).sum(1).tolist() == [64, 64]
+
+
+def test_vlm_processor_normalises_each_channel_by_the_clip_mean_and_std():
+    from PIL import Image
+
+    proc = vlm_pt.build_processor(vlm_pt.build_tokenizer(), 8)
+    rgb = (255, 0, 128)
+    px = proc.image_processor(Image.new("RGB", (64, 64), rgb), return_tensors="pt")["pixel_values"]
+    want = [(v / 255 - m) / s for v, m, s in zip(rgb, vlm_pt.MEAN, vlm_pt.STD)]  # (1.93, -1.75, 0.34)
+    torch.testing.assert_close(px[0, :, 5, 7], torch.tensor(want), atol=2e-3, rtol=0)
+
+
+def test_vlm_model_config_passes_each_text_setting_to_its_llama_field():
+    cfg = vlm_pt.Config(**{**TINY_VLM, "text_width": 24, "text_heads": 4, "text_kv_heads": 2, "text_ffn": 40})
+    for arch in ("resnet", "vit"):
+        model = vlm_pt.build_model(dataclasses.replace(cfg, vision_arch=arch), vlm_pt.build_tokenizer())
+        tc = model.config.text_config
+        got = (tc.hidden_size, tc.num_attention_heads, tc.num_key_value_heads, tc.intermediate_size)
+        assert got == (24, 4, 2, 40), arch
+        attn = model.model.language_model.layers[0].self_attn
+        assert attn.k_proj.weight.shape == (2 * 6, 24)  # kv heads x head dim (24 / 4)
 
 
 def test_caption_loglik_warns_on_unknown_words():
@@ -518,6 +580,21 @@ def test_caption_loglik_puts_the_query_after_the_image_in_the_user_turn():
     turn = ["<|end|>", "<|assistant|>", "a", "photo", "of", "a", "cross", "<|end|>"]
     assert with_q == ["<s>", "<|user|>", *["<image>"] * 16, "describe", "this", "image", ".", *turn]
     assert without == ["<s>", "<|user|>", *["<image>"] * 16, *turn]
+
+
+def test_caption_loglik_of_an_empty_caption_is_zero_not_nan():
+    from PIL import Image
+
+    tok = vlm_pt.build_tokenizer()
+    proc = vlm_pt.build_processor(tok, 16)
+
+    class Uniform(torch.nn.Module):
+        def forward(self, input_ids, attention_mask, pixel_values):
+            return type("Out", (), {"logits": torch.zeros(*input_ids.shape, len(tok))})()
+
+    im = Image.new("RGB", (64, 64))
+    ll = vlm_pt.caption_loglik(Uniform(), proc, [im, im], ["", "a photo of a cross"])
+    assert ll.tolist() == pytest.approx([0.0, -math.log(len(tok))])  # no caption token: an empty mean, 0
 
 
 def test_vlm_query_prob_is_the_share_of_training_examples_with_the_query(tmp_path, monkeypatch):
@@ -886,3 +963,31 @@ def test_encoder_pretraining_keeps_a_running_loss_schedules_the_lr_and_checkpoin
     assert groups[0]["weight_decay"] == 0.02
     if module == "clip":
         assert st["model"]["logit_scale"].item() == pytest.approx(math.log(100), abs=1e-4)
+
+
+def test_vlm_pretraining_clips_each_steps_gradient_norm_to_1(tmp_path, monkeypatch):
+    seen, real = [], torch.nn.utils.clip_grad_norm_
+
+    def clip(params, max_norm, *a, **k):
+        seen.append(max_norm)
+        return real(params, max_norm, *a, **k)
+
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", clip)
+    _interrupt_after_first_checkpoint(monkeypatch)  # checkpoint_every=2: stop after 2 steps
+    with pytest.raises(_Interrupt):
+        vlm_pt.pretrain(vlm_pt.Config(**TINY_VLM), tmp_path, progress=False)
+    assert seen == [1.0, 1.0]
+
+
+def test_a_resumed_vlm_run_counts_the_time_before_the_interruption(tmp_path, monkeypatch):
+    cfg = vlm_pt.Config(**{**TINY_VLM, "eval_every": 0})
+    _interrupt_after_first_checkpoint(monkeypatch)
+    with pytest.raises(_Interrupt):
+        vlm_pt.pretrain(cfg, tmp_path, progress=False)
+    monkeypatch.undo()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    ckpt = tmp_path / "shapes-vlm.train" / "checkpoint.pt"
+    state = C.load_checkpoint(ckpt)
+    C.save_checkpoint(ckpt, {**state, "elapsed": 600.0})  # 10 minutes before the interruption
+    metrics = vlm_pt.pretrain(cfg, tmp_path, progress=False)
+    assert 10.0 <= metrics["train/minutes"] < 12.0
