@@ -715,3 +715,50 @@ def test_decoder_noise_scale_is_the_channel_std_over_the_whole_batch():
     quiet, loud = torch.randn(256, 1, 4, 4, generator=g) * 0.01, torch.randn(256, 1, 4, 4, generator=g)
     n = t2i.decoder_noise(torch.cat([quiet, loud]), 0.5, g)  # one channel, one batch std (~0.71) for both
     assert n[:256].std().item() == pytest.approx(n[256:].std().item(), rel=0.15)
+
+
+def test_pretrain_logs_each_windows_mean_loss_and_a_quick_eval_leaves_training_unchanged(
+    tmp_path, monkeypatch
+):
+    """Loss rows are the mean over their own LOSS_LOG_EVERY steps; quick evaluations (of the EMA weights) come every
+    eval_every steps but not at the last one, and training goes on from the trained weights, not the EMA's. The
+    run time adds the seconds of earlier invocations (timing.json)."""
+    losses, evals, real_loss = [], [], t2i.velocity_loss
+
+    def loss(*a):
+        losses.append(real_loss(*a))
+        return losses[-1]
+
+    monkeypatch.setattr(t2i, "velocity_loss", loss)
+    monkeypatch.setattr(t2i, "quick_eval", lambda pipe, metas, n, seed: evals.append(n) or (0.5, {"x": 0.25}))
+    monkeypatch.setattr(t2i, "LOSS_LOG_EVERY", 2)
+    runs = {}
+    for every in (0, 2):
+        out = tmp_path / str(every)
+        (out / t2i.WORK).mkdir(parents=True)
+        (out / t2i.WORK / "timing.json").write_text(json.dumps({"seconds": 1000.0}))
+        losses.clear()
+        metrics = t2i.pretrain(tiny_config(eval_every=every, eval_prompts=2), out, progress=False)
+        assert metrics["train_seconds"] >= 1000.0
+        runs[every] = t2i.load_state(out / t2i.WORK / "t2i-ckpt.pt")
+    assert evals == [1]  # step 2 of 4 only
+    vals = [x.item() for x in losses]
+    log = json.loads(runs[2]["log"])
+    assert [r["step"] for r in log] == [2, 2, 4] and log[1] == {"step": 2, "quick_eval": 0.5, "task/x": 0.25}
+    assert log[0]["loss"] == pytest.approx((vals[0] + vals[1]) / 2) and log[2]["loss"] == pytest.approx(
+        (vals[2] + vals[3]) / 2
+    )
+    for a, b in zip(runs[0]["models"][0].values(), runs[2]["models"][0].values()):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+def test_the_card_gives_the_image_tokens_each_task_and_the_quick_evals(tmp_path):
+    metrics = {"params": 10.0, "train_seconds": 60.0, "total_seconds": 120.0, "shapes_overall": 0.5}
+    metrics["shapes/counting"] = 0.25
+    t2i.write_card(
+        tmp_path, tiny_config(patch=4), metrics, [{"step": 2, "loss": 1.0}, {"step": 2, "quick_eval": 0.4}]
+    )
+    card = (tmp_path / "README.md").read_text()
+    assert "patch 4 (16 image tokens)" in card
+    assert "| counting | 0.250 |" in card and "overall **0.500**" in card
+    assert "- step 2: 0.400" in card
