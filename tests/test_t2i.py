@@ -762,3 +762,52 @@ def test_the_card_gives_the_image_tokens_each_task_and_the_quick_evals(tmp_path)
     assert "patch 4 (16 image tokens)" in card
     assert "| counting | 0.250 |" in card and "overall **0.500**" in card
     assert "- step 2: 0.400" in card
+
+
+def test_autoencoder_steps_crop_on_the_latent_grid_clip_to_1_and_ship_standardised_latents(
+    tmp_path, monkeypatch
+):
+    images = _renders()
+    targets, norms, real_loss, real_clip = [], [], t2i.recon_loss, torch.nn.utils.clip_grad_norm_
+    monkeypatch.setattr(t2i, "recon_loss", lambda rec, x, w: targets.append(x) or real_loss(rec, x, w))
+
+    def clip(params, max_norm, *a, **k):
+        norms.append((max_norm, real_clip(params, max_norm, *a, **k).item()))
+        return torch.tensor(norms[-1][1])
+
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", clip)
+    for name in ("a", "plain", "mix"):
+        (tmp_path / name).mkdir()
+    torch.manual_seed(0)
+    vae = t2i.train_vae(tiny_config(vae_steps=12, vae_mix=0.0, vae_noise=0.0), tmp_path / "a", images, False)
+    assert [m for m, _ in norms] == [1.0] * 12
+    # each target is a 32x32 crop of a render at offsets on the 4-pixel latent grid, anywhere in 0..32
+    full, offsets = t2i.to_unit(images), set()
+    for x in targets:
+        (hit,) = [
+            (oy, ox)
+            for oy in range(33)
+            for ox in range(33)
+            if any(torch.equal(full[j, :, oy : oy + 32, ox : ox + 32], x[0]) for j in range(len(full)))
+        ][:1]
+        offsets |= set(hit)
+    assert all(o % 4 == 0 for o in offsets) and max(offsets) > 8, offsets
+    # the latent normalisation folded in after training: unit std and zero mean per channel on the renders
+    with torch.no_grad():
+        z = vae.encode(full).latent_dist.mean
+    torch.testing.assert_close(z.std((0, 2, 3)), torch.ones(4), atol=1e-4, rtol=0)
+    torch.testing.assert_close(z.mean((0, 2, 3)), torch.zeros(4), atol=1e-4, rtol=0)
+    # with the mixing term zeroed, the first step's gradient is the reconstruction's (+ KL) alone, as with vae_mix=0
+    calls = []
+
+    def mix_zeroed(rec, x, w):
+        calls.append(x)
+        return real_loss(rec, x, w) * (0.0 if len(calls) % 2 == 0 else 1.0)
+
+    monkeypatch.setattr(t2i, "recon_loss", mix_zeroed)
+    norms.clear()
+    for name, mix in (("plain", 0.0), ("mix", 1.0)):
+        calls.clear()
+        torch.manual_seed(0)
+        t2i.train_vae(tiny_config(vae_steps=1, vae_mix=mix, vae_noise=0.0), tmp_path / name, images, False)
+    assert norms[1][1] == pytest.approx(norms[0][1], rel=1e-5) and norms[0][1] > 0
