@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
@@ -811,3 +812,31 @@ def test_autoencoder_steps_crop_on_the_latent_grid_clip_to_1_and_ship_standardis
         torch.manual_seed(0)
         t2i.train_vae(tiny_config(vae_steps=1, vae_mix=mix, vae_noise=0.0), tmp_path / name, images, False)
     assert norms[1][1] == pytest.approx(norms[0][1], rel=1e-5) and norms[0][1] > 0
+
+
+def test_render_dataset_is_the_upright_renders_of_its_prompts_in_minus_one_to_one():
+    import random
+
+    from imgalign import shapes as W
+    from imgalign.prompts.shapes import sample_training_specs
+
+    images, prompts = t2i.render_dataset(3, 5, progress=False)
+    specs, rng = sample_training_specs(3, 5), random.Random(6)
+    for i, s in enumerate(specs):
+        want = torch.from_numpy(np.array(W.render(s, rng)[0]))  # (H, W, 3) as rendered, not transposed
+        assert torch.equal(images[i].permute(1, 2, 0), want) and prompts[i] == s.prompt()
+    u8 = torch.tensor([0, 51, 255], dtype=torch.uint8)
+    torch.testing.assert_close(t2i.to_unit(u8), torch.tensor([-1.0, -0.6, 1.0]))
+
+
+def test_eval_subset_larger_than_the_eval_set_is_the_whole_set():
+    assert len(t2i.eval_subset(1000)) == 360
+
+
+def test_an_init_from_model_of_other_text_layers_autoencoder_or_context_length_is_refused(tiny_pipeline_dir):
+    cfg = tiny_config(text_layers=3, vae_channels=[8, 8, 16], vae_groups=4, max_length=16)
+    with pytest.raises(ValueError) as e:
+        t2i.check_init_from(dataclasses.replace(cfg, init_from=str(tiny_pipeline_dir)))
+    for want in ("text_layers: model 2, config 3", "vae_channels: model [8, 8, 8], config [8, 8, 16]",
+                 "vae_groups: model 2, config 4", "max_length: model 12, config 16"):  # fmt: skip
+        assert want in str(e.value)
