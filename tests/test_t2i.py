@@ -246,6 +246,10 @@ def test_config_validation():
         ({"vae_groups": 0}, "vae_groups must be at least 1"),
         ({"vae_groups": 3}, r"vae_channels \[.*\] must be positive multiples of vae_groups \(3\)"),
         ({"t5_tokens": -1}, "t5_tokens must be at least 0"),
+        ({"max_length": 11}, "max_length must be at least 12"),
+        ({"vae_noise": -0.1}, "vae_noise must be >= 0"),
+        ({"vae_channels": [8, 8]}, "vae_channels needs 3 entries"),
+        ({"eval_prompts": 0}, "eval_prompts must be at least 1"),
     ):
         with pytest.raises(ValueError, match=msg):
             tiny_config(**bad).validate()
@@ -673,6 +677,7 @@ def test_pretrain_trains_on_the_sampled_batch_with_the_scheduled_lr_and_checkpoi
     (group,) = st["opt"]["param_groups"]
     assert group["lr"] == pytest.approx(t2i.lr_at(2, cfg.lr, cfg.warmup, cfg.steps))
     assert group["weight_decay"] == 0.02
+    assert group["betas"] == (0.9, 0.99)
     # ema=0: the EMA follows every step, so the shipped weights are the last trained ones (up to the EMA's
     # rounding: s - (s - p))
     shipped = load_file(tmp_path / t2i.FOLDER / "transformer/diffusion_pytorch_model.safetensors")
