@@ -991,3 +991,14 @@ def test_a_resumed_vlm_run_counts_the_time_before_the_interruption(tmp_path, mon
     C.save_checkpoint(ckpt, {**state, "elapsed": 600.0})  # 10 minutes before the interruption
     metrics = vlm_pt.pretrain(cfg, tmp_path, progress=False)
     assert 10.0 <= metrics["train/minutes"] < 12.0
+
+
+def test_render_pool_holds_the_upright_renders_of_its_specs_with_their_captions():
+    import numpy as np
+
+    pool = C.render_pool(3, 2)
+    rng = random.Random(C.pool_seed(3) + 1)
+    for i, spec in enumerate(pool.specs):
+        img, objs = W.render(spec, rng)
+        assert torch.equal(pool.images[i].permute(1, 2, 0), torch.from_numpy(np.array(img)))  # (H, W, 3)
+        assert pool.captions[i] == C.captions(spec, objs)
