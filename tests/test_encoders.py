@@ -1002,3 +1002,24 @@ def test_render_pool_holds_the_upright_renders_of_its_specs_with_their_captions(
         img, objs = W.render(spec, rng)
         assert torch.equal(pool.images[i].permute(1, 2, 0), torch.from_numpy(np.array(img)))  # (H, W, 3)
         assert pool.captions[i] == C.captions(spec, objs)
+
+
+def test_replace_dir_clears_a_stale_old_copy_and_history_table_uses_the_last_rows_keys(tmp_path):
+    tmp, final = tmp_path / "m.tmp", tmp_path / "m"
+    for d, f in ((tmp, "new"), (final, "cur"), (tmp_path / "m.old", "stale")):  # a kill left m.old behind
+        d.mkdir()
+        (d / f).write_text(f)
+    C.replace_dir(tmp, final)
+    assert [p.name for p in tmp_path.iterdir()] == ["m"] and (final / "new").is_file()
+    lines = C.history_table([{"step": 5, "train/loss": 1.5}, {"step": 10, "train/loss": 1.0, "acc": 0.5}])
+    assert lines[2:5] == ["| step | train/loss | acc |", "|---|---|---|", "| 5 | 1.500 |  |"]
+
+
+def test_the_training_state_records_the_elapsed_seconds(tmp_path):
+    import time
+
+    cfg = vlm_pt.Config(**TINY_VLM)
+    model = torch.nn.Linear(1, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    C.save_training_state(tmp_path / "c.pt", model, opt, 3, time.time() - 30, cfg, [], None)
+    assert 30 <= C.load_checkpoint(tmp_path / "c.pt")["elapsed"] < 60
