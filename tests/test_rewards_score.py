@@ -173,6 +173,11 @@ def test_geneval_rows_are_checked_and_a_bom_is_read(tmp_path: Path, capsys: pyte
     ]
     assert main([*argv, "--prompts", str(bad)]) == 2
     assert f"{bad}:1: field 'tag' is missing" in capsys.readouterr().err
+    # a plain-text prompt list instead of JSONL rows says what --prompts takes
+    txt = tmp_path / "prompts.txt"
+    txt.write_text("a photo of a red circle\n")
+    assert main([*argv, "--prompts", str(txt)]) == 2
+    assert '--prompts takes JSONL, one row per image such as {"file": "a.png"' in capsys.readouterr().err
     bom = tmp_path / "bom.jsonl"
     bom.write_bytes(b"\xef\xbb\xbf" + (json.dumps(row) + "\n").encode())
     assert main([*argv, "--prompts", str(bom)]) == 0

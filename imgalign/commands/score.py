@@ -80,7 +80,10 @@ def load_prompt_map(path: str | Path) -> dict[str, dict[str, Any]]:
         try:
             row = json.loads(line)
         except json.JSONDecodeError as e:
-            raise CLIError(f"{path}:{n}: not valid JSON ({e.msg})") from None
+            raise CLIError(
+                f"{path}:{n}: not valid JSON ({e.msg}); --prompts takes JSONL, one row per image such as "
+                '{"file": "a.png", "prompt": "a photo of a red circle"}'
+            ) from None
         if (
             not isinstance(row, dict)
             or not isinstance(row.get("file"), str)
