@@ -40,6 +40,9 @@ def test_overrides_are_split_by_component_prefix():
     assert split_component_overrides(names, ["t2i.init.seed=3"])["t2i"] == ["init.seed=3"]
     with pytest.raises(ValueError, match=r"prefix the key with its component.*t2i\.steps="):
         split_component_overrides(names, ["steps=5"])
+    # a misspelt component is named (the old message suggested --set t2i.t3i.steps=...)
+    with pytest.raises(ValueError, match=r"'t3i' is not a component;.*\(e\.g\. --set t2i\.steps=\.\.\.\)"):
+        split_component_overrides(names, ["t3i.steps=5"])
 
 
 def test_bad_all_arguments_fail_before_training(tmp_path, capsys):

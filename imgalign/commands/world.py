@@ -94,6 +94,11 @@ def split_component_overrides(names: list[str], overrides: list[str]) -> dict[st
             per[comp].append(o[len(comp) + 1 :])
         elif len(names) == 1:
             per[names[0]].append(o)
+        elif dot:  # a misspelt component: `t3i.steps` is not `t2i.t3i.steps`
+            raise ValueError(
+                f"--set {o!r}: {comp!r} is not a component; with --component all, prefix the key with one of "
+                f"{names} (e.g. --set {names[0]}.{head.partition('.')[2]}=...)"
+            )
         else:
             raise ValueError(
                 f"--set {o!r}: with --component all, prefix the key with its component, one of {names} "
