@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -51,7 +52,7 @@ def config_changes(old: dict[str, Any], new: dict[str, Any]) -> str:
     return "; ".join(f"{k}: {show(old, k)} -> {show(new, k)}" for k in keys)
 
 
-def load_state(path: Any) -> dict[str, Any] | None:
+def load_state(path: Path) -> dict[str, Any] | None:
     """The training checkpoint at `path` (``weights_only=True``: tensors and plain data), or None when there is
     none. A damaged one (truncated, overwritten, not a checkpoint) raises a ValueError naming the file, instead of
     torch's zip-reader traceback."""
