@@ -249,7 +249,9 @@ def run_summary_lines(run_dir: Path) -> list[str]:
         keys = sorted({k for r in evals for k in r if k.startswith("eval/") and k.endswith("/overall")})
         for k in keys:
             steps, y = series(evals, k)
-            if len(y):
+            if len(y) == 1:  # one evaluation (a 1-step run): no "x at step 1 -> x at step 1"
+                lines.append(f"`{k}` {y[0]:.4g} at step {steps[0]:g}")
+            elif len(y):
                 lines.append(f"`{k}` {y[0]:.4g} at step {steps[0]:g} -> {y[-1]:.4g} at step {steps[-1]:g}")
     if (run_dir / "metrics.jsonl").is_file():
         rows = load_metrics(run_dir / "metrics.jsonl")

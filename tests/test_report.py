@@ -74,6 +74,8 @@ def test_run_summary_lines_give_the_evaluations_and_windowed_reward_changes(tmp_
     assert lines[2].startswith("`reward/geneval/mean` moved +0.36 ± 0.0091")
     assert len(lines) == 3
     assert run_summary_lines(tmp_path / "empty") == []
+    (run / "eval.jsonl").write_text(json.dumps(evals[0]) + "\n")  # one evaluation: said once
+    assert run_summary_lines(run)[0] == "`eval/shapes/overall` 0.35 at step 0"
 
 
 def test_a_short_series_compares_windows_of_two():
