@@ -38,6 +38,20 @@ def test_shipped_pipeline_loads_with_diffusers_and_generates():
     assert sum(f.stat().st_size for f in folder.rglob("*") if f.is_file()) <= 14e6
 
 
+def test_the_tokenizer_pretraining_builds_is_the_shipped_one():
+    """The vocabulary and merges are rebuilt from sets of words: they must not depend on the process's string-hash
+    seed (the shipped ones were built in another process), so a rerun of the pretraining tokenizes as shipped."""
+    import json
+
+    from imgalign import hub
+    from imgalign.pretrain.tokenizer import build_vocab, shapes_words
+
+    shipped = json.loads((hub.embedded_path("shapes") / "tokenizer" / "tokenizer.json").read_text())["model"]
+    vocab, merges = build_vocab(tuple(shapes_words()))
+    assert shipped["vocab"] == vocab
+    assert shipped["merges"] == [list(m) for m in merges]
+
+
 def test_load_pipeline_by_name_is_deterministic():
     import numpy as np
 
