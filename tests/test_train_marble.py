@@ -166,6 +166,36 @@ def test_marble_all_terms_probes_the_first_micro_batchs_other_terms(sd3_dir, tmp
     ]
 
 
+def test_per_reward_advantages_reach_the_balancer_in_reward_order(sd3_dir, tmp_path, monkeypatch):
+    """Column k of the per-reward advantages the balancing sees is reward k's own: red and minus red with weights
+    [2, 1] sum to red, so the weighted-sum advantage equals red's group advantage; red's column must equal it, and
+    minus red's column its negative (reversing the reward order would swap their signs)."""
+    from imgalign.trainers import testing
+    from imgalign.trainers.balance import RewardBalancing
+
+    def neg_red_reward(images, prompts, metadata=None):
+        return -testing.red_reward(images, prompts, metadata)
+
+    monkeypatch.setattr(testing, "neg_red_reward", neg_red_reward, raising=False)
+    seen: list[tuple[torch.Tensor, torch.Tensor]] = []
+    micro_loss = RewardBalancing.micro_loss
+
+    def spy(self, head, per, adv, *a, **k):
+        seen.append((per.detach().clone(), adv.detach().clone()))
+        return micro_loss(self, head, per, adv, *a, **k)
+
+    monkeypatch.setattr(RewardBalancing, "micro_loss", spy)
+    rewards = [RED, "imgalign.trainers.testing:neg_red_reward"]
+    cfg = tiny_config(sd3_dir, tmp_path / "run", rewards, "weighted_sum", "grpo", train__max_steps=1)
+    cfg["rewards"]["weights"] = [2.0, 1.0]
+    train(cfg, tmp_path)
+    assert seen
+    for per, adv in seen:
+        assert per.shape == (len(adv), 2) and adv.abs().min() > 0.5  # G = 2: every group is +-1 (up to eps)
+        torch.testing.assert_close(per[:, 0], adv, rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(per[:, 1], -adv, rtol=1e-4, atol=1e-4)
+
+
 def test_resume_with_another_balancer_or_reward_list_starts_balancing_fresh(sd3_dir, tmp_path, caplog):
     """Resuming a cosine-diagnostics run with MARBLE, then that MARBLE run with a third reward: each time the saved
     balancing state does not fit; the run goes on with it fresh and a warning that says why (before, the first
