@@ -175,6 +175,45 @@ def test_cps_step_to_sigma_zero_is_deterministic_with_log_prob_zero():
     assert again.log_prob.tolist() == [0.0, 0.0]
 
 
+def test_cps_last_step_log_prob_has_a_zero_gradient_not_nan():
+    """At sigma' = 0 the CPS log-density is the constant 0, and so is its gradient: the std-0 Gaussian is never
+    evaluated (with std 0 in it, torch.where would pass NaN = 0/0 back through the masked branch)."""
+    x = torch.full((2, 1, 2, 2), 2.0)
+    v = torch.full((2, 1, 2, 2), -1.0, requires_grad=True)
+    stored = torch.full_like(x, 2.25)
+    out = K.cps_step(x, v, 0.25, 0.0, 0.7, prev_sample=stored)
+    out.log_prob.sum().backward()
+    assert out.log_prob.tolist() == [0.0, 0.0]
+    assert v.grad is not None and v.grad.abs().max().item() == 0.0
+
+
+@pytest.mark.parametrize("kernel", ["sde", "cps"])
+def test_a_sampled_step_is_the_mean_plus_std_times_the_noise(kernel: str):
+    """x' = mu + std * noise, hand-computed on one element (x = 2, v = -1, sigma 0.5 -> 0.25, a = 0.5, noise 1.5),
+    and its log-density is torch's Normal(mu, std) at x'."""
+    x, v, noise = torch.full((1, 1), 2.0), torch.full((1, 1), -1.0), torch.full((1, 1), 1.5)
+    if kernel == "sde":  # sigma_next_of_one unused below sigma = 1: scale = 0.5 * sqrt(0.5 / 0.5), dt = -0.25
+        s, dt = 0.5, -0.25
+        mu, sd = 2.0 + 0.25 + (s**2 / 1.0) * (2.0 - 0.5) * dt, s * math.sqrt(0.25)
+        out = K.flow_sde_step(x, v, 0.5, 0.25, 0.5, 0.9, noise=noise)
+    else:  # std = 0.25 sin(pi/4), x0_hat = 2.5, x1_hat = 1.5
+        sd = 0.25 * math.sin(0.25 * math.pi)
+        mu = 0.75 * 2.5 + math.sqrt(0.25**2 - sd**2) * 1.5
+        out = K.cps_step(x, v, 0.5, 0.25, 0.5, noise=noise)
+    assert out.mean.item() == pytest.approx(mu, rel=1e-6) and out.std.item() == pytest.approx(sd, rel=1e-6)
+    assert out.prev_sample.item() == pytest.approx(mu + 1.5 * sd, rel=1e-6)
+    ref = torch.distributions.Normal(torch.tensor(mu), torch.tensor(sd)).log_prob(torch.tensor(mu + 1.5 * sd))
+    assert out.log_prob.item() == pytest.approx(ref.item(), rel=1e-5)
+
+
+def test_ode_step_hand_computed_mean_is_the_step():
+    """x' = x + v (sigma' - sigma): x = 2, v = -1, sigma 0.5 -> 0.25 gives 2.25; a deterministic step's mean is x'
+    itself, its std and log-density 0."""
+    out = K.ode_step(torch.full((2, 1, 1, 1), 2.0), torch.full((2, 1, 1, 1), -1.0), 0.5, 0.25)
+    assert out.prev_sample.flatten().tolist() == [2.25, 2.25] and torch.equal(out.mean, out.prev_sample)
+    assert out.std.tolist() == [0.0, 0.0] and out.log_prob.tolist() == [0.0, 0.0]
+
+
 @pytest.mark.parametrize("kernel", ["sde", "cps"])
 @pytest.mark.parametrize("reduce", ["sum", "mean"])
 def test_ratio_is_one_on_policy(kernel: str, reduce: str):
