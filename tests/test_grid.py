@@ -415,6 +415,31 @@ def test_folder_sizes_of_an_overlay_read_the_overlay_transformers_config(tmp_pat
     assert folder_sizes(base, tmp_path) == ([8 * k for k in range(1, 17)], 64)
 
 
+def test_folder_sizes_are_none_when_the_configs_cannot_tell(tmp_path):
+    """A VAE config without block_out_channels (or not a list), or a pipeline class neither SD3 nor FLUX: None (the
+    size is checked after loading), never an exception."""
+    from imgalign.hub import embedded_path
+    from imgalign.sampling import folder_sizes
+
+    base = embedded_path("shapes")
+    index = json.loads((base / "model_index.json").read_text())
+    vae = json.loads((base / "vae" / "config.json").read_text())
+    (tmp_path / "transformer").mkdir()
+    (tmp_path / "vae").mkdir()
+    (tmp_path / "transformer" / "config.json").write_text((base / "transformer" / "config.json").read_text())
+    for index_over, vae_over in (
+        ({}, {"block_out_channels": None}),
+        ({}, {"block_out_channels": 4}),
+        ({"_class_name": "KandinskyPipeline"}, {}),
+    ):
+        (tmp_path / "model_index.json").write_text(json.dumps({**index, **index_over}))
+        v = {k: x for k, x in {**vae, **vae_over}.items() if x is not None}
+        (tmp_path / "vae" / "config.json").write_text(json.dumps(v))
+        assert folder_sizes(tmp_path) is None, (index_over, vae_over)
+    (tmp_path / "model_index.json").write_text(json.dumps(index))  # the copy itself reads as the original
+    assert folder_sizes(tmp_path) == folder_sizes(base) is not None
+
+
 def _centre(g: np.ndarray, colour: tuple[int, int, int]) -> tuple[float, float]:
     ys, xs = np.nonzero((g == colour).all(-1))
     return float(ys.mean()), float(xs.mean())

@@ -549,6 +549,8 @@ def test_image_seeds_are_distinct_over_a_geneval_sized_set_and_pinned():
     seeds = [image_seed(s, i, j) for s in range(3) for i in range(553) for j in range(4)]
     assert len(set(seeds)) == len(seeds) and all(0 <= x < 2**31 for x in seeds)
     assert [image_seed(0, 0, 0), image_seed(1, 2, 3), image_seed(7, 552, 1)] == [0, 1_002_024, 7_556_990]
+    # a run seed whose product sets bit 31 (2148 * 1_000_003 + 3 * 1009 + 1 = 2_148_009_472): cleared, 31 bits kept
+    assert image_seed(2148, 3, 1) == 2_148_009_472 - 2**31 == 525_824
 
 
 def test_generate_folder_seeds_each_image_by_prompt_and_index_whatever_the_batches(tmp_path):
@@ -560,7 +562,7 @@ def test_generate_folder_seeds_each_image_by_prompt_and_index_whatever_the_batch
     seen = []
 
     def sample(pipe, prompts, seeds, batch_size):
-        seen.extend(seeds)
+        seen.extend(zip(prompts, seeds))
         return [Image.new("RGB", (4, 4)) for _ in seeds]
 
     metas = [
@@ -568,7 +570,8 @@ def test_generate_folder_seeds_each_image_by_prompt_and_index_whatever_the_batch
         for i in range(2)
     ]
     generate_folder(object(), metas, tmp_path, 3, 7, progress=False, batch_size=2, sample=sample)
-    assert seen == [image_seed(7, i, j) for i in range(2) for j in range(3)]
+    # each seed goes with its own prompt, in every call (the second and third calls too)
+    assert seen == [(f"a cat {i}", image_seed(7, i, j)) for i in range(2) for j in range(3)]
 
 
 # ---- gaps found by mutation testing (s40) -------------------------------------------------------------------
