@@ -300,6 +300,18 @@ def test_kl_closed_form_zero_at_init_and_matches_torch():
     torch.testing.assert_close(K.gaussian_kl_equal_std(m1, m2, sd), expect.reshape(1))
 
 
+def test_kl_gradient_flows_to_the_policy_mean_only():
+    """d KL / d mu_p = (mu_p - mu_q) / s^2 elementwise (the KL penalty's pull towards the reference), summed form;
+    the reference mean gets none when detached by the caller, but the policy mean must not be detached here."""
+    g = torch.Generator().manual_seed(4)
+    mu_q = torch.randn(2, 1, 2, 2, generator=g)
+    mu_p = (mu_q + 0.5 * torch.randn(mu_q.shape, generator=g)).requires_grad_(True)
+    std = torch.tensor([0.5, 2.0])
+    K.gaussian_kl_equal_std(mu_p, mu_q, std).sum().backward()
+    assert mu_p.grad is not None
+    torch.testing.assert_close(mu_p.grad, (mu_p - mu_q).detach() / std.view(-1, 1, 1, 1) ** 2)
+
+
 def test_block_projection_is_orthogonal_and_coords_match_hand_computed():
     g = torch.Generator().manual_seed(4)
     x, y = torch.randn(2, 3, 4, 6, generator=g), torch.randn(2, 3, 4, 6, generator=g)

@@ -102,8 +102,8 @@ def test_sampling_warns_only_about_words_outside_the_vocabulary_whatever_their_c
     assert caplog.text.rstrip().endswith("never learned): zebra")
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="imgalign.sampling"):
-        warn_unknown_words(pipe, ["a red circle", "A photo of a circle."])
-    assert caplog.text == ""  # every word known: no warning at all
+        warn_unknown_words(pipe, ["a red circle", "A photo of a circle.", "a photo . of a circle ..."])
+    assert caplog.text == ""  # every word known (a bare punctuation mark is no word): no warning at all
 
 
 def test_the_vocabulary_ids_are_contiguous():
