@@ -417,6 +417,14 @@ def test_sde_window():
         K.sde_window(10, 0, rng)  # an empty window would train nothing
 
 
+def test_sde_window_starts_of_short_schedules_hand_counted():
+    """num_steps // 2 - 1 is the last start in the first half: 3 steps (trainable 0-1) start at 0 only, 4 steps
+    (trainable 0-2) at 0 or 1, 5 steps at 0 or 1 (a window of 2 fits either)."""
+    rng = random.Random(0)
+    for num_steps, size, starts in ((3, 1, {0}), (4, 1, {0, 1}), (5, 2, {0, 1})):
+        assert {K.sde_window(num_steps, size, rng)[0] for _ in range(60)} == starts, num_steps
+
+
 def test_sde_window_max_start_zero_is_the_first_steps():
     rng = random.Random(0)
     assert all(K.sde_window(10, 4, rng, max_start=0) == [0, 1, 2, 3] for _ in range(20))
