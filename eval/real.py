@@ -306,9 +306,15 @@ class HFDetector:
             self.label_map = {i: canonical_label(v, classes) for i, v in id2label.items()}
             self.classes = sorted({c for c in self.label_map.values() if c is not None})
             if not self.classes:
+                asked = (
+                    "GenEval's classes"
+                    if set(classes) == set(COCO_CLASSES)
+                    else f"the classes {list(classes)}"
+                )
                 raise ValueError(
-                    f"detector {model!r} knows none of GenEval's classes (its labels: "
-                    f"{', '.join(list(id2label.values())[:8])}, ...); use a COCO detector or a zero-shot one"
+                    f"detector {model!r} knows none of {asked} (its labels: "
+                    f"{', '.join(list(id2label.values())[:8])}, ...); use a COCO detector or a zero-shot one, "
+                    "and GenEval's COCO class names in the prompts (imgalign.eval.real.COCO_CLASSES)"
                 )
         self.nms_iou = nms_iou if nms_iou is not None else (0.3 if self.kind in ("owlvit", "owlv2") else None)
         self.model.to(self.device).eval()
@@ -568,7 +574,10 @@ def check_judge_specs(detector: str, clip: str) -> None:
     try:
         AutoConfig.from_pretrained(resolve(detector))
     except (OSError, ValueError) as e:
-        raise FileNotFoundError(f"cannot load detector {detector!r}: {e}") from None
+        raise FileNotFoundError(
+            f"cannot load detector {detector!r}: {str(e).rstrip('.')}. Give a folder saved with save_pretrained or a Hub id "
+            "already downloaded (the Hub is not contacted when HF_HUB_OFFLINE=1)"
+        ) from None
     from imgalign.rewards.clip import check_open_clip_weights
 
     name, pretrained = parse_clip_spec(clip)

@@ -167,3 +167,34 @@ def test_eval_geneval_prompt_set_errors(tmp_path, capsys):
     assert main(typo + ["--prompts", "generate:0", "--out", str(tmp_path / "o4")]) == 2
     assert "does not exist" in capsys.readouterr().err
     assert not (tmp_path / "o4" / "eval_args.json").exists()  # the corrected command may use the same --out
+
+
+def test_eval_geneval_prompts_the_judge_cannot_judge_fail_before_generation(tmp_path, capsys):
+    """A prompt naming a class the detector does not know or a colour outside GenEval's 10 fails with its prompt
+    number before any image is generated (it was only an unjudged image after sampling); a prompt set whose classes
+    the detector knows none of says so, not that it knows none of GenEval's classes."""
+    import geneval_real_tiny as T
+
+    sd3 = T.build_tiny_sd3(tmp_path / "sd3")
+    detr = T.build_tiny_detr(tmp_path / "detr")
+    clip = T.build_tiny_open_clip(tmp_path / "clip")
+    cat = {"tag": "single_object", "include": [{"class": "cat", "count": 1}], "prompt": "a photo of a cat"}
+    bad_colour = {
+        "tag": "colors",
+        "include": [{"class": "cat", "count": 1, "color": "chartreuse"}],
+        "prompt": "c",
+    }
+    unicorn = {"tag": "single_object", "include": [{"class": "unicorn", "count": 1}], "prompt": "u"}
+    argv = ["eval", "--suite", "geneval", "--model", str(sd3), "--detector", str(detr), "--clip", str(clip)]
+    argv += ["--steps", "2", "--images-per-prompt", "1", "--no-progress"]
+    for name, metas, expected in (
+        ("colour", [cat, bad_colour], "prompt 2 ('c'): colour 'chartreuse' is not one of GenEval's"),
+        ("class", [cat, unicorn], "prompt 2 ('u'): class 'unicorn' is not one the detector can find"),
+        ("none", [unicorn], "knows none of the classes ['unicorn']"),
+    ):
+        prompts = tmp_path / f"{name}.jsonl"
+        prompts.write_text("".join(json.dumps(m) + "\n" for m in metas))
+        out = tmp_path / f"ev_{name}"
+        assert main(argv + ["--prompts", str(prompts), "--out", str(out)]) == 2
+        assert expected in capsys.readouterr().err
+        assert not out.exists()
