@@ -102,6 +102,12 @@ def check_pipeline_folder(path: Path) -> None:
         raise IncompleteModelError(
             f"{str(path)!r} is a training run folder, not a model; give one of its checkpoints{hint}"
         )
+    if not index.is_file() and (path / "trainer_state").is_dir():  # a LoRA checkpoint without its weights
+        raise IncompleteModelError(
+            f"training checkpoint {str(path)!r} is incomplete: it holds neither its LoRA weights "
+            f"({LORA_FILES[0]}) nor a model_index.json; use another checkpoint of the run, or resume the run to "
+            "write it again"
+        )
     if not index.is_file():
         raise IncompleteModelError(
             f"{index} is missing: {str(path)!r} is not a diffusers pipeline folder; expected a folder written by "
@@ -174,7 +180,15 @@ def check_model_spec(spec: ModelSpec) -> ModelSpec:
                     else "does not exist"
                 )
             )
-        overlay_kind(op)
+        kind = overlay_kind(op)
+        folder = op / "transformer" if kind == "transformer-subfolder" else op
+        if kind.startswith("transformer") and not (
+            any(folder.glob("*.safetensors")) or any(folder.glob("*.bin"))
+        ):
+            raise IncompleteModelError(
+                f"model {spec.label!r}: fine-tuned transformer folder {str(folder)!r} has a config.json but no "
+                "weights (*.safetensors); use another checkpoint of the run, or save the transformer again"
+            )
     return spec
 
 

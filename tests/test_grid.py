@@ -631,6 +631,26 @@ def test_pipeline_folder_check_names_each_missing_part(tmp_path, monkeypatch):
         P.check_pipeline_folder(Path("assets") / "shapes-t2i")
 
 
+def test_checkpoints_missing_their_weights_are_named_before_loading(tmp_path):
+    """A LoRA checkpoint without its LoRA file is named as an incomplete checkpoint (not as a folder that is no
+    pipeline), and a transformer overlay without weights fails before the base loads (it failed in diffusers
+    after the base had loaded)."""
+    import imgalign.pipelines as P
+
+    base = _pipeline_folder(tmp_path / "base", {"transformer": ["config.json", "w.safetensors"]})
+    lora = tmp_path / "run" / "checkpoints" / "step-000001"
+    (lora / "trainer_state").mkdir(parents=True)
+    (lora / "imgalign_model.json").write_text(json.dumps({"base_model": str(base)}))
+    with pytest.raises(P.IncompleteModelError, match=r"step-000001' is incomplete.*pytorch_lora_weights"):
+        P.check_model_spec(P.ModelSpec("ft", str(lora)))
+    full = _pipeline_folder(tmp_path / "full", {"transformer": ["config.json"]})
+    for overlay in (full, full / "transformer"):
+        with pytest.raises(
+            P.IncompleteModelError, match=r"full/transformer' has a config.json but no weights"
+        ):
+            P.check_model_spec(P.ModelSpec("ft", str(base), str(overlay)))
+
+
 def test_a_hub_id_is_checked_against_the_cache_and_the_offline_setting(tmp_path, monkeypatch):
     """A name with no slash that does not exist is a missing folder, not a Hub id; an invalid id is not
     available; an uncached id is available only when the Hub may be contacted."""
