@@ -189,6 +189,25 @@ def check_model_spec(spec: ModelSpec) -> ModelSpec:
                 f"model {spec.label!r}: fine-tuned transformer folder {str(folder)!r} has a config.json but no "
                 "weights (*.safetensors); use another checkpoint of the run, or save the transformer again"
             )
+        if kind.startswith(
+            "transformer"
+        ):  # a transformer of another class fails now, not after the base loads
+            base = embedded_path(spec.base) if spec.base in EMBEDDED else Path(spec.base)
+            try:
+                want = json.loads((base / "transformer" / "config.json").read_text())
+                got = json.loads((folder / "config.json").read_text())
+            except (OSError, ValueError):
+                want = got = {}  # a Hub id or a pipeline without a transformer: checked once loaded
+            # the sizes the base's text encoders and autoencoder fix (a mismatch failed only when sampling)
+            keys = ("_class_name", "in_channels", "joint_attention_dim", "pooled_projection_dim")
+            differ = [k for k in keys if k in want and k in got and want[k] != got[k]]
+            if differ:
+                raise ValueError(
+                    f"model {spec.label!r}: the transformer in {str(folder)!r} does not fit base model "
+                    f"{spec.base!r} ("
+                    + ", ".join(f"{k} {got[k]} against the base's {want[k]}" for k in differ)
+                    + f"); give the base model it was trained on, as BASE+{spec.overlay}"
+                )
     return spec
 
 

@@ -651,6 +651,31 @@ def test_checkpoints_missing_their_weights_are_named_before_loading(tmp_path):
             P.check_model_spec(P.ModelSpec("ft", str(base), str(overlay)))
 
 
+def test_a_transformer_overlay_that_does_not_fit_the_base_fails_before_loading(tmp_path):
+    """A transformer of another class, or of the same class sized for other text encoders, fails in the check
+    (it failed after the base had loaded, or with a matmul error while sampling after other models ran)."""
+    import imgalign.pipelines as P
+
+    def config(folder: Path, **cfg) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "config.json").write_text(json.dumps(cfg))
+        (folder / "w.safetensors").write_text("x")
+
+    base = _pipeline_folder(tmp_path / "base", {"transformer": []})
+    sd3 = {"_class_name": "SD3Transformer2DModel", "in_channels": 4, "joint_attention_dim": 64}
+    config(base / "transformer", **sd3)
+    config(tmp_path / "same", **sd3, num_layers=3)
+    assert P.check_model_spec(P.ModelSpec("ok", str(base), str(tmp_path / "same"))).overlay
+    config(tmp_path / "flux" / "transformer", _class_name="FluxTransformer2DModel", in_channels=4)
+    config(tmp_path / "small", **{**sd3, "joint_attention_dim": 32})
+    for overlay, message in (
+        ("flux", "_class_name FluxTransformer2DModel against the base's SD3Transformer2DModel"),
+        ("small", "joint_attention_dim 32 against the base's 64"),
+    ):
+        with pytest.raises(ValueError, match=f"'{tmp_path / overlay}.*does not fit base model.*{message}"):
+            P.check_model_spec(P.ModelSpec("ft", str(base), str(tmp_path / overlay)))
+
+
 def test_a_hub_id_is_checked_against_the_cache_and_the_offline_setting(tmp_path, monkeypatch):
     """A name with no slash that does not exist is a missing folder, not a Hub id; an invalid id is not
     available; an uncached id is available only when the Hub may be contacted."""
