@@ -504,14 +504,21 @@ def test_save_png_renames_its_temporary_file(tmp_path):
         assert im.getpixel((0, 0)) == (1, 2, 3)
 
 
-def test_max_prompts_takes_the_first_prompts_of_a_file(tmp_path):
+def test_max_prompts_takes_the_first_prompts_of_a_file(tmp_path, caplog):
+    """The first --max-prompts prompts of a file, with a warning when some are left out (a file of 300 prompts
+    gave a 16-row grid, the default, without a word)."""
     import argparse
 
     from imgalign.commands.grid import read_rows
 
     (tmp_path / "p.txt").write_text("a\nb\nc\n")
     args = argparse.Namespace(prompts=str(tmp_path / "p.txt"), prompt=None, max_prompts=2)
-    assert read_rows(args) == (["a", "b"], [None, None])
+    with caplog.at_level("WARNING"):
+        assert read_rows(args) == (["a", "b"], [None, None])
+    assert "p.txt holds 3 prompts; the grid shows its first 2 (--max-prompts 2)" in caplog.text
+    caplog.clear()
+    args.max_prompts = 3
+    assert read_rows(args) == (["a", "b", "c"], [None, None, None]) and not caplog.text
 
 
 def test_grid_puts_each_seed_in_its_column_with_the_given_settings(tmp_path, monkeypatch):

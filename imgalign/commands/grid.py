@@ -120,7 +120,16 @@ def read_rows(args: argparse.Namespace) -> tuple[list[str], list[dict[str, Any] 
         if args.max_prompts < 1:
             raise ValueError(f"--max-prompts must be at least 1 (got {args.max_prompts})")
 
-        records = load_prompts(args.prompts)[: args.max_prompts]
+        records = load_prompts(args.prompts)
+        if len(records) > args.max_prompts:  # said, so that a long file is not taken for a short grid
+            log.warning(
+                "%s holds %d prompts; the grid shows its first %d (--max-prompts %d)",
+                args.prompts,
+                len(records),
+                args.max_prompts,
+                args.max_prompts,
+            )
+            records = records[: args.max_prompts]
         return [r.prompt for r in records], [r.metadata if "include" in r.metadata else None for r in records]
     prompts = [p.strip() for p in args.prompt or []]
     if not prompts or any(not p for p in prompts):
