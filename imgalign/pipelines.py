@@ -157,7 +157,16 @@ def check_model_spec(spec: ModelSpec) -> ModelSpec:
                 if spec.overlay is None:
                     base = recorded_base(p)
                     if base:
-                        return check_model_spec(ModelSpec(spec.label, base, spec.base))
+                        try:
+                            return check_model_spec(ModelSpec(spec.label, base, spec.base))
+                        except (
+                            IncompleteModelError
+                        ) as e:  # a base the user never typed: say where it came from
+                            raise IncompleteModelError(
+                                f"LoRA checkpoint {spec.base!r} names its base model {base!r} in "
+                                f"imgalign_model.json, which cannot load ({e}); give the base as "
+                                f"{spec.label}=BASE+{spec.base}"
+                            ) from None
                 raise ValueError(
                     f"model {spec.label!r}: {spec.base!r} is a LoRA folder that does not name its base model; "
                     f"give it as {spec.label}=BASE+{spec.base}"

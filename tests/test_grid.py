@@ -650,6 +650,15 @@ def test_checkpoints_missing_their_weights_are_named_before_loading(tmp_path):
     (lora / "imgalign_model.json").write_text(json.dumps({"base_model": str(base)}))
     with pytest.raises(P.IncompleteModelError, match=r"step-000001' is incomplete.*pytorch_lora_weights"):
         P.check_model_spec(P.ModelSpec("ft", str(lora)))
+    # a LoRA checkpoint whose recorded base is gone (the run was copied to another machine) says where that
+    # base came from and how to give another one
+    (lora / "pytorch_lora_weights.safetensors").write_text("x")
+    (lora / "imgalign_model.json").write_text(json.dumps({"base_model": str(tmp_path / "gone")}))
+    with pytest.raises(
+        P.IncompleteModelError,
+        match=r"step-000001' names its base model '.*gone' in imgalign_model.json.*give the base as ft=BASE\+",
+    ):
+        P.check_model_spec(P.ModelSpec("ft", str(lora)))
     full = _pipeline_folder(tmp_path / "full", {"transformer": ["config.json"]})
     for overlay in (full, full / "transformer"):
         with pytest.raises(
