@@ -35,8 +35,13 @@ def load_metrics(path: Path) -> list[dict[str, Any]]:
     malformed line elsewhere is an error naming the file and line."""
     path = Path(path)
     if not path.is_file():
+        folder, hint = path.parent, ""
+        if (folder / "trainer_state").is_dir() and folder.parent.name == "checkpoints":
+            hint = f"; {str(folder)!r} is a checkpoint: give its run folder, {str(folder.parent.parent)!r}"
+        elif (folder / "summary.json").is_file():
+            hint = f"; {str(folder)!r} is an evaluation: its report is {str(folder / 'report.md')!r}"
         raise FileNotFoundError(
-            f"{path} does not exist; `imgalign report` needs a run folder with metrics.jsonl"
+            f"{path} does not exist; `imgalign report` needs a run folder with metrics.jsonl{hint}"
         )
     try:
         # -sig: a BOM from an editor is not a row error

@@ -154,6 +154,20 @@ def test_report_errors(tmp_path, capsys):
         )
 
 
+def test_report_of_a_checkpoint_or_an_evaluation_folder_points_at_the_right_one(tmp_path, capsys):
+    """A run's checkpoint folder names its run folder, an evaluation folder its report.md (both said only that
+    metrics.jsonl does not exist)."""
+    ckpt = tmp_path / "run" / "checkpoints" / "step-000003"
+    (ckpt / "trainer_state").mkdir(parents=True)
+    assert main(["report", str(ckpt)]) == 2
+    assert f"is a checkpoint: give its run folder, '{tmp_path / 'run'}'" in capsys.readouterr().err
+    ev = tmp_path / "ev"
+    ev.mkdir()
+    (ev / "summary.json").write_text("{}")
+    assert main(["report", "--compare", f"a={ev}", "--keys", "k", "--out", str(tmp_path / "o")]) == 2
+    assert f"is an evaluation: its report is '{ev / 'report.md'}'" in capsys.readouterr().err
+
+
 def test_metrics_saved_with_a_bom_load(tmp_path):
     from imgalign.eval.reports import load_metrics
 
