@@ -200,6 +200,10 @@ def test_bad_input_fails_before_model_loads(sd3_dir, tmp_path, capsys, monkeypat
         ({"model": {"path": str(tmp_path / "missing")}}, "does not exist"),
         ({"model": {"path": str(incomplete)}}, "is incomplete; missing:"),
         ({"model": {"path": str(lora)}}, "is a LoRA checkpoint of base model"),
+        (  # eval/grid's BASE+OVERLAY was called a folder that does not exist
+            {"model": {"path": f"{sd3_dir}+{lora}"}},
+            "training takes one model, not BASE+OVERLAY; give the base model",
+        ),
         ({"model": {"path": str(sd3_dir), "family": "sdxl"}}, "unknown model family"),
         (  # a family other than the folder's failed with a traceback inside the adapter
             {"model": {"path": str(sd3_dir), "family": "flux"}},

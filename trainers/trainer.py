@@ -159,6 +159,13 @@ def preflight(cfg: FlowGRPOConfig, num_processes: int = 1, output_dir: str | Pat
             "another way, or defaults spelled out), so it would train twice: give each reward once"
         )
     check_prompt_source(cfg.prompts.source)
+    base_part, plus, overlay_part = cfg.model.path.partition("+")
+    if plus and not Path(cfg.model.path).exists() and Path(overlay_part).exists():  # eval/grid's syntax
+        raise ConfigError(
+            f"model.path {cfg.model.path!r}: training takes one model, not BASE+OVERLAY; give the base model "
+            f"({base_part!r}; with --resume DIR to continue the run that wrote the overlay), or merge the "
+            "fine-tuned part into a pipeline folder first"
+        )
     # a missing or incomplete folder, or an embedded model whose files are missing, raises here
     model = check_model_spec(ModelSpec("model.path", cfg.model.path))
     if model.overlay is not None:
