@@ -146,6 +146,7 @@ def test_eval_geneval_suite_with_tiny_models(tmp_path, capsys, monkeypatch):
         raise ValueError("stop here")
 
     monkeypatch.setattr(R, "build_judge", build_judge)
+    monkeypatch.setattr("imgalign.commands.check_device", lambda device, flag="--device": None)  # no GPU here
     assert main(argv[:-1] + [str(tmp_path / "d1"), "--device", "cuda:7"]) == 2
     assert main(mine + ["--clip", str(clip), "--device", "cuda:7", "--out", str(tmp_path / "d2")]) == 2
     assert devices == ["cpu", "cuda:7"] and "stop here" in capsys.readouterr().err
@@ -198,3 +199,40 @@ def test_eval_geneval_prompts_the_judge_cannot_judge_fail_before_generation(tmp_
         assert main(argv + ["--prompts", str(prompts), "--out", str(out)]) == 2
         assert expected in capsys.readouterr().err
         assert not out.exists()
+
+
+def test_a_device_this_machine_lacks_fails_before_anything_loads(tmp_path, capsys, monkeypatch):
+    """eval --device cuda (a command copied from a GPU machine) failed with torch's traceback once the model had
+    loaded, after --out was claimed; grid likewise. A string torch does not parse is named too."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    argv = ["eval", "--suite", "geneval", "--model", "shapes", "--prompts", "generate:0", "--detector", "x"]
+    for device, message in (
+        ("cuda", "this machine has no CUDA device; use --device cpu"),
+        ("gpu", "not a torch"),
+    ):
+        out = tmp_path / f"ev_{device}"
+        assert main(argv + ["--device", device, "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert f"--device {device!r}" in err and message in err and not out.exists()
+    grid = [
+        "grid",
+        "--model",
+        "shapes",
+        "--prompt",
+        "x",
+        "--device",
+        "cuda:1",
+        "--out",
+        str(tmp_path / "g.png"),
+    ]
+    assert main(grid) == 2
+    assert "--device 'cuda:1': this machine has no CUDA device" in capsys.readouterr().err
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    from imgalign.commands import check_device
+
+    check_device("cuda:1")
+    with pytest.raises(
+        ValueError, match="has 2 CUDA device.*cuda:0 to cuda:1; use --device cpu or one of those"
+    ):
+        check_device("cuda:2")

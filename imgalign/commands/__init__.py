@@ -16,6 +16,23 @@ def check_output_file(path: Path, flag: str = "--out") -> None:
     _check_nearest_folder(path, path.parents, flag)
 
 
+def check_device(device: str, flag: str = "--device") -> None:
+    """Fail before any work on a device string torch does not parse, or a CUDA device this machine lacks (it failed
+    with a traceback once the model had loaded, after the output folder was claimed)."""
+    import torch
+
+    try:
+        dev = torch.device(device)
+    except RuntimeError:
+        raise ValueError(f"{flag} {device!r} is not a torch device; use cpu, cuda or cuda:N") from None
+    if dev.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if dev.index is not None and dev.index >= count or count == 0:
+            have = f"{count} CUDA device(s), cuda:0 to cuda:{count - 1}" if count else "no CUDA device"
+            use = f"{flag} cpu or one of those" if count else f"{flag} cpu"
+            raise ValueError(f"{flag} {device!r}: this machine has {have}; use {use}")
+
+
 def check_output_folder(path: Path, flag: str = "--out") -> None:
     """Fail before any work when output folder `path` cannot be made or written: it is a file, a part of its
     parent path is an existing file, or its nearest existing folder takes no new file."""

@@ -277,10 +277,12 @@ def finish(args: argparse.Namespace, summary: dict, out: Path) -> int:
 
 def run_real_eval(args: argparse.Namespace) -> int:
     """The geneval suite: a transformers detector and an open_clip colour classifier (imgalign.eval.real)."""
+    from imgalign.commands import check_device
     from imgalign.eval.real import check_judge_specs, evaluate_folder
 
     if args.ground_truth:
         raise ValueError("--ground-truth exists only for the shapes suite; give --images or --model")
+    check_device(args.device)
     check_judge_specs(args.detector, args.clip)  # before any generation
     out = Path(args.out)
     images = out / "images"

@@ -140,7 +140,7 @@ def read_rows(args: argparse.Namespace) -> tuple[list[str], list[dict[str, Any] 
 def run_grid(args: argparse.Namespace) -> int:
     import torch
 
-    from imgalign.commands import check_output_file
+    from imgalign.commands import check_device, check_output_file
     from imgalign.eval.gallery import labelled_grid, save_png
     from imgalign.eval.models import sampling_defaults
     from imgalign.pipelines import check_model_spec, load_pipeline, parse_model_arg
@@ -170,6 +170,7 @@ def run_grid(args: argparse.Namespace) -> int:
     if out.suffix.lower() != ".png":
         raise ValueError(f"--out {args.out!r}: the grid is written as PNG; use a .png name")
     check_output_file(out)
+    check_device(args.device)
     for flag, v in (
         ("--steps", args.steps),
         ("--size", args.size),
