@@ -418,3 +418,22 @@ def test_too_few_renders_and_no_corruption_kind_are_refused_naming_the_flag(
         )
     assert main(["rewards", "check", "--reward", "geneval", "--n", "2", "--kinds", ","]) == 2
     assert "--kinds ',' names no corruption kind; give some of: shape, colour" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["fit-discriminator", "--real", "r", "--fake", "f", "--out", "h.safetensors"],
+        ["fit-artifact", "--clean", "c", "--artifact", "a", "--out", "h.safetensors"],
+        ["fd", "shapes", "shapes"],
+        ["check", "--reward", "clip"],
+        ["fid-stats", "--images", "shapes", "--out", "s.safetensors"],
+    ],
+    ids=lambda a: a[0],
+)
+def test_a_cuda_device_this_machine_lacks_fails_first(argv, tmp_path, capsys, monkeypatch):
+    """--device cuda on a machine without one failed with torch's traceback once the work had started."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.chdir(tmp_path)
+    assert main(["rewards", *argv, "--device", "cuda"]) == 2
+    assert "--device 'cuda': this machine has no CUDA device; use --device cpu" in capsys.readouterr().err

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from imgalign.cli import CLIError
+from imgalign.commands import check_device
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -137,6 +138,7 @@ def _check_fit_sizes(args: argparse.Namespace) -> None:
 
 
 def run_fit_discriminator(args: argparse.Namespace) -> int:
+    check_device(args.device)  # a GPU this machine lacks fails before any work
     from imgalign.commands import check_output_file
     from imgalign.rewards.discriminator import fit_discriminator
 
@@ -162,6 +164,7 @@ def run_fit_discriminator(args: argparse.Namespace) -> int:
 
 
 def run_fit_artifact(args: argparse.Namespace) -> int:
+    check_device(args.device)  # a GPU this machine lacks fails before any work
     from imgalign.commands import check_output_file
     from imgalign.rewards.artifact import fit_artifact
     from imgalign.rewards.io import load_image_folder
@@ -218,6 +221,7 @@ def _stats(src: str, enc, n: int, seed: int):
 
 
 def run_fd(args: argparse.Namespace) -> int:
+    check_device(args.device)  # a GPU this machine lacks fails before any work
     from imgalign.rewards.features import build_features
     from imgalign.rewards.fid import frechet_distance
 
@@ -233,6 +237,7 @@ def run_fd(args: argparse.Namespace) -> int:
 
 
 def run_check(args: argparse.Namespace) -> int:
+    check_device(args.device)  # a GPU this machine lacks fails before any work
     from imgalign.rewards.base import build_reward
     from imgalign.rewards.sanity import KINDS, true_vs_corrupted
 
@@ -296,6 +301,7 @@ def _reporting_failures(reward: Any, spec: str) -> Any:
 
 
 def run_fid_stats(args: argparse.Namespace) -> int:
+    check_device(args.device)  # a GPU this machine lacks fails before any work
     from imgalign.commands import check_output_file
     from imgalign.rewards.features import build_features
     from imgalign.rewards.fid import folder_images, save_stats, shapes_reference_images, stats_of
