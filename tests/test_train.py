@@ -1576,6 +1576,15 @@ def test_eval_at_start_evaluates_the_base_model_once_and_a_resume_does_not_again
     assert [json.loads(x)["step"] for x in (out / "eval.jsonl").read_text().splitlines()] == [0, 1, 2]
 
 
+def test_train_help_says_how_to_start_several_cpu_processes(capsys):
+    """`accelerate launch --cpu --num_processes 2` starts one process and nothing in it can tell; --help said
+    nothing of the form that works (it was only in the module docstring)."""
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "ACCELERATE_USE_CPU=true accelerate launch --multi_gpu --num_processes N" in out
+
+
 def test_print_config_and_max_steps_override(sd3_dir, tmp_path, capsys):
     cfg = write(tiny_config(sd3_dir, tmp_path / "run"), tmp_path / "c.yaml")
     other = tmp_path / "other"

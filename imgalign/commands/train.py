@@ -23,7 +23,11 @@ DEFAULT_CONFIG = EXAMPLES / "shapes" / "flow_grpo.yaml"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("train", help="fine-tune a flow-matching T2I model on rewards (Flow-GRPO)")
+    p = sub.add_parser(
+        "train",
+        help="fine-tune a flow-matching T2I model on rewards (Flow-GRPO)",
+        description=__doc__,  # --help shows how to launch several processes (on CPUs --cpu starts only one)
+    )
     p.add_argument(
         "config", nargs="?", help=f"YAML config (default: {DEFAULT_CONFIG.relative_to(EXAMPLES.parent)})"
     )
