@@ -948,3 +948,18 @@ def test_a_partial_of_other_rewards_or_cut_short_is_not_misread(
     assert main([*argv, "--reward", "geneval:mode=strict"]) == 0
     assert scored == files[1:]
     assert [json.loads(x) for x in out.read_text().splitlines()] == kept
+
+
+def test_a_cuda_device_this_machine_lacks_fails_before_any_reward_loads(
+    tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """score --device cuda on a machine without one failed with torch's traceback once the reward was moved."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    img = tmp_path / "a.png"
+    W.render(SPECS[0], 0)[0].save(img)
+    argv = ["score", str(img), "--reward", "artifact", "--out", str(tmp_path / "s.jsonl"), "--no-progress"]
+    assert main([*argv, "--device", "cuda"]) == 2
+    assert "--device 'cuda': this machine has no CUDA device; use --device cpu" in capsys.readouterr().err
+    assert not (tmp_path / "s.jsonl").exists()

@@ -400,7 +400,7 @@ def _append_partial(path: Path, entries: list[dict[str, Any]]) -> None:
 def run_score(args: argparse.Namespace) -> int:
     from tqdm.auto import tqdm
 
-    from imgalign.commands import check_output_file
+    from imgalign.commands import check_device, check_output_file
     from imgalign.rewards.base import build_reward, reward_key
     from imgalign.rewards.io import ImageReadError, find_images, pil_batch, read_image
 
@@ -410,6 +410,7 @@ def run_score(args: argparse.Namespace) -> int:
     if out.suffix.lower() not in (".jsonl", ".csv", ".json"):
         raise CLIError(f"--out {args.out!r} must end in .jsonl or .csv (.json is written as JSON lines too)")
     check_output_file(out)
+    check_device(args.device)
     if args.baseline and out.exists() and Path(args.baseline).exists() and out.samefile(args.baseline):
         raise CLIError(f"--out {args.out!r} is the --baseline file; write the new scores to another file")
     if args.prompts and out.exists() and Path(args.prompts).exists() and out.samefile(args.prompts):
