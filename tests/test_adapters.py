@@ -51,6 +51,14 @@ def test_detect_family(sd3_dir, flux_dir, tmp_path):
     assert detect_family(flux_dir) == "flux"
     with pytest.raises(FileNotFoundError, match="model_index.json"):
         detect_family(tmp_path)
+    (tmp_path / "sdxl").mkdir()
+    (tmp_path / "sdxl" / "model_index.json").write_text(
+        json.dumps({"_class_name": "StableDiffusionXLPipeline"})
+    )
+    with pytest.raises(
+        ValueError, match="holds a 'StableDiffusionXLPipeline'; supported pipelines: FluxPipeline, "
+    ):
+        detect_family(tmp_path / "sdxl")
     with pytest.raises(ValueError, match="unknown model family"):
         load_adapter(sd3_dir, family="sdxl")
 
@@ -180,6 +188,7 @@ def test_prompt_embedding_does_not_depend_on_batch_mates(sd3_dir):
     [
         (["no_such"], "'no_such' names no module"),
         (["to_q", "to_vv"], "'to_vv' names no module"),  # peft alone trains to_q and skips the typo silently
+        (["to_q", "k_proj"], "'k_proj' names no module"),  # a name ends at a dot: add_k_proj is not k_proj
         (["transformer_blocks"], "'transformer_blocks' names a ModuleList, not a Linear layer"),
         (["to_q", "norm_out"], "'norm_out' names a AdaLayerNormContinuous, not a Linear layer"),
     ],
@@ -408,3 +417,65 @@ def test_a_full_fine_tune_of_a_hub_id_base_saves_without_its_index(sd3_dir, tmp_
         == "org/not-a-local-folder"
     )
     assert (tmp_path / "full" / "model_index.json").is_file()
+
+
+def test_cond_index_takes_the_same_rows_of_the_embeddings_and_the_pooled_vectors():
+    from imgalign.adapters import Cond
+
+    c = Cond(torch.arange(3.0).view(3, 1, 1).expand(3, 2, 4), torch.arange(3.0).view(3, 1).expand(3, 5))
+    s = c.index([2, 0])
+    assert s.embeds[:, 0, 0].tolist() == [2.0, 0.0] and s.pooled[:, 0].tolist() == [2.0, 0.0]
+
+
+def test_an_adapter_freezes_the_text_encoders_and_the_vae_in_eval_mode(sd3_dir):
+    """Also on a pipeline handed over in training mode (dropout off: an embedding is a function of the prompt)."""
+    pipe = load_pipeline(sd3_dir)
+    parts = (pipe.text_encoder, pipe.text_encoder_2, pipe.vae)
+    for m in parts:
+        m.train().requires_grad_(True)
+    SD3Adapter(pipe)
+    for m in parts:
+        assert not m.training and not any(p.requires_grad for p in m.parameters())
+
+
+def test_decode_casts_the_latents_to_the_vaes_dtype_and_keeps_no_graph(sd3_dir):
+    """A pipeline loaded wholly in bfloat16 (its VAE too) decodes float32 latents; the images carry no graph."""
+    ad = SD3Adapter(load_pipeline(sd3_dir, dtype=torch.bfloat16), dtype=torch.bfloat16)
+    assert ad.pipe.vae.dtype == torch.bfloat16
+    x = ad.init_noise([torch.Generator().manual_seed(0)]).requires_grad_()
+    img = ad.decode(x)
+    assert img.dtype == torch.float32 and img.shape == (1, 3, 8, 8) and not img.requires_grad
+
+
+def test_a_lora_checkpoint_records_the_given_targets_and_saves_into_a_new_nested_folder(sd3_dir, tmp_path):
+    ad = load_adapter(sd3_dir)
+    ad.add_lora(rank=2, alpha=4, target_modules=["to_q", "to_v"])
+    out = tmp_path / "checkpoints" / "step-000001"
+    ad.save(out, base_model=str(sd3_dir))
+    assert json.loads((out / "imgalign_model.json").read_text())["lora"]["target_modules"] == ["to_q", "to_v"]
+
+
+def test_gradient_checkpointing_is_switched_on_in_the_transformer(sd3_dir):
+    ad = load_adapter(sd3_dir)
+    assert not ad.transformer.is_gradient_checkpointing
+    ad.enable_gradient_checkpointing()
+    assert ad.transformer.is_gradient_checkpointing
+
+
+def test_flux_default_size_is_the_vaes_image_sample_size(flux_dir):
+    """FLUX transformers have no sample_size: the default image side is the VAE's sample_size (in pixels, not in
+    latents), here with a VAE that downsamples by 2."""
+    from diffusers import AutoencoderKL
+
+    pipe = load_pipeline(flux_dir)
+    pipe.vae = AutoencoderKL(
+        sample_size=16,
+        block_out_channels=(4, 4),
+        down_block_types=("DownEncoderBlock2D",) * 2,
+        up_block_types=("UpDecoderBlock2D",) * 2,
+        layers_per_block=1,
+        latent_channels=1,
+        norm_num_groups=1,
+    )
+    ad = FluxAdapter(pipe, max_sequence_length=77)
+    assert ad.vae_scale_factor == 2 and (ad.height, ad.width) == (16, 16)
