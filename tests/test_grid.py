@@ -711,6 +711,9 @@ def test_a_hub_id_is_checked_against_the_cache_and_the_offline_setting(tmp_path,
     assert P.hub_id_available("imgalign-test/never-downloaded")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     assert not P.hub_id_available("imgalign-test/never-downloaded")
+    for value in ("true", "YES", "On"):  # huggingface_hub's own spellings, in any case
+        monkeypatch.setenv("HF_HUB_OFFLINE", value)
+        assert not P.hub_id_available("imgalign-test/never-downloaded")
 
 
 def test_a_hub_id_cached_as_having_no_model_index_is_not_available_offline(tmp_path, monkeypatch):
@@ -931,3 +934,37 @@ def test_grid_scores_each_row_against_its_own_prompt(tmp_path, monkeypatch):
         == 0
     )
     assert got["captions"] == [["len: 1.000"] * 2, ["len: 4.000"] * 2]
+
+
+def test_an_incomplete_pipeline_folder_given_as_a_model_is_refused_before_loading(tmp_path):
+    import imgalign.pipelines as P
+
+    folder = tmp_path / "pipe"
+    folder.mkdir()
+    index = {"_class_name": "StableDiffusion3Pipeline", "vae": ["diffusers", "AutoencoderKL"]}
+    (folder / "model_index.json").write_text(json.dumps(index))
+    with pytest.raises(P.IncompleteModelError, match="is incomplete; missing: vae/"):
+        P.check_model_spec(P.ModelSpec("m", str(folder)))
+
+
+def test_a_lora_mismatch_quotes_the_loaders_first_two_lines(tmp_path):
+    """torch's message is a header, then the first mismatching weight: both are quoted, on one line."""
+    import imgalign.pipelines as P
+
+    error = RuntimeError(
+        "Error(s) in loading state_dict for X:\n\n\tsize mismatch for a.lora_B: 4 vs 8.\n\tnext"
+    )
+    msg = P.lora_mismatch_message(tmp_path, "shapes", error)
+    assert msg.endswith("(loader: Error(s) in loading state_dict for X: size mismatch for a.lora_B: 4 vs 8.)")
+
+
+def test_the_absent_component_filter_is_removed_after_its_block():
+    import logging
+
+    import imgalign.pipelines as P
+
+    logger = logging.getLogger("diffusers.pipelines.pipeline_utils")
+    before = list(logger.filters)
+    with P.quiet_absent_components():
+        assert len(logger.filters) == len(before) + 1
+    assert logger.filters == before
