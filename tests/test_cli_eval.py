@@ -39,6 +39,7 @@ def test_eval_ground_truth(tmp_path, small_prompts, capsys):
     summary = json.loads((out / "summary.json").read_text())
     assert set(summary) >= {"suite", "model", "overall", "tasks", "n_images"}
     assert summary["suite"] == "shapes" and summary["n_images"] == 36 and summary["overall"] == 1.0
+    assert '"overall": 1.0' in capsys.readouterr().out
     assert set(summary["tasks"]) == set(W.TASKS)
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert len(rows) == 36 and set(rows[0]) >= {"file", "tag", "prompt", "correct", "reason"}
@@ -71,6 +72,7 @@ def test_world_render_then_eval_images_same_seed_same_files(tmp_path, small_prom
     fb = sorted(p.read_bytes() for p in b.rglob("*.png"))
     assert fa == fb and len(fa) == 18
     assert main(["eval", "--images", str(a), "--out", str(tmp_path / "ev"), "--no-progress"]) == 0
+    assert json.loads((tmp_path / "ev" / "summary.json").read_text())["model"] == f"images:{a}"
 
 
 def test_eval_images_with_bad_files_keeps_going(tmp_path, small_prompts, capsys):
@@ -1081,3 +1083,21 @@ def test_results_keep_the_judges_partial_credit(tmp_path):
     judge_folder(imgs, tmp_path / "ev", ShapesDetector(), progress=False)
     row = json.loads((tmp_path / "ev" / "results.jsonl").read_text())
     assert row["correct"] is False and row["partial"] == pytest.approx(0.75)
+
+
+def test_a_damaged_eval_args_json_alone_is_written_again_and_beside_other_files_is_refused(tmp_path):
+    """Cut JSON or bytes that are not UTF-8: alone (its model failed to load), the folder is taken over and
+    eval_args.json written anew; beside other files, the folder's evaluation is unknown and refused."""
+    from imgalign.commands.evaluate import claim_out_folder
+
+    ident = {"suite": "shapes", "ground_truth": True}
+    for i, damaged in enumerate((b'{"suite": "sha', b"\xff\xfe\x00")):
+        out = tmp_path / f"ev{i}"
+        out.mkdir()
+        (out / "eval_args.json").write_bytes(damaged)
+        claim_out_folder(out, ident)
+        assert json.loads((out / "eval_args.json").read_text()) == ident
+        (out / "eval_args.json").write_bytes(damaged)
+        (out / "results.jsonl").write_text("")
+        with pytest.raises(ValueError, match="eval_args.json is damaged"):
+            claim_out_folder(out, ident)
