@@ -888,7 +888,7 @@ def test_a_gallery_needs_an_image_and_leaves_room_for_its_captions():
     assert (np.asarray(g)[16 + PAD + 2 :] != 255).any()  # drawn, inside the canvas
 
 
-def test_grid_passes_the_dtype_size_context_length_and_cell_on(tmp_path, monkeypatch):
+def test_grid_passes_the_dtype_size_context_length_and_cell_on(tmp_path, monkeypatch, capsys):
     """--dtype reaches the loader, --size and --max-sequence-length the sampler (over the model's own settings),
     --cell the grid."""
     import imgalign.eval.gallery as gallery
@@ -902,10 +902,15 @@ def test_grid_passes_the_dtype_size_context_length_and_cell_on(tmp_path, monkeyp
         "generate_images",
         lambda pipe, prompts, seeds, batch_size, **kw: calls.append(kw) or [pipe] * len(seeds),
     )
-    monkeypatch.setattr(gallery, "labelled_grid", lambda *a, **kw: got.update(kw) or Image.new("RGB", (4, 4)))
+    monkeypatch.setattr(
+        gallery, "labelled_grid", lambda *a, **kw: got.update(kw, labels=a[2]) or Image.new("RGB", (4, 4))
+    )
     argv = ["grid", "--model", "a=shapes", "--prompt", "x", "--dtype", "bfloat16", "--size", "32"]
     assert main(argv + ["--max-sequence-length", "3", "--cell", "40", "--out", str(tmp_path / "g.png")]) == 0
-    assert loaded == [torch.bfloat16] and got["cell"] == 40
+    assert (
+        loaded == [torch.bfloat16] and got["cell"] == 40 and got["labels"] == ["a"]
+    )  # the LABEL, not the path
+    assert "(1 prompts x 1 models x 1 seeds)" in capsys.readouterr().out
     assert calls == [{"steps": 20, "guidance": 4.0, "max_sequence_length": 3, "size": 32}]
 
 
@@ -943,7 +948,7 @@ def test_an_incomplete_pipeline_folder_given_as_a_model_is_refused_before_loadin
     folder.mkdir()
     index = {"_class_name": "StableDiffusion3Pipeline", "vae": ["diffusers", "AutoencoderKL"]}
     (folder / "model_index.json").write_text(json.dumps(index))
-    with pytest.raises(P.IncompleteModelError, match="is incomplete; missing: vae/"):
+    with pytest.raises(P.IncompleteModelError, match="is incomplete; missing: vae/; recreate it"):
         P.check_model_spec(P.ModelSpec("m", str(folder)))
 
 
@@ -968,3 +973,13 @@ def test_the_absent_component_filter_is_removed_after_its_block():
     with P.quiet_absent_components():
         assert len(logger.filters) == len(before) + 1
     assert logger.filters == before
+
+
+def test_a_lora_checkpoint_alone_keeps_its_label_and_takes_its_recorded_base(tmp_path):
+    import imgalign.pipelines as P
+
+    ckpt = tmp_path / "step-000500"
+    ckpt.mkdir()
+    (ckpt / "adapter_config.json").write_text("{}")
+    (ckpt / "imgalign_model.json").write_text(json.dumps({"base_model": "shapes"}))
+    assert P.check_model_spec(P.parse_model_arg(f"ft={ckpt}")) == P.ModelSpec("ft", "shapes", str(ckpt))
