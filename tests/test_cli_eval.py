@@ -104,6 +104,7 @@ def test_eval_images_with_bad_files_keeps_going(tmp_path, small_prompts, capsys)
     out = tmp_path / "ev"
     rc = main(["eval", "--images", str(src), "--out", str(out), "--no-progress"])
     assert rc == 1
+    assert f"5 images could not be judged; see {out / 'results.jsonl'}" in capsys.readouterr().out
     rows = {r["file"]: r for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())}
     assert (
         f"cannot read image {src / '00001' / 'samples' / '0000.png'}"
@@ -1101,3 +1102,16 @@ def test_a_damaged_eval_args_json_alone_is_written_again_and_beside_other_files_
         (out / "results.jsonl").write_text("")
         with pytest.raises(ValueError, match="eval_args.json is damaged"):
             claim_out_folder(out, ident)
+
+
+def test_an_eval_identity_keeps_a_model_name_that_is_not_a_path(tmp_path, monkeypatch):
+    """An embedded name or Hub id is recorded as given (resolved against the working folder, a rerun from another
+    folder would be refused)."""
+    import argparse
+
+    from imgalign.commands.evaluate import eval_identity
+
+    monkeypatch.chdir(tmp_path)
+    args = argparse.Namespace(suite="shapes", images=None, model="shapes", steps=None, guidance_scale=None)
+    args.prompts, args.images_per_prompt, args.seed = None, 4, 0
+    assert eval_identity(args)["model"] == "shapes"

@@ -236,3 +236,46 @@ def test_a_device_this_machine_lacks_fails_before_anything_loads(tmp_path, capsy
         ValueError, match="has 2 CUDA device.*cuda:0 to cuda:1; use --device cpu or one of those"
     ):
         check_device("cuda:2")
+
+
+def test_the_judge_built_on_the_cpu_before_generation_does_not_judge(tmp_path, capsys, monkeypatch):
+    """With --model the judge is built on the CPU only to fail early and let go: evaluate_folder gets judge=None and
+    builds its own on the device once the pipeline is gone."""
+    import imgalign.eval.real as R
+    import imgalign.pipelines as P
+    import imgalign.sampling as S
+
+    seen = []
+
+    def evaluate_folder(*args, judge, **kwargs):
+        seen.append(judge)
+        raise ValueError("stop here")
+
+    import imgalign.commands as C
+
+    monkeypatch.setattr(C, "check_device", lambda device: None)  # cuda:7 on this machine
+    monkeypatch.setattr(R, "check_judge_specs", lambda detector, clip: None)
+
+    def build_judge(detector, clip, metas, device):
+        return f"detector on {device}", f"colours on {device}", lambda meta: None
+
+    monkeypatch.setattr(R, "build_judge", build_judge)
+    monkeypatch.setattr(R, "evaluate_folder", evaluate_folder)
+    monkeypatch.setattr(P, "load_pipeline", lambda spec, device: object())
+    monkeypatch.setattr(S, "generate_folder", lambda *args, **kwargs: None)
+    cat = {"tag": "single_object", "include": [{"class": "cat", "count": 1}], "prompt": "a photo of a cat"}
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text(json.dumps(cat) + "\n")
+    argv = [
+        "eval",
+        "--suite",
+        "geneval",
+        "--model",
+        "shapes",
+        "--prompts",
+        str(prompts),
+        "--device",
+        "cuda:7",
+    ]
+    assert main(argv + ["--no-progress", "--out", str(tmp_path / "ev")]) == 2
+    assert seen == [None] and "stop here" in capsys.readouterr().err
