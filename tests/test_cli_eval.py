@@ -1115,3 +1115,11 @@ def test_an_eval_identity_keeps_a_model_name_that_is_not_a_path(tmp_path, monkey
     args = argparse.Namespace(suite="shapes", images=None, model="shapes", steps=None, guidance_scale=None)
     args.prompts, args.images_per_prompt, args.seed = None, 4, 0
     assert eval_identity(args)["model"] == "shapes"
+
+
+def test_an_out_folder_is_claimed_with_its_missing_parents(tmp_path):
+    from imgalign.commands.evaluate import claim_out_folder
+
+    out = tmp_path / "runs" / "a" / "ev"
+    claim_out_folder(out, {"suite": "shapes"})
+    assert json.loads((out / "eval_args.json").read_text()) == {"suite": "shapes"}
