@@ -310,11 +310,11 @@ def run_real_eval(args: argparse.Namespace) -> int:
     # the CPU and is let go (the pipeline needs the device), and loads on the device once the pipeline is gone.
     judge = build_judge(args.detector, args.clip, judge_metas, device=args.device if args.images else "cpu")
     if not args.images:
-        for i, meta in enumerate(
-            judge_metas, 1
-        ):  # a prompt the judge cannot judge fails now, not after sampling
+        _, _, validate = judge
+        # a prompt the judge cannot judge fails now, not after sampling
+        for i, meta in enumerate(judge_metas, 1):
             try:
-                judge[2](meta)
+                validate(meta)
             except ValueError as e:
                 raise ValueError(
                     f"--prompts {args.prompts}: prompt {i} ({meta.get('prompt')!r}): {e}"
