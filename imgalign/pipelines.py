@@ -191,16 +191,13 @@ def check_model_spec(spec: ModelSpec) -> ModelSpec:
             )
         kind = overlay_kind(op)
         folder = op / "transformer" if kind == "transformer-subfolder" else op
-        if kind.startswith("transformer") and not (
-            any(folder.glob("*.safetensors")) or any(folder.glob("*.bin"))
-        ):
-            raise IncompleteModelError(
-                f"model {spec.label!r}: fine-tuned transformer folder {str(folder)!r} has a config.json but no "
-                "weights (*.safetensors); use another checkpoint of the run, or save the transformer again"
-            )
-        if kind.startswith(
-            "transformer"
-        ):  # a transformer of another class fails now, not after the base loads
+        if kind.startswith("transformer"):
+            if not (any(folder.glob("*.safetensors")) or any(folder.glob("*.bin"))):
+                raise IncompleteModelError(
+                    f"model {spec.label!r}: fine-tuned transformer folder {str(folder)!r} has a config.json but "
+                    "no weights (*.safetensors); use another checkpoint of the run, or save the transformer again"
+                )
+            # a transformer of another class or size fails now, not after the base loads
             base = embedded_path(spec.base) if spec.base in EMBEDDED else Path(spec.base)
             try:
                 want = json.loads((base / "transformer" / "config.json").read_text())
