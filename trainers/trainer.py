@@ -128,19 +128,11 @@ def check_launch(world_size_env: str | None, num_processes: int) -> None:
         )
 
 
-def preflight(cfg: FlowGRPOConfig, num_processes: int = 1, output_dir: str | Path | None = None) -> str:
-    """Cheap checks that must fail before any model loads: the batch layout, the output folder (`output_dir`, else
-    ``log.output_dir``), reward names, prompt source and model path. Returns the resolved model path."""
-    from imgalign import hub
-    from imgalign.commands import check_output_folder
-    from imgalign.pipelines import ModelSpec, check_model_spec
+def check_reward_names(cfg: FlowGRPOConfig) -> None:
+    """Every reward of ``rewards.names`` is known, allowed in training with its options, and given once (no model
+    loads; ``train --print-config`` runs it too)."""
     from imgalign.rewards.base import list_rewards, parse_reward_spec, reward_target
 
-    check_batch_layout(cfg, num_processes)
-    try:  # a file, a path through a file, or a folder that takes no new file (as `eval --out` is checked)
-        check_output_folder(Path(output_dir or cfg.log.output_dir), "--output-dir")
-    except ValueError as e:
-        raise ConfigError(str(e)) from None
     known = list_rewards()
     for spec in cfg.rewards.names:
         name, opts = parse_reward_spec(spec)
@@ -158,6 +150,21 @@ def preflight(cfg: FlowGRPOConfig, num_processes: int = 1, output_dir: str | Pat
             f"rewards.names: {twice[0]!r} and {twice[1]!r} are the same reward with the same options (written "
             "another way, or defaults spelled out), so it would train twice: give each reward once"
         )
+
+
+def preflight(cfg: FlowGRPOConfig, num_processes: int = 1, output_dir: str | Path | None = None) -> str:
+    """Cheap checks that must fail before any model loads: the batch layout, the output folder (`output_dir`, else
+    ``log.output_dir``), reward names, prompt source and model path. Returns the resolved model path."""
+    from imgalign import hub
+    from imgalign.commands import check_output_folder
+    from imgalign.pipelines import ModelSpec, check_model_spec
+
+    check_batch_layout(cfg, num_processes)
+    try:  # a file, a path through a file, or a folder that takes no new file (as `eval --out` is checked)
+        check_output_folder(Path(output_dir or cfg.log.output_dir), "--output-dir")
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    check_reward_names(cfg)
     check_prompt_source(cfg.prompts.source)
     base_part, plus, overlay_part = cfg.model.path.partition("+")
     if plus and not Path(cfg.model.path).exists() and Path(overlay_part).exists():  # eval/grid's syntax

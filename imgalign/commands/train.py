@@ -75,10 +75,12 @@ def run_train(args: argparse.Namespace) -> int:
             print(f"{key} = {default}\n    {text}")
         return 0
     cfg = load_train_config(args)
+    from imgalign.trainers.trainer import check_reward_names, preflight, run
+
     if args.print_config:
+        check_reward_names(cfg)  # a misspelt reward is not a config to show (the model path may be elsewhere)
         print(yaml.safe_dump(to_dict(cfg), sort_keys=False), end="")
         return 0
-    from imgalign.trainers.trainer import preflight, run
 
     preflight(cfg)
     run(cfg, cfg.log.output_dir, args.resume)
