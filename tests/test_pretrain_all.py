@@ -73,6 +73,15 @@ def test_an_out_that_cannot_be_written_fails_before_training(tmp_path, capsys, m
     ):
         assert main(["world", "pretrain", "--component", "clip", "--out", str(out)]) == 2
         assert msg in capsys.readouterr().err
+    # a finished model folder as --out: the VLM would have trained into shapes-clip/shapes-vlm/
+    model = tmp_path / "pt" / "shapes-clip"
+    model.mkdir(parents=True)
+    (model / "open_clip_config.json").write_text("{}")
+    assert main(["world", "pretrain", "--component", "vlm", "--out", str(model)]) == 2
+    assert (
+        "is a model folder (it holds open_clip_config.json); give the folder that holds"
+        in capsys.readouterr().err
+    )
 
 
 def test_all_defaults_to_two_processes_on_two_cpus(tmp_path, monkeypatch, capsys):

@@ -114,6 +114,10 @@ def _pretrain_one(module: str, cfg: Any, out: str, progress: bool) -> dict[str, 
     return importlib.import_module(module).pretrain(cfg, Path(out), progress=progress)
 
 
+# files at the top of a saved model folder (diffusers pipeline, transformers model, open_clip model)
+MODEL_MARKERS = ("model_index.json", "config.json", "open_clip_config.json")
+
+
 def run_pretrain(args: argparse.Namespace) -> int:
     import importlib
     import os
@@ -140,6 +144,13 @@ def run_pretrain(args: argparse.Namespace) -> int:
             f"each component trains in its own sub-folder)"
         )
     check_output_folder(out)
+    # a model folder given as --out (e.g. a finished shapes-clip/): the run would nest its own folders inside it
+    marker = next((f for f in MODEL_MARKERS if (out / f).is_file()), None)
+    if marker is not None:
+        raise ValueError(
+            f"--out {str(out)!r} is a model folder (it holds {marker}); give the folder that holds, or will hold, "
+            f"the pretrained sub-folders ({', '.join(f'shapes-{n}' for n in names)})"
+        )
     if jobs == 1 or len(names) == 1:
         for n in names:
             print(f"{n}: {_pretrain_one(COMPONENTS[n], cfgs[n], str(out), True)}")
