@@ -42,7 +42,7 @@ def validate_geneval_line(meta: Any, where: str) -> dict[str, Any]:
         # the judge reads every clause's count; a clause without one asks for 1
         count = c.setdefault("count", 1)
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-            raise PromptFileError(f"{where}: include[{i}].count must be a positive integer")
+            raise PromptFileError(f"{where}: include[{i}].count must be a positive integer, got {count!r}")
         if "color" in c and not isinstance(c["color"], str):
             raise PromptFileError(f"{where}: include[{i}].color must be a string")
         if "position" in c:

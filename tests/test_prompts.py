@@ -38,6 +38,10 @@ def test_a_bom_and_an_uppercase_suffix_are_read_as_meant(tmp_path):
         ({"include": [{"class": "circle", "count": True}]}, "include[0].count must be a positive integer"),
         ({"include": [{"class": "circle", "count": 0}]}, "include[0].count must be a positive integer"),
         (
+            {"include": [{"class": "circle", "count": "2"}]},
+            "include[0].count must be a positive integer, got '2'",
+        ),
+        (
             {"include": [{"class": "circle"}, {"class": "cross", "position": ["left of", 0, 1]}]},
             "position must be [relation, target index]",
         ),

@@ -98,7 +98,10 @@ class Config:
         sizes = ("embed_dim", "vision_width", "vision_layers", "vision_head_width", "patch_size")
         check_at_least(self, 1, *sizes, "text_width", "text_layers", "text_heads")
         if self.steps < 1 or self.batch_size < 2:
-            raise ValueError("clip: steps must be >= 1 and batch_size >= 2 (a contrastive batch needs pairs)")
+            raise ValueError(
+                f"clip: steps must be >= 1 and batch_size >= 2 (a contrastive batch needs pairs); got steps="
+                f"{self.steps}, batch_size={self.batch_size}"
+            )
         if self.pool_size < self.batch_size:
             raise ValueError("clip: pool_size must be at least batch_size")
         if (
@@ -120,7 +123,11 @@ class Config:
             raise ValueError(f"clip: patch_size must divide the image size {W.IMAGE_SIZE}")
         pool_width = self.vision_width * 32 if self.vision_arch == "resnet" else self.vision_width
         if pool_width % self.vision_head_width or self.text_width % self.text_heads:
-            raise ValueError("clip: widths must be multiples of the head width / number of heads")
+            raise ValueError(
+                f"clip: widths must be multiples of the head width / number of heads; got vision pool width "
+                f"{pool_width} over vision_head_width={self.vision_head_width}, text_width={self.text_width} over "
+                f"text_heads={self.text_heads}"
+            )
         if self.save_dtype not in ("float16", "float32"):
             raise ValueError("clip: save_dtype must be float16 or float32")
         if self.context_length < 20:

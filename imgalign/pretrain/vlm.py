@@ -129,7 +129,10 @@ class Config:
         if self.vision_arch == "resnet" and self.patch_size not in (8, 16, 32):
             raise ValueError("vlm: with vision_arch=resnet, patch_size is the output stride: 8, 16 or 32")
         if self.vision_width % self.vision_heads or self.text_width % self.text_heads:
-            raise ValueError("vlm: widths must be multiples of the number of heads")
+            raise ValueError(
+                f"vlm: widths must be multiples of the number of heads; got vision_width={self.vision_width} over "
+                f"vision_heads={self.vision_heads}, text_width={self.text_width} over text_heads={self.text_heads}"
+            )
         if self.text_heads % self.text_kv_heads:
             raise ValueError("vlm: text_heads must be a multiple of text_kv_heads")
         if (
