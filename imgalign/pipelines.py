@@ -157,11 +157,10 @@ def check_model_spec(spec: ModelSpec) -> ModelSpec:
                 if spec.overlay is None:
                     base = recorded_base(p)
                     if base:
+                        # a base the user never typed that cannot load: say where it came from
                         try:
                             return check_model_spec(ModelSpec(spec.label, base, spec.base))
-                        except (
-                            IncompleteModelError
-                        ) as e:  # a base the user never typed: say where it came from
+                        except IncompleteModelError as e:
                             raise IncompleteModelError(
                                 f"LoRA checkpoint {spec.base!r} names its base model {base!r} in "
                                 f"imgalign_model.json, which cannot load ({e}); give the base as "
@@ -190,6 +189,7 @@ def check_model_spec(spec: ModelSpec) -> ModelSpec:
                 )
             )
         kind = overlay_kind(op)
+        check_overlay_family(spec, op)
         folder = op / "transformer" if kind == "transformer-subfolder" else op
         if kind.startswith("transformer"):
             if not (any(folder.glob("*.safetensors")) or any(folder.glob("*.bin"))):
@@ -236,6 +236,27 @@ def warn_other_base(base: str, overlay: Path) -> None:
             recorded,
             base,
             overlay,
+        )
+
+
+def check_overlay_family(spec: ModelSpec, overlay: Path) -> None:
+    """A checkpoint whose ``imgalign_model.json`` records another family than the base pipeline's (a FLUX LoRA on
+    an SD3 base) is refused before the base loads; it failed only once the base had loaded."""
+    from imgalign.adapters import PIPELINE_TO_FAMILY
+    from imgalign.hub import EMBEDDED, embedded_path
+
+    info = overlay / "imgalign_model.json"
+    index = (embedded_path(spec.base) if spec.base in EMBEDDED else Path(spec.base)) / "model_index.json"
+    try:
+        family = json.loads(info.read_text()).get("family")
+        base_family = PIPELINE_TO_FAMILY.get(json.loads(index.read_text()).get("_class_name", ""))
+    except (OSError, ValueError, AttributeError):
+        return  # no record, or a Hub id: the loader checks once the base is loaded
+    if family and base_family and family != base_family:
+        raise ValueError(
+            f"model {spec.label!r}: {str(overlay)!r} is a {family} fine-tune (its imgalign_model.json), but base "
+            f"model {spec.base!r} is a {base_family} pipeline; give the base it was trained on"
+            + (f" ({recorded_base(overlay)}+{overlay})" if recorded_base(overlay) else "")
         )
 
 

@@ -109,6 +109,29 @@ def test_a_missing_relative_path_is_not_taken_for_a_hub_id(tmp_path, monkeypatch
             P.check_model_spec(P.ModelSpec("m", path))
 
 
+def test_a_fine_tune_of_another_family_is_refused_before_the_base_loads(tmp_path):
+    """A FLUX LoRA checkpoint on the SD3-family shapes base (its imgalign_model.json records the family) is refused
+    by check_model_spec, naming both families and its recorded base; it failed only once the base had loaded. A
+    checkpoint of the same family, or without a record, passes."""
+    import json
+
+    import imgalign.pipelines as P
+
+    ckpt = tmp_path / "flux-lora"
+    ckpt.mkdir()
+    (ckpt / P.LORA_FILES[0]).write_bytes(b"")
+    info = {"family": "flux", "base_model": "runs/flux-base", "lora": {}}
+    (ckpt / "imgalign_model.json").write_text(json.dumps(info))
+    with pytest.raises(
+        ValueError, match=r"is a flux fine-tune .* 'shapes' is a sd3 pipeline.*\(runs/flux-base\+"
+    ):
+        P.check_model_spec(P.ModelSpec("m", "shapes", str(ckpt)))
+    (ckpt / "imgalign_model.json").write_text(json.dumps({**info, "family": "sd3"}))
+    assert P.check_model_spec(P.ModelSpec("m", "shapes", str(ckpt))).overlay == str(ckpt)
+    (ckpt / "imgalign_model.json").unlink()
+    assert P.check_model_spec(P.ModelSpec("m", "shapes", str(ckpt))).overlay == str(ckpt)
+
+
 def test_an_existing_path_is_taken_whole(tmp_path, monkeypatch):
     """Run folders are often named after settings (``lr=1e-4``, ``a+b``); an existing path is not split."""
     from imgalign.pipelines import ModelSpec, parse_model_arg
