@@ -789,6 +789,25 @@ def test_describe_and_to_dict_show_nested_keys_factory_defaults_and_paths():
     assert to_dict(WithPath()) == {"out": str(Path("runs") / "a")}
 
 
+def test_each_registry_lists_its_builtins_in_a_fresh_process():
+    """A registry loads the modules that register its built-ins itself: in a process that imported nothing else,
+    names() already holds them (the velocity penalties are registered in objectives.py, not vnorm.py)."""
+    import subprocess
+    import sys
+
+    code = (
+        "from imgalign.trainers.registry import BALANCERS, OBJECTIVES, PENALTIES, ROLLOUTS\n"
+        "for r in (PENALTIES, OBJECTIVES, ROLLOUTS, BALANCERS): print(r.kind, r.names())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.splitlines() == [
+        "velocity penalty ['vnorm', 'vnorm_squared']",
+        "objective ['grpo', 'nft']",
+        "rollout strategy ['flat', 'tree']",
+        "reward balancer ['gdpo', 'group_norm_weighted', 'marble', 'weighted_sum']",
+    ]
+
+
 def test_a_registry_lists_names_sorted_and_its_errors_name_what_to_give(tmp_path, monkeypatch):
     """Registries (objectives, rollouts, balancers, penalties): names() sorted; an unknown name lists the valid ones;
     a `module:attr` path whose attribute is missing is a ValueError like an unknown name; a built-in module absent
@@ -799,7 +818,7 @@ def test_a_registry_lists_names_sorted_and_its_errors_name_what_to_give(tmp_path
     (tmp_path / "reg_plugin_ok.py").write_text("thing = 3\n")
     reg = Registry("widget", ("reg_plugin_absent_xyz",))
     for name in ("zeta", "alpha", "mid"):
-        reg.register(name)(name.upper())
+        assert reg.register(name)(name.upper()) == name.upper()  # the decorator hands the object back
     assert reg.names() == ["alpha", "mid", "zeta"] and reg.get("mid") == "MID"
     assert reg.get("reg_plugin_ok:thing") == 3
     with pytest.raises(ValueError, match=r"unknown widget 'nope'; valid widgets: alpha, mid, zeta \(or a"):

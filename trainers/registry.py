@@ -63,4 +63,7 @@ ROLLOUTS: Registry[Any] = Registry(
 BALANCERS: Registry[Any] = Registry(
     "reward balancer", ("imgalign.trainers.rewarding", "imgalign.trainers.balance")
 )
-PENALTIES: Registry[Any] = Registry("velocity penalty", ("imgalign.trainers.vnorm",))
+# the penalties are registered in objectives.py (vnorm.py holds the inflation measurements)
+PENALTIES: Registry[Any] = Registry(
+    "velocity penalty", ("imgalign.trainers.objectives", "imgalign.trainers.vnorm")
+)
