@@ -539,6 +539,20 @@ def test_group_advantages_treat_rewards_within_tie_tol_as_tied_and_clip_zero_as_
     torch.testing.assert_close(out.advantages, torch.tensor([-1.0, -1.0, -1.0, 3.0]) / math.sqrt(3))
 
 
+def test_group_advantages_default_clip_is_five_and_an_unknown_std_mode_is_refused():
+    """The default clip is ±5 (algorithms.md §2), and a misspelt std_mode raises rather than leaving the
+    advantages unscaled; a group whose rewards are all non-finite is dropped and counted in zero_std_ratio."""
+    r = torch.tensor([0.0] * 99 + [1.0])  # A of the outlier = 0.99 / (0.0995 + 1e-4) ≈ 9.94 before the clip
+    out = group_advantages(r, torch.zeros(100, dtype=torch.long))
+    assert out.advantages.max().item() == pytest.approx(5.0)
+    with pytest.raises(ValueError, match="std_mode"):
+        group_advantages(torch.tensor([1.0, 3.0]), torch.zeros(2, dtype=torch.long), "global")  # type: ignore[arg-type]
+    nan = float("nan")
+    out = group_advantages(torch.tensor([1.0, 3.0, nan, nan]), torch.tensor([0, 0, 1, 1]), clip=None, eps=0.0)
+    assert out.valid.tolist() == [True, True, False, False] and out.zero_std_ratio == pytest.approx(0.5)
+    torch.testing.assert_close(out.advantages, torch.tensor([-1.0, 1.0, 0.0, 0.0]))
+
+
 def test_grpo_loss_hand_computed():
     lp_old = torch.zeros(4)
     lp = torch.log(torch.tensor([1.0, 1.5, 0.5, 1.1]))
