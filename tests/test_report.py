@@ -735,3 +735,31 @@ def test_trainer_curves_of_a_run_still_writing(tmp_path):
     (tmp_path / "metrics.jsonl").write_text('{"step": 0}\n{broken\n{"step": 2}\n')
     with pytest.raises(ValueError, match=r"metrics.jsonl:2: not valid JSON"):
         plot_metrics(tmp_path)
+
+
+def test_trainer_curves_write_to_out_name_an_absent_key_and_refuse_a_run_without_keys(tmp_path, monkeypatch):
+    """`out` is where the PNG goes; a key asked for but never logged gets an "(absent)" panel, not a crash; a row
+    without a step is plotted at step 0; a run with no reward means and no keys given is an error."""
+    import matplotlib.figure
+
+    from imgalign.trainers.plots import plot_metrics
+
+    rows = [{"reward/a/mean": 0.5}] + [{"step": s, "reward/a/mean": 0.1 * s} for s in (1, 2)]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    titles = []
+    real = matplotlib.figure.Figure.savefig
+
+    def savefig(self, *a, **kw):
+        titles.extend(ax.get_title() for ax in self.axes)
+        xs = [list(line.get_xdata()) for ax in self.axes for line in ax.get_lines()]
+        titles.append(xs)
+        return real(self, *a, **kw)
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", savefig)
+    out = tmp_path / "sub.png"
+    assert plot_metrics(tmp_path, ["reward/a/mean", "reward/b/mean"], out=out) == out
+    assert out.is_file() and not (tmp_path / "curves.png").exists()
+    assert titles == ["reward/a/mean", "reward/b/mean (absent)", [[0, 1, 2]]]
+    (tmp_path / "metrics.jsonl").write_text(json.dumps({"step": 0, "loss": 1.0}) + "\n")
+    with pytest.raises(ValueError, match="no metric keys to plot"):
+        plot_metrics(tmp_path)
