@@ -68,6 +68,16 @@ def test_a_bom_and_an_uppercase_suffix_are_read_as_meant(tmp_path):
             {"include": [{"class": "circle", "position": ["left of", 0]}]},
             "include[0].position target 0 must name an earlier clause",
         ),
+        (
+            {"include": [{"class": "circle"}, {"class": "cross", "position": ["left of", -1]}]},
+            "include[1].position target -1 must name an earlier clause",
+        ),
+        (
+            {"include": [{"class": "circle"}, {"class": "cross", "position": [3, 0]}]},
+            "include[1].position must be [relation, target index]",
+        ),
+        ({"include": [{"count": 1}]}, "include[0].class must be a string"),
+        ({"include": [{"class": "circle"}], "exclude": [{"count": 1}]}, "exclude[0] must have"),
     ],
 )
 def test_metadata_of_the_wrong_type_is_refused(tmp_path, clause, message):
@@ -75,6 +85,15 @@ def test_metadata_of_the_wrong_type_is_refused(tmp_path, clause, message):
     meta.write_text(json.dumps({"tag": "t", "prompt": "p", **clause}) + "\n")
     with pytest.raises(PromptFileError, match=re.escape(message)):
         load_geneval_metadata(meta)
+
+
+def test_a_prompt_file_that_cannot_be_opened_is_named_in_the_error(tmp_path):
+    """read_text turns an OSError (here: a folder given as the file) into the caller's error naming the file."""
+    from imgalign.prompts.io import read_text
+
+    (tmp_path / "sub").mkdir()
+    with pytest.raises(ConfigError, match=r"cannot read config file '.*sub': .*directory"):
+        read_text(tmp_path / "sub", "config file", ConfigError)
 
 
 def test_the_split_is_over_distinct_prompts(tmp_path):
@@ -338,6 +357,32 @@ def test_a_geneval_line_needs_its_tag_and_a_tagged_prompt_line_is_checked_as_one
     jl.write_text(json.dumps({"prompt": "a circle", "tag": "single_object"}) + "\n")
     with pytest.raises(PromptFileError, match=r"p.jsonl:1: field 'include' is missing"):
         load_prompts(jl)
+
+
+@pytest.mark.parametrize("line", ['{"prompt": "   "}', '["a cat"]', '"a cat"', '{"prompt": 3}'])
+def test_a_jsonl_prompt_line_needs_an_object_with_a_non_empty_prompt(tmp_path, line):
+    jl = tmp_path / "p.jsonl"
+    jl.write_text(json.dumps({"prompt": "a cat"}) + "\n" + line + "\n")
+    with pytest.raises(
+        PromptFileError, match=r"p.jsonl:2: each line needs a non-empty string field 'prompt'"
+    ):
+        load_prompts(jl)
+
+
+def test_a_metadata_line_that_is_not_an_object_is_refused(tmp_path):
+    meta = tmp_path / "m.jsonl"
+    meta.write_text('["tag", "prompt", "include"]\n')
+    with pytest.raises(PromptFileError, match=r"m.jsonl:1: expected a JSON object, got list"):
+        load_geneval_metadata(meta)
+
+
+def test_txt_prompts_are_stripped_of_surrounding_spaces(tmp_path):
+    txt = tmp_path / "p.txt"
+    txt.write_text("  a red circle \n\ta cross\t\n")
+    assert [(r.prompt, r.metadata) for r in load_prompts(txt)] == [
+        ("a red circle", {"prompt": "a red circle"}),
+        ("a cross", {"prompt": "a cross"}),
+    ]
 
 
 def test_a_file_of_blank_lines_holds_no_prompts(tmp_path):

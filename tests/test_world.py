@@ -357,6 +357,7 @@ def test_each_task_lists_its_distinct_specs_and_the_splits_partition_them():
             task
         )
     assert {s.include[0].count for s in P.all_specs("counting", "all")} == {2, 3, 4}
+    assert P.all_specs("colors") == P.all_specs("colors", "train")  # the default split is the training one
     held = P.all_specs("color_attr", "heldout")
     assert any(
         s.include[0].color == "white" and (s.include[1].color, s.include[1].shape) in W.HELD_OUT_PAIRS
