@@ -136,6 +136,14 @@ def test_the_in_loop_shapes_subset_holds_held_out_pairs_in_the_sets_share():
         ms = [m for m in subset if m["tag"] == tag]
         held = [m for m in ms if any((c.get("color"), c["class"]) in W.HELD_OUT_PAIRS for c in m["include"])]
         assert len(ms) == 10 and len(held) == 3 and len({m["prompt"] for m in ms}) == 10
+    # the share is rounded to the nearest count: a third of 2 and of 5 prompts is 1 and 2 held-out ones
+    for n, n_held in ((2, 1), (5, 2)):
+        for tag in ("colors", "color_attr"):
+            ms = [m for m in shapes_eval_set(n) if m["tag"] == tag]
+            held = [
+                m for m in ms if any((c.get("color"), c["class"]) in W.HELD_OUT_PAIRS for c in m["include"])
+            ]
+            assert (len(ms), len(held)) == (n, n_held), (n, tag)
 
 
 def test_only_newlines_end_a_line_and_other_suffixes_are_refused(tmp_path):
