@@ -760,6 +760,13 @@ def test_trainer_curves_write_to_out_name_an_absent_key_and_refuse_a_run_without
     assert plot_metrics(tmp_path, ["reward/a/mean", "reward/b/mean"], out=out) == out
     assert out.is_file() and not (tmp_path / "curves.png").exists()
     assert titles == ["reward/a/mean", "reward/b/mean (absent)", [[0, 1, 2]]]
+    # the default keys: every reward mean in name order, then eval/shapes/overall
+    names = ["e", "c", "a", "d", "b"]
+    row = {"step": 1, "eval/shapes/overall": 0.5, **{f"reward/{k}/mean": 0.1 for k in names}}
+    (tmp_path / "metrics.jsonl").write_text(json.dumps(row) + "\n")
+    titles.clear()
+    plot_metrics(tmp_path)
+    assert titles[:-1] == [f"reward/{k}/mean" for k in sorted(names)] + ["eval/shapes/overall"]
     (tmp_path / "metrics.jsonl").write_text(json.dumps({"step": 0, "loss": 1.0}) + "\n")
     with pytest.raises(ValueError, match="no metric keys to plot"):
         plot_metrics(tmp_path)
