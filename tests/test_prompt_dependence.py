@@ -99,6 +99,57 @@ def test_reward_suite_means_leave_out_non_finite_scores_and_rewards_with_none(mo
     assert out == {"eval/reward/half/mean": pytest.approx(2.0)} and images.shape[0] == 4
 
 
+def test_shapes_suite_seeds_each_image_and_means_the_partial_credit(monkeypatch):
+    """The in-loop shapes suite: image j of eval prompt i is drawn from seed _mix(seed, i, j) (so evaluations at one
+    seed stay comparable); eval/shapes/partial is the mean of the judge's partial credit, not of its verdicts."""
+    from types import SimpleNamespace
+
+    import imgalign.eval.geneval as geneval
+    import imgalign.eval.shapes_detector as sd
+    import imgalign.trainers.evaluation as ev
+
+    seen = {}
+
+    def fake_sample(adapter, model, ps, seeds, *a):
+        seen.update(prompts=ps, seeds=seeds)
+        return torch.zeros(len(ps), 3, 2, 2)
+
+    monkeypatch.setattr(ev, "ode_sample", fake_sample)
+    monkeypatch.setattr(sd, "ShapesDetector", lambda: lambda img: [])
+    # every colors image is correct with partial 1; every other image wrong with partial 0.5
+    verdict = {
+        True: SimpleNamespace(correct=True, partial=1.0),
+        False: SimpleNamespace(correct=False, partial=0.5),
+    }
+    monkeypatch.setattr(geneval, "judge", lambda img, dets, m: verdict[m["tag"] == "colors"])
+    cfg = EvalConfig(prompts_per_task=2, images_per_prompt=3, seed=7)
+    out, images = ev.shapes_suite(None, None, cfg, 1.0)
+    metas = ev.shapes_eval_set(2)
+    assert images.shape[0] == len(seen["seeds"]) == 3 * len(metas) == 36
+    assert seen["seeds"] == [ev._mix(7, i, j) for i in range(len(metas)) for j in range(3)]
+    assert seen["prompts"] == [m["prompt"] for m in metas for _ in range(3)]
+    assert out["eval/shapes/partial"] == pytest.approx((6 * 1.0 + 30 * 0.5) / 36)
+    assert out["eval/shapes/overall"] == pytest.approx(1 / 6) and out["eval/shapes/colors"] == 1.0
+
+
+def test_reward_suite_seeds_image_j_of_prompt_i_with_mix_seed_i_j(monkeypatch):
+    import imgalign.trainers.evaluation as ev
+    from imgalign.rewards.base import RewardOutput
+
+    seen = {}
+
+    def fake_sample(adapter, model, ps, seeds, *a):
+        seen.update(prompts=ps, seeds=seeds)
+        return torch.zeros(len(ps), 3, 2, 2)
+
+    monkeypatch.setattr(ev, "ode_sample", fake_sample)
+    cfg = EvalConfig(suite="reward", images_per_prompt=2, seed=5)
+    rewards = {"one": lambda im, ps, ms: RewardOutput(torch.ones(len(ps)))}
+    out, _ = ev.reward_suite(None, None, cfg, 1.0, rewards, [("a", {}), ("b", {}), ("c", {})])
+    assert seen["seeds"] == [ev._mix(5, i, j) for i in range(3) for j in range(2)]
+    assert seen["prompts"] == ["a", "a", "b", "b", "c", "c"] and out == {"eval/reward/one/mean": 1.0}
+
+
 class _ScaleAdapter:
     """x0 = the seed (one number per image) on the schedule 1, 0.5, 0; v = model(x); decode = identity."""
 
