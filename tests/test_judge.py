@@ -357,6 +357,21 @@ def test_soft_credit_near_miss_shape_earns_half_and_objects_serve_one_clause():
     assert soft_credit(None, {"circle": [blob]}, meta) == pytest.approx((0.5 + 0.0) / 2)
 
 
+def test_soft_credit_reads_the_colour_of_each_object_still_free():
+    """A later colour clause classifies the objects earlier clauses left free, and reads each one's own colour:
+    a red square (taken by clause 0) and a blue cross under the threshold (0.2 / 0.3 of a clause)."""
+    meta = {
+        "tag": "color_attr",
+        "include": [
+            {"class": "square", "count": 1, "color": "red"},
+            {"class": "cross", "count": 1, "color": "blue"},
+        ],
+    }
+    raw = {"square": [D(0, 0, 9, 9, 0.95, "red")], "cross": [D(20, 0, 29, 9, 0.2, "blue")]}
+    assert not judge(None, raw, meta).correct
+    assert soft_credit(None, raw, meta) == pytest.approx((1.0 + 0.2 / 0.3) / 2)
+
+
 def test_a_class_that_must_be_absent_and_is_not_included_is_its_own_clause():
     """For "a square, no cross" the exclude clause for the cross (a class no include clause names) is a clause of its
     own. Partial credit: 1 when fewer than `count` crosses survive the threshold, else 0. Soft credit: 1 - min(1,

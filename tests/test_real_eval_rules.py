@@ -176,6 +176,25 @@ def test_missing_target_and_missing_object():
     assert not j.correct and j.reason == "expected dog>=1, found 0" and j.partial == pytest.approx(0.5)
 
 
+def test_every_object_of_a_position_clause_against_every_object_of_its_target():
+    """With counts above 1 (the rules allow them, GenEval's own file has none), each of the clause's objects is
+    checked against each of the target clause's objects, as evaluate_images.py loops."""
+    meta = {
+        "tag": "position",
+        "include": [{"class": "kite", "count": 2}, {"class": "dog", "count": 2, "position": ["right of", 0]}],
+        "prompt": "a photo of two dogs right of two kites",
+    }
+    kites = [det(20, 0), det(20, 3, score=0.9)]
+    # the second dog is left of the kites: the clause fails, with 1 of its 2 dogs placed
+    j = judge(None, {"kite": kites, "dog": [det(60, 0), det(0, 3, score=0.9)]}, meta)
+    assert not j.correct and j.partial == pytest.approx((1.0 + 0.5) / 2)
+    assert judge(None, {"kite": kites, "dog": [det(60, 0), det(60, 3, score=0.9)]}, meta).correct
+    # both dogs right of the first kite but left of the second: no dog is right of every kite
+    kites = [det(20, 0), det(80, 0, score=0.9)]
+    j = judge(None, {"kite": kites, "dog": [det(50, 0), det(50, 3, score=0.9)]}, meta)
+    assert not j.correct and j.partial == pytest.approx(0.5)
+
+
 def test_target_that_failed_its_colour_is_no_target():
     meta = {
         "tag": "position",
