@@ -760,6 +760,38 @@ def test_detector_defaults_and_a_detector_without_geneval_classes(tiny, tmp_path
         HFDetector(str(folder))
     d = HFDetector(str(tiny["detr"]))
     assert d.nms_iou is None
+    # raw detections reach down to 0.05, so the soft credit's ramp (0 at 0, 1 at 0.3) sees near misses
+    assert d.min_score == 0.05 and d.template == "a photo of a {}"
+
+
+def test_metadata_classes_are_every_include_and_exclude_class_sorted():
+    from imgalign.eval.real import metadata_classes
+
+    metas = [
+        {
+            "tag": "counting",
+            "include": [{"class": "zebra", "count": 2}],
+            "exclude": [{"class": "zebra", "count": 3}],
+        },
+        {"tag": "two_object", "include": [{"class": "dog", "count": 1}, {"class": "cat", "count": 1}]},
+        {
+            "tag": "single_object",
+            "include": [{"class": "kite", "count": 1}],
+            "exclude": [{"class": "bench", "count": 1}],
+        },
+    ]
+    assert metadata_classes(metas) == ["bench", "cat", "dog", "kite", "zebra"]
+
+
+@pytest.mark.parametrize("kind", ["owlv2", "grounding-dino"])
+def test_a_zero_shot_detector_runs_every_chunk_of_class_names(tiny, kind):
+    """One class per pass and no score floor: every box is reported under each pass's class, so each class named
+    appears, the last chunk's as well as the first's."""
+    from imgalign.eval.real import HFDetector
+
+    d = HFDetector(str(tiny[kind]), classes=["cat", "dog", "bench"], min_score=0.0, query_chunk=1)
+    img = Image.fromarray((np.random.default_rng(0).random((32, 40, 3)) * 255).astype(np.uint8))
+    assert sorted(d(img)) == ["bench", "cat", "dog"]
 
 
 def test_a_degenerate_box_still_gives_a_one_pixel_crop():
@@ -831,6 +863,12 @@ def test_build_judge_and_evaluate_folder_pass_their_arguments_on(tiny, tmp_path,
     det, _, validate = real.build_judge(str(tiny["owlv2"]), "unused", [unicorn])
     assert det.classes == ["unicorn"]
     validate(unicorn)
+    # the dtype reaches both models, and the detector's image inputs are cast to it
+    red = {"tag": "colors", "include": [{"class": "cat", "count": 1, "color": "red"}], "prompt": "a red cat"}
+    det, color, _ = real.build_judge(str(tiny["detr"]), str(tiny["clip"]), [red], dtype=torch.bfloat16)
+    assert color.dtype == torch.bfloat16 and next(color.model.parameters()).dtype == torch.bfloat16
+    assert next(det.model.parameters()).dtype == torch.bfloat16
+    assert isinstance(det(Image.new("RGB", (24, 16), (200, 30, 30))), dict)
     seen = {}
 
     def fake_build(*args, **kw):
@@ -855,8 +893,9 @@ def test_build_judge_and_evaluate_folder_pass_their_arguments_on(tiny, tmp_path,
         "C",
         judge=(None, real.no_color, print),
         source_dir=tmp_path / "mine",
+        model="base+lora",
     )
-    assert seen["source_dir"] == tmp_path / "mine"
+    assert seen["source_dir"] == tmp_path / "mine" and seen["model"] == "base+lora"
 
 
 class FakeProcessor:
