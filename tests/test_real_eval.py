@@ -458,6 +458,7 @@ def test_judge_specs_are_checked_without_loading_weights(tiny, tmp_path):
 
     check_judge_specs(str(tiny["detr"]), str(tiny["clip"]))
     check_judge_specs(str(tiny["owlv2"]), "ViT-L-14:openai")  # a known pair; its weights load later
+    check_judge_specs(str(tiny["detr"]), "hf-hub:org/repo")  # no architecture name to check; loads later
     with pytest.raises(FileNotFoundError, match="cannot load detector"):
         check_judge_specs(str(tmp_path / "nope"), str(tiny["clip"]))
     with pytest.raises(ValueError, match="not a known open_clip"):
@@ -869,6 +870,8 @@ def test_build_judge_and_evaluate_folder_pass_their_arguments_on(tiny, tmp_path,
     assert color.dtype == torch.bfloat16 and next(color.model.parameters()).dtype == torch.bfloat16
     assert next(det.model.parameters()).dtype == torch.bfloat16
     assert isinstance(det(Image.new("RGB", (24, 16), (200, 30, 30))), dict)
+    crops = [Detection(box=(0, 0, 8, 8), score=1.0)] * 2
+    assert all(c in GENEVAL_COLORS for c in color(Image.new("RGB", (24, 16), (200, 30, 30)), crops, "cat"))
     seen = {}
 
     def fake_build(*args, **kw):
