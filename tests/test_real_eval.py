@@ -473,6 +473,10 @@ def test_judge_specs_are_checked_without_loading_weights(tiny, tmp_path):
     )
     with pytest.raises(FileNotFoundError, match="has no weights"):
         check_judge_specs(str(tiny["detr"]), str(tmp_path))
+    from imgalign.eval.real import ClipColorClassifier
+
+    with pytest.raises(FileNotFoundError, match="has no weights"):  # not a CLIP of random weights
+        ClipColorClassifier(str(tmp_path))
 
 
 def test_real_suite_with_a_zero_shot_detector(tiny, tmp_path):
