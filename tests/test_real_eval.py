@@ -889,6 +889,7 @@ def test_build_judge_and_evaluate_folder_pass_their_arguments_on(tiny, tmp_path,
     with pytest.raises(RuntimeError, match="stop"):
         real.evaluate_folder(tmp_path / "images", tmp_path / "ev", "DET", "CLIP", nms_iou=0.7)
     assert seen["args"][0] == "DET" and seen["args"][-1] == 0.7
+    assert [m["include"] for m in seen["args"][2]] == [plain[0]["include"]]  # the folder's prompts
     # the user's folder reaches judge_folder, whose errors name its files rather than our copy's
     import imgalign.eval.suite as suite
 
