@@ -696,3 +696,28 @@ def test_the_artifact_reward_encodes_with_the_features_its_head_names(tmp_path: 
     with torch.no_grad():
         want = F.logsigmoid(head(build_features("shapes-clip")(art)))
     torch.testing.assert_close(r(art, [""] * 4).scores, want)
+
+
+def test_bce_is_a_per_class_mean_and_clipped_details_keep_the_raw_logit() -> None:
+    """bce = mean softplus(−l_pos) + mean softplus(l_neg) (each class a mean, not a sum); with reward=clipped the
+    details report the unclipped logit."""
+    lp, ln = torch.tensor([0.0]), torch.tensor([0.0, 0.0, 0.0])
+    assert head_loss(lp, ln, "bce").item() == pytest.approx(2 * math.log(2), rel=1e-5)
+    r = build_reward("discriminator:features=stats,ref_size=8,hidden=0,reward=clipped,clip=0.01")
+    with torch.no_grad():
+        r.head.net[0].bias.fill_(5.0)
+    out = r(torch.rand(2, 3, 64, 64), ["", ""])
+    assert out.scores.tolist() == pytest.approx([0.01, 0.01])
+    assert all(abs(d["logit"]) > 0.5 for d in out.details)
+
+
+def test_discriminator_options_are_checked_by_name_before_any_training() -> None:
+    """A misspelt reward/loss, a negative hidden size or a non-boolean online= is refused, not run with."""
+    for spec, match in (
+        ("reward=logits", "reward must be 'logit' or 'clipped'"),
+        ("loss=mse", "valid: bce, hinge"),
+        ("hidden=-1", "hidden must be a number >= 0"),
+        ("online=yes", "online must be true or false"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            build_reward(f"discriminator:features=stats,ref_size=8,{spec}")

@@ -684,3 +684,11 @@ def test_geneval_scoring_checks_the_vocabulary_and_refuses_missing_metadata() ->
     }
     with pytest.raises(ValueError, match=r"exclude\[0\]\.color 'orange' is not a shapes-world colour"):
         reward.check_metadata([bad_exclude])
+
+
+def test_a_capitalised_boolean_and_a_padded_spec_are_read_as_meant() -> None:
+    """True/FALSE are booleans as YAML reads them (only yes/no/on/off stay text); spaces around a spec go."""
+    from imgalign.rewards.base import parse_reward_spec
+
+    assert parse_reward_spec("x:a=True,b=FALSE,c=no")[1] == {"a": True, "b": False, "c": "no"}
+    assert parse_reward_spec("  clip  ") == ("clip", {})
