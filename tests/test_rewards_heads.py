@@ -751,3 +751,18 @@ def test_fit_discriminator_trains_with_the_lr_it_is_given(tmp_path: Path) -> Non
         fit_discriminator(real, fake, "stats", tmp_path / f"{lr}.safetensors", hidden=0, epochs=2, lr=lr)
         heads.append(load_head(tmp_path / f"{lr}.safetensors")[0].net[0].weight)
     assert not torch.allclose(heads[0], heads[1])
+
+
+def test_reference_patch_subsets_never_hold_the_cls_token(tmp_path: Path) -> None:
+    """The reference pool's patch subsets are drawn from the patch tokens only (token 0 is the CLS)."""
+    from test_rewards_tiny import make_tiny_dinov2
+
+    from imgalign.rewards.discriminator import reference_pool
+
+    d = make_tiny_dinov2(tmp_path / "dino")
+    r = build_reward(f"discriminator:features=dinov2:{d},ref_size=8,hidden=4,patch_weight=0.3,n_patches=16")
+    tok = r.encoder.tokens(reference_pool("shapes", 8))  # (8, 1 + 16, D)
+    torch.testing.assert_close(r.pos_pool, tok[:, 0])
+    for b in range(8):
+        got = sorted(map(tuple, r.pos_patches[b].tolist()))
+        assert got == sorted(map(tuple, tok[b, 1:].tolist()))  # the 16 patch tokens, in a random order
