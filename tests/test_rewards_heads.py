@@ -766,3 +766,16 @@ def test_reference_patch_subsets_never_hold_the_cls_token(tmp_path: Path) -> Non
     for b in range(8):
         got = sorted(map(tuple, r.pos_patches[b].tolist()))
         assert got == sorted(map(tuple, tok[b, 1:].tolist()))  # the 16 patch tokens, in a random order
+
+
+def test_online_training_from_a_fitted_head_starts_from_that_head(tmp_path: Path) -> None:
+    """head=FILE with online=true keeps training the fitted head (its weights and normalisation), not a fresh one."""
+    from imgalign.rewards.discriminator import fit_discriminator
+
+    real = write_folder(tmp_path / "real", shapes_reference_images(6, seed=1))
+    fake = write_folder(tmp_path / "fake", degrade(shapes_reference_images(6, seed=2)))
+    out = tmp_path / "d.safetensors"
+    fit_discriminator(real, fake, "stats", out, hidden=4, epochs=2)
+    r = build_reward(f"discriminator:head={out},online=true,ref_size=8")
+    fitted = load_head(out)[0].state_dict()
+    assert r.online and all(torch.equal(v, fitted[k]) for k, v in r.head.state_dict().items())
