@@ -692,3 +692,25 @@ def test_a_capitalised_boolean_and_a_padded_spec_are_read_as_meant() -> None:
 
     assert parse_reward_spec("x:a=True,b=FALSE,c=no")[1] == {"a": True, "b": False, "c": "no"}
     assert parse_reward_spec("  clip  ") == ("clip", {})
+
+
+def test_a_subclass_missing_dtype_and_a_factory_returning_no_reward_are_refused(monkeypatch) -> None:
+    """A Reward subclass must take both device and dtype (device alone is refused); a function taking device/dtype
+    is a factory and must return a Reward."""
+    import sys
+    import types
+
+    class DeviceOnly(Reward):
+        def __init__(self, device="cpu") -> None:
+            super().__init__(device)
+
+    def scores_factory(device="cpu", dtype=torch.float32):
+        return [1.0]
+
+    mod = types.ModuleType("my_lab2")
+    mod.DeviceOnly, mod.scores_factory = DeviceOnly, scores_factory
+    monkeypatch.setitem(sys.modules, "my_lab2", mod)
+    with pytest.raises(ValueError, match="must accept device and dtype"):
+        build_reward("my_lab2:DeviceOnly")
+    with pytest.raises(ValueError, match="returned a list, not a Reward"):
+        build_reward("my_lab2:scores_factory")
