@@ -779,3 +779,8 @@ def test_online_training_from_a_fitted_head_starts_from_that_head(tmp_path: Path
     r = build_reward(f"discriminator:head={out},online=true,ref_size=8")
     fitted = load_head(out)[0].state_dict()
     assert r.online and all(torch.equal(v, fitted[k]) for k, v in r.head.state_dict().items())
+
+
+def test_a_missing_head_file_is_said_not_to_exist(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        load_head(tmp_path / "nope.safetensors")

@@ -714,3 +714,13 @@ def test_a_subclass_missing_dtype_and_a_factory_returning_no_reward_are_refused(
         build_reward("my_lab2:DeviceOnly")
     with pytest.raises(ValueError, match="returned a list, not a Reward"):
         build_reward("my_lab2:scores_factory")
+
+
+def test_a_negative_32_bit_pixel_is_black_not_wrapped_around() -> None:
+    """An "I" image's values are clipped to [0, 255] before the 8-bit cast (-5 would wrap around to 251)."""
+    from PIL import Image
+
+    from imgalign.rewards.base import pil_to_rgb
+
+    im = Image.fromarray(np.array([[-5, 100]], dtype=np.int32), mode="I")
+    assert np.asarray(pil_to_rgb(im))[0, :, 0].tolist() == [0, 100]
