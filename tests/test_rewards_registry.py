@@ -392,6 +392,23 @@ def test_a_dark_16_bit_image_is_read_as_16_bit() -> None:
     assert im.mode == "I;16" and np.asarray(pil_to_rgb(im)).max() == 0  # 200/65535 of white, not 200/255
 
 
+def test_a_palette_image_with_alpha_is_composited_on_black() -> None:
+    """A PA image (palette + alpha) composites like its RGBA conversion: a transparent red pixel turns black, a
+    half-transparent one half red, an opaque one stays red."""
+    from PIL import Image
+
+    from imgalign.rewards.base import pil_to_rgb
+
+    im = Image.new("PA", (3, 1))
+    im.putpalette([255, 0, 0] + [0, 0, 0] * 255)
+    for x, alpha in enumerate((0, 128, 255)):
+        im.putpixel((x, 0), (0, alpha))
+    assert im.mode == "PA"
+    got = np.asarray(pil_to_rgb(im))
+    assert got[0, :, 0].tolist() == [0, 128, 255] and got[..., 1:].max() == 0
+    assert np.array_equal(got, np.asarray(pil_to_rgb(im.convert("RGBA"))))
+
+
 def test_an_unfitted_discriminator_and_a_bad_val_frac_are_refused(tmp_path: Path, capsys) -> None:
     from imgalign.cli import main
     from imgalign.rewards.heads import fit_head
