@@ -236,3 +236,12 @@ def test_clip_reward_reads_clamp_as_a_boolean_option(tmp_path: Path) -> None:
         CLIPReward(model=f"local-dir:{d}", clamp="maybe")
     with pytest.raises(ValueError, match="batch_size"):
         CLIPReward(model=f"local-dir:{d}", batch_size=0)
+
+
+def test_open_clip_prefixed_shapes_clip_is_the_embedded_model() -> None:
+    """``open_clip:shapes-clip`` names the embedded shapes CLIP (not an open_clip architecture called shapes-clip):
+    the feature encoder gives the same features as ``shapes-clip``."""
+    from imgalign.rewards.features import build_features
+
+    x = torch.rand(2, 3, 64, 64, generator=torch.Generator().manual_seed(0))
+    torch.testing.assert_close(build_features("open_clip:shapes-clip")(x), build_features("shapes-clip")(x))
