@@ -784,3 +784,50 @@ def test_online_training_from_a_fitted_head_starts_from_that_head(tmp_path: Path
 def test_a_missing_head_file_is_said_not_to_exist(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="does not exist"):
         load_head(tmp_path / "nope.safetensors")
+
+
+def test_fit_head_holds_out_a_split_drawn_with_its_seed() -> None:
+    """The train/val split follows seed=: with no training (epochs=0) the head's normalisation is the mean of the
+    training rows that a permutation from a generator seeded with that seed leaves (each class drawn in turn)."""
+    pos, neg = torch.arange(10.0)[:, None], 100 + torch.arange(10.0)[:, None]
+    for seed in (3, 7):
+        g = torch.Generator().manual_seed(seed)
+        ip, ineg = torch.randperm(10, generator=g), torch.randperm(10, generator=g)
+        want = torch.cat([pos[ip[2:]], neg[ineg[2:]]]).mean(0)
+        got = fit_head(pos, neg, epochs=0, val_frac=0.2, seed=seed).head.mean
+        torch.testing.assert_close(got, want)
+
+
+def test_a_reference_folder_pool_holds_ref_size_images(tmp_path: Path) -> None:
+    """ref=FOLDER reads at most ref_size of its images into the positive pool."""
+    from imgalign.rewards.discriminator import reference_pool
+
+    folder = write_folder(tmp_path / "ref", shapes_reference_images(5, seed=1))
+    assert reference_pool(str(folder), 3).shape[0] == 3
+    r = build_reward(f"discriminator:features=stats,ref={folder},ref_size=3,hidden=4")
+    assert r.pos_pool.shape[0] == 3
+
+
+def test_online_patch_update_loss_pairs_drawn_positives_with_their_patches(tmp_path: Path) -> None:
+    """With patch tokens the update's loss is loss(CLS) + w x loss(patches), where the positive patches are those
+    of the drawn reference images (pos_patches[idx]) and the negative ones the batch's patch tokens only (not its
+    CLS). n_patches = P keeps every patch, so the order drawn does not matter to the per-class means."""
+    import copy
+
+    from test_rewards_tiny import make_tiny_dinov2
+
+    d = make_tiny_dinov2(tmp_path / "dino")
+    spec = f"discriminator:features=dinov2:{d},ref_size=8,hidden=8,loss=hinge,patch_weight=0.3,n_patches=16"
+    r = build_reward(spec)
+    x = torch.rand(3, 3, 64, 64, generator=torch.Generator().manual_seed(0))
+    head, g = copy.deepcopy(r.head), torch.Generator()
+    g.set_state(r.gen.get_state())
+    tok = r.encoder.tokens(x)  # (3, 1 + 16, D)
+    torch.rand(3, 16, generator=g)  # the negatives' patch draw
+    idx = torch.randint(0, 8, (3,), generator=g)
+    assert idx.tolist() != [0, 1, 2]
+    with torch.no_grad():
+        want = head_loss(head(r.pos_pool[idx]), head(tok[:, 0]), "hinge") + 0.3 * head_loss(
+            head(r.pos_patches[idx].flatten(0, 1)), head(tok[:, 1:].flatten(0, 1)), "hinge"
+        )
+    assert r.update(x)["disc/loss"] == pytest.approx(want.item(), rel=1e-5)
