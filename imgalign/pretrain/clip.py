@@ -92,7 +92,7 @@ class Config:
     threads: int = field(1, help="torch CPU threads")
 
     def validate(self) -> None:
-        from imgalign.pretrain.encoder_common import check_at_least
+        from imgalign.pretrain.encoder_common import check_at_least, check_rates
 
         # sizes of 0 were a ZeroDivisionError traceback (heads) or a model built with nothing in it
         sizes = ("embed_dim", "vision_width", "vision_layers", "vision_head_width", "patch_size")
@@ -113,8 +113,6 @@ class Config:
                 f"clip: caption_weights needs {len(C.CAPTION_KINDS)} non-negative numbers, not all 0 "
                 f"({C.CAPTION_KINDS})"
             )
-        from imgalign.pretrain.encoder_common import check_at_least, check_rates
-
         check_at_least(self, 1, "eval_images", "checkpoint_every", "threads")
         check_rates(self, "lr")
         if self.vision_arch not in ("resnet", "vit"):

@@ -113,7 +113,7 @@ class Config:
     threads: int = field(1, help="torch CPU threads")
 
     def validate(self) -> None:
-        from imgalign.pretrain.encoder_common import check_at_least
+        from imgalign.pretrain.encoder_common import check_at_least, check_rates
 
         # sizes of 0 were a ZeroDivisionError traceback (heads) or a model built with nothing in it
         sizes = ("vision_width", "vision_layers", "vision_heads", "patch_size", "text_width", "text_layers")
@@ -144,8 +144,6 @@ class Config:
                 f"vlm: caption_weights needs {len(C.CAPTION_KINDS)} non-negative numbers, not all 0 "
                 f"({C.CAPTION_KINDS})"
             )
-        from imgalign.pretrain.encoder_common import check_at_least, check_rates
-
         check_at_least(self, 1, "eval_pairs", "checkpoint_every", "threads")
         check_rates(self, "lr")
         if not 0.0 <= self.query_prob <= 1.0:
