@@ -7,9 +7,12 @@ the field when a line is malformed.
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+logger = logging.getLogger(__name__)
 
 PROMPT_SUFFIXES = (".txt", ".jsonl", "")
 """Prompt files :func:`load_prompts` reads: .jsonl as JSON lines, .txt (or no suffix) as one prompt per line."""
@@ -163,6 +166,16 @@ def load_prompts(path: str | Path) -> list[PromptRecord]:
             records.append(PromptRecord(obj["prompt"].strip(), obj))
     else:
         records = [PromptRecord(line.strip(), {"prompt": line.strip()}) for line in lines if line.strip()]
+        hashed = [n for n, line in enumerate(lines, start=1) if line.lstrip().startswith("#")]
+        if hashed:
+            # a .txt prompt list has no comment syntax (a prompt may start with '#'), so such lines stay prompts
+            logger.warning(
+                "prompt file %r: %d line(s) start with '#' (first: line %d); a .txt prompt file has no comments, "
+                "so they are used as prompts: delete them if they are comments",
+                str(path),
+                len(hashed),
+                hashed[0],
+            )
     if not records:
         raise PromptFileError(f"prompt file {str(path)!r} holds no prompts")
     return records

@@ -393,6 +393,20 @@ def test_txt_prompts_are_stripped_of_surrounding_spaces(tmp_path):
     ]
 
 
+def test_hash_lines_in_a_txt_prompt_file_stay_prompts_with_a_warning(tmp_path, caplog):
+    txt = tmp_path / "p.txt"
+    txt.write_text("a red circle\n  # old prompts below\n#1 a cross\n")
+    with caplog.at_level("WARNING", logger="imgalign.prompts.io"):
+        got = [r.prompt for r in load_prompts(txt)]
+    assert got == ["a red circle", "# old prompts below", "#1 a cross"]
+    assert "2 line(s) start with '#' (first: line 2)" in caplog.text and "no comments" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="imgalign.prompts.io"):
+        (tmp_path / "q.jsonl").write_text('{"prompt": "# a hashtag prompt"}\n')
+        assert [r.prompt for r in load_prompts(tmp_path / "q.jsonl")] == ["# a hashtag prompt"]
+    assert caplog.text == ""
+
+
 def test_a_file_of_blank_lines_holds_no_prompts(tmp_path):
     for name in ("p.txt", "p.jsonl"):
         f = tmp_path / name
