@@ -266,7 +266,7 @@ class HFDetector:
     ) -> None:
         from transformers import AutoConfig
 
-        from imgalign.hub import resolve
+        from imgalign.hub import load_error_reason, resolve
 
         self.name = model
         self.device, self.dtype = torch.device(device), dtype
@@ -276,8 +276,8 @@ class HFDetector:
             config = AutoConfig.from_pretrained(path)
         except (OSError, ValueError) as e:
             raise FileNotFoundError(
-                f"cannot load detector {model!r}: {e}. Give a folder saved with save_pretrained or a Hub id "
-                "already downloaded (the Hub is not contacted when HF_HUB_OFFLINE=1)"
+                f"cannot load detector {model!r}: {load_error_reason(e, path)}. Give a folder saved with "
+                "save_pretrained or a Hub id already downloaded (the Hub is not contacted when HF_HUB_OFFLINE=1)"
             ) from None
         self.kind = config.model_type
         self.query_chunk = query_chunk  # at most this many class names per forward pass of a zero-shot model
@@ -516,6 +516,7 @@ class ClipColorClassifier:
     ) -> None:
         import open_clip
 
+        from imgalign.hub import load_error_reason
         from imgalign.rewards.clip import check_open_clip_weights
 
         name, pretrained = parse_clip_spec(model)
@@ -527,8 +528,8 @@ class ClipColorClassifier:
             self.tokenizer = open_clip.get_tokenizer(name)
         except (RuntimeError, OSError, ValueError) as e:
             raise FileNotFoundError(
-                f"cannot load CLIP {model!r}: {e}. Use ARCH:PRETRAINED (e.g. ViT-L-14:openai, weights already "
-                "cached), a local open_clip folder (open_clip_config.json + weights) or hf-hub:ORG/REPO"
+                f"cannot load CLIP {model!r}: {load_error_reason(e)}. Use ARCH:PRETRAINED (e.g. ViT-L-14:openai, "
+                "weights already cached), a local open_clip folder (open_clip_config.json + weights) or hf-hub:ORG/REPO"
             ) from None
         self.model.to(device=device, dtype=dtype).eval()
         self.device, self.dtype = torch.device(device), dtype
@@ -569,14 +570,14 @@ def check_judge_specs(detector: str, clip: str) -> None:
     import open_clip
     from transformers import AutoConfig
 
-    from imgalign.hub import resolve
+    from imgalign.hub import load_error_reason, resolve
 
     try:
         AutoConfig.from_pretrained(resolve(detector))
     except (OSError, ValueError) as e:
         raise FileNotFoundError(
-            f"cannot load detector {detector!r}: {str(e).rstrip('.')}. Give a folder saved with save_pretrained or a Hub id "
-            "already downloaded (the Hub is not contacted when HF_HUB_OFFLINE=1)"
+            f"cannot load detector {detector!r}: {load_error_reason(e, resolve(detector))}. Give a folder saved "
+            "with save_pretrained or a Hub id already downloaded (the Hub is not contacted when HF_HUB_OFFLINE=1)"
         ) from None
     from imgalign.rewards.clip import check_open_clip_weights
 

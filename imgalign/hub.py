@@ -14,6 +14,7 @@ Anything that is not one of these names is taken as a local folder or a Hub id a
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 ASSETS = Path(__file__).parent / "assets" / "models"
@@ -52,3 +53,45 @@ def resolve(name_or_path: str | Path) -> str:
     if s in EMBEDDED:
         return str(embedded_path(s))
     return s
+
+
+HUB_MISS_MARKERS = (
+    "couldn't connect to",
+    "cannot find the requested files in the local cache",
+    "failed to download",
+    "outgoing traffic has been disabled",
+)
+"""Phrases of transformers', diffusers' and open_clip's errors for files neither in the Hub cache nor downloadable."""
+
+
+def hub_offline() -> bool:
+    """Whether the Hub may not be contacted (``HF_HUB_OFFLINE`` set, read now or when huggingface_hub loaded)."""
+    from huggingface_hub import constants
+
+    return bool(constants.HF_HUB_OFFLINE) or os.environ.get("HF_HUB_OFFLINE", "").upper() in (
+        "1",
+        "ON",
+        "YES",
+        "TRUE",
+    )
+
+
+def looks_like_path(spec: str) -> bool:
+    """A model name meant as a local path rather than a Hub id (``ORG/NAME``): absolute, relative with a dot,
+    starting with ``~``, existing, or with other than one slash."""
+    p = Path(spec)
+    return p.is_absolute() or spec.startswith((".", "~")) or p.exists() or spec.count("/") != 1
+
+
+def load_error_reason(error: BaseException, spec: str | None = None) -> str:
+    """Why a model did not load, in one line for an error message. `spec`, the name the user gave, when it may
+    be a local folder: a path that does not exist says so. A Hub id missing from the cache says that (and that the
+    Hub is off when it is) instead of the libraries' several lines about connections; anything else is the
+    library's own text."""
+    text = str(error).strip().rstrip(".")
+    if spec is not None and looks_like_path(spec) and not Path(spec).expanduser().exists():
+        return "no such file or folder"
+    if any(m in text.lower() for m in HUB_MISS_MARKERS):
+        why = "HF_HUB_OFFLINE=1 stops downloads" if hub_offline() else "the Hub could not be reached"
+        return f"its files are not in the local Hub cache and {why}"
+    return text

@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 
+from imgalign.hub import load_error_reason
 from imgalign.rewards.base import Reward, RewardOutput, as_bool, check_at_least, register_reward
 
 log = logging.getLogger(__name__)
@@ -91,7 +92,7 @@ def load_open_clip(
             )
         except RuntimeError as e:
             raise ValueError(
-                f"cannot load open_clip model {model_name!r} (pretrained={pre!r}): {e}. "
+                f"cannot load open_clip model {model_name!r} (pretrained={pre!r}): {load_error_reason(e)}. "
                 "Use an architecture from open_clip.list_models() with a cached pretrained tag, a checkpoint "
                 "file, or a local-dir: folder"
             ) from None

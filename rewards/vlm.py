@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from imgalign.hub import load_error_reason
 from imgalign.rewards.base import Reward, RewardOutput, as_bool, check_at_least, register_reward, to_pil
 
 log = logging.getLogger(__name__)
@@ -57,7 +58,8 @@ def load_vlm(
         processor = AutoProcessor.from_pretrained(name, trust_remote_code=trust_remote_code)
     except OSError as e:
         raise ValueError(
-            f"vlm_loglik: cannot load {name!r} ({e}); give a local save_pretrained folder, a cached Hub id, "
+            f"vlm_loglik: cannot load {name!r} ({load_error_reason(e, name)}); give a local save_pretrained "
+            "folder, a cached Hub id, "
             "or shapes-vlm"
         ) from None
     return model.to(device).eval().requires_grad_(False), processor

@@ -313,8 +313,38 @@ def test_instance_segmenter_keeps_masks_and_boxes_them(tiny):
 def test_detector_errors_name_the_model(tmp_path):
     from imgalign.eval.real import HFDetector
 
-    with pytest.raises(FileNotFoundError, match="cannot load detector"):
+    with pytest.raises(FileNotFoundError, match="cannot load detector .*nope': no such file or folder. Give"):
         HFDetector(str(tmp_path / "nope"))
+    # a Hub id missing from the cache, offline: one plain clause, not the libraries' lines about connections
+    with pytest.raises(FileNotFoundError) as e:
+        HFDetector("imgalign-test/never-downloaded")
+    assert "not in the local Hub cache and HF_HUB_OFFLINE=1 stops downloads" in str(e.value)
+    assert "connect" not in str(e.value) and "\n" not in str(e.value)
+
+
+def test_load_error_reason_says_what_is_missing(tmp_path, monkeypatch):
+    from imgalign.hub import load_error_reason
+
+    miss = OSError(
+        "We couldn't connect to 'https://huggingface.co' to load the files, and couldn't find them\nCheck"
+    )
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert load_error_reason(miss, "org/model") == (
+        "its files are not in the local Hub cache and HF_HUB_OFFLINE=1 stops downloads"
+    )
+    assert load_error_reason(RuntimeError("Failed to download file (x.bin) for timm/y")).startswith(
+        "its files"
+    )
+    # a spec meant as a path that does not exist; an existing folder keeps the library's own reason
+    for spec in (str(tmp_path / "nope"), "./nope", "a/b/c", "~/imgalign-no-such-folder"):
+        assert load_error_reason(miss, spec) == "no such file or folder", spec
+    assert load_error_reason(ValueError("bad config."), str(tmp_path)) == "bad config"
+    assert load_error_reason(ValueError("bad config."), "org/model") == "bad config"
+    import huggingface_hub.constants as C
+
+    monkeypatch.setattr(C, "HF_HUB_OFFLINE", False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    assert load_error_reason(miss, "org/model").endswith("and the Hub could not be reached")
 
 
 # ---- generation into the official layout, then the whole path ---------------------------------------------
