@@ -277,9 +277,8 @@ class FIDReward(Reward):
 
     @classmethod
     def training_error(cls, options: Mapping[str, Any]) -> str | None:
-        if (
-            options.get("mode") == "group"
-        ):  # every sample of a batch gets one value: group-centred advantages are 0
+        # every sample of a batch gets one value: group-centred advantages are 0
+        if options.get("mode") == "group":
             return (
                 "mode=group gives every sample of a batch the same reward, which no group-relative advantage can "
                 "learn from; train with fid (mode=sample, the default), and keep mode=group for scoring a batch "

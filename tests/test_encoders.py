@@ -793,9 +793,8 @@ def test_a_damaged_training_checkpoint_is_one_error_naming_it(tmp_path, capsys, 
     from imgalign.cli import main
     from imgalign.pretrain import t2i
 
-    if (
-        component == "t2i"
-    ):  # its checkpoints are read after the training images are rendered: read one directly
+    # its checkpoints are read after the training images are rendered: read one directly
+    if component == "t2i":
         ckpt = tmp_path / "vae-ckpt.pt"
         ckpt.write_bytes(b"PK\x03\x04 cut off")
         with pytest.raises(ValueError, match=r"vae-ckpt.pt: damaged training checkpoint.*delete it"):

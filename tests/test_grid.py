@@ -930,9 +930,8 @@ def test_grid_passes_the_dtype_size_context_length_and_cell_on(tmp_path, monkeyp
     )
     argv = ["grid", "--model", "a=shapes", "--prompt", "x", "--dtype", "bfloat16", "--size", "32"]
     assert main(argv + ["--max-sequence-length", "3", "--cell", "40", "--out", str(tmp_path / "g.png")]) == 0
-    assert (
-        loaded == [torch.bfloat16] and got["cell"] == 40 and got["labels"] == ["a"]
-    )  # the LABEL, not the path
+    # the LABEL, not the path
+    assert loaded == [torch.bfloat16] and got["cell"] == 40 and got["labels"] == ["a"]
     assert "(1 prompts x 1 models x 1 seeds)" in capsys.readouterr().out
     assert calls == [{"steps": 20, "guidance": 4.0, "max_sequence_length": 3, "size": 32}]
 

@@ -172,9 +172,8 @@ def test_fit_discriminator_command(tmp_path: Path, capsys: pytest.CaptureFixture
     assert ((s[:20] > 0).float().mean() + (s[20:] <= 0).float().mean()) / 2 >= 0.8
     with pytest.raises(RuntimeError, match="online"):
         r.update(held_fake)
-    assert (
-        not r.stateful
-    )  # a fitted head is frozen: a trainer must not update it (it crashed at step 1's end)
+    # a fitted head is frozen: a trainer must not update it (it crashed at step 1's end)
+    assert not r.stateful
     assert build_reward("discriminator:features=stats").stateful  # the online one is updated and checkpointed
     cut = tmp_path / "cut.safetensors"
     cut.write_bytes(out.read_bytes()[:300])

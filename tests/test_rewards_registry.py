@@ -493,9 +493,8 @@ def test_the_reward_contract_at_its_edges() -> None:
     assert calls[-1] == (2, torch.float32)
     Column.differentiable = True
     x = torch.full((2, 3, 2, 2), 0.5, requires_grad=True)
-    with (
-        warnings.catch_warnings()
-    ):  # the range check reads detached values: torch's scalar warning never shows
+    # the range check reads detached values: torch's scalar warning never shows
+    with warnings.catch_warnings():
         warnings.simplefilter("error")
         scores = r(x, ["", ""]).scores
     scores.sum().backward()

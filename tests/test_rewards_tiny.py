@@ -191,9 +191,8 @@ def test_feature_encoders_are_cached_per_dtype(tmp_path: Path) -> None:
     name = f"open_clip:local-dir:{make_tiny_open_clip(tmp_path / 'clip')}"
     fp32, bf16 = build_features(name), build_features(name, dtype=torch.bfloat16)
     assert fp32.dtype == torch.float32 and bf16.dtype == torch.bfloat16
-    assert (
-        bf16(torch.rand(2, 3, 32, 32)).dtype == torch.float32
-    )  # features come back float32 whatever the dtype
+    # features come back float32 whatever the dtype
+    assert bf16(torch.rand(2, 3, 32, 32)).dtype == torch.float32
     assert build_features(name) is fp32
 
 

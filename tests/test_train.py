@@ -128,9 +128,8 @@ def test_flux_lora_two_steps(flux_dir, tmp_path, monkeypatch):
     assert [json.loads(x)["step"] for x in (out / "eval.jsonl").read_text().splitlines()] == [2]
     assert [p.name for p in (out / "samples").glob("eval-step-*.png")] == ["eval-step-000002.png"]
     assert r[1]["perf/sec_eval"] > 0 and "perf/sec_eval" not in r[0]
-    assert (
-        r[1]["eval/prompt_dependence/seed"] > 0 and r[1]["eval/prompt_dependence/ratio"] >= 0
-    )  # 2 prompts x 4 seeds
+    # 2 prompts x 4 seeds
+    assert r[1]["eval/prompt_dependence/seed"] > 0 and r[1]["eval/prompt_dependence/ratio"] >= 0
     ckpt = out / "checkpoints" / "step-000002"
     raw = load_file(str(ckpt / "trainer_state" / "trainable.safetensors"))
     assert raw and all("lora_" in n for n in raw)
@@ -373,9 +372,8 @@ def test_a_bf16_full_fine_tune_loads_with_one_dtype_as_documented(sd3_dir, tmp_p
     cfg = tiny_config(
         sd3_dir, out, train__max_steps=1, train__mixed_precision="bf16", model__dtype="bfloat16"
     )
-    AcceleratorState._reset_state(
-        reset_partial_state=True
-    )  # as a fresh process (earlier tests built trainers)
+    # as a fresh process (earlier tests built trainers)
+    AcceleratorState._reset_state(reset_partial_state=True)
     # a float32 run first, in the same process: a run clears the accelerate state it created, so the bf16 run
     # that follows is not refused ("AcceleratorState has already been initialized and cannot be changed")
     f32 = tiny_config(sd3_dir, tmp_path / "f32", train__max_steps=1)
@@ -1008,9 +1006,8 @@ def test_a_sample_with_only_non_finite_log_densities_is_masked_too(sd3_dir, tmp_
     with caplog.at_level("WARNING"):
         m = tr.train_step(0)
     assert "1 sample(s) of the rollout are not finite" in caplog.text
-    assert m["train/valid_ratio"] == pytest.approx(
-        6 / 8
-    )  # sample 5 and its group mate 4 (one finite reward left)
+    # sample 5 and its group mate 4 (one finite reward left)
+    assert m["train/valid_ratio"] == pytest.approx(6 / 8)
     assert m["train/skipped_updates"] == 0 and all(torch.isfinite(p).all() for p in tr.params)
 
 
@@ -1344,9 +1341,8 @@ def test_out_of_time_reserves_a_step_the_final_evaluation_and_half_a_step_for_th
         return T.FlowGRPOTrainer._out_of_time(tr, 60.0, step_sec, eval_sec)
 
     assert not out(4.0, 13.0) and out(4.0, 14.5)  # 40 + 4 + 13 + 2 = 59; 40 + 4 + 14.5 + 2 = 60.5 > 60
-    assert not out(4.0, 0.0) and out(
-        4.5, 0.0
-    )  # no evaluation yet: 40 + 4 + 12 + 2 = 58; 40 + 4.5 + 13.5 + 2.25
+    # no evaluation yet: 40 + 4 + 12 + 2 = 58; 40 + 4.5 + 13.5 + 2.25
+    assert not out(4.0, 0.0) and out(4.5, 0.0)
     tr.is_main = False  # only the main process's clock decides; the others learn it through the reduce
     assert not out(4.0, 14.5)
     tr.cfg.train.time_budget_min = 0.0
@@ -2663,9 +2659,8 @@ def test_a_resume_reports_changes_against_the_checkpoints_config_and_keeps_its_l
     assert sorted(steps) == [1] * 4 + [2] * 4  # rows named by their metrics row, as samples/step-N.png
     first = [json.loads(line) for line in (out / "rollouts.jsonl").read_text().splitlines()][:4]
     prompts = [x["prompt"] for x in sorted(first, key=lambda x: x["sample"])]
-    assert (
-        prompts[0] == prompts[1] != prompts[2] == prompts[3]
-    )  # the G = 2 samples of a group share its prompt
+    # the G = 2 samples of a group share its prompt
+    assert prompts[0] == prompts[1] != prompts[2] == prompts[3]
     assert (out / "samples" / "step-000001.png").is_file() and (out / "samples" / "step-000002.png").is_file()
     cosine = ["train", str(path), "--output-dir", str(tmp_path / "cos"), "--set", "train.lr_schedule=cosine"]
     assert main(cosine) == 0

@@ -416,9 +416,8 @@ def test_tree_rollout_nfe_equals_formula_and_forward_rows(sd3_dir):
         pre.remove()
     spec = TreeSpec(5, (1, 3), (2, 2))
     assert ro.nfe == spec.nfe(num_trees=2, cfg=True) == 2 * 2 * (1 + 1 + 2 + 2 + 4) == sum(counted)
-    assert (
-        max(counted) == 2 * s.batch_size
-    )  # forwards chunked by sampling.batch_size (8 rows at the last steps)
+    # forwards chunked by sampling.batch_size (8 rows at the last steps)
+    assert max(counted) == 2 * s.batch_size
     assert ro.extras["metrics"]["perf/rollout_nfe"] == spec.nfe(num_trees=2, cfg=True)  # 2 prompts per step
     assert ro.images.shape[0] == 8 and ro.x0.shape[0] == 8
 
@@ -428,9 +427,8 @@ def test_tree_progressive_schedule_in_rollout(sd3_dir):
         sd3_dir, 1.0, branch_steps=[0, 1], branch_factors=[2], progressive=True, progressive_grow_every=5
     )
     early, later = _roll(a, s, step=0), _roll(a, s, step=5)
-    assert (
-        early.train_steps == [3] and early.extras["tree"].x.shape[0] == 2
-    )  # one 4-way branch at the last step
+    # one 4-way branch at the last step
+    assert early.train_steps == [3] and early.extras["tree"].x.shape[0] == 2
     # the window grew backwards: the shared prefix got shorter, so the rollout costs more (2 trees x (3 + 2 x 4))
     assert later.train_steps == [2] and (early.nfe, later.nfe) == (2 * (4 + 4), 2 * (3 + 2 * 4))
 

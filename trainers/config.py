@@ -69,9 +69,8 @@ class ModelConfig:
             raise ConfigError(
                 f"model.lora_alpha must be >= 0 (got {self.lora_alpha}); give a positive scale, or 0 for 2 x rank"
             )
-        if (
-            self.lora_rank > 0 and not self.lora_targets
-        ):  # the adapter would fall back to its defaults while config.yaml says []
+        # the adapter would fall back to its defaults while config.yaml says []
+        if self.lora_rank > 0 and not self.lora_targets:
             raise ConfigError(
                 "model.lora_targets is empty: name the Linear layers LoRA attaches to, e.g. "
                 "[to_k, to_q, to_v, to_out.0] (the default)"

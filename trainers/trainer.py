@@ -428,9 +428,8 @@ class FlowGRPOTrainer:
         if not resume:
             return None
         if resume == "auto":
-            if (
-                self.is_main
-            ):  # a step-N.old left by a save killed between its renames is the only copy: put back
+            # a step-N.old left by a save killed between its renames is the only copy: put back
+            if self.is_main:
                 C.remove_leftovers(self.out)
             self.acc.wait_for_everyone()
             found = C.latest_checkpoint(self.out)
@@ -625,9 +624,8 @@ class FlowGRPOTrainer:
         t = time.perf_counter()
         diverged = self._mask_diverged(ro, step)  # [b] bool; those samples' tensors are zeroed
         shown = ro.images
-        if (
-            diverged.any()
-        ):  # NaN images are never shown to a reward (a set-based one would take a black image in)
+        # NaN images are never shown to a reward (a set-based one would take a black image in)
+        if diverged.any():
             shown = ro.images.clone()
             shown[diverged] = float("nan")
         scores = score_all(self.rewards, shown, ro.prompts, ro.metadata, diverged)  # [K, b]
@@ -1076,9 +1074,8 @@ class FlowGRPOTrainer:
                     keys = None
                 keep = self.out / f"config.until-step-{int(state['step']):06d}.yaml"
                 if self.is_main and ckpt.parent.parent == self.out and not keep.exists():
-                    shutil.copy2(
-                        old_path, keep
-                    )  # never overwritten: a later resume from the same step keeps it
+                    # never overwritten: a later resume from the same step keeps it
+                    shutil.copy2(old_path, keep)
             if keys == []:  # the hash differs but no setting does (a checkpoint hashed by an older imgalign)
                 log.debug("resuming %s: config hash differs, no setting changed", ckpt)
             else:
@@ -1120,9 +1117,8 @@ class FlowGRPOTrainer:
         self.scheduler.load_state_dict(C.torch_load(st / "scheduler.pt"))
         if hasattr(self.objective, "load_state_dict") and (st / "objective.pt").is_file():
             self.objective.load_state_dict(C.torch_load(st / "objective.pt"))
-        if (
-            self.balancing is not None
-        ):  # MARBLE weights and cosine counters; a state of other rewards starts fresh
+        # MARBLE weights and cosine counters; a state of other rewards starts fresh
+        if self.balancing is not None:
             saved = st / "balance.pt"
             why = (
                 self.balancing.load_state_dict(C.torch_load(saved))
@@ -1145,9 +1141,8 @@ class FlowGRPOTrainer:
                     k,
                 )
                 continue
-            if not getattr(
-                self.rewards[k], "stateful", False
-            ):  # e.g. the discriminator now frozen (head=FILE)
+            # e.g. the discriminator now frozen (head=FILE)
+            if not getattr(self.rewards[k], "stateful", False):
                 log.warning(
                     "checkpoint %s holds a learned state of reward %r, which is not stateful in this run (its "
                     "options changed, e.g. a discriminator given head=FILE); the saved state is not used",
