@@ -2678,7 +2678,7 @@ def test_a_resume_reports_changes_against_the_checkpoints_config_and_keeps_its_l
     assert main(argv + ["--max-steps", "4", "--set", "model.lora_rank=2"]) == 2
 
 
-def test_a_resume_with_another_trainable_set_names_the_settings(sd3_dir, tmp_path, capsys):
+def test_a_resume_with_another_trainable_set_names_the_settings(sd3_dir, tmp_path, capsys, monkeypatch):
     """Fewer trainable weights than the checkpoint's (model.trainable_modules) failed inside torch's optimizer with
     'loaded state dict contains a parameter group that doesn't match'; more (a LoRA on a full fine-tune) asked
     'was it a different model?'. Both name the settings to restore."""
@@ -2686,20 +2686,39 @@ def test_a_resume_with_another_trainable_set_names_the_settings(sd3_dir, tmp_pat
     path = write(tiny_config(sd3_dir, out, train__max_steps=1), tmp_path / "c.yaml")
     assert main(["train", str(path)]) == 0
     resume = ["train", str(path), "--resume", "auto", "--max-steps", "2"]
-    for change, said in (
-        ("model.trainable_modules=context_embedder", "also trained"),
-        ("model.lora_rank=2", "lacks"),
-    ):
-        capsys.readouterr()
-        assert main([*resume, "--set", change]) == 2
-        err = capsys.readouterr().err
-        assert "was trained with other trainable weights" in err and said in err
-        assert "model.trainable_modules" in err and "--output-dir" in err
-    # the same LoRA weights by name at another rank: other shapes, named before any weight is copied
+    capsys.readouterr()
+    assert main([*resume, "--set", "model.trainable_modules=context_embedder"]) == 2
+    err = capsys.readouterr().err
+    assert "was trained with other trainable weights" in err and "also trained" in err
+    assert "model.trainable_modules" in err and "--output-dir" in err
+    # another LoRA rank (a LoRA on a full fine-tune, or the same LoRA at another rank) is named from the checkpoint's
+    # saved config before the model loads
     cfg = tiny_config(sd3_dir, tmp_path / "lora", train__max_steps=1)
     cfg["model"].update(lora_rank=2)
     lora = write(cfg, tmp_path / "lora.yaml")
     assert main(["train", str(lora)]) == 0
+    import imgalign.adapters as A
+
+    def no_load(*args, **kwargs):
+        raise AssertionError("the model loaded before the resume check")
+
+    with monkeypatch.context() as m:
+        m.setattr(A, "load_adapter", no_load)
+        for argv, old, new in (
+            ([*resume, "--set", "model.lora_rank=2"], 0, 2),
+            (
+                ["train", str(lora), "--resume", "auto", "--max-steps", "2", "--set", "model.lora_rank=4"],
+                2,
+                4,
+            ),
+        ):
+            capsys.readouterr()
+            assert main(argv) == 2
+            err = capsys.readouterr().err
+            assert f"was trained with model.lora_rank={old} and this run sets {new}" in err
+            assert f"--set model.lora_rank={old}" in err and "--output-dir" in err
+    # a checkpoint without its saved config (an older imgalign): the weights' shapes are compared after loading
+    (tmp_path / "lora" / "checkpoints" / "step-000001" / "trainer_state" / "config.yaml").unlink()
     capsys.readouterr()
     assert (
         main(["train", str(lora), "--resume", "auto", "--max-steps", "2", "--set", "model.lora_rank=4"]) == 2

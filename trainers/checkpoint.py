@@ -202,9 +202,8 @@ def read_state(ckpt: Path) -> dict[str, Any]:
 def load_tensors(path: Path) -> dict[str, torch.Tensor]:
     try:
         return load_file(str(path))
-    except (
-        Exception
-    ) as e:  # safetensors' own error type for a cut or garbled header, OSError for a missing file
+    # safetensors' own error type for a cut or garbled header, OSError for a missing file
+    except Exception as e:
         raise _unreadable(path, e) from e
 
 

@@ -264,6 +264,9 @@ class FlowGRPOTrainer:
         # held-out prompts are scored by eval.suite=reward only; with any other suite every prompt trains
         self.sampler = PromptSampler(cfg.prompts, hold_out=cfg.eval.suite == "reward")
         model_path = preflight(cfg, output_dir=self.out)
+        self.resume_from = self._resolve_resume(resume)
+        self._check_output_dir(resume)
+        self._check_resume_fits()
         # anything that draws from torch's global RNG (a reward's fresh head, a plug-in) does so reproducibly; a
         # resumed run restores this RNG from the checkpoint
         torch.manual_seed(_mix(cfg.train.seed, 0, 41, self.rank))
@@ -274,8 +277,6 @@ class FlowGRPOTrainer:
         )
         self.balancing = self._build_balancing()
 
-        self.resume_from = self._resolve_resume(resume)
-        self._check_output_dir(resume)
         self.out.mkdir(parents=True, exist_ok=True)
         self.model_path = model_path
         self.adapter = load_adapter(
@@ -451,6 +452,30 @@ class FlowGRPOTrainer:
                 "newest checkpoint in the output folder), a run folder or a checkpoint folder (RUN/checkpoints/step-N)"
             )
         return found
+
+    def _check_resume_fits(self) -> None:
+        """Before rewards or weights load: a checkpoint written by another number of processes, or with another
+        ``model.lora_rank`` (its saved config), cannot continue here. Other trainable-set changes
+        (``lora_targets``, ``trainable_modules``) are named by :meth:`_load`, which compares the weights."""
+        ckpt = self.resume_from
+        if ckpt is None:
+            return
+        state = C.read_state(ckpt)
+        if state["num_processes"] != self.world:
+            raise ConfigError(
+                f"checkpoint {ckpt} was written by {state['num_processes']} processes; resume with the same number"
+            )
+        try:
+            saved = yaml.safe_load((ckpt / "trainer_state" / "config.yaml").read_text())
+            rank = int(saved["model"]["lora_rank"])
+        except (OSError, yaml.YAMLError, TypeError, KeyError, ValueError):
+            return  # no readable saved config (an older checkpoint): _load compares the weights
+        if rank != self.cfg.model.lora_rank:
+            raise ConfigError(
+                f"checkpoint {ckpt} was trained with model.lora_rank={rank} and this run sets "
+                f"{self.cfg.model.lora_rank}: resume with --set model.lora_rank={rank} (the settings it was trained "
+                "with are in its trainer_state/config.yaml), or give a new --output-dir to start another run"
+            )
 
     def _check_output_dir(self, resume: str | None) -> None:
         """Refuse (without --resume) a folder that holds another run: the new run's metrics would be appended to its
@@ -1080,10 +1105,6 @@ class FlowGRPOTrainer:
                 log.debug("resuming %s: config hash differs, no setting changed", ckpt)
             else:
                 log.warning("resuming %s with a changed config (%s)", ckpt, changed)
-        if state["num_processes"] != self.world:
-            raise ConfigError(
-                f"checkpoint {ckpt} was written by {state['num_processes']} processes; resume with the same number"
-            )
         weights = C.load_tensors(st / "trainable.safetensors")
         # another trainable set (model.lora_rank, lora_targets or trainable_modules changed) failed inside torch's
         # optimizer.load_state_dict with a message that named no setting, or dropped the other weights' training
