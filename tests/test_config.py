@@ -573,8 +573,13 @@ def test_set_values_keep_their_text_for_a_str_member_of_a_union():
         (["objective.adv_clip=-0.5"], ["objective.adv_clip=0"], "objective.adv_clip must be >= 0"),
         (
             ["objective.penalty=vnorm", "objective.penalty_weight=-1"],
-            ["objective.penalty=vnorm", "objective.penalty_weight=0"],
+            ["objective.penalty_weight=0"],
             "objective.kl_beta, objective.anchor_beta and objective.penalty_weight must be >= 0",
+        ),
+        (  # a named penalty at weight 0 was never computed: no penalty, no reference, nothing logged
+            ["objective.penalty=vnorm"],
+            ["objective.penalty=vnorm", "objective.penalty_weight=1e-9"],
+            "objective.penalty='vnorm' with objective.penalty_weight=0 adds nothing",
         ),
         (["train.lr=0"], ["train.lr=1e-8"], "train.lr must be > 0 and finite"),
         (["train.weight_decay=-1e-4"], ["train.weight_decay=0"], "train.weight_decay must be >= 0"),

@@ -617,6 +617,12 @@ class FlowGRPOConfig:
                 PENALTIES.check(self.objective.penalty)
             except ValueError as e:
                 raise ConfigError(f"objective.penalty: {e}") from None
+            if self.objective.penalty_weight == 0:  # the penalty was never computed, silently
+                raise ConfigError(
+                    f"objective.penalty={self.objective.penalty!r} with objective.penalty_weight=0 adds nothing to the "
+                    "loss: set objective.penalty_weight (lambda, e.g. 1.0), or remove objective.penalty "
+                    "(objective.vnorm_log: true logs the norm inflation without a penalty)"
+                )
         if self.objective.step_weight != "uniform" and (
             self.objective.name != "grpo" or self.sampling.rollout != "flat"
         ):
