@@ -219,6 +219,26 @@ def _coerce(value: Any, tp: Any, key: str, specs: bool = False) -> Any:
     return value
 
 
+class _UnknownKey(ConfigError):
+    """An unknown key; ``name`` is its last part, which :func:`load_config` looks up elsewhere in the schema."""
+
+    def __init__(self, message: str, name: str) -> None:
+        super().__init__(message)
+        self.name = name
+
+
+def _key_paths(cls: type, name: str, prefix: str = "") -> list[str]:
+    """Dotted paths of every field or section called `name` in the dataclass `cls` (nested sections included)."""
+    hints = _type_hints(cls)
+    paths = []
+    for f in dataclasses.fields(cls):
+        if f.name == name:
+            paths.append(prefix + f.name)
+        if dataclasses.is_dataclass(hints[f.name]):
+            paths += _key_paths(hints[f.name], name, prefix + f.name + ".")
+    return paths
+
+
 def _build(cls: type[T], data: dict[str, Any], prefix: str = "") -> T:
     hints = _type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
@@ -226,7 +246,7 @@ def _build(cls: type[T], data: dict[str, Any], prefix: str = "") -> T:
     kwargs = {}
     for k, v in data.items():
         if k not in names:
-            raise ConfigError(f"unknown config key '{prefix}{k}'; valid keys here: {', '.join(names)}")
+            raise _UnknownKey(f"unknown config key '{prefix}{k}'; valid keys here: {', '.join(names)}", k)
         kwargs[k] = _coerce(v, hints[k], prefix + k, bool(fields[k].metadata.get("reward_specs")))
     return cls(**kwargs)
 
@@ -348,7 +368,14 @@ def load_config(cls: type[T], path: str | Path | None = None, overrides: list[st
             raise ConfigError(f"config file {str(p)!r} must hold a mapping at the top level")
         data = loaded
     data = merge_overrides(data, overrides or [])
-    cfg = _build(cls, data)
+    try:
+        cfg = _build(cls, data)
+    except _UnknownKey as e:  # a section's key given at another level (nft.beta for objective.nft.beta)
+        paths = _key_paths(cls, e.name)
+        if not paths:
+            raise
+        where = ", ".join(paths[:-1]) + " or " + paths[-1] if len(paths) > 1 else paths[0]
+        raise ConfigError(f"{e}; did you mean {where}?") from None
     validate(cfg)
     return cfg
 

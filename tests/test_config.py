@@ -50,6 +50,28 @@ def test_unknown_key_lists_valid_ones(tmp_path):
         load_config(Cfg, p)
 
 
+def test_unknown_key_of_another_section_names_where_it_lives(tmp_path):
+    """A method section's key given at the wrong level (nft.beta for objective.nft.beta, tree: at the top) said only
+    that the key is unknown there; the error now names the key's place(s) in the schema."""
+    from imgalign.trainers.config import FlowGRPOConfig
+
+    with pytest.raises(ConfigError, match=r"unknown config key 'nft'; .*; did you mean objective\.nft\?$"):
+        load_config(FlowGRPOConfig, None, ["nft.beta=0.5"])
+    with pytest.raises(ConfigError, match=r"'objective.marble'; .*; did you mean rewards\.marble\?$"):
+        load_config(FlowGRPOConfig, None, ["objective.marble.ema=0.5"])
+    p = tmp_path / "c.yaml"
+    p.write_text("tree:\n  branch_steps: [0, 3]\nsampling:\n  adv_clip: 1\n")
+    with pytest.raises(ConfigError, match=r"did you mean sampling\.tree\?$"):
+        load_config(FlowGRPOConfig, p)
+    p.write_text("sampling:\n  adv_clip: 1\n")
+    with pytest.raises(
+        ConfigError, match=r"did you mean sampling\.tree\.adv_clip, objective\.adv_clip or objective"
+    ):
+        load_config(FlowGRPOConfig, p)
+    with pytest.raises(ConfigError, match=r"valid keys here: lr, betas$"):  # a name found nowhere: no guess
+        load_config(Cfg, None, ["optim.lrr=1"])
+
+
 def test_type_errors_and_validation():
     with pytest.raises(ConfigError, match="steps: expected an integer"):
         load_config(Cfg, None, ["steps=abc"])
