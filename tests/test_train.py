@@ -1605,6 +1605,9 @@ def test_the_dedicated_flags_win_over_set_and_max_steps_zero_is_checked(sd3_dir,
     # a misspelt reward is refused as a run would refuse it, not printed as a config
     assert main(["train", str(cfg), "--set", "rewards.names=[nosuch]", "--print-config"]) == 2
     assert "rewards.names: unknown reward 'nosuch'" in capsys.readouterr().err
+    # nor a batch that does not split into the updates (the run refused it at once; --print-config showed it)
+    assert main(["train", str(cfg), "--set", "train.updates_per_step=3", "--print-config"]) == 2
+    assert "do not split into train.updates_per_step=3" in capsys.readouterr().err
 
 
 def test_no_config_is_the_embedded_default(capsys):

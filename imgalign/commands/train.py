@@ -68,7 +68,7 @@ def load_train_config(args: argparse.Namespace):  # noqa: ANN201 - FlowGRPOConfi
 
 def run_train(args: argparse.Namespace) -> int:
     from imgalign.config import describe, to_dict
-    from imgalign.trainers.config import FlowGRPOConfig
+    from imgalign.trainers.config import FlowGRPOConfig, check_batch_layout
 
     if args.describe:
         for key, default, text in describe(FlowGRPOConfig):
@@ -79,6 +79,8 @@ def run_train(args: argparse.Namespace) -> int:
 
     if args.print_config:
         check_reward_names(cfg)  # a misspelt reward is not a config to show (the model path may be elsewhere)
+        # nor a batch that does not split (what fails on 1 process fails on every process count)
+        check_batch_layout(cfg, 1)
         print(yaml.safe_dump(to_dict(cfg), sort_keys=False), end="")
         return 0
 
