@@ -422,6 +422,8 @@ def compare_runs(
                 _, y = series(rows, key)
                 if len(y):
                     lines.append(f"| {label} | `{run.name}` | `{key}` | {y[0]:.4g} | {y[-1]:.4g} |")
+                else:  # e.g. balance/* of a run without rewards.diagnose_cosines: named, not left out silently
+                    lines.append(f"| {label} | `{run.name}` | `{key}` | not logged | — |")
     if target is not None:
         tkey, tval = target
         lines += [

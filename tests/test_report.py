@@ -388,6 +388,21 @@ def test_report_compare_table_gives_each_runs_first_and_last_value_not_its_best(
     assert "| a | `r` | `reward/r/mean` | 0.3 | 0.2 |" in (tmp_path / "c" / "compare.md").read_text()
 
 
+def test_report_compare_names_a_run_that_does_not_log_a_key(tmp_path):
+    """A key one run of the comparison logs and another does not (balance/neg_cos_share of a marble run beside a
+    tree run) left the second out of compare.md silently, as if it had not been given."""
+    for name, row in (("marble", {"balance/neg_cos_share": 0.25}), ("tree", {})):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "metrics.jsonl").write_text(
+            json.dumps({"step": 1, "reward/r/mean": 0.5, **row}) + "\n"
+        )
+    argv = ["report", "--compare", f"m={tmp_path / 'marble'}", f"t={tmp_path / 'tree'}"]
+    assert main([*argv, "--keys", "balance/neg_cos_share", "--out", str(tmp_path / "c")]) == 0
+    md = (tmp_path / "c" / "compare.md").read_text()
+    assert "| m | `marble` | `balance/neg_cos_share` | 0.25 | 0.25 |" in md
+    assert "| t | `tree` | `balance/neg_cos_share` | not logged | — |" in md
+
+
 def test_report_compare_rejects_bad_arguments(tmp_path, capsys):
     assert main(["report", "--compare", "nolabel", "--keys", "k", "--out", str(tmp_path)]) == 2
     assert "imgalign report: error: --compare takes LABEL=RUN" in capsys.readouterr().err
