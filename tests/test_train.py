@@ -1610,6 +1610,18 @@ def test_the_dedicated_flags_win_over_set_and_max_steps_zero_is_checked(sd3_dir,
     assert "do not split into train.updates_per_step=3" in capsys.readouterr().err
 
 
+def test_an_accelerate_config_as_the_training_config_says_where_it_goes(capsys):
+    """examples/accelerate/*.yaml given as CONFIG was 'unknown config key compute_environment'; the error now says
+    it is accelerate's file and how the two configs are passed."""
+    from imgalign.commands.train import EXAMPLES
+
+    acc = EXAMPLES / "accelerate" / "fsdp.yaml"
+    assert main(["train", str(acc), "--print-config"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"{acc} is an accelerate config (compute_environment), not a training config" in err
+    assert f"accelerate launch --config_file {acc} -m imgalign train" in err
+
+
 def test_no_config_is_the_embedded_default(capsys):
     assert main(["train", "--print-config"]) == 0
     printed = yaml.safe_load(capsys.readouterr().out)

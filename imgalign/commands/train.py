@@ -48,7 +48,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def load_train_config(args: argparse.Namespace):  # noqa: ANN201 - FlowGRPOConfig, imported lazily
-    from imgalign.config import load_config
+    from imgalign.config import ConfigError, load_config
     from imgalign.trainers.config import FlowGRPOConfig
 
     path = args.config
@@ -63,7 +63,16 @@ def load_train_config(args: argparse.Namespace):  # noqa: ANN201 - FlowGRPOConfi
         overrides.append(f"train.max_steps={args.max_steps}")
     if args.output_dir:
         overrides.append(f"log.output_dir={args.output_dir}")
-    return load_config(FlowGRPOConfig, path, overrides)
+    try:
+        return load_config(FlowGRPOConfig, path, overrides)
+    except ConfigError as e:  # examples/accelerate/*.yaml given in CONFIG's place
+        if getattr(e, "name", None) not in ("compute_environment", "distributed_type"):
+            raise
+        raise ConfigError(
+            f"{path} is an accelerate config ({e.name}), not a training config: give it to accelerate and a "
+            f"training config to train, e.g. accelerate launch --config_file {path} -m imgalign train "
+            "examples/shapes/flow_grpo.yaml"
+        ) from None
 
 
 def run_train(args: argparse.Namespace) -> int:
