@@ -650,8 +650,11 @@ def test_each_bound_refuses_its_first_bad_value_and_accepts_its_edge(bad, good, 
         (["sampling.rollout=tree", "rewards.diagnose_cosines=true"], "sampling.rollout=tree assigns its own"),
         (["sampling.rollout=tree", "objective.name=nft"], "use sampling.rollout=flat with it"),
         (["rewards.balancer=no_such_balancer"], "rewards.balancer: "),
-        (["sampling.rollout=no_such_rollout"], "sampling.rollout: "),
-        (["objective.penalty=no_such_penalty"], "objective.penalty: "),
+        (
+            ["sampling.rollout=no_such_rollout"],
+            "sampling.rollout: unknown rollout strategy 'no_such_rollout'; valid rollout strategies: flat, tree",
+        ),
+        (["objective.penalty=no_such_penalty"], "valid velocity penalties: vnorm, vnorm_squared"),
     ],
 )
 def test_each_cross_setting_check_refuses_its_combination(bad, message):

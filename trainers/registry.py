@@ -12,8 +12,9 @@ T = TypeVar("T")
 
 
 class Registry(Generic[T]):
-    def __init__(self, kind: str, builtin_modules: tuple[str, ...] = ()) -> None:
+    def __init__(self, kind: str, builtin_modules: tuple[str, ...] = (), plural: str = "") -> None:
         self.kind = kind
+        self.plural = plural or kind + "s"  # "rollout strategies", not "strategys"
         self._items: dict[str, T] = {}
         self._builtin = builtin_modules
 
@@ -47,7 +48,7 @@ class Registry(Generic[T]):
             except (ImportError, AttributeError) as e:
                 raise ValueError(f"cannot import {self.kind} {name!r}: {e}") from None
         raise ValueError(
-            f"unknown {self.kind} {name!r}; valid {self.kind}s: {', '.join(self.names())} "
+            f"unknown {self.kind} {name!r}; valid {self.plural}: {', '.join(self.names())} "
             "(or a 'package.module:attr' path to your own)"
         )
 
@@ -58,12 +59,12 @@ class Registry(Generic[T]):
 
 OBJECTIVES: Registry[Any] = Registry("objective", ("imgalign.trainers.objectives", "imgalign.trainers.nft"))
 ROLLOUTS: Registry[Any] = Registry(
-    "rollout strategy", ("imgalign.trainers.rollout", "imgalign.trainers.tree")
+    "rollout strategy", ("imgalign.trainers.rollout", "imgalign.trainers.tree"), "rollout strategies"
 )
 BALANCERS: Registry[Any] = Registry(
     "reward balancer", ("imgalign.trainers.rewarding", "imgalign.trainers.balance")
 )
 # the penalties are registered in objectives.py (vnorm.py holds the inflation measurements)
 PENALTIES: Registry[Any] = Registry(
-    "velocity penalty", ("imgalign.trainers.objectives", "imgalign.trainers.vnorm")
+    "velocity penalty", ("imgalign.trainers.objectives", "imgalign.trainers.vnorm"), "velocity penalties"
 )
