@@ -247,7 +247,14 @@ def _build(cls: type[T], data: dict[str, Any], prefix: str = "") -> T:
     for k, v in data.items():
         if k not in names:
             raise _UnknownKey(f"unknown config key '{prefix}{k}'; valid keys here: {', '.join(names)}", k)
-        kwargs[k] = _coerce(v, hints[k], prefix + k, bool(fields[k].metadata.get("reward_specs")))
+        try:
+            kwargs[k] = _coerce(v, hints[k], prefix + k, bool(fields[k].metadata.get("reward_specs")))
+        except ConfigError as e:
+            value = v.parsed if isinstance(v, _Override) else v
+            if typing.get_origin(hints[k]) not in (list, tuple) or not isinstance(value, dict):
+                raise
+            # e.g. rewards.weights given by reward name: say what the list holds, in which order
+            raise ConfigError(f"{e}; {prefix}{k} is a list: {fields[k].metadata.get('help', '')}") from None
     return cls(**kwargs)
 
 

@@ -408,6 +408,13 @@ def test_scalars_and_keys_of_the_wrong_shape(tmp_path):
     assert steps == 1000 and type(steps) is int
     with pytest.raises(ConfigError, match="rewards.weights: expected a list, got 3"):
         load_config(FlowGRPOConfig, None, ["rewards.weights=3"])
+    # weights by reward name: the error says the list holds one weight per reward (their order is rewards.names')
+    with pytest.raises(
+        ConfigError, match=r"rewards.weights is a list: one weight per reward, in the order of rewards.names"
+    ):
+        load_config(
+            FlowGRPOConfig, None, ["rewards.names=[geneval, clip]", "rewards.weights={geneval: 1, clip: 2}"]
+        )
     y = tmp_path / "c.yaml"
     y.write_text("? [a, b]\n: 1\n")
     with pytest.raises(ConfigError, match="is not valid YAML"):

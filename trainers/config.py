@@ -310,7 +310,8 @@ class RewardConfig:
     )
     weights: list[float] = field(
         default_factory=list,
-        help="one weight per reward (>= 0, at least one > 0); empty = all 1; not with rewards.balancer=marble",
+        help="one weight per reward, in the order of rewards.names (>= 0, at least one > 0); empty = all 1; not "
+        "with rewards.balancer=marble",
     )
     balancer: str = field(
         "group_norm_weighted",
