@@ -220,6 +220,41 @@ def test_rollout_chunking_and_between_sde():
         tree_rollout(_Counter(), noise, sigmas[:-1], spec)
 
 
+def test_rollout_hands_its_noise_level_and_generator_to_every_sde_step():
+    """Every SDE transition (the branch and, with between="sde", the single-child steps) gets the rollout's
+    noise_level and generator: 4 steps, a branch at step 1, so 4 calls at a = 0.3 (not the default 0.7), and
+    the recorded std is the formula's at a = 0.3."""
+    spec = TreeSpec(4, (1,), (2,))
+    sigmas = torch.linspace(1.0, 0.0, 5)
+    noise = torch.randn(2, 1, 2, 2, generator=torch.Generator().manual_seed(0))
+    calls = []
+
+    def recorded(x, v, s, sn, a, g):
+        calls.append((a, g))
+        return flow_sde_step(x, v, s, sn, a, g)
+
+    gen = torch.Generator().manual_seed(4)
+    roll = tree_rollout(
+        _Counter(), noise, sigmas, spec, sde_step=recorded, noise_level=0.3, between="sde", generator=gen
+    )
+    assert [a for a, _ in calls] == [0.3] * 4 and all(g is gen for _, g in calls)
+    _, std = flow_sde_mean_std(roll.parent_x, roll.parent_x, roll.parent_sigma, roll.parent_sigma_next, 0.3)
+    torch.testing.assert_close(roll.parent_std, std)
+
+
+def test_rollout_a_branch_of_factor_one_is_a_recorded_single_child_sde_edge():
+    """TreeSpec allows a branching factor of 1: that step is still an SDE transition whose edge is recorded and
+    trained (one child per node), not an untrained Euler step."""
+    sigmas = torch.linspace(1.0, 0.0, 5)
+    noise = torch.randn(2, 1, 2, 2, generator=torch.Generator().manual_seed(0))
+    roll = tree_rollout(
+        _Counter(), noise, sigmas, TreeSpec(4, (1,), (1,)), generator=torch.Generator().manual_seed(1)
+    )
+    assert roll.edge_step.tolist() == [1, 1] and roll.leaves.shape == (2, 1, 2, 2)
+    assert (roll.parent_std > 0).all() and roll.edge_child.tolist() == [2, 3]
+    assert not torch.allclose(roll.edge_x_next, roll.parent_mean)  # a noisy child, not the Euler-like mean
+
+
 def test_rollout_refuses_bad_arguments_and_edge_fields_follow_the_parent_row():
     spec = TreeSpec(4, (0, 2), (2, 2))
     sigmas = torch.linspace(1.0, 0.0, 5)
