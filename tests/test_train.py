@@ -613,6 +613,34 @@ def test_sample_trajectories_keeps_the_float64_log_densities_and_counts_every_st
     )  # float32 rounding would lose the sum's bits
 
 
+def test_sample_trajectories_takes_euler_steps_from_sigma_i_to_sigma_i_plus_1_off_the_window():
+    """Off the SDE window a transition is the Euler step x + v·(sigma_{i+1} - sigma_i): with v = -x/2 on the
+    schedule 1, 2/3, 1/3, 0 and no trained step, each step multiplies x by 1 + 1/6 (toward 0 noise, not away)."""
+    from imgalign.trainers.config import SamplingConfig
+    from imgalign.trainers.rollout import RolloutContext, sample_trajectories
+
+    class _Flow:
+        def init_noise(self, gens):
+            return torch.stack([torch.randn(1, 2, 2, generator=g) for g in gens])
+
+        def sigmas(self, n):
+            return torch.linspace(1.0, 0.0, n + 1)
+
+        def velocity(self, x, sigma, cond, scale, transformer=None):
+            return -0.5 * x
+
+        def nfe_per_step(self, scale):
+            return 1
+
+    cfg = SamplingConfig(num_steps=3, group_size=2)
+    traj, lps, _ = sample_trajectories(
+        RolloutContext(_Flow(), None, cfg, 0, 0), None, torch.arange(2), [], torch.tensor([0, 0])
+    )
+    assert (lps == 0).all()
+    for i in range(3):
+        torch.testing.assert_close(traj[:, i + 1], traj[:, i] * (1 + 1 / 6))
+
+
 def test_rollout_nfe_counts_cfg_twice(sd3_dir, tmp_path):
     """perf/nfe of a flat rollout: samples x steps x 2 with CFG (4 x 4 x 2), samples x steps without, summed over
     the forward batches. Each training step draws new noise for every sample."""

@@ -221,6 +221,55 @@ def test_tree_credit_pads_uneven_branching_with_zero_advantage_and_invalid_slots
     assert ro.extras["metrics"]["tree/first_branch_step"] == 0.0 and ro.train_steps == [0, 2]
 
 
+def test_tree_credit_follows_the_configured_value_temperature_eps_and_clip(sd3_dir):
+    """sampling.tree.value/value_temperature/adv_eps/adv_clip reach the credit. TreeGRPO credit by hand, leaf
+    signals (-1, 0, 1, 3) per tree, adv_eps 0.5, adv_clip 1: the leaves are z = (s - 0.75)/(std + 0.5) clipped to
+    +-1 (the step-2 edges); with log-prob values at temperature 1e-6 a step-0 edge takes the z of its likelier
+    child (the softmax over siblings is one-hot), not the mean of the two."""
+    from imgalign.trainers.rewarding import Balanced
+
+    a, s = _setup(
+        sd3_dir,
+        1.0,
+        branch_steps=[0, 2],
+        branch_factors=[2],
+        advantage="tree",
+        value="logprob",
+        value_temperature=1e-6,
+        adv_eps=0.5,
+        adv_clip=1.0,
+    )
+    ro = _roll(a, s)
+    rows_ = ro.extras["tree"]
+    sig = torch.tensor([-1.0, 0.0, 1.0, 3.0])
+    adv, valid = ro.extras["credit"](
+        torch.zeros(1, 8), Balanced(sig.repeat(2), torch.ones(8, dtype=torch.bool), 0.0)
+    )
+    z = ((sig - sig.mean()) / (sig.std(unbiased=False) + 0.5)).clamp(-1.0, 1.0)
+    assert z[0] == pytest.approx(-1.75 / (2.1875**0.5 + 0.5)) and z[3] == 1.0  # unclipped 2.25 / 1.979
+    assert rows_.step.tolist() == [0, 0, 2, 2, 2, 2] and valid.all()
+    d = rows_.children[0, 0].numel()
+    expected = torch.zeros(6, 2)
+    for t in range(2):  # tree t: root row t, its step-2 rows 2 + 2t + j hold leaves 2j, 2j + 1
+        for j in range(2):
+            lp = rows_.old_log_prob[2 + 2 * t + j] / d
+            assert (lp[0] - lp[1]).abs() > 1e-3  # a clear likelier child
+            expected[2 + 2 * t + j] = z[2 * j : 2 * j + 2]
+            expected[t, j] = z[2 * j + int(lp.argmax())]
+    torch.testing.assert_close(adv, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_tree_rollout_samples_at_the_configured_noise_level(sd3_dir):
+    """sampling.noise_level reaches the tree's SDE steps: the Flow-GRPO std is linear in it, so the recorded
+    stds at 0.3 are 3/7 of those at the default 0.7."""
+    a, s = _setup(sd3_dir, 1.0, branch_steps=[0, 2], branch_factors=[2])
+    ref = _roll(a, s).extras["tree"]
+    assert s.noise_level == 0.7
+    s.noise_level = 0.3
+    low = _roll(a, s).extras["tree"]
+    torch.testing.assert_close(low.std, ref.std * (0.3 / 0.7))
+
+
 def test_tree_credit_reads_the_leaves_by_their_global_sample_ids(sd3_dir):
     """On the second of two processes the trees' leaves are samples 8..15 of the step: the credit reads their leaf
     signals at those ids in the gathered [16] advantages, not the first 8."""
