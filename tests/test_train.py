@@ -657,6 +657,22 @@ def test_rollout_nfe_counts_cfg_twice(sd3_dir, tmp_path):
     assert not torch.equal(ro1.latents[:, 0], ro.latents[:, 0])
 
 
+def test_flat_rollouts_train_the_sde_window_of_their_own_training_step(sd3_dir, tmp_path):
+    """A flat rollout samples (and stores log-densities at) the SDE window drawn for its training step: with a
+    2-step window out of 4 the rollouts of steps 0..5 follow trained_steps(cfg, seed, step), not step 0's."""
+    from imgalign.trainers.rollout import trained_steps
+    from imgalign.trainers.testing import first_rollout
+
+    tr, _, _ = _step0_trainer(sd3_dir, tmp_path, sampling__sde_window=2)
+    s, seed = tr.cfg.sampling, tr.cfg.train.seed
+    want = [trained_steps(s, seed, step) for step in range(6)]
+    assert len({tuple(w) for w in want}) > 1
+    for step, w in enumerate(want):
+        ro, _ = first_rollout(tr, step)
+        assert ro.train_steps == w
+        assert ((ro.log_probs != 0).any(0)).nonzero().flatten().tolist() == w
+
+
 def test_shared_init_noise_gives_each_group_one_start(sd3_dir, tmp_path):
     """sampling.shared_init_noise (DanceGRPO): a group's trajectories start from one noise and part by SDE noise;
     the result does not depend on the forward batch size. Without it, every sample has its own start."""

@@ -310,6 +310,40 @@ def test_tree_children_are_the_mean_plus_std_times_unit_noise_and_between_sde_re
     assert not torch.allclose(sde.x0, ro.x0)
 
 
+def test_tree_rollout_steps_between_branches_by_euler_and_samples_with_the_cps_kernel(sd3_dir):
+    """Between branches (step 1 of branch steps 0 and 2) a node takes the Euler step x + v·(sigma_2 - sigma_1)
+    from its step-0 child to its step-2 parent row. With sampling.kernel=cps every branch samples and records
+    the CPS step's std, sigma_next·sin(a·pi/2), and mean."""
+    import math
+
+    from imgalign.trainers import kernels as K
+
+    a, s = _setup(sd3_dir, 1.0, branch_steps=[0, 2], branch_factors=[2])
+    rows_ = _roll(a, s).extras["tree"]
+    x1 = rows_.children[:2].flatten(0, 1)  # [4, ...] tree 0's two step-0 children, then tree 1's
+    with torch.no_grad():
+        v = a.velocity(
+            x1,
+            rows_.sigma_next[:2].repeat_interleave(2),
+            rows_.cond.index(torch.tensor([0, 0, 1, 1])),
+            1.0,
+            transformer=a.transformer,
+        )
+    dt = rows_.sigma[2:] - rows_.sigma_next[:2].repeat_interleave(2)
+    assert (dt < 0).all()
+    torch.testing.assert_close(rows_.x[2:], x1 + v * dt[:, None, None, None], rtol=1e-4, atol=1e-5)
+    s.kernel = "cps"
+    cps = _roll(a, s).extras["tree"]
+    torch.testing.assert_close(cps.std, cps.sigma_next * math.sin(s.noise_level * math.pi / 2))
+    with torch.no_grad():
+        v = a.velocity(cps.x, cps.sigma, cps.cond, 1.0, transformer=a.transformer)
+    mean, _ = K.cps_mean_std(cps.x, v, cps.sigma, cps.sigma_next, s.noise_level)
+    lp = K.gaussian_log_prob(
+        cps.children.flatten(0, 1), mean.repeat_interleave(2, 0), cps.std.repeat_interleave(2)
+    )
+    torch.testing.assert_close(lp.double(), cps.old_log_prob.flatten(), rtol=1e-4, atol=1e-2)
+
+
 def test_tree_rollout_conditions_every_leaf_on_its_own_prompt(sd3_dir):
     """Rollout.cond has one row per leaf (tree-major: the G leaves of prompt 0, then of prompt 1), each its own
     prompt's conditioning; every parent row carries its tree's prompt."""
