@@ -291,6 +291,26 @@ def test_tree_credit_reads_the_leaves_by_their_global_sample_ids(sd3_dir):
     assert valid.all() and not torch.equal(adv, torch.zeros_like(adv))
 
 
+def test_tree_credit_reads_leaf_validity_by_the_global_sample_ids(sd3_dir):
+    """On the second process (leaves = samples 8..15) the balancer's valid mask is read at those ids too: masking
+    samples 0 and 1 (another process's leaves) masks nothing here; masking 8 and 9 (the two children of this
+    process's first step-2 parent) masks their 2 edges and the root edge above them."""
+    from imgalign.trainers.rewarding import Balanced
+    from imgalign.trainers.rollout import ROLLOUTS, RolloutContext
+
+    a, s = _setup(sd3_dir, 1.0, branch_steps=[0, 2], branch_factors=[2], advantage="sibling")
+    ctx = RolloutContext(a, a.transformer, s, seed=3, step=0, logprob_reduce="sum")
+    prompts = [p for p in PROMPTS for _ in range(4)]
+    with torch.no_grad():
+        ro = ROLLOUTS.get("tree")(ctx, prompts, [{}] * 8, torch.arange(8, 16), torch.arange(8) // 4 + 2)
+    signal = torch.linspace(-1, 1, 16)
+    for masked, n_valid in (((0, 1), 12), ((8, 9), 12 - 3)):
+        ok = torch.ones(16, dtype=torch.bool)
+        ok[list(masked)] = False
+        _, valid = ro.extras["credit"](torch.zeros(1, 16), Balanced(signal, ok, 0.0))
+        assert int(valid.sum()) == n_valid, masked
+
+
 def test_tree_children_are_the_mean_plus_std_times_unit_noise_and_between_sde_reaches_the_rollout(sd3_dir):
     """Each child is mu + std·eps with eps ~ N(0, I): its summed behaviour log-density gives the mean squared eps
     over the D latent dims, -2·(lp/D + log std + log(2π)/2), which must be about 1 for every edge. The configured
