@@ -627,6 +627,9 @@ def test_summary_table_by_hand() -> None:
     # mean 3, population std sqrt((4 + 1 + 0 + 9) / 4) = 1.8708
     assert lines[1].split() == ["r", "4", "3.0000", "1.8708", "1.0000", "6.0000"]
     assert lines[-1] == "5 files, 4 fully scored, 1 with errors"
+    # a row one reward scored and another failed on is not fully scored
+    rows.append({"scores": {"r": 3.0}, "error": "s: boom"})
+    assert summary_table(rows, ["r"]).splitlines()[-1] == "6 files, 4 fully scored, 2 with errors"
 
 
 def test_prompt_lookup_by_name_only_when_unique_and_the_layout_needs_a_numbered_folder(
@@ -683,6 +686,10 @@ def test_prompt_file_rows_are_checked_and_blank_lines_skipped(tmp_path: Path) ->
     p.write_text(row + '{"file": "b.png", "prompt": "y"}\n{"file": "a.png", "prompt": "z"}\n')
     with pytest.raises(CLIError, match=r"p.jsonl:3: file 'a.png' already has another row \(line 1\)"):
         load_prompt_map(p)
+    # the row repeated on line 2 does not move the line named: the first line that gave it
+    p.write_text(row + row + '{"file": "a.png", "prompt": "z"}\n')
+    with pytest.raises(CLIError, match=r"p.jsonl:3: file 'a.png' already has another row \(line 1\)"):
+        load_prompt_map(p)
 
 
 def test_prompt_lookup_by_resolved_path_and_relative_to_the_prompt_folder(
@@ -697,6 +704,8 @@ def test_prompt_lookup_by_resolved_path_and_relative_to_the_prompt_folder(
     assert _lookup(Path("a/x.png"), absolute, None) == {"prompt": "a"}
     relative = {f"{d}/x.png": {"prompt": d} for d in ("a", "b")}
     assert _lookup(Path("prompts/b/x.png"), relative, Path("prompts")) == {"prompt": "b"}
+    # an absolute image path matches a row of a prompt folder given relative (both are resolved first)
+    assert _lookup(tmp_path / "prompts" / "a" / "x.png", relative, Path("prompts")) == {"prompt": "a"}
     assert pair_key("/samples/00003/imgs/0000.png") == "0000.png"  # 'samples' must be the image's own folder
 
 
@@ -734,6 +743,9 @@ def test_folder_metadata_without_a_prompt_is_refused(tmp_path: Path) -> None:
         CLIError, match=r"metadata.jsonl:1: expected a GenEval metadata object with a string 'prompt'"
     ):
         _read_geneval_meta(meta)
+    # only the first line is the folder's metadata (as eval reads it); a line after it is not
+    meta.write_text('{"prompt": "first"}\n{"prompt": "second"}\n')
+    assert _read_geneval_meta(meta) == {"prompt": "first"}
 
 
 def test_summary_table_of_a_reward_that_scored_nothing() -> None:
@@ -963,3 +975,150 @@ def test_a_cuda_device_this_machine_lacks_fails_before_any_reward_loads(
     assert main([*argv, "--device", "cuda"]) == 2
     assert "--device 'cuda': this machine has no CUDA device; use --device cpu" in capsys.readouterr().err
     assert not (tmp_path / "s.jsonl").exists()
+
+
+def test_a_second_interruption_keeps_what_the_first_kept_and_a_changed_prompt_or_stamp_is_scored_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Interrupted twice: the second run's file keeps the images the first run scored as well as its own, so the
+    third run scores only the rest. An image whose folder metadata changed, or whose size or modification time
+    differs from the one scored (even with the other of the two unchanged), is scored again."""
+    import os
+
+    import imgalign.commands.score as S
+    from imgalign.cli import Interrupted
+
+    d = tmp_path / "gen"
+    for i, s in enumerate(SPECS):
+        write_prompt_folder(d, i, s.to_metadata(), [W.render(s, j)[0] for j in range(2)])
+    files = sorted(str(f) for f in d.rglob("*.png"))
+    out = tmp_path / "scores.jsonl"
+    argv = ["score", str(d), "--reward", "geneval:mode=strict", "--batch-size", "2", "--no-progress"]
+    argv += ["--out", str(out)]
+    scored: list[str] = []
+    stop = {"at": 2}
+    real = S._score_group
+
+    def group(reward, key, x, prompts, metas, rows):
+        if len(scored) == stop["at"]:
+            raise KeyboardInterrupt
+        scored.extend(r["file"] for r in rows)
+        return real(reward, key, x, prompts, metas, rows)
+
+    monkeypatch.setattr(S, "_score_group", group)
+    stop["at"] = 0
+    with pytest.raises(Interrupted, match=r"^imgalign score: interrupted before any image was fully scored$"):
+        main(argv)
+    stop["at"] = 2
+    with pytest.raises(Interrupted, match=r"the 2 of 8 images"):
+        main(argv)
+    scored.clear()
+    with pytest.raises(Interrupted, match=r"the 4 of 8 images"):
+        main(argv)
+    assert scored == files[2:4]
+    scored.clear()
+    stop["at"] = -1
+    assert main(argv) == 0
+    assert scored == files[4:]
+
+    # interrupted after the first two prompts' four images; then prompt 0's metadata changes (another spec),
+    # image 00001/0000 is rewritten at its old modification time, image 00001/0001 is touched (same size)
+    scored.clear()
+    stop["at"] = 4
+    with pytest.raises(Interrupted, match=r"the 4 of 8 images"):
+        main(argv)
+    (d / "00000" / "metadata.jsonl").write_text(json.dumps(SPECS[3].to_metadata()) + "\n")
+    a, b = d / "00001" / "samples" / "0000.png", d / "00001" / "samples" / "0001.png"
+    st = a.stat()
+    Image.open(a).convert("RGB").save(
+        a, compress_level=0
+    )  # the same pixels in more bytes, at the same time stamp
+    os.utime(a, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert a.stat().st_size != st.st_size
+    st = b.stat()
+    os.utime(b, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # the same bytes, a second later
+    scored.clear()
+    stop["at"] = -1
+    assert main(argv) == 0
+    assert sorted(scored) == files
+
+
+def test_what_score_cannot_do_is_refused_before_any_output(
+    folder: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An --out suffix that is neither JSONL nor CSV, a folder without images and a reward that is not ready are
+    refused (status 2) before anything is written."""
+    import sys
+    import types
+
+    import torch
+
+    from imgalign.rewards.base import Reward, RewardOutput
+
+    class NotReady(Reward):
+        name = "not_ready"
+        not_ready_help = "fit it first"
+
+        def score(self, images, prompts, metadata) -> RewardOutput:
+            return RewardOutput(torch.zeros(len(prompts)))
+
+        def ready(self) -> bool:
+            return False
+
+    mod = types.ModuleType("my_lab_score_ready")
+    mod.NotReady = NotReady
+    monkeypatch.setitem(sys.modules, "my_lab_score_ready", mod)
+    d, prompts = folder
+    empty = tmp_path / "nothing"
+    empty.mkdir()
+    img = str(d / "ok0.png")
+    for argv, msg, out in (
+        ([img, "--reward", "artifact"], "must end in .jsonl or .csv", "s.txt"),
+        ([str(empty), "--reward", "artifact"], "no image files found in", "s.jsonl"),
+        ([img, "--reward", "my_lab_score_ready:NotReady"], "cannot score yet: fit it first", "s.jsonl"),
+    ):
+        assert main(["score", *argv, "--prompts", str(prompts), "--out", str(tmp_path / out)]) == 2, msg
+        assert msg in capsys.readouterr().err
+        assert not (tmp_path / out).exists()
+
+
+def test_images_a_prompt_file_does_not_list_get_error_rows_saying_to_add_them(
+    folder: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """With --prompts given, an image it does not list is an error row that says to add it there (not a refusal
+    of the run, though no image has a prompt)."""
+    d, _ = folder
+    other = tmp_path / "other.jsonl"
+    other.write_text(json.dumps({"file": "elsewhere.png", "prompt": "a red circle"}) + "\n")
+    out = tmp_path / "s.jsonl"
+    argv = ["score", str(d / "ok0.png"), "--reward", "geneval", "--prompts", str(other), "--no-progress"]
+    assert main([*argv, "--out", str(out)]) == 1
+    (row,) = [json.loads(x) for x in out.read_text().splitlines()]
+    assert (
+        row["error"]
+        == f"no prompt for {d / 'ok0.png'}: add it to --prompts (or use the GenEval folder layout)"
+    )
+
+
+def test_an_image_removed_while_others_are_scored_gets_an_error_row(
+    folder: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An image deleted after the folder was listed (before it is read) is an error row; the others are scored."""
+    import imgalign.rewards.io as io_mod
+
+    d, prompts = folder
+    real = io_mod.read_image
+
+    def read_and_remove_the_next(f):
+        if Path(f).name == "ok0.png":
+            (d / "ok1.png").unlink()
+        return real(f)
+
+    monkeypatch.setattr(io_mod, "read_image", read_and_remove_the_next)
+    out = tmp_path / "s.jsonl"
+    files = [str(d / "ok0.png"), str(d / "ok1.png"), str(d / "ok2.png")]
+    argv = ["score", *files, "--reward", "artifact", "--prompts", str(prompts), "--no-progress"]
+    assert main([*argv, "--out", str(out)]) == 1
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    assert [r["error"] is None for r in rows] == [True, False, True]
+    assert "ok1.png" in rows[1]["error"] and rows[1]["scores"] == {}
