@@ -1122,3 +1122,45 @@ def test_an_image_removed_while_others_are_scored_gets_an_error_row(
     rows = [json.loads(x) for x in out.read_text().splitlines()]
     assert [r["error"] is None for r in rows] == [True, False, True]
     assert "ok1.png" in rows[1]["error"] and rows[1]["scores"] == {}
+
+
+def test_an_interruption_counts_and_keeps_only_the_images_scored_without_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A row with an error (here a non-finite score) is not kept for a rerun: the message counts the images fully
+    scored, and the rerun scores the failed image again."""
+    import imgalign.commands.score as S
+    from imgalign.cli import Interrupted
+
+    (tmp_path / "nanreward2.py").write_text(
+        "import torch\n\n\ndef f(images, prompts, metadata):\n    m = images.mean(dim=(1, 2, 3))\n"
+        "    return torch.where(m > 0.5, torch.full_like(m, float('nan')), m)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    d = tmp_path / "imgs"
+    d.mkdir()
+    for name, v in (("0.png", 255), ("1.png", 0), ("2.png", 0)):
+        Image.new("RGB", (8, 8), (v, v, v)).save(d / name)
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text("".join(json.dumps({"file": f"{i}.png", "prompt": "p"}) + "\n" for i in range(3)))
+    out = tmp_path / "s.jsonl"
+    argv = ["score", str(d), "--prompts", str(prompts), "--reward", "nanreward2:f", "--batch-size", "1"]
+    argv += ["--no-progress", "--out", str(out)]
+    scored: list[str] = []
+    stop = {"at": 2}
+    real = S._score_group
+
+    def group(reward, key, x, prompts, metas, rows):
+        if len(scored) == stop["at"]:
+            raise KeyboardInterrupt
+        scored.extend(r["file"] for r in rows)
+        return real(reward, key, x, prompts, metas, rows)
+
+    monkeypatch.setattr(S, "_score_group", group)
+    with pytest.raises(Interrupted, match=r"the 1 of 3 images fully scored so far"):
+        main(argv)
+    assert len(S.partial_path(out).read_text().splitlines()) == 1 + 1
+    scored.clear()
+    stop["at"] = -1
+    assert main(argv) == 1
+    assert scored == [str(d / "0.png"), str(d / "2.png")]
