@@ -672,13 +672,13 @@ def test_verbose_does_not_outlive_its_call(capsys, monkeypatch):
     level, own_level = root.level, own.level
     seen = []
     real = rewards_cmd.run_list
-    monkeypatch.setattr(rewards_cmd, "run_list", lambda a: seen.append(root.level) or real(a))
+    monkeypatch.setattr(rewards_cmd, "run_list", lambda a: seen.append((root.level, own.level)) or real(a))
     try:
         root.setLevel(logging.INFO)  # a caller's own configuration
         handlers = list(root.handlers)
-        for argv, during in (
-            (["-v", "rewards", "list"], logging.DEBUG),
-            (["rewards", "list"], logging.WARNING),
+        for argv, during in (  # (the libraries' level, imgalign's own: its INFO messages are shown)
+            (["-v", "rewards", "list"], (logging.DEBUG, logging.DEBUG)),
+            (["rewards", "list"], (logging.WARNING, logging.INFO)),
         ):
             assert main(argv) == 0
             assert seen[-1] == during  # the command ran at the call's level
@@ -1123,3 +1123,46 @@ def test_an_out_folder_is_claimed_with_its_missing_parents(tmp_path):
     out = tmp_path / "runs" / "a" / "ev"
     claim_out_folder(out, {"suite": "shapes"})
     assert json.loads((out / "eval_args.json").read_text()) == {"suite": "shapes"}
+
+
+def test_ctrl_c_before_a_command_starts_and_a_commands_own_message_are_one_line(monkeypatch, capsys):
+    """Ctrl-C while the parser (and the libraries) load has no command to name: `imgalign: interrupted`, status
+    130; a command's own Interrupted message goes out prefixed with the command, as it is for other commands."""
+    import sys
+
+    import imgalign.cli as cli
+    import imgalign.commands.world as world
+
+    def hit(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sys, "argv", ["imgalign", "world", "render", "--prompts", "p", "--out", "o"])
+    monkeypatch.setattr(cli, "build_parser", hit)
+    assert cli.console_main() == 130
+    assert capsys.readouterr() == ("", "imgalign: interrupted\n")
+    monkeypatch.undo()
+
+    def kept(args):
+        raise cli.Interrupted("interrupted; 3 prompts are rendered")
+
+    monkeypatch.setattr(world, "run_render", kept)
+    monkeypatch.setattr(sys, "argv", ["imgalign", "world", "render", "--prompts", "p", "--out", "o"])
+    assert cli.console_main() == 130
+    assert capsys.readouterr() == ("", "imgalign world render: interrupted; 3 prompts are rendered\n")
+
+
+def test_world_render_names_the_line_of_a_prompt_the_shapes_world_cannot_draw(
+    tmp_path, small_prompts, capsys
+):
+    """A GenEval prompt the shapes world has no shape for is refused naming the prompt file and its line (counted
+    from 1), before the output folder is made."""
+    from imgalign.prompts.io import load_geneval_metadata
+
+    ok = load_geneval_metadata(small_prompts)[0]
+    dog = {"tag": "single_object", "include": [{"class": "dog", "count": 1}], "prompt": "a photo of a dog"}
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text(json.dumps(ok) + "\n" + json.dumps(dog) + "\n")
+    out = tmp_path / "r"
+    assert main(["world", "render", "--prompts", str(prompts), "--out", str(out)]) == 2
+    assert f"imgalign world: error: {prompts}:2: " in capsys.readouterr().err
+    assert not out.exists()

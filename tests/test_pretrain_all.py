@@ -94,6 +94,7 @@ def test_all_defaults_to_two_processes_on_two_cpus(tmp_path, monkeypatch, capsys
     class InlinePool:  # runs each job at submit time, in this process
         def __init__(self, max_workers, mp_context=None):
             self.max_workers = max_workers
+            workers.append(max_workers)
 
         def __enter__(self):
             return self
@@ -106,6 +107,7 @@ def test_all_defaults_to_two_processes_on_two_cpus(tmp_path, monkeypatch, capsys
             f.set_result(fn(*a))
             return f
 
+    workers: list[int] = []
     monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", InlinePool)
     monkeypatch.setattr(world, "_pretrain_one", lambda module, cfg, out, progress: {"progress": progress})
     for cpus, want in ((8, "in 2 processes"), (1, None)):
@@ -114,9 +116,16 @@ def test_all_defaults_to_two_processes_on_two_cpus(tmp_path, monkeypatch, capsys
         out = capsys.readouterr().out
         if want:
             assert f"training t2i, clip, vlm {want}; progress bar: t2i" in out
+            # only the first process shows a progress bar; two workers for three components
+            assert "clip: {'progress': False}" in out and "vlm: {'progress': False}" in out
+            assert workers == [2]
         else:
             assert "processes" not in out
         assert "t2i: {'progress': True}" in out and "vlm: {'progress': " in out
+    # one component trains in this process whatever the CPUs (no worker process is started for it)
+    monkeypatch.setattr(os, "cpu_count", lambda: 8)
+    assert main(["world", "pretrain", "--component", "clip", "--out", str(tmp_path)]) == 0
+    assert capsys.readouterr().out == "clip: {'progress': True}\n" and workers == [2]
 
 
 def test_out_naming_a_file_is_refused_before_training(tmp_path, capsys):

@@ -3178,3 +3178,13 @@ def test_each_step_shuffles_its_samples_into_micro_batches_anew(sd3_dir, tmp_pat
     for calls in steps:
         assert sorted(r for mb in set(calls) for r in mb) == [0, 1, 2, 3]
     assert len({calls[0] for calls in steps}) > 1
+
+
+def test_a_missing_embedded_default_config_says_to_pass_one(capsys, monkeypatch):
+    """Installed without examples/, `imgalign train` with no CONFIG names the missing default and what to pass."""
+    import imgalign.commands.train as train_cmd
+
+    missing = train_cmd.EXAMPLES / "shapes" / "no_such_default.yaml"  # (--help names it relative to the repo)
+    monkeypatch.setattr(train_cmd, "DEFAULT_CONFIG", missing)
+    assert main(["train", "--print-config"]) == 2
+    assert f"the default config {missing} is missing (installed without examples/)" in capsys.readouterr().err
