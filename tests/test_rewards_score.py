@@ -930,7 +930,7 @@ def test_a_partial_of_other_rewards_or_cut_short_is_not_misread(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The file an interrupted run left is reused only for the same rewards (else every image is scored again), and
-    a line cut short by a kill is skipped, not an error."""
+    a line cut short by a kill (or a line that is JSON but no entry) is skipped, not an error."""
     import imgalign.commands.score as S
 
     d = tmp_path / "gen"
@@ -955,7 +955,9 @@ def test_a_partial_of_other_rewards_or_cut_short_is_not_misread(
     scored.clear()
     assert main([*argv, "--reward", "geneval:mode=strict"]) == 0
     assert scored == files  # the partial scored another reward
-    partial.write_text(json.dumps({"rewards": ["geneval:mode=strict"]}) + "\n" + json.dumps(entry) + '\n{"ro')
+    partial.write_text(
+        json.dumps({"rewards": ["geneval:mode=strict"]}) + "\n" + json.dumps(entry) + '\n{}\n[1]\n{"ro'
+    )
     scored.clear()
     assert main([*argv, "--reward", "geneval:mode=strict"]) == 0
     assert scored == files[1:]
