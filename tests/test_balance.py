@@ -44,7 +44,7 @@ def test_group_normalize_hand_values_and_ties():
 def test_group_normalize_gives_exactly_zero_for_ties_the_float_mean_misses():
     """Seven (or twelve) copies of 0.1 / 0.7: their float32 mean is not the value, which left a std ~1e-8 and
     advantages up to ~1e-3 (eps 1e-4) for a group without any signal; a tie is a tie, with either std."""
-    for v, n in ((0.1, 7), (0.7, 12), (1 / 3, 7)):
+    for v, n in ((0.1, 7), (0.7, 12), (1 / 3, 7), (-0.1, 7), (-0.7, 7)):  # negative too: max starts at -inf
         vals = torch.cat([torch.full((n,), v), torch.tensor([0.0, 1.0])])
         groups = torch.tensor([0] * n + [1, 1])
         for std in ("group", "global"):
@@ -732,6 +732,10 @@ def test_balance_input_checks_name_the_bad_shape():
         weighted_sum_advantages(rewards, groups, [1.0, 1.0, 1.0])
     with pytest.raises(ValueError, match=r"\[B, K\]"):
         balance_advantages(torch.tensor([1.0, 0.0]), groups, BalanceConfig())
+    cfg = BalanceConfig()
+    cfg.method = "nope"  # type: ignore[assignment]  # past validate(): refused, not a silent fallback
+    with pytest.raises(ValueError, match="unknown method"):
+        balance_advantages(rewards, groups, cfg)
 
 
 def test_gdpo_normalises_each_reward_with_the_global_std_and_clips_only_the_result():
@@ -881,3 +885,100 @@ def test_reward_balancing_solves_alpha_on_the_reduced_gram_and_mixes_the_given_a
     adv = torch.tensor([1.0, -2.0, 0.5, 3.0])
     loss, _ = plain.micro_loss(head, per, adv, [weight])
     torch.testing.assert_close(loss, head.total(adv)[0])
+
+
+def test_default_weights_are_ones_and_gdpo_adds_eps_to_the_batch_std():
+    """eps = 1 makes the advantages depend on the scale, so the default weights (none = all 1, not 1/K) and GDPO's
+    eps in its batch normalisation show. One group of two, rewards r0 = [1, 0], r1 = [0, 3].
+    weighted sum [1, 3]: centred [-1, 1], std 1 -> [-1, 1]/(1 + 1) = [-1/2, 1/2] (weights 1/2 would give ±1/3).
+    GDPO: r0 -> ±0.5/(0.5 + 1) = [1/3, -1/3], r1 -> ∓1.5/(1.5 + 1) = [-3/5, 3/5]; sum [-4/15, 4/15], batch std 4/15
+    -> ∓(4/15)/(4/15 + 1) = ∓4/19 (without eps there: ∓1)."""
+    rewards, groups = torch.tensor([[1.0, 0.0], [0.0, 3.0]]), torch.zeros(2, dtype=torch.long)
+    half = torch.tensor([-0.5, 0.5])
+    torch.testing.assert_close(weighted_sum_advantages(rewards, groups, None, eps=1.0), half)
+    torch.testing.assert_close(weighted_sum_advantages(rewards, groups, [], eps=1.0), half)
+    gd = torch.tensor([-4 / 19, 4 / 19])
+    torch.testing.assert_close(gdpo_advantages(rewards, groups, None, eps=1.0), gd)
+    torch.testing.assert_close(gdpo_advantages(rewards, groups, [1.0, 1.0], eps=1.0), gd)
+
+
+def test_min_norm_2_is_exact_for_nearly_parallel_gradients_and_refuses_bad_input():
+    """g1 = e1, g2 = e1 + 1e-3 e2 (den = ||g1 - g2||^2 = 1e-6): alpha = [1, 0] from the closed form; the equal-
+    gradient guard is relative to 1e-12, not a coarse tolerance returning the midpoint. A non-square Gram matrix and
+    an unknown solver are refused."""
+    g = torch.tensor([[1.0, 0.0], [1.0, 1e-3]], dtype=torch.float64)
+    torch.testing.assert_close(min_norm_2(g @ g.T), torch.tensor([1.0, 0.0], dtype=torch.float64))
+    torch.testing.assert_close(min_norm_simplex(g @ g.T), torch.tensor([1.0, 0.0], dtype=torch.float64))
+    with pytest.raises(ValueError, match="square"):
+        min_norm_simplex(torch.ones(2, 3, dtype=torch.float64))
+    with pytest.raises(ValueError, match="unknown solver"):
+        min_norm_simplex(torch.eye(3, dtype=torch.float64), solver="frank_wolfe")  # type: ignore[arg-type]
+
+
+def test_param_gram_flat_gradients_are_at_least_float32():
+    """bf16 parameters give float32 rows in param_gram (their Gram in float64); flat_gradients is float32 even
+    for float64 parameters."""
+    from imgalign.trainers.balance import flat_gradients
+
+    w = torch.nn.Parameter(torch.tensor([1.0, 2.0], dtype=torch.bfloat16))
+    v = torch.nn.Parameter(torch.tensor([3.0], dtype=torch.float64))
+    losses = [
+        (w.float() * torch.tensor([2.0, 0.0])).sum() + v.sum(),
+        (w.float() * torch.tensor([0.0, 1.0])).sum(),
+    ]
+    gram, flat = param_gram(losses, [w])
+    assert flat.dtype == torch.float32 and gram.dtype == torch.float64
+    torch.testing.assert_close(flat, torch.tensor([[2.0, 0.0], [0.0, 1.0]]))
+    out = flat_gradients(losses, [v])
+    assert out.dtype == torch.float32
+    torch.testing.assert_close(out, torch.tensor([[1.0], [0.0]]))
+
+
+def test_cosines_with_update_do_not_depend_on_the_gradient_scale():
+    """g1 = e1, g2 = e1 + e2, d = 2 e1 + e2 (cosines 2/√5 and 3/√10), scaled by 1e-4 (output-space gradients are
+    small: norms ~1e-4, products ~1e-8): the same cosines (the zero guard is 1e-30)."""
+    rows = torch.tensor([[1.0, 0.0], [1.0, 1.0], [2.0, 1.0]], dtype=torch.float64)
+    want = torch.tensor([2 / 5**0.5, 3 / 10**0.5])
+    for scale in (1.0, 1e-4):
+        gram = (scale * rows) @ (scale * rows).T
+        torch.testing.assert_close(cosines_with_update(gram), want)
+
+
+def test_marble_keeps_a_reward_with_a_small_but_nonzero_gradient():
+    """Norms 1e-4 and 1, orthogonal: normalised they are symmetric, alpha* = [1/2, 1/2] (only an exactly zero
+    gradient is dead); c = alpha/||g|| normalised = [1e4, 1]/(1e4 + 1)."""
+    mb = MarbleBalancer(2, ema=0.0)
+    mb.update(torch.diag(torch.tensor([1e-8, 1.0], dtype=torch.float64)))
+    torch.testing.assert_close(mb.alpha_star, torch.tensor([0.5, 0.5], dtype=torch.float64))
+    torch.testing.assert_close(mb.coefficients(), torch.tensor([1e4, 1.0], dtype=torch.float64) / (1e4 + 1))
+
+
+def test_fresh_marble_weights_are_uniform_and_mix_checks_the_reward_count():
+    """Before any solve (and after a solve without any gradient) alpha and c are 1/K; mix and mix_advantages refuse a
+    signal with another number of rewards (not a matmul error)."""
+    mb = MarbleBalancer(4, names=["a", "b", "c", "d"])
+    quarter = torch.full((4,), 0.25, dtype=torch.float64)
+    torch.testing.assert_close(mb.alpha, quarter)
+    mb.update(torch.zeros(4, 4, dtype=torch.float64))
+    torch.testing.assert_close(mb.alpha, quarter)
+    torch.testing.assert_close(mb.coefficients(), quarter)
+    assert mb.diagnostics()["balance/alpha/c"] == pytest.approx(0.25)
+    with pytest.raises(ValueError, match="r must be"):
+        mb.mix(torch.zeros(3, 3))
+    with pytest.raises(ValueError, match=r"need \[B, 4\]"):
+        mb.mix_advantages(torch.zeros(3, 5))
+
+
+def test_reward_balancing_logs_a_zero_negative_cosine_share():
+    """An update whose cosines are all positive (g_a = e1, g_b = e2, d = e1 + e2): neg_cos_share is logged as 0
+    (a measured share), not left out."""
+    from imgalign.trainers.balance import RewardBalancing
+
+    rb = RewardBalancing(["a", "b"], marble=False, diagnose=True)
+    rb.start_update()
+    assert rb._acc is not None
+    rb._acc.add(torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]))
+    rb.end_update()
+    m = rb.step_metrics()
+    assert m["balance/neg_cos_share"] == 0.0 and m["balance/neg_cos_share_step"] == 0.0
+    assert m["balance/grad_cos/a"] == pytest.approx(2**-0.5)
