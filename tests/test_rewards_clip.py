@@ -167,6 +167,22 @@ def test_processor_geometry_matches_the_image_processor(
     assert float((ours - ref).abs().max()) < 0.01
 
 
+def test_processor_size_fields_from_a_dict_or_an_attribute_object() -> None:
+    """A processor's size / crop_size is a plain dict (older transformers, or the ``or {}`` default) or a SizeDict
+    read by attribute: both give the field, unset or 0 is None, and a missing height or width is refused."""
+    from types import SimpleNamespace
+
+    from imgalign.rewards.features import _height_width, _size_field
+
+    assert _size_field({"shortest_edge": 256}, "shortest_edge") == 256
+    assert _size_field({"height": 224}, "width") is None and _size_field({"height": 0}, "height") is None
+    assert _size_field(SimpleNamespace(height=224, width=None), "height") == 224
+    assert _size_field(SimpleNamespace(height=224, width=None), "width") is None
+    assert _height_width({"height": 224, "width": 160}, "bad") == (224, 160)
+    with pytest.raises(ValueError, match="no width; set them"):
+        _height_width({"height": 224}, "no width")
+
+
 def test_openai_weights_get_quick_gelu() -> None:
     from imgalign.rewards.clip import _quick_gelu
 

@@ -326,6 +326,10 @@ def test_stats_features_shape_and_determinism() -> None:
     assert torch.equal(image_stats(x * 1.6 - 0.3), image_stats((x * 1.6 - 0.3).clamp(0, 1)))
     with pytest.raises(ValueError, match="valid: stats"):
         build_features("nope")
+    with pytest.raises(ValueError, match="valid: stats"):  # no path: refused by name, not an IndexError
+        build_features("dinov2")
+    # a non-square image (the Fourier radius grid is [H, W]): band shares still sum to 1
+    assert image_stats(torch.rand(2, 3, 16, 48))[:, 51:57].exp().sum(1).tolist() == pytest.approx([1.0, 1.0])
 
 
 def test_online_discriminator_with_patch_tokens(tmp_path: Path) -> None:
@@ -512,6 +516,27 @@ def test_stats_gradient_and_laplacian_of_a_checkerboard_by_hand() -> None:
     r = torch.rand(1, 3, 32, 32)
     coarse = [image_stats(F.avg_pool2d(r, k))[0, 48].item() for k in (2, 4)]
     assert image_stats(r)[0, 49:51].tolist() == pytest.approx(coarse, abs=1e-5)
+    # 16 x 16: the 8 x 8 image is pooled once more (min side >= 8), so the third scale is the 4 x 4 average
+    r = torch.rand(1, 3, 16, 16)
+    coarse = [image_stats(F.avg_pool2d(r, k))[0, 48].item() for k in (2, 4)]
+    assert image_stats(r)[0, 49:51].tolist() == pytest.approx(coarse, abs=1e-5)
+
+
+def test_stats_gradient_features_use_the_mean_of_the_three_channels() -> None:
+    """A 0/1 checkerboard in ONE channel (the others 0): the grey image (channel mean) is a 0/1/3 checkerboard, so
+    the full-scale Laplacian energy is 4/3 whichever channel carries it (log(4/3 + 1e-4)); every gradient is
+    sqrt(2)/3, log10 -0.326 in the [-3, 0] histogram: between the centres -3/7 and 0 (bins 6 and 7)."""
+    i = torch.arange(16)
+    board = ((i[:, None] + i[None, :]) % 2).float()
+    t = (math.log10(math.sqrt(2) / 3 + 1e-3) + 3) / (3 / 7)  # position in bin units
+    want = [0.0] * 8
+    want[int(t)], want[int(t) + 1] = 1 - (t - int(t)), t - int(t)
+    for c in range(3):
+        x = torch.zeros(1, 3, 16, 16)
+        x[0, c] = board
+        f = image_stats(x)[0]
+        assert f[48].item() == pytest.approx(math.log(4 / 3 + 1e-4), abs=1e-4), c
+        assert f[40:48].tolist() == pytest.approx(want, abs=1e-4), c
 
 
 def test_stats_fourier_features_of_a_sinusoid_by_hand() -> None:
