@@ -63,7 +63,7 @@ def parse_model_arg(arg: str) -> ModelSpec:
         raise ValueError(f"--model {arg!r}: expected LABEL=PATH or LABEL=BASE+OVERLAY")
     if Path(rest).exists():
         return ModelSpec(label or Path(rest).name or rest, rest)
-    base, plus, overlay = rest.partition("+")
+    base, plus, overlay = (part.strip() for part in rest.partition("+"))  # 'shapes + ft' is shapes+ft
     if plus and (not base or not overlay):
         raise ValueError(f"--model {arg!r}: BASE+OVERLAY needs both parts")
     if not label:
@@ -166,6 +166,11 @@ def check_model_spec(spec: ModelSpec) -> ModelSpec:
                                 f"imgalign_model.json, which cannot load ({e}); give the base as "
                                 f"{spec.label}=BASE+{spec.base}"
                             ) from None
+                if spec.overlay is not None:  # the two parts swapped: LORA+BASE
+                    raise ValueError(
+                        f"model {spec.label!r}: {spec.base!r} is a LoRA folder, given before the '+'; the base "
+                        f"model comes first: {spec.label}={spec.overlay}+{spec.base}"
+                    )
                 raise ValueError(
                     f"model {spec.label!r}: {spec.base!r} is a LoRA folder that does not name its base model; "
                     f"give it as {spec.label}=BASE+{spec.base}"
@@ -186,6 +191,11 @@ def check_model_spec(spec: ModelSpec) -> ModelSpec:
                     "is a file; give the folder a training run saved (a checkpoint)"
                     if op.exists()
                     else "does not exist"
+                    + (
+                        "; BASE+OVERLAY takes one '+' between the two parts"
+                        if spec.overlay.startswith("+") or spec.overlay.endswith("+")
+                        else ""
+                    )
                 )
             )
         kind = overlay_kind(op)

@@ -589,6 +589,21 @@ def test_model_argument_without_a_path_or_a_base_is_refused():
         parse_model_arg("ft=+runs/a/lora")
 
 
+def test_model_argument_spacing_order_and_extra_plus_are_named(tmp_path):
+    """'shapes + ft' is shapes+ft (the base was 'shapes ', "does not exist"); LORA+BASE says the base comes first
+    (it said the LoRA names no base, though it may); 'shapes++ft' says BASE+OVERLAY takes one '+'."""
+    from imgalign.pipelines import ModelSpec, check_model_spec, parse_model_arg
+
+    assert parse_model_arg("ft=shapes + runs/a/lora") == ModelSpec("ft", "shapes", "runs/a/lora")
+    lora = tmp_path / "lora"
+    lora.mkdir()
+    (lora / "pytorch_lora_weights.safetensors").write_bytes(b"")
+    with pytest.raises(ValueError, match=f"the base model comes first: ft=shapes\\+{lora}"):
+        check_model_spec(parse_model_arg(f"ft={lora}+shapes"))
+    with pytest.raises(FileNotFoundError, match="takes one '\\+' between the two parts"):
+        check_model_spec(parse_model_arg(f"ft=shapes++{lora}"))
+
+
 def test_overlay_kinds_are_told_apart_by_their_files(tmp_path):
     from types import SimpleNamespace
 
