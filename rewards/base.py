@@ -347,10 +347,28 @@ def _call_factory(
     """``factory(device=, dtype=, **opts)`` (a Reward subclass or a function taking device/dtype); an option it
     does not take is refused by name, with the options it has."""
     _refuse_unknown_options(name, opts, reward_options(factory), _takes_any_keyword(factory))
+    _refuse_non_numbers(name, opts, _parameters(factory))
     try:
         return factory(device=device, dtype=dtype, **opts)
     except TypeError as e:
         raise ValueError(f"reward {name!r}: bad options {sorted(opts)}: {e}") from None
+
+
+def _refuse_non_numbers(name: str, opts: Mapping[str, Any], params: Mapping[str, Any]) -> None:
+    """An option whose default is a number given as text (``clip:weight=abc``) or, for a whole-number default, as a
+    fraction (``clip:batch_size=2.5``) is refused by name before the reward loads: ``float('abc')`` failed after the
+    model loaded without naming the option, and ``int(2.5)`` silently made it 2."""
+    for key, value in opts.items():
+        default = params[key].default if key in params else None
+        if isinstance(default, bool) or not isinstance(default, (int, float)):
+            continue
+        whole = isinstance(default, int)
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not number or (whole and not float(value).is_integer()):
+            raise ValueError(
+                f"reward {name!r}: option {key} must be {'a whole number' if whole else 'a number'} "
+                f"(default {default}), got {value!r}"
+            )
 
 
 def _refuse_unknown_options(

@@ -740,3 +740,24 @@ def test_a_negative_32_bit_pixel_is_black_not_wrapped_around() -> None:
 
     im = Image.fromarray(np.array([[-5, 100]], dtype=np.int32), mode="I")
     assert np.asarray(pil_to_rgb(im))[0, :, 0].tolist() == [0, 100]
+
+
+def test_a_numeric_option_given_as_text_or_a_fraction_is_refused_by_name_before_loading(monkeypatch) -> None:
+    """clip:weight=abc said only "could not convert string to float: 'abc'" once the model had loaded, and
+    fid:ref_size=abc "invalid literal for int()"; clip:batch_size=2.5 silently became 2."""
+    from imgalign.rewards import clip
+
+    def no_load(*a, **k):
+        raise AssertionError("loaded before the options were checked")
+
+    monkeypatch.setattr(clip, "load_open_clip", no_load)
+    with pytest.raises(
+        ValueError, match=r"reward 'clip': option weight must be a number \(default 2.5\), got 'abc'"
+    ):
+        build_reward("clip:weight=abc")
+    with pytest.raises(ValueError, match="option batch_size must be a whole number .default 64., got 2.5"):
+        build_reward("clip:batch_size=2.5")
+    with pytest.raises(ValueError, match="reward 'fid': option ref_size must be a whole number"):
+        build_reward("fid:ref_size=abc")
+    with pytest.raises(ValueError, match="option batch_size must be a whole number"):
+        build_reward("clip:batch_size=true")
