@@ -69,6 +69,40 @@ def check_open_clip_weights(model_name: str, pretrained: str | None) -> None:
         )
 
 
+def check_open_clip_name(model_name: str, pretrained: str | None) -> None:
+    """A folder that does not exist or a misspelt architecture, said in one line: open_clip's own error named a
+    missing folder as an unknown config ('-no-such-dir') and listed all of its ~150 architectures."""
+    import difflib
+
+    import open_clip
+
+    if model_name.startswith("hf-hub:"):
+        return
+    if model_name.startswith("local-dir:"):
+        folder = model_name.split(":", 1)[1]
+        if not Path(folder).is_dir():
+            raise FileNotFoundError(
+                f"cannot load open_clip model: folder {folder!r} does not exist; give a folder holding "
+                "open_clip_config.json and weights, ARCH with pretrained=TAG, or shapes-clip"
+            )
+        return
+    archs = open_clip.list_models()
+    if model_name in archs:
+        return
+    if "/" in model_name or model_name.startswith((".", "~")):
+        raise FileNotFoundError(
+            f"cannot load open_clip model {model_name!r}: no such folder; give a folder holding "
+            "open_clip_config.json and weights, ARCH with pretrained=TAG, or shapes-clip"
+        )
+    lower = {a.lower(): a for a in archs}
+    close = [lower[c] for c in difflib.get_close_matches(model_name.lower(), list(lower), n=3)]
+    raise ValueError(
+        f"cannot load open_clip model {model_name!r} (pretrained={pretrained!r}): not an open_clip architecture"
+        + (f" (close: {', '.join(close)})" if close else "")
+        + "; give one from open_clip.list_models() with pretrained=TAG, a local-dir: folder, or shapes-clip"
+    )
+
+
 def load_open_clip(
     name: str, device: torch.device, dtype: torch.dtype, pretrained: str | None = None
 ) -> tuple[Any, Any, int, tuple[float, ...], tuple[float, ...], tuple[str, str]]:
@@ -81,6 +115,7 @@ def load_open_clip(
         import open_clip
 
         model_name, pre = _split_name(name, pretrained)
+        check_open_clip_name(model_name, pre)
         check_open_clip_weights(model_name, pre)
         try:
             model = open_clip.create_model(

@@ -75,6 +75,17 @@ def test_bad_model_names_are_clear(tmp_path: Path) -> None:
         build_reward("clip:model=NotAModel-1")
 
 
+def test_a_misspelt_architecture_or_a_missing_folder_is_one_short_line(tmp_path: Path) -> None:
+    """open_clip's own error listed all ~150 architectures, and named a missing folder as config '-no-such'."""
+    with pytest.raises(ValueError, match=r"not an open_clip architecture \(close: ViT-B-32") as e:
+        build_reward("clip:model=vit-b-23,pretrained=openai")
+    assert len(str(e.value)) < 400
+    for missing in (f"{tmp_path}/no-such", f"local-dir:{tmp_path}/no-such"):
+        with pytest.raises(FileNotFoundError, match="does not exist|no such folder") as e:
+            build_reward(f"clip:model={missing}")
+        assert len(str(e.value)) < 400
+
+
 @pytest.mark.parametrize(
     "resize_mode, interpolation",
     [("shortest", "bicubic"), ("squash", "bicubic"), ("shortest", "bilinear"), ("longest", "bicubic")],
