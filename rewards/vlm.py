@@ -10,6 +10,7 @@ Per-token log-probs come back in the details. Batched with right padding.
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -51,17 +52,19 @@ def load_vlm(
             return model.eval().requires_grad_(False), processor
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
+    what = "give a local save_pretrained folder of a VLM, a cached Hub id, or shapes-vlm"
+    p = Path(name).expanduser()
+    if not p.exists() and (p.is_absolute() or name.startswith((".", "~")) or name.count("/") > 1):
+        # transformers took it for a Hub id: "Repo id must be in the form 'repo_name' or ..."
+        raise FileNotFoundError(f"vlm_loglik: model folder {name!r} does not exist; {what}")
     try:
         model = AutoModelForImageTextToText.from_pretrained(
             name, dtype=dtype, trust_remote_code=trust_remote_code
         )
         processor = AutoProcessor.from_pretrained(name, trust_remote_code=trust_remote_code)
-    except OSError as e:
-        raise ValueError(
-            f"vlm_loglik: cannot load {name!r} ({load_error_reason(e, name)}); give a local save_pretrained "
-            "folder, a cached Hub id, "
-            "or shapes-vlm"
-        ) from None
+    except (OSError, ValueError) as e:  # ValueError: a folder of another kind ("Unrecognized model in ...")
+        first = load_error_reason(e, name).splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ValueError(f"vlm_loglik: cannot load {name!r} as a VLM ({first}); {what}") from None
     return model.to(device).eval().requires_grad_(False), processor
 
 

@@ -270,3 +270,19 @@ def test_batch_size_below_1_is_refused_when_built(tiny_vlm: Path) -> None:
     with pytest.raises(ValueError, match="batch_size"):
         build_reward(f"vlm_loglik:model={tiny_vlm},batch_size=0")
     assert build_reward(f"vlm_loglik:model={tiny_vlm},batch_size=2").batch_size == 2
+
+
+def test_a_missing_folder_or_a_folder_of_another_kind_is_named(tmp_path: Path) -> None:
+    """vlm_loglik:model=/no/such said transformers' "Repo id must be in the form 'repo_name'...", and a folder of
+    another model kind "Unrecognized model in ..." without naming the reward or what to give."""
+    from imgalign.rewards.base import build_reward
+
+    with pytest.raises(
+        FileNotFoundError, match=f"vlm_loglik: model folder '{tmp_path}/no/such' does not exist"
+    ):
+        build_reward(f"vlm_loglik:model={tmp_path}/no/such")
+    (tmp_path / "config.json").write_text('{"something": 1}')
+    with pytest.raises(
+        ValueError, match="vlm_loglik: cannot load .* as a VLM .*; give a local save_pretrained"
+    ):
+        build_reward(f"vlm_loglik:model={tmp_path}")
