@@ -19,6 +19,7 @@ from imgalign.prompts.io import load_geneval_metadata
 from imgalign.prompts.shapes import EVAL_SET_PATH
 
 SUITES = ("shapes", "geneval")
+GENEVAL_DETECTOR = "facebook/mask2former-swin-small-coco-instance"
 
 log = logging.getLogger(__name__)
 
@@ -61,13 +62,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--baseline", help="an earlier eval --out folder: write a per-task delta table and a failure gallery"
     )
     real = p.add_argument_group("geneval suite (real models)")
+    # defaults filled in by run_eval: given with the shapes suite (which judges exactly) they are refused
     real.add_argument(
         "--detector",
-        default="facebook/mask2former-swin-small-coco-instance",
-        help="transformers detector: folder or cached Hub id (DETR, Mask2Former, OWLv2, Grounding DINO)",
+        help="transformers detector: folder or cached Hub id (DETR, Mask2Former, OWLv2, Grounding DINO) "
+        f"(default: {GENEVAL_DETECTOR})",
     )
     real.add_argument(
-        "--clip", default=GENEVAL_CLIP, help="open_clip colour classifier: ARCH:TAG or a folder"
+        "--clip", help=f"open_clip colour classifier: ARCH:TAG or a folder (default: {GENEVAL_CLIP})"
     )
     real.add_argument("--device", default="cpu")
     p.set_defaults(func=run_eval)
@@ -181,6 +183,13 @@ def run_eval(args: argparse.Namespace) -> int:
             "--prompts, --images-per-prompt and --seed apply to --model and --ground-truth; --images judges every "
             "image of the folder against its metadata.jsonl files"
         )
+    if args.suite != "geneval" and (args.detector or args.clip):
+        raise ValueError(
+            f"--detector and --clip apply to --suite geneval; the {args.suite} suite judges with its own exact "
+            "detector (drop them, or add --suite geneval)"
+        )
+    args.detector = args.detector or GENEVAL_DETECTOR
+    args.clip = args.clip or GENEVAL_CLIP
     args.images_per_prompt = 4 if args.images_per_prompt is None else args.images_per_prompt
     args.seed = 0 if args.seed is None else args.seed
     if args.images_per_prompt < 1:
