@@ -126,6 +126,7 @@ def check_pipeline_folder(path: Path) -> None:
         if "model" in name or "encoder" in name or name in ("transformer", "vae"):
             if not has_weights:
                 missing.append(f"{name}/ weights (*.safetensors)")
+            missing += missing_shards(sub)
     if missing:
         from imgalign.hub import ASSETS
 
@@ -138,6 +139,25 @@ def check_pipeline_folder(path: Path) -> None:
         raise IncompleteModelError(
             f"model folder {str(path)!r} is incomplete; missing: {', '.join(missing)}; {fix}"
         )
+
+
+def missing_shards(folder: Path) -> list[str]:
+    """The weight shards a component folder's ``*.index.json`` names that are not there, or the index of shards
+    (``*-00001-of-00002.safetensors``) that is: the loader failed only once other components had loaded, with
+    "does not appear to have a file named ..." or "no file named diffusion_pytorch_model.bin"."""
+    gone = []
+    indexes = sorted(folder.glob("*.index.json"))
+    for index in indexes:
+        try:
+            files = set(json.loads(index.read_text()).get("weight_map", {}).values())
+        except (OSError, ValueError, AttributeError):
+            gone.append(f"{folder.name}/{index.name} (not a JSON index)")
+            continue
+        gone += [f"{folder.name}/{f}" for f in sorted(files) if not (folder / f).is_file()]
+    shards = [f for f in folder.glob("*-of-*.safetensors") if "-00001-of-" in f.name]
+    if shards and not indexes:
+        gone.append(f"{folder.name}/{shards[0].name.split('-00001-of-')[0]}.safetensors.index.json")
+    return gone
 
 
 def check_model_spec(spec: ModelSpec) -> ModelSpec:

@@ -676,6 +676,28 @@ def test_pipeline_folder_check_names_each_missing_part(tmp_path, monkeypatch):
         P.check_pipeline_folder(Path("assets") / "shapes-t2i")
 
 
+def test_a_sharded_component_missing_a_shard_or_its_index_is_named_before_loading(tmp_path):
+    """A transformer saved in shards with one shard (or the shard index) gone failed only once other components
+    had loaded, with diffusers' "does not appear to have a file named ..." / "no file named ....bin"."""
+    import imgalign.pipelines as P
+
+    a, b = (
+        "diffusion_pytorch_model-00001-of-00002.safetensors",
+        "diffusion_pytorch_model-00002-of-00002.safetensors",
+    )
+    index = "diffusion_pytorch_model.safetensors.index.json"
+    folder = _pipeline_folder(tmp_path / "m", {"transformer": ["config.json", a, b, index]})
+    (folder / "transformer" / index).write_text(json.dumps({"weight_map": {"x.weight": a, "y.weight": b}}))
+    P.check_pipeline_folder(folder)
+    (folder / "transformer" / b).unlink()
+    with pytest.raises(P.IncompleteModelError, match=f"missing: transformer/{b}; recreate it"):
+        P.check_pipeline_folder(folder)
+    (folder / "transformer" / b).write_bytes(b"")
+    (folder / "transformer" / index).unlink()
+    with pytest.raises(P.IncompleteModelError, match=f"missing: transformer/{index}"):
+        P.check_pipeline_folder(folder)
+
+
 def test_checkpoints_missing_their_weights_are_named_before_loading(tmp_path):
     """A LoRA checkpoint without its LoRA file is named as an incomplete checkpoint (not as a folder that is no
     pipeline), and a transformer overlay without weights fails before the base loads (it failed in diffusers
