@@ -170,7 +170,7 @@ def check_model_spec(spec: ModelSpec) -> ModelSpec:
     else:
         p = Path(spec.base)
         looks_like_path = (
-            p.is_absolute() or spec.base.startswith(".") or p.exists() or spec.base.count("/") != 1
+            p.is_absolute() or spec.base.startswith((".", "~")) or p.exists() or spec.base.count("/") != 1
         )
         if p.is_dir():
             if (p / "adapter_config.json").is_file() or any((p / f).is_file() for f in LORA_FILES):
@@ -198,6 +198,14 @@ def check_model_spec(spec: ModelSpec) -> ModelSpec:
             check_pipeline_folder(p)
         elif looks_like_path or not hub_id_available(spec.base):
             what = "is a file, not a model folder" if p.exists() else "does not exist"
+            if spec.base.startswith("~") and not p.exists():
+                what += f" (a quoted ~ is not expanded: give the full path, {str(p.expanduser())!r})"
+            elif not looks_like_path and hub_id_valid(spec.base):  # offline, and not in the local cache
+                raise IncompleteModelError(
+                    f"model {spec.label!r}: {spec.base!r} does not exist as a local folder, nor as a Hub id in the "
+                    "local Hugging Face cache (HF_HUB_OFFLINE is set: the Hub is not asked); check its spelling, download it "
+                    f"once with the network on (hf download {spec.base}), or give the folder it was saved to"
+                )
             raise IncompleteModelError(
                 f"model {spec.label!r}: {spec.base!r} {what}; give an embedded name (shapes), a pipeline "
                 "folder or a Hub id already downloaded"
@@ -300,6 +308,17 @@ def recorded_base(folder: Path) -> str | None:
     except (json.JSONDecodeError, AttributeError):
         raise ValueError(f"{info}: not a JSON object; expected {{'base_model': ...}}") from None
     return str(base) if base else None
+
+
+def hub_id_valid(repo_id: str) -> bool:
+    """Whether `repo_id` is spelt as a Hub id (``org/name``) may be."""
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    try:
+        validate_repo_id(repo_id)
+    except HFValidationError:
+        return False
+    return True
 
 
 def hub_id_available(repo_id: str) -> bool:

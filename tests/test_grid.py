@@ -109,6 +109,24 @@ def test_a_missing_relative_path_is_not_taken_for_a_hub_id(tmp_path, monkeypatch
             P.check_model_spec(P.ModelSpec("m", path))
 
 
+def test_an_uncached_hub_id_offline_and_a_quoted_tilde_say_what_to_do(tmp_path, monkeypatch):
+    """Offline, a misspelt or never-downloaded Hub id said only "does not exist"; a quoted '~/x' did not say that
+    the shell leaves a quoted ~ unexpanded."""
+    import imgalign.pipelines as P
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(P, "hub_id_available", lambda repo_id: False)  # offline, not in the cache
+    with pytest.raises(
+        P.IncompleteModelError, match=r"nor as a Hub id in the local Hugging Face cache .*hf download"
+    ):
+        P.check_model_spec(P.ModelSpec("m", "stabilityai/stable-diffusion-3.5-mediun"))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    with pytest.raises(
+        P.IncompleteModelError, match=f"a quoted ~ is not expanded: give the full path, '{tmp_path}"
+    ):
+        P.check_model_spec(P.ModelSpec("m", "~/runs"))
+
+
 def test_a_fine_tune_of_another_family_is_refused_before_the_base_loads(tmp_path):
     """A FLUX LoRA checkpoint on the SD3-family shapes base (its imgalign_model.json records the family) is refused
     by check_model_spec, naming both families and its recorded base; it failed only once the base had loaded. A
