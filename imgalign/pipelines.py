@@ -373,6 +373,38 @@ def quiet_absent_components() -> Iterator[None]:
         logger.removeFilter(f)
 
 
+class _MessageFilter(logging.Filter):
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text = text
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return self.text not in record.getMessage()
+
+
+@contextlib.contextmanager
+def quiet_text_encoder_lora_warning(folder: Path) -> Iterator[None]:
+    """Within the block, diffusers does not warn "No LoRA keys associated to CLIPTextModelWithProjection ... open
+    an issue" for each text encoder when the LoRA file holds no text-encoder weights (imgalign's LoRA checkpoints
+    train the transformer only): two long warnings on every grid/eval of a LoRA checkpoint, about nothing wrong."""
+    f = _MessageFilter("No LoRA keys associated to")
+    logger = logging.getLogger("diffusers.loaders.lora_base")
+    weights = Path(folder) / LORA_FILES[0]
+    try:
+        from safetensors import safe_open
+
+        with safe_open(str(weights), "pt") as sf:
+            text_keys = any(k.startswith(("text_encoder", "te_", "lora_te")) for k in sf.keys())
+    except Exception:  # a .bin file or an unreadable one: the loader speaks for itself
+        text_keys = True
+    if not text_keys:
+        logger.addFilter(f)
+    try:
+        yield
+    finally:
+        logger.removeFilter(f)
+
+
 def load_pipeline(
     model: ModelSpec | str | Path, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32
 ) -> Any:
@@ -414,7 +446,8 @@ def apply_overlay(pipe: Any, path: Path, dtype: torch.dtype = torch.float32, bas
         setattr(pipe, name, merged)
     elif kind == "lora":
         try:
-            pipe.load_lora_weights(str(path))
+            with quiet_text_encoder_lora_warning(path):
+                pipe.load_lora_weights(str(path))
         except (
             RuntimeError,
             ValueError,

@@ -1060,3 +1060,18 @@ def test_a_lora_checkpoint_alone_keeps_its_label_and_takes_its_recorded_base(tmp
     (ckpt / "adapter_config.json").write_text("{}")
     (ckpt / "imgalign_model.json").write_text(json.dumps({"base_model": "shapes"}))
     assert P.check_model_spec(P.parse_model_arg(f"ft={ckpt}")) == P.ModelSpec("ft", "shapes", str(ckpt))
+
+
+def test_a_transformer_only_lora_loads_without_diffusers_text_encoder_warnings(tmp_path, capfd):
+    """diffusers warned "No LoRA keys associated to CLIPTextModelWithProjection ... open an issue" once per text
+    encoder whenever a LoRA checkpoint (transformer only, as imgalign trains) loaded for grid or eval."""
+    from imgalign import hub
+    from imgalign.adapters import load_adapter
+    from imgalign.pipelines import load_pipeline
+
+    a = load_adapter("shapes")
+    a.add_lora(2, 4.0)
+    a.save(tmp_path / "ck", base_model=str(hub.resolve("shapes")))
+    capfd.readouterr()
+    load_pipeline(str(tmp_path / "ck"))
+    assert "No LoRA keys associated" not in capfd.readouterr().err
