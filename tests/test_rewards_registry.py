@@ -761,3 +761,13 @@ def test_a_numeric_option_given_as_text_or_a_fraction_is_refused_by_name_before_
         build_reward("fid:ref_size=abc")
     with pytest.raises(ValueError, match="option batch_size must be a whole number"):
         build_reward("clip:batch_size=true")
+
+
+def test_a_reward_option_given_twice_is_refused() -> None:
+    """clip:weight=1,weight=2 took the last value silently."""
+    from imgalign.rewards.base import parse_reward_spec
+
+    with pytest.raises(
+        ValueError, match="reward option 'weight' is given twice in 'clip:weight=1, weight =2'"
+    ):
+        parse_reward_spec("clip:weight=1, weight =2")
