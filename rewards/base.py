@@ -332,9 +332,17 @@ def build_reward(
                 "calling super().__init__(device, dtype)"
             )
     else:
+        parts = [x.strip() for x in name.split(",") if x.strip()]
+        several = "," in name and all(x in _REGISTRY for x in parts)  # 'clip,geneval': two rewards in one
         raise ValueError(
             f"unknown reward {name!r}; valid rewards: {', '.join(sorted(_REGISTRY))} "
             "(or a 'module:attr' path to your own)"
+            + (
+                f"; for several rewards give each its own spec ({' '.join('--reward ' + x for x in parts)}, "
+                "or one list entry each in a config)"
+                if several
+                else ""
+            )
         )
     return _call_factory(name, factory, device, dtype, opts)
 

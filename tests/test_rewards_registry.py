@@ -771,3 +771,11 @@ def test_a_reward_option_given_twice_is_refused() -> None:
         ValueError, match="reward option 'weight' is given twice in 'clip:weight=1, weight =2'"
     ):
         parse_reward_spec("clip:weight=1, weight =2")
+
+
+def test_two_rewards_in_one_spec_say_to_give_each_its_own() -> None:
+    """--reward clip,geneval said only "unknown reward 'clip,geneval'"."""
+    with pytest.raises(ValueError, match="give each its own spec .--reward clip --reward geneval"):
+        build_reward("clip,geneval")
+    with pytest.raises(ValueError, match="give each its own spec .--reward clip,"):
+        build_reward("clip,")
