@@ -102,6 +102,12 @@ def check_pipeline_folder(path: Path) -> None:
         raise IncompleteModelError(
             f"{str(path)!r} is a training run folder, not a model; give one of its checkpoints{hint}"
         )
+    steps = sorted(p.name for p in path.glob("step-*") if p.is_dir()) if not index.is_file() else []
+    if steps:  # RUN/checkpoints itself
+        raise IncompleteModelError(
+            f"{str(path)!r} holds a run's checkpoints, not a model; give one of them, e.g. "
+            f"{str(path / steps[-1])!r}"
+        )
     if not index.is_file() and (path / "trainer_state").is_dir():  # a LoRA checkpoint without its weights
         raise IncompleteModelError(
             f"training checkpoint {str(path)!r} is incomplete: it holds neither its LoRA weights "

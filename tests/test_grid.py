@@ -684,6 +684,8 @@ def test_pipeline_folder_check_names_each_missing_part(tmp_path, monkeypatch):
         (tmp_path / "run" / "checkpoints" / step).mkdir(parents=True)
     with pytest.raises(P.IncompleteModelError, match=r"checkpoints/step-000010'"):
         P.check_pipeline_folder(tmp_path / "run")
+    with pytest.raises(P.IncompleteModelError, match=r"holds a run's checkpoints.*checkpoints/step-000010'"):
+        P.check_pipeline_folder(tmp_path / "run" / "checkpoints")  # was: "not a diffusers pipeline folder"
     assets = tmp_path / "assets"
     _pipeline_folder(assets / "shapes-t2i", {"transformer": ["config.json"]})
     monkeypatch.setattr(hub, "ASSETS", assets)
