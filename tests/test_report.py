@@ -435,6 +435,7 @@ def test_report_compare_rejects_bad_arguments(tmp_path, capsys):
     for argv, message in (
         ([f"a={run}", f"a={run}", *k], "label 'a' is used twice"),
         ([f"a={run},", *k], "--compare takes LABEL=RUN"),
+        ([f"a={run},{run}", *k], "twice; give each run of a group once"),  # was: its curve counted twice
         ([f"a={run}", "--keys", "reward/r/mean"], "--compare needs --keys KEY [KEY ...] and --out DIR"),
         ([f"a={run}", *k, "--target", "reward/r/mean=0.1", "--window", "0"], "--window must be 1 or more"),
         (

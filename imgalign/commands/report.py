@@ -50,6 +50,11 @@ def run_report(args: argparse.Namespace) -> int:
                 raise ValueError(f"--compare takes LABEL=RUN[,RUN...], got {item!r}")
             if label in groups:
                 raise ValueError(f"--compare: label {label!r} is used twice; give each group one label")
+            dup = sorted({r for r in runs.split(",") if runs.split(",").count(r) > 1})
+            if dup:  # its curve would count twice in the group's mean
+                raise ValueError(
+                    f"--compare {item!r} names run {dup[0]!r} twice; give each run of a group once"
+                )
             groups[label] = runs.split(",")
         if not args.keys or not args.out:
             raise ValueError("--compare needs --keys KEY [KEY ...] and --out DIR")
