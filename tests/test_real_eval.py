@@ -489,8 +489,11 @@ def test_judge_specs_are_checked_without_loading_weights(tiny, tmp_path):
     check_judge_specs(str(tiny["detr"]), str(tiny["clip"]))
     check_judge_specs(str(tiny["owlv2"]), "ViT-L-14:openai")  # a known pair; its weights load later
     check_judge_specs(str(tiny["detr"]), "hf-hub:org/repo")  # no architecture name to check; loads later
-    with pytest.raises(FileNotFoundError, match="cannot load detector"):
+    with pytest.raises(
+        FileNotFoundError, match="cannot load detector .*: no such folder; give a folder"
+    ) as e:
         check_judge_specs(str(tmp_path / "nope"), str(tiny["clip"]))
+    assert "Repo id must" not in str(e.value)  # was transformers' text for a Hub id it took the path for
     with pytest.raises(ValueError, match="not a known open_clip"):
         check_judge_specs(str(tiny["detr"]), "ViT-L-14:nonsense")
     with pytest.raises(FileNotFoundError, match="no open_clip_config.json"):
