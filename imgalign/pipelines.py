@@ -271,7 +271,13 @@ def same_model(a: str, b: str) -> bool:
 def warn_other_base(base: str, overlay: Path) -> None:
     """Warn when a checkpoint is put on a base other than the one its ``imgalign_model.json`` records. Not an
     error: a re-pretrained model of the same architecture, or a copy of the base at another path, loads fine."""
-    recorded = recorded_base(overlay)
+    try:
+        recorded = recorded_base(overlay)
+    except (
+        ValueError
+    ) as e:  # a damaged record: the base given is what the user asked for (the error's advice)
+        log.warning("%s; loading it on %r as given", e, base)
+        return
     if recorded and not same_model(base, recorded):
         log.warning(
             "%s was trained on base model %r (its imgalign_model.json), but is loaded on %r; this works only when "
@@ -312,7 +318,10 @@ def recorded_base(folder: Path) -> str | None:
     try:
         base = json.loads(info.read_text()).get("base_model")
     except (json.JSONDecodeError, AttributeError):
-        raise ValueError(f"{info}: not a JSON object; expected {{'base_model': ...}}") from None
+        raise ValueError(
+            f"{info}: not a JSON object; expected {{'base_model': ...}}; write it again, or give the base model "
+            f"yourself as BASE+{folder}"
+        ) from None
     return str(base) if base else None
 
 

@@ -1077,3 +1077,18 @@ def test_a_transformer_only_lora_loads_without_diffusers_text_encoder_warnings(t
     capfd.readouterr()
     load_pipeline(str(tmp_path / "ck"))
     assert "No LoRA keys associated" not in capfd.readouterr().err
+
+
+def test_a_damaged_imgalign_model_json_says_to_give_the_base_and_then_loads_on_it(tmp_path):
+    """A LoRA checkpoint whose imgalign_model.json is damaged: alone it says to give BASE+CKPT; given so, it loaded
+    the base and then failed on the same damaged file (after eval had claimed its --out)."""
+    from imgalign.adapters import load_adapter
+    from imgalign.pipelines import load_pipeline
+
+    a = load_adapter("shapes")
+    a.add_lora(2, 4.0)
+    a.save(tmp_path / "ck")
+    (tmp_path / "ck" / "imgalign_model.json").write_text("[1, 2]")
+    with pytest.raises(ValueError, match="not a JSON object.*give the base model yourself as BASE\\+"):
+        load_pipeline(str(tmp_path / "ck"))
+    assert load_pipeline(f"shapes+{tmp_path / 'ck'}") is not None
