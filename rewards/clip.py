@@ -85,6 +85,12 @@ def check_open_clip_name(model_name: str, pretrained: str | None) -> None:
                 f"cannot load open_clip model: folder {folder!r} does not exist; give a folder holding "
                 "open_clip_config.json and weights, ARCH with pretrained=TAG, or shapes-clip"
             )
+        if not (Path(folder) / "open_clip_config.json").is_file():  # open_clip: "config file missing"
+            raise FileNotFoundError(
+                f"cannot load open_clip model: folder {folder!r} has no open_clip_config.json, so it is no open_clip "
+                "model (a diffusers or transformers folder?); give an open_clip folder, ARCH with pretrained=TAG, "
+                "or shapes-clip"
+            )
         return
     archs = open_clip.list_models()
     if model_name in archs:
@@ -93,6 +99,13 @@ def check_open_clip_name(model_name: str, pretrained: str | None) -> None:
         raise FileNotFoundError(
             f"cannot load open_clip model {model_name!r}: no such folder; give a folder holding "
             "open_clip_config.json and weights, ARCH with pretrained=TAG, or shapes-clip"
+        )
+    from imgalign.hub import EMBEDDED
+
+    if model_name in EMBEDDED:  # 'shapes' (the text-to-image model), 'shapes-vlm', ...
+        raise ValueError(
+            f"cannot load open_clip model {model_name!r}: it is an embedded model but not a CLIP; the embedded CLIP "
+            "is shapes-clip"
         )
     lower = {a.lower(): a for a in archs}
     close = [lower[c] for c in difflib.get_close_matches(model_name.lower(), list(lower), n=3)]

@@ -80,6 +80,12 @@ def test_a_misspelt_architecture_or_a_missing_folder_is_one_short_line(tmp_path:
     with pytest.raises(ValueError, match=r"not an open_clip architecture \(close: ViT-B-32") as e:
         build_reward("clip:model=vit-b-23,pretrained=openai")
     assert len(str(e.value)) < 400
+    with pytest.raises(ValueError, match="not a CLIP; the embedded CLIP is shapes-clip"):
+        build_reward("clip:model=shapes")
+    (tmp_path / "lora").mkdir()
+    (tmp_path / "lora" / "pytorch_lora_weights.safetensors").write_bytes(b"")
+    with pytest.raises(FileNotFoundError, match="has no open_clip_config.json, so it is no open_clip model"):
+        build_reward(f"clip:model={tmp_path / 'lora'}")
     for missing in (f"{tmp_path}/no-such", f"local-dir:{tmp_path}/no-such"):
         with pytest.raises(FileNotFoundError, match="does not exist|no such folder") as e:
             build_reward(f"clip:model={missing}")
