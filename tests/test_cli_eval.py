@@ -802,6 +802,9 @@ def test_eval_options_that_cannot_apply_fail_before_any_work(tmp_path, small_pro
     assert main(argv) == 2 and "--images-per-prompt must be at least 1" in capsys.readouterr().err
     argv = ["eval", "--model", "shapes", "--guidance-scale", "nan", "--out", str(tmp_path / "o")]
     assert main(argv) == 2 and "--guidance-scale must be >= 0 (got nan)" in capsys.readouterr().err
+    argv = ["eval", "--ground-truth", "--prompts", "generate:0", "--out", str(tmp_path / "o")]
+    assert main(argv) == 2  # was: "metadata file 'generate:0' does not exist"
+    assert "generate:SEED draws GenEval's real-object prompts, for --suite geneval" in capsys.readouterr().err
     for extra in (["--detector", "foo"], ["--clip", "ViT-B-32:openai"]):  # were ignored: the shapes judge ran
         assert main(["eval", "--ground-truth", *extra, "--out", str(tmp_path / "o")]) == 2
         assert "--detector and --clip apply to --suite geneval" in capsys.readouterr().err
