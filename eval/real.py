@@ -572,13 +572,6 @@ def check_judge_specs(detector: str, clip: str) -> None:
 
     from imgalign.hub import load_error_reason, resolve
 
-    p = Path(detector).expanduser()
-    if not p.exists() and (p.is_absolute() or detector.startswith((".", "~")) or detector.count("/") > 1):
-        # transformers took it for a Hub id: "Repo id must use alphanumeric chars ..."
-        raise FileNotFoundError(
-            f"cannot load detector {detector!r}: no such folder; give a folder saved with save_pretrained or a Hub id "
-            "already downloaded (e.g. facebook/detr-resnet-50)"
-        )
     try:
         AutoConfig.from_pretrained(resolve(detector))
     except (OSError, ValueError) as e:

@@ -90,7 +90,7 @@ def load_error_reason(error: BaseException, spec: str | None = None) -> str:
     library's own text."""
     text = str(error).strip().rstrip(".")
     if spec is not None and looks_like_path(spec) and not Path(spec).expanduser().exists():
-        return "no such file or folder"
+        return "no such folder"
     if any(m in text.lower() for m in HUB_MISS_MARKERS):
         why = "HF_HUB_OFFLINE=1 stops downloads" if hub_offline() else "the Hub could not be reached"
         return f"its files are not in the local Hub cache and {why}"

@@ -313,7 +313,7 @@ def test_instance_segmenter_keeps_masks_and_boxes_them(tiny):
 def test_detector_errors_name_the_model(tmp_path):
     from imgalign.eval.real import HFDetector
 
-    with pytest.raises(FileNotFoundError, match="cannot load detector .*nope': no such file or folder. Give"):
+    with pytest.raises(FileNotFoundError, match="cannot load detector .*nope': no such folder. Give"):
         HFDetector(str(tmp_path / "nope"))
     # a Hub id missing from the cache, offline: one plain clause, not the libraries' lines about connections
     with pytest.raises(FileNotFoundError) as e:
@@ -337,7 +337,7 @@ def test_load_error_reason_says_what_is_missing(tmp_path, monkeypatch):
     )
     # a spec meant as a path that does not exist; an existing folder keeps the library's own reason
     for spec in (str(tmp_path / "nope"), "./nope", "a/b/c", "~/imgalign-no-such-folder"):
-        assert load_error_reason(miss, spec) == "no such file or folder", spec
+        assert load_error_reason(miss, spec) == "no such folder", spec
     assert load_error_reason(ValueError("bad config."), str(tmp_path)) == "bad config"
     assert load_error_reason(ValueError("bad config."), "org/model") == "bad config"
     import huggingface_hub.constants as C
@@ -490,7 +490,7 @@ def test_judge_specs_are_checked_without_loading_weights(tiny, tmp_path):
     check_judge_specs(str(tiny["owlv2"]), "ViT-L-14:openai")  # a known pair; its weights load later
     check_judge_specs(str(tiny["detr"]), "hf-hub:org/repo")  # no architecture name to check; loads later
     with pytest.raises(
-        FileNotFoundError, match="cannot load detector .*: no such folder; give a folder"
+        FileNotFoundError, match="cannot load detector .*: no such folder. Give a folder"
     ) as e:
         check_judge_specs(str(tmp_path / "nope"), str(tiny["clip"]))
     assert "Repo id must" not in str(e.value)  # was transformers' text for a Hub id it took the path for
