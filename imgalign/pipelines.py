@@ -23,13 +23,14 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from imgalign.hub import hub_offline, looks_like_path
 
 log = logging.getLogger(__name__)
 
@@ -175,9 +176,7 @@ def check_model_spec(spec: ModelSpec) -> ModelSpec:
         check_pipeline_folder(embedded_path(spec.base))  # raises when its files are missing
     else:
         p = Path(spec.base)
-        looks_like_path = (
-            p.is_absolute() or spec.base.startswith((".", "~")) or p.exists() or spec.base.count("/") != 1
-        )
+        path_like = looks_like_path(spec.base)
         if p.is_dir():
             if (p / "adapter_config.json").is_file() or any((p / f).is_file() for f in LORA_FILES):
                 if spec.overlay is None:
@@ -202,15 +201,15 @@ def check_model_spec(spec: ModelSpec) -> ModelSpec:
                     f"give it as {spec.label}=BASE+{spec.base}"
                 )
             check_pipeline_folder(p)
-        elif looks_like_path or not hub_id_available(spec.base):
+        elif path_like or not hub_id_available(spec.base):
             what = "is a file, not a model folder" if p.exists() else "does not exist"
             if spec.base.startswith("~") and not p.exists():
                 what += f" (a quoted ~ is not expanded: give the full path, {str(p.expanduser())!r})"
-            elif not looks_like_path and hub_id_valid(spec.base):  # offline, and not in the local cache
+            elif not path_like and hub_id_valid(spec.base):  # offline, and not in the local cache
                 raise IncompleteModelError(
                     f"model {spec.label!r}: {spec.base!r} does not exist as a local folder, nor as a Hub id in the "
-                    "local Hugging Face cache (HF_HUB_OFFLINE is set: the Hub is not asked); check its spelling, download it "
-                    f"once with the network on (hf download {spec.base}), or give the folder it was saved to"
+                    "local Hugging Face cache (HF_HUB_OFFLINE is set: the Hub is not asked); check its spelling, "
+                    f"download it once with the network on (hf download {spec.base}), or give the folder it was saved to"
                 )
             raise IncompleteModelError(
                 f"model {spec.label!r}: {spec.base!r} {what}; give an embedded name (shapes), a pipeline "
@@ -338,19 +337,13 @@ def hub_id_valid(repo_id: str) -> bool:
 
 def hub_id_available(repo_id: str) -> bool:
     """Whether a Hub pipeline id can load: in the local cache, or the Hub may be contacted (not offline)."""
-    from huggingface_hub import constants, try_to_load_from_cache
+    from huggingface_hub import try_to_load_from_cache
 
     try:
         cached = try_to_load_from_cache(repo_id, "model_index.json")
     except ValueError:  # not a valid repo id
         return False
-    offline = constants.HF_HUB_OFFLINE or os.environ.get("HF_HUB_OFFLINE", "").upper() in (
-        "1",
-        "ON",
-        "YES",
-        "TRUE",
-    )
-    return isinstance(cached, str) or not offline
+    return isinstance(cached, str) or not hub_offline()
 
 
 def absent_components(folder: str | Path) -> dict[str, None]:
