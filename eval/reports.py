@@ -3,7 +3,8 @@
 
 Training metrics: ``RUN_DIR/metrics.jsonl``, one flat JSON dict per line (``step``, ``reward/<name>/mean``,
 ``reward/<name>/std``, ``policy/kl`` or ``policy/approx_kl``, ``policy/clipfrac``, ``vnorm/inflation/<bucket>`` or
-``vnorm/norm_ratio/<bucket>``, ...).
+``vnorm/norm_ratio/<bucket>``, ...); in-loop evaluations: ``RUN_DIR/eval.jsonl`` (``step``, ``eval/<suite>/overall``,
+``eval/<suite>/<task>``, ...).
 Evaluations: the folders :func:`imgalign.eval.suite.judge_folder` writes (``summary.json``, ``results.jsonl``, and
 the judged images under ``images/``).
 """
@@ -116,8 +117,6 @@ def plot_run(rows: Sequence[dict[str, Any]], out_dir: Path) -> list[Path]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from imgalign.eval.gallery import save_png
-
     out_dir = Path(out_dir)
     keys = {k for r in rows for k in r}
     written = []
@@ -144,16 +143,69 @@ def plot_run(rows: Sequence[dict[str, Any]], out_dir: Path) -> list[Path]:
         axes[-1][0].set_xlabel("step")
         fig.suptitle({"rewards": "reward (mean over samples)", "kl": "KL to the reference policy",
                       "clipfrac": "clipped fraction", "inflation": "velocity-norm inflation"}[group])  # fmt: skip
-        fig.tight_layout()
-        fig.canvas.draw()
-        from PIL import Image
-
-        img = Image.frombuffer("RGBA", fig.canvas.get_width_height(), fig.canvas.buffer_rgba()).convert("RGB")
-        plt.close(fig)
-        path = out_dir / f"{group}.png"
-        save_png(img, path)
-        written.append(path)
+        written.append(_save_figure(fig, out_dir / f"{group}.png"))
     return written
+
+
+def _save_figure(fig: Any, path: Path) -> Path:
+    """Write a matplotlib figure as an RGB PNG (atomically, as every imgalign image) and close it."""
+    import matplotlib.pyplot as plt
+    from PIL import Image
+
+    from imgalign.eval.gallery import save_png
+
+    fig.tight_layout()
+    fig.canvas.draw()
+    img = Image.frombuffer("RGBA", fig.canvas.get_width_height(), fig.canvas.buffer_rgba()).convert("RGB")
+    plt.close(fig)
+    save_png(img, path)
+    return path
+
+
+def eval_overall_keys(evals: Sequence[dict[str, Any]]) -> list[str]:
+    """Each suite's headline score in ``eval.jsonl`` rows: ``eval/<suite>/overall``."""
+    return sorted({k for r in evals for k in r if k.startswith("eval/") and k.endswith("/overall")})
+
+
+def plot_evals(evals: Sequence[dict[str, Any]], out_dir: Path) -> Path | None:
+    """``eval.png``: each suite's overall score at every in-loop evaluation (step 0: the base model); None when
+    `evals` hold none."""
+    keys = eval_overall_keys(evals)
+    if not keys:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(1, 1, figsize=(7, 2.6))
+    for k in keys:
+        x, y = series(evals, k)
+        ax.plot(x, y, marker="o", lw=1.5, label=k)
+    ax.set_xlabel("step")
+    ax.set_ylabel("overall")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="best", fontsize=8)
+    fig.suptitle("in-loop evaluation (step 0: the base model)")
+    return _save_figure(fig, Path(out_dir) / "eval.png")
+
+
+def eval_lines(evals: Sequence[dict[str, Any]]) -> list[str]:
+    """Markdown table of the in-loop evaluations (``eval.jsonl``): every ``eval/`` metric at its first and its last
+    evaluated step, and the change; [] when there are none."""
+    keys = sorted({k for r in evals for k in r if k.startswith("eval/")})
+    overall = set(eval_overall_keys(evals))
+    rows = []
+    for k in sorted(keys, key=lambda k: (k not in overall, k)):  # each suite's overall first
+        x, y = series(evals, k)
+        if len(y):
+            rows.append(
+                f"| `{k}` | {y[0]:.4g} (step {x[0]:g}) | {y[-1]:.4g} (step {x[-1]:g}) | {y[-1] - y[0]:+.4g} |"
+            )
+    if not rows:
+        return []
+    return ["In-loop evaluation (`eval.jsonl`):", "", "| metric | first | last | change |",
+            "| --- | ---: | ---: | ---: |", *rows]  # fmt: skip
 
 
 def window_change(y: np.ndarray, frac: float = 0.1) -> tuple[float, float, int]:
@@ -214,8 +266,11 @@ def masking_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def summarize_run(rows: Sequence[dict[str, Any]], run_name: str = "run") -> str:
-    """A short markdown summary: steps covered, then first / last / best / last-10% mean of the key metrics."""
+def summarize_run(
+    rows: Sequence[dict[str, Any]], run_name: str = "run", evals: Sequence[dict[str, Any]] = ()
+) -> str:
+    """A short markdown summary: steps covered, then first / last / best / last-10% mean of the key metrics, and
+    the in-loop evaluations `evals` (``eval.jsonl`` rows) when there are any."""
     steps = [r["step"] for r in rows if isinstance(r.get("step"), (int, float))]
     keys = sorted({k for r in rows for k in r})
     groups = metric_groups(keys)
@@ -224,8 +279,11 @@ def summarize_run(rows: Sequence[dict[str, Any]], run_name: str = "run") -> str:
     lines += [f"{len(rows)} logged rows, {span}.", ""]
     lines += [x for line in masking_lines(rows) for x in (line, "")]
     shown = [k for g in ("rewards", "kl", "clipfrac", "inflation") for k in groups.get(g, [])]
+    evaluated = eval_lines(evals)
     if not shown:
         lines.append("No reward, KL, clip-fraction or norm-inflation metrics were logged.")
+        if evaluated:
+            lines += ["", *evaluated, "", "Plots: [eval](eval.png)"]
         return "\n".join(lines) + "\n"
     lines += ["| metric | first | last | best | mean of last 10% |", "| --- | ---: | ---: | ---: | ---: |"]
     for k in shown:
@@ -237,7 +295,10 @@ def summarize_run(rows: Sequence[dict[str, Any]], run_name: str = "run") -> str:
         lines.append(f"| `{k}` | {y[0]:.4g} | {y[-1]:.4g} | {best} | {tail.mean():.4g} |")
     for line in reward_change_lines(rows, groups):
         lines += ["", line]
+    if evaluated:
+        lines += ["", *evaluated]
     plots = [g for g in ("rewards", "kl", "clipfrac", "inflation") if g in groups]
+    plots += ["eval"] if eval_overall_keys(evals) else []
     lines += ["", "Plots: " + ", ".join(f"[{g}]({g}.png)" for g in plots)]
     return "\n".join(lines) + "\n"
 
@@ -251,8 +312,7 @@ def run_summary_lines(run_dir: Path) -> list[str]:
     lines: list[str] = []
     if (run_dir / "eval.jsonl").is_file():
         evals = load_metrics(run_dir / "eval.jsonl")
-        keys = sorted({k for r in evals for k in r if k.startswith("eval/") and k.endswith("/overall")})
-        for k in keys:
+        for k in eval_overall_keys(evals):
             steps, y = series(evals, k)
             if len(y) == 1:  # one evaluation (a 1-step run): no "x at step 1 -> x at step 1"
                 lines.append(f"`{k}` {y[0]:.4g} at step {steps[0]:g}")
@@ -287,11 +347,18 @@ def write_run_report(run_dir: Path, out_dir: Path | None = None) -> tuple[Path, 
     if not run_dir.is_dir():
         raise FileNotFoundError(f"run folder {str(run_dir)!r} does not exist")
     rows = load_metrics(run_dir / "metrics.jsonl")
+    evals: list[dict[str, Any]] = []
+    if (run_dir / "eval.jsonl").is_file():
+        try:
+            evals = load_metrics(run_dir / "eval.jsonl")
+        except ValueError as e:  # a damaged evaluation log does not hide the training metrics
+            log.warning("%s; the report leaves the in-loop evaluation out", e)
     out_dir = Path(out_dir) if out_dir else run_dir / "report"
     make_output_folder(out_dir)
     plots = plot_run(rows, out_dir)
+    plots += [p for p in [plot_evals(evals, out_dir)] if p is not None]
     md = out_dir / "report.md"
-    atomic_write_text(md, summarize_run(rows, run_dir.name))
+    atomic_write_text(md, summarize_run(rows, run_dir.name, evals))
     return md, plots
 
 

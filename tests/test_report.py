@@ -78,6 +78,47 @@ def test_run_summary_lines_give_the_evaluations_and_windowed_reward_changes(tmp_
     assert run_summary_lines(run)[0] == "`eval/shapes/overall` 0.35 at step 0"
 
 
+def test_report_gives_the_in_loop_evaluations_and_their_plot(tmp_path, capsys, caplog):
+    run = write_run(tmp_path / "run")
+    evals = [
+        {"step": 0, "eval/shapes/overall": 0.35, "eval/shapes/colors": 0.9, "perf/sec_eval": 2.0},
+        {"step": 20, "eval/shapes/overall": 0.5, "eval/shapes/colors": 0.8},
+        {"step": 40, "eval/shapes/overall": 0.4, "eval/shapes/colors": float("nan")},  # NaN: not a value
+    ]
+    (run / "eval.jsonl").write_text("".join(json.dumps(r) + "\n" for r in evals))
+    assert main(["report", str(run)]) == 0
+    md = (run / "report" / "report.md").read_text()
+    # each suite's overall first, then its other metrics; perf/ keys are not evaluations
+    table = md[md.index("In-loop evaluation (`eval.jsonl`):") :].splitlines()
+    assert table[4:6] == [
+        "| `eval/shapes/overall` | 0.35 (step 0) | 0.4 (step 40) | +0.05 |",
+        "| `eval/shapes/colors` | 0.9 (step 0) | 0.8 (step 20) | -0.1 |",
+    ]
+    assert "perf/sec_eval" not in md and "[eval](eval.png)" in md
+    with Image.open(run / "report" / "eval.png") as im:
+        assert im.format == "PNG" and im.size[0] > 200
+    assert "eval.png" in capsys.readouterr().out
+    # a run without evaluations has no such section or plot; a damaged eval.jsonl leaves them out with a warning
+    other = write_run(tmp_path / "other")
+    assert main(["report", str(other)]) == 0
+    assert "In-loop evaluation" not in (other / "report" / "report.md").read_text()
+    assert not (other / "report" / "eval.png").exists()
+    (other / "eval.jsonl").write_text('{"step": 0, "eval/shapes/overall": 0.3}\nnot json\n{"step": 1}\n')
+    with caplog.at_level("WARNING"):
+        assert main(["report", str(other)]) == 0
+    assert (
+        "eval.jsonl:2: not valid JSON" in caplog.text and "leaves the in-loop evaluation out" in caplog.text
+    )
+    # a run that logged no known training metric still shows its evaluations
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    (bare / "metrics.jsonl").write_text('{"step": 1, "perf/step_time": 1.0}\n')
+    (bare / "eval.jsonl").write_text(json.dumps(evals[0]) + "\n")
+    assert main(["report", str(bare)]) == 0
+    md = (bare / "report" / "report.md").read_text()
+    assert "No reward, KL" in md and "| `eval/shapes/overall` | 0.35 (step 0) | 0.35 (step 0) | +0 |" in md
+
+
 def test_a_short_series_compares_windows_of_two():
     """6 logged steps: 10% is no step at all, so the windows are 2 steps each (one step has no sample variance).
     Hand-computed: head [1, 3] mean 2 variance 2, tail [4, 8] mean 6 variance 8; se = sqrt((2 + 8) / 2)."""

@@ -1,5 +1,5 @@
 """``imgalign report RUN_DIR``: plots (per-reward curves, KL, clip fraction, norm inflation when logged) and a short
-markdown summary of a training run's ``metrics.jsonl``."""
+markdown summary of a training run's ``metrics.jsonl``, and of its in-loop evaluations (``eval.jsonl``)."""
 
 from __future__ import annotations
 
