@@ -272,9 +272,8 @@ def warn_other_base(base: str, overlay: Path) -> None:
     error: a re-pretrained model of the same architecture, or a copy of the base at another path, loads fine."""
     try:
         recorded = recorded_base(overlay)
-    except (
-        ValueError
-    ) as e:  # a damaged record: the base given is what the user asked for (the error's advice)
+    # a damaged record: the base given is what the user asked for (the error's advice)
+    except ValueError as e:
         log.warning("%s; loading it on %r as given", e, base)
         return
     if recorded and not same_model(base, recorded):
@@ -360,34 +359,30 @@ def absent_components(folder: str | Path) -> dict[str, None]:
     }
 
 
-class _AbsentComponentFilter(logging.Filter):
-    """Drops diffusers' "self.<name>=None ... cannot be saved" warning: a pipeline without an optional component
-    (SD3 without T5) logs it for each absent part on every save_pretrained, although model_index.json records the
-    part as absent and from_pretrained loads the folder as it should."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "=None of type <class 'NoneType'> cannot be saved" not in record.getMessage()
-
-
-@contextlib.contextmanager
-def quiet_absent_components() -> Iterator[None]:
-    """Within the block, ``save_pretrained`` does not warn about components the pipeline was built without."""
-    logger = logging.getLogger("diffusers.pipelines.pipeline_utils")
-    f = _AbsentComponentFilter()
-    logger.addFilter(f)
-    try:
-        yield
-    finally:
-        logger.removeFilter(f)
-
-
 class _MessageFilter(logging.Filter):
+    """Drops the log records whose message holds `text`."""
+
     def __init__(self, text: str) -> None:
         super().__init__()
         self.text = text
 
     def filter(self, record: logging.LogRecord) -> bool:
         return self.text not in record.getMessage()
+
+
+@contextlib.contextmanager
+def quiet_absent_components() -> Iterator[None]:
+    """Within the block, ``save_pretrained`` does not warn about components the pipeline was built without."""
+    logger = logging.getLogger("diffusers.pipelines.pipeline_utils")
+    # diffusers' "self.<name>=None ... cannot be saved", logged for each absent part on every save_pretrained of a
+    # pipeline without an optional component (SD3 without T5), although model_index.json records the part as
+    # absent and from_pretrained loads the folder as it should
+    f = _MessageFilter("=None of type <class 'NoneType'> cannot be saved")
+    logger.addFilter(f)
+    try:
+        yield
+    finally:
+        logger.removeFilter(f)
 
 
 @contextlib.contextmanager
