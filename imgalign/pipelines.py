@@ -209,7 +209,8 @@ def check_model_spec(spec: ModelSpec) -> ModelSpec:
                 raise IncompleteModelError(
                     f"model {spec.label!r}: {spec.base!r} does not exist as a local folder, nor as a Hub id in the "
                     "local Hugging Face cache (HF_HUB_OFFLINE is set: the Hub is not asked); check its spelling, "
-                    f"download it once with the network on (hf download {spec.base}), or give the folder it was saved to"
+                    f"download it once with the network on (hf download {spec.base}), or give the folder it was "
+                    "saved to"
                 )
             raise IncompleteModelError(
                 f"model {spec.label!r}: {spec.base!r} {what}; give an embedded name (shapes), a pipeline "

@@ -86,8 +86,8 @@ class PromptConfig:
     source: str = field(
         "shapes",
         help="'shapes' (the shapes-world generator), a .txt (a prompt per line; no comment lines) / .jsonl "
-        "(prompt + metadata, GenEval metadata included) file, or generate:SEED (553 GenEval-style prompts drawn from the task "
-        "definitions; a draw other than the official evaluation file)",
+        "(prompt + metadata, GenEval metadata included) file, or generate:SEED (553 GenEval-style prompts drawn "
+        "from the task definitions; a draw other than the official evaluation file)",
     )
     tasks: list[str] = field(
         default_factory=lambda: [
