@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
@@ -120,6 +121,14 @@ def test_an_uncached_hub_id_offline_and_a_quoted_tilde_say_what_to_do(tmp_path, 
         P.IncompleteModelError, match=r"nor as a Hub id in the local Hugging Face cache .*hf download"
     ):
         P.check_model_spec(P.ModelSpec("m", "stabilityai/stable-diffusion-3.5-mediun"))
+    (
+        tmp_path / "runs"
+    ).mkdir()  # an existing file spelt like a Hub id (one slash) is a file, not an id to download
+    (tmp_path / "runs" / "model.safetensors").write_bytes(b"")
+    with pytest.raises(
+        P.IncompleteModelError, match=r"'runs/model.safetensors' is a file, not a model folder"
+    ):
+        P.check_model_spec(P.ModelSpec("m", "runs/model.safetensors"))
     monkeypatch.setenv("HOME", str(tmp_path))
     with pytest.raises(
         P.IncompleteModelError, match=f"a quoted ~ is not expanded: give the full path, '{tmp_path}"
@@ -620,6 +629,8 @@ def test_model_argument_spacing_order_and_extra_plus_are_named(tmp_path):
         check_model_spec(parse_model_arg(f"ft={lora}+shapes"))
     with pytest.raises(FileNotFoundError, match="takes one '\\+' between the two parts"):
         check_model_spec(parse_model_arg(f"ft=shapes++{lora}"))
+    with pytest.raises(FileNotFoundError, match="takes one '\\+' between the two parts"):
+        check_model_spec(parse_model_arg(f"ft=shapes+{lora}+"))
 
 
 def test_overlay_kinds_are_told_apart_by_their_files(tmp_path):
@@ -716,6 +727,12 @@ def test_a_sharded_component_missing_a_shard_or_its_index_is_named_before_loadin
     (folder / "transformer" / index).unlink()
     with pytest.raises(P.IncompleteModelError, match=f"missing: transformer/{index}"):
         P.check_pipeline_folder(folder)
+    (folder / "transformer" / index).write_text("[1, 2]")  # JSON, but not an index
+    with pytest.raises(P.IncompleteModelError, match=f"missing: transformer/{index} \\(not a JSON index\\)"):
+        P.check_pipeline_folder(folder)
+    (folder / "transformer" / index).write_text(json.dumps({"weight_map": {"x.weight": a, "y.weight": b}}))
+    (folder / "step-000010").mkdir()  # a pipeline folder holding step-* folders is still a pipeline
+    P.check_pipeline_folder(folder)
 
 
 def test_checkpoints_missing_their_weights_are_named_before_loading(tmp_path):
@@ -1075,8 +1092,63 @@ def test_a_transformer_only_lora_loads_without_diffusers_text_encoder_warnings(t
     a.add_lora(2, 4.0)
     a.save(tmp_path / "ck", base_model=str(hub.resolve("shapes")))
     capfd.readouterr()
-    load_pipeline(str(tmp_path / "ck"))
+    with _diffusers_lora_records() as records:  # diffusers' handler writes to the sys.stderr of its import
+        load_pipeline(str(tmp_path / "ck"))
     assert "No LoRA keys associated" not in capfd.readouterr().err
+    assert not [r for r in records if "No LoRA keys associated" in r.getMessage()]
+
+
+@contextlib.contextmanager
+def _diffusers_lora_records():
+    """The records diffusers' LoRA loader logs, past the filters on its logger (its own handler writes to the
+    sys.stderr it found at import, which capfd does not see)."""
+    import logging
+
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler(logging.DEBUG)
+    handler.emit = records.append  # type: ignore[method-assign]
+    logger = logging.getLogger("diffusers.loaders.lora_base")
+    level, propagate = logger.level, logger.propagate
+    logger.setLevel(logging.WARNING)
+    logger.propagate = False  # diffusers' handler: a stale stream under pytest
+    logger.addHandler(handler)
+    try:
+        yield records
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+        logger.propagate = propagate
+
+
+def test_the_text_encoder_lora_warning_is_quieted_only_for_a_transformer_only_lora_file(tmp_path):
+    """The filter goes on only when the LoRA file holds no text-encoder keys (diffusers' 'text_encoder' prefix,
+    or kohya's 'lora_te'); a file it cannot read (a .bin) keeps the warning; other messages pass; the filter is
+    taken off after the block."""
+    import logging
+
+    from safetensors.torch import save_file
+
+    from imgalign.pipelines import LORA_FILES, quiet_text_encoder_lora_warning
+
+    logger = logging.getLogger("diffusers.loaders.lora_base")
+    filters = list(logger.filters)
+
+    def warned(keys: list[str] | None) -> list[str]:
+        d = tmp_path / str(keys)
+        d.mkdir()
+        if keys is None:
+            (d / LORA_FILES[0]).write_bytes(b"not safetensors")
+        else:
+            save_file({k: torch.zeros(1) for k in keys}, str(d / LORA_FILES[0]))
+        with _diffusers_lora_records() as records, quiet_text_encoder_lora_warning(d):
+            logger.warning("%s", "No LoRA keys associated to CLIPTextModelWithProjection found")
+            logger.warning("another warning")
+        return [r.getMessage() for r in records]
+
+    assert warned(["transformer.x.lora_A.weight"]) == ["another warning"]
+    for keys in (["text_encoder.x.lora_A.weight"], ["lora_te_x.lora_down.weight"], None):
+        assert len(warned(keys)) == 2, keys
+    assert logger.filters == filters
 
 
 def test_a_damaged_imgalign_model_json_says_to_give_the_base_and_then_loads_on_it(tmp_path):
