@@ -1172,3 +1172,21 @@ def test_world_render_names_the_line_of_a_prompt_the_shapes_world_cannot_draw(
     assert main(["world", "render", "--prompts", str(prompts), "--out", str(out)]) == 2
     assert f"imgalign world: error: {prompts}:2: " in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_geneval_judges_default_to_geneval_s_detector_and_clip(tmp_path, small_prompts, monkeypatch):
+    """--detector and --clip have no argparse default (given with the shapes suite they are refused); the geneval
+    suite fills in GenEval's Mask2Former and CLIP before checking the judges."""
+    import imgalign.eval.real as R
+    from imgalign.commands.evaluate import GENEVAL_CLIP, GENEVAL_DETECTOR
+
+    seen = []
+
+    def check_judge_specs(detector, clip):
+        seen.append((detector, clip))
+        raise ValueError("stop here")
+
+    monkeypatch.setattr(R, "check_judge_specs", check_judge_specs)
+    argv = ["eval", "--suite", "geneval", "--model", "shapes", "--prompts", str(small_prompts)]
+    assert main([*argv, "--out", str(tmp_path / "o"), "--device", "cpu"]) == 2
+    assert seen == [(GENEVAL_DETECTOR, GENEVAL_CLIP)]
