@@ -121,9 +121,10 @@ def test_an_uncached_hub_id_offline_and_a_quoted_tilde_say_what_to_do(tmp_path, 
         P.IncompleteModelError, match=r"nor as a Hub id in the local Hugging Face cache .*hf download"
     ):
         P.check_model_spec(P.ModelSpec("m", "stabilityai/stable-diffusion-3.5-mediun"))
-    (
-        tmp_path / "runs"
-    ).mkdir()  # an existing file spelt like a Hub id (one slash) is a file, not an id to download
+    with pytest.raises(P.IncompleteModelError, match=r"'org/bad name' does not exist; give an embedded name"):
+        P.check_model_spec(P.ModelSpec("m", "org/bad name"))  # not spelt as a Hub id: no 'hf download' advice
+    # an existing file spelt like a Hub id (one slash) is a file, not an id to download
+    (tmp_path / "runs").mkdir()
     (tmp_path / "runs" / "model.safetensors").write_bytes(b"")
     with pytest.raises(
         P.IncompleteModelError, match=r"'runs/model.safetensors' is a file, not a model folder"
