@@ -62,3 +62,39 @@ def test_load_pipeline_by_name_is_deterministic():
     a = generate(pipe, ["a photo of two squares"], [3], num_inference_steps=2)[0]
     b = generate(pipe, ["a photo of two squares"], [3], num_inference_steps=2)[0]
     assert np.array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_the_default_config_builds_the_shipped_architecture():
+    """A pretraining with the default settings rebuilds exactly the shipped components (widths, MLP sizes,
+    position-embedding grid, autoencoder, scheduler), as its card's `defaults` command promises."""
+    import json
+    import tempfile
+    from pathlib import Path
+
+    from imgalign import hub
+    from imgalign.pretrain import t2i
+    from imgalign.pretrain.tokenizer import save_tokenizer
+
+    def norm(d):
+        skip = {"architectures", "dtype", "torch_dtype", "transformers_version"}
+        return {
+            k: list(v) if isinstance(v, tuple) else v
+            for k, v in d.items()
+            if not k.startswith("_") and k not in skip
+        }
+
+    cfg = t2i.Config()
+    folder = hub.embedded_path("shapes")
+    with tempfile.TemporaryDirectory() as d:
+        tok = save_tokenizer(Path(d) / "tok", cfg.max_length)
+        built = {
+            "transformer": dict(t2i.build_transformer(cfg).config),
+            "text_encoder": t2i.build_text_encoder(cfg, tok, 1).config.to_dict(),
+            "vae": dict(t2i.build_vae(cfg).config),
+            "scheduler": dict(t2i.build_scheduler(cfg).config),
+        }
+    for name, conf in built.items():
+        fname = "scheduler_config.json" if name == "scheduler" else "config.json"
+        shipped = norm(json.loads((folder / name / fname).read_text()))
+        ours = norm(conf)
+        assert {k: (v, ours.get(k)) for k, v in shipped.items() if ours.get(k) != v} == {}, name
