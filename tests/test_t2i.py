@@ -762,10 +762,14 @@ def test_the_card_gives_the_image_tokens_each_task_and_the_quick_evals(tmp_path)
     metrics = {"params": 10.0, "train_seconds": 60.0, "total_seconds": 120.0, "shapes_overall": 0.5}
     metrics["shapes/counting"] = 0.25
     t2i.write_card(
-        tmp_path, tiny_config(patch=4), metrics, [{"step": 2, "loss": 1.0}, {"step": 2, "quick_eval": 0.4}]
+        tmp_path,
+        tiny_config(patch=4, t5_tokens=2),
+        metrics,
+        [{"step": 2, "loss": 1.0}, {"step": 2, "quick_eval": 0.4}],
     )
     card = (tmp_path / "README.md").read_text()
     assert "patch 4 (16 image tokens)" in card
+    assert "Sample with `max_sequence_length=2`" in card and "| overall |" not in card
     assert "| counting | 0.250 |" in card and "overall **0.500**" in card
     assert "- step 2: 0.400" in card
 
@@ -845,3 +849,132 @@ def test_an_init_from_model_of_other_text_layers_autoencoder_or_context_length_i
     for want in ("text_layers: model 2, config 3", "vae_channels: model [8, 8, 8], config [8, 8, 16]",
                  "vae_groups: model 2, config 4", "max_length: model 12, config 16"):  # fmt: skip
         assert want in str(e.value)
+
+
+def test_vae_channels_must_be_positive_not_only_multiples_of_the_groups():
+    # 0 and -2 are multiples of 2: without the positivity check they reached the autoencoder's constructor
+    for bad in ([0, 8, 8], [-2, 8, 8]):
+        with pytest.raises(ValueError, match=r"must be positive multiples of vae_groups \(2\)"):
+            tiny_config(vae_channels=bad).validate()
+
+
+def test_eval_subset_is_every_stride_th_prompt_and_exactly_n_of_them():
+    from imgalign.prompts.io import load_geneval_metadata
+    from imgalign.prompts.shapes import EVAL_SET_PATH
+
+    metas = load_geneval_metadata(EVAL_SET_PATH)
+    assert len(metas) == 360
+    # 360 // 12 = 30: prompts 0, 30, ..., 330; 360 // 7 = 51: 0, 51, ..., 306 (the 8th, 357, is cut)
+    assert t2i.eval_subset(12) == metas[::30]
+    assert t2i.eval_subset(7) == metas[0:307:51]
+
+
+def test_encode_latents_covers_every_image_past_a_chunk_boundary():
+    """Images are encoded 512 at a time; a count one past a chunk (and a single image) is encoded whole."""
+
+    class Post:
+        def __init__(self, x):
+            self.mean = x[:, :1].clone()
+            self.std = x[:, 1:2].abs() + 1
+
+    class FakeVae:
+        class config:
+            scaling_factor, shift_factor = 1.0, 0.0
+
+        def encode(self, x):
+            return type("Out", (), {"latent_dist": Post(x)})()
+
+    for n in (1, 513):
+        images = torch.randint(0, 256, (n, 3, 2, 2), dtype=torch.uint8)
+        mean, std = t2i.encode_latents(FakeVae(), images)
+        assert mean.shape == (n, 1, 2, 2) and std.shape == (n, 1, 2, 2)
+        torch.testing.assert_close(mean, t2i.to_unit(images)[:, :1])
+
+
+def test_quick_eval_seeds_image_j_of_prompt_i_as_the_eval_suite_and_scores_each_prompts_task(monkeypatch):
+    """The card's quick and final evaluations promise the numbers of `imgalign eval --suite shapes` at seed 0:
+    image j of prompt i gets image_seed(seed, i, j), and each image counts for its own prompt's task."""
+    import imgalign.eval.geneval as geneval
+    import imgalign.eval.shapes_detector as sd
+    import imgalign.sampling as sampling
+    from imgalign.sampling import image_seed
+
+    seen = {}
+
+    def fake_generate(pipe, prompts, seeds, **kw):
+        seen["prompts"], seen["seeds"] = prompts, seeds
+        return [(p, s) for p, s in zip(prompts, seeds)]
+
+    monkeypatch.setattr(sampling, "generate", fake_generate)
+    monkeypatch.setattr(sd, "ShapesDetector", lambda: lambda img: None)
+    # prompt "a" is always right, "b" right only for its image 1
+    monkeypatch.setattr(
+        geneval,
+        "judge",
+        lambda img, det, meta: type("J", (), {"correct": meta["prompt"] == "a" or img[1] % 2})(),
+    )
+    metas = [{"prompt": "a", "tag": "colors"}, {"prompt": "b", "tag": "counting"}]
+    overall, tasks = t2i.quick_eval(None, metas, 2, seed=3)
+    assert seen["prompts"] == ["a", "a", "b", "b"]
+    assert seen["seeds"] == [
+        image_seed(3, 0, 0),
+        image_seed(3, 0, 1),
+        image_seed(3, 1, 0),
+        image_seed(3, 1, 1),
+    ]
+    b_right = sum(image_seed(3, 1, j) % 2 for j in range(2)) / 2
+    assert tasks == {"colors": 1.0, "counting": b_right}
+    assert overall == pytest.approx((1.0 + b_right) / 2)
+
+
+def test_a_one_image_pretrain_adds_earlier_time_seeds_each_text_encoder_and_runs_the_final_eval(
+    tmp_path, monkeypatch
+):
+    """n_images=1 is allowed and trains (every index drawn is that image). The work folder's timing.json holds the
+    wall clock of earlier invocations of the run: it is added, not restarted from 0. Text encoder k starts from
+    build_text_encoder(seed + k) (with lr 1e-30 the shipped weights are the initial ones). The final evaluation
+    judges the shipped folder on the whole eval set with final_eval_images per prompt."""
+    import time
+
+    from safetensors.torch import load_file
+
+    from imgalign.prompts.io import load_geneval_metadata
+    from imgalign.prompts.shapes import EVAL_SET_PATH
+
+    calls = []
+
+    def fake_quick_eval(pipe, metas, n, seed):
+        calls.append((pipe, metas, n, seed))
+        time.sleep(0.2)  # the final evaluation's time counts in total_seconds only
+        return 0.25, {"colors": 0.5, "counting": 0.0}
+
+    monkeypatch.setattr(t2i, "quick_eval", fake_quick_eval)
+    (tmp_path / t2i.WORK).mkdir()
+    (tmp_path / t2i.WORK / "timing.json").write_text(json.dumps({"seconds": 3600.0}))
+    cfg = tiny_config(n_images=1, steps=1, vae_steps=1, final_eval_images=2, lr=1e-30, seed=3)
+    metrics = t2i.pretrain(cfg, tmp_path, progress=False)
+    assert 3600 < metrics["train_seconds"] < 3600 + 900
+    assert metrics["total_seconds"] >= metrics["train_seconds"] + 0.2
+    saved = json.loads((tmp_path / t2i.WORK / "timing.json").read_text())["seconds"]
+    assert saved == pytest.approx(metrics["total_seconds"])
+    folder = tmp_path / t2i.FOLDER
+    tok = save_tokenizer(tmp_path / "tok", cfg.max_length)
+    for k, name in ((1, "text_encoder"), (2, "text_encoder_2")):
+        shipped = load_file(folder / name / "model.safetensors")
+        built = t2i.build_text_encoder(cfg, tok, cfg.seed + k).state_dict()
+        for key, w in shipped.items():
+            torch.testing.assert_close(w, built[key], msg=f"{name} {key}")
+    ((pipe, metas, n, seed),) = calls
+    assert metas == load_geneval_metadata(EVAL_SET_PATH) and (n, seed) == (2, 0)
+    assert pipe.transformer.config.num_layers == cfg.layers
+    assert metrics["shapes_overall"] == 0.25 and metrics["shapes/colors"] == 0.5
+    card = (folder / "README.md").read_text()
+    assert "overall **0.250**" in card and "| colors | 0.500 |" in card and "| overall |" not in card
+
+
+def test_each_text_encoder_is_built_from_its_own_seed(tmp_path):
+    cfg = tiny_config()
+    tok = save_tokenizer(tmp_path / "tok", cfg.max_length)
+    a, b, c = (t2i.build_text_encoder(cfg, tok, s).state_dict() for s in (1, 1, 2))
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert not all(torch.equal(a[k], c[k]) for k in a)
