@@ -849,6 +849,8 @@ def test_an_init_from_model_of_other_text_layers_autoencoder_or_context_length_i
     for want in ("text_layers: model 2, config 3", "vae_channels: model [8, 8, 8], config [8, 8, 16]",
                  "vae_groups: model 2, config 4", "max_length: model 12, config 16"):  # fmt: skip
         assert want in str(e.value)
+    # the suggested fix pastes into a shell as one --set argument each (a "[8, 8, 8]" split into three)
+    assert "--set vae_channels=[8,8,8] " in str(e.value)
 
 
 def test_vae_channels_must_be_positive_not_only_multiples_of_the_groups():

@@ -287,7 +287,7 @@ def check_init_from(cfg: Config) -> Path | None:
     diff = {k: (v, ours[k]) for k, v in arch.items() if v != ours[k]}
     if diff:
         listed = ", ".join(f"{k}: model {m}, config {c}" for k, (m, c) in diff.items())
-        fix = " ".join(f"--set {k}={json.dumps(m)}" for k, (m, _) in diff.items())
+        fix = " ".join(f"--set {k}={json.dumps(m, separators=(',', ':'))}" for k, (m, _) in diff.items())
         raise ValueError(
             f"init_from={cfg.init_from!r} was built with other architecture settings ({listed}); set them as the "
             f"model has them: {fix}"
