@@ -4,6 +4,7 @@ sampling loop, CFG is one batched forward, LoRA/full checkpoints load back with 
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import torch
@@ -49,7 +50,9 @@ def pipeline_sample(adapter, prompts, steps, guidance, latents, hw, output_type=
 def test_detect_family(sd3_dir, flux_dir, tmp_path):
     assert detect_family(sd3_dir) == "sd3"
     assert detect_family(flux_dir) == "flux"
-    with pytest.raises(FileNotFoundError, match="model_index.json"):
+    with pytest.raises(
+        FileNotFoundError, match="is not a diffusers pipeline folder \\(no model_index.json\\)"
+    ):
         detect_family(tmp_path)
     (tmp_path / "sdxl").mkdir()
     (tmp_path / "sdxl" / "model_index.json").write_text(
@@ -163,6 +166,8 @@ def test_sd3_non_square_latents_and_decoded_images_are_the_pipelines_own(sd3_dir
 def test_a_resolution_the_model_cannot_take_is_refused(flux_dir):
     with pytest.raises(ValueError, match="width 7 does not fit this model: use a multiple of 2"):
         load_adapter(flux_dir, height=8, width=7)  # (the tiny FLUX VAE does not downsample: 2x2 packing only)
+    with pytest.raises(ValueError, match="height -8 does not fit this model"):
+        load_adapter(flux_dir, height=-8, width=8)  # a multiple of 2, but no size
 
 
 def test_prompt_cache_encodes_each_prompt_once(sd3_dir, monkeypatch):
@@ -479,3 +484,24 @@ def test_flux_default_size_is_the_vaes_image_sample_size(flux_dir):
     )
     ad = FluxAdapter(pipe, max_sequence_length=77)
     assert ad.vae_scale_factor == 2 and (ad.height, ad.width) == (16, 16)
+
+
+def test_the_full_fine_tuning_reference_is_a_frozen_copy_in_eval_mode(sd3_dir):
+    ad = load_adapter(sd3_dir)
+    ad.transformer.train()  # a trainer may have switched it to training mode; the reference is still eval
+    ad.enable_full_finetune(keep_reference=True)
+    with ad.reference() as ref:
+        assert ref is not ad.transformer and not ref.training
+        assert not any(p.requires_grad for p in ref.parameters())
+
+
+def test_trainable_patterns_that_match_nothing_name_the_trainable_weights(sd3_dir):
+    ad = load_adapter(sd3_dir)
+    ad.add_lora(rank=2, alpha=2)
+    n = len(ad.trainable_named_parameters())
+    first = ad.trainable_named_parameters()[0][0]
+    with pytest.raises(
+        ValueError, match=rf"matches none of the {n} trainable parameters \(e.g. {re.escape(first)}, "
+    ):
+        ad.restrict_trainable(["no_such_module"])
+    assert ad.restrict_trainable(["lora_A"]) == [m for m, _ in ad.trainable_named_parameters()]
