@@ -319,12 +319,25 @@ def no_loading(monkeypatch):
         ),
         (["--model", "a={base}", "--prompt", "x", "--out", "/proc/g.png"], "cannot write in '/proc'"),
         (["--model", "a={base}", "--prompt", "x", "--reward", "nope"], "unknown reward 'nope'"),
+        # named before the later checks (here --steps), not only when the reward is built
+        (
+            ["--model", "a={base}", "--prompt", "x", "--reward", "nope", "--steps", "0"],
+            "unknown reward 'nope'",
+        ),
         (["--model", "a={base}", "--prompt", "x", "--reward", "geneval"], "needs GenEval metadata"),
+        (
+            ["--model", "a={base}", "--prompts", "{tmp}/mixed.jsonl", "--reward", "geneval"],
+            "needs GenEval metadata",
+        ),
         (
             ["--model", "a={base}", "--prompts", "{tmp}/dog.jsonl", "--reward", "geneval"],
             "dog.jsonl': geneval reward: prompt 'a photo of a dog': include[0].class 'dog' is not a shape",
         ),
         (["--model", "a={base}", "--prompt", "x", "--steps", "0"], "--steps must be at least 1"),
+        (
+            ["--model", "a={base}", "--prompt", "x", "--device", "gpu0"],
+            "--device 'gpu0' is not a torch device",
+        ),
         (["--model", "a={base}", "--prompt", "x", "--cell", "0"], "--cell must be at least 1"),
         (
             ["--model", "a={base}", "--prompt", "x", "--max-sequence-length", "0"],
@@ -341,6 +354,12 @@ def test_bad_inputs_fail_clearly_before_loading(models, tmp_path, capsys, no_loa
     (tmp_path / "two.txt").write_text("a\nb\n")
     dog = {"tag": "single_object", "prompt": "a photo of a dog", "include": [{"class": "dog", "count": 1}]}
     (tmp_path / "dog.jsonl").write_text(json.dumps(dog) + "\n")
+    square = {
+        "tag": "single_object",
+        "prompt": "a photo of a square",
+        "include": [{"class": "square", "count": 1}],
+    }
+    (tmp_path / "mixed.jsonl").write_text(json.dumps(square) + "\n" + json.dumps({"prompt": "plain"}) + "\n")
     fill = {"base": models["base"], "full": models["full"], "lora": models["lora"], "tmp": tmp_path}
     argv = ["grid"] + [a.format(**fill) for a in extra]
     argv += [] if "--out" in extra else ["--out", str(tmp_path / "g.png")]
@@ -606,6 +625,8 @@ def test_grid_puts_each_seed_in_its_column_with_the_given_settings(tmp_path, mon
     assert calls[0]["steps"] == 2 and calls[0]["guidance"] == 1.5
     assert main([*argv, "--seeds", "0"]) == 0
     assert got["sub_labels"] is None and got["group"] == 1
+    assert main([*argv[:-4], "--guidance", "0", "--out", str(tmp_path / "g.png"), "--seeds", "0"]) == 0
+    assert calls[-1]["guidance"] == 0.0  # no guidance is a valid setting
 
 
 def test_model_argument_without_a_path_or_a_base_is_refused():
@@ -1017,10 +1038,13 @@ def test_grid_scores_each_row_against_its_own_prompt(tmp_path, monkeypatch):
     import imgalign.rewards.base as R
     import imgalign.sampling as S
 
+    metas = []
+
     class PromptLength:
         name = "len"
 
         def __call__(self, images, prompts, metadata):
+            metas.append(metadata)
             return type("Out", (), {"scores": [float(len(p)) for p in prompts]})()
 
     monkeypatch.setattr(P, "load_pipeline", lambda spec, device, dtype: spec.label)
@@ -1036,6 +1060,7 @@ def test_grid_scores_each_row_against_its_own_prompt(tmp_path, monkeypatch):
         == 0
     )
     assert got["captions"] == [["len: 1.000"] * 2, ["len: 4.000"] * 2]
+    assert metas == [None] * 4  # plain prompts have no metadata: None, not [None]
 
 
 def test_an_incomplete_pipeline_folder_given_as_a_model_is_refused_before_loading(tmp_path):
