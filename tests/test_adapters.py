@@ -505,3 +505,29 @@ def test_trainable_patterns_that_match_nothing_name_the_trainable_weights(sd3_di
     ):
         ad.restrict_trainable(["no_such_module"])
     assert ad.restrict_trainable(["lora_A"]) == [m for m, _ in ad.trainable_named_parameters()]
+
+
+def test_velocity_takes_a_noise_level_per_sample(sd3_dir):
+    ad = load_adapter(sd3_dir)
+    x = ad.init_noise([torch.Generator().manual_seed(i) for i in range(2)])
+    cond = ad.encode(["a", "b"])
+    with torch.no_grad():
+        both = ad.velocity(x, torch.tensor([0.3, 0.7]), cond, 3.0)
+        for i, s in enumerate((0.3, 0.7)):
+            torch.testing.assert_close(both[i : i + 1], ad.velocity(x[i : i + 1], s, cond.index([i]), 3.0))
+
+
+def test_linear_module_names_are_the_endings_of_linear_layers_only():
+    from imgalign.adapters import linear_module_names
+
+    nn = torch.nn
+    m = nn.ModuleDict(
+        {
+            "attn": nn.ModuleDict(
+                {"to_q": nn.Linear(2, 2), "to_out": nn.ModuleList([nn.Linear(2, 2), nn.Dropout()])}
+            ),
+            "norm": nn.LayerNorm(2),
+            "proj": nn.Linear(2, 2),
+        }
+    )
+    assert linear_module_names(m) == ["to_out.0", "to_q", "proj"]  # the default LoRA targets first
