@@ -326,6 +326,10 @@ def no_loading(monkeypatch):
         ),
         (["--model", "a={base}", "--prompt", "x", "--reward", "geneval"], "needs GenEval metadata"),
         (
+            ["--model", "a={base}", "--prompt", "x", "--reward", "geneval:mode=strict"],
+            "needs GenEval metadata",
+        ),
+        (
             ["--model", "a={base}", "--prompts", "{tmp}/mixed.jsonl", "--reward", "geneval"],
             "needs GenEval metadata",
         ),
@@ -1051,16 +1055,30 @@ def test_grid_scores_each_row_against_its_own_prompt(tmp_path, monkeypatch):
     monkeypatch.setattr(
         S, "generate_images", lambda pipe, prompts, seeds, batch_size, **kw: [pipe] * len(seeds)
     )
-    monkeypatch.setattr(R, "build_reward", lambda spec, device: PromptLength())
+    built = []
+    monkeypatch.setattr(R, "build_reward", lambda spec, device: built.append(device) or PromptLength())
     got = {}
     monkeypatch.setattr(gallery, "labelled_grid", lambda *a, **kw: got.update(kw) or Image.new("RGB", (4, 4)))
-    argv = ["grid", "--model", "a=shapes", "--prompt", "x", "--prompt", "four", "--seeds", "0,1"]
+    argv = [
+        "grid",
+        "--model",
+        "a=shapes",
+        "--prompt",
+        "x",
+        "--prompt",
+        "four",
+        "--seeds",
+        "0,1",
+        "--device",
+        "cpu:0",
+    ]
     assert (
         main(argv + ["--reward", "imgalign.trainers.testing:red_reward", "--out", str(tmp_path / "g.png")])
         == 0
     )
     assert got["captions"] == [["len: 1.000"] * 2, ["len: 4.000"] * 2]
     assert metas == [None] * 4  # plain prompts have no metadata: None, not [None]
+    assert built == ["cpu:0"]  # the reward runs on --device
 
 
 def test_an_incomplete_pipeline_folder_given_as_a_model_is_refused_before_loading(tmp_path):
