@@ -27,6 +27,25 @@ SPECS = [
 ]
 
 
+class ScoreSpy:
+    """Stands in for ``imgalign.commands.score._score_group``: records the files each call scores and raises
+    KeyboardInterrupt (the user's Ctrl-C) once `stop_at` files are scored (-1: never)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, stop_at: int = -1) -> None:
+        import imgalign.commands.score as S
+
+        self.scored: list[str] = []
+        self.stop_at = stop_at
+        self._real = S._score_group
+        monkeypatch.setattr(S, "_score_group", self)
+
+    def __call__(self, reward, key, x, prompts, metas, rows):  # _score_group's signature
+        if len(self.scored) == self.stop_at:
+            raise KeyboardInterrupt
+        self.scored.extend(r["file"] for r in rows)
+        return self._real(reward, key, x, prompts, metas, rows)
+
+
 def _prompt_row(file: str, spec: W.Spec) -> dict:
     return {"file": file, **spec.to_metadata()}
 
@@ -892,36 +911,27 @@ def test_an_interrupted_run_keeps_its_scored_batches_and_a_rerun_scores_only_the
     out = tmp_path / "scores.jsonl"
     argv = ["score", str(d), "--reward", "geneval:mode=strict", "--batch-size", "2", "--no-progress"]
     assert main([*argv, "--out", str(tmp_path / "whole.jsonl")]) == 0
-    scored: list[str] = []
-    stop = {"at": 4}
-    real = S._score_group
-
-    def group(reward, key, x, prompts, metas, rows):
-        if len(scored) == stop["at"]:
-            raise KeyboardInterrupt  # the user hits Ctrl-C
-        scored.extend(r["file"] for r in rows)
-        return real(reward, key, x, prompts, metas, rows)
-
-    monkeypatch.setattr(S, "_score_group", group)
+    spy = ScoreSpy(monkeypatch, stop_at=4)  # Ctrl-C once 4 images are scored
+    scored = spy.scored
     with pytest.raises(Interrupted, match=r"the 4 of 8 images fully scored so far are kept in .*partial"):
         main([*argv, "--out", str(out)])
     assert not out.exists()
     partial = S.partial_path(out)
     assert len(partial.read_text().splitlines()) == 1 + 4
-    stop["at"] = -1
+    spy.stop_at = -1
     assert main([*argv, "--out", str(out)]) == 0
     assert len(scored) == 8  # four images more, not eight
     assert out.read_text() == (tmp_path / "whole.jsonl").read_text() and not partial.exists()
 
     # interrupted again after one batch: a rewritten image is scored again, the others are not
     scored.clear()
-    stop["at"] = 4
+    spy.stop_at = 4
     with pytest.raises(Interrupted):
         main([*argv, "--batch-size", "4", "--out", str(out)])
     first = d / "00000" / "samples" / "0000.png"
     W.render(SPECS[0], 5)[0].save(first)
     scored.clear()
-    stop["at"] = -1
+    spy.stop_at = -1
     assert main([*argv, "--out", str(out)]) == 0
     assert scored == [str(first), *sorted(str(f) for f in d.glob("0000[23]/samples/*.png"))]
 
@@ -940,14 +950,7 @@ def test_a_partial_of_other_rewards_or_cut_short_is_not_misread(
     argv = ["score", str(d), "--batch-size", "1", "--no-progress", "--out", str(out)]
     partial = S.partial_path(out)
     files = sorted(str(f) for f in d.rglob("*.png"))
-    scored: list[str] = []
-    real = S._score_group
-
-    def group(reward, key, x, prompts, metas, rows):
-        scored.extend(r["file"] for r in rows)
-        return real(reward, key, x, prompts, metas, rows)
-
-    monkeypatch.setattr(S, "_score_group", group)
+    scored = ScoreSpy(monkeypatch).scored
     assert main([*argv, "--reward", "geneval:mode=strict"]) == 0
     kept = [json.loads(x) for x in out.read_text().splitlines()]
     entry = {"row": kept[0], "meta": SPECS[0].to_metadata(), "stamp": S._stamp(Path(files[0]))}
@@ -987,7 +990,6 @@ def test_a_second_interruption_keeps_what_the_first_kept_and_a_changed_prompt_or
     differs from the one scored (even with the other of the two unchanged), is scored again."""
     import os
 
-    import imgalign.commands.score as S
     from imgalign.cli import Interrupted
 
     d = tmp_path / "gen"
@@ -997,21 +999,12 @@ def test_a_second_interruption_keeps_what_the_first_kept_and_a_changed_prompt_or
     out = tmp_path / "scores.jsonl"
     argv = ["score", str(d), "--reward", "geneval:mode=strict", "--batch-size", "2", "--no-progress"]
     argv += ["--out", str(out)]
-    scored: list[str] = []
-    stop = {"at": 2}
-    real = S._score_group
-
-    def group(reward, key, x, prompts, metas, rows):
-        if len(scored) == stop["at"]:
-            raise KeyboardInterrupt
-        scored.extend(r["file"] for r in rows)
-        return real(reward, key, x, prompts, metas, rows)
-
-    monkeypatch.setattr(S, "_score_group", group)
-    stop["at"] = 0
+    spy = ScoreSpy(monkeypatch, stop_at=2)  # Ctrl-C once 2 images are scored
+    scored = spy.scored
+    spy.stop_at = 0
     with pytest.raises(Interrupted, match=r"^imgalign score: interrupted before any image was fully scored$"):
         main(argv)
-    stop["at"] = 2
+    spy.stop_at = 2
     with pytest.raises(Interrupted, match=r"the 2 of 8 images"):
         main(argv)
     scored.clear()
@@ -1019,14 +1012,14 @@ def test_a_second_interruption_keeps_what_the_first_kept_and_a_changed_prompt_or
         main(argv)
     assert scored == files[2:4]
     scored.clear()
-    stop["at"] = -1
+    spy.stop_at = -1
     assert main(argv) == 0
     assert scored == files[4:]
 
     # interrupted after the first two prompts' four images; then prompt 0's metadata changes (another spec),
     # image 00001/0000 is rewritten at its old modification time, image 00001/0001 is touched (same size)
     scored.clear()
-    stop["at"] = 4
+    spy.stop_at = 4
     with pytest.raises(Interrupted, match=r"the 4 of 8 images"):
         main(argv)
     (d / "00000" / "metadata.jsonl").write_text(json.dumps(SPECS[3].to_metadata()) + "\n")
@@ -1040,7 +1033,7 @@ def test_a_second_interruption_keeps_what_the_first_kept_and_a_changed_prompt_or
     st = b.stat()
     os.utime(b, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # the same bytes, a second later
     scored.clear()
-    stop["at"] = -1
+    spy.stop_at = -1
     assert main(argv) == 0
     assert sorted(scored) == files
 
@@ -1148,21 +1141,12 @@ def test_an_interruption_counts_and_keeps_only_the_images_scored_without_error(
     out = tmp_path / "s.jsonl"
     argv = ["score", str(d), "--prompts", str(prompts), "--reward", "nanreward2:f", "--batch-size", "1"]
     argv += ["--no-progress", "--out", str(out)]
-    scored: list[str] = []
-    stop = {"at": 2}
-    real = S._score_group
-
-    def group(reward, key, x, prompts, metas, rows):
-        if len(scored) == stop["at"]:
-            raise KeyboardInterrupt
-        scored.extend(r["file"] for r in rows)
-        return real(reward, key, x, prompts, metas, rows)
-
-    monkeypatch.setattr(S, "_score_group", group)
+    spy = ScoreSpy(monkeypatch, stop_at=2)  # Ctrl-C once 2 images are scored
+    scored = spy.scored
     with pytest.raises(Interrupted, match=r"the 1 of 3 images fully scored so far"):
         main(argv)
     assert len(S.partial_path(out).read_text().splitlines()) == 1 + 1
     scored.clear()
-    stop["at"] = -1
+    spy.stop_at = -1
     assert main(argv) == 1
     assert scored == [str(d / "0.png"), str(d / "2.png")]
