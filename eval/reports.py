@@ -194,9 +194,9 @@ def eval_lines(evals: Sequence[dict[str, Any]]) -> list[str]:
     """Markdown table of the in-loop evaluations (``eval.jsonl``): every ``eval/`` metric at its first and its last
     evaluated step, and the change; [] when there are none."""
     keys = sorted({k for r in evals for k in r if k.startswith("eval/")})
-    overall = set(eval_overall_keys(evals))
     rows = []
-    for k in sorted(keys, key=lambda k: (k not in overall, k)):  # each suite's overall first
+    # grouped by suite (eval/<suite>/...), each suite's overall first
+    for k in sorted(keys, key=lambda k: (k.rsplit("/", 1)[0], not k.endswith("/overall"), k)):
         x, y = series(evals, k)
         if len(y):
             rows.append(

@@ -81,7 +81,13 @@ def test_run_summary_lines_give_the_evaluations_and_windowed_reward_changes(tmp_
 def test_report_gives_the_in_loop_evaluations_and_their_plot(tmp_path, capsys, caplog):
     run = write_run(tmp_path / "run")
     evals = [
-        {"step": 0, "eval/shapes/overall": 0.35, "eval/shapes/colors": 0.9, "perf/sec_eval": 2.0},
+        {
+            "step": 0,
+            "eval/shapes/overall": 0.35,
+            "eval/shapes/colors": 0.9,
+            "perf/sec_eval": 2.0,
+            "eval/p/ratio": 1,
+        },
         {"step": 20, "eval/shapes/overall": 0.5, "eval/shapes/colors": 0.8},
         {"step": 40, "eval/shapes/overall": 0.4, "eval/shapes/colors": float("nan")},  # NaN: not a value
     ]
@@ -90,7 +96,8 @@ def test_report_gives_the_in_loop_evaluations_and_their_plot(tmp_path, capsys, c
     md = (run / "report" / "report.md").read_text()
     # each suite's overall first, then its other metrics; perf/ keys are not evaluations
     table = md[md.index("In-loop evaluation (`eval.jsonl`):") :].splitlines()
-    assert table[4:6] == [
+    assert table[4:7] == [
+        "| `eval/p/ratio` | 1 (step 0) | 1 (step 0) | +0 |",
         "| `eval/shapes/overall` | 0.35 (step 0) | 0.4 (step 40) | +0.05 |",
         "| `eval/shapes/colors` | 0.9 (step 0) | 0.8 (step 20) | -0.1 |",
     ]
