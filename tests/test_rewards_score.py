@@ -46,6 +46,16 @@ class ScoreSpy:
         return self._real(reward, key, x, prompts, metas, rows)
 
 
+def write_nan_reward(folder: Path, monkeypatch: pytest.MonkeyPatch, module: str) -> None:
+    """An importable reward `module`:f scoring an image its mean value, or NaN when that is above 0.5 (a white image).
+    Each test names its own module: an imported one stays in sys.modules."""
+    (folder / f"{module}.py").write_text(
+        "import torch\n\n\ndef f(images, prompts, metadata):\n    m = images.mean(dim=(1, 2, 3))\n"
+        "    return torch.where(m > 0.5, torch.full_like(m, float('nan')), m)\n"
+    )
+    monkeypatch.syspath_prepend(str(folder))
+
+
 def _prompt_row(file: str, spec: W.Spec) -> dict:
     return {"file": file, **spec.to_metadata()}
 
@@ -877,11 +887,7 @@ def test_a_folder_image_without_metadata_gets_an_error_row_not_a_refusal(tmp_pat
 def test_each_non_finite_score_is_reported_once_whatever_the_batch_size(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    (tmp_path / "nanreward.py").write_text(
-        "import torch\n\n\ndef f(images, prompts, metadata):\n    m = images.mean(dim=(1, 2, 3))\n"
-        "    return torch.where(m > 0.5, torch.full_like(m, float('nan')), m)\n"
-    )
-    monkeypatch.syspath_prepend(str(tmp_path))
+    write_nan_reward(tmp_path, monkeypatch, "nanreward")
     d = tmp_path / "imgs"
     d.mkdir()
     for name, v in (("0.png", 255), ("1.png", 0)):
@@ -1127,11 +1133,7 @@ def test_an_interruption_counts_and_keeps_only_the_images_scored_without_error(
     import imgalign.commands.score as S
     from imgalign.cli import Interrupted
 
-    (tmp_path / "nanreward2.py").write_text(
-        "import torch\n\n\ndef f(images, prompts, metadata):\n    m = images.mean(dim=(1, 2, 3))\n"
-        "    return torch.where(m > 0.5, torch.full_like(m, float('nan')), m)\n"
-    )
-    monkeypatch.syspath_prepend(str(tmp_path))
+    write_nan_reward(tmp_path, monkeypatch, "nanreward2")
     d = tmp_path / "imgs"
     d.mkdir()
     for name, v in (("0.png", 255), ("1.png", 0), ("2.png", 0)):
