@@ -415,6 +415,15 @@ def test_scalars_and_keys_of_the_wrong_shape(tmp_path):
         load_config(
             FlowGRPOConfig, None, ["rewards.names=[geneval, clip]", "rewards.weights={geneval: 1, clip: 2}"]
         )
+    # the same mapping written in a config file (a plain dict, not an override's text), and a tuple setting
+    w = tmp_path / "w.yaml"
+    w.write_text("rewards:\n  names: [geneval, clip]\n  weights: {geneval: 1, clip: 2}\n")
+    with pytest.raises(ConfigError, match=r"rewards.weights is a list: one weight per reward"):
+        load_config(FlowGRPOConfig, w)
+    with pytest.raises(
+        ConfigError, match=r"expected a list, got \{'a': 1\}; optim.betas is a list: Adam betas$"
+    ):
+        load_config(Cfg, None, ["optim.betas={a: 1}"])
     y = tmp_path / "c.yaml"
     y.write_text("? [a, b]\n: 1\n")
     with pytest.raises(ConfigError, match="is not valid YAML"):

@@ -347,6 +347,38 @@ def test_load_error_reason_says_what_is_missing(tmp_path, monkeypatch):
     assert load_error_reason(miss, "org/model").endswith("and the Hub could not be reached")
 
 
+def test_load_error_reason_knows_each_librarys_cache_miss_and_reads_the_offline_setting_both_ways(
+    tmp_path, monkeypatch
+):
+    """huggingface_hub's own cache misses (offline, and a failed HEAD call) read as a cache miss like transformers'
+    'couldn't connect'; HF_HUB_OFFLINE counts whether huggingface_hub read it at import or it is set now (any of
+    1/ON/YES/TRUE, any case); an existing '~' folder keeps the library's own reason."""
+    import huggingface_hub.constants as C
+
+    from imgalign.hub import hub_offline, load_error_reason
+
+    for text in (  # huggingface_hub.file_download's two messages, and snapshot_download's
+        "Cannot find the requested files in the disk cache and outgoing traffic has been disabled. To enable",
+        "Connection error. We also cannot find the requested files in the local cache.",
+        "An error happened while trying to locate the files on the Hub and we cannot find the requested files "
+        "in the local cache. Please check your connection",
+    ):
+        assert load_error_reason(OSError(text), "org/model").startswith(
+            "its files are not in the local Hub cache"
+        )
+    monkeypatch.setattr(C, "HF_HUB_OFFLINE", True)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    assert hub_offline()
+    monkeypatch.setattr(C, "HF_HUB_OFFLINE", False)
+    assert not hub_offline()
+    for on in ("1", "on", "Yes", "true", "TRUE"):
+        monkeypatch.setenv("HF_HUB_OFFLINE", on)
+        assert hub_offline(), on
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    assert not hub_offline()
+    assert load_error_reason(ValueError("bad config."), "~") == "bad config"  # the home folder exists
+
+
 # ---- generation into the official layout, then the whole path ---------------------------------------------
 def test_generation_writes_the_official_layout_and_resumes(tiny, tmp_path):
     from imgalign.eval.suite import read_folder

@@ -763,6 +763,30 @@ def test_a_numeric_option_given_as_text_or_a_fraction_is_refused_by_name_before_
         build_reward("clip:batch_size=true")
 
 
+def test_numeric_option_check_passes_booleans_whole_numbers_and_integers_for_fractions(monkeypatch) -> None:
+    """The refusal of text for numeric options lets through what the reward takes: clamp=false (a bool default is
+    not a number), batch_size=8.0 (a whole number written as a float), weight=2 (an integer for a float default);
+    each of these reaches the model load."""
+    from imgalign.rewards import clip
+
+    class Loading(Exception):
+        pass
+
+    def load(*a, **k):
+        raise Loading
+
+    monkeypatch.setattr(clip, "load_open_clip", load)
+    for spec in (
+        "clip:clamp=false",
+        "clip:clamp=true",
+        "clip:batch_size=8.0",
+        "clip:weight=2",
+        "clip:weight=2.5",
+    ):
+        with pytest.raises(Loading):
+            build_reward(spec)
+
+
 def test_a_reward_option_given_twice_is_refused() -> None:
     """clip:weight=1,weight=2 took the last value silently."""
     from imgalign.rewards.base import parse_reward_spec
@@ -779,3 +803,8 @@ def test_two_rewards_in_one_spec_say_to_give_each_its_own() -> None:
         build_reward("clip,geneval")
     with pytest.raises(ValueError, match="give each its own spec .--reward clip,"):
         build_reward("clip,")
+    with pytest.raises(
+        ValueError, match="unknown reward 'clip,nosuch'"
+    ) as e:  # one is no reward: no such hint
+        build_reward("clip,nosuch")
+    assert "own spec" not in str(e.value)
