@@ -333,7 +333,7 @@ def build_reward(
             )
     else:
         parts = [x.strip() for x in name.split(",") if x.strip()]
-        several = "," in name and all(x in _REGISTRY for x in parts)  # 'clip,geneval': two rewards in one
+        several = bool(parts) and "," in name and all(x in _REGISTRY for x in parts)  # 'clip,geneval'
         raise ValueError(
             f"unknown reward {name!r}; valid rewards: {', '.join(sorted(_REGISTRY))} "
             "(or a 'module:attr' path to your own)"

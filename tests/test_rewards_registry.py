@@ -808,3 +808,8 @@ def test_two_rewards_in_one_spec_say_to_give_each_its_own() -> None:
     ) as e:  # one is no reward: no such hint
         build_reward("clip,nosuch")
     assert "own spec" not in str(e.value)
+    with pytest.raises(
+        ValueError, match="unknown reward ','"
+    ) as e:  # no reward at all: no '(, or one list ...'
+        build_reward(",")
+    assert "own spec" not in str(e.value)
