@@ -438,6 +438,20 @@ def test_a_reward_module_that_does_not_import_says_how_to_make_it_importable():
     with pytest.raises(ValueError, match=r"has no attribute") as e:
         build_reward("imgalign.rewards.base:no_such_attr")
     assert "PYTHONPATH" not in str(e.value)
+    # a package path missing its top package gets the hint for that package; a module that is found but whose own
+    # import fails (a dependency missing) does not: its folder is already on the path
+    with pytest.raises(ValueError, match=r"holding 'no_such_pkg_x' on the import path"):
+        build_reward("no_such_pkg_x.sub:score")
+
+
+def test_a_reward_module_whose_own_import_fails_is_not_told_to_fix_the_import_path(tmp_path, monkeypatch):
+    from imgalign.rewards.base import build_reward
+
+    (tmp_path / "cfgtest_needs_dep.py").write_text("import no_such_dependency_y\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ValueError, match=r"No module named 'no_such_dependency_y'") as e:
+        build_reward("cfgtest_needs_dep:score")
+    assert "PYTHONPATH" not in str(e.value)
 
 
 def test_the_reward_contract_refuses_mismatched_batches_and_unexpected_state() -> None:
