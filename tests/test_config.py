@@ -77,6 +77,8 @@ def test_type_errors_and_validation():
         load_config(Cfg, None, ["steps=abc"])
     with pytest.raises(ConfigError, match="mode: 'c' is not one of"):
         load_config(Cfg, None, ["mode=c"])
+    with pytest.raises(ConfigError, match=r"^weights: expected a mapping, got 3$"):  # not an AttributeError
+        load_config(Cfg, None, ["weights=3"])
     with pytest.raises(ConfigError, match="steps must be >= 1"):
         load_config(Cfg, None, ["steps=0"])
     with pytest.raises(ConfigError, match="must look like key=value"):
@@ -196,6 +198,10 @@ def test_set_values_keep_their_text_for_string_fields(tmp_path):
     )
     with pytest.raises(ConfigError, match=r"model.trainable_modules: .* is not a valid YAML list"):
         load("model.trainable_modules=[add_[qkv]_proj, norm1]")
+    with pytest.raises(
+        ConfigError, match=r"model.trainable_modules: .* is not a valid YAML list"
+    ):  # unclosed
+        load("model.trainable_modules=[to_q, to_k")
 
 
 def test_batch_layout_counts_each_objectives_loss_terms():
