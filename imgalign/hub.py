@@ -87,11 +87,14 @@ def load_error_reason(error: BaseException, spec: str | None = None) -> str:
     """Why a model did not load, in one line for an error message. `spec`, the name the user gave, when it may
     be a local folder: a path that does not exist says so. A Hub id missing from the cache says that (and that the
     Hub is off when it is) instead of the libraries' several lines about connections; anything else is the
-    library's own text."""
+    library's own text. A bare name (``gpt2``) is a folder or a legacy Hub id: the library's error tells which."""
     text = str(error).strip().rstrip(".")
+    hub_miss = any(m in text.lower() for m in HUB_MISS_MARKERS)
     if spec is not None and looks_like_path(spec) and not Path(spec).expanduser().exists():
-        return "no such folder"
-    if any(m in text.lower() for m in HUB_MISS_MARKERS):
+        bare = "/" not in spec and not spec.startswith((".", "~"))
+        if not (bare and hub_miss):
+            return "no such folder"
+    if hub_miss:
         why = "HF_HUB_OFFLINE=1 stops downloads" if hub_offline() else "the Hub could not be reached"
         return f"its files are not in the local Hub cache and {why}"
     return text

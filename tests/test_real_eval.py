@@ -338,6 +338,9 @@ def test_load_error_reason_says_what_is_missing(tmp_path, monkeypatch):
     # a spec meant as a path that does not exist; an existing folder keeps the library's own reason
     for spec in (str(tmp_path / "nope"), "./nope", "a/b/c", "~/imgalign-no-such-folder"):
         assert load_error_reason(miss, spec) == "no such folder", spec
+    # a bare name is a folder or a legacy Hub id (gpt2): the library's error says which
+    assert load_error_reason(miss, "gpt2").startswith("its files are not in the local Hub cache")
+    assert load_error_reason(ValueError("Incorrect path_or_model_id: 'nope'"), "nope") == "no such folder"
     assert load_error_reason(ValueError("bad config."), str(tmp_path)) == "bad config"
     assert load_error_reason(ValueError("bad config."), "org/model") == "bad config"
     import huggingface_hub.constants as C
