@@ -2917,6 +2917,29 @@ def test_checkpoint_readers_name_the_file_and_refuse_a_pickle_beyond_tensors(tmp
     assert C.torch_load(st / "scheduler.pt") == {"state": {}, "lr": [0.5]}
 
 
+def test_a_checkpoint_write_cut_by_a_full_disk_is_an_oserror_naming_the_file(tmp_path):
+    """A write that fails part-way (here a file-size limit, as `ulimit -f` sets; a full disk alike) is an OSError
+    naming the file, so `imgalign train` prints one line saying what to do: torch.save raised RuntimeError
+    ("unexpected pos ...") and safetensors SafetensorError, and the user got a traceback."""
+    import resource
+
+    from imgalign.trainers import checkpoint as C
+
+    big = {"w": torch.zeros(4096)}  # 16 KB, past the 8 KB limit below
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(
+        resource.RLIMIT_FSIZE, (8192, hard)
+    )  # Python ignores SIGXFSZ: writes past it get EFBIG
+    try:
+        with pytest.raises(OSError, match=r"cannot write .*optimizer.pt \(.*\): is the disk full") as e:
+            C.torch_save(big, tmp_path / "optimizer.pt")
+        assert "--resume auto" in str(e.value)
+        with pytest.raises(OSError, match=r"cannot write .*trainable.safetensors \(.*File too large"):
+            C.save_tensors(tmp_path / "trainable.safetensors", big)
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+
+
 def test_save_tensors_writes_non_contiguous_tensors(tmp_path):
     """A transposed or sliced tensor (a view) is saved as its values: safetensors itself refuses non-contiguous
     tensors."""

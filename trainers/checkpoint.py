@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 log = logging.getLogger(__name__)
@@ -88,11 +89,38 @@ def set_rng_state(js: dict[str, Any], tensors: dict[str, torch.Tensor]) -> None:
 
 
 def save_tensors(path: Path, tensors: dict[str, torch.Tensor]) -> None:
-    save_file({k: v.detach().contiguous().cpu() for k, v in tensors.items()}, str(path))
+    try:
+        save_file({k: v.detach().contiguous().cpu() for k, v in tensors.items()}, str(path))
+    except (OSError, SafetensorError) as e:  # safetensors' error on a full disk or a file-size limit
+        raise unwritable(path, e) from e
 
 
 def torch_save(obj: Any, path: Path) -> None:
-    torch.save(obj, str(path))
+    try:
+        torch.save(obj, str(path))
+    except (
+        OSError,
+        RuntimeError,
+    ) as e:  # torch's zip writer: a failed write is RuntimeError("unexpected pos")
+        raise unwritable(path, e) from e
+
+
+class CheckpointWriteError(OSError):
+    """A file of a checkpoint being written that could not be written (a full disk, a file-size limit)."""
+
+
+def unwritable(path: Path, e: Exception) -> CheckpointWriteError:
+    """The error for a failed checkpoint write: names the file, and says that nothing was published and what to do
+    (an OSError, so the command prints it as one line, not a traceback)."""
+    why = (
+        e.strerror
+        if isinstance(e, OSError) and e.strerror
+        else f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}"
+    )
+    return CheckpointWriteError(
+        f"cannot write {path} ({why}): is the disk full, or a file-size limit (ulimit -f) set? The checkpoint was "
+        "not published (the run's earlier checkpoints are whole); free space and continue with --resume auto"
+    )
 
 
 class CheckpointReadError(ValueError):

@@ -31,6 +31,7 @@ from typing import Any
 
 import torch
 import yaml
+from safetensors import SafetensorError
 
 from imgalign.config import ConfigError, to_dict
 from imgalign.trainers import checkpoint as C
@@ -1052,8 +1053,14 @@ class FlowGRPOTrainer:
                 st / "rewards.pt",
             )
             swap = self.ema.swapped_in() if self.ema is not None else contextlib.nullcontext()
-            with swap:
-                self.adapter.save(tmp, base_model=self.model_path)
+            try:
+                with swap:
+                    self.adapter.save(tmp, base_model=self.model_path)
+            except (
+                RuntimeError,
+                SafetensorError,
+            ) as e:  # a full disk in save_pretrained: one line, no traceback
+                raise C.unwritable(tmp, e) from e
             state = {
                 "step": step,
                 "prompt_position": self.sampler.position(step, cfg.sampling.prompts_per_step),
