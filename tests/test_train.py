@@ -1760,6 +1760,36 @@ def test_resume_after_sigkill_is_bitwise_equal(sd3_dir, tmp_path):
     ]  # steps logged after the last checkpoint are not doubled
 
 
+def test_a_second_start_of_the_same_job_into_a_folder_being_written_is_refused(sd3_dir, tmp_path, capsys):
+    """Two `imgalign train` started at once into one --output-dir both passed the "already holds a run" check (neither
+    had written yet) and then wrote the same metrics.jsonl (every step logged twice) and checkpoints: the folder's
+    lock, held by a running job (here another process), refuses the second, which writes nothing; once the other
+    process is gone (killed: no stale lock), the job runs."""
+    out = tmp_path / "run"
+    out.mkdir()
+    path = write(tiny_config(sd3_dir, out, train__max_steps=1), tmp_path / "c.yaml")
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            f"import fcntl, os, time; fd = os.open({str(out / '.lock')!r}, os.O_RDWR | "
+            "os.O_CREAT); fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); time.sleep(120)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        assert main(["train", str(path)]) == 2
+        assert "is being written by another imgalign train" in capsys.readouterr().err
+        assert not (out / "metrics.jsonl").exists() and not (out / "checkpoints").exists()
+    finally:
+        holder.kill()
+        holder.wait()
+    assert main(["train", str(path)]) == 0
+    assert [x["step"] for x in rows(out)] == [1]
+
+
 def test_a_folder_holding_a_run_is_refused_without_resume(sd3_dir, tmp_path, capsys):
     """Training into a folder that holds a run, without --resume, would append to its metrics and overwrite its
     checkpoints: refused before any model loads, the earlier run untouched. A stale metrics row past the last

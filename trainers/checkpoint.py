@@ -123,6 +123,34 @@ def unwritable(path: Path, e: Exception) -> CheckpointWriteError:
     )
 
 
+_HELD_LOCKS: dict[str, int] = {}  # output folders this process trains into: the open lock file of each
+
+
+def lock_output_dir(out: Path) -> bool:
+    """Take the exclusive lock of output folder `out` (``out/.lock``, flock) for this process; False when another
+    process holds it (a second start of the same job would append to its metrics and overwrite its checkpoints).
+    The lock goes with the process, so a killed run leaves none; this process may take it again (a resume in-process)."""
+    import fcntl
+
+    key = str(Path(out).resolve())
+    if key in _HELD_LOCKS:
+        return True
+    fd = os.open(Path(out) / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return False
+    _HELD_LOCKS[key] = fd
+    return True
+
+
+def unlock_output_dir(out: Path) -> None:
+    fd = _HELD_LOCKS.pop(str(Path(out).resolve()), None)
+    if fd is not None:
+        os.close(fd)
+
+
 class CheckpointReadError(ValueError):
     """A file of a checkpoint that cannot be read (damaged or deleted after it was published)."""
 

@@ -279,6 +279,14 @@ class FlowGRPOTrainer:
         self.balancing = self._build_balancing()
 
         self.out.mkdir(parents=True, exist_ok=True)
+        if self.is_main and not C.lock_output_dir(self.out):
+            raise ConfigError(
+                f"--output-dir {str(self.out)!r} is being written by another imgalign train (the same job started "
+                "twice?): wait for it to end, then continue it with --resume auto, or give another --output-dir"
+            )
+        self._check_output_dir(
+            resume
+        )  # again, under the lock: a run that ended since the first check wrote here
         self.model_path = model_path
         self.adapter = load_adapter(
             model_path,
@@ -1238,5 +1246,6 @@ def run(
         tr.setup(resume)
         return tr.train()
     finally:
+        C.unlock_output_dir(tr.out)
         if ours and int(os.environ.get("WORLD_SIZE") or 1) == 1:
             AcceleratorState._reset_state(reset_partial_state=True)
