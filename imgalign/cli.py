@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import importlib
 import logging
 import os
@@ -133,6 +134,20 @@ def _run(args: argparse.Namespace) -> int:
         if args.verbose:
             raise
         msg = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
+        if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT) and not e.filename:
+            # a write cut short (full disk, file-size limit): Python's text names no file and says nothing to do
+            out = getattr(args, "out", None) or getattr(args, "output_dir", None)
+            name = _command_name(args)
+            hint = (
+                "a render does not resume: delete --out (or give a new one) and run the same command again"
+                if name == "world render"
+                else INTERRUPT_HINTS.get(name, "then run the same command again")
+            )
+            msg = (
+                f"{e.strerror} while writing an output file"
+                + (f" under {str(out)!r}" if out else "")
+                + f": free disk space (or raise the file-size limit, ulimit -f); {hint}"
+            )
         print(f"imgalign {args.command}: error: {msg}", file=sys.stderr)
         return 2
 

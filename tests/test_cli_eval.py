@@ -75,6 +75,37 @@ def test_world_render_then_eval_images_same_seed_same_files(tmp_path, small_prom
     assert json.loads((tmp_path / "ev" / "summary.json").read_text())["model"] == f"images:{a}"
 
 
+def test_a_write_cut_by_a_full_disk_names_the_output_and_what_to_do(tmp_path, small_prompts, capsys):
+    """A write that fails part-way (here a file-size limit, as `ulimit -f` sets; a full disk alike) raised an
+    OSError whose text was only "[Errno 27] File too large": no file, nothing to do. Now the line names --out and
+    says to free space and how to go on; nothing is written under a final name."""
+    import resource
+
+    out = tmp_path / "r"
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (0, hard))  # Python ignores SIGXFSZ: any write gets EFBIG
+    try:
+        rc = main(
+            [
+                "world",
+                "render",
+                "--prompts",
+                str(small_prompts),
+                "--images-per-prompt",
+                "1",
+                "--out",
+                str(out),
+            ]
+        )
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert f"File too large while writing an output file under {str(out)!r}: free disk space" in err
+    assert "delete --out (or give a new one) and run the same command again" in err
+    assert not [p for p in out.rglob("*") if p.is_file() and not p.name.endswith(".tmp")]
+
+
 def test_eval_images_with_bad_files_keeps_going(tmp_path, small_prompts, capsys):
     src = tmp_path / "imgs"
     assert (
