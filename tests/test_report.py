@@ -126,6 +126,39 @@ def test_report_gives_the_in_loop_evaluations_and_their_plot(tmp_path, capsys, c
     assert "No reward, KL" in md and "| `eval/shapes/overall` | 0.35 (step 0) | 0.35 (step 0) | +0 |" in md
 
 
+def test_eval_lines_take_eval_slash_keys_only_and_skip_a_metric_never_finite(tmp_path):
+    """Only ``eval/`` keys are evaluations (not ``evaluation/...`` or ``eval_sec``); a metric with no finite value
+    at any step has no row (and no crash), and run_summary_lines says nothing of such an overall."""
+    from imgalign.eval.reports import eval_lines, run_summary_lines
+
+    evals = [
+        {"step": 0, "eval/shapes/overall": 0.2, "eval/shapes/colors": float("nan"), "eval_sec": 3.0},
+        {"step": 5, "eval/shapes/overall": 0.3, "eval/shapes/colors": float("nan"), "evaluation/x": 1.0},
+    ]
+    assert eval_lines(evals)[4:] == ["| `eval/shapes/overall` | 0.2 (step 0) | 0.3 (step 5) | +0.1 |"]
+    assert eval_lines([{"step": 0, "eval/shapes/overall": float("nan")}]) == []
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "eval.jsonl").write_text(json.dumps({"step": 0, "eval/shapes/overall": float("nan")}) + "\n")
+    assert run_summary_lines(run) == []
+
+
+def test_eval_png_draws_every_suite(tmp_path):
+    """Two suites' overall scores are two lines: the plot differs from the one of the first suite alone."""
+    from imgalign.eval.reports import plot_evals
+
+    one = [{"step": 0, "eval/a/overall": 0.1}, {"step": 10, "eval/a/overall": 0.2}]
+    two = [{**r, "eval/b/overall": 0.9 - 0.5 * i} for i, r in enumerate(one)]
+    pa, pb = plot_evals(one, tmp_path / "one"), plot_evals(two, tmp_path / "two")
+    with Image.open(pa) as a, Image.open(pb) as b:
+        assert a.size == b.size and np.abs(np.asarray(a, float) - np.asarray(b, float)).sum() > 0
+
+
+def test_report_without_run_dir_or_compare_says_what_to_give(capsys):
+    assert main(["report"]) == 2
+    assert "give RUN_DIR, or --compare LABEL=RUN[,RUN...] --keys ... --out DIR" in capsys.readouterr().err
+
+
 def test_a_short_series_compares_windows_of_two():
     """6 logged steps: 10% is no step at all, so the windows are 2 steps each (one step has no sample variance).
     Hand-computed: head [1, 3] mean 2 variance 2, tail [4, 8] mean 6 variance 8; se = sqrt((2 + 8) / 2)."""

@@ -437,3 +437,77 @@ def test_a_cuda_device_this_machine_lacks_fails_first(argv, tmp_path, capsys, mo
     monkeypatch.chdir(tmp_path)
     assert main(["rewards", *argv, "--device", "cuda"]) == 2
     assert "--device 'cuda': this machine has no CUDA device; use --device cpu" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--epochs", "0"], "--epochs must be at least 1, got 0"),
+        (["--lr", "0"], "--lr must be > 0, got 0.0"),
+        (["--lr", "nan"], "--lr must be > 0, got nan"),
+    ],
+    ids=["epochs0", "lr0", "lrnan"],
+)
+def test_fit_sizes_at_their_boundaries_are_refused_before_any_image_is_read(
+    extra, message, tmp_path, capsys, monkeypatch
+):
+    """--epochs 0 fits nothing and --lr 0 (or nan) never moves the head: refused naming the flag, before the fitter."""
+    monkeypatch.setattr(
+        "imgalign.rewards.discriminator.fit_discriminator", lambda *a, **k: pytest.fail("the fitter ran")
+    )
+    monkeypatch.setattr(
+        "imgalign.rewards.artifact.fit_artifact", lambda *a, **k: pytest.fail("the fitter ran")
+    )
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    out = str(tmp_path / "h.safetensors")
+    argv = ["rewards", "fit-discriminator", "--real", str(tmp_path / "a"), "--fake", str(tmp_path / "b")]
+    assert main([*argv, "--out", out, *extra]) == 2
+    assert message in capsys.readouterr().err
+    if extra[0] == "--epochs":  # fit-artifact has no --lr
+        argv = ["rewards", "fit-artifact", "--clean", str(tmp_path / "a"), "--artifact", str(tmp_path / "b")]
+        assert main([*argv, "--out", out, *extra]) == 2
+        assert message in capsys.readouterr().err
+
+
+def test_check_counts_a_single_non_finite_pair_and_refuses_n_0(capsys, monkeypatch):
+    """One pair with a NaN score is named ('1 of 4 pairs'), as many are; --n 0 checks nothing and is refused."""
+    import sys
+    import types
+
+    calls: list[int] = []
+
+    def first_nan(images, prompts, metadata=None):
+        s = torch.ones(len(prompts))
+        if not calls:  # the first score of the first call only
+            s[0] = float("nan")
+        calls.append(len(prompts))
+        return s
+
+    mod = types.ModuleType("my_lab.check_one_nan")
+    mod.first_nan = first_nan
+    monkeypatch.setitem(sys.modules, "my_lab.check_one_nan", mod)
+    assert main(["rewards", "check", "--reward", "my_lab.check_one_nan:first_nan", "--n", "4"]) == 0
+    assert "; 1 of 4 pairs had a non-finite score" in capsys.readouterr().out
+    assert main(["rewards", "check", "--reward", "my_lab.check_one_nan:first_nan", "--n", "0"]) == 2
+    assert "--n must be at least 1 (got 0)" in capsys.readouterr().err
+
+
+def test_fid_stats_out_that_is_a_folder_is_refused_naming_it(tmp_path, capsys):
+    assert main(["rewards", "fid-stats", "--images", "shapes", "--n", "4", "--out", str(tmp_path)]) == 2
+    assert (
+        f"--out {str(tmp_path)!r} is a folder; give a file name for the statistics" in capsys.readouterr().err
+    )
+
+
+def test_build_shapes_artifact_out_that_is_a_file_is_refused_before_the_renders(
+    tmp_path, capsys, monkeypatch
+):
+    monkeypatch.setattr(
+        "imgalign.rewards.artifact.build_shapes_artifact",
+        lambda *a, **k: pytest.fail("it rendered and fitted"),
+    )
+    f = tmp_path / "model.txt"
+    f.write_text("x")
+    assert main(["rewards", "build-shapes-artifact", "--out", str(f), "--n", "4"]) == 2
+    assert f"--out {str(f)!r} is a file; give a folder" in capsys.readouterr().err
