@@ -283,7 +283,9 @@ def summarize_run(
     if not shown:
         lines.append("No reward, KL, clip-fraction or norm-inflation metrics were logged.")
         if evaluated:
-            lines += ["", *evaluated, "", "Plots: [eval](eval.png)"]
+            lines += ["", *evaluated]
+        if eval_overall_keys(evals):  # plot_evals draws only the suites' overall scores (none: no eval.png)
+            lines += ["", "Plots: [eval](eval.png)"]
         return "\n".join(lines) + "\n"
     lines += ["| metric | first | last | best | mean of last 10% |", "| --- | ---: | ---: | ---: | ---: |"]
     for k in shown:

@@ -143,6 +143,21 @@ def test_eval_lines_take_eval_slash_keys_only_and_skip_a_metric_never_finite(tmp
     assert run_summary_lines(run) == []
 
 
+def test_eval_png_is_linked_only_when_a_suite_overall_is_plotted(tmp_path):
+    """The reward suite logs ``eval/reward/<name>/mean`` and no overall: its table is shown, but there is no
+    eval.png to link (plot_evals draws none), with or without training metrics."""
+    from imgalign.eval.reports import plot_evals, summarize_run
+
+    evals = [{"step": 0, "eval/reward/clip/mean": 0.2}, {"step": 4, "eval/reward/clip/mean": 0.25}]
+    assert plot_evals(evals, tmp_path) is None
+    trained = [{"step": s, "reward/clip/mean": 0.1 * s} for s in range(4)]
+    for rows in (trained, [{"step": 1, "perf/step_time": 1.0}]):
+        md = summarize_run(rows, "r", evals)
+        assert "| `eval/reward/clip/mean` | 0.2 (step 0) | 0.25 (step 4) | +0.05 |" in md
+        assert "eval.png" not in md
+    assert "[eval](eval.png)" in summarize_run(trained, "r", [{"step": 0, "eval/shapes/overall": 0.3}])
+
+
 def test_eval_png_draws_every_suite(tmp_path):
     """Two suites' overall scores are two lines: the plot differs from the one of the first suite alone."""
     from imgalign.eval.reports import plot_evals
