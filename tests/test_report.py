@@ -158,14 +158,22 @@ def test_eval_png_is_linked_only_when_a_suite_overall_is_plotted(tmp_path):
     assert "[eval](eval.png)" in summarize_run(trained, "r", [{"step": 0, "eval/shapes/overall": 0.3}])
 
 
-def test_eval_png_draws_every_suite(tmp_path):
-    """Two suites' overall scores are two lines: the plot differs from the one of the first suite alone."""
+def test_eval_png_draws_every_suite_against_the_step(tmp_path):
+    """Two suites' overall scores are two lines: the plot differs from the one of the first suite alone; an RGB
+    image, with the step on x (not the evaluation's index)."""
     from imgalign.eval.reports import plot_evals
 
     one = [{"step": 0, "eval/a/overall": 0.1}, {"step": 10, "eval/a/overall": 0.2}]
     two = [{**r, "eval/b/overall": 0.9 - 0.5 * i} for i, r in enumerate(one)]
     pa, pb = plot_evals(one, tmp_path / "one"), plot_evals(two, tmp_path / "two")
     with Image.open(pa) as a, Image.open(pb) as b:
+        assert a.mode == b.mode == "RGB"  # as every imgalign image, no alpha channel
+        assert a.size == b.size and np.abs(np.asarray(a, float) - np.asarray(b, float)).sum() > 0
+    # x is the step: evaluations at steps 0, 10, 40 and at 0, 30, 40 are two different lines on one x range
+    ys = (0.1, 0.5, 0.2)
+    p1 = plot_evals([{"step": s, "eval/a/overall": y} for s, y in zip((0, 10, 40), ys)], tmp_path / "s1")
+    p2 = plot_evals([{"step": s, "eval/a/overall": y} for s, y in zip((0, 30, 40), ys)], tmp_path / "s2")
+    with Image.open(p1) as a, Image.open(p2) as b:
         assert a.size == b.size and np.abs(np.asarray(a, float) - np.asarray(b, float)).sum() > 0
 
 
