@@ -763,6 +763,10 @@ def test_comparison_notes_name_what_is_not_like_for_like():
         "scores average different prompts)."
     )
     assert not any("prompts" in n for n in comparability_notes(base, base, rows, rows[::-1]))
+    # unequal sets: each side's count of prompts the other lacks (current b, c; baseline d)
+    assert comparability_notes(base, base, rows, [other[0], other[2]])[0].startswith(
+        "Different prompts: 2 of the current 3 are not in the baseline and 1 of its 2 not in the current"
+    )
 
 
 def test_the_failure_gallery_takes_the_tasks_in_turn(tmp_path, monkeypatch):
@@ -785,6 +789,11 @@ def test_the_failure_gallery_takes_the_tasks_in_turn(tmp_path, monkeypatch):
         "[position] p4",
         "[counting] p1",
     ]
+    # the caption's second line is the judge's reason, marked when the image could not be read
+    assert (
+        shown[0].split("\n")[1] == "(image missing) r"
+        and not (tmp_path / "ev" / "images" / rows[4]["file"]).exists()
+    )
 
 
 def test_trainer_curves_merge_the_evaluations_and_smooth_over_the_last_steps(tmp_path, monkeypatch):
