@@ -98,10 +98,8 @@ def save_tensors(path: Path, tensors: dict[str, torch.Tensor]) -> None:
 def torch_save(obj: Any, path: Path) -> None:
     try:
         torch.save(obj, str(path))
-    except (
-        OSError,
-        RuntimeError,
-    ) as e:  # torch's zip writer: a failed write is RuntimeError("unexpected pos")
+    # torch's zip writer: a failed write is RuntimeError("unexpected pos")
+    except (OSError, RuntimeError) as e:
         raise unwritable(path, e) from e
 
 
@@ -130,8 +128,10 @@ def lock_output_dir(out: Path) -> bool:
     """Take the exclusive lock of output folder `out` (``out/.lock``, flock) for this process; False when another
     process holds it (a second start of the same job would append to its metrics and overwrite its checkpoints).
     The lock goes with the process, so a killed run leaves none; this process may take it again (a resume in-process)."""
-    import fcntl
-
+    try:
+        import fcntl
+    except ImportError:  # not a POSIX system: no lock (a double start is not caught there)
+        return True
     key = str(Path(out).resolve())
     if key in _HELD_LOCKS:
         return True

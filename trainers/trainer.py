@@ -284,9 +284,8 @@ class FlowGRPOTrainer:
                 f"--output-dir {str(self.out)!r} is being written by another imgalign train (the same job started "
                 "twice?): wait for it to end, then continue it with --resume auto, or give another --output-dir"
             )
-        self._check_output_dir(
-            resume
-        )  # again, under the lock: a run that ended since the first check wrote here
+        # again, under the lock: a run that ended since the first check wrote here
+        self._check_output_dir(resume)
         self.model_path = model_path
         self.adapter = load_adapter(
             model_path,
@@ -1064,10 +1063,8 @@ class FlowGRPOTrainer:
             try:
                 with swap:
                     self.adapter.save(tmp, base_model=self.model_path)
-            except (
-                RuntimeError,
-                SafetensorError,
-            ) as e:  # a full disk in save_pretrained: one line, no traceback
+            # a full disk in save_pretrained: one line, no traceback
+            except (RuntimeError, SafetensorError) as e:
                 raise C.unwritable(tmp, e) from e
             state = {
                 "step": step,
