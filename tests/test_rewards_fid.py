@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import scipy.linalg
@@ -106,6 +108,18 @@ def test_rank_one_trace_sqrt_against_eigvalsh(zeros: int) -> None:
         assert delta[i].item() == pytest.approx(full.item(), rel=1e-10 if zeros == 0 else 1e-7)
 
 
+def test_rank_one_trace_sqrt_on_a_zero_or_tiny_spectrum_is_the_closed_form() -> None:
+    """With λ = 0 (a set whose covariance is 0 along S), diag(λ) + ρ z zᵀ has the one eigenvalue ρ‖z‖², so
+    Δ = √(ρ‖z‖²); the quadrature window must follow ρ‖z‖² (not only max λ) to find it. Same with a tiny spectrum
+    next to a large update: Δ = √(λ₀ + ρ z₀²) − √λ₀ for z along one axis."""
+    z = torch.tensor([[3.0, 4.0, 0.0], [0.0, 0.0, 2.0]], dtype=torch.float64)  # ‖z‖² = 25, 4
+    delta = trace_sqrt_rank_one_delta(torch.zeros(3, dtype=torch.float64), z, 0.25)
+    torch.testing.assert_close(delta, torch.tensor([2.5, 1.0], dtype=torch.float64), rtol=1e-9, atol=0)
+    lam = torch.tensor([1e-6, 1e-6], dtype=torch.float64)
+    delta = trace_sqrt_rank_one_delta(lam, torch.tensor([[100.0, 0.0]], dtype=torch.float64), 1.0)
+    assert delta.item() == pytest.approx(math.sqrt(1e-6 + 1e4) - math.sqrt(1e-6), rel=1e-9)
+
+
 def test_stats_file_roundtrip(tmp_path) -> None:
     mu, sigma = torch.randn(4, dtype=torch.float64), torch.eye(4, dtype=torch.float64)
     save_stats(tmp_path / "s.safetensors", mu, sigma, 10, "stats")
@@ -160,6 +174,8 @@ def test_an_empty_set_gives_no_reward_and_a_nan_image_does_not_poison_the_set(ca
     out = r(torch.cat([real[:3], bad[1:]]), [""] * 4).scores
     assert torch.isfinite(out[:3]).all() and torch.isnan(out[3])
     torch.testing.assert_close(out[:3], clean(real[:3], [""] * 3).scores)
+    # score() given only NaN images (__call__ keeps them from it; the fast mode would solve for no sample): all NaN
+    assert torch.isnan(r.score(bad[1:].expand(3, -1, -1, -1), [""] * 3, None).scores).all()
 
 
 def test_an_image_with_one_nan_pixel_is_left_out_like_a_nan_image() -> None:
@@ -188,7 +204,7 @@ def test_a_full_set_slides_scores_against_its_oldest_member_and_keeps_the_newest
     r = FIDReward(features="stats", ref="shapes", ref_size=64, set_size=4, exact=True)
     feats = r.encoder(imgs).double()  # (11, d)
     r.update(imgs[:3])
-    r.update(imgs[3:6])  # 6 pushed: feats 0 and 1 evicted
+    logged = r.update(imgs[3:6])  # 6 pushed: feats 0 and 1 evicted
 
     def fd(members: torch.Tensor) -> float:
         return frechet_distance(r.mu_ref, r.sigma_ref, *stats_of(members))
@@ -202,6 +218,7 @@ def test_a_full_set_slides_scores_against_its_oldest_member_and_keeps_the_newest
     torch.testing.assert_close(mu, mu_k)
     torch.testing.assert_close(cov, cov_k)
     assert r.current_fd() == pytest.approx(fd(kept), rel=1e-9)
+    assert logged == {"fid/set_size": 4.0, "fid/fd": r.current_fd()}
     # a sample replaces the oldest member, feats[2]
     out = r(imgs[6:8], ["", ""])
     for i in (6, 7):
@@ -252,6 +269,13 @@ def test_fid_needs_two_members_and_stats_of_its_own_features(tmp_path) -> None:
     save_stats(tmp_path / "s.safetensors", r.mu_ref, r.sigma_ref, 16, "shapes-clip")
     with pytest.raises(ValueError, match="computed with features 'shapes-clip', not 'stats'"):
         FIDReward(features="stats", ref=str(tmp_path / "s.safetensors"))
+
+
+def test_save_stats_refuses_a_folder(tmp_path) -> None:
+    """A folder given as the stats file is refused by name (os.replace onto it failed after writing a temp file)."""
+    with pytest.raises(IsADirectoryError, match="is a folder; give a file name for the statistics"):
+        save_stats(tmp_path, torch.zeros(2), torch.eye(2), 2, "stats")
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_mean_cov_refuses_one_sample_and_stats_files_of_another_kind(tmp_path) -> None:
@@ -326,3 +350,13 @@ def test_init_starts_from_a_folder_and_only_sample_and_group_modes_exist(tmp_pat
     assert (
         FIDReward.training_error({"mode": "group"}) and FIDReward.training_error({"mode": "sample"}) is None
     )
+
+
+def test_ref_shapes_uses_ref_size_seeded_renders() -> None:
+    """ref=shapes: the reference statistics are those of the first `ref_size` seeded training renders."""
+    from imgalign.rewards.fid import shapes_reference_images
+
+    r = FIDReward(features="stats", ref="shapes", ref_size=12, set_size=4)
+    mu, sigma = stats_of(r.encoder(shapes_reference_images(12)))
+    torch.testing.assert_close(r.mu_ref, mu)
+    torch.testing.assert_close(r.sigma_ref, sigma)
