@@ -286,3 +286,87 @@ def test_a_missing_folder_or_a_folder_of_another_kind_is_named(tmp_path: Path) -
         ValueError, match="vlm_loglik: cannot load .* as a VLM .*; give a local save_pretrained"
     ):
         build_reward(f"vlm_loglik:model={tmp_path}")
+
+
+@pytest.mark.parametrize("name", ["/no-such-vlm-folder", "./no-such", "~/imgalign-no-such-vlm", "a/b/c"])
+def test_every_path_form_of_a_missing_folder_is_a_missing_folder(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Absolute, dotted, ~ and two-slash names are paths, not Hub ids: missing, they are named as missing folders
+    (not handed to transformers, which read them as malformed Hub ids)."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(FileNotFoundError, match=f"vlm_loglik: model folder '{name}' does not exist"):
+        build_reward(f"vlm_loglik:model={name}")
+
+
+def test_an_uncached_hub_id_is_not_called_a_missing_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ORG/NAME (one slash) is a Hub id: offline and not cached it says so in one line, not "folder ... does not
+    exist"."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError) as e:
+        build_reward("vlm_loglik:model=imgalign-nobody/no-such-vlm")
+    msg = str(e.value)
+    assert (
+        msg.startswith("vlm_loglik: cannot load 'imgalign-nobody/no-such-vlm' as a VLM (") and "\n" not in msg
+    )
+    assert "not in the local Hub cache" in msg
+    assert e.value.__cause__ is None and e.value.__suppress_context__  # not the libraries' traceback too
+
+
+def test_a_load_error_is_one_line_and_an_empty_one_is_named_by_its_type(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reason in "cannot load" is the first line of the library's error, or its type when it has no text."""
+    import transformers
+
+    def fail(text: str):
+        def from_pretrained(*a, **k):
+            raise OSError(text)
+
+        return from_pretrained
+
+    monkeypatch.setattr(
+        transformers.AutoModelForImageTextToText, "from_pretrained", fail("bad weights\nmore")
+    )
+    with pytest.raises(ValueError) as e:
+        build_reward(f"vlm_loglik:model={tmp_path}")
+    assert str(e.value) == (
+        f"vlm_loglik: cannot load '{tmp_path}' as a VLM (bad weights); give a local save_pretrained folder of a "
+        "VLM, a cached Hub id, or shapes-vlm"
+    )
+    monkeypatch.setattr(transformers.AutoModelForImageTextToText, "from_pretrained", fail(""))
+    with pytest.raises(ValueError, match=r"as a VLM \(OSError\); give"):
+        build_reward(f"vlm_loglik:model={tmp_path}")
+
+
+def test_a_prompt_with_no_stop_token_runs_to_the_last_real_token() -> None:
+    """A template that ends the assistant turn with no special token: the prompt is every token after the prefix,
+    the last real one included (padding still skipped)."""
+    from imgalign.rewards.vlm import VLMLogLikReward
+
+    r = VLMLogLikReward.__new__(VLMLogLikReward)  # prompt_mask reads only stop_ids
+    r.stop_ids = {9}
+    full = torch.tensor([[1, 2, 5, 6, 0], [1, 2, 5, 6, 4]])
+    full_attn = torch.tensor([[1, 1, 1, 1, 0], [1, 1, 1, 1, 1]])
+    prefix = torch.tensor([[1, 2], [1, 2]])
+    mask = r.prompt_mask(full, full_attn, prefix, torch.ones_like(prefix))
+    assert mask.int().tolist() == [[0, 0, 1, 1, 0], [0, 0, 1, 1, 1]]
+
+
+def test_shapes_vlm_loads_frozen_with_or_without_the_shapes_models_module(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """shapes-vlm loads in eval mode with no parameter requiring grad; without imgalign.shapes_models it is read
+    from its embedded folder by transformers, the same way."""
+    import sys
+
+    from imgalign.rewards.vlm import load_vlm
+
+    model, _ = load_vlm("shapes-vlm", torch.device("cpu"), torch.float32)
+    assert not model.training and not any(p.requires_grad for p in model.parameters())
+    monkeypatch.setitem(sys.modules, "imgalign.shapes_models", None)  # import fails
+    model, proc = load_vlm("shapes-vlm", torch.device("cpu"), torch.float32)
+    assert not model.training and not any(p.requires_grad for p in model.parameters())
+    assert hasattr(proc, "apply_chat_template")
