@@ -240,6 +240,21 @@ def test_each_artifact_kind_changes_the_image(kind: str) -> None:
     assert torch.equal(y, add_artifact(x, kind, random.Random(0)))  # seeded
 
 
+@pytest.mark.parametrize("kind", ["noise", "smear"])
+def test_a_regional_artifact_leaves_the_rest_of_the_image_alone(kind: str) -> None:
+    """noise and smear act inside soft elliptical regions: pixels far from them keep their exact values."""
+    x = shapes_reference_images(2, seed=0)[1]
+    same = (add_artifact(x, kind, random.Random(0)) == x).all(0).float().mean()
+    assert 0.05 < same < 0.95
+
+
+def test_the_artifact_reward_refuses_a_head_of_another_task(tmp_path: Path) -> None:
+    """A folder holding a discriminator head is not an artifact model: refused by name, not scored."""
+    save_head(tmp_path / "head.safetensors", FeatureHead(4, hidden=0), "stats", "discriminator", {})
+    with pytest.raises(ValueError, match="holds a 'discriminator' head, not a 'artifact' head"):
+        build_reward(f"artifact:model={tmp_path}")
+
+
 def test_an_unknown_artifact_kind_is_refused_by_name() -> None:
     with pytest.raises(ValueError, match="unknown artifact kind 'blur'; valid: noise, smear"):
         add_artifact(torch.zeros(3, 8, 8), "blur", random.Random(0))
