@@ -53,10 +53,12 @@ def load_vlm(
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
     what = "give a local save_pretrained folder of a VLM, a cached Hub id, or shapes-vlm"
-    p = Path(name).expanduser()
+    p = Path(name)  # not expanded, as transformers reads it (a ~ that exists expanded was taken for a Hub id)
     if not p.exists() and (p.is_absolute() or name.startswith((".", "~")) or name.count("/") > 1):
         # transformers took it for a Hub id: "Repo id must be in the form 'repo_name' or ..."
-        raise FileNotFoundError(f"vlm_loglik: model folder {name!r} does not exist; {what}")
+        tilde = name.startswith("~")
+        hint = f" (a quoted ~ is not expanded: give the full path, {str(p.expanduser())!r})" if tilde else ""
+        raise FileNotFoundError(f"vlm_loglik: model folder {name!r} does not exist{hint}; {what}")
     try:
         model = AutoModelForImageTextToText.from_pretrained(
             name, dtype=dtype, trust_remote_code=trust_remote_code

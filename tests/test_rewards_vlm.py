@@ -299,6 +299,20 @@ def test_every_path_form_of_a_missing_folder_is_a_missing_folder(
         build_reward(f"vlm_loglik:model={name}")
 
 
+def test_a_quoted_tilde_folder_is_named_with_its_full_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """model=~/vlm (quoted, so the shell left the ~) where ~/vlm exists was handed to transformers as it is, which
+    read it as a malformed Hub id ("Repo id must use alphanumeric chars"); it is a missing folder, named with the
+    full path to give instead (as model specs elsewhere are)."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "vlm").mkdir()
+    monkeypatch.chdir(tmp_path)
+    hint = f"\\(a quoted ~ is not expanded: give the full path, '{tmp_path}/vlm'\\)"
+    with pytest.raises(FileNotFoundError, match=f"model folder '~/vlm' does not exist {hint}"):
+        build_reward("vlm_loglik:model=~/vlm")
+
+
 def test_an_uncached_hub_id_is_not_called_a_missing_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
