@@ -327,6 +327,20 @@ def test_build_shapes_artifact_reports_its_heads_test_accuracy(tmp_path: Path) -
     want = {k: float(pa[[i for i, kk in enumerate(kinds) if kk == k]].mean()) for k in ARTIFACT_KINDS}
     assert res["test_artifact_recall_per_kind"] == pytest.approx(want)
     assert f"accuracy **{res['test_accuracy']:.3f}**" in (tmp_path / "README.md").read_text()
+    assert res["n_train_per_class"] == 21 and res["features"] == "stats"
+
+
+def test_build_shapes_artifact_tests_its_head_on_the_features_it_was_fitted_on(tmp_path: Path) -> None:
+    """features=shapes-clip: the held-out accuracy is measured on shapes-clip features too (not stats ones)."""
+    from imgalign.rewards.artifact import build_shapes_artifact
+
+    res = build_shapes_artifact(tmp_path, n=7, features="shapes-clip", test_n=7, hidden=0)
+    head, meta = load_head(tmp_path / "head.safetensors", task="artifact")
+    assert meta["features"] == "shapes-clip" and res["features"] == "shapes-clip"
+    tc, _, _ = artifact_dataset(7, seed=1000)
+    with torch.no_grad():
+        pc = (head(build_features("shapes-clip")(tc)) > 0).float()
+    assert res["test_clean_accuracy"] == pytest.approx(float(pc.mean()))
 
 
 def test_stats_features_shape_and_determinism() -> None:
