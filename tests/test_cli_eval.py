@@ -82,21 +82,11 @@ def test_a_write_cut_by_a_full_disk_names_the_output_and_what_to_do(tmp_path, sm
     import resource
 
     out = tmp_path / "r"
+    argv = ["world", "render", "--prompts", str(small_prompts), "--images-per-prompt", "1", "--out", str(out)]
     soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
     resource.setrlimit(resource.RLIMIT_FSIZE, (0, hard))  # Python ignores SIGXFSZ: any write gets EFBIG
     try:
-        rc = main(
-            [
-                "world",
-                "render",
-                "--prompts",
-                str(small_prompts),
-                "--images-per-prompt",
-                "1",
-                "--out",
-                str(out),
-            ]
-        )
+        rc = main(argv)
     finally:
         resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
     assert rc == 2
