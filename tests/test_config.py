@@ -72,6 +72,33 @@ def test_unknown_key_of_another_section_names_where_it_lives(tmp_path):
         load_config(Cfg, None, ["optim.lrr=1"])
 
 
+def test_settings_of_an_unselected_method_are_listed_as_unused():
+    """A method switched with --set keeps the old method's section; a changed value there trained nothing, silently.
+    Defaults are not listed (every config has every section), nor anything under a plug-in method."""
+    from imgalign.trainers.config import FlowGRPOConfig, ignored_settings
+
+    def unused(*sets: str) -> list[str]:
+        return ignored_settings(load_config(FlowGRPOConfig, None, list(sets)))
+
+    assert unused() == []
+    assert unused("objective.nft.beta=0.5", "objective.terms_per_sample=3") == [
+        "objective.terms_per_sample (read with objective.name=nft)",
+        "objective.nft.beta (read with objective.name=nft)",
+    ]
+    assert unused("objective.name=nft", "objective.nft.beta=0.5", "objective.terms_per_sample=3") == []
+    assert unused("sampling.tree.between=sde") == ["sampling.tree.between (read with sampling.rollout=tree)"]
+    marble = ["rewards.marble.gram=params", "rewards.marble.ema=0.5"]
+    assert unused(*marble) == [
+        "rewards.marble.gram (read with rewards.balancer=marble)",
+        "rewards.marble.ema (read with rewards.balancer=marble)",
+    ]
+    # the gram space is also that of the cosine diagnostics
+    assert unused(*marble, "rewards.diagnose_cosines=true") == [
+        "rewards.marble.ema (read with rewards.balancer=marble)"
+    ]
+    assert unused(*marble, "rewards.balancer=imgalign.trainers.rewarding:marble") == []
+
+
 def test_type_errors_and_validation():
     with pytest.raises(ConfigError, match="steps: expected an integer"):
         load_config(Cfg, None, ["steps=abc"])

@@ -1884,6 +1884,19 @@ def test_resuming_with_a_changed_config_names_the_changes(sd3_dir, tmp_path, cap
     assert yaml.safe_load((out / "config.yaml").read_text())["train"]["lr"] == 0.002
 
 
+def test_a_run_names_the_settings_its_methods_do_not_read(sd3_dir, tmp_path, caplog):
+    """objective.name switched to grpo on an NFT config: the NFT section's changed values are named, once, before
+    the model loads (they trained nothing)."""
+    cfg = tiny_config(sd3_dir, tmp_path / "run", train__max_steps=1)
+    cfg["objective"]["nft"] = {"beta": 0.5}
+    with caplog.at_level("WARNING"):
+        assert main(["train", str(write(cfg, tmp_path / "c.yaml"))]) == 0
+    unused = [r.getMessage() for r in caplog.records if "not used by this run" in r.getMessage()]
+    assert unused == [
+        "these settings are not used by this run's methods: objective.nft.beta (read with objective.name=nft)"
+    ]
+
+
 def test_two_processes_same_advantages_as_one(sd3_dir, tmp_path):
     """`accelerate launch` with 2 CPU processes: the same prompts, rewards and advantages as one process with the
     same global batch, and the same gradient norm."""

@@ -666,6 +666,34 @@ class FlowGRPOConfig:
             )
 
 
+def ignored_settings(cfg: FlowGRPOConfig) -> list[str]:
+    """Settings changed from their defaults that the chosen methods never read: a section of another method (kept
+    when the method is switched with ``--set``) or one method's option. Each as ``key (read with KEY=VALUE)``.
+    Only built-in methods are judged: a plug-in (``package.module:attr``) may read any setting."""
+    from dataclasses import fields
+
+    o, s, r = cfg.objective, cfg.sampling, cfg.rewards
+    unmarbled = r.balancer in ("weighted_sum", "gdpo", "group_norm_weighted")
+    # (key prefix, section, its defaults, ignored, what reads it); rewards.marble.gram is also the space of
+    # rewards.diagnose_cosines
+    groups = [
+        ("objective.", o, ObjectiveConfig(), o.name == "grpo", "objective.name=nft"),
+        ("objective.nft.", o.nft, NFTConfig(), o.name == "grpo", "objective.name=nft"),
+        ("sampling.tree.", s.tree, TreeConfig(), s.rollout == "flat", "sampling.rollout=tree"),
+        ("rewards.marble.", r.marble, MarbleConfig(), unmarbled, "rewards.balancer=marble"),
+    ]
+    out = []
+    for prefix, section, default, ignored, reader in groups:
+        for f in fields(section) if ignored else ():
+            if section is o and f.name != "terms_per_sample":  # the objective's other keys serve both
+                continue
+            if section is r.marble and f.name == "gram" and r.diagnose_cosines:
+                continue
+            if getattr(section, f.name) != getattr(default, f.name):
+                out.append(f"{prefix}{f.name} (read with {reader})")
+    return out
+
+
 def check_batch_layout(cfg: FlowGRPOConfig, num_processes: int) -> dict[str, int]:
     """The derived batch sizes; raise :class:`ConfigError` when the global batch cannot be split evenly."""
     s, t = cfg.sampling, cfg.train

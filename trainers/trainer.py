@@ -35,7 +35,7 @@ from safetensors import SafetensorError
 
 from imgalign.config import ConfigError, to_dict
 from imgalign.trainers import checkpoint as C
-from imgalign.trainers.config import FlowGRPOConfig, check_batch_layout
+from imgalign.trainers.config import FlowGRPOConfig, check_batch_layout, ignored_settings
 from imgalign.trainers.grpo import off_policy_warning
 from imgalign.trainers.objectives import TrainContext
 from imgalign.trainers.prompting import PromptSampler, _mix, check_prompt_source
@@ -265,6 +265,9 @@ class FlowGRPOTrainer:
         # held-out prompts are scored by eval.suite=reward only; with any other suite every prompt trains
         self.sampler = PromptSampler(cfg.prompts, hold_out=cfg.eval.suite == "reward")
         model_path = preflight(cfg, output_dir=self.out)
+        unread = ignored_settings(cfg)
+        if self.is_main and unread:  # a method switched with --set keeps the old method's settings, unused
+            log.warning("these settings are not used by this run's methods: %s", "; ".join(unread))
         self.resume_from = self._resolve_resume(resume)
         self._check_output_dir(resume)
         self._check_resume_fits()
