@@ -25,7 +25,11 @@ log = logging.getLogger(__name__)
 
 REWARD_MEAN = re.compile(r"^reward/(.+)/mean$")
 REWARD_NONFINITE = re.compile(r"^reward/(.+)/nonfinite$")  # samples masked for a NaN/inf score, per step
-KL_KEYS = ("policy/kl", "policy/approx_kl")
+KL_KEYS = ("policy/kl", "policy/approx_kl", "policy/anchor_kl")
+# multi-reward balancing (trainers/balance.py): MARBLE's alpha per reward, each reward's gradient cosine with the
+# update, the worst cosine and the running share of updates where it was negative (rewards.diagnose_cosines)
+BALANCE_PREFIXES = ("balance/alpha/", "balance/grad_cos/")
+BALANCE_KEYS = ("balance/grad_cos_min", "balance/neg_cos_share")
 # velocity-norm inflation ||v_theta|| / ||v_ref|| per step bucket (trainers.vnorm logs vnorm/norm_ratio/<bucket>)
 INFLATION_PREFIXES = ("vnorm/inflation/", "vnorm/norm_ratio")
 
@@ -99,15 +103,28 @@ def ema(values: np.ndarray, alpha: float) -> np.ndarray:
 
 
 def metric_groups(keys: Sequence[str]) -> dict[str, list[str]]:
-    """Which plots a run gets: per-reward means, KL, clip fraction, norm inflation (only those present)."""
+    """Which plots a run gets: per-reward means, KL, clip fraction, norm inflation, the velocity penalty and the
+    multi-reward balance (only those present)."""
     keys = sorted(set(keys))
     groups = {
         "rewards": [k for k in keys if REWARD_MEAN.match(k)],
         "kl": [k for k in KL_KEYS if k in keys],
         "clipfrac": [k for k in keys if k == "policy/clipfrac"],
         "inflation": [k for k in keys if k.startswith(INFLATION_PREFIXES) or k == "policy/vnorm_ratio"],
+        "penalty": [k for k in keys if k == "policy/penalty"],
+        "balance": [k for k in keys if k.startswith(BALANCE_PREFIXES) or k in BALANCE_KEYS],
     }
     return {g: ks for g, ks in groups.items() if ks}
+
+
+GROUP_TITLES = {
+    "rewards": "reward (mean over samples)",
+    "kl": "KL to the reference policy",
+    "clipfrac": "clipped fraction",
+    "inflation": "velocity-norm inflation",
+    "penalty": "velocity penalty (before its weight)",
+    "balance": "multi-reward balance: alpha and gradient cosines with the update",
+}
 
 
 def plot_run(rows: Sequence[dict[str, Any]], out_dir: Path) -> list[Path]:
@@ -141,8 +158,7 @@ def plot_run(rows: Sequence[dict[str, Any]], out_dir: Path) -> list[Path]:
             ax.grid(alpha=0.3)
             ax.legend(loc="best", fontsize=8)
         axes[-1][0].set_xlabel("step")
-        fig.suptitle({"rewards": "reward (mean over samples)", "kl": "KL to the reference policy",
-                      "clipfrac": "clipped fraction", "inflation": "velocity-norm inflation"}[group])  # fmt: skip
+        fig.suptitle(GROUP_TITLES[group])
         written.append(_save_figure(fig, out_dir / f"{group}.png"))
     return written
 
@@ -278,10 +294,10 @@ def summarize_run(
     span = f"steps {min(steps):g}-{max(steps):g}" if steps else "no `step` field"
     lines += [f"{len(rows)} logged rows, {span}.", ""]
     lines += [x for line in masking_lines(rows) for x in (line, "")]
-    shown = [k for g in ("rewards", "kl", "clipfrac", "inflation") for k in groups.get(g, [])]
+    shown = [k for g in GROUP_TITLES for k in groups.get(g, [])]
     evaluated = eval_lines(evals)
     if not shown:
-        lines.append("No reward, KL, clip-fraction or norm-inflation metrics were logged.")
+        lines.append("No reward, KL, clip-fraction, norm-inflation, penalty or balance metrics were logged.")
         if evaluated:
             lines += ["", *evaluated]
         if eval_overall_keys(evals):  # plot_evals draws only the suites' overall scores (none: no eval.png)
@@ -299,7 +315,7 @@ def summarize_run(
         lines += ["", line]
     if evaluated:
         lines += ["", *evaluated]
-    plots = [g for g in ("rewards", "kl", "clipfrac", "inflation") if g in groups]
+    plots = [g for g in GROUP_TITLES if g in groups]
     plots += ["eval"] if eval_overall_keys(evals) else []
     lines += ["", "Plots: " + ", ".join(f"[{g}]({g}.png)" for g in plots)]
     return "\n".join(lines) + "\n"

@@ -292,6 +292,43 @@ def test_metric_groups():
         "kl": ["policy/approx_kl"],
         "inflation": ["policy/vnorm_ratio", "vnorm/norm_ratio/all", "vnorm/norm_ratio/early"],
     }
+    # the velocity penalty, the anchor's KL and MARBLE's balance (not alpha_star or coef: per-update internals)
+    keys += ["policy/penalty", "policy/anchor_kl", "balance/alpha/clip", "balance/alpha_star/clip"]
+    keys += ["balance/coef/clip", "balance/grad_cos/clip", "balance/grad_cos_min", "balance/neg_cos_share"]
+    keys += ["balance/neg_cos_share_step", "perf/sec_balance"]
+    groups = metric_groups(keys)
+    assert groups["kl"] == ["policy/approx_kl", "policy/anchor_kl"]
+    assert groups["penalty"] == ["policy/penalty"]
+    assert groups["balance"] == [
+        "balance/alpha/clip",
+        "balance/grad_cos/clip",
+        "balance/grad_cos_min",
+        "balance/neg_cos_share",
+    ]
+
+
+def test_report_of_a_balanced_run_with_a_penalty_tables_and_plots_them(tmp_path):
+    """A MARBLE run's alpha per reward and a velocity penalty were logged but missing from report.md and plots."""
+    run = tmp_path / "run"
+    run.mkdir()
+    rows = [
+        {
+            "step": s,
+            "reward/a/mean": 0.1 * s,
+            "policy/penalty": 0.5 - 0.1 * s,
+            "balance/alpha/a": 0.25 + 0.05 * s,
+        }
+        for s in range(1, 5)
+    ]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert main(["report", str(run)]) == 0
+    md = (run / "report" / "report.md").read_text()
+    assert "| `policy/penalty` | 0.4 | 0.1 | — | 0.1 |" in md
+    assert "| `balance/alpha/a` | 0.3 | 0.45 | — | 0.45 |" in md
+    assert "Plots: [rewards](rewards.png), [penalty](penalty.png), [balance](balance.png)" in md
+    for name in ("penalty", "balance"):
+        with Image.open(run / "report" / f"{name}.png") as im:
+            assert im.format == "PNG"
 
 
 def test_ema_matches_the_normalised_weighted_mean():
@@ -406,7 +443,7 @@ def test_report_of_a_run_without_known_metrics(tmp_path, capsys):
     (run / "metrics.jsonl").write_text('{"step": 0, "perf/nfe": 10}\n{"step": 1, "perf/nfe": 10}\n')
     assert main(["report", str(run)]) == 0
     assert (
-        "No reward, KL, clip-fraction or norm-inflation metrics were logged."
+        "No reward, KL, clip-fraction, norm-inflation, penalty or balance metrics were logged."
         in (run / "report/report.md").read_text()
     )
     assert not list((run / "report").glob("*.png")) and "0 plot(s)" in capsys.readouterr().out
