@@ -10,6 +10,7 @@ import importlib
 import logging
 import os
 import sys
+from collections.abc import Iterator
 
 from imgalign import __version__
 
@@ -105,11 +106,30 @@ def main(argv: list[str] | None = None) -> int:
     saved = root.level, own.level
     root.setLevel(logging.DEBUG if args.verbose else logging.WARNING)
     own.setLevel(logging.DEBUG if args.verbose else logging.INFO)
+    bars = _library_bars_off() if getattr(args, "no_progress", False) else contextlib.nullcontext()
     try:
-        return _run(args)
+        with bars:
+            return _run(args)
     finally:
         root.setLevel(saved[0])
         own.setLevel(saved[1])
+
+
+@contextlib.contextmanager
+def _library_bars_off() -> Iterator[None]:
+    """``--no-progress`` also silences the libraries' own bars for this call (diffusers' "Loading pipeline
+    components", transformers' "Loading weights" and checkpoint shards); the caller's settings come back after."""
+    from diffusers.utils import logging as diffusers_logging
+    from transformers.utils import logging as transformers_logging
+
+    libs = [m for m in (diffusers_logging, transformers_logging) if m.is_progress_bar_enabled()]
+    for m in libs:
+        m.disable_progress_bar()
+    try:
+        yield
+    finally:
+        for m in libs:
+            m.enable_progress_bar()
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -710,6 +710,33 @@ def test_verbose_does_not_outlive_its_call(capsys, monkeypatch):
         own.setLevel(own_level)
 
 
+def test_no_progress_silences_the_libraries_loading_bars_for_the_call(monkeypatch):
+    """eval/score --no-progress still printed diffusers' "Loading pipeline components" and transformers' "Loading
+    weights" bars. They are off during the call (checked from inside the command) and the caller's setting is back
+    after; without --no-progress they stay on."""
+    from diffusers.utils import logging as diffusers_logging
+    from transformers.utils import logging as transformers_logging
+
+    from imgalign.commands import score
+
+    seen = []
+
+    def fake(args):
+        seen.append(
+            (diffusers_logging.is_progress_bar_enabled(), transformers_logging.is_progress_bar_enabled())
+        )
+        return 0
+
+    monkeypatch.setattr(score, "run_score", fake)
+    for argv, during in (
+        (["score", "imgs", "--reward", "clip", "--out", "s.jsonl", "--no-progress"], (False, False)),
+        (["score", "imgs", "--reward", "clip", "--out", "s.jsonl"], (True, True)),
+    ):
+        assert main(argv) == 0
+        assert seen[-1] == during
+        assert diffusers_logging.is_progress_bar_enabled() and transformers_logging.is_progress_bar_enabled()
+
+
 def test_render_report_by_hand():
     """report.md: the overall line names the unjudged images, each task's score and image count, the sampler, and
     the first failures with a reason that cannot break the table (a '|' or a new line)."""
