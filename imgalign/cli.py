@@ -82,12 +82,18 @@ class _DefaultsFormatter(argparse.HelpFormatter):
         return f"{text} (default: %(default)s)".strip()
 
 
+class _RawDescriptionDefaultsFormatter(argparse.RawDescriptionHelpFormatter, _DefaultsFormatter):
+    """:class:`_DefaultsFormatter` for a subcommand that asked for a raw description (grid: an example command)."""
+
+
 def _show_defaults(parser: argparse.ArgumentParser) -> None:
-    """Every subcommand's --help shows each option's default (nested subcommands included)."""
+    """Every subcommand's --help shows each option's default (nested subcommands included); a subcommand's own
+    raw-description formatter is kept."""
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             for p in action.choices.values():
-                p.formatter_class = _DefaultsFormatter
+                raw = issubclass(p.formatter_class, argparse.RawDescriptionHelpFormatter)
+                p.formatter_class = _RawDescriptionDefaultsFormatter if raw else _DefaultsFormatter
                 for a in p._actions:
                     if a.help is None and not _no_default(a.default) and a.option_strings:
                         a.help = "(default: %(default)s)"

@@ -970,6 +970,17 @@ def test_help_shows_no_none_or_false_default_and_no_second_default(capsys):
     assert "(default 0)" in grid and "(default: 0)" not in grid
 
 
+def test_grid_help_keeps_its_example_command_on_its_own_lines(capsys):
+    """grid asks for a raw description so its example (a command continued with a backslash) prints as written;
+    the defaults formatter set on every subcommand replaced that and ran the example into the prose around it."""
+    with pytest.raises(SystemExit):
+        main(["grid", "--help"])
+    lines = [x.strip() for x in capsys.readouterr().out.splitlines()]
+    assert "imgalign grid --model base=shapes --model grpo=runs/grpo/checkpoints/step-000500 \\" in lines
+    assert "Every input is checked before any model loads." in lines
+    assert "(default: 160)" in " ".join(lines)  # --cell: the defaults are still shown
+
+
 def test_no_command_is_a_usage_error(capsys):
     with pytest.raises(SystemExit) as e:
         main([])
