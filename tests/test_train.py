@@ -2983,6 +2983,24 @@ def test_a_checkpoint_write_cut_by_a_full_disk_is_an_oserror_naming_the_file(tmp
         resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
 
 
+def test_an_output_folder_on_a_file_system_without_flock_trains_unlocked(tmp_path, monkeypatch, caplog):
+    """flock fails with ENOSYS on a Lustre mount without -o flock (ENOLCK on some NFS): every imgalign train into
+    such a folder failed with '[Errno 38] Function not implemented'; it now trains without the lock, saying so."""
+    import errno
+    import fcntl
+
+    from imgalign.trainers import checkpoint as C
+
+    def no_flock(fd, op):
+        raise OSError(errno.ENOSYS, "Function not implemented")
+
+    monkeypatch.setattr(fcntl, "flock", no_flock)
+    with caplog.at_level("WARNING"):
+        assert C.lock_output_dir(tmp_path)
+    assert "cannot lock" in caplog.text and "(Function not implemented)" in caplog.text
+    C.unlock_output_dir(tmp_path)
+
+
 def test_save_tensors_writes_non_contiguous_tensors(tmp_path):
     """A transposed or sliced tensor (a view) is saved as its values: safetensors itself refuses non-contiguous
     tensors."""

@@ -141,6 +141,16 @@ def lock_output_dir(out: Path) -> bool:
     except BlockingIOError:
         os.close(fd)
         return False
+    # a file system without flock (Lustre mounted without -o flock: ENOSYS; some NFS: ENOLCK)
+    except OSError as e:
+        os.close(fd)
+        log.warning(
+            "cannot lock %s (%s): training without the output-folder lock, so a second imgalign train started "
+            "into this folder is not refused",
+            Path(out) / ".lock",
+            e.strerror or e,
+        )
+        return True
     _HELD_LOCKS[key] = fd
     return True
 
