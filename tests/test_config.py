@@ -247,6 +247,11 @@ def test_batch_layout_counts_each_objectives_loss_terms():
         base + ["objective.name=nft", "objective.terms_per_sample=1", "objective.nft.guidance_scale=4"]
     )
     assert nft["terms_per_sample"] == 1 and nft["micro_batches_per_update"] == 2
+    nft3 = layout(
+        base + ["objective.name=nft", "objective.terms_per_sample=3", "objective.nft.guidance_scale=4"]
+    )
+    assert nft3["terms_per_sample"] == 3 and nft3["micro_batches_per_update"] == 2 * 3
+    assert nft3["prompts_per_step"] == 2  # 8 samples in groups of 4
     tree = ["sampling.rollout=tree", "sampling.tree.branch_steps=[0]", "sampling.tree.branch_factors=[2]"]
     tree += ["sampling.samples_per_step=6", "sampling.group_size=2", "train.updates_per_step=2"]
     t = layout(base + tree + ["train.micro_batch_size=1"], procs=1)
@@ -275,6 +280,10 @@ def test_batch_layout_splits_each_process_share_not_the_global_batch():
     ):
         layout(tree)
     assert layout(tree, procs=1)["tree_parent_rows_per_process"] == 1
+    # 8 samples over 2 processes: one tree of 4 per process, so 1 parent row (at branch step 0) each, not 2
+    assert layout(tree + ["sampling.samples_per_step=8"])["tree_parent_rows_per_process"] == 1
+    with pytest.raises(ConfigError, match=r"sampling.samples_per_step=6 does not split over 4 processes"):
+        layout(flat, procs=4)
     full = ["sampling.samples_per_step=8", "sampling.group_size=4", "sampling.num_steps=6"]
     full = layout(full + ["train.micro_batch_size=2"])  # 4 samples per process, 2 micro-batches x 5 steps
     assert full["trained_steps_per_sample"] == 5 and full["micro_batches_per_update"] == 2 * 5
@@ -362,7 +371,8 @@ def test_nan_and_out_of_range_optimiser_settings_are_config_errors(tmp_path):
         FlowGRPOConfig, None, ["log.trackers=tensorboard,wandb", "train.grad_clip=0", "train.adam_beta1=0"]
     )
     assert cfg.log.trackers == "tensorboard,wandb" and cfg.train.grad_clip == 0
-    for names in ("all", "trackio", "swanlab,tensorboard"):  # every name accelerate accepts (its LoggerType)
+    # every name accelerate accepts (its LoggerType), spaces after the commas, and none
+    for names in ("all", "trackio", "swanlab,tensorboard", "tensorboard, wandb", "none"):
         assert load_config(FlowGRPOConfig, None, [f"log.trackers={names}"]).log.trackers == names
 
 
@@ -704,6 +714,20 @@ def test_each_bound_refuses_its_first_bad_value_and_accepts_its_edge(bad, good, 
             "sampling.rollout: unknown rollout strategy 'no_such_rollout'; valid rollout strategies: flat, tree",
         ),
         (["objective.penalty=no_such_penalty"], "valid velocity penalties: vnorm, vnorm_squared"),
+        # each half of the checks above on its own: an evaluation at the end only (eval.every=0), nft on flat
+        # rollouts, a flat rollout without an SDE window, nft with one
+        (["eval.suite=reward"], "eval.suite=reward scores the held-out test prompts of a prompt file"),
+        (["objective.name=nft", "objective.step_weight=velocity"], "objective.step_weight=velocity weighs"),
+        (["objective.anchor_beta=0.1"], "objective.anchor_beta anchors the untrained (ODE) steps"),
+        (
+            ["objective.name=nft", "sampling.sde_window=4", "objective.anchor_beta=0.1"],
+            "objective.anchor_beta anchors the untrained (ODE) steps",
+        ),
+        (
+            ["sampling.rollout=tree", "sampling.sde_window=4"],
+            "sampling.sde_window must be 0 with sampling.rollout=tree",
+        ),
+        (["prompts.tasks=[]"], "prompts.tasks is empty"),
     ],
 )
 def test_each_cross_setting_check_refuses_its_combination(bad, message):
@@ -725,6 +749,7 @@ def test_cross_setting_checks_accept_their_edges():
         ["model.lora_rank=4", "model.dtype=bfloat16"],
         ["model.dtype=bfloat16", "train.mixed_precision=bf16"],
         ["model.dtype=float16", "train.mixed_precision=fp16"],
+        ["eval.prompt_dependence_prompts=0", "eval.prompt_dependence_seeds=1"],  # the seeds are unused then
     ):
         load_config(FlowGRPOConfig, None, sets)
 
