@@ -3012,6 +3012,120 @@ def test_save_tensors_writes_non_contiguous_tensors(tmp_path):
     assert got["t"].tolist() == [[0.0, 3.0], [1.0, 4.0], [2.0, 5.0]] and got["col"].tolist() == [1.0, 4.0]
 
 
+def test_rng_state_round_trips_every_generator_with_its_cached_gaussian():
+    """A resume continues Python's, NumPy's and torch's random streams where the checkpoint left them, including
+    the second value of a Gaussian pair that random.gauss and NumPy's legacy generator keep cached (through
+    rng_<rank>.json, as a checkpoint stores them)."""
+    import random
+
+    import numpy as np
+
+    from imgalign.trainers import checkpoint as C
+
+    def draws():
+        return random.gauss(0, 1), random.random(), float(np.random.standard_normal()), torch.rand(3).tolist()
+
+    random.seed(3)
+    np.random.seed(3)
+    torch.manual_seed(3)
+    random.gauss(0, 1), np.random.standard_normal()  # each generator now holds the pair's second value
+    js, tensors = C.rng_state()
+    want = draws()
+    random.seed(9)
+    np.random.seed(9)
+    torch.manual_seed(9)
+    C.set_rng_state(json.loads(json.dumps(js)), tensors)
+    assert draws() == want
+
+
+def test_the_output_folder_lock_is_taken_again_by_its_process_and_freed_whatever_the_spelling(
+    tmp_path, monkeypatch
+):
+    """The process that holds RUN/.lock may take it again (an in-process resume) under another spelling of the
+    folder, while another process is refused; unlock frees it whichever spelling it is given."""
+    from imgalign.trainers import checkpoint as C
+
+    out = tmp_path / "run"
+    out.mkdir()
+    monkeypatch.chdir(tmp_path)
+    code = (
+        f"import fcntl, os, sys; fd = os.open({str(out / '.lock')!r}, os.O_RDWR | os.O_CREAT)\n"
+        "try:\n    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)\nexcept BlockingIOError:\n    sys.exit(1)"
+    )
+
+    def another_process_locks() -> bool:
+        return subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+    try:
+        assert C.lock_output_dir(Path("run"))
+        assert C.lock_output_dir(out)  # the same folder, absolute: this process's own lock
+        assert not another_process_locks()
+    finally:
+        C.unlock_output_dir(Path("run"))
+    assert another_process_locks()
+
+
+def test_a_write_error_names_the_os_reason_or_the_first_line_of_the_exception():
+    """An OSError is named by its reason (No space left on device); torch's RuntimeError, whose message goes on
+    with C++ frames, by its type and first line only."""
+    from imgalign.trainers import checkpoint as C
+
+    p = Path("/ckpt/.tmp-step-000001/trainer_state/optimizer.pt")
+    msg = str(C.unwritable(p, OSError(28, "No space left on device")))
+    assert msg.startswith(f"cannot write {p} (No space left on device): is the disk full")
+    e = RuntimeError(
+        "[enforce fail at inline_container.cc:603] . unexpected pos 64 vs 0\nframe #0: c10::Error"
+    )
+    msg = str(C.unwritable(p, e))
+    assert (
+        f"{p} (RuntimeError: [enforce fail at inline_container.cc:603] . unexpected pos 64 vs 0): is" in msg
+    )
+    assert "frame #0" not in msg
+
+
+def test_a_checkpoint_file_that_is_there_but_unreadable_is_not_called_missing(tmp_path):
+    """Only a file that does not exist is 'missing'; another OSError (here a folder where state.json should be) is
+    named by its type, so the user does not look for a deleted file."""
+    from imgalign.trainers import checkpoint as C
+
+    st = tmp_path / "step-000001" / "trainer_state"
+    (st / "state.json").mkdir(parents=True)
+    with pytest.raises(C.CheckpointReadError, match=r"state.json cannot be read \(IsADirectoryError"):
+        C.read_state(tmp_path / "step-000001")
+
+
+def test_remove_leftovers_puts_back_an_old_copy_only_over_an_incomplete_step_and_never_an_incomplete_copy(
+    tmp_path,
+):
+    """step-N.old is deleted only once step-N is complete (its state.json written): beside a step-N without one (a
+    copy cut short) it is the only whole copy and is put back. A step-N.old without state.json is never put back
+    as step-N."""
+    from imgalign.trainers import checkpoint as C
+
+    root = tmp_path / "checkpoints"
+    _fake_checkpoint(tmp_path, 1).rename(root / "step-000001.old")
+    (root / "step-000001" / "trainer_state").mkdir(parents=True)  # incomplete: no state.json
+    (root / "step-000002.old" / "trainer_state").mkdir(parents=True)  # incomplete copy, no step-000002
+    C.remove_leftovers(tmp_path)
+    assert [p.name for p in C.list_checkpoints(tmp_path)] == ["step-000001"]
+    assert not (root / "step-000002").exists()
+
+
+def test_finalize_replaces_a_step_that_still_has_an_old_copy_beside_it(tmp_path):
+    """A save killed after its second rename leaves step-N and step-N.old; re-saving step N moves step-N aside
+    over that stale copy instead of failing on the non-empty folder."""
+    from imgalign.trainers import checkpoint as C
+
+    root = tmp_path / "checkpoints"
+    final = _fake_checkpoint(tmp_path, 5)
+    shutil.copytree(final, root / "step-000005.old")
+    tmp = _fake_checkpoint(tmp_path, 6).rename(root / ".tmp-step-000005")
+    (tmp / "trainer_state" / "weights").write_text("new")
+    C.finalize(tmp, final)
+    assert sorted(p.name for p in root.iterdir()) == ["step-000005"]
+    assert (final / "trainer_state" / "weights").read_text() == "new"
+
+
 def test_nft_noise_follows_train_seed(sd3_dir, tmp_path):
     """DiffusionNFT's fresh (t, ε) draws mix in train.seed: two seeds train on different noise."""
     from imgalign.trainers.objectives import NFTObjective, TrainContext
