@@ -285,7 +285,18 @@ def test_load_image_folder_limits_and_resizes_bicubic(tmp_path: Path) -> None:
         pil_batch([])
 
 
-def test_prompt_free_rewards_need_no_prompts(folder: tuple[Path, Path], tmp_path: Path) -> None:
+def test_prompt_free_rewards_need_no_prompts(
+    folder: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reward that reads no prompt scores images that have none; it is given "" for each (the reward contract's
+    list of strings), not None."""
+    import imgalign.commands.score as S
+
+    given = []
+    real = S._score_group
+    monkeypatch.setattr(
+        S, "_score_group", lambda r, k, x, prompts, *a: given.extend(prompts) or real(r, k, x, prompts, *a)
+    )
     d, _ = folder
     out = tmp_path / "a.jsonl"
     rc = main(
@@ -302,6 +313,7 @@ def test_prompt_free_rewards_need_no_prompts(folder: tuple[Path, Path], tmp_path
     )
     assert rc == 0
     assert all(json.loads(r)["error"] is None for r in out.read_text().splitlines())
+    assert given == ["", ""]
 
 
 def test_a_prompt_reward_on_images_without_prompts_is_refused_up_front(
@@ -647,6 +659,19 @@ def test_score_group_isolates_a_failing_item_and_refuses_non_finite_scores() -> 
     assert rows[1]["error"] == "r: boom; s: boom" and reward.metas[-1] == [{"tag": "t"}]
 
 
+def test_score_group_refuses_an_infinite_score_as_it_does_nan() -> None:
+    """+-inf is not a score either: the row gets an error, the finite score beside it is kept."""
+    import torch
+
+    from imgalign.commands.score import _score_group
+
+    out = type("Out", (), {"scores": torch.tensor([float("inf"), 0.5, float("-inf")])})()
+    rows = [{"scores": {}, "error": None} for _ in range(3)]
+    _score_group(lambda x, p, m: out, "r", torch.zeros(3, 3, 2, 2), ["a", "b", "c"], [{}] * 3, rows)
+    assert [r["error"] for r in rows] == ["r: non-finite score inf", None, "r: non-finite score -inf"]
+    assert [r["scores"] for r in rows] == [{}, {"r": 0.5}, {}]
+
+
 def test_summary_table_by_hand() -> None:
     from imgalign.commands.score import summary_table
 
@@ -775,6 +800,9 @@ def test_folder_metadata_without_a_prompt_is_refused(tmp_path: Path) -> None:
     # only the first line is the folder's metadata (as eval reads it); a line after it is not
     meta.write_text('{"prompt": "first"}\n{"prompt": "second"}\n')
     assert _read_geneval_meta(meta) == {"prompt": "first"}
+    meta.write_text("\n")  # an empty file (a write cut off) is refused the same way, not an IndexError
+    with pytest.raises(CLIError, match=r"metadata.jsonl:1: expected a GenEval metadata object"):
+        _read_geneval_meta(meta)
 
 
 def test_summary_table_of_a_reward_that_scored_nothing() -> None:
