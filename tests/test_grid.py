@@ -723,6 +723,18 @@ def test_pipeline_folder_check_names_each_missing_part(tmp_path, monkeypatch):
         P.check_pipeline_folder(tmp_path / "run")
     with pytest.raises(P.IncompleteModelError, match=r"holds a run's checkpoints.*checkpoints/step-000010'"):
         P.check_pipeline_folder(tmp_path / "run" / "checkpoints")  # was: "not a diffusers pipeline folder"
+    # the latest by step, whatever order the folder lists them in; a run that saved none yet says so
+    for step in range(1, 13):
+        (tmp_path / "run12" / "checkpoints" / f"step-{step:06d}").mkdir(parents=True)
+    with pytest.raises(P.IncompleteModelError, match=r"give one of its checkpoints, e.g. '.*step-000012'"):
+        P.check_pipeline_folder(tmp_path / "run12")
+    with pytest.raises(P.IncompleteModelError, match=r"holds a run's checkpoints, .*step-000012'"):
+        P.check_pipeline_folder(tmp_path / "run12" / "checkpoints")
+    (tmp_path / "new" / "checkpoints").mkdir(parents=True)
+    with pytest.raises(
+        P.IncompleteModelError, match=r"a training run folder, not a model.*\(it has none yet\)"
+    ):
+        P.check_pipeline_folder(tmp_path / "new")
     assets = tmp_path / "assets"
     _pipeline_folder(assets / "shapes-t2i", {"transformer": ["config.json"]})
     monkeypatch.setattr(hub, "ASSETS", assets)
@@ -758,6 +770,10 @@ def test_a_sharded_component_missing_a_shard_or_its_index_is_named_before_loadin
         P.check_pipeline_folder(folder)
     (folder / "transformer" / index).write_text(json.dumps({"weight_map": {"x.weight": a, "y.weight": b}}))
     (folder / "step-000010").mkdir()  # a pipeline folder holding step-* folders is still a pipeline
+    P.check_pipeline_folder(folder)
+    # so is one holding checkpoints/, and a full fine-tune's checkpoint (its pipeline beside trainer_state/)
+    (folder / "checkpoints" / "step-000001").mkdir(parents=True)
+    (folder / "trainer_state").mkdir()
     P.check_pipeline_folder(folder)
 
 
@@ -807,12 +823,27 @@ def test_a_transformer_overlay_that_does_not_fit_the_base_fails_before_loading(t
     assert P.check_model_spec(P.ModelSpec("ok", str(base), str(tmp_path / "same"))).overlay
     config(tmp_path / "flux" / "transformer", _class_name="FluxTransformer2DModel", in_channels=4)
     config(tmp_path / "small", **{**sd3, "joint_attention_dim": 32})
+    config(tmp_path / "latent", **{**sd3, "in_channels": 16})
+    config(tmp_path / "pooled", **sd3, pooled_projection_dim=32)
+    (base / "transformer" / "config.json").write_text(json.dumps({**sd3, "pooled_projection_dim": 64}))
     for overlay, message in (
         ("flux", "_class_name FluxTransformer2DModel against the base's SD3Transformer2DModel"),
         ("small", "joint_attention_dim 32 against the base's 64"),
+        ("latent", "in_channels 16 against the base's 4"),  # another autoencoder's latents
+        ("pooled", "pooled_projection_dim 32 against the base's 64"),
     ):
         with pytest.raises(ValueError, match=f"'{tmp_path / overlay}.*does not fit base model.*{message}"):
             P.check_model_spec(P.ModelSpec("ft", str(base), str(tmp_path / overlay)))
+    # weights saved as .bin count; an embedded base is read from its folder too
+    bin_overlay = tmp_path / "bin"
+    bin_overlay.mkdir()
+    (bin_overlay / "config.json").write_text(json.dumps(sd3))
+    (bin_overlay / "diffusion_pytorch_model.bin").write_text("x")
+    assert P.check_model_spec(P.ModelSpec("ok", str(base), str(bin_overlay))).overlay
+    with pytest.raises(
+        ValueError, match="does not fit base model 'shapes'.*_class_name FluxTransformer2DModel"
+    ):
+        P.check_model_spec(P.ModelSpec("ft", "shapes", str(tmp_path / "flux")))
 
 
 def test_a_hub_id_is_checked_against_the_cache_and_the_offline_setting(tmp_path, monkeypatch):
