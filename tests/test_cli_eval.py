@@ -39,7 +39,8 @@ def test_eval_ground_truth(tmp_path, small_prompts, capsys):
     summary = json.loads((out / "summary.json").read_text())
     assert set(summary) >= {"suite", "model", "overall", "tasks", "n_images"}
     assert summary["suite"] == "shapes" and summary["n_images"] == 36 and summary["overall"] == 1.0
-    assert '"overall": 1.0' in capsys.readouterr().out
+    printed = json.loads(capsys.readouterr().out)  # the summary's headline on stdout: the score per task too
+    assert printed == {k: summary[k] for k in ("overall", "tasks", "n_images")}
     assert set(summary["tasks"]) == set(W.TASKS)
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert len(rows) == 36 and set(rows[0]) >= {"file", "tag", "prompt", "correct", "reason"}
@@ -810,6 +811,19 @@ def test_write_prompt_folder_numbers_images_from_start(tmp_path):
         write_prompt_folder(tmp_path, 3, W.single_object("square").to_metadata(), [Image.new("RGB", (4, 4))])
 
 
+def test_a_guidance_scale_of_zero_is_given_not_dropped():
+    """--guidance-scale 0 is a setting (no guidance), not an absent option: it reaches the sampler under its own
+    keyword, over the model's default."""
+    import argparse
+
+    from imgalign.commands.evaluate import sampler_overrides, shapes_sampler_settings
+
+    args = argparse.Namespace(steps=None, guidance_scale=0.0)
+    assert sampler_overrides(args, "steps", "guidance") == {"guidance": 0.0}
+    assert shapes_sampler_settings(args)["guidance_scale"] == 0.0
+    assert sampler_overrides(argparse.Namespace(steps=None, guidance_scale=None), "steps", "guidance") == {}
+
+
 def test_the_sampler_settings_are_part_of_an_out_folders_identity(tmp_path, monkeypatch):
     """A rerun with other --steps or --guidance-scale, or an edited prompt file, into the same --out must not resume
     the earlier images; a model folder is named by its absolute path."""
@@ -843,7 +857,7 @@ def test_eval_options_that_cannot_apply_fail_before_any_work(tmp_path, small_pro
 
     imgs = tmp_path / "imgs"
     render_folder(load_geneval_metadata(small_prompts)[:1], imgs, 1, seed=0, progress=False)
-    for extra in (["--seed", "1"], ["--images-per-prompt", "2"]):
+    for extra in (["--seed", "1"], ["--images-per-prompt", "2"], ["--prompts", str(small_prompts)]):
         assert main(["eval", "--images", str(imgs), *extra, "--out", str(tmp_path / "o")]) == 2
         assert "--images judges every image of the folder" in capsys.readouterr().err
     argv = ["eval", "--ground-truth", "--images-per-prompt", "0", "--out", str(tmp_path / "o")]
@@ -1188,6 +1202,10 @@ def test_an_out_folder_is_claimed_with_its_missing_parents(tmp_path):
     out = tmp_path / "runs" / "a" / "ev"
     claim_out_folder(out, {"suite": "shapes"})
     assert json.loads((out / "eval_args.json").read_text()) == {"suite": "shapes"}
+    empty = tmp_path / "empty"  # an existing empty folder (made beforehand, e.g. by mkdir) is taken
+    empty.mkdir()
+    claim_out_folder(empty, {"suite": "shapes"})
+    assert json.loads((empty / "eval_args.json").read_text()) == {"suite": "shapes"}
 
 
 def test_ctrl_c_before_a_command_starts_and_a_commands_own_message_are_one_line(monkeypatch, capsys):

@@ -108,6 +108,8 @@ def test_eval_geneval_suite_with_tiny_models(tmp_path, capsys, monkeypatch):
         str(other),
     ]
     assert main(again + ["--clip", str(clip), "--no-progress", "--out", str(tmp_path / "ev2")]) == 0
+    judged = json.loads((tmp_path / "ev2" / "summary.json").read_text())["model"]
+    assert judged == f"images:{tmp_path / 'ev' / 'images'}"  # as the shapes suite names judged images
     assert (
         main(again[:-1] + [str(detr), "--clip", str(clip), "--no-progress", "--out", str(tmp_path / "ev2")])
         == 2
@@ -279,3 +281,42 @@ def test_the_judge_built_on_the_cpu_before_generation_does_not_judge(tmp_path, c
     ]
     assert main(argv + ["--no-progress", "--out", str(tmp_path / "ev")]) == 2
     assert seen == [None] and "stop here" in capsys.readouterr().err
+
+
+def test_a_shapes_model_on_the_geneval_suite_samples_with_its_trained_settings_and_the_given_seed(
+    tmp_path, monkeypatch
+):
+    """With --model the geneval suite samples with the shapes family's trained settings (not the pipeline's own
+    defaults), --steps on top, from --seed; summary.json records those settings."""
+    import imgalign.commands as C
+    import imgalign.eval.real as R
+    import imgalign.pipelines as P
+    import imgalign.sampling as S
+
+    monkeypatch.setattr(C, "check_device", lambda device: None)
+    monkeypatch.setattr(R, "check_judge_specs", lambda detector, clip: None)
+    monkeypatch.setattr(
+        R, "build_judge", lambda detector, clip, metas, device: (None, None, lambda meta: None)
+    )
+    monkeypatch.setattr(P, "load_pipeline", lambda spec, device: object())
+    generated, judged = [], []
+
+    def generate_folder(pipe, metas, out_dir, images_per_prompt, seed, **kw):
+        generated.append(
+            (images_per_prompt, seed, {k: v for k, v in kw.items() if k not in ("progress", "sample")})
+        )
+
+    def evaluate_folder(*args, sampler, **kwargs):
+        judged.append(sampler)
+        raise ValueError("stop here")
+
+    monkeypatch.setattr(S, "generate_folder", generate_folder)
+    monkeypatch.setattr(R, "evaluate_folder", evaluate_folder)
+    cat = {"tag": "single_object", "include": [{"class": "cat", "count": 1}], "prompt": "a photo of a cat"}
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text(json.dumps(cat) + "\n")
+    argv = ["eval", "--suite", "geneval", "--model", "shapes", "--prompts", str(prompts), "--seed", "3"]
+    assert main(argv + ["--steps", "2", "--images-per-prompt", "2", "--out", str(tmp_path / "ev")]) == 2
+    settings = {"steps": 2, "guidance": S.GUIDANCE_SCALE, "max_sequence_length": S.MAX_SEQUENCE_LENGTH}
+    assert generated == [(2, 3, {"batch_size": 8, **settings})]
+    assert judged == [settings]
