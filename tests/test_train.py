@@ -1629,9 +1629,10 @@ def test_print_config_and_max_steps_override(sd3_dir, tmp_path, capsys):
     cfg = write(tiny_config(sd3_dir, tmp_path / "run"), tmp_path / "c.yaml")
     other = tmp_path / "other"
     argv = ["train", str(cfg), "--max-steps", "7", "--set", "train.lr=3e-4", "--output-dir", str(other)]
-    assert main([*argv, "--print-config"]) == 0
+    assert main([*argv, "--set", "train.weight_decay=0.5", "--print-config"]) == 0
     printed = yaml.safe_load(capsys.readouterr().out)
     assert printed["train"]["max_steps"] == 7 and printed["train"]["lr"] == pytest.approx(3e-4)
+    assert printed["train"]["weight_decay"] == 0.5  # every --set applies, not only the last
     assert printed["log"]["output_dir"] == str(other)  # --output-dir overrides the config's log.output_dir
 
 
@@ -1654,7 +1655,7 @@ def test_the_dedicated_flags_win_over_set_and_max_steps_zero_is_checked(sd3_dir,
     assert "do not split into train.updates_per_step=3" in capsys.readouterr().err
 
 
-def test_an_accelerate_config_as_the_training_config_says_where_it_goes(capsys):
+def test_an_accelerate_config_as_the_training_config_says_where_it_goes(capsys, tmp_path):
     """examples/accelerate/*.yaml given as CONFIG was 'unknown config key compute_environment'; the error now says
     it is accelerate's file and how the two configs are passed."""
     from imgalign.commands.train import EXAMPLES
@@ -1664,6 +1665,11 @@ def test_an_accelerate_config_as_the_training_config_says_where_it_goes(capsys):
     err = " ".join(capsys.readouterr().err.split())
     assert f"{acc} is an accelerate config (compute_environment), not a training config" in err
     assert f"accelerate launch --config_file {acc} -m imgalign train" in err
+    # a hand-written one whose first key is distributed_type is told apart the same way
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("distributed_type: MULTI_GPU\nnum_processes: 2\ncompute_environment: LOCAL_MACHINE\n")
+    assert main(["train", str(mine), "--print-config"]) == 2
+    assert f"{mine} is an accelerate config (distributed_type)" in " ".join(capsys.readouterr().err.split())
 
 
 def test_no_config_is_the_embedded_default(capsys):
