@@ -509,6 +509,13 @@ def test_eval_model_sampler_overrides_reach_the_sampler(tmp_path, small_prompts,
     ]
     assert main(argv) == 0
     assert "sampler" not in json.loads((tmp_path / "o3" / "summary.json").read_text())  # not generated here
+    seen.clear()  # the boundaries: one step, no guidance
+    argv = ["eval", "--model", "shapes", "--prompts", str(small_prompts), "--images-per-prompt", "1"]
+    assert (
+        main(argv + ["--steps", "1", "--guidance-scale", "0", "--out", str(tmp_path / "o4"), "--no-progress"])
+        == 0
+    )
+    assert seen["num_inference_steps"] == 1 and seen["guidance_scale"] == 0.0
 
 
 def test_a_model_outside_the_shapes_family_on_the_shapes_suite_is_warned_and_recorded(
@@ -875,7 +882,7 @@ def test_eval_options_that_cannot_apply_fail_before_any_work(tmp_path, small_pro
     assert "--baseline needs" in capsys.readouterr().err and not (tmp_path / "o").exists()
 
 
-def test_refreshing_a_copy_onto_itself_keeps_the_images(tmp_path, small_prompts):
+def test_refreshing_a_copy_onto_itself_keeps_the_images(tmp_path, small_prompts, monkeypatch):
     from imgalign.commands.evaluate import refresh_copy
     from imgalign.commands.world import render_folder
     from imgalign.prompts.io import load_geneval_metadata
@@ -883,6 +890,9 @@ def test_refreshing_a_copy_onto_itself_keeps_the_images(tmp_path, small_prompts)
     imgs = tmp_path / "imgs"
     render_folder(load_geneval_metadata(small_prompts)[:1], imgs, 1, seed=0, progress=False)
     refresh_copy(imgs, tmp_path / "." / "imgs")
+    assert (imgs / "00000" / "samples" / "0000.png").is_file()
+    monkeypatch.chdir(tmp_path)  # the same folder named relative and absolute (eval --images OUT/images)
+    refresh_copy(Path("imgs"), imgs)
     assert (imgs / "00000" / "samples" / "0000.png").is_file()
 
 
