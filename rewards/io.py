@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import glob
 import logging
+import os
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -25,12 +26,29 @@ def find_images(paths: Iterable[str | Path]) -> list[Path]:
     """Expand files, folders (recursively, image suffixes only) and globs into a sorted, de-duplicated list.
     Explicitly named files are kept whatever their suffix (so a broken one gets an error row, not silence). A
     glob (quoted, so the shell left it alone) expands as the shell would, to files and folders alike; one that
-    matches nothing is an error, as is a path that does not exist."""
+    matches nothing is an error, as is a path that does not exist. A folder's hidden files and folders (macOS's
+    ``._a.png`` and ``.DS_Store``, ``.git``) are skipped, as ``ls`` and a shell glob skip them; its symlinked
+    subfolders are followed (each real folder once, so a link loop ends)."""
 
     def expand(path: Path) -> list[Path]:
-        if path.is_dir():
-            return sorted(q for q in path.rglob("*") if q.is_file() and q.suffix.lower() in IMAGE_SUFFIXES)
-        return [path] if path.is_file() else []
+        if not path.is_dir():
+            return [path] if path.is_file() else []
+        found, seen_dirs = [], set()
+        for root, dirs, names in os.walk(path, followlinks=True):
+            st = os.stat(root)
+            if (st.st_dev, st.st_ino) in seen_dirs:
+                dirs[:] = []
+                continue
+            seen_dirs.add((st.st_dev, st.st_ino))
+            dirs[:] = [d for d in dirs if not d.startswith(".")]
+            found += [
+                Path(root) / n
+                for n in names
+                if not n.startswith(".")
+                and Path(n).suffix.lower() in IMAGE_SUFFIXES
+                and (Path(root) / n).is_file()
+            ]
+        return sorted(found)
 
     out: list[Path] = []
     for p in paths:

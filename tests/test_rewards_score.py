@@ -265,6 +265,23 @@ def test_find_images_walks_folders_by_suffix_keeps_named_files_and_drops_repeats
     assert find_images([d]) == [d / "a.png", d / "album.png" / "c.png", d / "sub" / "B.JPG"]
 
 
+def test_find_images_skips_hidden_files_and_follows_symlinked_folders(tmp_path: Path) -> None:
+    """macOS leaves `._a.png` (AppleDouble, not an image) and `.DS_Store` beside copied images: a folder walk skips
+    hidden names, as `ls` does, instead of giving each an error row. A symlinked subfolder is walked (a link
+    loop ends), not silently left out."""
+    from imgalign.rewards.io import find_images
+
+    d, other = tmp_path / "d", tmp_path / "other"
+    (d / ".thumbs").mkdir(parents=True)
+    other.mkdir()
+    for name in ("d/a.png", "d/._a.png", "d/.DS_Store", "d/.thumbs/t.png", "other/b.png"):
+        (tmp_path / name).write_bytes(b"")
+    (d / "linked").symlink_to(other, target_is_directory=True)
+    (other / "loop").symlink_to(d, target_is_directory=True)
+    assert find_images([d]) == [d / "a.png", d / "linked" / "b.png"]
+    assert find_images([d / "._a.png"]) == [d / "._a.png"]  # a file named explicitly is kept
+
+
 def test_load_image_folder_limits_and_resizes_bicubic(tmp_path: Path) -> None:
     from imgalign.rewards.io import load_image_folder, pil_batch
 
