@@ -95,7 +95,10 @@ class VLMLogLikReward(Reward):
             and getattr(tok, "chat_template", None) is None
         ):
             raise ValueError(f"vlm_loglik: the processor of {model!r} has no chat template")
-        self.stop_ids = {int(i) for i in tok.all_special_ids}
+        # special tokens end the scored span, but not <unk>: a word the vocabulary lacks is scored as <unk> (the
+        # shapes VLM's word-level tokenizer), not a silent end of the prompt that drops every word after it
+        unk = getattr(tok, "unk_token_id", None)
+        self.stop_ids = {int(i) for i in tok.all_special_ids if unk is None or int(i) != int(unk)}
         # end-of-turn markers: EOS, and the generation config's stop tokens (Gemma 3's <end_of_turn> is only there)
         gen = getattr(self.model, "generation_config", None)
         for ids in (tok.eos_token_id, getattr(gen, "eos_token_id", None)):

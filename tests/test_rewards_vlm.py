@@ -121,6 +121,17 @@ def test_llava_word_level_tokenizer(tmp_path: Path) -> None:
     assert single.shape == (1,)
 
 
+def test_a_word_outside_the_vocabulary_does_not_end_the_scored_prompt(tmp_path: Path) -> None:
+    """A word-level tokenizer turns an unknown word into <unk>, a special token; the words after it are still the
+    prompt's and are scored (they were dropped: 'a square with a red circle' scored as 'a square')."""
+    from test_rewards_tiny import make_tiny_llava
+
+    r = build_reward(f"vlm_loglik:model={make_tiny_llava(tmp_path / 'llava')}")
+    prompt = "a photo of zebra red circles"
+    det = r(torch.rand(1, 3, 64, 64), [prompt]).details[0]
+    assert det["tokens"] == ["a", "photo", "of", r.tokenizer.unk_token, "red", "circles"]
+
+
 def test_masked_mean_logprob_of_a_row_without_targets_is_zero() -> None:
     """A row with nothing to score has mean 0 (the count is clamped to 1), not 0 / 0."""
     logits = torch.zeros(2, 3, 4)
