@@ -750,6 +750,10 @@ def test_prompt_file_rows_are_checked_and_blank_lines_skipped(tmp_path: Path) ->
     p.write_text("\n \n")
     with pytest.raises(CLIError, match="holds no rows"):
         load_prompt_map(p)
+    for empty in ("", " \t\r"):  # the other prompt readers refuse it too
+        p.write_text(json.dumps({"file": "a.png", "prompt": empty}) + "\n")
+        with pytest.raises(CLIError, match=r"p.jsonl:1: the prompt of 'a.png' is empty"):
+            load_prompt_map(p)
     # one image named twice: the same row again is harmless, another prompt for it is refused naming both lines
     row = '{"file": "a.png", "prompt": "x"}\n'
     p.write_text(row + '{"file": "b.png", "prompt": "y"}\n' + row)
@@ -813,6 +817,9 @@ def test_folder_metadata_without_a_prompt_is_refused(tmp_path: Path) -> None:
     with pytest.raises(
         CLIError, match=r"metadata.jsonl:1: expected a GenEval metadata object with a string 'prompt'"
     ):
+        _read_geneval_meta(meta)
+    meta.write_text('{"prompt": "  "}\n')
+    with pytest.raises(CLIError, match=r"metadata.jsonl:1: .* 'prompt' that is not empty"):
         _read_geneval_meta(meta)
     # only the first line is the folder's metadata (as eval reads it); a line after it is not
     meta.write_text('{"prompt": "first"}\n{"prompt": "second"}\n')

@@ -90,6 +90,10 @@ def load_prompt_map(path: str | Path) -> dict[str, dict[str, Any]]:
             or not isinstance(row.get("prompt"), str)
         ):
             raise CLIError(f"{path}:{n}: each row needs string fields 'file' and 'prompt'")
+        if not row["prompt"].strip():  # an image scored against "" gets a number that means nothing
+            raise CLIError(
+                f"{path}:{n}: the prompt of {row['file']!r} is empty; give its prompt or drop the row"
+            )
         if (
             "tag" in row or "include" in row
         ):  # GenEval metadata: a misspelt key would silently change verdicts
@@ -156,8 +160,10 @@ def _read_geneval_meta(meta: Path) -> dict[str, Any] | None:
         row = json.loads(text.splitlines()[0]) if text else None
     except json.JSONDecodeError as e:
         raise CLIError(f"{meta}:1: not valid JSON ({e.msg})") from None
-    if not isinstance(row, dict) or not isinstance(row.get("prompt"), str):
-        raise CLIError(f"{meta}:1: expected a GenEval metadata object with a string 'prompt'")
+    if not isinstance(row, dict) or not isinstance(row.get("prompt"), str) or not row["prompt"].strip():
+        raise CLIError(
+            f"{meta}:1: expected a GenEval metadata object with a string 'prompt' that is not empty"
+        )
     if "tag" in row or "include" in row:
         _check_geneval_row(row, f"{meta}:1")
     return row
