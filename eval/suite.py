@@ -226,8 +226,8 @@ def judge_folder(
                         error = f"cannot read image {shown}: {why}"
                         if not f.samples:  # the stand-in for a prompt folder without images
                             error = (
-                                f"{shown.parent.parent}: the prompt folder holds no image (no samples/*.png); "
-                                "the prompt counts as one incorrect image"
+                                f"{shown.parent.parent}: the prompt folder holds no image (no samples/*.png)"
+                                f"{_unread_samples(shown.parent)}; the prompt counts as one incorrect image"
                             )
                         row.update(correct=False, partial=0.0, reason="", error=error)
                     if img is not None:
@@ -267,6 +267,22 @@ def judge_folder(
     atomic_write_text(out_dir / "report.md", render_report(summary, rows))
     atomic_write_text(out_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
     return summary
+
+
+def _unread_samples(samples: Path) -> str:
+    """What a samples folder without <n>.png holds that the layout does not read (``0000.PNG``, ``0000.jpg``,
+    ``img.png``), said with what to do; "" when it holds none."""
+    if not samples.is_dir():
+        return ""
+    from imgalign.rewards.io import IMAGE_SUFFIXES
+
+    names = sorted(p.name for p in samples.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file())
+    if not names:
+        return ""
+    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    return (
+        f"; it holds {shown}, but the GenEval layout reads only <n>.png (lower-case): convert or rename them"
+    )
 
 
 def render_report(summary: dict[str, Any], rows: Sequence[dict[str, Any]], max_failures: int = 20) -> str:

@@ -147,6 +147,27 @@ def test_eval_images_with_bad_files_keeps_going(tmp_path, small_prompts, capsys)
     assert summary["n_errors"] == 5 and summary["n_images"] == 34
 
 
+def test_eval_images_names_samples_the_layout_does_not_read(tmp_path, capsys):
+    """A prompt folder whose samples are 0000.PNG or JPEGs (a camera, a Windows tool) holds no <n>.png: the error
+    names what it holds and says to convert or rename, instead of only 'holds no image'."""
+    from PIL import Image
+
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text("".join(json.dumps(s.to_metadata()) + "\n" for s in build_eval_set()[:2]))
+    src = tmp_path / "imgs"
+    argv = ["world", "render", "--prompts", str(prompts), "--images-per-prompt", "1", "--out", str(src)]
+    assert main(argv) == 0
+    (src / "00000" / "samples" / "0000.png").rename(src / "00000" / "samples" / "0000.PNG")
+    png = src / "00001" / "samples" / "0000.png"
+    Image.open(png).convert("RGB").save(png.with_suffix(".jpg"))
+    png.unlink()
+    out = tmp_path / "ev"
+    assert main(["eval", "--images", str(src), "--out", str(out), "--no-progress"]) == 1
+    rows = [json.loads(r) for r in (out / "results.jsonl").read_text().splitlines()]
+    for row, name in zip(rows, ("0000.PNG", "0000.jpg")):
+        assert f"it holds {name}, but the GenEval layout reads only <n>.png (lower-case)" in row["error"]
+
+
 def test_summary_only_when_complete_and_results_are_resumed(tmp_path, small_prompts, monkeypatch):
     src = tmp_path / "imgs"
     main(["world", "render", "--prompts", str(small_prompts), "--images-per-prompt", "1", "--out", str(src)])
