@@ -5,6 +5,7 @@ from __future__ import annotations
 import glob
 import logging
 import os
+from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -92,11 +93,20 @@ def read_image(path: str | Path) -> Image.Image:
 
 
 def pil_batch(images: list[Image.Image], size: int | None = None) -> torch.Tensor:
-    """RGB PIL images -> float32 [B, 3, S, S] in [0, 1]; resized (bicubic) to `size`, or to the first image's
-    size when images differ and no size is given."""
+    """RGB PIL images -> float32 [B, 3, S, S] in [0, 1]; resized (bicubic) to `size`, or, when images differ and no
+    size is given, to the size most of them have (not the first one's: a 1x1 thumbnail or a 6000x6000 photo that
+    sorts first would shrink, or blow up, every other image)."""
     if not images:
         raise ValueError("no images to batch")
-    target = (size, size) if size else images[0].size
+    sizes = Counter(im.size for im in images)
+    target = (size, size) if size else sizes.most_common(1)[0][0]  # ties: the first image's
+    if not size and len(sizes) > 1:
+        log.warning(
+            "%d of %d images are not %dx%d and were resized to it (bicubic)",
+            len(images) - sizes[target],
+            len(images),
+            *target,
+        )
     arrs = []
     for im in images:
         if im.size != target:

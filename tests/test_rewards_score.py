@@ -302,6 +302,21 @@ def test_load_image_folder_limits_and_resizes_bicubic(tmp_path: Path) -> None:
         pil_batch([])
 
 
+def test_load_image_folder_of_mixed_sizes_keeps_the_common_size(tmp_path: Path) -> None:
+    """A 1x1 thumbnail that sorts first no longer shrinks every other image of the folder to 1x1 (a silently
+    meaningless FD / FID statistic); the odd image is resized to the size most images have."""
+    from imgalign.rewards.io import load_image_folder
+
+    rng = np.random.default_rng(0)
+    ims = [Image.fromarray(rng.integers(0, 256, (8, 8, 3), dtype=np.uint8)) for _ in range(3)]
+    for i, im in enumerate(ims):
+        im.save(tmp_path / f"{i + 1}.png")
+    Image.new("RGB", (1, 1), (255, 0, 0)).save(tmp_path / "0_thumb.png")
+    x = load_image_folder(tmp_path)
+    assert x.shape == (4, 3, 8, 8)
+    np.testing.assert_allclose(x[1].permute(1, 2, 0).numpy(), np.asarray(ims[0], dtype=np.float32) / 255.0)
+
+
 def test_prompt_free_rewards_need_no_prompts(
     folder: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
