@@ -244,6 +244,10 @@ def image_stats(x: torch.Tensor) -> torch.Tensor:
     """Hand-made image statistics (B, 3, H, W) -> (B, STATS_DIM): per-channel, saturation, value and gradient
     histograms, Laplacian energy at three scales, radial Fourier band energies, and the peak-to-mean ratio of the
     high-frequency spectrum (periodic grid textures). No weights, deterministic, a few ms per batch on a CPU."""
+    if min(x.shape[-2:]) < 3:  # the Laplacian below is 3x3 (torch's error would not say which image size)
+        raise ValueError(
+            f"stats features need images of at least 3x3 pixels, not {x.shape[-2]}x{x.shape[-1]}"
+        )
     x = x.float().clamp(0, 1)
     b = x.shape[0]
     feats = [_soft_hist(x[:, c].reshape(b, -1), _HIST_BINS) for c in range(3)]

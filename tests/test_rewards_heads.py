@@ -519,6 +519,14 @@ def test_a_resumed_online_discriminator_keeps_this_runs_lr_and_refuses_another_s
         c.load_state_dict(a.state_dict())
 
 
+def test_stats_features_of_an_image_below_3x3_are_refused_naming_the_size() -> None:
+    """A 1x1 image (a tracking pixel, a thumbnail) got torch's 'Kernel size can't be greater than actual input
+    size' from the Laplacian; the error now says what the stats features need."""
+    assert image_stats(torch.rand(1, 3, 3, 3)).shape[0] == 1
+    with pytest.raises(ValueError, match="at least 3x3 pixels, not 1x1"):
+        image_stats(torch.rand(2, 3, 1, 1))
+
+
 def test_stats_histograms_of_a_constant_colour_by_hand() -> None:
     """Colour (1, 0.5, 0.5): 8 triangular bins with centres k/7 on [0, 1] put 1 and 0.5 at a centre (bin 7) and
     halfway between bins 3 and 4; saturation (max - min) / max = 0.5 and value max = 1 likewise. Rows sum to 1."""
