@@ -730,6 +730,20 @@ def test_prompt_lookup_by_name_only_when_unique_and_the_layout_needs_a_numbered_
     assert pair_key("/run/00007/samples/0000.png") == "00007/samples/0000.png"
 
 
+def test_a_prompt_row_finds_its_file_whatever_the_unicode_normal_form(tmp_path: Path) -> None:
+    """macOS writes 'café.png' decomposed (NFD), a prompt file typed elsewhere has it composed (NFC): the two are
+    one name (the image got 'no prompt ...: add it to --prompts' while its row was there)."""
+    import unicodedata
+
+    from imgalign.commands.score import _lookup, load_prompt_map
+
+    p = tmp_path / "p.jsonl"
+    p.write_text(json.dumps({"file": unicodedata.normalize("NFC", "d/café.png"), "prompt": "x"}) + "\n")
+    nfd = tmp_path / "d" / unicodedata.normalize("NFD", "café.png")
+    assert _lookup(nfd, load_prompt_map(p), tmp_path) == {"file": "d/café.png", "prompt": "x"}
+    assert _lookup(Path(nfd.name), load_prompt_map(p), None) == {"file": "d/café.png", "prompt": "x"}
+
+
 def test_csv_columns_follow_the_rewards_as_given_and_sizes_are_batched_apart(tmp_path: Path) -> None:
     d = tmp_path / "gen"
     write_prompt_folder(d, 0, SPECS[0].to_metadata(), [W.render(SPECS[0], 0)[0]])

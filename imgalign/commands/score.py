@@ -29,6 +29,7 @@ import logging
 import math
 import os
 import statistics
+import unicodedata
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -98,13 +99,14 @@ def load_prompt_map(path: str | Path) -> dict[str, dict[str, Any]]:
             "tag" in row or "include" in row
         ):  # GenEval metadata: a misspelt key would silently change verdicts
             _check_geneval_row(row, f"{path}:{n}")
-        if row["file"] in out and out[row["file"]] != row:
+        key = unicodedata.normalize("NFC", row["file"])  # macOS names files in NFD: 'café' has two forms
+        if key in out and out[key] != row:
             raise CLIError(
-                f"{path}:{n}: file {row['file']!r} already has another row (line {lines[row['file']]}); give each "
+                f"{path}:{n}: file {row['file']!r} already has another row (line {lines[key]}); give each "
                 "image one row"
             )
-        out[row["file"]] = row
-        lines.setdefault(row["file"], n)
+        out[key] = row
+        lines.setdefault(key, n)
     if not out:
         raise CLIError(f"prompt file {str(path)!r} holds no rows")
     return out
@@ -128,9 +130,10 @@ def _lookup(file: Path, mapping: dict[str, dict[str, Any]], base: Path | None) -
         except ValueError:
             pass
     for k in keys:
-        if k in mapping:
-            return mapping[k]
-    by_name = [r for k, r in mapping.items() if Path(k).name == file.name]
+        if unicodedata.normalize("NFC", k) in mapping:
+            return mapping[unicodedata.normalize("NFC", k)]
+    name = unicodedata.normalize("NFC", file.name)
+    by_name = [r for k, r in mapping.items() if Path(k).name == name]
     return by_name[0] if len(by_name) == 1 else None
 
 
