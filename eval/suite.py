@@ -215,7 +215,13 @@ def judge_folder(
                 else:
                     try:
                         img = load_image(s)
-                    except (OSError, UnidentifiedImageError, SyntaxError, ValueError) as e:
+                    except (
+                        OSError,
+                        UnidentifiedImageError,
+                        SyntaxError,
+                        ValueError,
+                        Image.DecompressionBombError,
+                    ) as e:
                         img = None
                         shown = Path(source_dir) / key if source_dir else s  # the user's file, not our copy
                         why = (  # PIL's own text names our copy

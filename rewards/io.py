@@ -86,6 +86,8 @@ def read_image(path: str | Path) -> Image.Image:
             return pil_to_rgb(im)
     except UnidentifiedImageError:
         raise ImageReadError(f"{path}: not an image (PIL cannot identify the format)") from None
+    except Image.DecompressionBombError as e:  # not an OSError: it stopped the whole run with a traceback
+        raise ImageReadError(f"{path}: too large to decode ({e}); downscale it") from None
     except (OSError, SyntaxError, ValueError) as e:
         if isinstance(e, ImageReadError):
             raise

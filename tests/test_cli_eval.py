@@ -1114,6 +1114,23 @@ def test_an_unreadable_image_is_named_by_the_users_path_not_the_copy(tmp_path, c
     assert row["error"] in caplog.text
 
 
+def test_an_image_over_pils_pixel_limit_is_an_error_row(tmp_path, monkeypatch):
+    """DecompressionBombError (not an OSError) stopped `eval --images` with a traceback; it is the image's error."""
+    from PIL import Image
+
+    from imgalign.eval.shapes_detector import ShapesDetector
+    from imgalign.eval.suite import judge_folder, write_prompt_folder
+
+    write_prompt_folder(
+        tmp_path / "imgs", 0, W.single_object("circle").to_metadata(), [Image.new("RGB", (64, 64))]
+    )
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 1000)
+    s = judge_folder(tmp_path / "imgs", tmp_path / "ev", ShapesDetector(), progress=False)
+    assert s["n_errors"] == 1
+    row = json.loads((tmp_path / "ev" / "results.jsonl").read_text())
+    assert "cannot read image" in row["error"] and "exceeds limit" in row["error"]
+
+
 def test_a_grey_or_rgba_png_is_judged_as_rgb(tmp_path):
     from PIL import Image
 

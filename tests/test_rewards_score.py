@@ -170,6 +170,23 @@ def test_read_image_names_the_file_whatever_pil_raises(tmp_path: Path) -> None:
         read_image(tmp_path / "chunk.png")
 
 
+def test_an_image_over_pils_pixel_limit_is_an_error_row_not_a_crash(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PIL refuses images over twice MAX_IMAGE_PIXELS (a 14000x14000 scan) with DecompressionBombError, which is not
+    an OSError: it ended the whole run with a traceback and no output. It is now that file's error row."""
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 1000)  # so a 64x64 image is "too large"
+    d = tmp_path / "d"
+    d.mkdir()
+    Image.new("RGB", (64, 64)).save(d / "big.png")
+    Image.new("RGB", (8, 8)).save(d / "small.png")
+    out = tmp_path / "s.jsonl"
+    assert main(["score", str(d), "--reward", "artifact", "--out", str(out), "--no-progress"]) == 1
+    rows = [json.loads(r) for r in out.read_text().splitlines()]
+    assert rows[0]["error"].startswith(f"{d / 'big.png'}: too large to decode (Image size (4096 pixels)")
+    assert rows[1]["error"] is None and "artifact" in rows[1]["scores"]
+
+
 def test_score_geneval_layout_and_csv(tmp_path: Path) -> None:
     d = tmp_path / "gen"
     for i, s in enumerate(SPECS):
