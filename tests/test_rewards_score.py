@@ -761,6 +761,25 @@ def test_a_prompt_row_finds_its_file_whatever_the_unicode_normal_form(tmp_path: 
     assert _lookup(Path(nfd.name), load_prompt_map(p), None) == {"file": "d/café.png", "prompt": "x"}
 
 
+def test_large_images_are_scored_in_smaller_batches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--batch-size counts images, but 32 photos of 6000x6000 are a 14 GB float32 batch (one took 5.6 GB of RSS
+    with clip and artifact): a batch also ends at MAX_BATCH_PIXELS."""
+    import imgalign.commands.score as score_mod
+    import imgalign.rewards.io as io_mod
+
+    d = tmp_path / "d"
+    d.mkdir()
+    for i in range(3):
+        Image.new("RGB", (8, 8), (i, 0, 0)).save(d / f"{i}.png")
+    sizes = []
+    real = io_mod.pil_batch
+    monkeypatch.setattr(io_mod, "pil_batch", lambda ims, size=None: sizes.append(len(ims)) or real(ims, size))
+    monkeypatch.setattr(score_mod, "MAX_BATCH_PIXELS", 2 * 64)
+    out = tmp_path / "s.jsonl"
+    assert main(["score", str(d), "--reward", "artifact", "--out", str(out), "--no-progress"]) == 0
+    assert sizes == [2, 1] and len(out.read_text().splitlines()) == 3
+
+
 def test_csv_columns_follow_the_rewards_as_given_and_sizes_are_batched_apart(tmp_path: Path) -> None:
     d = tmp_path / "gen"
     write_prompt_folder(d, 0, SPECS[0].to_metadata(), [W.render(SPECS[0], 0)[0]])

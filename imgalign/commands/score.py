@@ -37,6 +37,7 @@ from typing import Any
 from imgalign.cli import CLIError, Interrupted
 
 log = logging.getLogger(__name__)
+MAX_BATCH_PIXELS = 2**26  # pixels per scored batch (768 MiB as float32 RGB), whatever --batch-size says
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -521,7 +522,11 @@ def run_score(args: argparse.Namespace) -> int:
                 row["error"] = str(e)
                 continue
             pending.append((row, img, meta, stamp))
-            if len(pending) >= args.batch_size:
+            # large photos batch fewer at a time: 32 images of 6000x6000 would be 14 GB as one float32 batch
+            if (
+                len(pending) >= args.batch_size
+                or sum(p[1].width * p[1].height for p in pending) >= MAX_BATCH_PIXELS
+            ):
                 flush()
         if pending:
             flush()
