@@ -96,6 +96,15 @@ def read_folder(root: Path) -> Iterator[PromptFolder]:
             if c.is_dir() and any(g.is_dir() and g.name.isdigit() for g in c.iterdir())
         ]
         hint = f"; its sub-folder {str(inner[0])!r} does: give that" if inner else ""
+        from imgalign.rewards.io import IMAGE_SUFFIXES
+
+        if not inner and any(
+            c.suffix.lower() in IMAGE_SUFFIXES for c in root.iterdir()
+        ):  # a flat image folder
+            hint = (
+                f" (it holds images directly: `imgalign score {root} --prompts FILE.jsonl --reward "
+                "geneval:mode=strict` judges such a folder, one file/prompt/GenEval metadata row per image)"
+            )
         raise FileNotFoundError(
             f"{str(root)!r} holds no prompt folders{hint}; expected the GenEval layout <5-digit index>/metadata.jsonl "
             "and <index>/samples/<4-digit>.png"

@@ -465,6 +465,12 @@ def test_eval_errors_are_clear(tmp_path, capsys):
     empty.mkdir()
     assert main(["eval", "--images", str(empty), "--out", str(tmp_path / "o2")]) == 2
     assert "holds no prompt folders; expected" in capsys.readouterr().err
+    # a flat folder of images: say what judges it
+    W.render(W.single_object("circle"), 0)[0].save(empty / "a.PNG")
+    assert main(["eval", "--images", str(empty), "--out", str(tmp_path / "o2")]) == 2
+    assert (
+        f"(it holds images directly: `imgalign score {empty} --prompts FILE.jsonl" in capsys.readouterr().err
+    )
     # the --out of an `eval --model` run: its generated images are in images/, and the error says so
     from imgalign.eval.suite import write_prompt_folder
 
