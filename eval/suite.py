@@ -201,6 +201,11 @@ def judge_folder(
                     shown = Path(source_dir) / f.path.relative_to(images_dir) if source_dir else f.path
                     meta_error = f"{shown / 'metadata.jsonl'}: {e}"
             samples = f.samples or [f.path / "samples" / "0000.png"]
+            src_samples = (
+                Path(source_dir) / f.path.relative_to(images_dir) if source_dir else f.path
+            ) / "samples"
+            if f.samples and (unread := _unread_samples(src_samples, frozenset(p.name for p in f.samples))):
+                log.warning("%s: not every image is judged%s", src_samples, unread)
             for s in samples:
                 key = str(s.relative_to(images_dir))
                 digest = image_digest(s, f.metadata)
@@ -284,14 +289,21 @@ def judge_folder(
     return summary
 
 
-def _unread_samples(samples: Path) -> str:
-    """What a samples folder without <n>.png holds that the layout does not read (``0000.PNG``, ``0000.jpg``,
-    ``img.png``), said with what to do; "" when it holds none."""
+def _unread_samples(samples: Path, read: frozenset[str] = frozenset()) -> str:
+    """The images of a samples folder that the layout does not read (``0000.PNG``, ``0000.jpg``, ``img.png``; not
+    those in `read`, nor hidden files), said with what to do; "" when it holds none."""
     if not samples.is_dir():
         return ""
     from imgalign.rewards.io import IMAGE_SUFFIXES
 
-    names = sorted(p.name for p in samples.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file())
+    names = sorted(
+        p.name
+        for p in samples.iterdir()
+        if p.suffix.lower() in IMAGE_SUFFIXES
+        and p.name not in read
+        and not p.name.startswith(".")
+        and p.is_file()
+    )
     if not names:
         return ""
     shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")

@@ -168,6 +168,23 @@ def test_eval_images_names_samples_the_layout_does_not_read(tmp_path, capsys):
         assert f"it holds {name}, but the GenEval layout reads only <n>.png (lower-case)" in row["error"]
 
 
+def test_eval_images_warns_of_samples_left_unjudged_beside_png_ones(tmp_path, caplog):
+    """A prompt folder with 0000.png and 0001.jpg is judged on the PNG only (the official layout); the JPEG is
+    named in a warning rather than dropped in silence (hidden files such as macOS's ._0000.png are not)."""
+    from imgalign.eval.shapes_detector import ShapesDetector
+    from imgalign.eval.suite import judge_folder, write_prompt_folder
+
+    spec = W.single_object("circle")
+    write_prompt_folder(tmp_path / "imgs", 0, spec.to_metadata(), [W.render(spec, 0)[0]])
+    samples = tmp_path / "imgs" / "00000" / "samples"
+    W.render(spec, 1)[0].save(samples / "0001.jpg")
+    (samples / "._0000.png").write_bytes(b"\x00\x05\x16\x07")
+    s = judge_folder(tmp_path / "imgs", tmp_path / "ev", ShapesDetector(), progress=False)
+    assert s["n_images"] == 1
+    assert f"{samples}: not every image is judged; it holds 0001.jpg, but the GenEval layout" in caplog.text
+    assert "._0000.png" not in caplog.text
+
+
 def test_summary_only_when_complete_and_results_are_resumed(tmp_path, small_prompts, monkeypatch):
     src = tmp_path / "imgs"
     main(["world", "render", "--prompts", str(small_prompts), "--images-per-prompt", "1", "--out", str(src)])
