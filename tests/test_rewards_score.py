@@ -1216,6 +1216,13 @@ def test_images_a_prompt_file_does_not_list_get_error_rows_saying_to_add_them(
         row["error"]
         == f"no prompt for {d / 'ok0.png'}: add it to --prompts (or use the GenEval folder layout)"
     )
+    # a row whose file differs only in letter case is pointed at (a case-insensitive disk hides the typo)
+    other.write_text(json.dumps({"file": "OK0.PNG", "prompt": "a red circle"}) + "\n")
+    assert main([*argv, "--out", str(out)]) == 1
+    (row,) = [json.loads(x) for x in out.read_text().splitlines()]
+    assert row["error"].startswith(
+        f"no prompt for {d / 'ok0.png'}: --prompts has 'OK0.PNG', which differs in letter"
+    )
 
 
 def test_an_image_removed_while_others_are_scored_gets_an_error_row(

@@ -513,6 +513,10 @@ def run_score(args: argparse.Namespace) -> int:
                     if mapping is not None
                     else "pass --prompts FILE.jsonl with file/prompt rows"
                 )
+                # 'IMG_1.jpg' typed for IMG_1.JPG: a case-insensitive macOS or Windows disk hides the typo
+                near = [k for k in mapping or {} if Path(k).name.lower() == f.name.lower()]
+                if near:
+                    hint = f"--prompts has {near[0]!r}, which differs in letter case; correct its 'file'"
                 row["error"] = f"no prompt for {f}: {hint} (or use the GenEval folder layout)"
                 continue
             try:
