@@ -48,6 +48,7 @@ def test_training_batch_is_a_function_of_seed_and_step():
     c = C.training_batch(pool, 0, 6, 8)
     assert torch.equal(a[0], b[0]) and a[1] == b[1] and a[2] == b[2]
     assert a[2] != c[2]
+    assert C.training_batch(pool, 1, 5, 8)[2] != a[2]  # another seed, another stream at the same step
     assert a[0].shape == (8, 3, 64, 64) and a[0].dtype == torch.uint8
 
 
@@ -494,14 +495,27 @@ def test_heldout_pairs_cycle_through_the_whole_shuffled_eval_set():
 
 
 def test_pair_accuracy_reports_the_true_prompts_mean_loglik(monkeypatch):
+    data = vlm_pt.heldout_pairs(6, 0)
+    bad_ll = {bad: -0.5 if k % 3 == 0 else -2.0 for k, (_, _, bad, _) in enumerate(data)}
+    queries = []
+
     def loglik(model, processor, images, captions, query=None):
+        queries.append(query)
         n = len(captions) // 2  # true prompts, then the corrupted ones
-        return torch.tensor([-1.0] * n + [-2.0 if k % 3 else -0.5 for k in range(n)])
+        return torch.tensor([-1.0] * n + [bad_ll[c] for c in captions[n:]])
 
     monkeypatch.setattr(vlm_pt, "caption_loglik", loglik)
     res = vlm_pt.pair_accuracy(None, None, n=6, batch_size=6)
     assert res["pairs/true_loglik"] == -1.0
     assert res["pairs/accuracy"] == pytest.approx(4 / 6)  # the corrupted prompt wins at k = 0 and 3
+    kinds = [kind for *_, kind in data]
+    assert len(set(kinds)) > 1
+    for kind in set(kinds):  # each kind's share of its own pairs
+        wins = [k % 3 != 0 for k in range(6) if kinds[k] == kind]
+        assert res[f"pairs/{kind}_acc"] == pytest.approx(sum(wins) / len(wins)), kind
+    # in chunks of 4 (4 + 2 pairs) each pair keeps its own kind; the query reaches every scoring call
+    assert vlm_pt.pair_accuracy(None, None, n=6, batch_size=4, query=vlm_pt.QUERY) == res
+    assert queries == [None, vlm_pt.QUERY, vlm_pt.QUERY]
 
 
 def test_caption_masks_select_the_assistant_turn():
@@ -978,24 +992,31 @@ def test_vlm_pretraining_clips_each_steps_gradient_norm_to_1(tmp_path, monkeypat
     assert seen == [1.0, 1.0]
 
 
-def test_a_resumed_vlm_run_counts_the_time_before_the_interruption(tmp_path, monkeypatch):
-    cfg = vlm_pt.Config(**{**TINY_VLM, "eval_every": 0})
+@pytest.mark.parametrize("module", ["clip", "vlm"])
+def test_a_resumed_encoder_run_counts_the_time_before_the_interruption(tmp_path, monkeypatch, module):
+    mod, tiny = (clip_pt, TINY_CLIP) if module == "clip" else (vlm_pt, TINY_VLM)
+    cfg = mod.Config(**{**tiny, "eval_every": 0})
     _interrupt_after_first_checkpoint(monkeypatch)
     with pytest.raises(_Interrupt):
-        vlm_pt.pretrain(cfg, tmp_path, progress=False)
+        mod.pretrain(cfg, tmp_path, progress=False)
     monkeypatch.undo()
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    ckpt = tmp_path / "shapes-vlm.train" / "checkpoint.pt"
+    ckpt = tmp_path / f"{mod.FOLDER}.train" / "checkpoint.pt"
     state = C.load_checkpoint(ckpt)
     C.save_checkpoint(ckpt, {**state, "elapsed": 600.0})  # 10 minutes before the interruption
-    metrics = vlm_pt.pretrain(cfg, tmp_path, progress=False)
+    metrics = mod.pretrain(cfg, tmp_path, progress=False)
     assert 10.0 <= metrics["train/minutes"] < 12.0
 
 
 def test_render_pool_holds_the_upright_renders_of_its_specs_with_their_captions():
     import numpy as np
 
+    from imgalign.prompts.shapes import sample_training_specs
+
     pool = C.render_pool(3, 2)
+    assert pool.specs == sample_training_specs(
+        2, seed=C.pool_seed(3)
+    )  # the stream kept apart from evaluation
     rng = random.Random(C.pool_seed(3) + 1)
     for i, spec in enumerate(pool.specs):
         img, objs = W.render(spec, rng)
@@ -1022,3 +1043,61 @@ def test_the_training_state_records_the_elapsed_seconds(tmp_path):
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     C.save_training_state(tmp_path / "c.pt", model, opt, 3, time.time() - 30, cfg, [], None)
     assert 30 <= C.load_checkpoint(tmp_path / "c.pt")["elapsed"] < 60
+
+
+def test_encoder_exports_start_from_an_empty_temp_folder_when_a_killed_run_left_one(tmp_path):
+    """A run killed mid-export leaves ``out.tmp`` behind: the next export clears it (the CLIP's ``mkdir`` raised
+    FileExistsError on it; the VLM's save_pretrained would have shipped its stale files)."""
+    for name in ("clip.tmp", "vlm.tmp"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "stale.bin").write_text("from the killed run")
+    clip_pt.export(torch.nn.Linear(2, 2), {}, tmp_path / "clip", "float32", "card")
+    assert sorted(p.name for p in (tmp_path / "clip").iterdir()) == sorted(
+        ["README.md", clip_pt.WEIGHTS, "open_clip_config.json", f"{clip_pt.MODEL_NAME}.json"]
+    )
+    tok = vlm_pt.build_tokenizer()
+    model = vlm_pt.build_model(vlm_pt.Config(**TINY_VLM), tok)
+    vlm_pt.export(model, vlm_pt.build_processor(tok, 16), tmp_path / "vlm", "card")
+    assert (tmp_path / "vlm" / "config.json").is_file() and not (tmp_path / "vlm" / "stale.bin").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["clip", "vlm"]
+
+
+@pytest.mark.parametrize("module", ["clip", "vlm"])
+def test_encoder_pretraining_with_eval_every_0_evaluates_once_at_the_end(tmp_path, monkeypatch, module):
+    mod, tiny, name = (
+        (clip_pt, TINY_CLIP, "zero_shot_accuracy")
+        if module == "clip"
+        else (vlm_pt, TINY_VLM, "pair_accuracy")
+    )
+    calls = []
+
+    def evaluate(*args, **kwargs):
+        calls.append(1)
+        return {"acc": 0.5}
+
+    monkeypatch.setattr(mod, name, evaluate)
+    metrics = mod.pretrain(mod.Config(**{**tiny, "eval_every": 0}), tmp_path, progress=False)
+    assert calls == [1] and metrics["acc"] == 0.5
+
+
+@pytest.mark.parametrize("arch", ["resnet", "vit"])
+def test_every_vlm_parameter_gets_a_gradient_from_the_caption_loss(arch):
+    """The ViT's features come from its last block (LLaVA's default, the second-to-last, left that block untrained)
+    and every weight of the tower, projector and Llama is on the caption loss's path."""
+    from PIL import Image
+
+    tok = vlm_pt.build_tokenizer()
+    cfg = vlm_pt.Config(**{**TINY_VLM, "vision_arch": arch})
+    torch.manual_seed(0)
+    model = vlm_pt.build_model(cfg, tok)
+    proc = vlm_pt.build_processor(tok, cfg.patch_size, arch)
+    im = W.render(W.single_object("cross"), 0)[0]
+    enc = vlm_pt.encode(
+        proc, [im, Image.new("RGB", (64, 64))], ["a photo of a cross", "a photo of two circles"]
+    )
+    vlm_pt.caption_nll(model, enc).backward()
+    untouched = [n for n, p in model.named_parameters() if p.grad is None or not p.grad.any()]
+    # LLaVA reads the ViT's hidden states, before the tower's final LayerNorm: that one is unused by design
+    assert untouched == (
+        [] if arch == "resnet" else [f"model.vision_tower.post_layernorm.{w}" for w in ("weight", "bias")]
+    )
