@@ -78,3 +78,16 @@ def test_shapes_vlm_true_beats_corrupted_on_heldout_sample():
     acc = vlm_pt.pair_accuracy(model, proc, n=48, seed=0)
     # regression floor for the shipped model (its card has the 360-pair figure; the target is 0.95)
     assert acc["pairs/accuracy"] >= 0.9, acc
+
+
+@pytest.mark.parametrize("module", ["clip", "vlm"])
+def test_the_shipped_encoders_were_trained_with_the_current_defaults(module):
+    """Each card's command is `imgalign world pretrain --component X` "(defaults below)": its Config block must
+    equal today's defaults, or rerunning the command would not rebuild the shipped model."""
+    from dataclasses import asdict
+
+    mod = clip_pt if module == "clip" else vlm_pt
+    card = (embedded_path(f"shapes-{module}") / "README.md").read_text().splitlines()
+    start = card.index("Config:") + 2  # after "Config:" and the opening fence
+    block = card[start : card.index("```", start)]
+    assert dict(line.split(": ", 1) for line in block) == {k: str(v) for k, v in asdict(mod.Config()).items()}
