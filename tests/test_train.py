@@ -2976,15 +2976,17 @@ def test_a_checkpoint_write_cut_by_a_full_disk_is_an_oserror_naming_the_file(tmp
 
     big = {"w": torch.zeros(4096)}  # 16 KB, past the 8 KB limit below
     soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
-    resource.setrlimit(
-        resource.RLIMIT_FSIZE, (8192, hard)
-    )  # Python ignores SIGXFSZ: writes past it get EFBIG
+    # Python ignores SIGXFSZ: writes past it get EFBIG
+    resource.setrlimit(resource.RLIMIT_FSIZE, (8192, hard))
     try:
         with pytest.raises(OSError, match=r"cannot write .*optimizer.pt \(.*\): is the disk full") as e:
             C.torch_save(big, tmp_path / "optimizer.pt")
         assert "--resume auto" in str(e.value)
         with pytest.raises(OSError, match=r"cannot write .*trainable.safetensors \(.*File too large"):
             C.save_tensors(tmp_path / "trainable.safetensors", big)
+        # the text files too (RNG state, config.yaml, state.json): the same line, not Python's bare EFBIG
+        with pytest.raises(OSError, match=r"cannot write .*state.json \(File too large\): .*--resume auto"):
+            C.write_text(tmp_path / "state.json", "x" * 10000)
     finally:
         resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
 

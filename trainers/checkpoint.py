@@ -103,6 +103,14 @@ def torch_save(obj: Any, path: Path) -> None:
         raise unwritable(path, e) from e
 
 
+def write_text(path: Path, text: str) -> None:
+    """A text file of a checkpoint (RNG state, config, state.json); a failed write is :func:`unwritable`'s error."""
+    try:
+        Path(path).write_text(text)
+    except OSError as e:
+        raise unwritable(path, e) from e
+
+
 class CheckpointWriteError(OSError):
     """A file of a checkpoint being written that could not be written (a full disk, a file-size limit)."""
 

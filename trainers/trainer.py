@@ -1044,7 +1044,7 @@ class FlowGRPOTrainer:
             (tmp / "trainer_state").mkdir(parents=True)
         self.acc.wait_for_everyone()
         js, tens = C.rng_state()
-        (tmp / "trainer_state" / f"rng_{self.rank}.json").write_text(json.dumps(js))
+        C.write_text(tmp / "trainer_state" / f"rng_{self.rank}.json", json.dumps(js))
         C.save_tensors(tmp / "trainer_state" / f"rng_{self.rank}.safetensors", tens)
         self.acc.wait_for_everyone()  # every process's RNG file is written before the folder is published
         if self.is_main:
@@ -1079,9 +1079,9 @@ class FlowGRPOTrainer:
                 "exported_weights": "ema" if self.ema is not None else "raw",
             }
             # the config these weights were trained with: a resume reports its changes against this one
-            (st / "config.yaml").write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))
+            C.write_text(st / "config.yaml", yaml.safe_dump(to_dict(cfg), sort_keys=False))
             tmp_state = st / "state.json.tmp"
-            tmp_state.write_text(json.dumps(state, indent=2) + "\n")
+            C.write_text(tmp_state, json.dumps(state, indent=2) + "\n")
             os.replace(tmp_state, st / "state.json")
             C.finalize(tmp, final)
             C.prune(self.out, cfg.log.keep_last, newest=final)
