@@ -1049,6 +1049,15 @@ def test_grid_help_keeps_its_example_command_on_its_own_lines(capsys):
     assert "(default: 160)" in " ".join(lines)  # --cell: the defaults are still shown
 
 
+def test_train_help_keeps_its_usage_lines_and_names_every_flag(capsys):
+    """train's description (its usage lines, then prose) ran together as one paragraph, and omitted --describe."""
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    lines = [x.strip() for x in capsys.readouterr().out.splitlines()]
+    first = next(i for i, x in enumerate(lines) if x.startswith("imgalign train [CONFIG.yaml]"))
+    assert lines[first + 1] == "[--print-config] [--describe]"
+
+
 def test_no_command_is_a_usage_error(capsys):
     with pytest.raises(SystemExit) as e:
         main([])

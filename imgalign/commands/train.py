@@ -1,7 +1,7 @@
 """``imgalign train``: online reward fine-tuning (Flow-GRPO) of a flow-matching T2I model.
 
     imgalign train [CONFIG.yaml] [--set key=value ...] [--output-dir DIR] [--resume auto|DIR] [--max-steps N]
-                   [--print-config]
+                   [--print-config] [--describe]
 
 With no CONFIG the embedded default ``examples/shapes/flow_grpo.yaml`` runs (the shapes model, the GenEval
 partial-credit reward, sized for two CPU cores). Multi-process: ``accelerate launch --num_processes N -m imgalign
@@ -27,6 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "train",
         help="fine-tune a flow-matching T2I model on rewards (Flow-GRPO)",
         description=__doc__,  # --help shows how to launch several processes (on CPUs --cpu starts only one)
+        formatter_class=argparse.RawDescriptionHelpFormatter,  # the usage lines above as they are written
     )
     p.add_argument(
         "config", nargs="?", help=f"YAML config (default: {DEFAULT_CONFIG.relative_to(EXAMPLES.parent)})"
