@@ -1944,6 +1944,8 @@ def test_two_processes_same_advantages_as_one(sd3_dir, tmp_path):
     )
     assert res.returncode == 0, res.stderr[-3000:]
     assert '"processes": 2' in res.stderr, "the launch did not start two processes"
+    # the main process's lines and summary, once (each process printed them)
+    assert res.stderr.count("batch layout:") == 1 and res.stdout.count("done: ") == 1, res.stdout
     one = [json.loads(x) for x in (tmp_path / "one" / "rollouts.jsonl").read_text().splitlines()]
     two = [json.loads(x) for x in (tmp_path / "two" / "rollouts.jsonl").read_text().splitlines()]
     assert len(one) == len(two) == 8

@@ -1242,10 +1242,16 @@ def run(
 
     ours = not AcceleratorState._shared_state
     tr = FlowGRPOTrainer(cfg, output_dir)
+    # the other processes' INFO lines repeat the main process's (batch layout, saved checkpoints): warnings only
+    own = logging.getLogger("imgalign")
+    level = own.level
+    if int(os.environ.get("RANK") or 0) > 0:
+        own.setLevel(logging.WARNING)
     try:
         tr.setup(resume)
         return tr.train()
     finally:
+        own.setLevel(level)
         C.unlock_output_dir(tr.out)
         if ours and int(os.environ.get("WORLD_SIZE") or 1) == 1:
             AcceleratorState._reset_state(reset_partial_state=True)

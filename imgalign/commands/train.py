@@ -14,6 +14,7 @@ load one: the README's "Using a checkpoint outside imgalign").
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 import yaml
@@ -96,6 +97,8 @@ def run_train(args: argparse.Namespace) -> int:
 
     preflight(cfg)
     run(cfg, cfg.log.output_dir, args.resume)
+    if int(os.environ.get("RANK") or 0) > 0:  # one summary, from the main process of `accelerate launch`
+        return 0
     from imgalign.eval.reports import run_summary_lines
 
     print(f"done: {cfg.log.output_dir}")
