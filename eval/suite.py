@@ -98,9 +98,8 @@ def read_folder(root: Path) -> Iterator[PromptFolder]:
         hint = f"; its sub-folder {str(inner[0])!r} does: give that" if inner else ""
         from imgalign.rewards.io import IMAGE_SUFFIXES
 
-        if not inner and any(
-            c.suffix.lower() in IMAGE_SUFFIXES for c in root.iterdir()
-        ):  # a flat image folder
+        # a flat image folder
+        if not inner and any(c.suffix.lower() in IMAGE_SUFFIXES for c in root.iterdir()):
             hint = (
                 f" (it holds images directly: `imgalign score {root} --prompts FILE.jsonl --reward "
                 "geneval:mode=strict` judges such a folder, one file/prompt/GenEval metadata row per image)"

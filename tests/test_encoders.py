@@ -1014,9 +1014,8 @@ def test_render_pool_holds_the_upright_renders_of_its_specs_with_their_captions(
     from imgalign.prompts.shapes import sample_training_specs
 
     pool = C.render_pool(3, 2)
-    assert pool.specs == sample_training_specs(
-        2, seed=C.pool_seed(3)
-    )  # the stream kept apart from evaluation
+    # the stream kept apart from evaluation
+    assert pool.specs == sample_training_specs(2, seed=C.pool_seed(3))
     rng = random.Random(C.pool_seed(3) + 1)
     for i, spec in enumerate(pool.specs):
         img, objs = W.render(spec, rng)
