@@ -452,10 +452,7 @@ def apply_overlay(pipe: Any, path: Path, dtype: torch.dtype = torch.float32, bas
         try:
             with quiet_text_encoder_lora_warning(path):
                 pipe.load_lora_weights(str(path))
-        except (
-            RuntimeError,
-            ValueError,
-        ) as e:  # torch's "size mismatch for ...lora_B", peft's missing modules
+        except (RuntimeError, ValueError) as e:  # torch: "size mismatch for ...lora_B"; peft: missing modules
             raise ValueError(lora_mismatch_message(path, base, e)) from e
         pipe.fuse_lora()
     else:

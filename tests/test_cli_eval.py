@@ -595,9 +595,8 @@ def test_a_model_outside_the_shapes_family_on_the_shapes_suite_is_warned_and_rec
     assert len(warned) == 1 and f"guidance_scale {S.GUIDANCE_SCALE}, height 64" in warned[0]
     assert "max_sequence_length 1" in warned[0]
     caplog.clear()
-    with caplog.at_level(
-        "WARNING", logger="imgalign.commands.evaluate"
-    ):  # the shapes model itself: no warning
+    # the shapes model itself: no warning
+    with caplog.at_level("WARNING", logger="imgalign.commands.evaluate"):
         argv = ["eval", "--model", "shapes", "--prompts", str(small_prompts), "--images-per-prompt", "1"]
         assert main(argv + ["--out", str(tmp_path / "o2"), "--no-progress"]) == 0
     assert not any("not a shapes-family model" in r.getMessage() for r in caplog.records)

@@ -225,9 +225,8 @@ def test_set_values_keep_their_text_for_string_fields(tmp_path):
     )
     with pytest.raises(ConfigError, match=r"model.trainable_modules: .* is not a valid YAML list"):
         load("model.trainable_modules=[add_[qkv]_proj, norm1]")
-    with pytest.raises(
-        ConfigError, match=r"model.trainable_modules: .* is not a valid YAML list"
-    ):  # unclosed
+    # unclosed
+    with pytest.raises(ConfigError, match=r"model.trainable_modules: .* is not a valid YAML list"):
         load("model.trainable_modules=[to_q, to_k")
 
 

@@ -1085,9 +1085,8 @@ def test_generate_images_sets_both_sides_and_checks_them_only_where_there_is_a_t
     pipe = _FakeSD3(transformer=False)
     generate_images(pipe, ["a"], [0], size=20)
     assert pipe.calls[0]["height"] == pipe.calls[0]["width"] == 20
-    with pytest.raises(
-        ValueError, match="height=20 .* multiple of 8"
-    ):  # the grid takes sides 8, 16, ..., 128
+    # the grid takes sides 8, 16, ..., 128
+    with pytest.raises(ValueError, match="height=20 .* multiple of 8"):
         generate_images(_FakeSD3(), ["a"], [0], size=20)
 
 

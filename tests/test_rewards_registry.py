@@ -817,13 +817,11 @@ def test_two_rewards_in_one_spec_say_to_give_each_its_own() -> None:
         build_reward("clip,geneval")
     with pytest.raises(ValueError, match="give each its own spec .--reward clip,"):
         build_reward("clip,")
-    with pytest.raises(
-        ValueError, match="unknown reward 'clip,nosuch'"
-    ) as e:  # one is no reward: no such hint
+    # one is no reward: no such hint
+    with pytest.raises(ValueError, match="unknown reward 'clip,nosuch'") as e:
         build_reward("clip,nosuch")
     assert "own spec" not in str(e.value)
-    with pytest.raises(
-        ValueError, match="unknown reward ','"
-    ) as e:  # no reward at all: no '(, or one list ...'
+    # no reward at all: no '(, or one list ...'
+    with pytest.raises(ValueError, match="unknown reward ','") as e:
         build_reward(",")
     assert "own spec" not in str(e.value)

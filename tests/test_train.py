@@ -2585,9 +2585,8 @@ def test_a_step_superseded_again_gets_the_next_free_name(tmp_path, monkeypatch):
     _fake_checkpoint(tmp_path, 40)
     exists, calls = Path.exists, []
 
-    def bounded_exists(
-        self, *args, **kwargs
-    ):  # a counter that stops moving fails here instead of looping forever
+    # a counter that stops moving fails here instead of looping forever
+    def bounded_exists(self, *args, **kwargs):
         calls.append(self)
         assert len(calls) < 100, f"Path.exists asked 100 times, last of {self}"
         return exists(self, *args, **kwargs)

@@ -499,9 +499,8 @@ class MarbleBalancer:
         safe = norms.clamp_min(1e-30)
         g_hat = g / (safe[:, None] * safe[None, :])  # Gram of g_k/||g_k||
         dead = norms <= 1e-30  # a reward with zero gradient (all its groups tied): exclude it from the hull
-        if bool(
-            dead.all()
-        ):  # no valid sample (e.g. a micro-batch of tied groups): nothing to learn alpha from
+        # no valid sample (e.g. a micro-batch of tied groups): nothing to learn alpha from
+        if bool(dead.all()):
             return self.alpha.clone()
         if bool(dead.any()):
             live = (~dead).nonzero().reshape(-1)

@@ -96,9 +96,8 @@ def load_prompt_map(path: str | Path) -> dict[str, dict[str, Any]]:
             raise CLIError(
                 f"{path}:{n}: the prompt of {row['file']!r} is empty; give its prompt or drop the row"
             )
-        if (
-            "tag" in row or "include" in row
-        ):  # GenEval metadata: a misspelt key would silently change verdicts
+        # GenEval metadata: a misspelt key would silently change verdicts
+        if "tag" in row or "include" in row:
             _check_geneval_row(row, f"{path}:{n}")
         key = unicodedata.normalize("NFC", row["file"])  # macOS names files in NFD: 'café' has two forms
         if key in out and out[key] != row:
