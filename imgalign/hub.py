@@ -83,6 +83,14 @@ def looks_like_path(spec: str) -> bool:
     return p.is_absolute() or spec.startswith((".", "~")) or p.exists() or spec.count("/") != 1
 
 
+def tilde_hint(spec: str) -> str:
+    """For a name starting with ``~`` (quoted, so the shell left it): the libraries read it as it is, not as the
+    home folder, so say how to write it; "" for any other name."""
+    if not spec.startswith("~"):
+        return ""
+    return f" (a quoted ~ is not expanded: give the full path, {str(Path(spec).expanduser())!r})"
+
+
 def load_error_reason(error: BaseException, spec: str | None = None) -> str:
     """Why a model did not load, in one line for an error message. `spec`, the name the user gave, when it may
     be a local folder: a path that does not exist says so. A Hub id missing from the cache says that (and that the
@@ -90,10 +98,11 @@ def load_error_reason(error: BaseException, spec: str | None = None) -> str:
     library's own text. A bare name (``gpt2``) is a folder or a legacy Hub id: the library's error tells which."""
     text = str(error).strip().rstrip(".")
     hub_miss = any(m in text.lower() for m in HUB_MISS_MARKERS)
-    if spec is not None and looks_like_path(spec) and not Path(spec).expanduser().exists():
+    # as the library reads it: '~/DIR' is no folder even where the home folder holds DIR
+    if spec is not None and looks_like_path(spec) and not Path(spec).exists():
         bare = "/" not in spec and not spec.startswith((".", "~"))
         if not (bare and hub_miss):
-            return "no such folder"
+            return "no such folder" + tilde_hint(spec)
     if hub_miss:
         why = "HF_HUB_OFFLINE=1 stops downloads" if hub_offline() else "the Hub could not be reached"
         return f"its files are not in the local Hub cache and {why}"

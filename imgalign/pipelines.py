@@ -30,7 +30,7 @@ from typing import Any
 
 import torch
 
-from imgalign.hub import hub_offline, looks_like_path
+from imgalign.hub import hub_offline, looks_like_path, tilde_hint
 
 log = logging.getLogger(__name__)
 
@@ -204,7 +204,7 @@ def check_model_spec(spec: ModelSpec) -> ModelSpec:
         elif path_like or not hub_id_available(spec.base):
             what = "is a file, not a model folder" if p.exists() else "does not exist"
             if spec.base.startswith("~") and not p.exists():
-                what += f" (a quoted ~ is not expanded: give the full path, {str(p.expanduser())!r})"
+                what += tilde_hint(spec.base)
             elif not path_like and hub_id_valid(spec.base):  # offline, and not in the local cache
                 raise IncompleteModelError(
                     f"model {spec.label!r}: {spec.base!r} does not exist as a local folder, nor as a Hub id in the "

@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from imgalign.hub import load_error_reason
+from imgalign.hub import load_error_reason, tilde_hint
 from imgalign.rewards.base import Reward, RewardOutput, as_bool, check_at_least, register_reward
 
 log = logging.getLogger(__name__)
@@ -82,7 +82,7 @@ def check_open_clip_name(model_name: str, pretrained: str | None) -> None:
         folder = model_name.split(":", 1)[1]
         if not Path(folder).is_dir():
             raise FileNotFoundError(
-                f"cannot load open_clip model: folder {folder!r} does not exist; give a folder holding "
+                f"cannot load open_clip model: folder {folder!r} does not exist{tilde_hint(folder)}; give a folder holding "
                 "open_clip_config.json and weights, ARCH with pretrained=TAG, or shapes-clip"
             )
         if not (Path(folder) / "open_clip_config.json").is_file():  # open_clip: "config file missing"
@@ -97,7 +97,7 @@ def check_open_clip_name(model_name: str, pretrained: str | None) -> None:
         return
     if "/" in model_name or model_name.startswith((".", "~")):
         raise FileNotFoundError(
-            f"cannot load open_clip model {model_name!r}: no such folder; give a folder holding "
+            f"cannot load open_clip model {model_name!r}: no such folder{tilde_hint(model_name)}; give a folder holding "
             "open_clip_config.json and weights, ARCH with pretrained=TAG, or shapes-clip"
         )
     from imgalign.hub import EMBEDDED

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from imgalign.hub import load_error_reason
+from imgalign.hub import load_error_reason, tilde_hint
 from imgalign.rewards.base import Reward, RewardOutput, as_bool, check_at_least, register_reward, to_pil
 
 log = logging.getLogger(__name__)
@@ -56,9 +56,7 @@ def load_vlm(
     p = Path(name)  # not expanded, as transformers reads it (a ~ that exists expanded was taken for a Hub id)
     if not p.exists() and (p.is_absolute() or name.startswith((".", "~")) or name.count("/") > 1):
         # transformers took it for a Hub id: "Repo id must be in the form 'repo_name' or ..."
-        tilde = name.startswith("~")
-        hint = f" (a quoted ~ is not expanded: give the full path, {str(p.expanduser())!r})" if tilde else ""
-        raise FileNotFoundError(f"vlm_loglik: model folder {name!r} does not exist{hint}; {what}")
+        raise FileNotFoundError(f"vlm_loglik: model folder {name!r} does not exist{tilde_hint(name)}; {what}")
     try:
         model = AutoModelForImageTextToText.from_pretrained(
             name, dtype=dtype, trust_remote_code=trust_remote_code

@@ -336,8 +336,13 @@ def test_load_error_reason_says_what_is_missing(tmp_path, monkeypatch):
         "its files"
     )
     # a spec meant as a path that does not exist; an existing folder keeps the library's own reason
-    for spec in (str(tmp_path / "nope"), "./nope", "a/b/c", "~/imgalign-no-such-folder"):
+    for spec in (str(tmp_path / "nope"), "./nope", "a/b/c"):
         assert load_error_reason(miss, spec) == "no such folder", spec
+    # a quoted ~ reaches the library unexpanded: no folder, even where the home folder holds it
+    home = Path("~/imgalign-no-such-folder").expanduser()
+    assert load_error_reason(miss, "~/imgalign-no-such-folder") == (
+        f"no such folder (a quoted ~ is not expanded: give the full path, {str(home)!r})"
+    )
     # a bare name is a folder or a legacy Hub id (gpt2): the library's error says which
     assert load_error_reason(miss, "gpt2").startswith("its files are not in the local Hub cache")
     assert load_error_reason(ValueError("Incorrect path_or_model_id: 'nope'"), "nope") == "no such folder"
@@ -355,7 +360,7 @@ def test_load_error_reason_knows_each_librarys_cache_miss_and_reads_the_offline_
 ):
     """huggingface_hub's own cache misses (offline, and a failed HEAD call) read as a cache miss like transformers'
     'couldn't connect'; HF_HUB_OFFLINE counts whether huggingface_hub read it at import or it is set now (any of
-    1/ON/YES/TRUE, any case); an existing '~' folder keeps the library's own reason."""
+    1/ON/YES/TRUE, any case); a quoted '~' is no folder to the library even though the home folder exists."""
     import huggingface_hub.constants as C
 
     from imgalign.hub import hub_offline, load_error_reason
@@ -379,7 +384,10 @@ def test_load_error_reason_knows_each_librarys_cache_miss_and_reads_the_offline_
         assert hub_offline(), on
     monkeypatch.setenv("HF_HUB_OFFLINE", "0")
     assert not hub_offline()
-    assert load_error_reason(ValueError("bad config."), "~") == "bad config"  # the home folder exists
+    # the home folder exists, but not as the library reads the name (detectors and CLIPs with ~/DIR said only
+    # transformers' or open_clip's own text)
+    assert load_error_reason(ValueError("bad config."), "~").startswith("no such folder (a quoted ~ is not")
+    assert load_error_reason(ValueError("bad config."), str(Path.home())) == "bad config"
 
 
 # ---- generation into the official layout, then the whole path ---------------------------------------------

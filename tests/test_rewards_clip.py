@@ -90,6 +90,13 @@ def test_a_misspelt_architecture_or_a_missing_folder_is_one_short_line(tmp_path:
         with pytest.raises(FileNotFoundError, match="does not exist|no such folder") as e:
             build_reward(f"clip:model={missing}")
         assert len(str(e.value)) < 400
+    # a quoted ~ reaches open_clip unexpanded: said, with the full path, for both spellings
+    home = str(Path("~/imgalign-clip").expanduser())
+    for tilde in ("~/imgalign-clip", "local-dir:~/imgalign-clip"):
+        with pytest.raises(
+            FileNotFoundError, match=f"a quoted ~ is not expanded: give the full path, '{home}'"
+        ):
+            build_reward(f"clip:model={tilde}")
 
 
 @pytest.mark.parametrize(
