@@ -516,15 +516,16 @@ class ClipColorClassifier:
     ) -> None:
         import open_clip
 
-        from imgalign.hub import load_error_reason
+        from imgalign.hub import load_error_reason, quiet_open_clip_errors
         from imgalign.rewards.clip import check_open_clip_weights
 
         name, pretrained = parse_clip_spec(model)
         check_open_clip_weights(name, pretrained)
         try:
-            self.model, _, self.preprocess = open_clip.create_model_and_transforms(
-                name, pretrained=pretrained, device=device
-            )
+            with quiet_open_clip_errors():
+                self.model, _, self.preprocess = open_clip.create_model_and_transforms(
+                    name, pretrained=pretrained, device=device
+                )
             self.tokenizer = open_clip.get_tokenizer(name)
         except (RuntimeError, OSError, ValueError) as e:
             raise FileNotFoundError(

@@ -14,7 +14,10 @@ Anything that is not one of these names is taken as a local folder or a Hub id a
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 ASSETS = Path(__file__).parent / "assets" / "models"
@@ -81,6 +84,22 @@ def looks_like_path(spec: str) -> bool:
     starting with ``~``, existing, or with other than one slash."""
     p = Path(spec)
     return p.is_absolute() or spec.startswith((".", "~")) or p.exists() or spec.count("/") != 1
+
+
+@contextlib.contextmanager
+def quiet_open_clip_errors() -> Iterator[None]:
+    """While an open_clip model loads: drop the ERROR lines open_clip logs on the root logger just before it
+    raises the same failure ("Failed to download weights ..."), which the caller turns into one line of its own."""
+
+    def keep(record: logging.LogRecord) -> bool:
+        return not (record.levelno >= logging.ERROR and f"{os.sep}open_clip{os.sep}" in record.pathname)
+
+    root = logging.getLogger()
+    root.addFilter(keep)
+    try:
+        yield
+    finally:
+        root.removeFilter(keep)
 
 
 def tilde_hint(spec: str) -> str:

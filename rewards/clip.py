@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from imgalign.hub import load_error_reason, tilde_hint
+from imgalign.hub import load_error_reason, quiet_open_clip_errors, tilde_hint
 from imgalign.rewards.base import Reward, RewardOutput, as_bool, check_at_least, register_reward
 
 log = logging.getLogger(__name__)
@@ -131,13 +131,14 @@ def load_open_clip(
         check_open_clip_name(model_name, pre)
         check_open_clip_weights(model_name, pre)
         try:
-            model = open_clip.create_model(
-                model_name,
-                pretrained=pre,
-                device=device,
-                precision=_precision(dtype),
-                force_quick_gelu=_quick_gelu(model_name, pre),
-            )
+            with quiet_open_clip_errors():
+                model = open_clip.create_model(
+                    model_name,
+                    pretrained=pre,
+                    device=device,
+                    precision=_precision(dtype),
+                    force_quick_gelu=_quick_gelu(model_name, pre),
+                )
         except RuntimeError as e:
             raise ValueError(
                 f"cannot load open_clip model {model_name!r} (pretrained={pre!r}): {load_error_reason(e)}. "

@@ -99,6 +99,21 @@ def test_a_misspelt_architecture_or_a_missing_folder_is_one_short_line(tmp_path:
             build_reward(f"clip:model={tilde}")
 
 
+def test_an_uncached_pretrained_tag_is_one_line_without_open_clips_own_error_log(caplog) -> None:
+    """open_clip logged 'Failed to download weights ...' at ERROR on the root logger and then raised it: the user
+    saw the same failure twice, the first as a long library line. Other ERROR records still pass."""
+    import logging
+
+    with caplog.at_level(logging.ERROR), pytest.raises(ValueError, match="not in the local Hub cache"):
+        build_reward("clip:model=ViT-B-32,pretrained=openai")
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
+    from imgalign.hub import quiet_open_clip_errors
+
+    with caplog.at_level(logging.ERROR), quiet_open_clip_errors():
+        logging.getLogger().error("ours")
+    assert [r.getMessage() for r in caplog.records] == ["ours"]
+
+
 @pytest.mark.parametrize(
     "resize_mode, interpolation",
     [("shortest", "bicubic"), ("squash", "bicubic"), ("shortest", "bilinear"), ("longest", "bicubic")],
