@@ -147,7 +147,7 @@ def test_eval_images_with_bad_files_keeps_going(tmp_path, small_prompts, capsys)
     assert summary["n_errors"] == 5 and summary["n_images"] == 34
 
 
-def test_eval_images_names_samples_the_layout_does_not_read(tmp_path, capsys):
+def test_eval_images_names_samples_the_layout_does_not_read(tmp_path, capsys, caplog):
     """A prompt folder whose samples are 0000.PNG or JPEGs (a camera, a Windows tool) holds no <n>.png: the error
     names what it holds and says to convert or rename, instead of only 'holds no image'."""
     from PIL import Image
@@ -166,6 +166,7 @@ def test_eval_images_names_samples_the_layout_does_not_read(tmp_path, capsys):
     rows = [json.loads(r) for r in (out / "results.jsonl").read_text().splitlines()]
     for row, name in zip(rows, ("0000.PNG", "0000.jpg")):
         assert f"it holds {name}, but the GenEval layout reads only <n>.png (lower-case)" in row["error"]
+    assert "not every image is judged" not in caplog.text  # said once, in the error row, not also warned
 
 
 def test_eval_images_warns_of_samples_left_unjudged_beside_png_ones(tmp_path, caplog):
@@ -179,10 +180,42 @@ def test_eval_images_warns_of_samples_left_unjudged_beside_png_ones(tmp_path, ca
     samples = tmp_path / "imgs" / "00000" / "samples"
     W.render(spec, 1)[0].save(samples / "0001.jpg")
     (samples / "._0000.png").write_bytes(b"\x00\x05\x16\x07")
+    (samples / "old.jpg").mkdir()  # a folder, whatever its name, is no image
     s = judge_folder(tmp_path / "imgs", tmp_path / "ev", ShapesDetector(), progress=False)
     assert s["n_images"] == 1
     assert f"{samples}: not every image is judged; it holds 0001.jpg, but the GenEval layout" in caplog.text
-    assert "._0000.png" not in caplog.text
+    assert "._0000.png" not in caplog.text and "old.jpg" not in caplog.text
+    # `eval --images` judges a copy holding only the <n>.png samples: the warning looks in the user's folder
+    caplog.clear()
+    assert (
+        main(["eval", "--images", str(tmp_path / "imgs"), "--out", str(tmp_path / "ev2"), "--no-progress"])
+        == 0
+    )
+    assert f"{samples}: not every image is judged; it holds 0001.jpg, but the GenEval layout" in caplog.text
+
+
+def test_unread_samples_are_named_three_at_most_and_a_missing_samples_folder_holds_none(tmp_path):
+    """The warning names the first three images the layout skips and counts the rest; a prompt folder without a
+    samples/ folder at all is judged as one incorrect image, not a crash listing a folder that is not there."""
+    from imgalign.eval.shapes_detector import ShapesDetector
+    from imgalign.eval.suite import _unread_samples, judge_folder, write_prompt_folder
+
+    (tmp_path / "s").mkdir()
+    for name in ("a.jpg", "b.JPG", "c.webp", "d.jpeg", "e.PNG", "0000.png", "notes.txt"):
+        (tmp_path / "s" / name).write_bytes(b"")
+    assert _unread_samples(tmp_path / "s", frozenset({"0000.png"})) == (
+        "; it holds a.jpg, b.JPG, c.webp and 2 more, but the GenEval layout reads only <n>.png (lower-case): "
+        "convert or rename them"
+    )
+    write_prompt_folder(tmp_path / "imgs", 0, W.single_object("circle").to_metadata(), [])
+    shutil.rmtree(tmp_path / "imgs" / "00000" / "samples", ignore_errors=True)
+    s = judge_folder(tmp_path / "imgs", tmp_path / "ev", ShapesDetector(), progress=False)
+    assert s["n_errors"] == 1 and s["n_images"] == 1
+    row = json.loads((tmp_path / "ev" / "results.jsonl").read_text())
+    assert row["error"] == (
+        f"{tmp_path / 'imgs' / '00000'}: the prompt folder holds no image (no samples/*.png); the prompt counts "
+        "as one incorrect image"
+    )
 
 
 def test_summary_only_when_complete_and_results_are_resumed(tmp_path, small_prompts, monkeypatch):
@@ -786,6 +819,16 @@ def test_no_progress_silences_the_libraries_loading_bars_for_the_call(monkeypatc
         assert main(argv) == 0
         assert seen[-1] == during
         assert diffusers_logging.is_progress_bar_enabled() and transformers_logging.is_progress_bar_enabled()
+    # a caller that had turned a library's bars off keeps them off after the call (not switched on by it)
+    diffusers_logging.disable_progress_bar()
+    try:
+        assert main(["score", "imgs", "--reward", "clip", "--out", "s.jsonl", "--no-progress"]) == 0
+        assert seen[-1] == (False, False)
+        assert (
+            not diffusers_logging.is_progress_bar_enabled() and transformers_logging.is_progress_bar_enabled()
+        )
+    finally:
+        diffusers_logging.enable_progress_bar()
 
 
 def test_render_report_by_hand():

@@ -97,6 +97,12 @@ def test_settings_of_an_unselected_method_are_listed_as_unused():
         "rewards.marble.ema (read with rewards.balancer=marble)"
     ]
     assert unused(*marble, "rewards.balancer=imgalign.trainers.rewarding:marble") == []
+    # nor under a plug-in objective or rollout (it may read the NFT or tree section): judged as neither built-in
+    nft = ["objective.nft.beta=0.5", "objective.terms_per_sample=3"]
+    assert unused("objective.name=imgalign.trainers.objectives:GRPOObjective", *nft) == []
+    assert (
+        unused("sampling.rollout=imgalign.trainers.rollout:flat_rollout", "sampling.tree.between=sde") == []
+    )
 
 
 def test_type_errors_and_validation():

@@ -297,6 +297,8 @@ def test_find_images_skips_hidden_files_and_follows_symlinked_folders(tmp_path: 
     (other / "loop").symlink_to(d, target_is_directory=True)
     assert find_images([d]) == [d / "a.png", d / "linked" / "b.png"]
     assert find_images([d / "._a.png"]) == [d / "._a.png"]  # a file named explicitly is kept
+    (d / "gone.png").symlink_to(tmp_path / "deleted.png")  # a dangling link is no image file
+    assert find_images([d]) == [d / "a.png", d / "linked" / "b.png"]
 
 
 def test_load_image_folder_limits_and_resizes_bicubic(tmp_path: Path) -> None:
@@ -319,7 +321,9 @@ def test_load_image_folder_limits_and_resizes_bicubic(tmp_path: Path) -> None:
         pil_batch([])
 
 
-def test_load_image_folder_of_mixed_sizes_keeps_the_common_size(tmp_path: Path) -> None:
+def test_load_image_folder_of_mixed_sizes_keeps_the_common_size(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     """A 1x1 thumbnail that sorts first no longer shrinks every other image of the folder to 1x1 (a silently
     meaningless FD / FID statistic); the odd image is resized to the size most images have."""
     from imgalign.rewards.io import load_image_folder
@@ -329,8 +333,10 @@ def test_load_image_folder_of_mixed_sizes_keeps_the_common_size(tmp_path: Path) 
     for i, im in enumerate(ims):
         im.save(tmp_path / f"{i + 1}.png")
     Image.new("RGB", (1, 1), (255, 0, 0)).save(tmp_path / "0_thumb.png")
-    x = load_image_folder(tmp_path)
+    with caplog.at_level("WARNING"):
+        x = load_image_folder(tmp_path)
     assert x.shape == (4, 3, 8, 8)
+    assert "1 of 4 images are not 8x8 and were resized to it (bicubic)" in caplog.text
     np.testing.assert_allclose(x[1].permute(1, 2, 0).numpy(), np.asarray(ims[0], dtype=np.float32) / 255.0)
 
 
@@ -759,6 +765,12 @@ def test_a_prompt_row_finds_its_file_whatever_the_unicode_normal_form(tmp_path: 
     nfd = tmp_path / "d" / unicodedata.normalize("NFD", "café.png")
     assert _lookup(nfd, load_prompt_map(p), tmp_path) == {"file": "d/café.png", "prompt": "x"}
     assert _lookup(Path(nfd.name), load_prompt_map(p), None) == {"file": "d/café.png", "prompt": "x"}
+    # a prompt file typed on macOS (NFD) finds an NFC name, and the folder decides between two such names
+    rows = [{"file": unicodedata.normalize("NFD", f"{d}/café.png"), "prompt": d} for d in ("d", "e")]
+    p.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    nfc = tmp_path / "e" / unicodedata.normalize("NFC", "café.png")
+    assert _lookup(nfc, load_prompt_map(p), tmp_path)["prompt"] == "e"
+    assert _lookup(nfd, load_prompt_map(p), tmp_path)["prompt"] == "d"
 
 
 def test_large_images_are_scored_in_smaller_batches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -774,6 +786,7 @@ def test_large_images_are_scored_in_smaller_batches(tmp_path: Path, monkeypatch:
     sizes = []
     real = io_mod.pil_batch
     monkeypatch.setattr(io_mod, "pil_batch", lambda ims, size=None: sizes.append(len(ims)) or real(ims, size))
+    assert score_mod.MAX_BATCH_PIXELS * 3 * 4 == 768 * 2**20  # float32 RGB: the 768 MiB its comment gives
     monkeypatch.setattr(score_mod, "MAX_BATCH_PIXELS", 2 * 64)
     out = tmp_path / "s.jsonl"
     assert main(["score", str(d), "--reward", "artifact", "--out", str(out), "--no-progress"]) == 0

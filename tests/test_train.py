@@ -3004,9 +3004,11 @@ def test_an_output_folder_on_a_file_system_without_flock_trains_unlocked(tmp_pat
         raise OSError(errno.ENOSYS, "Function not implemented")
 
     monkeypatch.setattr(fcntl, "flock", no_flock)
+    open_fds = len(os.listdir("/dev/fd"))
     with caplog.at_level("WARNING"):
         assert C.lock_output_dir(tmp_path)
     assert "cannot lock" in caplog.text and "(Function not implemented)" in caplog.text
+    assert len(os.listdir("/dev/fd")) == open_fds  # the lock file's descriptor is not left open
     C.unlock_output_dir(tmp_path)
 
 
