@@ -819,6 +819,11 @@ def test_no_progress_silences_the_libraries_loading_bars_for_the_call(monkeypatc
         assert main(argv) == 0
         assert seen[-1] == during
         assert diffusers_logging.is_progress_bar_enabled() and transformers_logging.is_progress_bar_enabled()
+    # a command without --no-progress leaves them on
+    from imgalign.commands import report
+
+    monkeypatch.setattr(report, "run_report", fake)
+    assert main(["report", "run"]) == 0 and seen[-1] == (True, True)
     # a caller that had turned a library's bars off keeps them off after the call (not switched on by it)
     diffusers_logging.disable_progress_bar()
     try:

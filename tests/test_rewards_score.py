@@ -782,12 +782,12 @@ def test_large_images_are_scored_in_smaller_batches(tmp_path: Path, monkeypatch:
     d = tmp_path / "d"
     d.mkdir()
     for i in range(3):
-        Image.new("RGB", (8, 8), (i, 0, 0)).save(d / f"{i}.png")
+        Image.new("RGB", (16, 4), (i, 0, 0)).save(d / f"{i}.png")  # not square: width times height pixels
     sizes = []
     real = io_mod.pil_batch
     monkeypatch.setattr(io_mod, "pil_batch", lambda ims, size=None: sizes.append(len(ims)) or real(ims, size))
     assert score_mod.MAX_BATCH_PIXELS * 3 * 4 == 768 * 2**20  # float32 RGB: the 768 MiB its comment gives
-    monkeypatch.setattr(score_mod, "MAX_BATCH_PIXELS", 2 * 64)
+    monkeypatch.setattr(score_mod, "MAX_BATCH_PIXELS", 2 * 16 * 4)
     out = tmp_path / "s.jsonl"
     assert main(["score", str(d), "--reward", "artifact", "--out", str(out), "--no-progress"]) == 0
     assert sizes == [2, 1] and len(out.read_text().splitlines()) == 3
@@ -1235,6 +1235,13 @@ def test_images_a_prompt_file_does_not_list_get_error_rows_saying_to_add_them(
     (row,) = [json.loads(x) for x in out.read_text().splitlines()]
     assert row["error"].startswith(
         f"no prompt for {d / 'ok0.png'}: --prompts has 'OK0.PNG', which differs in letter"
+    )
+    # its folder too: the file name is what is compared
+    other.write_text(json.dumps({"file": f"{d.name}/OK0.PNG", "prompt": "a red circle"}) + "\n")
+    assert main([*argv, "--out", str(out)]) == 1
+    (row,) = [json.loads(x) for x in out.read_text().splitlines()]
+    assert row["error"].startswith(
+        f"no prompt for {d / 'ok0.png'}: --prompts has '{d.name}/OK0.PNG', which differs in letter"
     )
 
 

@@ -110,6 +110,7 @@ def make_tiny_internvl(folder: Path) -> Path:
         merges=[],
         eos_token="<|im_end|>",
         pad_token="<|endoftext|>",
+        unk_token=None,  # as InternVL3's Qwen2.5 tokenizer: byte-level BPE has no <unk> (unk_token_id is None)
         extra_special_tokens={
             "start_image_token": "<img>",
             "end_image_token": "</img>",
