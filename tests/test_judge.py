@@ -554,6 +554,34 @@ def test_shapes_detector_soft_iou_leaves_out_another_colours_pixels_in_the_box()
     assert beside.class_scores == pytest.approx(alone.class_scores, abs=1e-6)
 
 
+def _red_pixels(*cells: tuple[slice, slice] | tuple[int, int]) -> np.ndarray:
+    """A 64 x 64 shapes-world background with the given cells (slices or single pixels) in pure red."""
+    rgb = np.tile(np.array(W.BACKGROUND, dtype=np.uint8), (64, 64, 1))
+    for cell in cells:
+        rgb[cell] = W.COLORS["red"]
+    return rgb
+
+
+def test_shapes_detector_joins_pixels_that_touch_only_at_a_corner():
+    """Components are 8-connected: two red squares meeting corner to corner are one object over both boxes (with
+    4-connectivity they were two whole squares)."""
+    dets = DET(_red_pixels((slice(10, 20), slice(10, 20)), (slice(20, 30), slice(20, 30))))
+    (one,) = [d for ds in dets.values() for d in ds]
+    assert one.color == "red" and one.box == (10.0, 10.0, 30.0, 30.0)
+
+
+def test_shapes_detector_min_area_counts_the_components_own_pixels_not_its_neighbours_in_its_box():
+    """A 10-pixel diagonal speck (under min_area 12) whose box takes in 10 pixels of a red square beside it (not
+    touching it) stays noise: the area is that of its own component."""
+    speck = [
+        (r, 62 - r) for r in range(25, 35)
+    ]  # rows 25-34, columns 37-28: its box holds the square's corner
+    dets = DET(_red_pixels((slice(10, 30), slice(10, 30)), *speck))
+    assert [(c, d.color, d.box) for c, ds in dets.items() for d in ds] == [
+        ("square", "red", (10.0, 10.0, 30.0, 30.0))
+    ]
+
+
 def test_shapes_detector_foreground_is_alpha_above_one_half_by_default():
     """A pixel is foreground when its blend toward a palette colour is above 0.5: a uniform square at 0.45 of the
     way from the background to red is not an object, one at 0.55 is (a red square of confidence (0.55 - 0.5) /
