@@ -524,6 +524,9 @@ def test_clip_is_loaded_only_for_colour_prompts(tiny):
         validate({"tag": "single_object", "include": [{"class": "zebra", "count": 1}], "prompt": "a zebra"})
     with pytest.raises(FileNotFoundError, match="cannot load CLIP"):
         build_judge(str(tiny["detr"]), "no-such-clip", coloured)
+    # no prompt set given (any prompt may come): CLIP is loaded, and in eval mode
+    _, color, _ = build_judge(str(tiny["detr"]), str(tiny["clip"]), None)
+    assert isinstance(color, ClipColorClassifier) and not color.model.training
 
 
 def test_judge_specs_are_checked_without_loading_weights(tiny, tmp_path):
@@ -674,6 +677,25 @@ def test_generated_counts_cover_two_to_four_and_small_class_lists():
     assert load_prompt_set("generate:0") == generate_metadata(0)
     with pytest.raises(ValueError, match="0 or more"):
         load_prompt_set("generate:-1")
+
+
+def test_generated_colour_prompts_draw_every_colour_and_a_prompt_file_named_generated_is_a_file(
+    tmp_path, monkeypatch
+):
+    """The colour of a `colors` prompt is drawn like its class (94 draws over 10 colours leave none out), and only
+    the exact prefix generate: asks for a drawn set: a metadata file called generated.jsonl is read as a file."""
+    import json
+
+    from imgalign.eval.real import generate_metadata, load_prompt_set, prompt_for
+
+    metas = generate_metadata(seed=0, sizes={"colors": 94})
+    assert {m["include"][0]["color"] for m in metas} == set(GENEVAL_COLORS)
+    line = {"tag": "single_object", "include": [{"class": "cat", "count": 1}], "prompt": "a photo of a cat"}
+    (tmp_path / "generated.jsonl").write_text(json.dumps(line) + "\n")
+    monkeypatch.chdir(tmp_path)
+    assert [m["prompt"] for m in load_prompt_set("generated.jsonl")] == ["a photo of a cat"]
+    with pytest.raises(ValueError, match="unknown GenEval task 'spatial'"):
+        prompt_for({"tag": "spatial", "include": [{"class": "cat", "count": 1}]})
 
 
 def test_metadata_validation_checks_exclude_classes_and_colours():
@@ -1007,6 +1029,29 @@ def test_instance_masks_box_by_their_extent_and_empty_ones_are_skipped():
     assert proc.asked[0]["target_sizes"] == [(24, 96)]  # (H, W)
     assert [x.box for x in out["cat"]] == [(10.0, 2.0, 20.0, 5.0)]
     assert [x.box for x in out["dog"]] == [(90.0, 0.0, 96.0, 24.0)] and out["dog"][0].mask.shape == (24, 96)
+
+
+def test_closed_set_detections_keep_the_models_scores_and_are_thresholded_at_min_score():
+    """The post-processing keeps every detection down to `min_score` (GenEval's own thresholds apply later, per
+    task), and each detection keeps the score the model gave it, for boxes and for instance masks alike."""
+    masks = torch.zeros(2, 24, 96, dtype=torch.bool)
+    masks[0, 2:5, 10:20] = masks[1, 10:20, 40:50] = True
+    proc = FakeProcessor({"segmentation": masks, "segments_info": [{"label_id": 1, "score": 0.45}] * 2})
+    d = bare_detector(
+        "mask2former", processor=proc, model=lambda **kw: None, label_map={1: "cat"}, min_score=0.07
+    )
+    found = d._instances(Image.new("RGB", (96, 24)))
+    assert proc.asked[0]["threshold"] == 0.07 and [x.score for x in found["cat"]] == [0.45, 0.45]
+
+    boxes = {"scores": torch.tensor([0.2, 0.08]), "labels": torch.tensor([1, 1])}
+    boxes["boxes"] = torch.tensor([[0.0, 0.0, 10.0, 10.0], [20.0, 0.0, 30.0, 10.0]])
+    proc = FakeProcessor(boxes)
+    proc.post_process_object_detection = proc.post_process_instance_segmentation
+    d = bare_detector("detr", processor=proc, model=lambda **kw: None, label_map={1: "cat"}, min_score=0.07)
+    found = d._boxes(Image.new("RGB", (96, 24)))
+    assert proc.asked[0]["threshold"] == 0.07 and [x.score for x in found["cat"]] == pytest.approx(
+        [0.2, 0.08]
+    )
 
 
 def test_grounding_dino_refuses_a_query_whose_tokens_it_cannot_locate(tiny):
