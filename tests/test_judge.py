@@ -311,6 +311,19 @@ def test_soft_credit_ramps_confidence_colour_and_position():
     assert soft_credit(None, mixed, COUNT4) == pytest.approx(0.75)
 
 
+def test_soft_credit_counts_a_further_object_against_by_its_ramped_confidence():
+    """On a counting prompt each object beyond `count` costs its weight over the threshold, as the ones counted earn:
+    two circles asked, a sure one and two ragged ones at 0.45 (half of 0.9): (1 + 0.5) / 2 - 0.5 / 2 = 0.5."""
+    meta = {
+        "tag": "counting",
+        "include": [{"class": "circle", "count": 2}],
+        "exclude": [{"class": "circle", "count": 3}],
+    }
+    raw = {"circle": [D(0, 0, 9, 9), D(20, 0, 29, 9, 0.45), D(40, 0, 49, 9, 0.45)]}
+    assert not judge(None, raw, meta).correct
+    assert soft_credit(None, raw, meta) == pytest.approx(0.5)
+
+
 def test_soft_credit_objects_of_no_weight_neither_serve_a_clause_nor_become_targets():
     two = {"tag": "two_object", "include": [{"class": "square", "count": 1}, {"class": "circle", "count": 1}]}
     # the circle earns nothing as a square, so it is left for the circle's clause: (0 + 1) / 2
