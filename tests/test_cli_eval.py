@@ -1123,6 +1123,25 @@ def test_only_numbered_samples_are_read(tmp_path):
     assert [p.name for p in f.samples] == ["0000.png"]
 
 
+def test_a_folder_without_prompt_folders_points_only_at_a_sub_folder_that_holds_them(tmp_path):
+    """The hint names the sub-folder in the GenEval layout (an `eval --model` run's images/), not another folder
+    that sorts first (a_notes/ beside it), and no sub-folder at all when none holds prompt folders."""
+    from PIL import Image
+
+    from imgalign.eval.suite import read_folder_index, write_prompt_folder
+
+    (tmp_path / "a_notes" / "drafts").mkdir(parents=True)
+    with pytest.raises(FileNotFoundError, match="holds no prompt folders; expected") as e:
+        read_folder_index(tmp_path)
+    assert "sub-folder" not in str(e.value)
+    write_prompt_folder(
+        tmp_path / "images", 0, W.single_object("circle").to_metadata(), [Image.new("RGB", (4, 4))]
+    )
+    with pytest.raises(FileNotFoundError) as e:
+        read_folder_index(tmp_path)
+    assert f"its sub-folder {str(tmp_path / 'images')!r} does: give that" in str(e.value)
+
+
 def test_eval_ground_truth_defaults_to_four_images_per_prompt(tmp_path, small_prompts):
     out = tmp_path / "ev"
     assert (
@@ -1130,6 +1149,38 @@ def test_eval_ground_truth_defaults_to_four_images_per_prompt(tmp_path, small_pr
         == 0
     )
     assert json.loads((out / "summary.json").read_text())["n_images"] == 4 * 18
+
+
+def test_a_results_line_without_a_file_is_dropped_on_resume(tmp_path):
+    """A results.jsonl line that is JSON but no verdict row (no "file", e.g. from a hand edit) is dropped like a
+    line cut short, not a crash of the resumed run."""
+    from imgalign.eval.shapes_detector import ShapesDetector
+    from imgalign.eval.suite import judge_folder, write_prompt_folder
+
+    imgs, circle = tmp_path / "imgs", W.single_object("circle")
+    write_prompt_folder(imgs, 0, circle.to_metadata(), [W.render(circle, 0)[0]])
+    judge_folder(imgs, tmp_path / "ev", ShapesDetector(), progress=False)
+    results = tmp_path / "ev" / "results.jsonl"
+    results.write_text(results.read_text() + '{"note": "checked by hand"}\n')
+    s = judge_folder(imgs, tmp_path / "ev", ShapesDetector(), progress=False)
+    rows = [json.loads(x) for x in results.read_text().splitlines()]
+    assert s["n_images"] == 1 and [r["file"] for r in rows] == ["00000/samples/0000.png"]
+
+
+def test_a_reused_verdict_is_reused_again_by_the_next_run(tmp_path):
+    """A resumed run writes the verdicts it reuses back with their digest, so a third run judges nothing again."""
+    from imgalign.eval.shapes_detector import ShapesDetector
+    from imgalign.eval.suite import judge_folder, write_prompt_folder
+
+    imgs, circle = tmp_path / "imgs", W.single_object("circle")
+    write_prompt_folder(imgs, 0, circle.to_metadata(), [W.render(circle, 0)[0], W.render(circle, 1)[0]])
+    first = judge_folder(imgs, tmp_path / "ev", ShapesDetector(), progress=False)
+
+    def no_detector(image):
+        raise AssertionError("an image with a verdict was judged again")
+
+    for _ in range(2):
+        assert judge_folder(imgs, tmp_path / "ev", no_detector, progress=False) == first
 
 
 def test_a_verdict_is_reused_only_for_the_same_image_and_prompt(tmp_path):
