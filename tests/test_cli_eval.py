@@ -1183,6 +1183,24 @@ def test_a_reused_verdict_is_reused_again_by_the_next_run(tmp_path):
         assert judge_folder(imgs, tmp_path / "ev", no_detector, progress=False) == first
 
 
+def test_copy_folder_keeps_the_prompt_folder_names_and_numbered_samples_only(tmp_path):
+    """A copy is judged under the user's own names (an unpadded folder 7 stays 7, so results and errors name it),
+    with every numbered sample and no stray picture."""
+    from PIL import Image
+
+    from imgalign.eval.suite import copy_folder, read_folder_index, write_prompt_folder
+
+    write_prompt_folder(
+        tmp_path / "src", 7, W.single_object("circle").to_metadata(), [Image.new("RGB", (4, 4))] * 2
+    )
+    (tmp_path / "src" / "00007").rename(tmp_path / "src" / "7")
+    Image.new("RGB", (4, 4)).save(tmp_path / "src" / "7" / "samples" / "grid.png")
+    copy_folder(tmp_path / "src", tmp_path / "dst")
+    (f,) = read_folder_index(tmp_path / "dst")
+    assert f.path == tmp_path / "dst" / "7" and [p.name for p in f.samples] == ["0000.png", "0001.png"]
+    assert sorted(p.name for p in (f.path / "samples").iterdir()) == ["0000.png", "0001.png"]
+
+
 def test_a_verdict_is_reused_only_for_the_same_image_and_prompt(tmp_path):
     """The resume digest covers the metadata: the same picture under an edited prompt is judged again."""
     from imgalign.eval.shapes_detector import ShapesDetector
