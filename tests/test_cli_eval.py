@@ -1201,6 +1201,26 @@ def test_copy_folder_keeps_the_prompt_folder_names_and_numbered_samples_only(tmp
     assert sorted(p.name for p in (f.path / "samples").iterdir()) == ["0000.png", "0001.png"]
 
 
+def test_judge_folder_records_the_prompt_and_suite_and_makes_missing_parents(tmp_path):
+    """Each results row carries its prompt (the report's failure table shows it), summary.json the suite name it
+    was given, an --out under missing folders is made, and the report lists the first 20 failures by default."""
+    from PIL import Image
+
+    from imgalign.eval.shapes_detector import ShapesDetector
+    from imgalign.eval.suite import judge_folder, render_report, write_prompt_folder
+
+    meta = W.single_object("circle").to_metadata()
+    write_prompt_folder(tmp_path / "imgs", 0, meta, [Image.new("RGB", (32, 32), "white")])  # no circle: fails
+    out = tmp_path / "a" / "b" / "ev"
+    s = judge_folder(tmp_path / "imgs", out, ShapesDetector(), suite="mine", progress=False)
+    assert s["suite"] == "mine" and json.loads((out / "summary.json").read_text())["suite"] == "mine"
+    (row,) = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
+    assert row["prompt"] == meta["prompt"] and not row["correct"]
+    assert f"| 00000/samples/0000.png | {meta['prompt']} |" in (out / "report.md").read_text()
+    rows = [dict(row, file=f"{i:05d}/samples/0000.png") for i in range(25)]
+    assert "## First 20 failures" in render_report(dict(s, n_images=25), rows)
+
+
 def test_a_verdict_is_reused_only_for_the_same_image_and_prompt(tmp_path):
     """The resume digest covers the metadata: the same picture under an edited prompt is judged again."""
     from imgalign.eval.shapes_detector import ShapesDetector
