@@ -217,3 +217,24 @@ def test_a_rerun_with_another_config_names_each_changed_setting(tmp_path, monkey
     args = ["world", "pretrain", "--component", "t2i", "--out", str(tmp_path), *_sets("t2i")]
     assert main([*args, "--set", "steps=1", "--set", "threads=1"]) == 2
     assert "holds a run with a different config (steps: 5 -> 1)" in capsys.readouterr().err
+
+
+def test_a_worker_stopped_by_ctrl_c_starts_no_queued_component(monkeypatch):
+    """Ctrl-C reaches the worker processes too, but the pool had already handed them the VLM, and leaving the pool
+    waits for it: the whole VLM trained before `--component all` exited. An interrupted worker starts nothing."""
+    from imgalign.commands import world
+
+    calls: list[str] = []
+
+    def interrupted(module, cfg, out, progress):
+        calls.append(module)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(world, "_worker_interrupted", False)
+    monkeypatch.setattr(world, "_pretrain_one", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        world._pretrain_in_worker("t2i", None, "out", True)
+    monkeypatch.setattr(world, "_pretrain_one", lambda *a: calls.append("vlm") or {})
+    with pytest.raises(KeyboardInterrupt):  # the queued component, in the same worker
+        world._pretrain_in_worker("vlm", None, "out", False)
+    assert calls == ["t2i"]

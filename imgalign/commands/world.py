@@ -114,6 +114,23 @@ def _pretrain_one(module: str, cfg: Any, out: str, progress: bool) -> dict[str, 
     return importlib.import_module(module).pretrain(cfg, Path(out), progress=progress)
 
 
+_worker_interrupted = False  # set in a worker process that Ctrl-C stopped in the middle of a component
+
+
+def _pretrain_in_worker(module: str, cfg: Any, out: str, progress: bool) -> dict[str, float]:
+    """:func:`_pretrain_one` in a worker process of ``--component all``. Ctrl-C reaches the workers too, but the
+    pool has already handed them the queued component (the VLM), and leaving the pool waits for it: a worker that
+    was interrupted starts no other component, so Ctrl-C stops the run at once instead of after the whole VLM."""
+    global _worker_interrupted
+    if _worker_interrupted:
+        raise KeyboardInterrupt
+    try:
+        return _pretrain_one(module, cfg, out, progress)
+    except KeyboardInterrupt:
+        _worker_interrupted = True
+        raise
+
+
 # files at the top of a saved model folder (diffusers pipeline, transformers model, open_clip model)
 MODEL_MARKERS = ("model_index.json", "config.json", "open_clip_config.json")
 
@@ -166,7 +183,7 @@ def run_pretrain(args: argparse.Namespace) -> int:
     failed: dict[str, BaseException] = {}
     with ProcessPoolExecutor(max_workers=min(jobs, len(names)), mp_context=mp.get_context("spawn")) as pool:
         futs = {
-            n: pool.submit(_pretrain_one, COMPONENTS[n], cfgs[n], str(out), i == 0)
+            n: pool.submit(_pretrain_in_worker, COMPONENTS[n], cfgs[n], str(out), i == 0)
             for i, n in enumerate(names)
         }
         for n, f in futs.items():
