@@ -825,6 +825,39 @@ def test_a_damaged_training_checkpoint_is_one_error_naming_it(tmp_path, capsys, 
     assert "Traceback" not in err
 
 
+def test_a_checkpoint_or_model_write_cut_short_is_one_error_naming_it(tmp_path):
+    """A write cut short (here a file-size limit, as `ulimit -f` sets; a full disk alike) in `world pretrain` was
+    torch's "unexpected pos" or safetensors' traceback; it is now an OSError naming the file and what to do, and
+    nothing is published under the final name."""
+    import resource
+
+    from imgalign.pretrain import t2i
+
+    big = {"w": torch.zeros(4096)}  # 16 KB, past the 8 KB limit below
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(
+        resource.RLIMIT_FSIZE, (8192, hard)
+    )  # Python ignores SIGXFSZ: writes past it get EFBIG
+    try:
+        for save, path in (
+            (C.save_checkpoint, tmp_path / "clip.train" / "checkpoint.pt"),
+            (t2i.save_state, tmp_path / "t2i-ckpt.pt"),
+        ):
+            with pytest.raises(
+                OSError, match=r"cannot write .*\.pt \(.*\): is the disk full.*run the same command"
+            ):
+                save(path, big)
+            assert not path.exists()
+        out = tmp_path / "shapes-clip"
+        with pytest.raises(
+            OSError, match=r"cannot write .*shapes-clip \(.*File too large.*\): is the disk full"
+        ):
+            clip_pt.export(torch.nn.Linear(64, 64), {}, out, "float32", "card")  # 16 KB of weights
+        assert not out.exists()
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+
+
 @pytest.mark.parametrize(
     "module, bad, message",
     [

@@ -8,9 +8,10 @@ and returns its final metrics.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -69,3 +70,26 @@ def load_state(path: Path) -> dict[str, Any] | None:
             f"{path}: damaged training checkpoint, cannot be read ({str(e).splitlines()[0]}); delete it to "
             "start this stage over from step 0, or use another --out"
         ) from None
+
+
+@contextlib.contextmanager
+def writing(path: Path) -> Iterator[None]:
+    """Around the write of a checkpoint or model folder `path`: a write cut short (a full disk, a file-size limit)
+    becomes an OSError naming `path` and saying what to do, so the command prints one line. torch.save raises
+    RuntimeError ("unexpected pos ...") and safetensors SafetensorError, which gave a traceback. Every such write
+    goes to a temp name first, so nothing half-written was published."""
+    from safetensors import SafetensorError
+
+    try:
+        yield
+    except (OSError, RuntimeError, SafetensorError) as e:
+        why = (
+            e.strerror
+            if isinstance(e, OSError) and e.strerror
+            else f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}"
+        )
+        raise OSError(
+            f"cannot write {path} ({why}): is the disk full, or a file-size limit (ulimit -f) set? Nothing "
+            "half-written was published and any earlier checkpoint is whole; free space and run the same command "
+            "again: it resumes from there"
+        ) from e

@@ -26,7 +26,7 @@ from typing import Any
 from imgalign import shapes as W
 from imgalign.config import field
 from imgalign.pretrain import encoder_common as C
-from imgalign.pretrain import restores_torch_threads
+from imgalign.pretrain import restores_torch_threads, writing
 
 MODEL_NAME = "shapes-clip-tiny"
 """The open_clip config name of the embedded shapes CLIP (the registry JSON shipped next to the weights)."""
@@ -285,11 +285,12 @@ def export(model, model_cfg: dict[str, Any], out: Path, save_dtype: str, card: s
         k: (v.detach().to(dt) if v.is_floating_point() else v.detach()).contiguous()
         for k, v in model.state_dict().items()
     }
-    save_file(sd, str(tmp / WEIGHTS))
-    cfg_json = {"model_cfg": model_cfg, "preprocess_cfg": preprocess_config()}
-    (tmp / "open_clip_config.json").write_text(json.dumps(cfg_json, indent=2) + "\n")
-    (tmp / f"{MODEL_NAME}.json").write_text(json.dumps(model_cfg, indent=2) + "\n")
-    (tmp / "README.md").write_text(card)
+    with writing(out):
+        save_file(sd, str(tmp / WEIGHTS))
+        cfg_json = {"model_cfg": model_cfg, "preprocess_cfg": preprocess_config()}
+        (tmp / "open_clip_config.json").write_text(json.dumps(cfg_json, indent=2) + "\n")
+        (tmp / f"{MODEL_NAME}.json").write_text(json.dumps(model_cfg, indent=2) + "\n")
+        (tmp / "README.md").write_text(card)
     C.replace_dir(tmp, out)
 
 

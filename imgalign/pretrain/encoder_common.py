@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from imgalign import shapes as W
-from imgalign.pretrain import config_changes, load_state
+from imgalign.pretrain import config_changes, load_state, writing
 from imgalign.prompts.shapes import sample_training_specs
 
 CAPTION_KINDS: tuple[str, ...] = ("prompt", "full", "shapes", "colours")
@@ -139,7 +139,8 @@ def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
 
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    torch.save(state, tmp)
+    with writing(path):
+        torch.save(state, tmp)
     os.replace(tmp, path)
 
 

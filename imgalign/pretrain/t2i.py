@@ -37,7 +37,7 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from imgalign.config import field
-from imgalign.pretrain import config_changes, load_state, restores_torch_threads
+from imgalign.pretrain import config_changes, load_state, restores_torch_threads, writing
 from imgalign.shapes import IMAGE_SIZE
 
 FOLDER = "shapes-t2i"
@@ -389,7 +389,8 @@ def atomic_write(path: Path, text: str) -> None:
 
 def save_state(path: Path, state: dict[str, Any]) -> None:
     tmp = path.with_name(path.name + ".tmp")
-    torch.save(state, tmp)
+    with writing(path):
+        torch.save(state, tmp)
     os.replace(tmp, path)
 
 
@@ -477,7 +478,8 @@ def train_vae(cfg: Config, work: Path, images: torch.Tensor, progress: bool) -> 
 
     tmp = work / "vae.tmp"  # written whole, then moved into place: a kill mid-save leaves no half folder
     shutil.rmtree(tmp, ignore_errors=True)
-    vae.save_pretrained(tmp)
+    with writing(final):
+        vae.save_pretrained(tmp)
     replace_dir(tmp, final)
     print(f"autoencoder: L1 reconstruction error {err:.4f}; latent mean {zs.mean():.3f} std {zs.std():.3f}")
     return vae
@@ -759,7 +761,8 @@ def pretrain(cfg: Config, out_dir: Path, progress: bool = True) -> dict[str, flo
     from imgalign.pipelines import quiet_absent_components
 
     with quiet_absent_components():  # model_index.json declares T5 absent; diffusers would warn about it
-        pipe.save_pretrained(tmp, safe_serialization=True, max_shard_size="4MB")
+        with writing(folder):
+            pipe.save_pretrained(tmp, safe_serialization=True, max_shard_size="4MB")
     from imgalign.pretrain.encoder_common import replace_dir
 
     replace_dir(tmp, folder)  # the old folder is removed only once the new one is in place

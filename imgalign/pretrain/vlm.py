@@ -32,7 +32,7 @@ from typing import Any
 from imgalign import shapes as W
 from imgalign.config import field
 from imgalign.pretrain import encoder_common as C
-from imgalign.pretrain import restores_torch_threads
+from imgalign.pretrain import restores_torch_threads, writing
 
 FOLDER = "shapes-vlm"
 SPECIAL_TOKENS: tuple[str, ...] = (
@@ -481,9 +481,10 @@ def export(model, processor, out: Path, card: str) -> None:
     tmp = out.with_name(out.name + ".tmp")
     if tmp.exists():
         shutil.rmtree(tmp)
-    model.save_pretrained(tmp)
-    processor.save_pretrained(tmp)
-    (tmp / "README.md").write_text(card)
+    with writing(out):
+        model.save_pretrained(tmp)
+        processor.save_pretrained(tmp)
+        (tmp / "README.md").write_text(card)
     C.replace_dir(tmp, out)
 
 
