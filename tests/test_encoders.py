@@ -825,6 +825,29 @@ def test_a_damaged_training_checkpoint_is_one_error_naming_it(tmp_path, capsys, 
     assert "Traceback" not in err
 
 
+@pytest.mark.parametrize("component", ["clip", "vlm", "t2i"])
+def test_a_checkpoint_of_another_kind_is_one_error_naming_it(tmp_path, capsys, component):
+    """A torch file that is not this stage's checkpoint (another stage's, or any other) in a pretraining folder
+    was a bare "error: config" (a KeyError) on the rerun; it is now one line naming the file and what it lacks."""
+    from imgalign.cli import main
+    from imgalign.pretrain import t2i
+
+    if component == "t2i":  # read after the training images are rendered: read it directly
+        ckpt = tmp_path / "t2i-ckpt.pt"
+        C.save_checkpoint(ckpt, {"model": {}, "opt": {}, "step": 3, "rng": {}})  # the autoencoder's
+        with pytest.raises(ValueError, match=r"t2i-ckpt.pt: not a training checkpoint.*'models'.*delete it"):
+            t2i.load_state(ckpt, required=("models", "opt", "ema", "step", "rng", "log"))
+        return
+    mod, tiny = (clip_pt, TINY_CLIP) if component == "clip" else (vlm_pt, TINY_VLM)
+    ckpt = tmp_path / f"{mod.FOLDER}.train" / "checkpoint.pt"
+    C.save_checkpoint(ckpt, {"step": 1, "weights": torch.zeros(2)})
+    sets = [a for k, v in tiny.items() for a in ("--set", f"{k}={list(v) if isinstance(v, tuple) else v}")]
+    rc = main(["world", "pretrain", "--component", component, "--out", str(tmp_path), *sets])
+    err = capsys.readouterr().err
+    assert rc == 2 and f"{ckpt}: not a training checkpoint of this stage (it lacks 'config')" in err
+    assert "delete it" in err
+
+
 def test_a_checkpoint_or_model_write_cut_short_is_one_error_naming_it(tmp_path):
     """A write cut short (here a file-size limit, as `ulimit -f` sets; a full disk alike) in `world pretrain` was
     torch's "unexpected pos" or safetensors' traceback; it is now an OSError naming the file and what to do, and

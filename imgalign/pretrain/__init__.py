@@ -53,10 +53,11 @@ def config_changes(old: dict[str, Any], new: dict[str, Any]) -> str:
     return "; ".join(f"{k}: {show(old, k)} -> {show(new, k)}" for k in keys)
 
 
-def load_state(path: Path) -> dict[str, Any] | None:
+def load_state(path: Path, required: tuple[str, ...] = ()) -> dict[str, Any] | None:
     """The training checkpoint at `path` (``weights_only=True``: tensors and plain data), or None when there is
-    none. A damaged one (truncated, overwritten, not a checkpoint) raises a ValueError naming the file, instead of
-    torch's zip-reader traceback."""
+    none. A damaged one (truncated, overwritten, not a checkpoint) or one without the entries `required` (another
+    component's, or any other torch file) raises a ValueError naming the file, instead of torch's zip-reader
+    traceback or a bare KeyError."""
     import pickle
 
     import torch
@@ -64,12 +65,19 @@ def load_state(path: Path) -> dict[str, Any] | None:
     if not path.is_file():
         return None
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
+        state = torch.load(path, map_location="cpu", weights_only=True)
     except (RuntimeError, EOFError, pickle.UnpicklingError) as e:
         raise ValueError(
             f"{path}: damaged training checkpoint, cannot be read ({str(e).splitlines()[0]}); delete it to "
             "start this stage over from step 0, or use another --out"
         ) from None
+    missing = [k for k in required if not isinstance(state, dict) or k not in state]
+    if missing:
+        raise ValueError(
+            f"{path}: not a training checkpoint of this stage (it lacks {', '.join(map(repr, missing))}); delete "
+            "it to start this stage over from step 0, or use another --out"
+        )
+    return state
 
 
 @contextlib.contextmanager

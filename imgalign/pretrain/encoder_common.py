@@ -198,7 +198,7 @@ def final_metrics(
 def load_checkpoint(path: Path) -> dict[str, Any] | None:
     """The checkpoint at `path`, or None when there is none (``weights_only=True``: tensors and plain data); a
     damaged one raises a ValueError naming it."""
-    return load_state(path)
+    return load_state(path, required=("config",))  # read first: whether it is this run's (resume_state)
 
 
 def resume_state(path: Path, cfg: Any, name: str) -> dict[str, Any] | None:

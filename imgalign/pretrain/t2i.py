@@ -415,7 +415,7 @@ def train_vae(cfg: Config, work: Path, images: torch.Tensor, progress: bool) -> 
     gen = torch.Generator().manual_seed(cfg.seed + 11)
     ckpt = work / "vae-ckpt.pt"
     step = 0
-    st = load_state(ckpt)
+    st = load_state(ckpt, required=("model", "opt", "step", "rng"))
     if st is not None:
         vae.load_state_dict(st["model"])
         opt.load_state_dict(st["opt"])
@@ -673,7 +673,7 @@ def pretrain(cfg: Config, out_dir: Path, progress: bool = True) -> dict[str, flo
     log_rows: list[dict] = []
     # the running sum of the losses since the last loss row (checkpointed: a resume keeps the row's window)
     loss_acc = 0.0
-    st = load_state(ckpt)
+    st = load_state(ckpt, required=("models", "opt", "ema", "step", "rng", "log"))
     if st is not None:
         for m, sd in zip(trained, st["models"]):
             m.load_state_dict(sd)
