@@ -188,9 +188,22 @@ def load_stats(path: str | Path) -> tuple[torch.Tensor, torch.Tensor, int, str]:
             meta = fh.metadata() or {}
             if meta.get("kind") != "imgalign-fid-stats":
                 raise ValueError(not_stats)
-            return fh.get_tensor("mu"), fh.get_tensor("sigma"), int(meta["n"]), meta["features"]
+            mu, sigma = fh.get_tensor("mu"), fh.get_tensor("sigma")
     except SafetensorError as e:
         raise ValueError(f"{not_stats}: {e}") from None
+    # a damaged or hand-edited file: shapes that do not fit, metadata missing, NaN/inf (a traceback deep in the
+    # matrix square root, or an FD of nan printed as a result)
+    d = mu.shape[0] if mu.ndim == 1 else -1
+    if tuple(sigma.shape) != (d, d) or not meta.get("features") or not str(meta.get("n", "")).isdigit():
+        raise ValueError(
+            f"{not_stats}: mu {tuple(mu.shape)}, sigma {tuple(sigma.shape)}, metadata {meta} (want mu (d,), "
+            "sigma (d, d), n and features)"
+        )
+    if not (torch.isfinite(mu).all() and torch.isfinite(sigma).all()):
+        raise ValueError(
+            f"{path}: its FID statistics hold NaN or inf values; recompute them with `imgalign rewards fid-stats`"
+        )
+    return mu, sigma, int(meta["n"]), meta["features"]
 
 
 def folder_images(path: str | Path) -> torch.Tensor:

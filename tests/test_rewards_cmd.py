@@ -11,7 +11,7 @@ from test_rewards_heads import degrade, write_folder
 
 from imgalign.cli import main
 from imgalign.rewards.base import build_reward
-from imgalign.rewards.fid import load_stats, shapes_reference_images
+from imgalign.rewards.fid import load_stats, save_stats, shapes_reference_images
 
 torch.set_num_threads(1)
 
@@ -50,6 +50,12 @@ def test_fd_renders_vs_degraded(tmp_path: Path, capsys: pytest.CaptureFixture) -
     one = write_folder(tmp_path / "one", shapes_reference_images(1, seed=4))
     assert main(["rewards", "fd", str(b), str(one), "--features", "stats"]) == 2
     assert f"{str(one)!r} holds 1 readable image; FID statistics need at least 2" in capsys.readouterr().err
+    # a stats file of other dimensions under the same features name: a shape traceback before
+    mu, sigma, n, _ = load_stats(stats)
+    small = tmp_path / "small.safetensors"
+    save_stats(small, mu[:4], sigma[:4, :4], n, "stats")
+    assert main(["rewards", "fd", str(stats), str(small), "--features", "stats"]) == 2
+    assert f"{stats} has {mu.shape[0]}-d features and {small} 4-d" in capsys.readouterr().err
 
 
 def test_fid_stats_out_under_a_file_is_refused_before_features(

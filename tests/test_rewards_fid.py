@@ -291,6 +291,26 @@ def test_mean_cov_refuses_one_sample_and_stats_files_of_another_kind(tmp_path) -
         load_stats(tmp_path / "other.safetensors")
 
 
+def test_a_damaged_stats_file_is_refused_by_name(tmp_path) -> None:
+    """NaN/inf values, shapes that do not fit, or missing metadata in a stats file gave an FD of nan printed as a
+    result, a LinAlgError or shape traceback, or a bare 'error: features'; each is now refused naming the file."""
+    from safetensors.torch import save_file
+
+    meta = {"kind": "imgalign-fid-stats", "features": "stats", "n": "10"}
+    mu, sigma = torch.zeros(3, dtype=torch.float64), torch.eye(3, dtype=torch.float64)
+    for name, tensors, m, msg in (
+        ("nan", {"mu": mu, "sigma": sigma * float("nan")}, meta, "hold NaN or inf values"),
+        ("inf", {"mu": mu + float("inf"), "sigma": sigma}, meta, "hold NaN or inf values"),
+        ("shape", {"mu": mu, "sigma": sigma[:2]}, meta, r"sigma \(2, 3\)"),
+        ("mu2d", {"mu": mu[None], "sigma": sigma}, meta, r"mu \(1, 3\)"),
+        ("nofeat", {"mu": mu, "sigma": sigma}, {**meta, "features": ""}, "n and features"),
+        ("badn", {"mu": mu, "sigma": sigma}, {**meta, "n": "many"}, "n and features"),
+    ):
+        save_file({k: v.contiguous() for k, v in tensors.items()}, str(tmp_path / f"{name}.safetensors"), m)
+        with pytest.raises(ValueError, match=rf"{name}.safetensors.*{msg}"):
+            load_stats(tmp_path / f"{name}.safetensors")
+
+
 def test_a_full_set_resumes_with_its_saved_sums_and_an_old_state_rebuilds_them() -> None:
     """A set that is full (the usual case in a long run) and has slid resumes with its saved running sums; a state
     without sums (an older one) rebuilds them from the buffer; a state of another encoder is refused."""

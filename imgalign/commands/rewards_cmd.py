@@ -230,6 +230,12 @@ def run_fd(args: argparse.Namespace) -> int:
     enc = build_features(args.features, args.device)
     mu_a, sig_a = _stats(args.a, enc, args.n, 0)
     mu_b, sig_b = _stats(args.b, enc, args.n, 1)  # 'shapes' twice gives two independent render sets
+    if mu_a.shape != mu_b.shape:  # a stats file from another model saved under the same --features name
+        raise CLIError(
+            f"{args.a} has {mu_a.shape[0]}-d features and {args.b} {mu_b.shape[0]}-d: they come from different "
+            f"feature extractors; recompute the stats file with `imgalign rewards fid-stats --features "
+            f"{args.features}`"
+        )
     print(
         f"FD({args.a}, {args.b}) in {args.features} features: {frechet_distance(mu_a, sig_a, mu_b, sig_b):.6g}"
     )
