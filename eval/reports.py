@@ -509,6 +509,15 @@ def compare_runs(
                     lines.append(f"| {label} | `{run.name}` | `{key}` | {y[0]:.4g} | {y[-1]:.4g} |")
                 else:  # e.g. balance/* of a run without rewards.diagnose_cosines: named, not left out silently
                     lines.append(f"| {label} | `{run.name}` | `{key}` | not logged | — |")
+    # a run without the x counter (--x perf/nfe_total for a run that predates it) has no curve in the plot
+    no_x = [
+        f"{label} `{run.name}`"
+        for label, items in runs.items()
+        for run, rows in items
+        if x_key != "step" and not any(x_key in row for row in rows)
+    ]
+    if no_x:
+        lines += ["", f"Not in the plot (they do not log `{x_key}`, the x axis): {', '.join(no_x)}"]
     if target is not None:
         tkey, tval = target
         lines += [
@@ -527,11 +536,13 @@ def compare_runs(
                 f"{h:.6g}"
                 if h is not None
                 else (
-                    f"{len(y)} logged points, fewer than --window {window}"
+                    f"does not log `{x_key}`"
+                    if x_key != "step" and not any(x_key in row for row in rows)
+                    else f"{len(y)} logged points, fewer than --window {window}"
                     if len(y) < window
                     else "not reached"
                 )
-                for h, (_, y) in zip(hits, logged)
+                for h, (_, y), (_, rows) in zip(hits, logged, items)
             )
             lines.append(
                 f"| {label} | {cells} | {'—' if not got else f'{means[label]:.6g} ({len(got)}/{len(hits)})'} |"

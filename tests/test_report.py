@@ -544,6 +544,25 @@ def test_report_compare_names_a_run_that_does_not_log_a_key(tmp_path):
     assert "| t | `tree` | `balance/neg_cos_share` | not logged | — |" in md
 
 
+def test_report_compare_names_a_run_that_does_not_log_the_x_axis(tmp_path):
+    """--x perf/nfe_total with a run that does not log it: the run had no curve in compare.png while the table
+    listed it as compared, and --target said "0 logged points, fewer than --window" for it."""
+    for name, extra in (("new", True), ("old", False)):
+        (tmp_path / name).mkdir()
+        rows = [
+            {"step": s, "reward/r/mean": 0.1 * s, **({"perf/nfe_total": 10 * s} if extra else {})}
+            for s in (1, 2)
+        ]
+        (tmp_path / name / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    runs = [f"n={tmp_path / 'new'}", f"o={tmp_path / 'old'}"]
+    out = tmp_path / "c"
+    x = ["--x", "perf/nfe_total", "--target", "reward/r/mean=0.1", "--window", "1"]
+    assert main(["report", "--compare", *runs, "--keys", "reward/r/mean", *x, "--out", str(out)]) == 0
+    md = (out / "compare.md").read_text()
+    assert "Not in the plot (they do not log `perf/nfe_total`, the x axis): o `old`" in md
+    assert "| o | does not log `perf/nfe_total` | — |" in md and "| n | 10 | 10 (1/1) |" in md
+
+
 def test_report_compare_rejects_bad_arguments(tmp_path, capsys):
     assert main(["report", "--compare", "nolabel", "--keys", "k", "--out", str(tmp_path)]) == 2
     assert "imgalign report: error: --compare takes LABEL=RUN" in capsys.readouterr().err
