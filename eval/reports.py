@@ -538,6 +538,8 @@ def compare_runs(
                 else (
                     f"does not log `{x_key}`"
                     if x_key != "step" and not any(x_key in row for row in rows)
+                    else f"does not log `{tkey}`"
+                    if not any(tkey in row for row in rows)
                     else f"{len(y)} logged points, fewer than --window {window}"
                     if len(y) < window
                     else "not reached"

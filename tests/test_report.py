@@ -546,7 +546,8 @@ def test_report_compare_names_a_run_that_does_not_log_a_key(tmp_path):
 
 def test_report_compare_names_a_run_that_does_not_log_the_x_axis(tmp_path):
     """--x perf/nfe_total with a run that does not log it: the run had no curve in compare.png while the table
-    listed it as compared, and --target said "0 logged points, fewer than --window" for it."""
+    listed it as compared, and --target said "0 logged points, fewer than --window" for it (also for a run that
+    does not log the --target key)."""
     for name, extra in (("new", True), ("old", False)):
         (tmp_path / name).mkdir()
         rows = [
@@ -561,6 +562,12 @@ def test_report_compare_names_a_run_that_does_not_log_the_x_axis(tmp_path):
     md = (out / "compare.md").read_text()
     assert "Not in the plot (they do not log `perf/nfe_total`, the x axis): o `old`" in md
     assert "| o | does not log `perf/nfe_total` | — |" in md and "| n | 10 | 10 (1/1) |" in md
+    # a run without the target key at all: not "0 logged points, fewer than --window"
+    (tmp_path / "kl").mkdir()
+    (tmp_path / "kl" / "metrics.jsonl").write_text(json.dumps({"step": 1, "policy/kl": 0.1}) + "\n")
+    kl = [*runs, f"k={tmp_path / 'kl'}", "--keys", "reward/r/mean", *x[2:]]  # x: step
+    assert main(["report", "--compare", *kl, "--out", str(out)]) == 0
+    assert "| k | does not log `reward/r/mean` | — |" in (out / "compare.md").read_text()
 
 
 def test_report_compare_rejects_bad_arguments(tmp_path, capsys):
