@@ -50,7 +50,9 @@ def test_bad_all_arguments_fail_before_training(tmp_path, capsys):
     for extra, msg in (
         (["--set", "steps=3"], "prefix the key with its component"),
         (["--jobs", "0"], "--jobs must be at least 1"),
-        (["--set", "clip.nonsense=1"], "nonsense"),
+        (["--set", "clip.nonsense=1"], "clip: unknown config key 'nonsense'"),  # the component is named
+        # a component's own hint gets the prefix --component all needs (it said --set heads=N)
+        (["--set", "t2i.heads=0"], "t2i: heads must be at least 1 (got 0); set it with --set t2i.heads=N"),
     ):
         assert main(base + extra) != 0
         assert msg in capsys.readouterr().err

@@ -145,7 +145,15 @@ def run_pretrain(args: argparse.Namespace) -> int:
     names = list(COMPONENTS) if args.component == "all" else [args.component]
     per = split_component_overrides(names, args.set)
     mods = {n: importlib.import_module(COMPONENTS[n]) for n in names}
-    cfgs = {n: load_config(m.Config, None, per[n]) for n, m in mods.items()}  # validate all before training
+    cfgs = {}
+    for n, m in mods.items():  # validate all before training
+        try:
+            cfgs[n] = load_config(m.Config, None, per[n])
+        except ValueError as e:  # with --component all: whose key ("unknown config key 'stepz'" of which?)
+            if len(names) == 1 or str(e).startswith(f"{n}:"):
+                raise
+            msg = str(e).replace("--set ", f"--set {n}.")  # the component's own hint, prefixed as --set needs
+            raise ValueError(f"{n}: {msg}" + ("" if "--set" in msg else f" (--set {n}.KEY=VALUE)")) from None
     jobs = args.jobs if args.jobs is not None else min(2, os.cpu_count() or 1)
     if jobs < 1:
         raise ValueError(f"--jobs must be at least 1, got {jobs}")
