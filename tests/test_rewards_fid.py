@@ -309,6 +309,12 @@ def test_a_damaged_stats_file_is_refused_by_name(tmp_path) -> None:
         save_file({k: v.contiguous() for k, v in tensors.items()}, str(tmp_path / f"{name}.safetensors"), m)
         with pytest.raises(ValueError, match=rf"{name}.safetensors.*{msg}"):
             load_stats(tmp_path / f"{name}.safetensors")
+    # whole, but of other dimensions than the features (another model under that name): a shape traceback
+    save_stats(tmp_path / "d3.safetensors", mu, sigma, 10, "stats")
+    with pytest.raises(
+        ValueError, match=r"reference statistics are 3-d but the 'stats' features .* are \d+-d"
+    ):
+        FIDReward(features="stats", ref=str(tmp_path / "d3.safetensors")).update(torch.rand(2, 3, 64, 64))
 
 
 def test_a_full_set_resumes_with_its_saved_sums_and_an_old_state_rebuilds_them() -> None:
