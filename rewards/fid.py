@@ -78,6 +78,14 @@ def mean_cov(sum1: torch.Tensor, sum2: torch.Tensor, n: int) -> tuple[torch.Tens
 def stats_of(feats: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Mean (d,) and unbiased covariance (d, d) of features (N, d), in float64."""
     f = feats.double()
+    if 2 <= f.shape[0] <= f.shape[1]:  # printed as a plain number before, with nothing said
+        log.warning(
+            "FID statistics of %d images in %d-d features: the covariance is singular (rank < %d), so the FD is "
+            "biased high and noisy; use more images than feature dimensions",
+            f.shape[0],
+            f.shape[1],
+            f.shape[1],
+        )
     return mean_cov(f.sum(0), f.T @ f, f.shape[0])
 
 

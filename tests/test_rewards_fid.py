@@ -291,6 +291,18 @@ def test_mean_cov_refuses_one_sample_and_stats_files_of_another_kind(tmp_path) -
         load_stats(tmp_path / "other.safetensors")
 
 
+def test_stats_of_fewer_images_than_feature_dimensions_warn(caplog) -> None:
+    """2 images in 64-d features gave an FD (18596 for two render sets) printed as a plain number."""
+    import logging
+
+    with caplog.at_level(logging.WARNING):
+        stats_of(torch.randn(3, 5))
+        assert "FID statistics of 3 images in 5-d features: the covariance is singular" in caplog.text
+        caplog.clear()
+        stats_of(torch.randn(6, 5))
+        assert caplog.text == ""
+
+
 def test_a_damaged_stats_file_is_refused_by_name(tmp_path) -> None:
     """NaN/inf values, shapes that do not fit, or missing metadata in a stats file gave an FD of nan printed as a
     result, a LinAlgError or shape traceback, or a bare 'error: features'; each is now refused naming the file."""
