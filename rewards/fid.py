@@ -316,9 +316,8 @@ class FIDReward(Reward):
         """Append features (N, d) to the set, dropping the oldest beyond set_size; sums updated in O(N d²). Rows
         that are not finite (a NaN image) are left out: one would make the running sums NaN for good."""
         feats = feats.double()
-        if (
-            feats.shape[-1] != self.sum1.shape[0]
-        ):  # a stats file of another model saved under this features name
+        # a stats file of another model saved under this features name
+        if feats.shape[-1] != self.sum1.shape[0]:
             raise ValueError(
                 f"fid reward: the reference statistics are {self.sum1.shape[0]}-d but the {self.features_name!r} "
                 f"features of the images are {feats.shape[-1]}-d; recompute the stats with `imgalign rewards "
