@@ -115,14 +115,18 @@ class CheckpointWriteError(OSError):
     """A file of a checkpoint being written that could not be written (a full disk, a file-size limit)."""
 
 
+def write_failure(e: Exception) -> str:
+    """Why a write failed, in a few words: the OS's reason (a full disk, a file-size limit), else the first line of
+    the library's (torch's zip writer: "unexpected pos ...", then a C++ stack)."""
+    if isinstance(e, OSError) and e.strerror:
+        return e.strerror
+    return f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}"
+
+
 def unwritable(path: Path, e: Exception) -> CheckpointWriteError:
     """The error for a failed checkpoint write: names the file, and says that nothing was published and what to do
     (an OSError, so the command prints it as one line, not a traceback)."""
-    why = (
-        e.strerror
-        if isinstance(e, OSError) and e.strerror
-        else f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}"
-    )
+    why = write_failure(e)
     return CheckpointWriteError(
         f"cannot write {path} ({why}): is the disk full, or a file-size limit (ulimit -f) set? The checkpoint was "
         "not published (the run's earlier checkpoints are whole); free space and continue with --resume auto"

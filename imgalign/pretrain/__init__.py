@@ -88,14 +88,12 @@ def writing(path: Path) -> Iterator[None]:
     goes to a temp name first, so nothing half-written was published."""
     from safetensors import SafetensorError
 
+    from imgalign.trainers.checkpoint import write_failure
+
     try:
         yield
     except (OSError, RuntimeError, SafetensorError) as e:
-        why = (
-            e.strerror
-            if isinstance(e, OSError) and e.strerror
-            else f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}"
-        )
+        why = write_failure(e)
         raise OSError(
             f"cannot write {path} ({why}): is the disk full, or a file-size limit (ulimit -f) set? Nothing "
             "half-written was published and any earlier checkpoint is whole; free space and run the same command "
