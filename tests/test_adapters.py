@@ -352,6 +352,39 @@ def test_sd3_dynamic_shifting_takes_the_non_square_image_sequence_length(sd3_dir
     torch.testing.assert_close(ours, ad.pipe.scheduler.sigmas.float())
 
 
+def test_sd3_dynamic_shifting_counts_tokens_of_patch_size_two(sd3_dir):
+    """Real SD3 transformers use 2x2 patches: the shift μ comes from the token count (8/2)·(12/2) = 24, not the
+    96 latent pixels (the tiny fixture's patch_size 1 cannot tell them apart). Checked by hand and against the
+    pipeline's own schedule."""
+    from diffusers import FlowMatchEulerDiscreteScheduler, SD3Transformer2DModel, StableDiffusion3Pipeline
+    from diffusers.pipelines.stable_diffusion_3.pipeline_stable_diffusion_3 import calculate_shift
+
+    base = load_adapter(sd3_dir).pipe
+    torch.manual_seed(0)
+    transformer = SD3Transformer2DModel(
+        sample_size=8,
+        patch_size=2,
+        in_channels=4,
+        num_layers=1,
+        attention_head_dim=8,
+        num_attention_heads=2,
+        caption_projection_dim=16,
+        joint_attention_dim=64,
+        pooled_projection_dim=64,
+        out_channels=4,
+    )
+    config = base.scheduler.config
+    pipe = StableDiffusion3Pipeline(**{**base.components, "transformer": transformer})
+    pipe.scheduler = FlowMatchEulerDiscreteScheduler.from_config(config, use_dynamic_shifting=True)
+    ad = SD3Adapter(pipe, height=8, width=12)  # the tiny VAE's scale factor is 1: latents 8x12, tokens 4x6
+    ours = ad.sigmas(3)
+    hand = FlowMatchEulerDiscreteScheduler.from_config(config, use_dynamic_shifting=True)
+    hand.set_timesteps(3, mu=calculate_shift(24, 256, 4096, 0.5, 1.15))  # the scheduler config's defaults
+    torch.testing.assert_close(ours, hand.sigmas.float())
+    pipeline_sample(ad, ["a circle"], 3, 1.0, None, (8, 12))
+    torch.testing.assert_close(ours, ad.pipe.scheduler.sigmas.float())
+
+
 def test_bfloat16_flux_timestep_is_rounded_as_the_pipeline_rounds_it(flux_dir, monkeypatch):
     """FluxPipeline passes t.to(dtype) / 1000 with t = 1000·σ: in bfloat16, σ = 0.75 -> t = 752 -> 0.75390625
     (rounding σ itself would give 0.75)."""
