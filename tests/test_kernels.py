@@ -175,6 +175,14 @@ def test_cps_step_to_sigma_zero_is_deterministic_with_log_prob_zero():
     assert again.log_prob.tolist() == [0.0, 0.0]
 
 
+def test_cps_step_without_noise_is_refused_when_any_sample_is_stochastic():
+    """Per-sample σ' (tree rollouts): one sample stepping to σ' = 0.5 has std > 0, so sampling without `noise` is
+    refused even though the other sample's step (σ' = 0) is deterministic."""
+    x, v = torch.full((2, 1, 2, 2), 2.0), torch.full((2, 1, 2, 2), -1.0)
+    with pytest.raises(ValueError, match="pass `noise`"):
+        K.cps_step(x, v, torch.tensor([0.75, 0.25]), torch.tensor([0.5, 0.0]), 0.7)
+
+
 def test_cps_last_step_log_prob_has_a_zero_gradient_not_nan():
     """At sigma' = 0 the CPS log-density is the constant 0, and so is its gradient: the std-0 Gaussian is never
     evaluated (with std 0 in it, torch.where would pass NaN = 0/0 back through the masked branch)."""
