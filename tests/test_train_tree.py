@@ -453,6 +453,34 @@ def test_tree_loss_adds_kl_beta_times_the_kl_and_penalty_weight_times_the_hinge(
     assert loss_with(0.0, lam) - plain == pytest.approx(lam * 0.5, rel=1e-4)
 
 
+def test_tree_kl_and_log_density_follow_logprob_reduce(sd3_dir):
+    """objective.logprob_reduce: mean reduces the tree's edge log-densities and its KL alike, each the sum over the
+    D latent elements divided by D (off the base, v_θ = 1.5·v_ref, so the KL is not 0)."""
+    from imgalign.trainers.config import ObjectiveConfig
+    from imgalign.trainers.objectives import GRPOObjective, TrainContext
+    from imgalign.trainers.rewarding import Balanced
+
+    a, s = _setup(sd3_dir, 1.0, branch_steps=[0, 2], branch_factors=[2], advantage="sibling")
+    a.enable_full_finetune(keep_reference=True)
+    ro = _roll(a, s)
+    rows_ = ro.extras["tree"]
+    adv, valid = ro.extras["credit"](
+        torch.zeros(1, 8), Balanced(torch.linspace(-1, 1, 8), torch.ones(8, dtype=torch.bool), 0.0)
+    )
+    with torch.no_grad():
+        a.transformer.proj_out.weight.mul_(1.5)
+        a.transformer.proj_out.bias.mul_(1.5)
+    ctx, idx = TrainContext(a, a.transformer, 0), torch.arange(rows_.x.shape[0])
+    d = rows_.x[0].numel()
+    m = {}
+    for reduce in ("sum", "mean"):
+        obj = GRPOObjective(ObjectiveConfig(clip_range=0.2, kl_beta=0.1, logprob_reduce=reduce), s)
+        m[reduce] = obj.loss(ctx, ro, idx, 0, adv, valid)[1]
+    assert m["sum"]["policy/kl"] > 1e-3
+    assert m["mean"]["policy/kl"] == pytest.approx(m["sum"]["policy/kl"] / d, rel=1e-4)
+    assert m["mean"]["policy/logprob"] == pytest.approx(m["sum"]["policy/logprob"] / d, rel=1e-4)
+
+
 def test_tree_trains_its_guided_velocity_and_a_masked_child_edge_is_out_like_an_invalid_one(sd3_dir):
     """Trees sampled with CFG 3: the training forward and the KL's reference forward use it too, so on-policy every
     edge's ratio is 1 and the KL 0. An edge whose child_mask is False (a child never grown) is out of the loss and
