@@ -2421,6 +2421,47 @@ def test_nft_loss_adds_penalty_weight_times_the_hinge(sd3_dir, tmp_path):
     assert with_pen - plain == pytest.approx(lam * 0.5, rel=1e-4)
 
 
+def _row_index_penalty(v: torch.Tensor, v_ref: torch.Tensor) -> torch.Tensor:
+    """A penalty that is each row's position in the micro-batch (0, 1, 2, ...), still a function of v_θ."""
+    return torch.arange(v.shape[0], dtype=v.dtype, device=v.device) + 0 * v.flatten(1).sum(1)
+
+
+def test_nft_penalty_is_a_mean_over_the_valid_samples(sd3_dir, tmp_path, monkeypatch):
+    """With sample 1 of 4 invalid, a penalty equal to each row's index adds λ·(0 + 2 + 3)/3 to the NFT loss: a mean
+    over the valid samples, as every other term of the loss (not λ·1.5 over all four)."""
+    from imgalign.config import load_config
+    from imgalign.trainers.config import FlowGRPOConfig
+    from imgalign.trainers.objectives import TrainContext
+    from imgalign.trainers.registry import PENALTIES
+    from imgalign.trainers.testing import first_rollout
+    from imgalign.trainers.trainer import FlowGRPOTrainer
+
+    monkeypatch.setitem(PENALTIES._items, "row_index", _row_index_penalty)
+    lam = 0.2
+    cfg_d = tiny_config(
+        sd3_dir,
+        tmp_path / "run",
+        objective__name="nft",
+        objective__penalty="vnorm",
+        objective__penalty_weight=lam,
+    )
+    tr = FlowGRPOTrainer(load_config(FlowGRPOConfig, write(cfg_d, tmp_path / "c.yaml")), tmp_path / "run")
+    tr.setup()
+    tr.cfg.objective.penalty = "row_index"
+    ro, _ = first_rollout(tr)
+    idx, adv = torch.arange(4), torch.tensor([1.0, 0.5, 0.2, -0.1])
+    valid = torch.tensor([True, False, True, True])
+    ctx = TrainContext(tr.adapter, tr.model, 0)
+    out = []
+    for weight in (lam, 0.0):
+        tr.cfg.objective.penalty_weight = weight
+        loss, m = tr.objective.loss(ctx, ro, idx, 0, adv, valid)
+        out.append((float(loss.detach()), m))
+    (with_pen, m), (plain, _) = out
+    assert m["policy/penalty"] == pytest.approx(5 / 3)
+    assert with_pen - plain == pytest.approx(lam * 5 / 3, rel=1e-4)
+
+
 def test_reward_means_by_tag_hand_computed():
     from imgalign.trainers.rewarding import reward_means_by_tag
 

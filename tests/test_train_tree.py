@@ -453,6 +453,41 @@ def test_tree_loss_adds_kl_beta_times_the_kl_and_penalty_weight_times_the_hinge(
     assert loss_with(0.0, lam) - plain == pytest.approx(lam * 0.5, rel=1e-4)
 
 
+def test_tree_penalty_is_a_mean_over_the_parent_rows_with_a_valid_edge(sd3_dir, monkeypatch):
+    """A penalty equal to each parent row's index adds λ·mean of the indices of the rows with a valid edge (row 1
+    has none, so it is out), as the tree KL is; not the mean over every row."""
+    from imgalign.trainers.config import ObjectiveConfig
+    from imgalign.trainers.objectives import GRPOObjective, TrainContext
+    from imgalign.trainers.registry import PENALTIES
+    from imgalign.trainers.rewarding import Balanced
+
+    def row_index(v: torch.Tensor, v_ref: torch.Tensor) -> torch.Tensor:
+        return torch.arange(v.shape[0], dtype=v.dtype) + 0 * v.flatten(1).sum(1)
+
+    monkeypatch.setitem(PENALTIES._items, "row_index", row_index)
+    a, s = _setup(sd3_dir, 1.0, branch_steps=[0, 2], branch_factors=[2], advantage="sibling")
+    a.enable_full_finetune(keep_reference=True)
+    ro = _roll(a, s)
+    rows_ = ro.extras["tree"]
+    adv, valid = ro.extras["credit"](
+        torch.zeros(1, 8), Balanced(torch.linspace(-1, 1, 8), torch.ones(8, dtype=torch.bool), 0.0)
+    )
+    valid = valid.clone()
+    valid[1] = False
+    on = valid.any(1).nonzero().flatten().float()  # the rows with a valid edge
+    assert 1 not in on.tolist() and float(on.mean()) != (rows_.x.shape[0] - 1) / 2
+    ctx, idx = TrainContext(a, a.transformer, 0), torch.arange(rows_.x.shape[0])
+    out = []
+    for lam in (0.2, 0.0):
+        obj = GRPOObjective(ObjectiveConfig(clip_range=0.2, penalty="row_index", penalty_weight=lam), s)
+        obj.needs_reference = True
+        loss, m = obj.loss(ctx, ro, idx, 0, adv, valid)
+        out.append((float(loss.detach()), m))
+    (with_pen, m), (plain, _) = out
+    assert m["policy/penalty"] == pytest.approx(float(on.mean()))
+    assert with_pen - plain == pytest.approx(0.2 * float(on.mean()), rel=1e-4)
+
+
 def test_tree_kl_and_log_density_follow_logprob_reduce(sd3_dir):
     """objective.logprob_reduce: mean reduces the tree's edge log-densities and its KL alike, each the sum over the
     D latent elements divided by D (off the base, v_θ = 1.5·v_ref, so the KL is not 0)."""
