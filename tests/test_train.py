@@ -793,9 +793,10 @@ def test_per_reward_advantages_are_refused_for_tree_rollouts(sd3_dir, tmp_path, 
     assert "sampling.rollout=tree assigns its own per-edge credit" in capsys.readouterr().err
 
 
-def test_velocity_step_weight_scales_each_steps_surrogate(sd3_dir, tmp_path):
-    """objective.step_weight=velocity multiplies trained step i's surrogate by kernels.velocity_step_weights[i];
-    sampling.sde_window_max_start=0 puts the SDE window on the first steps."""
+@pytest.mark.parametrize("kernel", ["sde", "cps"])
+def test_velocity_step_weight_scales_each_steps_surrogate(sd3_dir, tmp_path, kernel):
+    """objective.step_weight=velocity multiplies trained step i's surrogate by kernels.velocity_step_weights[i] of
+    the sampling kernel; sampling.sde_window_max_start=0 puts the SDE window on the first steps."""
     from imgalign.config import load_config
     from imgalign.trainers import kernels as K
     from imgalign.trainers.config import FlowGRPOConfig
@@ -809,6 +810,7 @@ def test_velocity_step_weight_scales_each_steps_surrogate(sd3_dir, tmp_path):
         sampling__num_steps=4,
         sampling__sde_window=2,
         sampling__sde_window_max_start=0,
+        sampling__kernel=kernel,
         objective__step_weight="velocity",
     )
     tr = FlowGRPOTrainer(load_config(FlowGRPOConfig, write(cfg_d, tmp_path / "c.yaml")), tmp_path / "run")
@@ -816,8 +818,11 @@ def test_velocity_step_weight_scales_each_steps_surrogate(sd3_dir, tmp_path):
     ro, _ = first_rollout(tr)
     assert ro.train_steps == [0, 1]
     sig = [float(x) for x in ro.sigmas]
-    w = K.velocity_step_weights("sde", sig, [0, 1], tr.cfg.sampling.noise_level)
-    assert w[0] > 1 > w[1]
+    w = K.velocity_step_weights(kernel, sig, [0, 1], tr.cfg.sampling.noise_level)
+    other = K.velocity_step_weights(
+        {"sde": "cps", "cps": "sde"}[kernel], sig, [0, 1], tr.cfg.sampling.noise_level
+    )
+    assert w[0] > 1 > w[1] and abs(w[0] - other[0]) > 1e-3
     idx, adv = torch.arange(4), torch.tensor([1.0, 0.5, 0.2, -0.1])
     valid = torch.ones(4, dtype=torch.bool)
     ctx = TrainContext(tr.adapter, tr.model, 0)
@@ -2174,6 +2179,33 @@ def test_kl_and_anchor_kl_with_noise_block_are_the_block_coordinate_gaussians(sd
         assert m[key] == pytest.approx(float(kl.mean()), rel=1e-3), key
 
 
+def test_kl_and_anchor_kl_follow_logprob_reduce(sd3_dir, tmp_path):
+    """objective.logprob_reduce=mean: the KL to the base and the anchor KL are reduced like the log-density, the
+    sum over the D latent elements divided by D (so β means the same thing for both)."""
+    from imgalign.trainers.objectives import TrainContext
+
+    tr, ro, _ = _step0_trainer(
+        sd3_dir,
+        tmp_path,
+        sampling__sde_window=1,
+        sampling__sde_window_max_start=0,
+        objective__kl_beta=0.1,
+        objective__anchor_beta=0.1,
+    )
+    with torch.no_grad():
+        for p in tr.model.parameters():
+            p.add_(0.02 * torch.randn_like(p))
+    idx, adv, valid = torch.arange(4), torch.tensor([1.0, 0.5, 0.2, -0.1]), torch.ones(4, dtype=torch.bool)
+    m = {}
+    for reduce in ("sum", "mean"):
+        tr.cfg.objective.logprob_reduce = reduce
+        m[reduce] = tr.objective.loss(TrainContext(tr.adapter, tr.model, 1), ro, idx, 0, adv, valid)[1]
+    d = ro.latents[0, 0].numel()
+    for key in ("policy/kl", "policy/anchor_kl"):
+        assert m["sum"][key] > 1e-4, key
+        assert m["mean"][key] == pytest.approx(m["sum"][key] / d, rel=1e-4), key
+
+
 def _inflate_velocity(model: torch.nn.Module, factor: float) -> None:
     """Scale the SD3 transformer's output layer (weight and bias) by `factor`: the policy's velocity is then exactly
     factor·v_ref (CFG mixes linearly), so ‖v_θ‖/‖v_ref‖ = factor for every sample and the policy is off the base."""
@@ -3240,6 +3272,27 @@ def test_nft_head_draws_stratified_t_per_term_and_weights_the_losses_by_r_over_b
     assert abs(lp - lm) > 1e-3 * lp  # v_θ differs from the old policy's velocity
     for r, expected in ((1.0, lp / 0.5), (0.0, lm / 0.5), (0.75, (0.75 * lp + 0.25 * lm) / 0.5)):
         assert float(h.total(torch.full((4,), r))[0].detach()) == pytest.approx(expected, rel=1e-5)
+
+
+def test_nft_noise_follows_each_samples_global_id_not_its_row(sd3_dir, tmp_path, monkeypatch):
+    """NFT draws a sample's ε from its global sample id (another process's rows carry ids 4..7, not 0..3): giving
+    rows 0 and 1 each other's id swaps their noise, and ids 4..7 draw other noise than 0..3."""
+    import imgalign.trainers.nft as nft_mod
+    from imgalign.trainers.objectives import TrainContext
+
+    tr, ro, _ = _step0_trainer(sd3_dir, tmp_path, objective__name="nft")
+    idx, valid = torch.arange(4), torch.ones(4, dtype=torch.bool)
+    ctx = TrainContext(tr.adapter, tr.model, 0)
+    noisy = []
+    interpolate = nft_mod.noisy_latent
+    monkeypatch.setattr(nft_mod, "noisy_latent", lambda x0, t, e: noisy.append(e) or interpolate(x0, t, e))
+    eps = {}
+    for ids in ([0, 1, 2, 3], [4, 5, 6, 7], [5, 4, 6, 7]):
+        ro.sample_ids = torch.tensor(ids)
+        tr.objective.head(ctx, ro, idx, 0, valid)
+        eps[ids[0]] = noisy[-1]
+    assert not torch.allclose(eps[4], eps[0])
+    torch.testing.assert_close(eps[5], eps[4][[1, 0, 2, 3]])
 
 
 def test_nft_leaves_a_masked_sample_out_of_its_loss_and_metrics_even_when_not_finite(sd3_dir, tmp_path):
