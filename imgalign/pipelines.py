@@ -131,9 +131,11 @@ def check_pipeline_folder(path: Path) -> None:
             continue
         has_weights = any(sub.glob("*.safetensors")) or any(sub.glob("*.bin"))
         if "model" in name or "encoder" in name or name in ("transformer", "vae"):
+            if not (sub / "config.json").is_file():
+                missing.append(f"{name}/config.json")
             if not has_weights:
                 missing.append(f"{name}/ weights (*.safetensors)")
-            missing += missing_shards(sub)
+            missing += missing_shards(sub) + truncated_weights(sub)
     if missing:
         from imgalign.hub import ASSETS
 
@@ -165,6 +167,25 @@ def missing_shards(folder: Path) -> list[str]:
     if shards and not indexes:
         gone.append(f"{folder.name}/{shards[0].name.split('-00001-of-')[0]}.safetensors.index.json")
     return gone
+
+
+def truncated_weights(folder: Path) -> list[str]:
+    """The ``*.safetensors`` files in a component folder that end before the data their header describes (a copy
+    or download cut short): the loader failed only once other components had loaded, with "Unable to load weights
+    from checkpoint file" and no reason. A file whose header does not read is left to the loader."""
+    cut = []
+    for f in sorted(folder.glob("*.safetensors")):
+        try:
+            with open(f, "rb") as fh:
+                n = int.from_bytes(fh.read(8), "little")
+                header = json.loads(fh.read(n)) if 0 < n < 100_000_000 else None
+            ends = [v["data_offsets"][1] for k, v in header.items() if k != "__metadata__"]
+        except (OSError, ValueError, TypeError, KeyError, IndexError, AttributeError):
+            continue
+        size, want = f.stat().st_size, 8 + n + max(ends, default=0)
+        if size < want:
+            cut.append(f"the rest of {folder.name}/{f.name} ({size} of {want} bytes there: truncated)")
+    return cut
 
 
 def check_model_spec(spec: ModelSpec) -> ModelSpec:

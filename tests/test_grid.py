@@ -777,6 +777,31 @@ def test_a_sharded_component_missing_a_shard_or_its_index_is_named_before_loadin
     P.check_pipeline_folder(folder)
 
 
+def test_a_component_without_its_config_or_with_a_cut_short_shard_is_named_before_loading(tmp_path):
+    """A transformer folder without config.json, or a .safetensors cut short by a copy, failed only once other
+    components had loaded (in `grid`, after the earlier columns were sampled), with diffusers' "no file named
+    config.json" / "Unable to load weights from checkpoint file" and no word on what to do."""
+    from safetensors.torch import save_file
+
+    import imgalign.pipelines as P
+
+    folder = _pipeline_folder(tmp_path / "m", {"transformer": ["config.json"], "vae": ["config.json"]})
+    for name in ("transformer", "vae"):
+        save_file({"w": torch.zeros(64)}, folder / name / "diffusion_pytorch_model.safetensors")
+    save_file({"w": torch.zeros(0)}, folder / "vae" / "empty.safetensors")  # no data at all is whole
+    P.check_pipeline_folder(folder)
+    shard = folder / "transformer" / "diffusion_pytorch_model.safetensors"
+    whole = shard.read_bytes()
+    shard.write_bytes(whole[: len(whole) - 10])
+    (folder / "vae" / "config.json").unlink()
+    with pytest.raises(
+        P.IncompleteModelError,
+        match=rf"missing: the rest of transformer/{shard.name} \({len(whole) - 10} of {len(whole)} bytes there: "
+        r"truncated\), vae/config.json; recreate it",
+    ):
+        P.check_pipeline_folder(folder)
+
+
 def test_checkpoints_missing_their_weights_are_named_before_loading(tmp_path):
     """A LoRA checkpoint without its LoRA file is named as an incomplete checkpoint (not as a folder that is no
     pipeline), and a transformer overlay without weights fails before the base loads (it failed in diffusers
