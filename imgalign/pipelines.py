@@ -256,6 +256,12 @@ def check_model_spec(spec: ModelSpec) -> ModelSpec:
         kind = overlay_kind(op)
         check_overlay_family(spec, op)
         folder = op / "transformer" if kind == "transformer-subfolder" else op
+        cut = truncated_weights(folder)
+        if cut:  # failed once the base had loaded, with "Unable to load weights" and no reason
+            raise ValueError(  # not IncompleteModelError: a checkpoint alone reads that as its base failing
+                f"model {spec.label!r}: fine-tuned folder {spec.overlay!r} is incomplete; missing: {', '.join(cut)}; "
+                "use another checkpoint of the run, or save it again"
+            )
         if kind.startswith("transformer"):
             if not (any(folder.glob("*.safetensors")) or any(folder.glob("*.bin"))):
                 raise IncompleteModelError(

@@ -831,6 +831,33 @@ def test_checkpoints_missing_their_weights_are_named_before_loading(tmp_path):
             P.check_model_spec(P.ModelSpec("ft", str(base), str(overlay)))
 
 
+def test_a_cut_short_lora_file_is_named_as_the_checkpoints_before_the_base_loads(tmp_path):
+    """A LoRA checkpoint whose pytorch_lora_weights.safetensors was cut short failed once the base had loaded,
+    with diffusers' "Unable to load weights from checkpoint file" and no word on what to do."""
+    from safetensors.torch import save_file
+
+    import imgalign.pipelines as P
+
+    base = _pipeline_folder(tmp_path / "base", {"transformer": ["config.json", "w.safetensors"]})
+    lora = tmp_path / "run" / "checkpoints" / "step-000001"
+    (lora / "trainer_state").mkdir(parents=True)
+    (lora / "imgalign_model.json").write_text(json.dumps({"base_model": str(base)}))
+    f = lora / "pytorch_lora_weights.safetensors"
+    save_file({"transformer.a.lora_A.weight": torch.zeros(4, 8)}, f)
+    assert P.check_model_spec(P.ModelSpec("ft", str(lora))).overlay == str(lora)
+    f.write_bytes(f.read_bytes()[:-8])
+    for spec in (P.ModelSpec("ft", str(lora)), P.ModelSpec("ft", str(base), str(lora))):
+        # alone, it is not blamed on the base its imgalign_model.json names
+        with pytest.raises(
+            ValueError, match=r"^model 'ft': fine-tuned folder .*step-000001' is incomplete; "
+        ):
+            P.check_model_spec(spec)
+    with pytest.raises(
+        ValueError, match=r"the rest of step-000001/pytorch_lora_weights.safetensors .*another"
+    ):
+        P.check_model_spec(P.ModelSpec("ft", str(lora)))
+
+
 def test_a_transformer_overlay_that_does_not_fit_the_base_fails_before_loading(tmp_path):
     """A transformer of another class, or of the same class sized for other text encoders, fails in the check
     (it failed after the base had loaded, or with a matmul error while sampling after other models ran)."""
