@@ -347,6 +347,10 @@ def no_loading(monkeypatch):
             ["--model", "a={base}", "--prompt", "x", "--max-sequence-length", "0"],
             "--max-sequence-length must be at least 1",
         ),
+        (  # diffusers' own error came once the model had loaded, without advice
+            ["--model", "a={base}", "--prompt", "x", "--max-sequence-length", "100000"],
+            "--max-sequence-length 100000: the SD3 and FLUX pipelines take at most 512 T5 tokens",
+        ),
         (["--model", "a={base}", "--prompt", "x", "--guidance", "-1"], "--guidance must be >= 0"),
         (["--model", "a={base}", "--prompt", "x", "--guidance", "nan"], "--guidance must be >= 0"),
     ],

@@ -179,6 +179,11 @@ def run_grid(args: argparse.Namespace) -> int:
     ):
         if v is not None and v < 1:
             raise ValueError(f"{flag} must be at least 1 (got {v})")
+    if args.max_sequence_length is not None and args.max_sequence_length > 512:
+        raise ValueError(
+            f"--max-sequence-length {args.max_sequence_length}: the SD3 and FLUX pipelines take at most 512 T5 "
+            "tokens; give 512 or less"
+        )
     if args.guidance is not None and not args.guidance >= 0:
         raise ValueError(f"--guidance must be >= 0 (got {args.guidance})")
     if args.size is not None:
