@@ -356,23 +356,13 @@ def test_sd3_dynamic_shifting_counts_tokens_of_patch_size_two(sd3_dir):
     """Real SD3 transformers use 2x2 patches: the shift μ comes from the token count (8/2)·(12/2) = 24, not the
     96 latent pixels (the tiny fixture's patch_size 1 cannot tell them apart). Checked by hand and against the
     pipeline's own schedule."""
-    from diffusers import FlowMatchEulerDiscreteScheduler, SD3Transformer2DModel, StableDiffusion3Pipeline
+    from diffusers import FlowMatchEulerDiscreteScheduler, StableDiffusion3Pipeline
     from diffusers.pipelines.stable_diffusion_3.pipeline_stable_diffusion_3 import calculate_shift
 
+    from imgalign.trainers.testing import tiny_sd3_transformer
+
     base = load_adapter(sd3_dir).pipe
-    torch.manual_seed(0)
-    transformer = SD3Transformer2DModel(
-        sample_size=8,
-        patch_size=2,
-        in_channels=4,
-        num_layers=1,
-        attention_head_dim=8,
-        num_attention_heads=2,
-        caption_projection_dim=16,
-        joint_attention_dim=64,
-        pooled_projection_dim=64,
-        out_channels=4,
-    )
+    transformer = tiny_sd3_transformer(8, patch_size=2)
     config = base.scheduler.config
     pipe = StableDiffusion3Pipeline(**{**base.components, "transformer": transformer})
     pipe.scheduler = FlowMatchEulerDiscreteScheduler.from_config(config, use_dynamic_shifting=True)

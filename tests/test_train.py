@@ -2410,21 +2410,16 @@ def test_grpo_metrics_and_penalty_are_means_over_the_valid_rows(sd3_dir, tmp_pat
     assert m["policy/vnorm_ratio"] == pytest.approx(float(ratio[valid].mean()), rel=1e-4)
     assert m["policy/penalty"] == pytest.approx(float(hinge[valid].mean()), rel=1e-3)
     assert with_pen - plain == pytest.approx(lam * float(hinge[valid].mean()), rel=1e-3)
-    assert float((g_pen - g_plain).norm()) > 1e-3 * float(
-        g_plain.norm()
-    )  # the hinge's gradient reaches the weights
+    # the hinge's gradient reaches the weights
+    assert float((g_pen - g_plain).norm()) > 1e-3 * float(g_plain.norm())
 
 
-def test_nft_loss_adds_penalty_weight_times_the_hinge(sd3_dir, tmp_path):
-    """Off the base (v_θ = 1.5·v_ref at every noisy latent), the NFT loss gains λ·max(0, 1.5 − 1) = λ·0.5 from the
-    velocity-norm hinge; at initialisation the hinge is 0."""
+def _nft_vnorm_trainer(sd3_dir: Path, tmp_path: Path, lam: float):  # noqa: ANN202 - FlowGRPOTrainer
+    """A set-up trainer of the tiny config with objective.name=nft and the vnorm penalty at weight `lam`."""
     from imgalign.config import load_config
     from imgalign.trainers.config import FlowGRPOConfig
-    from imgalign.trainers.objectives import NFTObjective, TrainContext
-    from imgalign.trainers.testing import first_rollout
     from imgalign.trainers.trainer import FlowGRPOTrainer
 
-    lam = 0.2
     cfg_d = tiny_config(
         sd3_dir,
         tmp_path / "run",
@@ -2434,6 +2429,17 @@ def test_nft_loss_adds_penalty_weight_times_the_hinge(sd3_dir, tmp_path):
     )
     tr = FlowGRPOTrainer(load_config(FlowGRPOConfig, write(cfg_d, tmp_path / "c.yaml")), tmp_path / "run")
     tr.setup()
+    return tr
+
+
+def test_nft_loss_adds_penalty_weight_times_the_hinge(sd3_dir, tmp_path):
+    """Off the base (v_θ = 1.5·v_ref at every noisy latent), the NFT loss gains λ·max(0, 1.5 − 1) = λ·0.5 from the
+    velocity-norm hinge; at initialisation the hinge is 0."""
+    from imgalign.trainers.objectives import NFTObjective, TrainContext
+    from imgalign.trainers.testing import first_rollout
+
+    lam = 0.2
+    tr = _nft_vnorm_trainer(sd3_dir, tmp_path, lam)
     assert isinstance(tr.objective, NFTObjective)
     ro, _ = first_rollout(tr)
     _inflate_velocity(tr.model, 1.5)
@@ -2461,24 +2467,13 @@ def _row_index_penalty(v: torch.Tensor, v_ref: torch.Tensor) -> torch.Tensor:
 def test_nft_penalty_is_a_mean_over_the_valid_samples(sd3_dir, tmp_path, monkeypatch):
     """With sample 1 of 4 invalid, a penalty equal to each row's index adds λ·(0 + 2 + 3)/3 to the NFT loss: a mean
     over the valid samples, as every other term of the loss (not λ·1.5 over all four)."""
-    from imgalign.config import load_config
-    from imgalign.trainers.config import FlowGRPOConfig
     from imgalign.trainers.objectives import TrainContext
     from imgalign.trainers.registry import PENALTIES
     from imgalign.trainers.testing import first_rollout
-    from imgalign.trainers.trainer import FlowGRPOTrainer
 
     monkeypatch.setitem(PENALTIES._items, "row_index", _row_index_penalty)
     lam = 0.2
-    cfg_d = tiny_config(
-        sd3_dir,
-        tmp_path / "run",
-        objective__name="nft",
-        objective__penalty="vnorm",
-        objective__penalty_weight=lam,
-    )
-    tr = FlowGRPOTrainer(load_config(FlowGRPOConfig, write(cfg_d, tmp_path / "c.yaml")), tmp_path / "run")
-    tr.setup()
+    tr = _nft_vnorm_trainer(sd3_dir, tmp_path, lam)
     tr.cfg.objective.penalty = "row_index"
     ro, _ = first_rollout(tr)
     idx, adv = torch.arange(4), torch.tensor([1.0, 0.5, 0.2, -0.1])

@@ -74,14 +74,14 @@ def _tiny_vae(latent_channels: int, sample_size: int) -> Any:
     )
 
 
-def tiny_sd3_pipeline(out_dir: str | Path, size: int = 8) -> Path:
-    """A random ``StableDiffusion3Pipeline`` (two tiny CLIPs, no T5, 8×8 images), saved to `out_dir`."""
-    from diffusers import FlowMatchEulerDiscreteScheduler, SD3Transformer2DModel, StableDiffusion3Pipeline
+def tiny_sd3_transformer(size: int = 8, patch_size: int = 1) -> Any:
+    """A random one-layer ``SD3Transformer2DModel`` for 4-channel latents and 64-d text features (seed 0)."""
+    from diffusers import SD3Transformer2DModel
 
     torch.manual_seed(0)
-    transformer = SD3Transformer2DModel(
+    return SD3Transformer2DModel(
         sample_size=size,
-        patch_size=1,
+        patch_size=patch_size,
         in_channels=4,
         num_layers=1,
         attention_head_dim=8,
@@ -91,6 +91,13 @@ def tiny_sd3_pipeline(out_dir: str | Path, size: int = 8) -> Path:
         pooled_projection_dim=64,
         out_channels=4,
     )
+
+
+def tiny_sd3_pipeline(out_dir: str | Path, size: int = 8) -> Path:
+    """A random ``StableDiffusion3Pipeline`` (two tiny CLIPs, no T5, 8×8 images), saved to `out_dir`."""
+    from diffusers import FlowMatchEulerDiscreteScheduler, StableDiffusion3Pipeline
+
+    transformer = tiny_sd3_transformer(size)
     pipe = StableDiffusion3Pipeline(
         transformer=transformer,
         scheduler=FlowMatchEulerDiscreteScheduler(shift=3.0),
