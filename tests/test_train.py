@@ -2061,9 +2061,7 @@ def test_anchor_kl_at_an_untrained_step_matches_the_closed_form(sd3_dir, tmp_pat
     loss, m = tr.objective.loss(ctx, ro, idx, 0, adv, valid)
     assert m["policy/anchor_kl"] == pytest.approx(0.0, abs=1e-6)
     assert float(loss.detach()) == pytest.approx(-0.4, rel=1e-4)
-    with torch.no_grad():
-        for p in tr.model.parameters():
-            p.add_(0.02 * torch.randn_like(p))
+    _nudge_off_base(tr.model)
     loss, m = tr.objective.loss(ctx, ro, idx, 0, adv, valid)
     j, g = 2, tr.cfg.sampling.guidance_scale
     with torch.no_grad():
@@ -2132,9 +2130,7 @@ def test_the_anchor_is_carried_by_the_first_trained_step_for_all_of_them(sd3_dir
         objective__anchor_beta=beta,
     )
     assert ro.train_steps == [0, 1]
-    with torch.no_grad():
-        for p in tr.model.parameters():
-            p.add_(0.02 * torch.randn_like(p))
+    _nudge_off_base(tr.model)
     idx, adv, valid = torch.arange(4), torch.tensor([1.0, 0.5, 0.2, -0.1]), torch.ones(4, dtype=torch.bool)
     ctx = TrainContext(tr.adapter, tr.model, 0)
     with_anchor = [tr.objective.loss(ctx, ro, idx, term, adv, valid) for term in (0, 1)]
@@ -2161,9 +2157,7 @@ def test_kl_and_anchor_kl_with_noise_block_are_the_block_coordinate_gaussians(sd
         objective__anchor_beta=0.1,
     )
     assert ro.train_steps == [0]
-    with torch.no_grad():
-        for p in tr.model.parameters():
-            p.add_(0.02 * torch.randn_like(p))
+    _nudge_off_base(tr.model)
     idx, adv, valid = torch.arange(4), torch.tensor([1.0, 0.5, 0.2, -0.1]), torch.ones(4, dtype=torch.bool)
     _, m = tr.objective.loss(TrainContext(tr.adapter, tr.model, 1), ro, idx, 0, adv, valid)  # anchor j = 2
     g = tr.cfg.sampling.guidance_scale
@@ -2192,9 +2186,7 @@ def test_kl_and_anchor_kl_follow_logprob_reduce(sd3_dir, tmp_path):
         objective__kl_beta=0.1,
         objective__anchor_beta=0.1,
     )
-    with torch.no_grad():
-        for p in tr.model.parameters():
-            p.add_(0.02 * torch.randn_like(p))
+    _nudge_off_base(tr.model)
     idx, adv, valid = torch.arange(4), torch.tensor([1.0, 0.5, 0.2, -0.1]), torch.ones(4, dtype=torch.bool)
     m = {}
     for reduce in ("sum", "mean"):
@@ -2204,6 +2196,13 @@ def test_kl_and_anchor_kl_follow_logprob_reduce(sd3_dir, tmp_path):
     for key in ("policy/kl", "policy/anchor_kl"):
         assert m["sum"][key] > 1e-4, key
         assert m["mean"][key] == pytest.approx(m["sum"][key] / d, rel=1e-4), key
+
+
+def _nudge_off_base(model: torch.nn.Module) -> None:
+    """Add N(0, 0.02²) noise to every weight (torch's global RNG): the policy leaves the base, so its KL is not 0."""
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.02 * torch.randn_like(p))
 
 
 def _inflate_velocity(model: torch.nn.Module, factor: float) -> None:

@@ -123,6 +123,21 @@ def _roll(a, s, step: int = 0, reduce: str = "sum"):
         return ROLLOUTS.get("tree")(ctx, prompts, [{}] * 2 * g, torch.arange(2 * g), torch.arange(2 * g) // g)
 
 
+def _credited_tree(sd3_dir, guidance: float = 1.0):
+    """A fully fine-tunable adapter with its reference, one sibling-credit tree rollout of two binary branch steps,
+    and its (advantages, valid) for leaf rewards spread over [-1, 1]: (adapter, sampling config, rollout, adv,
+    valid)."""
+    from imgalign.trainers.rewarding import Balanced
+
+    a, s = _setup(sd3_dir, guidance, branch_steps=[0, 2], branch_factors=[2], advantage="sibling")
+    a.enable_full_finetune(keep_reference=True)
+    ro = _roll(a, s)
+    adv, valid = ro.extras["credit"](
+        torch.zeros(1, 8), Balanced(torch.linspace(-1, 1, 8), torch.ones(8, dtype=torch.bool), 0.0)
+    )
+    return a, s, ro, adv, valid
+
+
 @pytest.mark.parametrize("between", ["ode", "sde"])
 def test_tree_edges_ratio_one_on_policy(sd3_dir, between):
     from imgalign.trainers.config import ObjectiveConfig
@@ -459,19 +474,13 @@ def test_tree_penalty_is_a_mean_over_the_parent_rows_with_a_valid_edge(sd3_dir, 
     from imgalign.trainers.config import ObjectiveConfig
     from imgalign.trainers.objectives import GRPOObjective, TrainContext
     from imgalign.trainers.registry import PENALTIES
-    from imgalign.trainers.rewarding import Balanced
 
     def row_index(v: torch.Tensor, v_ref: torch.Tensor) -> torch.Tensor:
         return torch.arange(v.shape[0], dtype=v.dtype) + 0 * v.flatten(1).sum(1)
 
     monkeypatch.setitem(PENALTIES._items, "row_index", row_index)
-    a, s = _setup(sd3_dir, 1.0, branch_steps=[0, 2], branch_factors=[2], advantage="sibling")
-    a.enable_full_finetune(keep_reference=True)
-    ro = _roll(a, s)
+    a, s, ro, adv, valid = _credited_tree(sd3_dir)
     rows_ = ro.extras["tree"]
-    adv, valid = ro.extras["credit"](
-        torch.zeros(1, 8), Balanced(torch.linspace(-1, 1, 8), torch.ones(8, dtype=torch.bool), 0.0)
-    )
     valid = valid.clone()
     valid[1] = False
     on = valid.any(1).nonzero().flatten().float()  # the rows with a valid edge
@@ -493,15 +502,9 @@ def test_tree_kl_and_log_density_follow_logprob_reduce(sd3_dir):
     D latent elements divided by D (off the base, v_θ = 1.5·v_ref, so the KL is not 0)."""
     from imgalign.trainers.config import ObjectiveConfig
     from imgalign.trainers.objectives import GRPOObjective, TrainContext
-    from imgalign.trainers.rewarding import Balanced
 
-    a, s = _setup(sd3_dir, 1.0, branch_steps=[0, 2], branch_factors=[2], advantage="sibling")
-    a.enable_full_finetune(keep_reference=True)
-    ro = _roll(a, s)
+    a, s, ro, adv, valid = _credited_tree(sd3_dir)
     rows_ = ro.extras["tree"]
-    adv, valid = ro.extras["credit"](
-        torch.zeros(1, 8), Balanced(torch.linspace(-1, 1, 8), torch.ones(8, dtype=torch.bool), 0.0)
-    )
     with torch.no_grad():
         a.transformer.proj_out.weight.mul_(1.5)
         a.transformer.proj_out.bias.mul_(1.5)
@@ -522,16 +525,10 @@ def test_tree_trains_its_guided_velocity_and_a_masked_child_edge_is_out_like_an_
     its metrics exactly as an edge with valid False; the log-density is the valid edges' mean."""
     from imgalign.trainers.config import ObjectiveConfig
     from imgalign.trainers.objectives import GRPOObjective, TrainContext
-    from imgalign.trainers.rewarding import Balanced
 
-    a, s = _setup(sd3_dir, 3.0, branch_steps=[0, 2], branch_factors=[2], advantage="sibling")
-    a.enable_full_finetune(keep_reference=True)
-    ro = _roll(a, s)
+    a, s, ro, adv, valid = _credited_tree(sd3_dir, 3.0)
     rows_ = ro.extras["tree"]
     assert rows_.child_mask.all()
-    adv, valid = ro.extras["credit"](
-        torch.zeros(1, 8), Balanced(torch.linspace(-1, 1, 8), torch.ones(8, dtype=torch.bool), 0.0)
-    )
     obj = GRPOObjective(ObjectiveConfig(clip_range=0.2, kl_beta=0.1), s)
     ctx, idx = TrainContext(a, a.transformer, 0), torch.arange(rows_.x.shape[0])
     _, m = obj.loss(ctx, ro, idx, 0, adv, valid)
