@@ -1835,10 +1835,17 @@ def test_a_damaged_checkpoint_is_named_with_what_to_do(sd3_dir, tmp_path, capsys
         assert main(["train", str(path), "--resume", "auto", "--max-steps", "2"]) == 2
         err = capsys.readouterr().err
         assert f"{f} cannot be read" in err and f"checkpoint {st.parent} is damaged" in err, err
+        # the run's only checkpoint: no "--resume .../step-…" to look for
+        assert "no earlier checkpoint" in err and "another --output-dir" in err and "step-…" not in err, err
         assert "Traceback" not in err
         f.write_bytes(data)
     assert main(["train", str(path), "--resume", "auto", "--max-steps", "2"]) == 0
     assert [r["step"] for r in rows(out)] == [1, 2]
+    # with an earlier checkpoint, the error names it (the newest before the damaged one)
+    (out / "checkpoints" / "step-000002" / "trainer_state" / "state.json").write_text("{")
+    assert main(["train", str(path), "--resume", "auto", "--max-steps", "3"]) == 2
+    err = capsys.readouterr().err
+    assert f"--resume {out / 'checkpoints' / 'step-000001'})" in err and "no earlier" not in err, err
 
 
 def test_a_setting_added_after_the_checkpoint_at_its_default_is_no_change(sd3_dir, tmp_path, caplog, capsys):

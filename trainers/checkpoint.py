@@ -181,10 +181,20 @@ def _unreadable(path: Path, e: Exception) -> CheckpointReadError:
     path = Path(path)
     ckpt = path.parent.parent if path.parent.name == "trainer_state" else path.parent
     why = "missing" if isinstance(e, FileNotFoundError) else f"{type(e).__name__}: {e}"
-    return CheckpointReadError(
-        f"{path} cannot be read ({why}): checkpoint {ckpt} is damaged. Resume from an earlier checkpoint of the run "
-        f"(--resume {ckpt.parent}/step-…), or move this one away so that --resume auto takes the one before it"
-    )
+    m = STEP_RE.match(ckpt.name)
+    run_ckpts = list_checkpoints(ckpt.parent.parent) if ckpt.parent.name == "checkpoints" else []
+    earlier = [c for c in run_ckpts if m and step_of(c) < int(m.group(1))]
+    if earlier:  # the newest one before it, by name: "step-…" left the user to find one, if any existed
+        todo = (
+            f"Resume from an earlier checkpoint of the run (--resume {earlier[-1]}), or move this one away so "
+            "that --resume auto takes the one before it"
+        )
+    else:
+        todo = (
+            f"The run has no earlier checkpoint in {ckpt.parent}: restore the file from a copy, or train again "
+            "from the start with another --output-dir"
+        )
+    return CheckpointReadError(f"{path} cannot be read ({why}): checkpoint {ckpt} is damaged. {todo}")
 
 
 def torch_load(path: Path) -> Any:
