@@ -1915,6 +1915,28 @@ def test_a_run_names_the_settings_its_methods_do_not_read(sd3_dir, tmp_path, cap
     ]
 
 
+def test_the_shapes_eval_suite_on_another_model_is_warned_before_it_loads(sd3_dir, tmp_path, caplog):
+    """eval.suite's default (shapes) on a model that is not of the shapes family (here a tiny random SD3 pipeline;
+    in use SD3.5 with a config that left `eval` out) judged it with the shapes detector, silently; the embedded
+    shapes model, and a run with eval.every=-1, are not warned."""
+    from imgalign.config import load_config
+    from imgalign.trainers.config import FlowGRPOConfig
+    from imgalign.trainers.trainer import FlowGRPOTrainer
+
+    def warned(model: str, every: int) -> list[str]:
+        cfg = tiny_config(Path(model), tmp_path / f"run{len(caplog.records)}", eval__every=every)
+        caplog.clear()
+        with caplog.at_level("WARNING"):
+            cfg_obj = load_config(FlowGRPOConfig, write(cfg, tmp_path / "c.yaml"))
+            FlowGRPOTrainer(cfg_obj, cfg["log"]["output_dir"]).setup()
+        return [r.getMessage() for r in caplog.records if "eval.suite=shapes" in r.getMessage()]
+
+    (msg,) = warned(str(sd3_dir), 0)
+    assert f"model.path {str(sd3_dir)!r} is not a shapes-family model" in msg and "eval.suite=reward" in msg
+    assert warned(str(sd3_dir), -1) == []
+    assert warned("shapes", 3) == []
+
+
 def test_two_processes_same_advantages_as_one(sd3_dir, tmp_path):
     """`accelerate launch` with 2 CPU processes: the same prompts, rewards and advantages as one process with the
     same global batch, and the same gradient norm."""

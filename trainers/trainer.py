@@ -268,6 +268,18 @@ class FlowGRPOTrainer:
         unread = ignored_settings(cfg)
         if self.is_main and unread:  # a method switched with --set keeps the old method's settings, unused
             log.warning("these settings are not used by this run's methods: %s", "; ".join(unread))
+        if self.is_main and cfg.eval.suite == "shapes" and cfg.eval.every >= 0:
+            from imgalign.eval.models import is_shapes_family
+            from imgalign.pipelines import ModelSpec
+
+            # eval.suite's default: an SD3.5 run evaluated with it logged meaningless eval/shapes/* numbers, silently
+            if not is_shapes_family(ModelSpec("model.path", model_path)):
+                log.warning(
+                    "eval.suite=shapes judges coloured shapes drawn by a shapes-world model with the shapes detector, "
+                    "and model.path %r is not a shapes-family model: its eval/shapes/* numbers will not mean much. "
+                    "Use eval.suite=reward (the run's rewards on held-out prompts of a prompt file) or eval.every=-1",
+                    cfg.model.path,
+                )
         self.resume_from = self._resolve_resume(resume)
         self._check_output_dir(resume)
         self._check_resume_fits()
