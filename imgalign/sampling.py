@@ -227,7 +227,8 @@ def generate_folder(
             return False
         try:
             load_image(path)
-        except (OSError, SyntaxError, ValueError):  # PIL's UnidentifiedImageError is an OSError
+        # PIL's UnidentifiedImageError is an OSError; an image over its pixel limit (a file replaced since) is not
+        except (OSError, SyntaxError, ValueError, Image.DecompressionBombError):
             log.warning("%s cannot be read as an image; sampling it again", path)
             return False
         return True

@@ -434,9 +434,10 @@ def test_generation_writes_the_official_layout_and_resumes(tiny, tmp_path):
         assert np.array_equal(a, b)
 
 
-def test_generation_samples_again_an_image_damaged_since_it_was_written(tmp_path):
+def test_generation_samples_again_an_image_damaged_since_it_was_written(tmp_path, monkeypatch):
     """An image of an interrupted eval --model run cut short or overwritten before the rerun was kept, and judged as
-    'cannot read image' on every resume; it is sampled again, and only it."""
+    'cannot read image' on every resume; it is sampled again, and only it. So is one replaced by an image over PIL's
+    pixel limit (its DecompressionBombError stopped the rerun with a traceback)."""
     from imgalign.sampling import generate_folder
 
     calls: list[list[int]] = []
@@ -456,6 +457,11 @@ def test_generation_samples_again_an_image_damaged_since_it_was_written(tmp_path
     assert len(calls) == 2 and calls[1] == calls[0][1:]
     with Image.open(out / "00000" / "samples" / "0001.png") as im:
         im.load()
+    # so a 64x64 image is "too large" (8x8 samples are not)
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 1000)
+    Image.new("RGB", (64, 64)).save(out / "00000" / "samples" / "0000.png")
+    generate_folder(object(), metas, out, 2, 7, progress=False, sample=sample)
+    assert len(calls) == 3 and calls[2] == calls[0][:1]
 
 
 @pytest.mark.parametrize("detector", ["detr", "mask2former"])
