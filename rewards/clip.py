@@ -36,6 +36,16 @@ def clipscore(
     return w * (cos.clamp(min=0) if clamp else cos)
 
 
+def cut_prompts(tokenizer: Any, prompts: list[str]) -> list[int]:
+    """Indices of the prompts longer than the tokenizer's context (start and end tokens included), which its
+    call cuts silently, so their score ignores the rest. Empty for a tokenizer without ``encode`` and
+    ``context_length`` (open_clip's Hugging Face tokenizers), where the length is not known here."""
+    encode, n = getattr(tokenizer, "encode", None), getattr(tokenizer, "context_length", None)
+    if encode is None or not isinstance(n, int):
+        return []
+    return [i for i, p in enumerate(prompts) if len(encode(p)) + 2 > n]
+
+
 def _split_name(name: str, pretrained: str | None) -> tuple[str, str | None]:
     """Normalise the accepted model strings to open_clip's (model_name, pretrained)."""
     if name.startswith("open_clip:"):
@@ -213,6 +223,7 @@ class CLIPReward(Reward):
         self.model_name, self.weight = str(model), float(weight)
         self.batch_size = int(check_at_least(batch_size, 1, "clip reward: batch_size"))
         self.clamp = as_bool(clamp, "clip reward: clamp")
+        self._warned_cut = False
 
     @torch.no_grad()
     def embed(self, images: torch.Tensor, prompts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -221,6 +232,16 @@ class CLIPReward(Reward):
 
         x = clip_preprocess(images.to(self.device, self.dtype), self.size, self.mean, self.std, *self.how)
         img = self.model.encode_image(x)
+        cut = [] if self._warned_cut else cut_prompts(self.tokenizer, prompts)
+        if cut:  # once per reward: the tokenizer cut them silently
+            self._warned_cut = True
+            log.warning(
+                "clip (%s): prompts longer than its %d-token context are cut and scored by their start only, "
+                "e.g. %r",
+                self.model_name,
+                self.tokenizer.context_length,
+                prompts[cut[0]],
+            )
         txt = self.model.encode_text(self.tokenizer(prompts).to(self.device))
         return img, txt
 

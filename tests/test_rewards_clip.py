@@ -300,3 +300,25 @@ def test_open_clip_prefixed_shapes_clip_is_the_embedded_model() -> None:
 
     x = torch.rand(2, 3, 64, 64, generator=torch.Generator().manual_seed(0))
     torch.testing.assert_close(build_features("open_clip:shapes-clip")(x), build_features("shapes-clip")(x))
+
+
+def test_a_prompt_longer_than_the_context_is_warned_once(tmp_path: Path, caplog) -> None:
+    """open_clip's tokenizer cuts a prompt at its context (77 tokens; the shapes CLIP's 24) silently: the score
+    then ignores the rest of the prompt. One warning per reward names the context and a cut prompt."""
+    from imgalign.rewards.clip import cut_prompts
+
+    r = build_reward("clip")
+    n = r.tokenizer.context_length
+    fits = "a photo of a red circle"
+    long = " ".join(["a red circle to the left of a blue square"] * 4)
+    exact = " ".join(["red"] * (n - 2))  # start + n-2 words + end: exactly the context
+    assert cut_prompts(r.tokenizer, [fits, long, exact, " ".join(["red"] * (n - 1))]) == [1, 3]
+    x = torch.rand(2, 3, 32, 32, generator=torch.Generator().manual_seed(0))
+    with caplog.at_level("WARNING"):
+        r(x, [fits, fits])
+        assert "context" not in caplog.text
+        r(x, [fits, long])
+        r(x, [long, long])
+    (msg,) = [m for m in caplog.messages if "context" in m]
+    assert f"its {n}-token context are cut" in msg and repr(long) in msg
+    assert cut_prompts(object(), [long]) == []  # no encode / context_length: not judged
