@@ -84,6 +84,21 @@ def test_an_out_that_cannot_be_written_fails_before_training(tmp_path, capsys, m
         "is a model folder (it holds open_clip_config.json); give the folder that holds"
         in capsys.readouterr().err
     )
+    # a file where a component writes a folder (its model folder, work folder, or their .tmp/.old): a bare
+    # "[Errno 20] Not a directory", the CLIP's only after it had trained
+    for comp, name in (
+        ("clip", "shapes-clip"),
+        ("clip", "shapes-clip.train"),
+        ("vlm", "shapes-vlm.old"),
+        ("t2i", "t2i-work"),
+        ("t2i", "shapes-t2i.tmp"),
+    ):
+        out = tmp_path / f"out-{name}"
+        out.mkdir()
+        (out / name).write_text("a file")
+        assert main(["world", "pretrain", "--component", comp, "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert f"holds a file named {name!r}, where pretraining {comp} writes a folder" in err, err
 
 
 def test_all_defaults_to_two_processes_on_two_cpus(tmp_path, monkeypatch, capsys):

@@ -176,6 +176,16 @@ def run_pretrain(args: argparse.Namespace) -> int:
             f"--out {str(out)!r} is a model folder (it holds {marker}); give the folder that holds, or will hold, "
             f"the pretrained sub-folders ({', '.join(f'shapes-{n}' for n in names)})"
         )
+    for n in (
+        names
+    ):  # a file where a component writes a folder failed with a bare Errno (the CLIP's after training)
+        mod = mods[n]
+        for sub in (mod.FOLDER, f"{mod.FOLDER}.tmp", f"{mod.FOLDER}.old", mod.WORK):
+            if (out / sub).exists() and not (out / sub).is_dir():
+                raise ValueError(
+                    f"--out {str(out)!r} holds a file named {sub!r}, where pretraining {n} writes a folder: move "
+                    "it away, or give another --out"
+                )
     if jobs == 1 or len(names) == 1:
         for n in names:
             print(f"{n}: {_pretrain_one(COMPONENTS[n], cfgs[n], str(out), True)}")

@@ -31,6 +31,7 @@ from imgalign.pretrain import restores_torch_threads, writing
 MODEL_NAME = "shapes-clip-tiny"
 """The open_clip config name of the embedded shapes CLIP (the registry JSON shipped next to the weights)."""
 FOLDER = "shapes-clip"
+WORK = f"{FOLDER}.train"  # checkpoints and caches; the same command resumes from it
 WEIGHTS = "open_clip_model.safetensors"
 SHAPE_TEMPLATE = "a photo of a {}"
 COLOUR_TEMPLATE = "a photo of a {} object"
@@ -354,7 +355,7 @@ def pretrain(cfg: Config, out_dir: Path, progress: bool = True) -> dict[str, flo
     cfg.validate()
     torch.set_num_threads(cfg.threads)
     out_dir = Path(out_dir)
-    work = out_dir / f"{FOLDER}.train"
+    work = out_dir / WORK
     ckpt_path = work / "checkpoint.pt"
     state = C.resume_state(ckpt_path, cfg, "clip")  # a changed config fails before the model is built
     mcfg = model_config(cfg)

@@ -35,6 +35,7 @@ from imgalign.pretrain import encoder_common as C
 from imgalign.pretrain import restores_torch_threads, writing
 
 FOLDER = "shapes-vlm"
+WORK = f"{FOLDER}.train"  # checkpoints and caches; the same command resumes from it
 SPECIAL_TOKENS: tuple[str, ...] = (
     "<pad>",
     "<unk>",
@@ -499,7 +500,7 @@ def pretrain(cfg: Config, out_dir: Path, progress: bool = True) -> dict[str, flo
     cfg.validate()
     torch.set_num_threads(cfg.threads)
     out_dir = Path(out_dir)
-    work = out_dir / f"{FOLDER}.train"
+    work = out_dir / WORK
     ckpt_path = work / "checkpoint.pt"
     state = C.resume_state(ckpt_path, cfg, "vlm")  # a changed config fails before the model is built
     tokenizer = build_tokenizer()
