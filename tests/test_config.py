@@ -87,6 +87,12 @@ def test_settings_of_an_unselected_method_are_listed_as_unused():
     ]
     assert unused("objective.name=nft", "objective.nft.beta=0.5", "objective.terms_per_sample=3") == []
     assert unused("sampling.tree.between=sde") == ["sampling.tree.between (read with sampling.rollout=tree)"]
+    # LoRA's options under full fine-tuning (model.lora_rank 0): the run trained every weight, silently
+    assert unused("model.lora_alpha=16", "model.lora_targets=[to_q]", "model.trainable_modules=[to_q]") == [
+        "model.lora_alpha (read with model.lora_rank > 0)",
+        "model.lora_targets (read with model.lora_rank > 0)",
+    ]
+    assert unused("model.lora_rank=8", "model.lora_alpha=16", "model.lora_targets=[to_q]") == []
     marble = ["rewards.marble.gram=params", "rewards.marble.ema=0.5"]
     assert unused(*marble) == [
         "rewards.marble.gram (read with rewards.balancer=marble)",
@@ -156,6 +162,9 @@ def test_example_train_configs_validate(path, capsys):
     from imgalign.cli import main
 
     assert main(["train", str(path), "--print-config"]) == 0, capsys.readouterr().err
+    from imgalign.trainers.config import FlowGRPOConfig, ignored_settings
+
+    assert ignored_settings(load_config(FlowGRPOConfig, path)) == []  # every setting it changes is read
 
 
 def test_multi_reward_examples_differ_only_in_the_balancer():

@@ -668,7 +668,7 @@ class FlowGRPOConfig:
 
 def ignored_settings(cfg: FlowGRPOConfig) -> list[str]:
     """Settings changed from their defaults that the chosen methods never read: a section of another method (kept
-    when the method is switched with ``--set``) or one method's option. Each as ``key (read with KEY=VALUE)``.
+    when the method is switched with ``--set``), one method's option, or LoRA's options under full fine-tuning. Each as ``key (read with KEY=VALUE)``.
     Only built-in methods are judged: a plug-in (``package.module:attr``) may read any setting."""
     from dataclasses import fields
 
@@ -677,6 +677,7 @@ def ignored_settings(cfg: FlowGRPOConfig) -> list[str]:
     # (key prefix, section, its defaults, ignored, what reads it); rewards.marble.gram is also the space of
     # rewards.diagnose_cosines
     groups = [
+        ("model.", cfg.model, ModelConfig(), cfg.model.lora_rank == 0, "model.lora_rank > 0"),
         ("objective.", o, ObjectiveConfig(), o.name == "grpo", "objective.name=nft"),
         ("objective.nft.", o.nft, NFTConfig(), o.name == "grpo", "objective.name=nft"),
         ("sampling.tree.", s.tree, TreeConfig(), s.rollout == "flat", "sampling.rollout=tree"),
@@ -686,6 +687,9 @@ def ignored_settings(cfg: FlowGRPOConfig) -> list[str]:
     for prefix, section, default, ignored, reader in groups:
         for f in fields(section) if ignored else ():
             if section is o and f.name != "terms_per_sample":  # the objective's other keys serve both
+                continue
+            # the model's other keys serve full fine-tuning too
+            if section is cfg.model and f.name not in ("lora_alpha", "lora_targets"):
                 continue
             if section is r.marble and f.name == "gram" and r.diagnose_cosines:
                 continue
