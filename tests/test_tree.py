@@ -470,3 +470,35 @@ def test_tree_config_through_load_config():
         TreeConfig(branch_steps=[9]).spec(
             10
         )  # checked against the step count when the trainer builds the spec
+
+
+def test_rollout_records_each_parent_rows_own_std_from_a_per_row_kernel():
+    """A kernel may return a different std per row ([N], isotropic within a row): every parent row records the
+    std its own children were sampled with (not another row's), so the log-densities recomputed from the parent
+    rows match the recorded ones. Here the std grows with |x| of the row, so the two trees' roots differ."""
+
+    def wide(x, v, s, sn, a, g):
+        mean, std = flow_sde_mean_std(x, v, s, sn, a)
+        std = std * (1.0 + x.flatten(1).abs().mean(1))  # [N], equal for siblings (they share x)
+        eps = torch.randn(x.shape, generator=g)
+        return mean + std[:, None, None, None] * eps, mean, std
+
+    spec = TreeSpec(4, (0, 2), (2, 2))
+    noise = (
+        torch.randn(2, 1, 2, 2, generator=torch.Generator().manual_seed(0))
+        * torch.tensor([1.0, 5.0])[:, None, None, None]
+    )
+    roll = tree_rollout(
+        _Counter(),
+        noise,
+        torch.linspace(1.0, 0.0, 5),
+        spec,
+        sde_step=wide,
+        generator=torch.Generator().manual_seed(1),
+    )
+    _, std = flow_sde_mean_std(roll.parent_x, roll.parent_x, roll.parent_sigma, roll.parent_sigma_next, 0.7)
+    want = std * (1.0 + roll.parent_x.flatten(1).abs().mean(1))
+    torch.testing.assert_close(roll.parent_std, want)
+    assert not torch.allclose(roll.parent_std[0], roll.parent_std[1])  # the two roots' stds differ
+    lp = gaussian_log_prob(roll.edge_x_next, roll.parent_mean[roll.edge_parent], want[roll.edge_parent])
+    torch.testing.assert_close(lp, roll.edge_log_prob)
