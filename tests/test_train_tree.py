@@ -326,6 +326,40 @@ def test_tree_credit_reads_leaf_validity_by_the_global_sample_ids(sd3_dir):
         assert int(valid.sum()) == n_valid, masked
 
 
+def test_a_tree_is_the_same_whichever_process_grows_it(sd3_dir):
+    """A tree's noise is seeded by its global group id: the second prompt's tree grown alone (as on a second
+    process, group id 1, samples 4..7) equals the second tree of the rollout that grows both prompts."""
+    from imgalign.trainers.rollout import ROLLOUTS, RolloutContext
+
+    a, s = _setup(sd3_dir, 1.0, branch_steps=[0, 2], branch_factors=[2])
+    both = _roll(a, s)
+    ctx = RolloutContext(a, a.transformer, s, seed=3, step=0, logprob_reduce="sum")
+    with torch.no_grad():
+        alone = ROLLOUTS.get("tree")(
+            ctx, [PROMPTS[1]] * 4, [{}] * 4, torch.arange(4, 8), torch.ones(4, dtype=torch.long)
+        )
+    torch.testing.assert_close(alone.x0, both.x0[4:], rtol=1e-4, atol=1e-5)
+
+
+def test_tree_credit_masks_edges_a_non_finite_leaf_signal_reaches(sd3_dir):
+    """A balancer that leaves NaN at a masked leaf (leaf 0): the NaN never reaches the loss. Leaf 0's edge has no
+    valid leaf below it, and its sibling's (leaf 1) sibling-normalised advantage is NaN, so both are masked with
+    advantage 0; the other 10 edges (the root edges see leaf 1's value only) train."""
+    from imgalign.trainers.rewarding import Balanced
+
+    a, s = _setup(sd3_dir, 1.0, branch_steps=[0, 2], branch_factors=[2], advantage="sibling")
+    ro = _roll(a, s)
+    signal = torch.linspace(-1, 1, 8)
+    signal[0] = float("nan")
+    ok = torch.ones(8, dtype=torch.bool)
+    ok[0] = False
+    adv, valid = ro.extras["credit"](torch.zeros(1, 8), Balanced(signal, ok, 0.0))
+    assert torch.isfinite(adv).all() and int(valid.sum()) == 12 - 2
+    assert (adv[~valid] == 0).all() and ro.extras["metrics"]["tree/edge_valid_ratio"] == pytest.approx(
+        10 / 12
+    )
+
+
 def test_tree_children_are_the_mean_plus_std_times_unit_noise_and_between_sde_reaches_the_rollout(sd3_dir):
     """Each child is mu + std·eps with eps ~ N(0, I): its summed behaviour log-density gives the mean squared eps
     over the D latent dims, -2·(lp/D + log std + log(2π)/2), which must be about 1 for every edge. The configured
