@@ -690,6 +690,13 @@ def test_set_values_keep_their_text_for_a_str_member_of_a_union():
         ),
         (["eval.prompts_per_task=0"], ["eval.prompts_per_task=1"], "eval.prompts_per_task must be >= 1"),
         (["eval.num_steps=0"], ["eval.num_steps=1"], "eval.num_steps must be >= 1"),
+        # -3 meant the policy's scale (as -1), silently; inf gave the final evaluation infinite CFG
+        (
+            ["eval.guidance_scale=-0.5"],
+            ["eval.guidance_scale=0"],
+            "eval.guidance_scale must be -1 (the policy's sampling.guidance_scale) or a finite scale >= 0",
+        ),
+        (["eval.guidance_scale=inf"], ["eval.guidance_scale=-1"], "eval.guidance_scale must be -1"),
     ],
 )
 def test_each_bound_refuses_its_first_bad_value_and_accepts_its_edge(bad, good, message):

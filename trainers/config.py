@@ -512,6 +512,12 @@ class EvalConfig:
             raise ConfigError(f"eval.suite: unknown suite {self.suite!r}; valid: shapes, reward")
         if self.every < -1:  # any negative value meant never, silently
             raise ConfigError(f"eval.every must be -1 (never), 0 (at the end) or N >= 1, got {self.every}")
+        # -3 meant the policy's scale silently (as -1); inf sampled the final evaluation with infinite CFG
+        if self.guidance_scale != -1 and not 0 <= self.guidance_scale < math.inf:
+            raise ConfigError(
+                f"eval.guidance_scale must be -1 (the policy's sampling.guidance_scale) or a finite scale >= 0, got "
+                f"{self.guidance_scale}"
+            )
         for name in ("prompts_per_task", "images_per_prompt", "num_steps"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"eval.{name} must be >= 1 (eval.every=-1 turns the evaluation off)")
