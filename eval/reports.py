@@ -282,6 +282,24 @@ def masking_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def nonfinite_lines(rows: Sequence[dict[str, Any]], keys: Sequence[str]) -> list[str]:
+    """A warning naming each of `keys` logged as NaN or inf (a number JSON spells NaN, Infinity) in some rows, with how
+    many of the rows that carry it: the table and the plots show finite values only, so a diverged KL or a reward
+    that was NaN would otherwise vanish from the report."""
+    found = []
+    for k in keys:
+        vals = [r[k] for r in rows if k in r and r[k] is not None]
+        bad = sum(isinstance(v, float) and not math.isfinite(v) for v in vals)
+        if bad:
+            found.append(f"`{k}` {bad} of {len(vals)} rows")
+    if not found:
+        return []
+    return [
+        "WARNING: non-finite (NaN/inf) values logged, left out of the table and the plots: "
+        + ", ".join(found)
+    ]
+
+
 def summarize_run(
     rows: Sequence[dict[str, Any]], run_name: str = "run", evals: Sequence[dict[str, Any]] = ()
 ) -> str:
@@ -295,6 +313,7 @@ def summarize_run(
     lines += [f"{len(rows)} logged rows, {span}.", ""]
     lines += [x for line in masking_lines(rows) for x in (line, "")]
     shown = [k for g in GROUP_TITLES for k in groups.get(g, [])]
+    lines += [x for line in nonfinite_lines(rows, shown) for x in (line, "")]
     evaluated = eval_lines(evals)
     if not shown:
         lines.append("No reward, KL, clip-fraction, norm-inflation, penalty or balance metrics were logged.")
@@ -306,7 +325,8 @@ def summarize_run(
     lines += ["| metric | first | last | best | mean of last 10% |", "| --- | ---: | ---: | ---: | ---: |"]
     for k in shown:
         _, y = series(rows, k)
-        if not len(y):
+        if not len(y):  # named, not left out silently (the warning above says why)
+            lines.append(f"| `{k}` | no finite value | — | — | — |")
             continue
         tail = y[-max(1, len(y) // 10) :]
         best = f"{y.max():.4g}" if REWARD_MEAN.match(k) else "—"

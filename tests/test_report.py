@@ -223,6 +223,30 @@ def test_masked_samples_and_skipped_updates_are_reported(tmp_path, capsys):
     assert run_summary_lines(write_run(tmp_path / "clean", n=3)) == []
 
 
+def test_report_names_metrics_logged_as_nan_or_inf(tmp_path):
+    """A KL that diverged to inf on every step, or a reward that was NaN on some, is named with its count and keeps
+    its table row: the table and plots take finite values only, and the KL row had vanished from the report."""
+    run = tmp_path / "run"
+    run.mkdir()
+    rows = [
+        {"step": s, "reward/r/mean": float("nan") if s % 2 else 0.1 * s, "policy/kl": float("inf")}
+        for s in range(1, 8)
+    ]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert main(["report", str(run)]) == 0
+    md = (run / "report" / "report.md").read_text()
+    assert (
+        "WARNING: non-finite (NaN/inf) values logged, left out of the table and the plots: `reward/r/mean` 4 of 7 "
+        "rows, `policy/kl` 7 of 7 rows\n" in md
+    )
+    assert "| `reward/r/mean` | 0.2 | 0.6 | 0.6 | 0.6 |" in md  # steps 2, 4, 6
+    assert "| `policy/kl` | no finite value | — | — | — |" in md
+    clean = write_run(tmp_path / "clean", n=3)
+    (clean / "metrics.jsonl").write_text((clean / "metrics.jsonl").read_text().replace("NaN", "0.5"))
+    assert main(["report", str(clean)]) == 0
+    assert "non-finite" not in (clean / "report" / "report.md").read_text()
+
+
 def test_report_without_norm_inflation_makes_no_inflation_plot(tmp_path):
     run = write_run(tmp_path / "run-b", inflation=False)
     assert main(["report", str(run), "--out", str(tmp_path / "rep")]) == 0
