@@ -1487,11 +1487,17 @@ def test_log_trackers_names_accelerates_trackers_and_all_is_not_a_module(monkeyp
         return SimpleNamespace(cfg=SimpleNamespace(log=SimpleNamespace(trackers=trackers)))
 
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: object() if name == "tensorboard" else None)
+    monkeypatch.setattr("accelerate.tracking.get_available_trackers", lambda: ["tensorboard"])
     assert FlowGRPOTrainer._trackers(fake("none")) == []
     assert FlowGRPOTrainer._trackers(fake("all")) == ["all"]
     assert FlowGRPOTrainer._trackers(fake(" tensorboard, all ")) == ["tensorboard", "all"]
     with pytest.raises(ConfigError, match="log.trackers: aim is not installed"):
         FlowGRPOTrainer._trackers(fake("tensorboard,aim"))
+    # 'all' with no tracker installed: accelerate's warning named its log_with=all, and nothing was tracked
+    monkeypatch.setattr("accelerate.tracking.get_available_trackers", lambda: [])
+    with pytest.raises(ConfigError, match="log.trackers: all names every installed tracker, and none is"):
+        FlowGRPOTrainer._trackers(fake("all"))
+    assert FlowGRPOTrainer._trackers(fake("tensorboard,all")) == ["tensorboard", "all"]
 
 
 def test_rollouts_jsonl_has_one_row_per_sample_with_each_rewards_score_and_its_advantage(tmp_path):

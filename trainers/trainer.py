@@ -446,6 +446,15 @@ class FlowGRPOTrainer:
                     f"log.trackers: {name} is not installed (pip install {name}); or log.trackers=auto (tensorboard "
                     "when installed) or none"
                 )
+        # accelerate only warns of its log_with=all and logs nowhere when no tracker is installed
+        if set(names) == {"all"}:
+            from accelerate.tracking import get_available_trackers
+
+            if not get_available_trackers():
+                raise ConfigError(
+                    "log.trackers: all names every installed tracker, and none is (pip install tensorboard, or wandb, "
+                    "...); or log.trackers=none (metrics.jsonl is written either way)"
+                )
         return names
 
     def _resolve_resume(self, resume: str | None) -> Path | None:
