@@ -45,6 +45,11 @@ def load_metrics(path: Path) -> list[dict[str, Any]]:
             hint = f"; {str(folder)!r} is a checkpoint: give its run folder, {str(folder.parent.parent)!r}"
         elif (folder / "summary.json").is_file():
             hint = f"; {str(folder)!r} is an evaluation: its report is {str(folder / 'report.md')!r}"
+        elif path.name == "metrics.jsonl" and (folder / "config.yaml").is_file():  # set up, in its first step
+            hint = (
+                f"; {str(folder)!r} is a training run that has not finished a step (it writes a metrics row after "
+                "each): report it once it has"
+            )
         raise FileNotFoundError(
             f"{path} does not exist; `imgalign report` needs a run folder with metrics.jsonl{hint}"
         )
@@ -391,8 +396,17 @@ def write_run_report(run_dir: Path, out_dir: Path | None = None) -> tuple[Path, 
             evals = load_metrics(run_dir / "eval.jsonl")
         except ValueError as e:  # a damaged evaluation log does not hide the training metrics
             log.warning("%s; the report leaves the in-loop evaluation out", e)
-    out_dir = Path(out_dir) if out_dir else run_dir / "report"
-    make_output_folder(out_dir)
+    if out_dir:
+        out_dir = Path(out_dir)
+        make_output_folder(out_dir)
+    else:
+        out_dir = run_dir / "report"
+        try:
+            make_output_folder(out_dir)
+        except ValueError as e:  # named --out, which the user did not give (a read-only run folder)
+            raise ValueError(
+                f"{e}; that is the default place: give --out DIR to write the report elsewhere"
+            ) from None
     plots = plot_run(rows, out_dir)
     plots += [p for p in [plot_evals(evals, out_dir)] if p is not None]
     md = out_dir / "report.md"

@@ -296,6 +296,30 @@ def test_report_of_a_checkpoint_or_an_evaluation_folder_points_at_the_right_one(
     assert f"is an evaluation: its report is '{ev / 'report.md'}'" in capsys.readouterr().err
 
 
+def test_report_of_a_run_before_its_first_step_or_with_no_room_for_its_default_out_says_what_to_do(
+    tmp_path, capsys
+):
+    """A run set up (config.yaml, the base model's eval.jsonl) but still in its first step was called a folder that
+    is not a run; a run folder that takes no report/ blamed --out, which the user had not given."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.yaml").write_text("log: {}\n")
+    (run / "eval.jsonl").write_text('{"step": 0, "eval/shapes/overall": 0.35}\n')
+    assert main(["report", str(run)]) == 2
+    assert f"{str(run)!r} is a training run that has not finished a step" in capsys.readouterr().err
+    write_run(run)
+    (run / "report").write_text("not a folder")  # as a read-only run folder: no report/ can be made there
+    assert main(["report", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert (
+        "is a file; give a folder; that is the default place: give --out DIR to write the report elsewhere"
+        in err
+    )
+    assert main(["report", str(run), "--out", str(tmp_path / "rep")]) == 0
+    assert main(["report", str(run), "--out", str(run / "report")]) == 2
+    assert "default place" not in capsys.readouterr().err  # a --out given is named as it is
+
+
 def test_metrics_saved_with_a_bom_load(tmp_path):
     from imgalign.eval.reports import load_metrics
 
