@@ -182,6 +182,24 @@ def test_report_without_run_dir_or_compare_says_what_to_give(capsys):
     assert "give RUN_DIR, or --compare LABEL=RUN[,RUN...] --keys ... --out DIR" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    "extra, named",
+    [
+        (["--keys", "reward/geneval/mean"], "--keys"),
+        (["--x", "perf/nfe_total"], "--x"),
+        (["--target", "reward/geneval/mean=0.5"], "--target"),
+        (["--window", "3"], "--window"),
+    ],
+)
+def test_report_of_one_run_refuses_the_compare_options_it_ignored(tmp_path, capsys, extra, named):
+    """--keys, --x, --target and --window shape --compare only; with RUN_DIR they were ignored, silently."""
+    run = write_run(tmp_path / "run", n=4)
+    assert main(["report", str(run), *extra]) == 2
+    assert f"{named} apply to --compare only" in capsys.readouterr().err
+    assert not (run / "report").exists()
+    assert main(["report", str(run), "--window", "10", "--x", "step"]) == 0  # their defaults, written out
+
+
 def test_a_short_series_compares_windows_of_two():
     """6 logged steps: 10% is no step at all, so the windows are 2 steps each (one step has no sample variance).
     Hand-computed: head [1, 3] mean 2 variance 2, tail [4, 8] mean 6 variance 8; se = sqrt((2 + 8) / 2)."""

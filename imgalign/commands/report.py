@@ -35,6 +35,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_report)
 
 
+def compare_only_flags(args: argparse.Namespace) -> dict[str, bool]:
+    """Whether each --compare option is set (away from its default)."""
+    return {
+        "--keys": bool(args.keys),
+        "--x": args.x != "step",
+        "--target": args.target is not None,
+        "--window": args.window != 10,
+    }
+
+
 def run_report(args: argparse.Namespace) -> int:
     from imgalign.eval.reports import compare_runs, write_run_report
 
@@ -80,6 +90,12 @@ def run_report(args: argparse.Namespace) -> int:
         return 0
     if not args.run_dir:
         raise ValueError("give RUN_DIR, or --compare LABEL=RUN[,RUN...] --keys ... --out DIR")
+    given = [f for f, on in compare_only_flags(args).items() if on]
+    if given:  # they were ignored: a report of every known metric against the step
+        raise ValueError(
+            f"{', '.join(given)} apply to --compare only; `imgalign report RUN_DIR` plots every known metric against "
+            "the step: leave them out, or give --compare LABEL=RUN_DIR --keys KEY ... --out DIR"
+        )
     md, plots = write_run_report(args.run_dir, args.out)
     print(md.read_text(), end="")
     print(f"wrote {md} and {len(plots)} plot(s): {', '.join(p.name for p in plots) or 'none'}")
