@@ -232,6 +232,11 @@ def test_set_values_keep_their_text_for_string_fields(tmp_path):
     assert load("rewards.names=[a, b]").rewards.names == ["a", "b"]
     # quotes protect a value, as in YAML: they are not part of it
     assert load("log.output_dir='runs/a b'").log.output_dir == "runs/a b"
+    # a ~ from YAML or a quoted --set is not the home folder: the run went to a folder named '~' here
+    home = str(Path("~/runs/a").expanduser())
+    with pytest.raises(ConfigError, match=re.escape(f"not expanded: give the full path, {home!r}")):
+        load("log.output_dir=~/runs/a")
+    assert load("log.output_dir=runs/~a").log.output_dir == "runs/~a"
     assert load("rewards.balancer='marble'").rewards.balancer == "marble"
     assert load('rewards.names="geneval,clip"').rewards.names == ["geneval", "clip"]
     assert (

@@ -571,6 +571,15 @@ class LogConfig:
     def validate(self) -> None:
         if not self.output_dir.strip():  # "" wrote the run's files into the working folder
             raise ConfigError("log.output_dir is empty: give a run folder, e.g. runs/my_run")
+        if self.output_dir == "~" or self.output_dir.startswith(
+            "~/"
+        ):  # a folder named ~ in the working folder
+            from imgalign.hub import tilde_hint
+
+            raise ConfigError(
+                f"log.output_dir {self.output_dir!r} would be written under a folder named '~' in the working "
+                f"folder{tilde_hint(self.output_dir)}"
+            )
         if self.keep_last < 1:
             raise ConfigError("log.keep_last must be >= 1")
         # step % -N == 0 acted as every N steps, silently
