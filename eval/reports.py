@@ -377,6 +377,13 @@ def make_output_folder(path: Path) -> None:
     path.mkdir(parents=True, exist_ok=True)
 
 
+def _home_hint(path: str) -> str:
+    """:func:`imgalign.hub.tilde_hint` for ``~`` and ``~/...`` (a quoted ~ the shell left); "" otherwise."""
+    from imgalign.hub import tilde_hint
+
+    return tilde_hint(path) if path == "~" or path.startswith("~/") else ""
+
+
 def write_run_report(run_dir: Path, out_dir: Path | None = None) -> tuple[Path, list[Path]]:
     """Plots and report.md for a run folder (default output: RUN_DIR/report/)."""
     from imgalign.eval.suite import atomic_write_text
@@ -388,7 +395,9 @@ def write_run_report(run_dir: Path, out_dir: Path | None = None) -> tuple[Path, 
             "which holds metrics.jsonl)"
         )
     if not run_dir.is_dir():
-        raise FileNotFoundError(f"run folder {str(run_dir)!r} does not exist")
+        raise FileNotFoundError(f"run folder {str(run_dir)!r} does not exist{_home_hint(str(run_dir))}")
+    if out_dir and _home_hint(str(out_dir)):  # it made a folder named ~ in the working folder
+        raise ValueError(f"--out {str(out_dir)!r} would be a folder named '~' here{_home_hint(str(out_dir))}")
     rows = load_metrics(run_dir / "metrics.jsonl")
     evals: list[dict[str, Any]] = []
     if (run_dir / "eval.jsonl").is_file():

@@ -275,9 +275,20 @@ def test_report_without_norm_inflation_makes_no_inflation_plot(tmp_path):
     ]
 
 
-def test_report_errors(tmp_path, capsys):
+def test_report_errors(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # where a --out ~/... folder was made
     assert main(["report", str(tmp_path / "missing")]) == 2
     assert "does not exist" in capsys.readouterr().err
+    # a quoted ~ is not the home folder (a report --out made a folder named ~ in the working folder)
+    home = str(Path("~/runs/a").expanduser())
+    assert main(["report", "~/runs/a"]) == 2
+    assert f"(a quoted ~ is not expanded: give the full path, {home!r})" in capsys.readouterr().err
+    run = write_run(tmp_path / "run", n=4)
+    assert main(["report", str(run), "--out", "~/runs/a"]) == 2
+    assert f"would be a folder named '~' here (a quoted ~ is not expanded: give the full path, {home!r})" in (
+        capsys.readouterr().err
+    )
+    assert not (run / "report").exists()
     (tmp_path / "some.png").write_bytes(b"png")
     assert main(["report", str(tmp_path / "some.png")]) == 2
     assert "some.png' is a file, not a run folder; give the training run's folder" in capsys.readouterr().err
