@@ -1295,3 +1295,28 @@ def test_a_damaged_imgalign_model_json_says_to_give_the_base_and_then_loads_on_i
     with pytest.raises(ValueError, match="not a JSON object.*give the base model yourself as BASE\\+"):
         load_pipeline(str(tmp_path / "ck"))
     assert load_pipeline(f"shapes+{tmp_path / 'ck'}") is not None
+
+
+def test_a_row_label_taller_than_its_cell_pushes_the_next_row_down():
+    """A row label of several lines sets its row's height: the next row starts below the label, not one cell
+    lower (mutation round 9: row_h = cell + caption left the label drawn over the next row)."""
+    from imgalign.eval.gallery import PAD, labelled_grid
+
+    red, blue = (255, 0, 0), (0, 0, 255)
+    images = [[Image.new("RGB", (8, 8), red)], [Image.new("RGB", (8, 8), blue)]]
+    label = "\n".join(f"line {i}" for i in range(6))
+    g = np.asarray(labelled_grid(images, [label, ""], ["m"], cell=16, label_width=80))
+    ink_rows = np.nonzero((g[:, :80] < 128).all(-1).any(1))[0]  # the label column's ink: the first label only
+    blue_top = np.nonzero((g == blue).all(-1).any(1))[0].min()
+    assert ink_rows.max() - PAD < blue_top  # the label ends within the row gap above the next row
+
+
+def test_sub_labels_may_name_every_column_not_only_one_group(monkeypatch):
+    """sub_labels with one entry per column (not per column of a group) label each column with its own entry."""
+    from imgalign.eval.gallery import labelled_grid
+
+    images = [[Image.new("RGB", (8, 8), (0, 0, 0)) for _ in range(4)]]
+    texts = _drawn_texts(monkeypatch)
+    labelled_grid(images, ["p"], ["m1", "m2"], group=2, sub_labels=["a", "b", "c", "d"], cell=16)
+    subs = sorted((xy[0], t) for xy, t in texts if t in ("a", "b", "c", "d"))
+    assert [t for _, t in subs] == ["a", "b", "c", "d"]

@@ -51,6 +51,8 @@ def test_bad_all_arguments_fail_before_training(tmp_path, capsys):
         (["--set", "steps=3"], "prefix the key with its component"),
         (["--jobs", "0"], "--jobs must be at least 1"),
         (["--set", "clip.nonsense=1"], "clip: unknown config key 'nonsense'"),  # the component is named
+        # an error without a --set hint of its own ends with the prefixed form the key needs
+        (["--set", "vlm.steps=abc"], "vlm: steps: expected an integer, got 'abc' (--set vlm.KEY=VALUE)"),
         # a component's own hint gets the prefix --component all needs (it said --set heads=N)
         (["--set", "t2i.heads=0"], "t2i: heads must be at least 1 (got 0); set it with --set t2i.heads=N"),
     ):
