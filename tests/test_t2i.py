@@ -980,3 +980,31 @@ def test_each_text_encoder_is_built_from_its_own_seed(tmp_path):
     a, b, c = (t2i.build_text_encoder(cfg, tok, s).state_dict() for s in (1, 1, 2))
     assert all(torch.equal(a[k], b[k]) for k in a)
     assert not all(torch.equal(a[k], c[k]) for k in a)
+
+
+def test_settings_that_take_no_negative_or_infinite_value_are_refused():
+    """vae_crop=0 passed and the autoencoder stage failed on its empty crops after rendering the training images;
+    final_eval_images=-1 passed and the card reported a shapes overall of 0.000 from no image; an infinite shift
+    or logit_std and a fourth autoencoder block passed too (mutation round 9)."""
+    for bad, msg in (
+        ({"vae_crop": 0}, r"^vae_crop must be at least 1 \(got 0\)"),
+        ({"final_eval_images": -1}, r"^final_eval_images must be at least 0 \(got -1\)"),
+        ({"eval_every": -2}, r"^eval_every must be at least 0"),
+        ({"warmup": -1}, r"^warmup must be at least 0"),
+        ({"shift": math.inf}, r"^shift must be > 0 and finite \(got inf\)"),
+        ({"logit_std": math.inf}, r"^logit_std must be > 0 and finite \(got inf\)"),
+        ({"vae_channels": [8, 8, 8, 8]}, r"^vae_channels needs 3 entries"),
+    ):
+        with pytest.raises(ValueError, match=msg):
+            tiny_config(**bad).validate()
+    tiny_config(final_eval_images=0, eval_every=0, warmup=0, vae_crop=4).validate()  # 0 turns them off
+
+
+def test_an_init_from_folder_with_a_damaged_model_index_is_named(tmp_path):
+    """json.JSONDecodeError cannot be rebuilt from one message: the check raised a TypeError about its
+    constructor instead of naming the folder and the file."""
+    (tmp_path / "model_index.json").write_text("{not json")
+    with pytest.raises(
+        ValueError, match=r"init_from='.*': its model_index.json cannot be read \(JSONDecodeError: Expecting"
+    ):
+        t2i.check_init_from(tiny_config(init_from=str(tmp_path)))

@@ -151,7 +151,10 @@ class Config:
             "text_layers",
             "text_width",
             "vae_groups",
+            "vae_crop",  # a crop of 0 passed and the autoencoder failed on it after the renders
         )
+        # -1 final images passed and the card reported a shapes overall of 0.000 from no image at all
+        check_at_least(self, 0, "final_eval_images", "eval_every", "warmup")
         if self.t5_tokens < 0:
             raise ValueError(
                 f"t5_tokens must be at least 0 (got {self.t5_tokens}); set it with --set t5_tokens=N"
@@ -280,8 +283,13 @@ def check_init_from(cfg: Config) -> Path | None:
         return None
     try:
         folder = init_folder(cfg.init_from)
-    except (FileNotFoundError, ValueError) as e:
+    except FileNotFoundError as e:  # an IncompleteModelError stays one
         raise type(e)(f"init_from={cfg.init_from!r}: {e}") from None
+    except ValueError as e:  # a damaged model_index.json: json.JSONDecodeError or UnicodeDecodeError, whose
+        # constructors take more than a message (type(e)(message) was a TypeError about them)
+        raise ValueError(
+            f"init_from={cfg.init_from!r}: its model_index.json cannot be read ({type(e).__name__}: {e})"
+        ) from None
     arch = folder_architecture(folder)
     ours = dataclasses.asdict(cfg)
     diff = {k: (v, ours[k]) for k, v in arch.items() if v != ours[k]}
