@@ -57,11 +57,12 @@ def fit_discriminator(
 ) -> dict[str, float]:
     """Fit a DRL discriminator (real = positive) on folder images and save it; returns the metrics."""
     from imgalign.rewards.features import build_features
+    from imgalign.rewards.heads import check_class_folder
     from imgalign.rewards.io import load_image_folder
 
     enc = build_features(features, device)
-    pos = enc(load_image_folder(real, size))
-    neg = enc(load_image_folder(fake, size))
+    pos = enc(check_class_folder(load_image_folder(real, size), real, "--real"))
+    neg = enc(check_class_folder(load_image_folder(fake, size), fake, "--fake"))
     res = fit_head(pos, neg, hidden=hidden, epochs=epochs, lr=lr, val_frac=val_frac, seed=seed)
     save_head(
         out,

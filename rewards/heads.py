@@ -68,6 +68,17 @@ def accuracy(head: FeatureHead, pos: torch.Tensor, neg: torch.Tensor) -> float:
     return float(right) / max(1, pos.shape[0] + neg.shape[0])
 
 
+def check_class_folder(images: torch.Tensor, folder: str | Path, label: str) -> torch.Tensor:
+    """`images` (N, ...) read from `folder`, the class `label` names (a CLI flag such as ``--real``): at least 2,
+    which :func:`fit_head` needs (it said "got 1 and 5", naming no folder). Returns `images`."""
+    if images.shape[0] < 2:
+        raise ValueError(
+            f"{label} {str(folder)!r} holds {images.shape[0]} image(s); a head needs at least 2 per class (and "
+            "more for a useful held-out val_acc): add images to it"
+        )
+    return images
+
+
 def fit_head(
     pos: torch.Tensor,
     neg: torch.Tensor,

@@ -517,3 +517,21 @@ def test_build_shapes_artifact_out_that_is_a_file_is_refused_before_the_renders(
     f.write_text("x")
     assert main(["rewards", "build-shapes-artifact", "--out", str(f), "--n", "4"]) == 2
     assert f"--out {str(f)!r} is a file; give a folder" in capsys.readouterr().err
+
+
+def test_a_class_folder_with_one_image_is_named(tmp_path, capsys):
+    """A head needs 2 images per class; a folder holding one said "need at least 2 examples per class, got 1 and
+    3", naming neither folder nor flag."""
+    g = torch.Generator().manual_seed(0)
+    one = write_folder(tmp_path / "one", torch.rand(1, 3, 16, 16, generator=g))
+    three = write_folder(tmp_path / "three", torch.rand(3, 3, 16, 16, generator=g))
+    out = str(tmp_path / "h.safetensors")
+    common = ["--features", "stats", "--out", out, "--epochs", "1"]
+    for argv, flag in (
+        (["fit-discriminator", "--real", str(three), "--fake", str(one)], "--fake"),
+        (["fit-artifact", "--clean", str(one), "--artifact", str(three)], "--clean"),
+    ):
+        assert main(["rewards", *argv, *common]) == 2
+        err = capsys.readouterr().err
+        assert f"{flag} {str(one)!r} holds 1 image(s); a head needs at least 2 per class" in err, err
+    assert not Path(out).exists()

@@ -167,6 +167,7 @@ def run_fit_artifact(args: argparse.Namespace) -> int:
     check_device(args.device)  # a GPU this machine lacks fails before any work
     from imgalign.commands import check_output_file
     from imgalign.rewards.artifact import fit_artifact
+    from imgalign.rewards.heads import check_class_folder
     from imgalign.rewards.io import load_image_folder
 
     _check_fit_sizes(args)
@@ -174,8 +175,10 @@ def run_fit_artifact(args: argparse.Namespace) -> int:
     _check_dir(args.artifact, "--artifact")
     _check_distinct(args.clean, "--clean", args.artifact, "--artifact")
     check_output_file(Path(args.out))
-    clean = load_image_folder(args.clean)
-    art = load_image_folder(args.artifact, size=clean.shape[-1])
+    clean = check_class_folder(load_image_folder(args.clean), args.clean, "--clean")
+    art = check_class_folder(
+        load_image_folder(args.artifact, size=clean.shape[-1]), args.artifact, "--artifact"
+    )
     metrics = fit_artifact(
         clean,
         art,
