@@ -24,6 +24,45 @@ class ConfigError(ValueError):
     """A config file or override that does not fit the schema."""
 
 
+def import_user_module(module: str, what: str) -> types.ModuleType:
+    """Import the module of a user's ``module:attr`` (`what` names it in messages: ``reward 'pkg.mod:fn'``).
+
+    A module that does not import is a ValueError saying why and what to do: not found (put its folder on the import
+    path), a package it imports that is not installed, or an error raised while it runs (a NameError, a
+    SyntaxError, a file it opens that is missing), with the file and line of the user's code; ``-v`` shows the
+    traceback. Without this a NameError was a traceback and an OSError read like imgalign's own missing file."""
+    import importlib
+    import traceback
+
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as e:
+        top = module.split(".")[0]
+        if e.name == top:  # the `imgalign` command does not import from the working folder (`python -m` does)
+            hint = (
+                f"; put the folder holding {top!r} on the import path (PYTHONPATH=FOLDER imgalign ...) or pip "
+                "install its package"
+            )
+        elif e.name and not (module == e.name or module.startswith(e.name + ".")):
+            hint = f"; {module} imports {e.name!r}, which is not installed here: pip install it"
+        else:
+            hint = ""
+        raise ValueError(f"cannot import {what}: {e}{hint}") from None
+    except Exception as e:  # noqa: BLE001 - any error the user's module raises while it runs
+        text = str(e)
+        if isinstance(e, SyntaxError):  # its text already ends in (file, line N)
+            text, where = e.msg, f" ({e.filename}, line {e.lineno})"
+        else:
+            frames = [
+                f for f in traceback.extract_tb(e.__traceback__) if not f.filename.startswith("<frozen")
+            ]
+            where = f" ({frames[-1].filename}, line {frames[-1].lineno})" if frames else ""
+        raise ValueError(
+            f"cannot import {what}: importing {module} raised {type(e).__name__}: {text}{where}; fix that module "
+            f"(python -c 'import {module}' shows the traceback)"
+        ) from e
+
+
 def field(  # noqa: A002 -- `help=` mirrors argparse and the dataclass metadata key
     default: Any = dataclasses.MISSING,
     *,

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from imgalign.config import split_top_level
+from imgalign.config import import_user_module, split_top_level
 
 ImagesLike = torch.Tensor | Sequence[Image.Image]
 
@@ -302,17 +302,16 @@ def build_reward(
     elif ":" in name:
         mod_name, attr = name.split(":", 1)
         try:
-            factory = getattr(importlib.import_module(mod_name), attr)
-        except (ImportError, AttributeError) as e:
-            unregistered = isinstance(e, ImportError) and "." not in mod_name
-            hint = f" (nor a registered reward: {', '.join(sorted(_REGISTRY))})" if unregistered else ""
-            if isinstance(e, ModuleNotFoundError) and e.name == mod_name.split(".")[0]:
-                # the `imgalign` command does not import from the working folder (`python -m` does)
-                hint += (
-                    f"; put the folder holding {mod_name.split('.')[0]!r} on the import path (PYTHONPATH=FOLDER "
-                    "imgalign ...) or pip install its package"
-                )
-            raise ValueError(f"cannot import reward {name!r}: {e}{hint}") from None
+            module = import_user_module(mod_name, f"reward {name!r}")
+        except ValueError as e:
+            if "." in mod_name or not isinstance(e.__cause__ or e.__context__, ModuleNotFoundError):
+                raise
+            # a dotless name that is no module may be a misspelt registered reward
+            raise ValueError(f"{e} (nor a registered reward: {', '.join(sorted(_REGISTRY))})") from None
+        try:
+            factory = getattr(module, attr)
+        except AttributeError as e:
+            raise ValueError(f"cannot import reward {name!r}: {e}") from None
         if not (isinstance(factory, type) and issubclass(factory, Reward)):
             if not _is_factory(factory):  # fn(images, prompts, metadata) -> scores
                 check_function_reward(name, factory, opts)

@@ -449,9 +449,45 @@ def test_a_reward_module_whose_own_import_fails_is_not_told_to_fix_the_import_pa
 
     (tmp_path / "cfgtest_needs_dep.py").write_text("import no_such_dependency_y\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    with pytest.raises(ValueError, match=r"No module named 'no_such_dependency_y'") as e:
+    with pytest.raises(
+        ValueError, match=r"No module named 'no_such_dependency_y'; cfgtest_needs_dep imports"
+    ) as e:
         build_reward("cfgtest_needs_dep:score")
     assert "PYTHONPATH" not in str(e.value)
+
+
+@pytest.mark.parametrize(
+    "source, raised",
+    [
+        ("THRESH = undefined_name + 1\n", r"NameError: name 'undefined_name' is not defined \(.*, line 1\)"),
+        (
+            "def score(images, prompts, metadata)\n    return 0\n",
+            r"SyntaxError: expected ':' \(.*, line 1\);",
+        ),
+        (
+            "WEIGHTS = open('/no/such/weights.bin').read()\n",
+            r"FileNotFoundError: .*weights.bin' \(.*, line 1\)",
+        ),
+    ],
+)
+def test_a_user_module_that_raises_while_it_imports_is_one_error_naming_the_plugin_and_its_line(
+    tmp_path, monkeypatch, source, raised
+):
+    """A reward / objective module whose own code fails (a NameError, a SyntaxError, a missing file it opens) is a
+    ValueError naming the plug-in, the error and its file and line, not a traceback (NameError) or an OSError that
+    read like imgalign's own missing file."""
+    from imgalign.rewards.base import build_reward
+    from imgalign.trainers.registry import OBJECTIVES
+
+    name = f"cfgtest_raises_{len(source)}"
+    (tmp_path / f"{name}.py").write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(
+        ValueError, match=rf"cannot import reward '{name}:score': importing {name} raised {raised}"
+    ):
+        build_reward(f"{name}:score")
+    with pytest.raises(ValueError, match=rf"cannot import objective '{name}:Obj': importing {name} raised"):
+        OBJECTIVES.get(f"{name}:Obj")
 
 
 def test_the_reward_contract_refuses_mismatched_batches_and_unexpected_state() -> None:

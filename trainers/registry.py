@@ -8,6 +8,8 @@ import importlib
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
+from imgalign.config import import_user_module
+
 T = TypeVar("T")
 
 
@@ -43,9 +45,10 @@ class Registry(Generic[T]):
             return self._items[name]
         if ":" in name:
             mod, attr = name.split(":", 1)
+            module = import_user_module(mod, f"{self.kind} {name!r}")
             try:
-                return getattr(importlib.import_module(mod), attr)
-            except (ImportError, AttributeError) as e:
+                return getattr(module, attr)
+            except AttributeError as e:
                 raise ValueError(f"cannot import {self.kind} {name!r}: {e}") from None
         raise ValueError(
             f"unknown {self.kind} {name!r}; valid {self.plural}: {', '.join(self.names())} "
