@@ -1298,6 +1298,84 @@ def test_plugin_objective_hooks_and_state(sd3_dir, tmp_path):
     assert state == {"updates": 4}
 
 
+PLUGIN_OBJECTIVES = """
+from imgalign.trainers.objectives import GRPOObjective
+
+
+class Minimal:  # the documented contract only: terms and loss, no needs_reference
+    def __init__(self, cfg, sampling):
+        self.inner = GRPOObjective(cfg, sampling)
+
+    def terms(self, rollout):
+        return self.inner.terms(rollout)
+
+    def loss(self, ctx, rollout, idx, term, advantages, valid):
+        return self.inner.loss(ctx, rollout, idx, term, advantages, valid)
+
+
+class OneArg:
+    def __init__(self, cfg):
+        pass
+
+
+def loss_function(rollout, advantages):
+    return 0.0
+
+
+class NoLoss:
+    def __init__(self, cfg, sampling):
+        pass
+
+    def terms(self, rollout):
+        return [0]
+
+
+instance = Minimal
+instance = None
+"""
+
+
+def test_a_plugin_objective_off_the_contract_fails_before_the_model_loads(
+    sd3_dir, tmp_path, capsys, monkeypatch
+):
+    """An objective given as package.module:attr that cannot be built as Objective(cfg, sampling) or lacks terms /
+    loss is one error naming it and the contract before any model loads (was: a TypeError traceback, or an
+    AttributeError on needs_reference after the model had loaded)."""
+    import imgalign.adapters as adapters
+
+    (tmp_path / "cfgtest_objectives.py").write_text(PLUGIN_OBJECTIVES)
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    def boom(*a, **k):
+        raise AssertionError("a model was loaded")
+
+    monkeypatch.setattr(adapters, "load_adapter", boom)
+    for attr, msg in [
+        (
+            "OneArg",
+            "cannot be built as cfgtest_objectives:OneArg(cfg, sampling): too many positional arguments",
+        ),
+        ("loss_function", "built a float without the method(s) terms, loss"),  # a loss function, not a class
+        ("NoLoss", "built a NoLoss without the method(s) loss: an objective is a class built as"),
+        ("instance", "'cfgtest_objectives:instance' is a NoneType, not a class"),
+    ]:
+        cfg = tiny_config(sd3_dir, tmp_path / "run", objective__name=f"cfgtest_objectives:{attr}")
+        assert main(["train", str(write(cfg, tmp_path / "c.yaml"))]) == 2
+        err = capsys.readouterr().err
+        assert f"objective 'cfgtest_objectives:{attr}'" in err and msg in err, err
+
+
+def test_a_plugin_objective_with_only_terms_and_loss_trains_a_full_fine_tune(sd3_dir, tmp_path, monkeypatch):
+    """needs_reference is optional (the contract names terms and loss only): a full fine-tune read it unguarded."""
+    (tmp_path / "cfgtest_objectives.py").write_text(PLUGIN_OBJECTIVES)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    cfg = tiny_config(
+        sd3_dir, tmp_path / "run", objective__name="cfgtest_objectives:Minimal", train__max_steps=1
+    )
+    assert main(["train", str(write(cfg, tmp_path / "c.yaml"))]) == 0
+    assert [r["step"] for r in rows(tmp_path / "run")] == [1]
+
+
 def test_nft_objective_two_steps(sd3_dir, tmp_path):
     """objective.name: nft trains on the same rollouts (x0 + advantages) and checkpoints its EMA old policy."""
     out = tmp_path / "run"

@@ -16,6 +16,9 @@ Optional flag ``masks_invalid = True``: every term of the loss (policy, KL, pena
 so a sample with ``valid`` False (a tied group, a non-finite reward) contributes neither loss nor gradient; the
 trainer then leaves those samples out of the update's forwards instead of computing zeros (flat rollouts).
 
+Optional attribute ``needs_reference`` (default False): True when ``loss`` reads the frozen reference's output
+(KL, velocity penalty), so that a full fine-tune keeps a frozen copy of the model.
+
 Optional hooks: ``after_update(params)`` after every optimizer step (e.g. NFT's EMA old policy), and
 ``state_dict()`` / ``load_state_dict(state)`` for objective state that checkpoints must carry (tensors and plain
 Python values only: it is loaded with ``weights_only=True``).
@@ -104,6 +107,42 @@ def add_penalty(
     pen = fn(v, v_ref.detach()).reshape(-1)
     metrics["policy/penalty"] = float(_masked_mean(pen.detach(), w))
     return loss + cfg.penalty_weight * _masked_mean(pen, w)
+
+
+OBJECTIVE_CONTRACT = (
+    "an objective is a class built as Objective(cfg, sampling) with the methods terms(rollout) and "
+    "loss(ctx, rollout, idx, term, advantages, valid) -> (loss, metrics); see imgalign.trainers.objectives"
+)
+
+
+def build_objective(name: str, cfg: ObjectiveConfig, sampling: SamplingConfig) -> Any:
+    """The objective `name` (registered, or the user's ``package.module:attr``) built as ``Objective(cfg,
+    sampling)``. One that cannot be called that way (a function of other arguments, an instance) or that lacks
+    ``terms`` / ``loss`` is a ValueError naming it and the contract; the trainer builds it before any model
+    loads (was: a TypeError or AttributeError traceback, the latter after the model had loaded)."""
+    import inspect
+
+    factory = OBJECTIVES.get(name)
+    if not callable(factory):
+        raise ValueError(
+            f"objective {name!r} is a {type(factory).__name__}, not a class: {OBJECTIVE_CONTRACT}"
+        )
+    try:
+        inspect.signature(factory).bind(cfg, sampling)
+    except TypeError as e:
+        raise ValueError(
+            f"objective {name!r} cannot be built as {name}(cfg, sampling): {e}; {OBJECTIVE_CONTRACT}"
+        ) from None
+    except ValueError:  # no inspectable signature: the call itself says
+        pass
+    objective = factory(cfg, sampling)
+    missing = [m for m in ("terms", "loss") if not callable(getattr(objective, m, None))]
+    if missing:
+        raise ValueError(
+            f"objective {name!r} built a {type(objective).__name__} without the method(s) {', '.join(missing)}: "
+            f"{OBJECTIVE_CONTRACT}"
+        )
+    return objective
 
 
 @PENALTIES.register("vnorm")

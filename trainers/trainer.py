@@ -37,9 +37,9 @@ from imgalign.config import ConfigError, to_dict
 from imgalign.trainers import checkpoint as C
 from imgalign.trainers.config import FlowGRPOConfig, check_batch_layout, ignored_settings
 from imgalign.trainers.grpo import off_policy_warning
-from imgalign.trainers.objectives import TrainContext
+from imgalign.trainers.objectives import TrainContext, build_objective
 from imgalign.trainers.prompting import PromptSampler, _mix, check_prompt_source
-from imgalign.trainers.registry import BALANCERS, OBJECTIVES, ROLLOUTS
+from imgalign.trainers.registry import BALANCERS, ROLLOUTS
 from imgalign.trainers.rewarding import (
     build_rewards,
     reward_means_by_tag,
@@ -259,7 +259,7 @@ class FlowGRPOTrainer:
         self.is_main = self.acc.is_main_process
         self.rank, self.world = self.acc.process_index, self.acc.num_processes
         # fail on bad names before any weights load
-        self.objective = OBJECTIVES.get(cfg.objective.name)(cfg.objective, cfg.sampling)
+        self.objective = build_objective(cfg.objective.name, cfg.objective, cfg.sampling)
         self.rollout_fn = ROLLOUTS.get(cfg.sampling.rollout)
         self.balancer = BALANCERS.get(cfg.rewards.balancer)
         # held-out prompts are scored by eval.suite=reward only; with any other suite every prompt trains
@@ -322,7 +322,9 @@ class FlowGRPOTrainer:
             )
         else:
             # the frozen copy also serves the evaluation's norm-inflation measurement (eval.vnorm_images)
-            a.enable_full_finetune(keep_reference=self.objective.needs_reference or cfg.eval.vnorm_images > 0)
+            a.enable_full_finetune(
+                keep_reference=getattr(self.objective, "needs_reference", False) or cfg.eval.vnorm_images > 0
+            )
         if cfg.model.trainable_modules:  # the count is in the "trainable parameters" line below
             a.restrict_trainable(cfg.model.trainable_modules)
         # trainable weights in float32 (frozen ones may be bf16/fp16)
