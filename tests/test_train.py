@@ -1376,6 +1376,49 @@ def test_a_plugin_objective_with_only_terms_and_loss_trains_a_full_fine_tune(sd3
     assert [r["step"] for r in rows(tmp_path / "run")] == [1]
 
 
+PLUGIN_BALANCERS = """
+from imgalign.trainers.rewarding import Balanced, group_norm_weighted
+
+
+def one_short(rewards, weights, group_ids, finite, std_mode, adv_clip):
+    b = group_norm_weighted(rewards, weights, group_ids, finite, std_mode, adv_clip)
+    return Balanced(b.advantages[:-1], b.valid[:-1], b.zero_std_ratio)
+
+
+def bare_advantages(rewards, weights, group_ids, finite, std_mode, adv_clip):
+    return group_norm_weighted(rewards, weights, group_ids, finite, std_mode, adv_clip).advantages
+
+
+def float_valid(rewards, weights, group_ids, finite, std_mode, adv_clip):
+    b = group_norm_weighted(rewards, weights, group_ids, finite, std_mode, adv_clip)
+    return Balanced(b.advantages, b.valid.float(), b.zero_std_ratio)
+
+
+def two_args(rewards, weights):
+    return None
+"""
+
+
+def test_a_plugin_balancer_off_the_contract_is_refused_by_name(sd3_dir, tmp_path, capsys, monkeypatch):
+    """A balancer given as package.module:attr that cannot take a balancer's six arguments is refused before the
+    model loads; one returning advantages / valid of the wrong length or type, or no Balanced, is refused by name at
+    the first step (was: an IndexError or AttributeError traceback inside the update)."""
+    (tmp_path / "cfgtest_balancers.py").write_text(PLUGIN_BALANCERS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for attr, msg in [
+        ("two_args", "cannot be called as one: too many positional arguments; a balancer is a function"),
+        ("one_short", "returned advantages as torch.float32 (3,); it must be a float tensor of shape (4,)"),
+        ("bare_advantages", "returned a Tensor, not a Balanced"),
+        ("float_valid", "returned valid as torch.float32 (4,); it must be a bool tensor of shape (4,)"),
+    ]:
+        cfg = tiny_config(sd3_dir, tmp_path / attr, train__max_steps=1)
+        cfg["rewards"]["balancer"] = f"cfgtest_balancers:{attr}"
+        assert main(["train", str(write(cfg, tmp_path / "c.yaml"))]) == 2
+        err = capsys.readouterr().err
+        assert f"reward balancer 'cfgtest_balancers:{attr}'" in err and msg in err, err
+    assert not (tmp_path / "two_args").exists()  # refused before the run folder (and the model) was made
+
+
 def test_nft_objective_two_steps(sd3_dir, tmp_path):
     """objective.name: nft trains on the same rollouts (x0 + advantages) and checkpoints its EMA old policy."""
     out = tmp_path / "run"

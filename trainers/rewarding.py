@@ -33,6 +33,54 @@ class Balanced:
     metrics: dict[str, float] = field(default_factory=dict)
 
 
+BALANCER_CONTRACT = (
+    "a balancer is a function balancer(rewards [K, N], weights [K], group_ids [N], finite [K, N], std_mode, "
+    "adv_clip) -> Balanced(advantages [N], valid [N] bool, zero_std_ratio); see imgalign.trainers.rewarding"
+)
+
+
+def build_balancer(name: str) -> Any:
+    """The balancer `name` (registered, or the user's ``package.module:attr``), refused by name with the contract
+    when it cannot be called with the six arguments of one (checked before any model loads; was a TypeError
+    traceback at the first step)."""
+    import inspect
+
+    fn = BALANCERS.get(name)
+    if not callable(fn):
+        raise ValueError(
+            f"reward balancer {name!r} is a {type(fn).__name__}, not callable: {BALANCER_CONTRACT}"
+        )
+    try:
+        inspect.signature(fn).bind(*[None] * 6)
+    except TypeError as e:
+        raise ValueError(
+            f"reward balancer {name!r} cannot be called as one: {e}; {BALANCER_CONTRACT}"
+        ) from None
+    except ValueError:  # no inspectable signature: the call itself says
+        pass
+    return fn
+
+
+def check_balanced(name: str, bal: Any, n: int) -> Balanced:
+    """A balancer's result, refused by name when it is not a :class:`Balanced` with advantages [N] (float) and valid
+    [N] (bool) for the N scored samples (was an IndexError or AttributeError traceback inside the update)."""
+    if not isinstance(bal, Balanced):
+        raise ValueError(
+            f"reward balancer {name!r} returned a {type(bal).__name__}, not a Balanced: {BALANCER_CONTRACT}"
+        )
+    for field_name, want in (("advantages", "float"), ("valid", "bool")):
+        t = getattr(bal, field_name)
+        ok = isinstance(t, torch.Tensor) and tuple(t.shape) == (n,)
+        ok = ok and (t.dtype == torch.bool if want == "bool" else t.is_floating_point())
+        if not ok:
+            got = f"{t.dtype} {tuple(t.shape)}" if isinstance(t, torch.Tensor) else type(t).__name__
+            raise ValueError(
+                f"reward balancer {name!r} returned {field_name} as {got}; it must be a {want} tensor of shape "
+                f"({n},), one per scored sample: {BALANCER_CONTRACT}"
+            )
+    return bal
+
+
 def same_reward_twice(specs: list[str]) -> tuple[str, str] | None:
     """The first two specs naming the same reward with the same options (their canonical
     :func:`imgalign.rewards.base.reward_key`: ``geneval`` and ``geneval: mode=partial``), or None."""

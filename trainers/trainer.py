@@ -39,9 +39,11 @@ from imgalign.trainers.config import FlowGRPOConfig, check_batch_layout, ignored
 from imgalign.trainers.grpo import off_policy_warning
 from imgalign.trainers.objectives import TrainContext, build_objective
 from imgalign.trainers.prompting import PromptSampler, _mix, check_prompt_source
-from imgalign.trainers.registry import BALANCERS, ROLLOUTS
+from imgalign.trainers.registry import ROLLOUTS
 from imgalign.trainers.rewarding import (
+    build_balancer,
     build_rewards,
+    check_balanced,
     reward_means_by_tag,
     reward_stats,
     same_reward_twice,
@@ -261,7 +263,7 @@ class FlowGRPOTrainer:
         # fail on bad names before any weights load
         self.objective = build_objective(cfg.objective.name, cfg.objective, cfg.sampling)
         self.rollout_fn = ROLLOUTS.get(cfg.sampling.rollout)
-        self.balancer = BALANCERS.get(cfg.rewards.balancer)
+        self.balancer = build_balancer(cfg.rewards.balancer)
         # held-out prompts are scored by eval.suite=reward only; with any other suite every prompt trains
         self.sampler = PromptSampler(cfg.prompts, hold_out=cfg.eval.suite == "reward")
         model_path = preflight(cfg, output_dir=self.out)
@@ -697,6 +699,7 @@ class FlowGRPOTrainer:
         bal = self.balancer(
             scores_all, self.reward_weights, gid_all, finite, cfg.objective.std_mode, cfg.objective.adv_clip
         )
+        bal = check_balanced(cfg.rewards.balancer, bal, scores_all.shape[1])
         adv_local, valid_local = update_advantages(ro, scores_all, bal, sl)
         per_reward_local = None
         if self.balancing is not None:  # MARBLE / cosine diagnostics: each reward's own advantage [b, K]
