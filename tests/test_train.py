@@ -1299,6 +1299,8 @@ def test_plugin_objective_hooks_and_state(sd3_dir, tmp_path):
 
 
 PLUGIN_OBJECTIVES = """
+import torch
+
 from imgalign.trainers.objectives import GRPOObjective
 
 
@@ -1330,8 +1332,30 @@ class NoLoss:
         return [0]
 
 
-instance = Minimal
 instance = None
+
+
+class PerSample(Minimal):  # forgot the mean: a loss per sample
+    def loss(self, ctx, rollout, idx, term, advantages, valid):
+        loss, m = super().loss(ctx, rollout, idx, term, advantages, valid)
+        return loss * torch.ones(len(idx)), m
+
+
+class LossOnly(Minimal):
+    def loss(self, ctx, rollout, idx, term, advantages, valid):
+        return super().loss(ctx, rollout, idx, term, advantages, valid)[0]
+
+
+class Detached(Minimal):
+    def loss(self, ctx, rollout, idx, term, advantages, valid):
+        loss, m = super().loss(ctx, rollout, idx, term, advantages, valid)
+        return loss.detach(), m
+
+
+class VectorMetric(Minimal):
+    def loss(self, ctx, rollout, idx, term, advantages, valid):
+        loss, m = super().loss(ctx, rollout, idx, term, advantages, valid)
+        return loss, {**m, "my/per_sample": torch.ones(len(idx))}
 """
 
 
@@ -1363,6 +1387,25 @@ def test_a_plugin_objective_off_the_contract_fails_before_the_model_loads(
         assert main(["train", str(write(cfg, tmp_path / "c.yaml"))]) == 2
         err = capsys.readouterr().err
         assert f"objective 'cfgtest_objectives:{attr}'" in err and msg in err, err
+
+
+def test_a_plugin_objectives_loss_off_the_contract_is_refused_by_name(sd3_dir, tmp_path, capsys, monkeypatch):
+    """loss(...) must return (a scalar tensor with a graph, a dict of numbers): a per-sample loss, a bare loss, a
+    detached loss or a tensor metric is one error naming the objective (was: a traceback from backward())."""
+    (tmp_path / "cfgtest_objectives.py").write_text(PLUGIN_OBJECTIVES)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for attr, msg in [
+        ("PerSample", "returned the loss as a tensor of shape (2,); it must be a scalar tensor"),
+        ("LossOnly", "returned a Tensor; it must return (loss, metrics)"),
+        ("Detached", "returned a loss without a graph (requires_grad is False)"),
+        ("VectorMetric", "returned metric 'my/per_sample' as a Tensor; metrics must be numbers"),
+    ]:
+        cfg = tiny_config(
+            sd3_dir, tmp_path / attr, objective__name=f"cfgtest_objectives:{attr}", train__max_steps=1
+        )
+        assert main(["train", str(write(cfg, tmp_path / "c.yaml"))]) == 2
+        err = capsys.readouterr().err
+        assert f"objective 'cfgtest_objectives:{attr}': loss(...)" in err and msg in err, err
 
 
 def test_a_plugin_objective_with_only_terms_and_loss_trains_a_full_fine_tune(sd3_dir, tmp_path, monkeypatch):

@@ -145,6 +145,48 @@ def build_objective(name: str, cfg: ObjectiveConfig, sampling: SamplingConfig) -
     return objective
 
 
+def check_loss(name: str, out: Any) -> tuple[torch.Tensor, dict[str, float]]:
+    """An objective's ``loss(...)`` result as the trainer needs it: (a scalar tensor with a graph, a dict of numbers);
+    anything else is a ValueError naming the objective and what it returned (was: a traceback from backward(), or
+    from the metric sums). Metric values that are one-element tensors are read as numbers."""
+    if not (isinstance(out, tuple) and len(out) == 2):
+        raise ValueError(
+            f"objective {name!r}: loss(...) returned a {type(out).__name__}; it must return (loss, metrics): a "
+            "scalar tensor and a dict of numbers"
+        )
+    loss, metrics = out
+    if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+        got = (
+            f"a tensor of shape {tuple(loss.shape)}"
+            if isinstance(loss, torch.Tensor)
+            else type(loss).__name__
+        )
+        raise ValueError(
+            f"objective {name!r}: loss(...) returned the loss as {got}; it must be a scalar tensor, the mean over "
+            "the micro-batch's valid samples"
+        )
+    if not loss.requires_grad:
+        raise ValueError(
+            f"objective {name!r}: loss(...) returned a loss without a graph (requires_grad is False); compute it "
+            "from ctx.model's output, not under torch.no_grad() or from detached tensors"
+        )
+    if not isinstance(metrics, dict):
+        raise ValueError(
+            f"objective {name!r}: loss(...) returned metrics as a {type(metrics).__name__}, not a dict"
+        )
+    numbers: dict[str, float] = {}
+    for key, val in metrics.items():
+        if isinstance(val, torch.Tensor) and val.numel() == 1:
+            val = float(val)
+        if isinstance(val, bool) or not isinstance(val, (int, float)):
+            raise ValueError(
+                f"objective {name!r}: loss(...) returned metric {key!r} as a {type(val).__name__}; metrics must be "
+                "numbers (means over the micro-batch's valid samples)"
+            )
+        numbers[key] = float(val)
+    return loss, numbers
+
+
 @PENALTIES.register("vnorm")
 def vnorm_linear(v_theta: torch.Tensor, v_ref: torch.Tensor) -> torch.Tensor:
     """The velocity-norm hinge max(0, ‖v_θ‖/‖v_ref‖ − 1) per sample (:mod:`imgalign.trainers.vnorm`)."""

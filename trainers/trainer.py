@@ -37,7 +37,7 @@ from imgalign.config import ConfigError, to_dict
 from imgalign.trainers import checkpoint as C
 from imgalign.trainers.config import FlowGRPOConfig, check_batch_layout, ignored_settings
 from imgalign.trainers.grpo import off_policy_warning
-from imgalign.trainers.objectives import TrainContext, build_objective
+from imgalign.trainers.objectives import TrainContext, build_objective, check_loss
 from imgalign.trainers.prompting import PromptSampler, _mix, check_prompt_source
 from imgalign.trainers.registry import ROLLOUTS
 from imgalign.trainers.rewarding import (
@@ -846,7 +846,9 @@ class FlowGRPOTrainer:
                             head, per_reward[mb], adv[mb], self.params, self._reduce_sum, scales[k]
                         )
                     else:
-                        loss, mm = self.objective.loss(ctx, ro, mb, term, adv, valid)
+                        loss, mm = check_loss(
+                            cfg.objective.name, self.objective.loss(ctx, ro, mb, term, adv, valid)
+                        )
                     self.acc.backward(loss * scales[k])
                 w = float(valid[mb].float().sum())
                 for key, val in mm.items():
