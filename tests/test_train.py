@@ -1462,6 +1462,58 @@ def test_a_plugin_balancer_off_the_contract_is_refused_by_name(sd3_dir, tmp_path
     assert not (tmp_path / "two_args").exists()  # refused before the run folder (and the model) was made
 
 
+PLUGIN_STATES = """
+import numpy as np
+
+from imgalign.trainers.objectives import GRPOObjective
+from imgalign.trainers.testing import RunningMeanReward
+
+
+class NumpyState(RunningMeanReward):
+    def state_dict(self):
+        return {"total": np.array([self.total]), "count": self.count}
+
+
+class LambdaState(GRPOObjective):
+    def state_dict(self):
+        return {"schedule": lambda step: 1.0}
+
+    def load_state_dict(self, state):
+        pass
+"""
+
+
+def test_a_plugin_state_that_cannot_be_checkpointed_fails_before_the_model_loads(
+    sd3_dir, tmp_path, capsys, monkeypatch
+):
+    """A stateful reward or an objective whose state_dict() holds a numpy array or a lambda is refused by name at
+    set-up: the lambda failed the first save with a pickling traceback (the steps before it lost), and the numpy
+    array saved but the checkpoint did not resume (checkpoints load with weights_only=True)."""
+    import imgalign.adapters as adapters
+
+    (tmp_path / "cfgtest_states.py").write_text(PLUGIN_STATES)
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    def boom(*a, **k):
+        raise AssertionError("a model was loaded")
+
+    monkeypatch.setattr(adapters, "load_adapter", boom)
+    for over, msg in [
+        (
+            {"rewards": {"names": ["cfgtest_states:NumpyState"]}},
+            "reward 'running_mean': its state_dict() cannot",
+        ),
+        (
+            {"objective": {"name": "cfgtest_states:LambdaState"}},
+            "objective 'cfgtest_states:LambdaState': its",
+        ),
+    ]:
+        cfg = {**tiny_config(sd3_dir, tmp_path / "run"), **over}
+        assert main(["train", str(write(cfg, tmp_path / "c.yaml"))]) == 2
+        err = capsys.readouterr().err
+        assert msg in err and "plain Python values" in err, err
+
+
 def test_nft_objective_two_steps(sd3_dir, tmp_path):
     """objective.name: nft trains on the same rollouts (x0 + advantages) and checkpoints its EMA old policy."""
     out = tmp_path / "run"

@@ -197,6 +197,26 @@ def _unreadable(path: Path, e: Exception) -> CheckpointReadError:
     return CheckpointReadError(f"{path} cannot be read ({why}): checkpoint {ckpt} is damaged. {todo}")
 
 
+def check_plain_state(what: str, state: Any) -> None:
+    """Raise a ValueError naming `what` (``reward 'pkg.mod:Cls'``) when its ``state_dict()`` could not go into a
+    checkpoint and come back: checkpoints load with ``weights_only=True``, which takes tensors and plain Python values
+    only. A lambda failed the save with a pickling traceback, and a numpy array or an object of the user's saved but
+    made the checkpoint fail to resume; the trainer checks at set-up (before any model loads) and at each save."""
+    import io
+
+    buf = io.BytesIO()
+    try:
+        torch.save(state, buf)
+        buf.seek(0)
+        torch.load(buf, map_location="cpu", weights_only=True)
+    except Exception as e:  # noqa: BLE001 - pickling errors, weights_only's UnpicklingError
+        raise ValueError(
+            f"{what}: its state_dict() cannot be checkpointed ({type(e).__name__}: "
+            f"{(str(e).splitlines() or [''])[0][:200]}); it must hold only tensors and plain Python values (numbers, "
+            "strings, None, lists and dicts of them): checkpoints are loaded with torch.load(weights_only=True)"
+        ) from e
+
+
 def torch_load(path: Path) -> Any:
     try:
         return torch.load(str(path), map_location="cpu", weights_only=True)

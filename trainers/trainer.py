@@ -290,6 +290,7 @@ class FlowGRPOTrainer:
         torch.manual_seed(_mix(cfg.train.seed, 0, 41, self.rank))
         self.rewards = build_rewards(cfg.rewards.names, device=self.acc.device)
         self._check_prompts()
+        self._check_plugin_states()
         self.reward_weights = torch.tensor(
             cfg.rewards.weights or [1.0] * len(self.rewards), dtype=torch.float32
         )
@@ -1061,6 +1062,21 @@ class FlowGRPOTrainer:
             C_txt.write_text("\n".join(prompts[: len(ims)]) + "\n")
 
     # ------------------------------------------------------------------------------------------------ checkpoints
+    def _reward_states(self) -> dict[str, Any]:
+        """Each stateful reward's state_dict(), checked to go into a checkpoint and come back
+        (:func:`imgalign.trainers.checkpoint.check_plain_state`)."""
+        states = {k: r.state_dict() for k, r in self.rewards.items() if getattr(r, "stateful", False)}
+        for key, state in states.items():
+            C.check_plain_state(f"reward {key!r}", state)
+        return states
+
+    def _check_plugin_states(self) -> None:
+        """Before any model loads: the objective's and the stateful rewards' state must fit a checkpoint (found at
+        the first save, a lambda or a numpy array lost the steps before it, or the checkpoint failed to resume)."""
+        if hasattr(self.objective, "state_dict"):
+            C.check_plain_state(f"objective {self.cfg.objective.name!r}", self.objective.state_dict())
+        self._reward_states()
+
     def save(self, step: int) -> Path:
         """Write checkpoint `step` atomically (every process writes its RNG state; the main process the rest)."""
         cfg = self.cfg
@@ -1083,13 +1099,12 @@ class FlowGRPOTrainer:
             C.torch_save(self.optimizer.state_dict(), st / "optimizer.pt")
             C.torch_save(self.scheduler.state_dict(), st / "scheduler.pt")
             if hasattr(self.objective, "state_dict"):
-                C.torch_save(self.objective.state_dict(), st / "objective.pt")
+                state = self.objective.state_dict()
+                C.check_plain_state(f"objective {cfg.objective.name!r}", state)
+                C.torch_save(state, st / "objective.pt")
             if self.balancing is not None:
                 C.torch_save(self.balancing.state_dict(), st / "balance.pt")
-            C.torch_save(
-                {k: r.state_dict() for k, r in self.rewards.items() if getattr(r, "stateful", False)},
-                st / "rewards.pt",
-            )
+            C.torch_save(self._reward_states(), st / "rewards.pt")
             swap = self.ema.swapped_in() if self.ema is not None else contextlib.nullcontext()
             try:
                 with swap:
