@@ -88,6 +88,8 @@ class Reward:
             )
         if not isinstance(out, RewardOutput):
             out = RewardOutput(scores=torch.as_tensor(out))
+        elif not isinstance(out.scores, torch.Tensor):  # RewardOutput([0.1, 0.2]): a list of numbers
+            out.scores = torch.as_tensor(np.asarray(out.scores, dtype=np.float32))
         out.scores = (
             out.scores.detach().to("cpu", torch.float32).reshape(-1)
             if not self.differentiable
@@ -111,7 +113,10 @@ class Reward:
     def score(
         self, images: torch.Tensor, prompts: list[str], metadata: list[dict[str, Any]] | None
     ) -> RewardOutput:  # pragma: no cover - abstract
-        raise NotImplementedError
+        raise NotImplementedError(
+            f"reward {self.name!r} ({type(self).__name__}) has no score(images, prompts, metadata) method: a Reward "
+            "subclass must define one"
+        )
 
     @classmethod
     def training_error(cls, options: Mapping[str, Any]) -> str | None:
@@ -330,6 +335,12 @@ def build_reward(
                 "device and dtype (keyword arguments): def __init__(self, device='cpu', dtype=torch.float32, ...) "
                 "calling super().__init__(device, dtype)"
             )
+        # was a NotImplementedError traceback at the first score, in training
+        if factory.score is Reward.score:
+            raise ValueError(
+                f"reward {name!r}: {factory.__name__} is a Reward subclass without a score method: define "
+                "score(self, images, prompts, metadata) returning one score per image (a RewardOutput or a tensor [B])"
+            )
     else:
         parts = [x.strip() for x in name.split(",") if x.strip()]
         several = bool(parts) and "," in name and all(x in _REGISTRY for x in parts)  # 'clip,geneval'
@@ -531,7 +542,15 @@ class FunctionReward(Reward):
         out = self.fn(images, prompts, metadata, **self.opts)
         if out is None or isinstance(out, RewardOutput):  # None: Reward.__call__ says it returned nothing
             return out
-        return RewardOutput(scores=torch.as_tensor(np.asarray(out, dtype=np.float32)))
+        if isinstance(out, torch.Tensor):  # on any device, with a graph or not (numpy takes neither)
+            return RewardOutput(scores=out.detach().to("cpu", torch.float32))
+        try:
+            return RewardOutput(scores=torch.as_tensor(np.asarray(out, dtype=np.float32)))
+        except (TypeError, ValueError) as e:
+            raise ValueError(
+                f"reward {self.name!r} returned a {type(out).__name__} that is not one number per image ({e}); "
+                "it must return a tensor, array or list of B numbers, or a RewardOutput"
+            ) from None
 
 
 BUILTIN_MODULES = [

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import warnings
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -488,6 +489,46 @@ def test_a_user_module_that_raises_while_it_imports_is_one_error_naming_the_plug
         build_reward(f"{name}:score")
     with pytest.raises(ValueError, match=rf"cannot import objective '{name}:Obj': importing {name} raised"):
         OBJECTIVES.get(f"{name}:Obj")
+
+
+class NoScoreMethod(Reward):
+    """A Reward subclass that forgot score(), for the next test."""
+
+
+def grad_scores(images: torch.Tensor, prompts: list[str], metadata: Any = None) -> torch.Tensor:
+    return images.mean(dim=(1, 2, 3)) * torch.ones(1, requires_grad=True)
+
+
+def tuple_scores(images: torch.Tensor, prompts: list[str], metadata: Any = None) -> Any:
+    return images.mean(dim=(1, 2, 3)), {"note": 1}
+
+
+def test_a_user_rewards_scores_as_a_tensor_with_a_graph_or_a_list_in_a_reward_output_are_read(
+    monkeypatch,
+) -> None:
+    """A function reward returning a tensor with a graph (or on the GPU) was refused by numpy ("Can't call numpy() on
+    Tensor that requires grad"); RewardOutput([...]) was "'list' object has no attribute 'detach'"; a tuple was
+    numpy's "inhomogeneous shape" text; a Reward subclass without score() an empty NotImplementedError."""
+    import sys
+    import types
+
+    from imgalign.rewards.base import FunctionReward
+
+    mod = types.ModuleType("cfgtest_scores")
+    mod.NoScoreMethod, mod.grad_scores, mod.tuple_scores = NoScoreMethod, grad_scores, tuple_scores
+    monkeypatch.setitem(sys.modules, "cfgtest_scores", mod)
+    x = torch.full((2, 3, 4, 4), 0.25)
+    out = build_reward("cfgtest_scores:grad_scores")(x, ["", ""]).scores
+    assert not out.requires_grad and out.dtype == torch.float32
+    torch.testing.assert_close(out, torch.full((2,), 0.25))
+    as_list = FunctionReward(lambda im, p, m: RewardOutput([0.5, 0.75]), name="as_list")
+    torch.testing.assert_close(as_list(x, ["", ""]).scores, torch.tensor([0.5, 0.75]))
+    with pytest.raises(
+        ValueError, match="reward 'tuple_scores' returned a tuple that is not one number per image"
+    ):
+        build_reward("cfgtest_scores:tuple_scores")(x, ["", ""])
+    with pytest.raises(ValueError, match="NoScoreMethod is a Reward subclass without a score method"):
+        build_reward("cfgtest_scores:NoScoreMethod")
 
 
 def test_the_reward_contract_refuses_mismatched_batches_and_unexpected_state() -> None:
