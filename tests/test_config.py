@@ -960,3 +960,31 @@ def test_a_registry_lists_names_sorted_and_its_errors_name_what_to_give(tmp_path
     (tmp_path / "reg_plugin_broken.py").write_text("import reg_plugin_missing_dependency_xyz\n")
     with pytest.raises(ModuleNotFoundError, match="reg_plugin_missing_dependency_xyz"):
         Registry("widget", ("reg_plugin_absent_xyz", "reg_plugin_broken")).names()
+
+
+def test_a_plugin_rollout_or_penalty_that_cannot_take_its_arguments_is_refused_when_the_config_is_checked(
+    tmp_path, monkeypatch
+):
+    """A rollout strategy / velocity penalty given as package.module:attr with the wrong signature (or not callable)
+    is refused by name with the call it must take when the config is checked (was: a TypeError traceback at the
+    first training step, after the model loaded)."""
+    from imgalign.trainers.registry import PENALTIES, ROLLOUTS
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "cfgtest_calls.py").write_text(
+        "def one_arg(v):\n    return v\n\n\ndef two_args(ctx, prompts):\n    return None\n\n\nLIMIT = 3\n"
+        "def penalty(v_theta, v_ref):\n    return v_theta\n"
+    )
+    with pytest.raises(
+        ValueError, match=r"velocity penalty 'cfgtest_calls:one_arg' cannot be called as penalty"
+    ):
+        PENALTIES.check("cfgtest_calls:one_arg")
+    with pytest.raises(
+        ValueError, match=r"'cfgtest_calls:two_args' cannot be called as strategy\(ctx, prompts, "
+    ):
+        ROLLOUTS.check("cfgtest_calls:two_args")
+    with pytest.raises(
+        ValueError, match=r"'cfgtest_calls:LIMIT' cannot be called .*: it is a int, not callable"
+    ):
+        PENALTIES.check("cfgtest_calls:LIMIT")
+    assert PENALTIES.get("cfgtest_calls:penalty").__name__ == "penalty"

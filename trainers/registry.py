@@ -5,6 +5,7 @@ velocity penalties. Any entry can also be given as a ``package.module:attr`` pat
 from __future__ import annotations
 
 import importlib
+import inspect
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
@@ -14,8 +15,13 @@ T = TypeVar("T")
 
 
 class Registry(Generic[T]):
-    def __init__(self, kind: str, builtin_modules: tuple[str, ...] = (), plural: str = "") -> None:
+    def __init__(
+        self, kind: str, builtin_modules: tuple[str, ...] = (), plural: str = "", call: str = ""
+    ) -> None:
         self.kind = kind
+        # how one is called, "name(a, b)": a user's `module:attr` that cannot take those arguments is refused when
+        # the config is checked, before any model loads (was a TypeError traceback at the first training step)
+        self.call = call
         self.plural = plural or kind + "s"  # "rollout strategies", not "strategys"
         self._items: dict[str, T] = {}
         self._builtin = builtin_modules
@@ -47,13 +53,31 @@ class Registry(Generic[T]):
             mod, attr = name.split(":", 1)
             module = import_user_module(mod, f"{self.kind} {name!r}")
             try:
-                return getattr(module, attr)
+                obj = getattr(module, attr)
             except AttributeError as e:
                 raise ValueError(f"cannot import {self.kind} {name!r}: {e}") from None
+            self._check_call(name, obj)
+            return obj
         raise ValueError(
             f"unknown {self.kind} {name!r}; valid {self.plural}: {', '.join(self.names())} "
             "(or a 'package.module:attr' path to your own)"
         )
+
+    def _check_call(self, name: str, obj: Any) -> None:
+        """Refuse a user's `obj` that cannot be called as ``self.call`` says, naming it and the call."""
+        if not self.call:
+            return
+        n_args = len([a for a in self.call.split("(", 1)[1].rstrip(")").split(",") if a.strip()])
+        problem = "" if callable(obj) else f"it is a {type(obj).__name__}, not callable"
+        if not problem:
+            try:
+                inspect.signature(obj).bind(*[None] * n_args)
+            except TypeError as e:
+                problem = str(e)
+            except ValueError:  # no inspectable signature: the call itself says
+                pass
+        if problem:
+            raise ValueError(f"{self.kind} {name!r} cannot be called as {self.call}: {problem}")
 
     def check(self, name: str) -> None:
         """Raise the `get` error without keeping the result (config validation)."""
@@ -62,12 +86,18 @@ class Registry(Generic[T]):
 
 OBJECTIVES: Registry[Any] = Registry("objective", ("imgalign.trainers.objectives", "imgalign.trainers.nft"))
 ROLLOUTS: Registry[Any] = Registry(
-    "rollout strategy", ("imgalign.trainers.rollout", "imgalign.trainers.tree"), "rollout strategies"
+    "rollout strategy",
+    ("imgalign.trainers.rollout", "imgalign.trainers.tree"),
+    "rollout strategies",
+    "strategy(ctx, prompts, metadata, sample_ids, group_ids)",
 )
 BALANCERS: Registry[Any] = Registry(
     "reward balancer", ("imgalign.trainers.rewarding", "imgalign.trainers.balance")
 )
 # the penalties are registered in objectives.py (vnorm.py holds the inflation measurements)
 PENALTIES: Registry[Any] = Registry(
-    "velocity penalty", ("imgalign.trainers.objectives", "imgalign.trainers.vnorm"), "velocity penalties"
+    "velocity penalty",
+    ("imgalign.trainers.objectives", "imgalign.trainers.vnorm"),
+    "velocity penalties",
+    "penalty(v_theta, v_ref)",
 )
