@@ -237,6 +237,72 @@ def test_bad_input_fails_before_model_loads(sd3_dir, tmp_path, capsys, monkeypat
     assert not (tmp_path / "run" / "metrics.jsonl").exists()
 
 
+def test_preflight_gives_the_model_folder_absolute_and_takes_what_is_no_overlay(
+    sd3_dir, tmp_path, monkeypatch
+):
+    """preflight returns a relative model folder as its absolute path (LoRA checkpoints record it as their base); a
+    folder whose name holds a '+' is a model, not BASE+OVERLAY, even when the part after it names a folder; and a
+    pipeline class imgalign does not know is trained with the adapter model.family picks."""
+    from imgalign.config import load_config
+    from imgalign.trainers.config import FlowGRPOConfig
+    from imgalign.trainers.trainer import preflight
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "ck").mkdir()
+    plus = tmp_path / "base+ck"
+    shutil.copytree(sd3_dir, plus)
+    custom = tmp_path / "custom"
+    shutil.copytree(sd3_dir, custom)
+    index = json.loads((custom / "model_index.json").read_text())
+    (custom / "model_index.json").write_text(json.dumps({**index, "_class_name": "MyOwnPipeline"}))
+
+    def checked(path: str, *over: str) -> str:
+        cfg = load_config(FlowGRPOConfig, None, [f"model.path={path}", "log.output_dir=run", *over])
+        return preflight(cfg)
+
+    assert checked("base+ck") == str(plus)
+    assert checked("custom", "model.family=sd3") == str(custom)
+
+
+def _state_only_checkpoint(path: Path, step: int, num_processes: int = 1) -> Path:
+    """A checkpoint folder holding only its trainer_state/state.json (what resume resolution reads)."""
+    (path / "trainer_state").mkdir(parents=True)
+    state = {"step": step, "num_processes": num_processes}
+    (path / "trainer_state" / "state.json").write_text(json.dumps(state))
+    return path
+
+
+def test_resume_auto_puts_back_a_checkpoint_left_only_as_its_old_copy(tmp_path):
+    """A save killed between its renames leaves step-N.old as the only copy of step N: --resume auto puts it back
+    and continues from it (not from the step before)."""
+    from types import SimpleNamespace
+
+    from imgalign.trainers.trainer import FlowGRPOTrainer
+
+    out = tmp_path / "run"
+    _state_only_checkpoint(out / "checkpoints" / "step-000001", 1)
+    _state_only_checkpoint(out / "checkpoints" / "step-000002.old", 2)
+    tr = SimpleNamespace(out=out, is_main=True, acc=SimpleNamespace(wait_for_everyone=lambda: None))
+    assert FlowGRPOTrainer._resolve_resume(tr, "auto") == out / "checkpoints" / "step-000002"
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step-000001", "step-000002"]
+
+
+def test_a_checkpoint_of_another_process_count_is_refused_before_anything_loads(tmp_path):
+    """A checkpoint written by 2 processes cannot continue in 1 (its RNG files and prompt shares are per process)."""
+    from types import SimpleNamespace
+
+    from imgalign.config import ConfigError
+    from imgalign.trainers.trainer import FlowGRPOTrainer
+
+    ckpt = _state_only_checkpoint(tmp_path / "checkpoints" / "step-000003", 3, num_processes=2)
+    tr = SimpleNamespace(resume_from=ckpt, world=1)
+    with pytest.raises(ConfigError, match="was written by 2 processes; resume with the same number"):
+        FlowGRPOTrainer._check_resume_fits(tr)
+    tr.world = 2
+    # no saved config.yaml (an older checkpoint): _load compares the weights
+    FlowGRPOTrainer._check_resume_fits(tr)
+
+
 def test_trainable_modules_trains_only_the_matching_weights(sd3_dir, tmp_path, capsys):
     out = tmp_path / "run"
     pats = ["context_embedder", "norm1_context"]
@@ -297,6 +363,26 @@ def test_lr_schedule_warms_up_linearly_then_holds_or_follows_the_cosine_to_zero(
     assert [lr_lambda_factory(0, 2, "cosine")(k) for k in range(3)] == pytest.approx(
         [1.0, 0.5, 0.0], abs=1e-12
     )
+
+
+def test_the_config_hash_leaves_out_where_a_run_logs_and_what_a_resume_may_change():
+    """A checkpoint's config hash (a resume warns when it differs) ignores the log section and
+    train.time_budget_min; train.max_steps too under a constant schedule, but not under a cosine one, which decays
+    over it. Any other setting changes it."""
+    from imgalign.config import load_config
+    from imgalign.trainers.config import FlowGRPOConfig
+    from imgalign.trainers.trainer import config_hash
+
+    def hashed(*over: str) -> str:
+        return config_hash(load_config(FlowGRPOConfig, None, list(over)))
+
+    base = hashed()
+    assert hashed("log.output_dir=elsewhere", "log.checkpoint_every=7", "train.time_budget_min=5") == base
+    assert hashed("train.max_steps=123") == base
+    assert hashed("train.lr=0.5") != base
+    cosine = hashed("train.lr_schedule=cosine")
+    assert cosine != base and hashed("train.lr_schedule=cosine", "train.max_steps=123") != cosine
+    assert hashed("train.lr_schedule=cosine", "train.time_budget_min=5") == cosine
 
 
 def test_setup_builds_the_optimizer_schedule_lora_and_reward_weights_from_the_config(sd3_dir, tmp_path):
