@@ -955,6 +955,8 @@ def test_a_registry_lists_names_sorted_and_its_errors_name_what_to_give(tmp_path
         reg.check("nope")
     with pytest.raises(ValueError, match=r"cannot import widget 'reg_plugin_ok:missing'"):
         reg.get("reg_plugin_ok:missing")
+    with pytest.raises(ValueError, match=r"cannot import widget 'reg_plugin_ok:thing:x'"):
+        reg.get("reg_plugin_ok:thing:x")  # the attribute is all after the first colon
     with pytest.raises(ValueError, match=r"cannot import widget 'reg_plugin_absent_xyz:x'"):
         reg.get("reg_plugin_absent_xyz:x")
     (tmp_path / "reg_plugin_broken.py").write_text("import reg_plugin_missing_dependency_xyz\n")

@@ -390,6 +390,19 @@ def test_load_error_reason_knows_each_librarys_cache_miss_and_reads_the_offline_
     assert load_error_reason(ValueError("bad config."), str(Path.home())) == "bad config"
 
 
+def test_load_error_reason_takes_an_absolute_or_dotted_name_as_a_folder_on_a_hub_miss(monkeypatch):
+    """'/NAME' has one slash like ORG/NAME, but is absolute; '.NAME' has none, like a bare legacy Hub id, but the
+    library reads it as a folder: each that does not exist is "no such folder", not a cache miss."""
+    from imgalign.hub import load_error_reason, looks_like_path
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    miss = OSError("We couldn't connect to 'https://huggingface.co' to load the files")
+    assert looks_like_path("/imgalign-no-such-folder") and not looks_like_path("org/model")
+    assert load_error_reason(miss, "/imgalign-no-such-folder") == "no such folder"
+    assert load_error_reason(miss, ".imgalign-no-such-folder") == "no such folder"
+    assert load_error_reason(miss, "imgalign-no-such-folder").startswith("its files are not in the local")
+
+
 # ---- generation into the official layout, then the whole path ---------------------------------------------
 def test_generation_writes_the_official_layout_and_resumes(tiny, tmp_path):
     from imgalign.eval.suite import read_folder

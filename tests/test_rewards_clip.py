@@ -101,9 +101,11 @@ def test_a_misspelt_architecture_or_a_missing_folder_is_one_short_line(tmp_path:
 
 def test_an_uncached_pretrained_tag_is_one_line_without_open_clips_own_error_log(caplog) -> None:
     """open_clip logged 'Failed to download weights ...' at ERROR on the root logger and then raised it: the user
-    saw the same failure twice, the first as a long library line. Other ERROR records still pass."""
+    saw the same failure twice, the first as a long library line. Other ERROR records still pass, and the filter
+    is taken off the root logger again."""
     import logging
 
+    filters = list(logging.getLogger().filters)
     with caplog.at_level(logging.ERROR), pytest.raises(ValueError, match="not in the local Hub cache"):
         build_reward("clip:model=ViT-B-32,pretrained=openai")
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
@@ -112,6 +114,7 @@ def test_an_uncached_pretrained_tag_is_one_line_without_open_clips_own_error_log
     with caplog.at_level(logging.ERROR), quiet_open_clip_errors():
         logging.getLogger().error("ours")
     assert [r.getMessage() for r in caplog.records] == ["ours"]
+    assert logging.getLogger().filters == filters  # the filter is gone once the model has loaded
 
 
 @pytest.mark.parametrize(
