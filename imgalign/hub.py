@@ -107,7 +107,11 @@ def tilde_hint(spec: str) -> str:
     home folder, so say how to write it; "" for any other name."""
     if not spec.startswith("~"):
         return ""
-    return f" (a quoted ~ is not expanded: give the full path, {str(Path(spec).expanduser())!r})"
+    try:
+        full = str(Path(spec).expanduser())
+    except RuntimeError:  # ~USER of a user this system does not know: no home folder to name
+        return " (a quoted ~ is not expanded: give the full path)"
+    return f" (a quoted ~ is not expanded: give the full path, {full!r})"
 
 
 def load_error_reason(error: BaseException, spec: str | None = None) -> str:

@@ -403,6 +403,19 @@ def test_load_error_reason_takes_an_absolute_or_dotted_name_as_a_folder_on_a_hub
     assert load_error_reason(miss, "imgalign-no-such-folder").startswith("its files are not in the local")
 
 
+def test_a_quoted_tilde_of_an_unknown_user_is_no_such_folder_not_a_crash(monkeypatch):
+    """'~NAME' reads as the home folder of user NAME; where there is no such user, pathlib cannot expand it (a
+    RuntimeError): the reason still says "no such folder" and how to write the path."""
+    from imgalign.hub import load_error_reason, tilde_hint
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    miss = OSError("We couldn't connect to 'https://huggingface.co' to load the files")
+    hint = " (a quoted ~ is not expanded: give the full path)"
+    assert tilde_hint("~imgalign-no-such-user/model") == hint
+    assert load_error_reason(miss, "~imgalign-no-such-user") == "no such folder" + hint
+    assert load_error_reason(ValueError("bad"), "~imgalign-no-such-user/m") == "no such folder" + hint
+
+
 # ---- generation into the official layout, then the whole path ---------------------------------------------
 def test_generation_writes_the_official_layout_and_resumes(tiny, tmp_path):
     from imgalign.eval.suite import read_folder
