@@ -65,6 +65,11 @@ def test_trainer_warns_when_the_ratio_halves(tmp_path, caplog):
     with caplog.at_level(logging.WARNING):
         FlowGRPOTrainer._warn_prompt_independence(fake, 60, {key: 0.4})
     assert "prompt-independent" not in caplog.text
+    # a step-0 evaluation without the measurement (it was off then) is no base either, and no error
+    (tmp_path / "eval.jsonl").write_text(json.dumps({"step": 0, "eval/other": 1.0}) + "\n")
+    with caplog.at_level(logging.WARNING):
+        FlowGRPOTrainer._warn_prompt_independence(fake, 60, {key: 0.4})
+    assert "prompt-independent" not in caplog.text
 
 
 def test_the_shapes_pool_takes_the_tasks_in_turn():
