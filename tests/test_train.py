@@ -1024,6 +1024,44 @@ def test_update_runs_updates_per_step_optimizer_steps_when_rows_do_not_divide(sd
     assert tr.scheduler.last_epoch - before == 4
 
 
+def test_update_rows_keep_at_least_one_row_per_optimizer_update():
+    """With a masking objective the update trains on the valid rows first, then padding, but on at least
+    train.updates_per_step rows, so no update is an empty chunk: 1 valid row of 4 and 3 updates give 3 rows."""
+    from types import SimpleNamespace
+
+    from imgalign.trainers.trainer import FlowGRPOTrainer
+
+    tr = SimpleNamespace(
+        objective=SimpleNamespace(masks_invalid=True),
+        acc=SimpleNamespace(device="cpu"),
+        world=1,
+        cfg=SimpleNamespace(train=SimpleNamespace(updates_per_step=3)),
+    )
+    perm = torch.tensor([3, 1, 0, 2])
+    valid = torch.tensor([False, False, True, False])
+    assert FlowGRPOTrainer._update_rows(tr, perm, valid).tolist() == [2, 3, 1]
+    tr.cfg.train.updates_per_step = 1
+    assert FlowGRPOTrainer._update_rows(tr, perm, valid).tolist() == [2]
+
+
+def test_stateful_rewards_are_not_updated_when_every_sample_diverged():
+    """A step whose samples all diverged leaves a stateful reward (fid's set, the discriminator) as it was: no
+    update with an empty batch."""
+    from types import SimpleNamespace
+
+    from imgalign.trainers.trainer import FlowGRPOTrainer
+
+    calls = []
+    reward = SimpleNamespace(stateful=True, update=lambda *a: calls.append(a))
+    tr = SimpleNamespace(rewards={"r": reward}, acc=SimpleNamespace(device="cpu", gather=lambda t: t))
+    ro = SimpleNamespace(images=torch.zeros(2, 3, 4, 4))
+    m: dict = {}
+    FlowGRPOTrainer._update_stateful_rewards(tr, ro, ["a", "b"], [{}, {}], m, torch.tensor([True, True]))
+    assert calls == [] and m == {}
+    FlowGRPOTrainer._update_stateful_rewards(tr, ro, ["a", "b"], [{}, {}], m, torch.tensor([True, False]))
+    assert len(calls) == 1 and calls[0][0].shape[0] == 1 and calls[0][1] == ["b"]
+
+
 def test_ema_averages_the_weights_after_each_optimizer_update_with_its_decay(sd3_dir, tmp_path):
     """train.ema_decay d: the EMA starts at the initial weights and after every optimizer update becomes
     d·ema + (1 − d)·weights (no warm-up), so after updates w_1..w_n it is d^n·w_0 + Σ_j (1 − d)·d^(n−j)·w_j: here
