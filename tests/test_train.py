@@ -1024,6 +1024,40 @@ def test_update_runs_updates_per_step_optimizer_steps_when_rows_do_not_divide(sd
     assert tr.scheduler.last_epoch - before == 4
 
 
+def test_a_resume_compares_with_the_runs_config_when_the_checkpoint_has_none_and_keeps_the_first_copy(
+    tmp_path, caplog
+):
+    """A checkpoint written before checkpoints held their config.yaml: the changes are named against the run's
+    config.yaml; config.until-step-N.yaml, once written, is never overwritten by a later resume from step N; a
+    saved config that does not parse is reported as changed. (The load stops at the missing weights, after these.)"""
+    import logging
+    from types import SimpleNamespace
+
+    from imgalign.config import load_config, to_dict
+    from imgalign.trainers.config import FlowGRPOConfig
+    from imgalign.trainers.trainer import FlowGRPOTrainer
+
+    out = tmp_path / "run"
+    ckpt = out / "checkpoints" / "step-000002"
+    (ckpt / "trainer_state").mkdir(parents=True)
+    (ckpt / "trainer_state" / "state.json").write_text(json.dumps({"step": 2, "config_hash": "old"}))
+    old = to_dict(load_config(FlowGRPOConfig, None, ["train.lr=0.5"]))
+    (out / "config.yaml").write_text(yaml.safe_dump(old))
+    keep = out / "config.until-step-000002.yaml"
+    keep.write_text("first copy\n")
+    tr = SimpleNamespace(cfg=load_config(FlowGRPOConfig, None, ["train.lr=0.25"]), out=out, is_main=True)
+    with caplog.at_level(logging.WARNING), pytest.raises(Exception, match="trainable.safetensors"):
+        FlowGRPOTrainer._load(tr, ckpt)
+    assert "train.lr: 0.5 -> 0.25" in caplog.text
+    assert keep.read_text() == "first copy\n"
+    # a saved config it cannot read is still reported as a change (no setting is known to be the same)
+    (ckpt / "trainer_state" / "config.yaml").write_text("model: [unclosed\n")
+    caplog.clear()
+    with caplog.at_level(logging.WARNING), pytest.raises(Exception, match="trainable.safetensors"):
+        FlowGRPOTrainer._load(tr, ckpt)
+    assert "with a changed config (see its config.yaml)" in caplog.text
+
+
 def test_update_rows_keep_at_least_one_row_per_optimizer_update():
     """With a masking objective the update trains on the valid rows first, then padding, but on at least
     train.updates_per_step rows, so no update is an empty chunk: 1 valid row of 4 and 3 updates give 3 rows."""
