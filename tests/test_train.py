@@ -337,6 +337,7 @@ def test_logged_lr_is_the_rate_of_the_steps_update(sd3_dir, tmp_path):
     assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step-000002"]
     state = json.loads((out / "checkpoints" / "step-000002" / "trainer_state" / "state.json").read_text())
     assert state["exported_weights"] == "raw"  # no EMA: the export holds the trained weights
+    assert not (out / "rollouts.jsonl").exists()  # log.save_rollouts is off by default
 
 
 def test_checkpoints_every_n_steps_are_named_by_the_step_they_end_and_the_last_step_is_saved(
