@@ -2703,6 +2703,29 @@ def test_add_penalty_is_a_mean_over_the_valid_rows_and_its_gradient_reaches_v_th
     assert m["vnorm/norm_ratio/all"] == pytest.approx(m["policy/vnorm_ratio"])
 
 
+def test_a_plugin_penalty_that_does_not_reduce_to_one_value_per_sample_is_named(monkeypatch):
+    """A velocity penalty returning [b, C] (not reduced) was a size-mismatch traceback in the masked mean; it is
+    named with the shape it must return. One value per sample (or one for all) trains."""
+    import sys
+    import types
+
+    from imgalign.trainers.config import ObjectiveConfig
+    from imgalign.trainers.objectives import add_penalty
+
+    mod = types.ModuleType("my_lab_pen")
+    mod.elementwise = lambda v, v_ref: (v - v_ref) ** 2
+    mod.per_sample = lambda v, v_ref: ((v - v_ref) ** 2).sum(1)
+    monkeypatch.setitem(sys.modules, "my_lab_pen", mod)
+    v, v_ref, w = torch.ones(3, 2), torch.zeros(3, 2), torch.ones(3)
+    cfg = ObjectiveConfig(penalty="my_lab_pen:elementwise", penalty_weight=1.0)
+    with pytest.raises(
+        ValueError, match=r"penalty 'my_lab_pen:elementwise' returned \(3, 2\) for 3 samples.*\[b\]"
+    ):
+        add_penalty(cfg, torch.zeros(()), v, v_ref, w, {})
+    cfg = ObjectiveConfig(penalty="my_lab_pen:per_sample", penalty_weight=1.0)
+    assert float(add_penalty(cfg, torch.zeros(()), v, v_ref, w, {})) == 2.0
+
+
 def test_grpo_terms_are_the_trained_steps_and_every_base_model_term_needs_the_reference():
     """terms(): a flat rollout's trained steps as they are (a window need not start at 0), one term for a tree; the
     reference forward runs for the KL, the velocity penalty, its log alone, and the anchor (a full fine-tune keeps a

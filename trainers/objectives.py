@@ -104,7 +104,16 @@ def add_penalty(
     if cfg.penalty_weight <= 0:
         return loss
     fn = PENALTIES.get(cfg.penalty)
-    pen = fn(v, v_ref.detach()).reshape(-1)
+    pen = fn(v, v_ref.detach())
+    # not one value per sample: a size-mismatch traceback in the masked mean
+    if not isinstance(pen, torch.Tensor) or pen.numel() not in (1, v.shape[0]):
+        shape = tuple(pen.shape) if isinstance(pen, torch.Tensor) else type(pen).__name__
+        raise ValueError(
+            f"objective.penalty {cfg.penalty!r} returned {shape} for {v.shape[0]} samples: a velocity penalty "
+            "returns one value per sample, a tensor of shape [b] (reduce the other dimensions, e.g. "
+            ".flatten(1).mean(1))"
+        )
+    pen = pen.reshape(-1)
     metrics["policy/penalty"] = float(_masked_mean(pen.detach(), w))
     return loss + cfg.penalty_weight * _masked_mean(pen, w)
 

@@ -874,8 +874,8 @@ class FlowGRPOTrainer:
                 skipped += 1
                 log.warning(
                     "step %d: the gradient is not finite (norm %s); this optimizer update is skipped. A rollout "
-                    "with non-finite latents or a reward that breaks the loss would cause it; if it repeats, "
-                    "lower train.lr or check the rewards",
+                    "with non-finite latents, a reward that breaks the loss, or a plug-in objective or penalty "
+                    "with a non-finite loss would cause it; if it repeats, lower train.lr or check the rewards",
                     step,
                     gn,
                 )
