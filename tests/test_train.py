@@ -2726,6 +2726,38 @@ def test_a_plugin_penalty_that_does_not_reduce_to_one_value_per_sample_is_named(
     assert float(add_penalty(cfg, torch.zeros(()), v, v_ref, w, {})) == 2.0
 
 
+def test_a_plugin_rollout_returning_no_rollout_is_named(sd3_dir, tmp_path, monkeypatch, capsys):
+    """A rollout strategy of the right signature returning None (or a batch of another size) was an AttributeError
+    traceback in the divergence mask; the step stops with one error naming sampling.rollout and the contract."""
+    import sys
+    import types
+
+    from imgalign.trainers.rollout import flat_rollout
+
+    mod = types.ModuleType("my_lab_rollout")
+    mod.nothing = lambda ctx, prompts, metadata, sample_ids, group_ids: None
+
+    def short(ctx, prompts, metadata, sample_ids, group_ids):
+        ro = flat_rollout(ctx, prompts, metadata, sample_ids, group_ids)
+        ro.images = ro.images[:1]
+        return ro
+
+    mod.short = short
+    monkeypatch.setitem(sys.modules, "my_lab_rollout", mod)
+    for name, msg in (
+        ("nothing", "sampling.rollout 'my_lab_rollout:nothing' returned a NoneType, not a Rollout"),
+        (
+            "short",
+            "sampling.rollout 'my_lab_rollout:short' returned images (1, 3, 8, 8) and 4 prompts for 4 ",
+        ),
+    ):
+        cfg = tiny_config(sd3_dir, tmp_path / name, train__max_steps=1)
+        cfg["sampling"]["rollout"] = f"my_lab_rollout:{name}"
+        assert main(["train", str(write(cfg, tmp_path / f"{name}.yaml"))]) != 0
+        err = capsys.readouterr().err
+        assert msg in err and "Traceback" not in err, err
+
+
 def test_grpo_terms_are_the_trained_steps_and_every_base_model_term_needs_the_reference():
     """terms(): a flat rollout's trained steps as they are (a window need not start at 0), one term for a tree; the
     reference forward runs for the KL, the velocity penalty, its log alone, and the anchor (a full fine-tune keeps a

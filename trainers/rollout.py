@@ -76,6 +76,30 @@ class Rollout:
         return len(self.prompts) if self.train_rows is None else self.train_rows
 
 
+def check_rollout(name: str, ro: Any, n: int) -> Rollout:
+    """A strategy's result for `n` prompts: a :class:`Rollout` with `n` images [n, 3, H, W]; anything else (a
+    plug-in returning None, a tuple, a batch of another size) was an AttributeError or a shape traceback later in
+    the step. Raises a ValueError naming sampling.rollout `name`; returns `ro`."""
+    if not isinstance(ro, Rollout):
+        raise ValueError(
+            f"sampling.rollout {name!r} returned a {type(ro).__name__}, not a Rollout "
+            "(imgalign.trainers.rollout.Rollout; see that module's docstring for the contract)"
+        )
+    images = getattr(ro, "images", None)
+    if (
+        not isinstance(images, torch.Tensor)
+        or images.ndim != 4
+        or images.shape[0] != n
+        or len(ro.prompts) != n
+    ):
+        shape = tuple(images.shape) if isinstance(images, torch.Tensor) else type(images).__name__
+        raise ValueError(
+            f"sampling.rollout {name!r} returned images {shape} and {len(ro.prompts)} prompts for {n} prompts: a "
+            f"Rollout holds one image per prompt, images [{n}, 3, H, W] in [0, 1]"
+        )
+    return ro
+
+
 def step_kernel(
     kernel: str,
     x: torch.Tensor,

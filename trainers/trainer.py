@@ -49,7 +49,7 @@ from imgalign.trainers.rewarding import (
     same_reward_twice,
     score_all,
 )
-from imgalign.trainers.rollout import Rollout, RolloutContext
+from imgalign.trainers.rollout import Rollout, RolloutContext, check_rollout
 
 log = logging.getLogger(__name__)
 
@@ -680,7 +680,11 @@ class FlowGRPOTrainer:
         self.model.eval()
         ctx = RolloutContext(a, self.model, cfg.sampling, cfg.train.seed, step, cfg.objective.logprob_reduce)
         with torch.no_grad(), self.acc.autocast():
-            ro: Rollout = self.rollout_fn(ctx, all_prompts[sl], all_meta[sl], sample_ids, group_ids)
+            ro: Rollout = check_rollout(
+                cfg.sampling.rollout,
+                self.rollout_fn(ctx, all_prompts[sl], all_meta[sl], sample_ids, group_ids),
+                len(all_prompts[sl]),
+            )
         m["perf/sec_rollout"] = time.perf_counter() - t
         # ---- rewards, gathered over processes (group members live on different ranks)
         t = time.perf_counter()
