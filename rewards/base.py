@@ -90,6 +90,7 @@ class Reward:
             out = RewardOutput(scores=torch.as_tensor(out))
         elif not isinstance(out.scores, torch.Tensor):  # RewardOutput([0.1, 0.2]): a list of numbers
             out.scores = torch.as_tensor(np.asarray(out.scores, dtype=np.float32))
+        shape = tuple(out.scores.shape)
         out.scores = (
             out.scores.detach().to("cpu", torch.float32).reshape(-1)
             if not self.differentiable
@@ -97,7 +98,8 @@ class Reward:
         )
         if out.scores.shape[0] != len(keep):
             raise RuntimeError(
-                f"reward {self.name!r} returned {out.scores.shape[0]} scores for {len(keep)} images"
+                f"reward {self.name!r} returned {out.scores.shape[0]} scores (shape {shape}) for {len(keep)} "
+                f"images: a reward returns one score per image, shape [{len(keep)}]"
             )
         if len(keep) < n:  # scatter back; the non-finite rows are NaN
             full = torch.full((n,), float("nan"), dtype=out.scores.dtype, device=out.scores.device)
@@ -368,6 +370,13 @@ def _call_factory(
     does not take is refused by name, with the options it has."""
     _refuse_unknown_options(name, opts, reward_options(factory), _takes_any_keyword(factory))
     _refuse_non_numbers(name, opts, _parameters(factory))
+    missing = [o for o in required_options(factory) if o not in opts]
+    if missing:  # was Python's "missing 1 required positional argument: 'path'" after "bad options []"
+        example = f"{name}:" + ",".join([f"{k}=..." for k in opts] + [f"{o}=VALUE" for o in missing])
+        raise ValueError(
+            f"reward {name!r} needs the option(s) {', '.join(missing)}: give them in the reward spec, e.g. "
+            f"{example!r}"
+        )
     try:
         return factory(device=device, dtype=dtype, **opts)
     except TypeError as e:
@@ -517,6 +526,14 @@ def reward_options(factory: Callable[..., Any]) -> list[str]:
     kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
     params = _parameters(factory).values()
     return [p.name for p in params if p.kind in kinds and p.name not in ("self", "device", "dtype")]
+
+
+def required_options(factory: Callable[..., Any]) -> list[str]:
+    """The options of :func:`reward_options` that have no default (the factory cannot be built without them)."""
+    import inspect
+
+    params = _parameters(factory)
+    return [o for o in reward_options(factory) if params[o].default is inspect.Parameter.empty]
 
 
 def _takes_any_keyword(factory: Callable[..., Any]) -> bool:

@@ -545,7 +545,9 @@ def test_the_reward_contract_refuses_mismatched_batches_and_unexpected_state() -
     with pytest.raises(ValueError, match=r"expected images as \[B, 3, H, W\]"):
         r(torch.full((2, 1, 4, 4), 0.5), ["", ""])
     short = FunctionReward(lambda im, p, m: im.mean(dim=(1, 2, 3))[:1], name="short")
-    with pytest.raises(RuntimeError, match="returned 1 scores for 2 images"):
+    with pytest.raises(
+        RuntimeError, match=r"returned 1 scores \(shape \(1,\)\) for 2 images: .* shape \[2\]"
+    ):
         short(x, ["", ""])
     with pytest.raises(ValueError, match="keeps no state"):
         r.load_state_dict({"mean": 1.0})
@@ -636,6 +638,7 @@ def test_spec_text_at_its_edges(monkeypatch) -> None:
         _same_default,
         as_bool,
         parse_reward_spec,
+        required_options,
         reward_options,
     )
 
@@ -653,8 +656,14 @@ def test_spec_text_at_its_edges(monkeypatch) -> None:
     mod = types.ModuleType("my_sized")
     mod.sized_factory = sized_factory
     monkeypatch.setitem(sys.modules, "my_sized", mod)
-    with pytest.raises(ValueError, match=r"reward 'my_sized:sized_factory': bad options \['size'\]"):
+    # was Python's "bad options ['size']: ... missing 1 required keyword-only argument: 'path'"
+    with pytest.raises(
+        ValueError,
+        match=r"reward 'my_sized:sized_factory' needs the option\(s\) path: give them in the reward spec, e\.g\. "
+        r"'my_sized:sized_factory:size=\.\.\.,path=VALUE'",
+    ):
         build_reward("my_sized:sized_factory:size=[3,3]")
+    assert required_options(sized_factory) == ["path"]
 
 
 def test_a_reward_sees_the_metadata_rows_of_its_finite_images() -> None:
