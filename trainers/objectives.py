@@ -43,7 +43,7 @@ from imgalign.adapters import FlowAdapter
 from imgalign.trainers import kernels as K
 from imgalign.trainers.config import ObjectiveConfig, SamplingConfig
 from imgalign.trainers.grpo import grpo_clipped_loss
-from imgalign.trainers.registry import OBJECTIVES, PENALTIES
+from imgalign.trainers.registry import OBJECTIVES, PENALTIES, call_problem
 from imgalign.trainers.rollout import Rollout, step_kernel
 from imgalign.trainers.vnorm import sigma_bucket, step_bucket
 
@@ -129,21 +129,16 @@ def build_objective(name: str, cfg: ObjectiveConfig, sampling: SamplingConfig) -
     sampling)``. One that cannot be called that way (a function of other arguments, an instance) or that lacks
     ``terms`` / ``loss`` is a ValueError naming it and the contract; the trainer builds it before any model
     loads (was: a TypeError or AttributeError traceback, the latter after the model had loaded)."""
-    import inspect
-
     factory = OBJECTIVES.get(name)
     if not callable(factory):
         raise ValueError(
             f"objective {name!r} is a {type(factory).__name__}, not a class: {OBJECTIVE_CONTRACT}"
         )
-    try:
-        inspect.signature(factory).bind(cfg, sampling)
-    except TypeError as e:
+    problem = call_problem(factory, 2)
+    if problem:
         raise ValueError(
-            f"objective {name!r} cannot be built as {name}(cfg, sampling): {e}; {OBJECTIVE_CONTRACT}"
-        ) from None
-    except ValueError:  # no inspectable signature: the call itself says
-        pass
+            f"objective {name!r} cannot be built as {name}(cfg, sampling): {problem}; {OBJECTIVE_CONTRACT}"
+        )
     objective = factory(cfg, sampling)
     missing = [m for m in ("terms", "loss") if not callable(getattr(objective, m, None))]
     if missing:

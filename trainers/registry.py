@@ -14,6 +14,20 @@ from imgalign.config import import_user_module
 T = TypeVar("T")
 
 
+def call_problem(obj: Any, n_args: int) -> str:
+    """Why a user's `obj` cannot be called with `n_args` positional arguments (Python's own words), or "" when it
+    can, or when its signature cannot be inspected (the call itself then says)."""
+    if not callable(obj):
+        return f"it is a {type(obj).__name__}, not callable"
+    try:
+        inspect.signature(obj).bind(*[None] * n_args)
+    except TypeError as e:
+        return str(e)
+    except ValueError:  # no inspectable signature (some builtins)
+        pass
+    return ""
+
+
 class Registry(Generic[T]):
     def __init__(
         self, kind: str, builtin_modules: tuple[str, ...] = (), plural: str = "", call: str = ""
@@ -68,14 +82,7 @@ class Registry(Generic[T]):
         if not self.call:
             return
         n_args = len([a for a in self.call.split("(", 1)[1].rstrip(")").split(",") if a.strip()])
-        problem = "" if callable(obj) else f"it is a {type(obj).__name__}, not callable"
-        if not problem:
-            try:
-                inspect.signature(obj).bind(*[None] * n_args)
-            except TypeError as e:
-                problem = str(e)
-            except ValueError:  # no inspectable signature: the call itself says
-                pass
+        problem = call_problem(obj, n_args)
         if problem:
             raise ValueError(f"{self.kind} {name!r} cannot be called as {self.call}: {problem}")
 

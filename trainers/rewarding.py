@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from imgalign.trainers.grpo import group_advantages
-from imgalign.trainers.registry import BALANCERS
+from imgalign.trainers.registry import BALANCERS, call_problem
 
 log = logging.getLogger(__name__)
 
@@ -43,21 +43,10 @@ def build_balancer(name: str) -> Any:
     """The balancer `name` (registered, or the user's ``package.module:attr``), refused by name with the contract
     when it cannot be called with the six arguments of one (checked before any model loads; was a TypeError
     traceback at the first step)."""
-    import inspect
-
     fn = BALANCERS.get(name)
-    if not callable(fn):
-        raise ValueError(
-            f"reward balancer {name!r} is a {type(fn).__name__}, not callable: {BALANCER_CONTRACT}"
-        )
-    try:
-        inspect.signature(fn).bind(*[None] * 6)
-    except TypeError as e:
-        raise ValueError(
-            f"reward balancer {name!r} cannot be called as one: {e}; {BALANCER_CONTRACT}"
-        ) from None
-    except ValueError:  # no inspectable signature: the call itself says
-        pass
+    problem = call_problem(fn, 6)
+    if problem:
+        raise ValueError(f"reward balancer {name!r} cannot be called as one: {problem}; {BALANCER_CONTRACT}")
     return fn
 
 
