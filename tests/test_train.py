@@ -152,13 +152,24 @@ def test_flux_lora_two_steps(flux_dir, tmp_path, monkeypatch):
     assert all(torch.equal(loaded[n].detach().float(), t.float()) for n, t in trained.items())
 
 
-def test_bad_input_fails_before_model_loads(sd3_dir, tmp_path, capsys, monkeypatch):
+def _no_model_load(monkeypatch) -> None:
+    """Loading a model fails the test: the errors under test must come before any model loads."""
     import imgalign.adapters as adapters
 
     def boom(*a, **k):
         raise AssertionError("a model was loaded")
 
     monkeypatch.setattr(adapters, "load_adapter", boom)
+
+
+def _user_module(tmp_path, monkeypatch, name: str, text: str) -> None:
+    """The user's plug-in module `name`.py, importable as a `package.module:attr` path would need it."""
+    (tmp_path / f"{name}.py").write_text(text)
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+
+def test_bad_input_fails_before_model_loads(sd3_dir, tmp_path, capsys, monkeypatch):
+    _no_model_load(monkeypatch)
     base = tiny_config(sd3_dir, tmp_path / "run")
     incomplete = tmp_path / "incomplete"  # a pipeline folder whose components are missing
     incomplete.mkdir()
@@ -1524,15 +1535,8 @@ def test_a_plugin_objective_off_the_contract_fails_before_the_model_loads(
     """An objective given as package.module:attr that cannot be built as Objective(cfg, sampling) or lacks terms /
     loss is one error naming it and the contract before any model loads (was: a TypeError traceback, or an
     AttributeError on needs_reference after the model had loaded)."""
-    import imgalign.adapters as adapters
-
-    (tmp_path / "cfgtest_objectives.py").write_text(PLUGIN_OBJECTIVES)
-    monkeypatch.syspath_prepend(str(tmp_path))
-
-    def boom(*a, **k):
-        raise AssertionError("a model was loaded")
-
-    monkeypatch.setattr(adapters, "load_adapter", boom)
+    _user_module(tmp_path, monkeypatch, "cfgtest_objectives", PLUGIN_OBJECTIVES)
+    _no_model_load(monkeypatch)
     for attr, msg in [
         (
             "OneArg",
@@ -1551,8 +1555,7 @@ def test_a_plugin_objective_off_the_contract_fails_before_the_model_loads(
 def test_a_plugin_objectives_loss_off_the_contract_is_refused_by_name(sd3_dir, tmp_path, capsys, monkeypatch):
     """loss(...) must return (a scalar tensor with a graph, a dict of numbers): a per-sample loss, a bare loss, a
     detached loss or a tensor metric is one error naming the objective (was: a traceback from backward())."""
-    (tmp_path / "cfgtest_objectives.py").write_text(PLUGIN_OBJECTIVES)
-    monkeypatch.syspath_prepend(str(tmp_path))
+    _user_module(tmp_path, monkeypatch, "cfgtest_objectives", PLUGIN_OBJECTIVES)
     for attr, msg in [
         ("PerSample", "returned the loss as a tensor of shape (2,); it must be a scalar tensor"),
         ("LossOnly", "returned a Tensor; it must return (loss, metrics)"),
@@ -1569,8 +1572,7 @@ def test_a_plugin_objectives_loss_off_the_contract_is_refused_by_name(sd3_dir, t
 
 def test_a_plugin_objective_with_only_terms_and_loss_trains_a_full_fine_tune(sd3_dir, tmp_path, monkeypatch):
     """needs_reference is optional (the contract names terms and loss only): a full fine-tune read it unguarded."""
-    (tmp_path / "cfgtest_objectives.py").write_text(PLUGIN_OBJECTIVES)
-    monkeypatch.syspath_prepend(str(tmp_path))
+    _user_module(tmp_path, monkeypatch, "cfgtest_objectives", PLUGIN_OBJECTIVES)
     cfg = tiny_config(
         sd3_dir, tmp_path / "run", objective__name="cfgtest_objectives:Minimal", train__max_steps=1
     )
@@ -1605,8 +1607,7 @@ def test_a_plugin_balancer_off_the_contract_is_refused_by_name(sd3_dir, tmp_path
     """A balancer given as package.module:attr that cannot take a balancer's six arguments is refused before the
     model loads; one returning advantages / valid of the wrong length or type, or no Balanced, is refused by name at
     the first step (was: an IndexError or AttributeError traceback inside the update)."""
-    (tmp_path / "cfgtest_balancers.py").write_text(PLUGIN_BALANCERS)
-    monkeypatch.syspath_prepend(str(tmp_path))
+    _user_module(tmp_path, monkeypatch, "cfgtest_balancers", PLUGIN_BALANCERS)
     for attr, msg in [
         ("two_args", "cannot be called as one: too many positional arguments; a balancer is a function"),
         ("one_short", "returned advantages as torch.float32 (3,); it must be a float tensor of shape (4,)"),
@@ -1648,15 +1649,8 @@ def test_a_plugin_state_that_cannot_be_checkpointed_fails_before_the_model_loads
     """A stateful reward or an objective whose state_dict() holds a numpy array or a lambda is refused by name at
     set-up: the lambda failed the first save with a pickling traceback (the steps before it lost), and the numpy
     array saved but the checkpoint did not resume (checkpoints load with weights_only=True)."""
-    import imgalign.adapters as adapters
-
-    (tmp_path / "cfgtest_states.py").write_text(PLUGIN_STATES)
-    monkeypatch.syspath_prepend(str(tmp_path))
-
-    def boom(*a, **k):
-        raise AssertionError("a model was loaded")
-
-    monkeypatch.setattr(adapters, "load_adapter", boom)
+    _user_module(tmp_path, monkeypatch, "cfgtest_states", PLUGIN_STATES)
+    _no_model_load(monkeypatch)
     for over, msg in [
         (
             {"rewards": {"names": ["cfgtest_states:NumpyState"]}},
