@@ -69,6 +69,8 @@ def labelled_grid(
         or len(col_labels) * group != n_cols
     ):
         raise ValueError("grid images, row labels and column labels do not line up")
+    if captions is not None and (len(captions) != n_rows or any(len(r) != n_cols for r in captions)):
+        raise ValueError("grid captions do not line up with its images (one caption per image)")
     f, fb = font(12), font(14)
     probe = ImageDraw.Draw(Image.new("RGB", (1, 1)))
     caps = [[wrap(c, cell, f, 3) for c in row] for row in captions] if captions else None
@@ -111,6 +113,11 @@ def caption_grid(
     """Images in rows of `ncols`, each with a multi-line caption under it (a gallery)."""
     if not images:
         raise ValueError("a gallery needs at least one image")
+    # zip dropped the images past the last caption silently, and no caption at all was a bare max() error
+    if len(captions) != len(images):
+        raise ValueError(
+            f"a gallery needs one caption per image (got {len(images)} images, {len(captions)} captions)"
+        )
     f = font(11)
     probe = ImageDraw.Draw(Image.new("RGB", (1, 1)))
     caps = [wrap(c, cell, f, lines) for c in captions]

@@ -1098,6 +1098,24 @@ def test_a_gallery_needs_an_image_and_leaves_room_for_its_captions():
     assert (np.asarray(g)[16 + PAD + 2 :] != 255).any()  # drawn, inside the canvas
 
 
+def test_a_gallery_and_a_grid_need_one_caption_per_image():
+    """caption_grid zipped images with captions (images past the last caption were dropped silently, no caption
+    at all was a bare max() error); labelled_grid indexed captions[r][c] (a short row was an IndexError)."""
+    from imgalign.eval.gallery import caption_grid, labelled_grid
+
+    ims = [Image.new("RGB", (8, 8), (255, 0, 0)) for _ in range(3)]
+    for caps in (["a", "b"], [], ["a", "b", "c", "d"]):
+        with pytest.raises(
+            ValueError, match=rf"one caption per image \(got 3 images, {len(caps)} captions\)"
+        ):
+            caption_grid(ims, caps, cell=16)
+    grid = [ims[:2], ims[:2]]
+    for caps in ([["a", "b"]], [["a", "b"], ["c"]], [["a", "b"], ["c", "d", "e"]]):
+        with pytest.raises(ValueError, match="captions do not line up with its images"):
+            labelled_grid(grid, ["p1", "p2"], ["m1", "m2"], captions=caps, cell=16)
+    assert labelled_grid(grid, ["p1", "p2"], ["m1", "m2"], captions=[["a", "b"], ["c", "d"]], cell=16)
+
+
 def test_grid_passes_the_dtype_size_context_length_and_cell_on(tmp_path, monkeypatch, capsys):
     """--dtype reaches the loader, --size and --max-sequence-length the sampler (over the model's own settings),
     --cell the grid."""
