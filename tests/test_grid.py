@@ -1139,6 +1139,20 @@ def test_grid_passes_the_dtype_size_context_length_and_cell_on(tmp_path, monkeyp
     assert loaded == [torch.bfloat16] and got["cell"] == 40 and got["labels"] == ["a"]
     assert "(1 prompts x 1 models x 1 seeds)" in capsys.readouterr().out
     assert calls == [{"steps": 20, "guidance": 4.0, "max_sequence_length": 3, "size": 32}]
+    # the largest bounds are allowed: 512 T5 tokens (513 is refused) and seed 2**63 - 1 (a 64-bit generator seed)
+    top = [
+        "--max-sequence-length",
+        "512",
+        "--seeds",
+        f"0,{2**32},{2**63 - 1}",
+        "--out",
+        str(tmp_path / "h.png"),
+    ]
+    assert main(argv + top) == 0
+    assert calls[-1]["max_sequence_length"] == 512 and got["sub_labels"][1:] == [
+        f"seed {2**32}",
+        f"seed {2**63 - 1}",
+    ]
 
 
 def test_grid_scores_each_row_against_its_own_prompt(tmp_path, monkeypatch):
