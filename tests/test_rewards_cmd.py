@@ -56,6 +56,12 @@ def test_fd_renders_vs_degraded(tmp_path: Path, capsys: pytest.CaptureFixture) -
     save_stats(small, mu[:4], sigma[:4, :4], n, "stats")
     assert main(["rewards", "fd", str(stats), str(small), "--features", "stats"]) == 2
     assert f"{stats} has {mu.shape[0]}-d features and {small} 4-d" in capsys.readouterr().err
+    # one of the same dimensions saved under another features name: refused, naming the --features to pass
+    other = tmp_path / "other.safetensors"
+    save_stats(other, mu, sigma, n, "inception")
+    assert main(["rewards", "fd", str(other), str(b), "--features", "stats"]) == 2
+    err = capsys.readouterr().err
+    assert f"{other} holds 'inception' statistics, not 'stats'; pass --features inception" in err
 
 
 def test_fid_stats_out_under_a_file_is_refused_before_features(
@@ -241,15 +247,18 @@ def test_fit_commands_pass_every_option_to_the_fitter(
     }
     capsys.readouterr()
     nope = str(tmp_path / "nope")
+    a_file = tmp_path / "one.png"  # an image given for its folder is refused as one, not read as a class
+    a_file.write_bytes(b"")
     for cmd, flags in (
         ("fit-discriminator", ("--real", "--fake")),
         ("fit-artifact", ("--clean", "--artifact")),
     ):
         for i, flag in enumerate(flags):
-            dirs = [str(real), str(real)]
-            dirs[i] = nope
-            assert main(["rewards", cmd, flags[0], dirs[0], flags[1], dirs[1], "--out", out]) == 2
-            assert f"{flag} {nope!r} is not a folder" in capsys.readouterr().err
+            for bad in (nope, str(a_file)):
+                dirs = [str(real), str(real)]
+                dirs[i] = bad
+                assert main(["rewards", cmd, flags[0], dirs[0], flags[1], dirs[1], "--out", out]) == 2
+                assert f"{flag} {bad!r} is not a folder" in capsys.readouterr().err
     for cmd, folders in (
         ("fit-discriminator", ("--real", "--fake")),
         ("fit-artifact", ("--clean", "--artifact")),

@@ -18,6 +18,7 @@ from PIL import Image
 from imgalign import shapes as W
 from imgalign.cli import main
 from imgalign.eval.suite import write_prompt_folder
+from imgalign.rewards.base import list_rewards
 
 SPECS = [
     W.single_object("circle"),
@@ -400,6 +401,9 @@ def test_rewards_list(capsys: pytest.CaptureFixture) -> None:
     text = capsys.readouterr().out
     for name in ("clip", "vlm_loglik", "discriminator", "artifact", "fid", "geneval"):
         assert name in text
+    # one column of descriptions, after the longest name ('discriminator') and two spaces
+    col = len("discriminator") + 2
+    assert all(ln[:col].rstrip() in list_rewards() and ln[col] != " " for ln in text.splitlines()), text
 
 
 def test_paired_changes_hand_computed() -> None:
