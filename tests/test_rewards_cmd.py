@@ -458,15 +458,19 @@ def test_a_cuda_device_this_machine_lacks_fails_first(argv, tmp_path, capsys, mo
     "extra, message",
     [
         (["--epochs", "0"], "--epochs must be at least 1, got 0"),
-        (["--lr", "0"], "--lr must be > 0, got 0.0"),
-        (["--lr", "nan"], "--lr must be > 0, got nan"),
+        (["--lr", "0"], "--lr must be > 0 and finite, got 0.0"),
+        (["--lr", "nan"], "--lr must be > 0 and finite, got nan"),
+        (["--lr", "inf"], "--lr must be > 0 and finite, got inf"),  # fitted a head of NaN weights
+        (["--val-frac", "1"], "--val-frac must be in [0, 1) (the held-out share of each class), got 1.0"),
+        (["--val-frac", "-0.1"], "--val-frac must be in [0, 1)"),
     ],
-    ids=["epochs0", "lr0", "lrnan"],
+    ids=["epochs0", "lr0", "lrnan", "lrinf", "valfrac1", "valfracneg"],
 )
 def test_fit_sizes_at_their_boundaries_are_refused_before_any_image_is_read(
     extra, message, tmp_path, capsys, monkeypatch
 ):
-    """--epochs 0 fits nothing and --lr 0 (or nan) never moves the head: refused naming the flag, before the fitter."""
+    """--epochs 0 fits nothing, --lr 0 (or nan) never moves the head and --lr inf made its weights NaN, --val-frac 1
+    holds out every image: refused naming the flag, before the fitter (and before any image is encoded)."""
     monkeypatch.setattr(
         "imgalign.rewards.discriminator.fit_discriminator", lambda *a, **k: pytest.fail("the fitter ran")
     )
@@ -479,7 +483,7 @@ def test_fit_sizes_at_their_boundaries_are_refused_before_any_image_is_read(
     argv = ["rewards", "fit-discriminator", "--real", str(tmp_path / "a"), "--fake", str(tmp_path / "b")]
     assert main([*argv, "--out", out, *extra]) == 2
     assert message in capsys.readouterr().err
-    if extra[0] == "--epochs":  # fit-artifact has no --lr
+    if extra[0] != "--lr":  # fit-artifact has no --lr
         argv = ["rewards", "fit-artifact", "--clean", str(tmp_path / "a"), "--artifact", str(tmp_path / "b")]
         assert main([*argv, "--out", out, *extra]) == 2
         assert message in capsys.readouterr().err

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -128,13 +129,17 @@ def _check_renders(n: int, why: str) -> None:
 
 
 def _check_fit_sizes(args: argparse.Namespace) -> None:
-    """--hidden >= 0, --epochs >= 1 and --lr > 0, before any image is read."""
+    """--hidden >= 0, --epochs >= 1, 0 < --lr < inf and 0 <= --val-frac < 1, before any image is read."""
     if args.hidden < 0:
         raise CLIError(f"--hidden must be 0 (a linear head) or more, got {args.hidden}")
     if args.epochs < 1:
         raise CLIError(f"--epochs must be at least 1, got {args.epochs}")
-    if not getattr(args, "lr", 1.0) > 0:
-        raise CLIError(f"--lr must be > 0, got {args.lr}")
+    if not 0 < getattr(args, "lr", 1.0) < math.inf:  # inf fitted a head of NaN weights and wrote it
+        raise CLIError(f"--lr must be > 0 and finite, got {args.lr}")
+    if not 0 <= args.val_frac < 1:  # the fitter's own check came after every image was read and encoded
+        raise CLIError(
+            f"--val-frac must be in [0, 1) (the held-out share of each class), got {args.val_frac}"
+        )
 
 
 def run_fit_discriminator(args: argparse.Namespace) -> int:
