@@ -294,6 +294,11 @@ def test_an_sd3_pipeline_with_t5_is_not_a_shapes_architecture(tmp_path, tiny_pip
     (d / "model_index.json").write_text(json.dumps(index))
     with pytest.raises(ValueError, match="not a shapes-architecture pipeline"):
         t2i.folder_architecture(d)
+    # another pipeline class is refused too, with or without T5
+    index.update(_class_name="StableDiffusionXLPipeline", text_encoder_3=[None, None])
+    (d / "model_index.json").write_text(json.dumps(index))
+    with pytest.raises(ValueError, match="not a shapes-architecture pipeline"):
+        t2i.folder_architecture(d)
 
 
 def test_decoder_noise_is_relative_to_each_channel_and_off_at_zero():
@@ -772,6 +777,8 @@ def test_the_card_gives_the_image_tokens_each_task_and_the_quick_evals(tmp_path)
     assert "Sample with `max_sequence_length=2`" in card and "| overall |" not in card
     assert "| counting | 0.250 |" in card and "overall **0.500**" in card
     assert "- step 2: 0.400" in card
+    # trained from scratch: the autoencoder stage is described, no init_from model
+    assert "- autoencoder: 2 steps, batch 4, latent-mixing weight" in card and "continued from" not in card
 
 
 def test_autoencoder_steps_crop_on_the_latent_grid_clip_to_1_and_ship_standardised_latents(
@@ -998,6 +1005,7 @@ def test_settings_that_take_no_negative_or_infinite_value_are_refused():
         with pytest.raises(ValueError, match=msg):
             tiny_config(**bad).validate()
     tiny_config(final_eval_images=0, eval_every=0, warmup=0, vae_crop=4).validate()  # 0 turns them off
+    tiny_config(patch=8, t5_tokens=0).validate()  # the largest patch (4 image tokens) and no 'T5' token
 
 
 def test_an_init_from_folder_with_a_damaged_model_index_is_named(tmp_path):
