@@ -40,6 +40,10 @@ def test_overrides_are_split_by_component_prefix():
     assert split_component_overrides(names, ["t2i.init.seed=3"])["t2i"] == ["init.seed=3"]
     with pytest.raises(ValueError, match=r"prefix the key with its component.*t2i\.steps="):
         split_component_overrides(names, ["steps=5"])
+    # a key that is a component's name, without a dot, is no prefix: refused with several, kept whole with one
+    with pytest.raises(ValueError, match=r"--set 'vlm=5': with --component all, prefix the key"):
+        split_component_overrides(names, ["vlm=5"])
+    assert split_component_overrides(["t2i"], ["t2i=5"]) == {"t2i": ["t2i=5"]}
     # a misspelt component is named (the old message suggested --set t2i.t3i.steps=...)
     with pytest.raises(ValueError, match=r"'t3i' is not a component;.*\(e\.g\. --set t2i\.steps=\.\.\.\)"):
         split_component_overrides(names, ["t3i.steps=5"])
@@ -58,6 +62,14 @@ def test_bad_all_arguments_fail_before_training(tmp_path, capsys):
     ):
         assert main(base + extra) != 0
         assert msg in capsys.readouterr().err
+    # an error that already names its component (the CLIP's own checks) is passed on as it is, not prefixed twice
+    assert main([*base, "--set", "clip.pool_size=1"]) != 0
+    err = capsys.readouterr().err
+    assert (
+        "clip: pool_size must be at least batch_size" in err
+        and "clip: clip:" not in err
+        and "KEY=" not in err
+    )
     assert not any(tmp_path.iterdir())
 
 
