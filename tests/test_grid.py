@@ -253,6 +253,9 @@ def test_labelled_grid_places_every_image_once():
             assert int((g == c).all(-1).sum()) == 24 * 24  # scaled to the cell, pasted exactly once
     with pytest.raises(ValueError, match="do not line up"):
         labelled_grid(images, ["p1"], ["m1", "m2"])
+    for empty in ([], [[]]):  # no row; a row of no image (its empty header list was a bare max() error)
+        with pytest.raises(ValueError, match="a grid needs at least one row and one column"):
+            labelled_grid(empty, ["p"] * len(empty), [])
 
 
 def test_grid_with_reward_scores_under_images(models, tmp_path):
@@ -1015,6 +1018,7 @@ def test_fit_keeps_pixels_when_enlarging_and_filters_when_shrinking_and_wrap_fil
     text = "aaaa bbbb cccc dddd"  # 19 characters: one line at 20 average glyphs wide
     assert wrap(text, int(20 * avg) + 1, f) == text
     assert wrap("a\nb\nc", 400, f, max_lines=3) == "a\nb\nc"  # exactly max_lines lines: nothing is cut
+    assert wrap("abcdefgh ij", 1, f) == "abcd\nefgh\nij"  # narrower than a glyph: still 4 characters a line
 
 
 def test_sub_labels_push_the_rows_down_below_them():
