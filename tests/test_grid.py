@@ -258,6 +258,23 @@ def test_labelled_grid_places_every_image_once():
             labelled_grid(empty, ["p"] * len(empty), [])
 
 
+def test_a_caption_ends_a_pad_above_the_next_rows_image():
+    from imgalign.eval.gallery import PAD, labelled_grid
+
+    red = (255, 0, 0)
+    images = [[Image.new("RGB", (8, 8), red)], [Image.new("RGB", (8, 8), red)]]
+    g = np.asarray(
+        labelled_grid(images, ["p", "q"], ["m"], captions=[["Ag\nAg"], ["x"]], cell=16, label_width=40)
+    )
+    cells = g[:, 40 : 40 + 16]
+    red_rows = np.nonzero((cells == red).all(-1).any(1))[0]
+    second_top = red_rows[np.nonzero(np.diff(red_rows) > 1)[0][0] + 1]
+    ink = np.nonzero(((cells != 255).any(-1) & ~(cells == red).all(-1)).any(1))[0]
+    caption_bottom = ink[ink < second_top].max()
+    assert caption_bottom > red_rows[0] + 16  # the first row's caption, under its image
+    assert second_top - caption_bottom - 1 >= PAD  # not touching the image under it (1 px without the PAD)
+
+
 def test_grid_with_reward_scores_under_images(models, tmp_path):
     prompts = tmp_path / "p.jsonl"
     prompts.write_text("".join(SHAPES_PROMPTS.read_text().splitlines(keepends=True)[:2]))
