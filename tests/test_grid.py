@@ -373,6 +373,10 @@ def no_loading(monkeypatch):
         ),
         (["--model", "a={base}", "--prompt", "x", "--guidance", "-1"], "--guidance must be >= 0"),
         (["--model", "a={base}", "--prompt", "x", "--guidance", "nan"], "--guidance must be >= 0"),
+        (  # infinite guidance sampled every image of the grid as NaN, after every model had loaded
+            ["--model", "a={base}", "--prompt", "x", "--guidance", "inf"],
+            "--guidance must be >= 0 and finite (got inf)",
+        ),
     ],
 )
 def test_bad_inputs_fail_clearly_before_loading(models, tmp_path, capsys, no_loading, extra, message):

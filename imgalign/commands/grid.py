@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 from pathlib import Path
 from typing import Any
 
@@ -184,8 +185,8 @@ def run_grid(args: argparse.Namespace) -> int:
             f"--max-sequence-length {args.max_sequence_length}: the SD3 and FLUX pipelines take at most 512 T5 "
             "tokens; give 512 or less"
         )
-    if args.guidance is not None and not args.guidance >= 0:
-        raise ValueError(f"--guidance must be >= 0 (got {args.guidance})")
+    if args.guidance is not None and not 0 <= args.guidance < math.inf:  # inf sampled every image as NaN
+        raise ValueError(f"--guidance must be >= 0 and finite (got {args.guidance})")
     if args.size is not None:
         for s in specs:
             check_size_before_loading(s, args.size)
