@@ -670,8 +670,16 @@ def test_pretrain_trains_on_the_sampled_batch_with_the_scheduled_lr_and_checkpoi
     monkeypatch.setattr(t2i, "encode_latents", latents)
     monkeypatch.setattr(t2i, "training_batch", batch)
     monkeypatch.setattr(t2i, "velocity_loss", loss)
+    real_clip, clips = torch.nn.utils.clip_grad_norm_, []
+    monkeypatch.setattr(
+        torch.nn.utils,
+        "clip_grad_norm_",
+        lambda params, norm, *a, **k: clips.append(norm) or real_clip(params, norm),
+    )
     cfg = tiny_config(steps=3, ckpt_every=2, ema=0.0, weight_decay=0.02)
     t2i.pretrain(cfg, tmp_path, progress=False)
+    # every step of both stages (autoencoder, transformer) clips its gradient norm at 1
+    assert clips == [1.0] * (cfg.vae_steps + cfg.steps)
     lat_mean, lat_std = seen["lat"]
     assert len(seen["batch"]) == len(seen["loss"]) == 3
     for (args, out), (xt, v, t) in zip(seen["batch"], seen["loss"]):
