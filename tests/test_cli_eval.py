@@ -960,8 +960,10 @@ def test_eval_options_that_cannot_apply_fail_before_any_work(tmp_path, small_pro
         assert "--images judges every image of the folder" in capsys.readouterr().err
     argv = ["eval", "--ground-truth", "--images-per-prompt", "0", "--out", str(tmp_path / "o")]
     assert main(argv) == 2 and "--images-per-prompt must be at least 1" in capsys.readouterr().err
-    argv = ["eval", "--model", "shapes", "--guidance-scale", "nan", "--out", str(tmp_path / "o")]
-    assert main(argv) == 2 and "--guidance-scale must be >= 0 (got nan)" in capsys.readouterr().err
+    for bad in ("nan", "inf", "-1"):
+        argv = ["eval", "--model", "shapes", "--guidance-scale", bad, "--out", str(tmp_path / "o")]
+        err = (main(argv), capsys.readouterr().err)
+        assert err[0] == 2 and f"--guidance-scale must be >= 0 and finite (got {float(bad)})" in err[1], err
     argv = ["eval", "--ground-truth", "--prompts", "generate:0", "--out", str(tmp_path / "o")]
     assert main(argv) == 2  # was: "metadata file 'generate:0' does not exist"
     assert "generate:SEED draws GenEval's real-object prompts, for --suite geneval" in capsys.readouterr().err

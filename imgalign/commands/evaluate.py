@@ -198,8 +198,9 @@ def run_eval(args: argparse.Namespace) -> int:
         raise ValueError("--steps and --guidance-scale apply to --model (images are judged as they are)")
     if args.steps is not None and args.steps < 1:
         raise ValueError(f"--steps must be at least 1 (got {args.steps})")
-    if args.guidance_scale is not None and not args.guidance_scale >= 0:
-        raise ValueError(f"--guidance-scale must be >= 0 (got {args.guidance_scale})")
+    # inf sampled every image as NaN latents (all black), judged after the whole run
+    if args.guidance_scale is not None and not 0 <= args.guidance_scale < float("inf"):
+        raise ValueError(f"--guidance-scale must be >= 0 and finite (got {args.guidance_scale})")
     check_output_folder(Path(args.out))  # before the images are read, a judge loads or a model samples
     if args.baseline:
         from imgalign.eval.reports import load_summary
