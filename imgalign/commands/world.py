@@ -176,9 +176,8 @@ def run_pretrain(args: argparse.Namespace) -> int:
             f"--out {str(out)!r} is a model folder (it holds {marker}); give the folder that holds, or will hold, "
             f"the pretrained sub-folders ({', '.join(f'shapes-{n}' for n in names)})"
         )
-    for n in (
-        names
-    ):  # a file where a component writes a folder failed with a bare Errno (the CLIP's after training)
+    # a file where a component writes a folder failed with a bare Errno (the CLIP's after training)
+    for n in names:
         mod = mods[n]
         for sub in (mod.FOLDER, f"{mod.FOLDER}.tmp", f"{mod.FOLDER}.old", mod.WORK):
             if (out / sub).exists() and not (out / sub).is_dir():
