@@ -190,6 +190,14 @@ def _coerce(value: Any, tp: Any, key: str, specs: bool = False) -> Any:
             except ConfigError as e:
                 errors.append(str(e))
         raise ConfigError(errors[0] if errors else f"{key}: cannot be {value!r}")
+    # YAML's empty value, ~ or null, for a field that cannot be None (a str field took it as "None")
+    if value is None:
+        if dataclasses.is_dataclass(tp):  # a section whose keys are all commented out: its defaults
+            return _build(tp, {}, prefix=key + ".")
+        remove = "the item" if key.endswith("]") else f"{key} to keep its default"
+        raise ConfigError(
+            f"{key} has no value (YAML reads an empty value, ~ or null as null): give one, or remove {remove}"
+        )
     if origin is typing.Literal:
         if isinstance(value, bool) and value not in args:
             # YAML 1.1 reads an unquoted yes/no, on/off, true/false as a bool (mixed_precision: no): take the field's

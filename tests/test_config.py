@@ -859,6 +859,30 @@ def test_config_files_that_are_empty_a_list_or_not_yaml(tmp_path):
         load_config(Cfg, p)
 
 
+def test_an_empty_or_null_value_is_refused_naming_the_key_and_an_empty_section_is_its_defaults(tmp_path):
+    """YAML reads `output_dir:` (nothing after the colon), ~ and null as None: a str field took it as the text
+    "None" (a run folder named None, a model 'None'), a list item too. Refused naming the key; a section whose keys
+    are all commented out is its defaults (as an empty file is); an optional field still takes None."""
+    p = tmp_path / "c.yaml"
+    for text, key in (
+        ("name:\n", "name"),
+        ("name: ~\n", "name"),
+        ("steps: null\n", "steps"),
+        ("rewards: [geneval, ~]\n", r"rewards\[1\]"),
+        ("optim:\n  lr:\n", "optim.lr"),
+    ):
+        p.write_text(text)
+        with pytest.raises(ConfigError, match=f"^{key} has no value .*: give one, or remove "):
+            load_config(Cfg, p)
+    p.write_text("optim:\n  # lr: 0.1\nsteps: 3\n")
+    assert load_config(Cfg, p) == Cfg(steps=3)
+    p.write_text("seed: ~\n")
+    assert load_config(Cfg, p).seed is None
+    with pytest.raises(ConfigError, match="^steps has no value"):
+        load_config(Cfg, None, ["steps=null"])
+    assert load_config(Cfg, None, ["name=null"]).name == "null"  # --set gives a str field the text typed
+
+
 def test_a_key_given_twice_in_a_config_file_is_refused_naming_both_lines(tmp_path):
     """YAML keeps the last of two equal keys silently: a second `optim:` section appended to a file dropped every
     setting of the first. Refused naming the key and both lines; a merge key (<<) may still override its keys."""
