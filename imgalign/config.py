@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import types
 import typing
 from pathlib import Path
@@ -176,6 +177,16 @@ def _coerce(value: Any, tp: Any, key: str, specs: bool = False) -> Any:
         # a union's members each read the override themselves (a str member keeps the text)
         if origin not in (typing.Union, types.UnionType):
             value = value.parsed
+        # YAML 1.1 reads a leading 0 as octal: `max_steps: 010` was 8
+        if (
+            tp in (int, float)
+            and re.fullmatch(r"[-+]?0[0-7_]+", text)
+            and int(text.replace("_", "")) != value
+        ):
+            raise ConfigError(
+                f"{key}: YAML reads {text} as the octal number {value}; write {int(text.replace('_', ''))} "
+                "without the leading 0"
+            )
     if tp is Any:
         return value
     if origin in (typing.Union, types.UnionType):
@@ -394,7 +405,28 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                     "the last and drop the first's settings: merge the two into one"
                 )
             seen[key] = line
-        return super().construct_mapping(node, deep=deep)
+        mapping = super().construct_mapping(node, deep=deep)
+        # merged (<<) pairs come first, as YAML takes them: the last one wins
+        for key_node, value_node in node.value:
+            mapping[self.construct_object(key_node, deep=True)] = self._plain(value_node, deep)
+        return mapping
+
+    def construct_sequence(self, node: yaml.SequenceNode, deep: bool = False) -> list[Any]:
+        return [self._plain(child, deep) for child in node.value]
+
+    def _plain(self, node: yaml.Node, deep: bool) -> Any:
+        """The value of `node`; an unquoted scalar YAML reads as other than a string (12:30 -> 750, 1.10 -> 1.1,
+        0123 -> 83, yes -> True) as an :class:`_Override`, so a str field takes the text written, as with --set."""
+        value = self.construct_object(node, deep=deep)
+        if (
+            isinstance(node, yaml.ScalarNode)
+            and node.style is None
+            and not isinstance(value, (str, type(None)))
+        ):
+            text = _Override(node.value)
+            text.parsed = value
+            return text
+        return value
 
 
 def load_config(cls: type[T], path: str | Path | None = None, overrides: list[str] | None = None) -> T:

@@ -194,7 +194,8 @@ def test_an_unquoted_no_is_the_literal_no(tmp_path):
 
 def test_unquoted_yaml_bool_words_are_the_literal_choice_written(tmp_path):
     """on/off and yes/no in a YAML file reach a Literal field as the word written, whichever casing YAML takes; a
-    field offering two words YAML reads as one bool is asked to quote, naming the key."""
+    field offering two words YAML reads as one bool is asked to quote one written in another casing, naming the
+    key."""
 
     @dataclass
     class Switches:
@@ -211,8 +212,10 @@ def test_unquoted_yaml_bool_words_are_the_literal_choice_written(tmp_path):
     assert load_config(Switches, None, ["mode=off"]).mode == "off"
     with pytest.raises(ConfigError, match=r"answer: True is not one of"):
         load("answer: yes\n")
+    # the word written, when it is a choice; another casing of two choices YAML reads as one bool is asked to quote
+    assert load("both: off\n").both == "off" and load("both: no\n").both == "no"
     with pytest.raises(ConfigError, match=r"both: YAML reads an unquoted no or off as false; quote"):
-        load("both: off\n")
+        load("both: OFF\n")
     assert load("both: 'off'\n").both == "off"
 
 
@@ -881,6 +884,38 @@ def test_an_empty_or_null_value_is_refused_naming_the_key_and_an_empty_section_i
     with pytest.raises(ConfigError, match="^steps has no value"):
         load_config(Cfg, None, ["steps=null"])
     assert load_config(Cfg, None, ["name=null"]).name == "null"  # --set gives a str field the text typed
+
+
+def test_a_config_file_gives_a_str_field_the_text_written_and_refuses_an_octal_number(tmp_path):
+    """As with --set (test_set_values_keep_their_text_for_string_fields): an unquoted 12:30, 1.10, 0123 or yes in
+    a YAML file is the text written for a str field (YAML 1.1 made them 750, '1.1', '83', 'True': a run folder of
+    another name, silently), also in a list of strings; other fields still take YAML's value. A leading 0 that
+    makes YAML read an octal number (max_steps: 010 was 8) is refused naming the key and the number meant."""
+    p = tmp_path / "c.yaml"
+    for text in ("12:30", "1.10", "0123", "yes", "1e-4", "0x1F"):
+        p.write_text(f"name: {text}\nrewards: [{text}]\n")
+        cfg = load_config(Cfg, p)
+        assert cfg.name == text and cfg.rewards == [text], text
+    p.write_text("steps: 1_000\nmode: b\noptim: {lr: 1e-3, betas: [0.5, 1]}\nweights: {clip: 2}\n")
+    cfg = load_config(Cfg, p)
+    assert cfg.steps == 1000 and cfg.optim.lr == 1e-3 and cfg.optim.betas == (0.5, 1.0)
+    assert cfg.weights == {"clip": 2.0} and type(cfg.weights["clip"]) is float
+    p.write_text("base: &b {lr: 0.5}\noptim: {<<: *b, betas: [0.1, 0.2]}\n")  # merge keys still merge
+    with pytest.raises(ConfigError, match="unknown config key 'base'"):
+        load_config(Cfg, p)
+    p.write_text("optim: {<<: {lr: 0.5}, betas: [0.1, 0.2]}\n")
+    assert load_config(Cfg, p).optim.lr == 0.5
+    for text, number, meant in (("010", 8, 10), ("-0_17", -15, -17)):
+        p.write_text(f"steps: {text}\n")
+        message = (
+            f"steps: YAML reads {text} as the octal number {number}; write {meant} without the leading 0"
+        )
+        with pytest.raises(ConfigError, match=f"^{message}$"):
+            load_config(Cfg, p)
+    with pytest.raises(ConfigError, match="^optim.lr: YAML reads 010 as the octal"):
+        load_config(Cfg, None, ["optim.lr=010"])
+    p.write_text("steps: 07\noptim: {lr: 00}\n")  # the same number either way
+    assert load_config(Cfg, p).steps == 7
 
 
 def test_a_key_given_twice_in_a_config_file_is_refused_naming_both_lines(tmp_path):
