@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -103,15 +104,25 @@ def quiet_open_clip_errors() -> Iterator[None]:
 
 
 def tilde_hint(spec: str) -> str:
-    """For a name starting with ``~`` (quoted, so the shell left it): the libraries read it as it is, not as the
-    home folder, so say how to write it; "" for any other name."""
-    if not spec.startswith("~"):
+    """For a name starting with ``~`` or holding an environment variable (``$HOME/x``, ``${RUNS}/x``; quoted, or
+    in a YAML config, so no shell expanded it): the libraries read it as it is, so say how to write it; "" for any
+    other name."""
+    if spec.startswith("~"):
+        try:
+            full = str(Path(spec).expanduser())
+        except RuntimeError:  # ~USER of a user this system does not know: no home folder to name
+            return " (a quoted ~ is not expanded: give the full path)"
+        return f" (a quoted ~ is not expanded: give the full path, {full!r})"
+    if not names_env_var(spec):
         return ""
-    try:
-        full = str(Path(spec).expanduser())
-    except RuntimeError:  # ~USER of a user this system does not know: no home folder to name
-        return " (a quoted ~ is not expanded: give the full path)"
-    return f" (a quoted ~ is not expanded: give the full path, {full!r})"
+    full = os.path.expandvars(spec)
+    example = f", {full!r}" if full != spec else ""
+    return f" (environment variables such as $HOME are not expanded: give the full path{example})"
+
+
+def names_env_var(spec: str) -> bool:
+    """Whether `spec` holds ``$NAME`` or ``${NAME}``, an environment variable only a shell expands."""
+    return re.search(r"\$(\{\w+\}|[A-Za-z_]\w*)", spec) is not None
 
 
 def load_error_reason(error: BaseException, spec: str | None = None) -> str:

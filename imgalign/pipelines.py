@@ -224,7 +224,7 @@ def check_model_spec(spec: ModelSpec) -> ModelSpec:
             check_pipeline_folder(p)
         elif path_like or not hub_id_available(spec.base):
             what = "is a file, not a model folder" if p.exists() else "does not exist"
-            if spec.base.startswith("~") and not p.exists():
+            if tilde_hint(spec.base) and not p.exists():
                 what += tilde_hint(spec.base)
             elif not path_like and hub_id_valid(spec.base):  # offline, and not in the local cache
                 raise IncompleteModelError(

@@ -240,6 +240,14 @@ def test_set_values_keep_their_text_for_string_fields(tmp_path):
     with pytest.raises(ConfigError, match=re.escape(f"not expanded: give the full path, {home!r}")):
         load("log.output_dir=~/runs/a")
     assert load("log.output_dir=runs/~a").log.output_dir == "runs/~a"
+    # nor is an environment variable expanded: the run went to a folder named '$HOME' here
+    with pytest.raises(
+        ConfigError, match=re.escape("folder named '$HOME' in the working folder (environment")
+    ):
+        load("log.output_dir=$HOME/runs/a")
+    with pytest.raises(ConfigError, match=re.escape("under a folder named '${RUN}' (environment variables")):
+        load("log.output_dir=/data/${RUN}")
+    assert load("log.output_dir=runs/cost$5").log.output_dir == "runs/cost$5"  # no variable's name
     assert load("rewards.balancer='marble'").rewards.balancer == "marble"
     assert load('rewards.names="geneval,clip"').rewards.names == ["geneval", "clip"]
     assert (

@@ -135,6 +135,11 @@ def test_an_uncached_hub_id_offline_and_a_quoted_tilde_say_what_to_do(tmp_path, 
         P.IncompleteModelError, match=f"a quoted ~ is not expanded: give the full path, '{tmp_path}"
     ):
         P.check_model_spec(P.ModelSpec("m", "~/runs"))
+    # a $HOME from a YAML config (model.path) or quoted is not expanded either
+    with pytest.raises(
+        P.IncompleteModelError, match=f"are not expanded: give the full path, '{tmp_path}/runs'"
+    ):
+        P.check_model_spec(P.ModelSpec("m", "$HOME/runs"))
 
 
 def test_a_fine_tune_of_another_family_is_refused_before_the_base_loads(tmp_path):

@@ -354,6 +354,21 @@ def test_an_unknown_shapes_task_and_a_folder_as_prompt_file_are_refused(tmp_path
         check_prompt_source(str(tmp_path))
 
 
+def test_a_prompt_source_with_a_quoted_tilde_or_an_env_var_says_how_to_write_it(monkeypatch):
+    """YAML and a quoted --set expand neither ~ nor $HOME: the error gives the full path to write instead of
+    'a relative path is read from the working folder'."""
+    from imgalign.trainers.prompting import check_prompt_source
+
+    monkeypatch.setenv("HOME", "/home/u")
+    for source in ("~/p.txt", "$HOME/p.txt", "${HOME}/p.txt"):
+        with pytest.raises(
+            FileNotFoundError, match=re.escape("expanded: give the full path, '/home/u/p.txt')")
+        ):
+            check_prompt_source(source)
+    with pytest.raises(FileNotFoundError, match="a relative path is read from the working folder"):
+        check_prompt_source("no-such-p.txt")
+
+
 def test_a_geneval_line_needs_its_tag_and_a_tagged_prompt_line_is_checked_as_one(tmp_path):
     """The judge reads every GenEval line's tag, so a metadata line without one is refused; a prompt-file line
     that carries a tag (but no include) is a GenEval line missing its clauses, not a plain prompt."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 from imgalign.config import ConfigError, field
@@ -571,14 +572,15 @@ class LogConfig:
     def validate(self) -> None:
         if not self.output_dir.strip():  # "" wrote the run's files into the working folder
             raise ConfigError("log.output_dir is empty: give a run folder, e.g. runs/my_run")
-        if self.output_dir == "~" or self.output_dir.startswith(
-            "~/"
-        ):  # a folder named ~ in the working folder
-            from imgalign.hub import tilde_hint
+        from imgalign.hub import names_env_var, tilde_hint
 
+        # a folder named ~ (or $HOME) in the working folder
+        if self.output_dir == "~" or self.output_dir.startswith("~/") or names_env_var(self.output_dir):
+            part = next(p for p in Path(self.output_dir).parts if p == "~" or names_env_var(p))
+            where = "" if Path(self.output_dir).is_absolute() else " in the working folder"
             raise ConfigError(
-                f"log.output_dir {self.output_dir!r} would be written under a folder named '~' in the working "
-                f"folder{tilde_hint(self.output_dir)}"
+                f"log.output_dir {self.output_dir!r} would be written under a folder named {part!r}{where}"
+                f"{tilde_hint(self.output_dir)}"
             )
         if self.keep_last < 1:
             raise ConfigError("log.keep_last must be >= 1")

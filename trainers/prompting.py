@@ -37,7 +37,11 @@ def check_prompt_source(source: str) -> None:
     path = Path(source)
     if source == "shapes" or source.startswith("generate:") or path.is_file():
         return
-    where = "" if path.is_absolute() else f" (a relative path is read from the working folder {Path.cwd()})"
+    from imgalign.hub import tilde_hint
+
+    where = tilde_hint(source) or (
+        "" if path.is_absolute() else f" (a relative path is read from the working folder {Path.cwd()})"
+    )
     raise FileNotFoundError(
         f"prompts.source {source!r} does not exist{where}: give 'shapes', a .txt/.jsonl prompt file or generate:SEED "
         "(GenEval-style prompts drawn from the task definitions)"
