@@ -9,6 +9,7 @@ defines one) runs, so invalid combinations fail with a message that says what to
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 import re
 import types
@@ -278,11 +279,19 @@ def _coerce(value: Any, tp: Any, key: str, specs: bool = False) -> Any:
 
 
 class _UnknownKey(ConfigError):
-    """An unknown key; ``name`` is its last part, which :func:`load_config` looks up elsewhere in the schema."""
+    """An unknown key; ``name`` is its last part, which :func:`load_config` looks up elsewhere in the schema unless
+    the message already names a ``close`` key at its level."""
 
-    def __init__(self, message: str, name: str) -> None:
+    def __init__(self, message: str, name: str, close: bool = False) -> None:
         super().__init__(message)
         self.name = name
+        self.close = close
+
+
+def _close_key(key: Any, names: list[str]) -> str | None:
+    """The valid key `key` is most likely a misspelling of (``LR``, ``output-dir``, ``name`` for ``names``)."""
+    close = difflib.get_close_matches(str(key).lower().replace("-", "_"), names, n=1, cutoff=0.75)
+    return close[0] if close else None
 
 
 def _key_paths(cls: type, name: str, prefix: str = "") -> list[str]:
@@ -304,7 +313,13 @@ def _build(cls: type[T], data: dict[str, Any], prefix: str = "") -> T:
     kwargs = {}
     for k, v in data.items():
         if k not in names:
-            raise _UnknownKey(f"unknown config key '{prefix}{k}'; valid keys here: {', '.join(names)}", k)
+            close = _close_key(k, names)
+            hint = f"; did you mean {prefix}{close}?" if close else ""
+            raise _UnknownKey(
+                f"unknown config key '{prefix}{k}'; valid keys here: {', '.join(names)}{hint}",
+                k,
+                close is not None,
+            )
         try:
             kwargs[k] = _coerce(v, hints[k], prefix + k, bool(fields[k].metadata.get("reward_specs")))
         except ConfigError as e:
@@ -458,7 +473,7 @@ def load_config(cls: type[T], path: str | Path | None = None, overrides: list[st
         cfg = _build(cls, data)
     except _UnknownKey as e:  # a section's key given at another level (nft.beta for objective.nft.beta)
         paths = _key_paths(cls, e.name)
-        if not paths:
+        if not paths or e.close:  # rewards.name is rewards.names misspelt, not objective.name
             raise
         where = ", ".join(paths[:-1]) + " or " + paths[-1] if len(paths) > 1 else paths[0]
         raise ConfigError(f"{e}; did you mean {where}?") from None

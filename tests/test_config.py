@@ -69,6 +69,28 @@ def test_unknown_key_of_another_section_names_where_it_lives(tmp_path):
     ):
         load_config(FlowGRPOConfig, p)
     with pytest.raises(ConfigError, match=r"valid keys here: lr, betas$"):  # a name found nowhere: no guess
+        load_config(Cfg, None, ["optim.momentum=1"])
+
+
+def test_a_misspelt_key_names_the_valid_key_it_is_closest_to_before_other_sections(tmp_path):
+    """A key in the wrong case, with - for _, or one letter off names the key meant at its own level; rewards.name
+    (for rewards.names) was sent to objective.name, a setting of another section."""
+    from imgalign.trainers.config import FlowGRPOConfig
+
+    p = tmp_path / "c.yaml"
+    for text, meant in (
+        ("rewards:\n  name: [geneval]\n", "rewards.names"),
+        ("train:\n  LR: 0.1\n", "train.lr"),
+        ("log:\n  output-dir: x\n", "log.output_dir"),
+        ("Train:\n  lr: 0.1\n", "train"),
+        ("objective:\n  nft:\n    betta: 1\n", "objective.nft.beta"),
+    ):
+        p.write_text(text)
+        with pytest.raises(ConfigError, match=rf"; did you mean {re.escape(meant)}\?$"):
+            load_config(FlowGRPOConfig, p)
+    with pytest.raises(
+        ConfigError, match=r"'optim.lrr'; valid keys here: lr, betas; did you mean optim.lr\?$"
+    ):
         load_config(Cfg, None, ["optim.lrr=1"])
 
 
