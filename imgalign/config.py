@@ -160,6 +160,7 @@ def _coerce(value: Any, tp: Any, key: str, specs: bool = False) -> Any:
     ``specs``: the field is a list of reward specs (:func:`field`'s ``reward_specs``)."""
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
+    overridden = isinstance(value, _Override)
     if isinstance(value, _Override):
         # YAML's reading when it is a string (it strips quotes: --set log.output_dir='runs/a b'), else the text as
         # typed (YAML made 1e-4 a float, 12:30 the integer 750, "q: x" a mapping)
@@ -204,7 +205,8 @@ def _coerce(value: Any, tp: Any, key: str, specs: bool = False) -> Any:
         raise ConfigError(errors[0] if errors else f"{key}: cannot be {value!r}")
     # YAML's empty value, ~ or null, for a field that cannot be None (a str field took it as "None")
     if value is None:
-        if dataclasses.is_dataclass(tp):  # a section whose keys are all commented out: its defaults
+        # a section in a file whose keys are all commented out: its defaults (--set eval=null resets nothing)
+        if dataclasses.is_dataclass(tp) and not overridden:
             return _build(tp, {}, prefix=key + ".")
         remove = "the item" if key.endswith("]") else f"{key} to keep its default"
         raise ConfigError(
@@ -376,7 +378,17 @@ def parse_override(item: str) -> tuple[list[str], Any]:
     return key.split("."), text
 
 
+def _merged(base: dict[Any, Any], update: dict[Any, Any]) -> dict[Any, Any]:
+    """`base` with the keys of `update` set, nested mappings merged key by key."""
+    out = dict(base)
+    for k, v in update.items():
+        out[k] = _merged(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
 def merge_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """`data` with each ``key=value`` override set; a mapping (``train={lr: 1e-3}``) sets those keys of the
+    section, as ``train.lr=1e-3`` would, and leaves its other keys as the config file gives them."""
     for item in overrides:
         path, value = parse_override(item)
         d = data
@@ -387,6 +399,8 @@ def merge_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
             if not isinstance(nxt, dict):
                 raise ConfigError(f"override {item!r}: {p!r} is not a section")
             d = nxt
+        if isinstance(value.parsed, dict) and isinstance(d.get(path[-1]), dict):
+            value = _merged(d[path[-1]], value.parsed)
         d[path[-1]] = value
     return data
 

@@ -948,6 +948,22 @@ def test_a_config_file_gives_a_str_field_the_text_written_and_refuses_an_octal_n
     assert load_config(Cfg, p).steps == 7
 
 
+def test_a_mapping_given_to_set_for_a_section_sets_only_its_keys(tmp_path):
+    """--set optim={lr: 0.2} replaced the file's whole optim section: its other keys fell back to the defaults
+    silently. A mapping now sets those keys, as optim.lr=0.2 would; a later --set of a key still wins; --set
+    optim=null is refused (only a section in a file left empty is its defaults)."""
+    p = tmp_path / "c.yaml"
+    p.write_text("optim:\n  lr: 0.1\n  betas: [0.5, 0.5]\nweights: {a: 1}\n")
+    cfg = load_config(Cfg, p, ["optim={lr: 0.2}", "weights={b: 2}"])
+    assert cfg.optim == Optim(lr=0.2, betas=(0.5, 0.5)) and cfg.weights == {"a": 1.0, "b": 2.0}
+    assert load_config(Cfg, p, ["optim={lr: 0.2}", "optim.lr=0.3"]).optim.lr == 0.3
+    assert load_config(Cfg, None, ["optim={lr: 0.2}"]).optim == Optim(lr=0.2)
+    with pytest.raises(ConfigError, match="^optim has no value"):
+        load_config(Cfg, p, ["optim=null"])
+    with pytest.raises(ConfigError, match="unknown config key 'optim.lrr'"):
+        load_config(Cfg, p, ["optim={lrr: 0.2}"])
+
+
 def test_a_key_given_twice_in_a_config_file_is_refused_naming_both_lines(tmp_path):
     """YAML keeps the last of two equal keys silently: a second `optim:` section appended to a file dropped every
     setting of the first. Refused naming the key and both lines; a merge key (<<) may still override its keys."""
