@@ -2005,6 +2005,16 @@ def test_train_help_says_how_to_start_several_cpu_processes(capsys):
     assert "ACCELERATE_USE_CPU=true accelerate launch --multi_gpu --num_processes N" in out
 
 
+def test_train_help_says_relative_paths_are_read_from_the_working_folder(capsys):
+    """Nothing said whether a config's relative model.path, prompts.source and log.output_dir are read from the
+    working folder or the config file's (the working folder: check_prompt_source's error names it)."""
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "are read from the working folder, not from the config file's folder" in out
+    assert "~ and $HOME are not expanded" in out.replace("``", "")
+
+
 def test_print_config_and_max_steps_override(sd3_dir, tmp_path, capsys):
     cfg = write(tiny_config(sd3_dir, tmp_path / "run"), tmp_path / "c.yaml")
     other = tmp_path / "other"

@@ -4,7 +4,9 @@
                    [--print-config] [--describe]
 
 With no CONFIG the embedded default ``examples/shapes/flow_grpo.yaml`` runs (the shapes model, the GenEval
-partial-credit reward, sized for two CPU cores). Multi-process: ``accelerate launch --num_processes N -m imgalign
+partial-credit reward, sized for two CPU cores). Relative paths in a config or ``--set`` (model.path,
+prompts.source, log.output_dir) are read from the working folder, not from the config file's folder; ``~`` and
+``$HOME`` are not expanded there (give the full path). Multi-process: ``accelerate launch --num_processes N -m imgalign
 train CONFIG``; on CPUs ``ACCELERATE_USE_CPU=true accelerate launch --multi_gpu --num_processes N ...`` (accelerate
 starts one process for ``--cpu``). A run writes ``config.yaml``, ``metrics.jsonl``,
 ``samples/`` and ``checkpoints/step-NNNNNN/`` (a diffusers-loadable model folder plus ``trainer_state/``; how to
