@@ -471,10 +471,15 @@ def load_config(cls: type[T], path: str | Path | None = None, overrides: list[st
             )
         if not p.is_file():
             raise ConfigError(f"config file {str(p)!r} does not exist")
+        text = read_text(p, "config file", ConfigError)  # its error names the file
         try:
-            loaded = yaml.load(read_text(p, "config file", ConfigError), Loader=_UniqueKeyLoader)
+            loaded = yaml.load(text, Loader=_UniqueKeyLoader)
         except yaml.YAMLError as e:
-            raise ConfigError(f"config file {str(p)!r} is not valid YAML: {e}") from None
+            # the message names the file, so not PyYAML's "<unicode string>"; a tab gets what to do
+            why = str(e).replace('in "<unicode string>", line', "line")
+            tab = "\\t" in str(getattr(e, "problem", ""))
+            hint = "\nindent with spaces: YAML does not allow tabs" if tab else ""
+            raise ConfigError(f"config file {str(p)!r} is not valid YAML: {why}{hint}") from None
         except ConfigError as e:
             raise ConfigError(f"config file {str(p)!r}: {e}") from None
         if loaded is None:

@@ -164,8 +164,8 @@ def test_a_config_file_that_is_not_utf8_is_named(tmp_path):
     p = tmp_path / "lat.yaml"
     p.write_bytes(b"name: shapes \xe9\n")
     with pytest.raises(
-        ConfigError, match=r"cannot read config file '.*lat.yaml': it is not UTF-8 text .*UTF-8"
-    ):
+        ConfigError, match=r"^cannot read config file '.*lat.yaml': it is not UTF-8 text .*UTF-8"
+    ):  # the file named once (it was "config file X: cannot read config file X: ...")
         load_config(Cfg, p)
 
 
@@ -889,6 +889,12 @@ def test_config_files_that_are_empty_a_list_or_not_yaml(tmp_path):
         load_config(Cfg, p)
     p.write_text("name: [a\n")
     with pytest.raises(ConfigError, match=r"c.yaml' is not valid YAML"):
+        load_config(Cfg, p)
+    # a tab indent: what to do, and the place by line (not PyYAML's 'in "<unicode string>"')
+    p.write_text("optim:\n\tlr: 0.1\n")
+    with pytest.raises(
+        ConfigError, match=r"  line 2, column 1:\n(.|\n)*indent with spaces: YAML does not allow tabs$"
+    ):
         load_config(Cfg, p)
 
 
