@@ -2037,6 +2037,9 @@ def test_the_dedicated_flags_win_over_set_and_max_steps_zero_is_checked(sd3_dir,
     assert printed["train"]["max_steps"] == 7 and printed["log"]["output_dir"] == str(b)
     assert main(["train", str(cfg), "--max-steps", "0", "--print-config"]) == 2
     assert "train.max_steps must be >= 1" in capsys.readouterr().err
+    # an empty --output-dir (from an unset shell variable) is refused, not dropped for the config's folder
+    assert main(["train", str(cfg), "--output-dir", "", "--print-config"]) == 2
+    assert "--output-dir is empty (an unset shell variable?): give a run folder" in capsys.readouterr().err
     # a misspelt reward is refused as a run would refuse it, not printed as a config
     assert main(["train", str(cfg), "--set", "rewards.names=[nosuch]", "--print-config"]) == 2
     assert "rewards.names: unknown reward 'nosuch'" in capsys.readouterr().err

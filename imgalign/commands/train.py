@@ -65,7 +65,11 @@ def load_train_config(args: argparse.Namespace):  # noqa: ANN201 - FlowGRPOConfi
     overrides = list(args.set)
     if args.max_steps is not None:
         overrides.append(f"train.max_steps={args.max_steps}")
-    if args.output_dir:
+    if args.output_dir is not None:
+        if not args.output_dir.strip():  # "" (--output-dir "$RUN" with RUN unset) kept the config's folder
+            raise ConfigError(
+                "--output-dir is empty (an unset shell variable?): give a run folder, e.g. runs/my_run"
+            )
         overrides.append(f"log.output_dir={args.output_dir}")
     try:
         return load_config(FlowGRPOConfig, path, overrides)
