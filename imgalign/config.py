@@ -260,8 +260,13 @@ def _coerce(value: Any, tp: Any, key: str, specs: bool = False) -> Any:
             return value.lower() in ("true", "yes", "1")
         raise ConfigError(f"{key}: expected true or false, got {value!r}")
     if tp is int:
+        # YAML 1.1 reads 1e3 and 1.0e3 (an exponent without its sign) as text; --set and float fields take them
+        if isinstance(value, str) and re.fullmatch(r"[-+]?\d+(\.\d*)?[eE][-+]?\d+", value.strip()):
+            value = float(value)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value:
-            raise ConfigError(f"{key}: expected an integer, got {value!r}")
+            quoted = isinstance(value, str) and re.fullmatch(r"[-+]?\d+", value.strip())
+            hint = " (a quoted number is text in YAML: remove the quotes)" if quoted else ""
+            raise ConfigError(f"{key}: expected an integer, got {value!r}{hint}")
         return int(value)
     if tp is float:
         if isinstance(value, bool):

@@ -954,6 +954,22 @@ def test_a_config_file_gives_a_str_field_the_text_written_and_refuses_an_octal_n
     assert load_config(Cfg, p).steps == 7
 
 
+def test_an_integer_in_exponent_form_reads_as_in_set_and_a_quoted_one_says_to_unquote(tmp_path):
+    """YAML 1.1 reads 1e3 and 1.0e3 (no sign in the exponent) as text: steps: 1e3 was refused in a file while
+    --set steps=1e3 gave 1000. A quoted integer is text and is refused, saying so (it read "got '5'")."""
+    p = tmp_path / "c.yaml"
+    for text in ("1e3", "1.0e3", "1E+3"):
+        p.write_text(f"steps: {text}\n")
+        assert load_config(Cfg, p).steps == 1000, text
+    assert load_config(Cfg, None, ["steps=1e3"]).steps == 1000
+    p.write_text("steps: 1.5e0\n")
+    with pytest.raises(ConfigError, match=r"^steps: expected an integer, got 1.5$"):
+        load_config(Cfg, p)
+    p.write_text("steps: '5'\n")
+    with pytest.raises(ConfigError, match=r"got '5' \(a quoted number is text in YAML: remove the quotes\)$"):
+        load_config(Cfg, p)
+
+
 def test_a_mapping_given_to_set_for_a_section_sets_only_its_keys(tmp_path):
     """--set optim={lr: 0.2} replaced the file's whole optim section: its other keys fell back to the defaults
     silently. A mapping now sets those keys, as optim.lr=0.2 would; a later --set of a key still wins; --set
