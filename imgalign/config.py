@@ -475,7 +475,9 @@ def load_config(cls: type[T], path: str | Path | None = None, overrides: list[st
                 f"config file {str(p)!r} is a folder; give a YAML config file (e.g. examples/shapes/flow_grpo.yaml)"
             )
         if not p.is_file():
-            raise ConfigError(f"config file {str(p)!r} does not exist")
+            from imgalign.hub import tilde_hint
+
+            raise ConfigError(f"config file {str(p)!r} does not exist{tilde_hint(str(path))}")
         text = read_text(p, "config file", ConfigError)  # its error names the file
         try:
             loaded = yaml.load(text, Loader=_UniqueKeyLoader)

@@ -160,6 +160,16 @@ def test_a_fractional_value_for_an_integer_setting_is_refused_not_truncated(tmp_
     assert load_config(Cfg, None, ["steps=4.0"]).steps == 4  # a whole number written as a float is fine
 
 
+def test_a_config_path_with_a_quoted_tilde_or_env_var_says_how_to_write_it(monkeypatch):
+    """imgalign train '~/c.yaml' (quoted, or from a script) said only that the file does not exist."""
+    monkeypatch.setenv("HOME", "/home/u")
+    for path in ("~/c.yaml", "$HOME/c.yaml"):
+        with pytest.raises(
+            ConfigError, match=re.escape("does not exist (") + ".*full path, '/home/u/c.yaml'"
+        ):
+            load_config(Cfg, path)
+
+
 def test_a_config_file_that_is_not_utf8_is_named(tmp_path):
     p = tmp_path / "lat.yaml"
     p.write_bytes(b"name: shapes \xe9\n")
