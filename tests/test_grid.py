@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -135,6 +136,14 @@ def test_an_uncached_hub_id_offline_and_a_quoted_tilde_say_what_to_do(tmp_path, 
         P.IncompleteModelError, match=f"a quoted ~ is not expanded: give the full path, '{tmp_path}"
     ):
         P.check_model_spec(P.ModelSpec("m", "~/runs"))
+    # a relative folder that is not there names the working folder it was looked for in (a config run elsewhere)
+    with pytest.raises(
+        P.IncompleteModelError,
+        match=re.escape(
+            f"'no-model' does not exist (a relative path is read from the working folder {tmp_path})"
+        ),
+    ):
+        P.check_model_spec(P.ModelSpec("m", "no-model"))
     # a $HOME from a YAML config (model.path) or quoted is not expanded either
     with pytest.raises(
         P.IncompleteModelError, match=f"are not expanded: give the full path, '{tmp_path}/runs'"
