@@ -85,10 +85,14 @@ def _type_hints(cls: type) -> dict[str, Any]:
 
 
 class _Override(str):
-    """The text of a ``--set`` value as typed; ``parsed`` is what YAML made of it. A ``str`` field takes the text
-    (``--set log.output_dir=1e-4`` is a folder named 1e-4, not 0.0001), other fields the parsed value."""
+    """The text of a ``--set`` value (or of an unquoted YAML scalar) as typed; ``parsed`` is what YAML made of it. A
+    ``str`` field takes the text (``--set log.output_dir=1e-4`` is a folder named 1e-4, not 0.0001), other fields
+    the parsed value."""
 
     parsed: Any
+
+    def __repr__(self) -> str:  # in an error's list or mapping: the value as YAML read it ({'a': 1})
+        return repr(self.parsed)
 
 
 def _join_options(pieces: list[str]) -> list[str]:
@@ -364,10 +368,12 @@ def parse_override(item: str) -> tuple[list[str], Any]:
     key = key.strip()
     if not key:
         raise ConfigError(f"override {item!r} has an empty key")
-    try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
+    try:  # the file's loader: a str field inside a mapping or list keeps its text ({output_dir: 12:30})
+        value = yaml.load(raw, Loader=_UniqueKeyLoader) if raw.strip() else ""
     except yaml.YAMLError:
         value = raw
+    except ConfigError as e:  # {lr: 1, lr: 2}
+        raise ConfigError(f"override {item!r}: {e}") from None
     # YAML reads 1e-4 as a string; numbers are coerced by field type later, but help the common case
     if isinstance(value, str):
         try:

@@ -960,6 +960,9 @@ def test_a_config_file_gives_a_str_field_the_text_written_and_refuses_an_octal_n
             load_config(Cfg, p)
     with pytest.raises(ConfigError, match="^optim.lr: YAML reads 010 as the octal"):
         load_config(Cfg, None, ["optim.lr=010"])
+    p.write_text("optim: {betas: {a: 1}}\n")  # an error shows the values as YAML read them
+    with pytest.raises(ConfigError, match=r"^optim.betas: expected a list, got \{'a': 1\}"):
+        load_config(Cfg, p)
     p.write_text("steps: 07\noptim: {lr: 00}\n")  # the same number either way
     assert load_config(Cfg, p).steps == 7
 
@@ -994,6 +997,10 @@ def test_a_mapping_given_to_set_for_a_section_sets_only_its_keys(tmp_path):
         load_config(Cfg, p, ["optim=null"])
     with pytest.raises(ConfigError, match="unknown config key 'optim.lrr'"):
         load_config(Cfg, p, ["optim={lrr: 0.2}"])
+    # a str inside a mapping or list given to --set keeps its text, as in a file (12:30 was 750)
+    assert load_config(Cfg, None, ["optim={lr: 0.2}", "rewards=[12:30, 1.10]"]).rewards == ["12:30", "1.10"]
+    with pytest.raises(ConfigError, match=r"^override 'optim=\{lr: 1, lr: 2\}': key 'lr' appears twice"):
+        load_config(Cfg, None, ["optim={lr: 1, lr: 2}"])
 
 
 def test_a_key_given_twice_in_a_config_file_is_refused_naming_both_lines(tmp_path):
