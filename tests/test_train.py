@@ -162,6 +162,12 @@ def _no_model_load(monkeypatch) -> None:
     monkeypatch.setattr(adapters, "load_adapter", boom)
 
 
+def _refused(cfg: dict, tmp_path, capsys) -> str:
+    """Train `cfg`, which must stop with exit code 2 (an input refused); what it printed to stderr."""
+    assert main(["train", str(write(cfg, tmp_path / "c.yaml"))]) == 2
+    return capsys.readouterr().err
+
+
 def _user_module(tmp_path, monkeypatch, name: str, text: str) -> None:
     """The user's plug-in module `name`.py, importable as a `package.module:attr` path would need it."""
     (tmp_path / f"{name}.py").write_text(text)
@@ -1547,8 +1553,7 @@ def test_a_plugin_objective_off_the_contract_fails_before_the_model_loads(
         ("instance", "'cfgtest_objectives:instance' is a NoneType, not a class"),
     ]:
         cfg = tiny_config(sd3_dir, tmp_path / "run", objective__name=f"cfgtest_objectives:{attr}")
-        assert main(["train", str(write(cfg, tmp_path / "c.yaml"))]) == 2
-        err = capsys.readouterr().err
+        err = _refused(cfg, tmp_path, capsys)
         assert f"objective 'cfgtest_objectives:{attr}'" in err and msg in err, err
 
 
@@ -1565,8 +1570,7 @@ def test_a_plugin_objectives_loss_off_the_contract_is_refused_by_name(sd3_dir, t
         cfg = tiny_config(
             sd3_dir, tmp_path / attr, objective__name=f"cfgtest_objectives:{attr}", train__max_steps=1
         )
-        assert main(["train", str(write(cfg, tmp_path / "c.yaml"))]) == 2
-        err = capsys.readouterr().err
+        err = _refused(cfg, tmp_path, capsys)
         assert f"objective 'cfgtest_objectives:{attr}': loss(...)" in err and msg in err, err
 
 
@@ -1616,8 +1620,7 @@ def test_a_plugin_balancer_off_the_contract_is_refused_by_name(sd3_dir, tmp_path
     ]:
         cfg = tiny_config(sd3_dir, tmp_path / attr, train__max_steps=1)
         cfg["rewards"]["balancer"] = f"cfgtest_balancers:{attr}"
-        assert main(["train", str(write(cfg, tmp_path / "c.yaml"))]) == 2
-        err = capsys.readouterr().err
+        err = _refused(cfg, tmp_path, capsys)
         assert f"reward balancer 'cfgtest_balancers:{attr}'" in err and msg in err, err
     assert not (tmp_path / "two_args").exists()  # refused before the run folder (and the model) was made
 
@@ -1662,8 +1665,7 @@ def test_a_plugin_state_that_cannot_be_checkpointed_fails_before_the_model_loads
         ),
     ]:
         cfg = {**tiny_config(sd3_dir, tmp_path / "run"), **over}
-        assert main(["train", str(write(cfg, tmp_path / "c.yaml"))]) == 2
-        err = capsys.readouterr().err
+        err = _refused(cfg, tmp_path, capsys)
         assert msg in err and "plain Python values" in err, err
 
 
