@@ -165,7 +165,7 @@ def _coerce(value: Any, tp: Any, key: str, specs: bool = False) -> Any:
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
     overridden = isinstance(value, _Override)
-    if isinstance(value, _Override):
+    if overridden:
         # YAML's reading when it is a string (it strips quotes: --set log.output_dir='runs/a b'), else the text as
         # typed (YAML made 1e-4 a float, 12:30 the integer 750, "q: x" a mapping)
         text = value.parsed if isinstance(value.parsed, str) else str(value).strip()
