@@ -685,8 +685,9 @@ class FlowGRPOConfig:
 
 def ignored_settings(cfg: FlowGRPOConfig) -> list[str]:
     """Settings changed from their defaults that the chosen methods never read: a section of another method (kept
-    when the method is switched with ``--set``), one method's option, or LoRA's options under full fine-tuning. Each as ``key (read with KEY=VALUE)``.
-    Only built-in methods are judged: a plug-in (``package.module:attr``) may read any setting."""
+    when the method is switched with ``--set``), one method's option, or LoRA's options under full fine-tuning.
+    Each as ``key (read with KEY=VALUE)``. Only built-in methods are judged: a plug-in (``package.module:attr``) may
+    read any setting."""
     from dataclasses import fields
 
     o, s, r = cfg.objective, cfg.sampling, cfg.rewards
