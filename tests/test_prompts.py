@@ -9,9 +9,9 @@ import re
 import pytest
 
 from imgalign import shapes as W
-from imgalign.config import ConfigError
+from imgalign.config import ConfigError, load_config
 from imgalign.prompts.io import PromptFileError, load_geneval_metadata, load_prompts
-from imgalign.trainers.config import PromptConfig
+from imgalign.trainers.config import FlowGRPOConfig, PromptConfig
 from imgalign.trainers.prompting import PromptSampler
 
 
@@ -350,6 +350,9 @@ def test_an_unknown_shapes_task_and_a_folder_as_prompt_file_are_refused(tmp_path
 
     with pytest.raises(ValueError, match=r"prompts.tasks: unknown task\(s\) \['colour'\]"):
         PromptSampler(PromptConfig(tasks=["single_object", "colour"]))
+    # and when the config is checked (train --print-config passed it; only the run refused it)
+    with pytest.raises(ValueError, match=r"prompts.tasks: unknown task\(s\) \['colour'\]"):
+        load_config(FlowGRPOConfig, None, ["prompts.tasks=[single_object,colour]"])
     with pytest.raises(FileNotFoundError, match="does not exist"):
         check_prompt_source(str(tmp_path))
 

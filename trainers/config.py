@@ -113,6 +113,12 @@ class PromptConfig:
             raise ConfigError("prompts.test_fraction must be in [0, 1)")
         if self.source == "shapes" and not self.tasks:
             raise ConfigError("prompts.tasks is empty: name at least one GenEval task to draw prompts from")
+        if self.source == "shapes":  # was checked only when the sampler was built (--print-config passed it)
+            from imgalign.shapes import TASKS
+
+            bad = [t for t in self.tasks if t not in TASKS]
+            if bad:
+                raise ConfigError(f"prompts.tasks: unknown task(s) {bad}; valid tasks: {', '.join(TASKS)}")
 
 
 @dataclass

@@ -62,11 +62,7 @@ class PromptSampler:
         # (step, prompts drawn before it): a resumed run continues from its checkpoint's (resume_at)
         self._anchor = (0, 0)
         if cfg.source == "shapes":
-            from imgalign import shapes as W
-
-            bad = [t for t in cfg.tasks if t not in W.TASKS]
-            if bad:
-                raise ValueError(f"prompts.tasks: unknown task(s) {bad}; valid tasks: {', '.join(W.TASKS)}")
+            cfg.validate()  # its tasks (a PromptConfig built in code has not been validated)
         else:
             if cfg.source.startswith("generate:"):  # GenEval-style prompts drawn from the task definitions
                 from imgalign.eval.real import load_prompt_set
