@@ -101,6 +101,12 @@ class Reward:
                 f"reward {self.name!r} returned {out.scores.shape[0]} scores (shape {shape}) for {len(keep)} "
                 f"images: a reward returns one score per image, shape [{len(keep)}]"
             )
+        # details are zipped with the images (score's rows, a rollouts file): a short list misaligned them silently
+        if out.details is not None and len(out.details) != len(keep):
+            raise RuntimeError(
+                f"reward {self.name!r} returned {len(out.details)} details for {len(keep)} images: "
+                "RewardOutput.details holds one dict per image, or None"
+            )
         if len(keep) < n:  # scatter back; the non-finite rows are NaN
             full = torch.full((n,), float("nan"), dtype=out.scores.dtype, device=out.scores.device)
             full[keep] = out.scores

@@ -549,6 +549,9 @@ def test_the_reward_contract_refuses_mismatched_batches_and_unexpected_state() -
         RuntimeError, match=r"returned 1 scores \(shape \(1,\)\) for 2 images: .* shape \[2\]"
     ):
         short(x, ["", ""])
+    few = FunctionReward(lambda im, p, m: RewardOutput(im.mean(dim=(1, 2, 3)), [{"n": 1}]), name="few")
+    with pytest.raises(RuntimeError, match=r"'few' returned 1 details for 2 images: .* one dict per image"):
+        few(x, ["", ""])
     with pytest.raises(ValueError, match="keeps no state"):
         r.load_state_dict({"mean": 1.0})
     r.load_state_dict({})
