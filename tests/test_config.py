@@ -1134,3 +1134,21 @@ def test_a_plugin_rollout_or_penalty_that_cannot_take_its_arguments_is_refused_w
     ):
         PENALTIES.check("cfgtest_calls:LIMIT")
     assert PENALTIES.get("cfgtest_calls:penalty").__name__ == "penalty"
+
+
+def test_train_describe_shows_a_configs_values_beside_the_defaults(tmp_path, capsys):
+    """train CONFIG --describe (or with --set) listed the defaults only, ignoring both silently; each key now shows
+    the value they give, with its default where the two differ. Without them, defaults only."""
+    from imgalign.cli import main
+
+    assert main(["train", "--describe"]) == 0
+    plain = capsys.readouterr().out
+    assert "train.lr = 0.0001\n" in plain and "(default" not in plain
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("objective:\n  name: nft\n")
+    assert main(["train", str(cfg), "--set", "train.lr=0.002", "--describe"]) == 0
+    out = capsys.readouterr().out
+    assert "objective.name = 'nft'  (default 'grpo')\n" in out
+    assert "train.lr = 0.002  (default 0.0001)\n" in out
+    assert "train.ema_decay = 0.0\n" in out  # a key both leave at its default: no note
+    assert len(out.splitlines()) == len(plain.splitlines())

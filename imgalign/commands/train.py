@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -47,7 +48,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--max-steps", type=int, help="override train.max_steps")
     p.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
-    p.add_argument("--describe", action="store_true", help="list every config key with its default and help")
+    p.add_argument(
+        "--describe",
+        action="store_true",
+        help="list every config key with its default and help (with CONFIG or --set: the value they give, where "
+        "it differs)",
+    )
     p.set_defaults(func=run_train)
 
 
@@ -83,13 +89,30 @@ def load_train_config(args: argparse.Namespace):  # noqa: ANN201 - FlowGRPOConfi
         ) from None
 
 
+def _leaves(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A nested config dict's leaves by dotted key (``train.lr``)."""
+    out: dict[str, Any] = {}
+    for k, v in tree.items():
+        if isinstance(v, dict):
+            out.update(_leaves(v, f"{prefix}{k}."))
+        else:
+            out[prefix + k] = v
+    return out
+
+
 def run_train(args: argparse.Namespace) -> int:
     from imgalign.config import describe, to_dict
     from imgalign.trainers.config import FlowGRPOConfig, check_batch_layout
 
     if args.describe:
+        # with a CONFIG, --set, --max-steps or --output-dir: each key as that config sets it, beside its default
+        # where they differ (they were ignored, silently)
+        given = args.config or args.set or args.max_steps is not None or args.output_dir is not None
+        values = _leaves(to_dict(load_train_config(args))) if given else {}
         for key, default, text in describe(FlowGRPOConfig):
-            print(f"{key} = {default}\n    {text}")
+            shown = repr(values[key]) if key in values else default
+            note = f"  (default {default})" if shown != default else ""
+            print(f"{key} = {shown}{note}\n    {text}")
         return 0
     cfg = load_train_config(args)
     from imgalign.trainers.trainer import check_reward_names, preflight, run
