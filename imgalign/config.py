@@ -284,7 +284,11 @@ def _coerce(value: Any, tp: Any, key: str, specs: bool = False) -> Any:
         return number
     if tp is str:
         if isinstance(value, (dict, list)):
-            raise ConfigError(f"{key}: expected a string, got {value!r}")
+            # log.trackers: [tensorboard, wandb] is one text field that takes a comma list
+            hint = f" (where it takes several, write them as one comma list: {','.join(map(str, value))})"
+            raise ConfigError(
+                f"{key}: expected a string, got {value!r}{hint if isinstance(value, list) else ''}"
+            )
         return str(value)
     return value
 
