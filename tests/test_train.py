@@ -1646,6 +1646,44 @@ class LambdaState(GRPOObjective):
 """
 
 
+FLAKY_REWARD = """
+import os
+
+import torch
+
+
+def flaky(images, prompts, metadata=None):
+    calls = int(os.environ.get("FLAKY_CALLS", "0")) + 1
+    os.environ["FLAKY_CALLS"] = str(calls)
+    if calls == int(os.environ.get("FLAKY_FAIL_AT", "0")):
+        raise RuntimeError("the reward server went away")
+    return images[:, 0].mean(dim=(1, 2))
+"""
+
+
+def test_a_step_that_raises_names_the_last_checkpoint_and_resume_auto(sd3_dir, tmp_path, monkeypatch, caplog):
+    """A reward (or any plug-in) raising mid-run was its own traceback alone; the log now says which step failed,
+    the last whole checkpoint, and that --resume auto continues, which it does once the cause is gone."""
+    _user_module(tmp_path, monkeypatch, "cfgtest_flaky", FLAKY_REWARD)
+    monkeypatch.setenv("FLAKY_CALLS", "0")
+    for fail_at, last in ((2, "step-000001"), (1, "none yet")):
+        out = tmp_path / f"run{fail_at}"
+        cfg = tiny_config(sd3_dir, out, train__max_steps=3)
+        cfg["rewards"]["names"] = ["cfgtest_flaky:flaky"]
+        cfg["log"]["checkpoint_every"] = 1
+        path = write(cfg, tmp_path / f"c{fail_at}.yaml")
+        monkeypatch.setenv("FLAKY_CALLS", "0")
+        monkeypatch.setenv("FLAKY_FAIL_AT", str(fail_at))
+        caplog.clear()
+        with caplog.at_level("ERROR"), pytest.raises(RuntimeError, match="the reward server went away"):
+            main(["train", str(path)])
+        (msg,) = [r.getMessage() for r in caplog.records if "failed (the error follows)" in r.getMessage()]
+        assert f"step {fail_at} failed" in msg and last in msg and "--resume auto" in msg, msg
+        monkeypatch.setenv("FLAKY_FAIL_AT", "0")
+        assert main(["train", str(path), "--resume", "auto"]) == 0
+        assert [r["step"] for r in rows(out)] == [1, 2, 3]
+
+
 def test_a_plugin_state_that_cannot_be_checkpointed_fails_before_the_model_loads(
     sd3_dir, tmp_path, capsys, monkeypatch
 ):

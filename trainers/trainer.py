@@ -603,7 +603,19 @@ class FlowGRPOTrainer:
             eval_cost = self.evaluate(0).get("perf/sec_eval", 0.0)  # the base model, for before/after
         for step in range(self.start_step, cfg.train.max_steps):
             t0 = time.perf_counter()
-            metrics = self.train_step(step)
+            # a reward or plug-in raising mid-run: its traceback alone said nothing of resuming
+            try:
+                metrics = self.train_step(step)
+            except Exception:
+                if self.is_main:
+                    last = C.latest_checkpoint(self.out)
+                    log.error(
+                        "step %d failed (the error follows); the checkpoints written so far are whole (the last: "
+                        "%s): fix the cause, then add --resume auto to the same command to continue",
+                        step + 1,
+                        last if last is not None else "none yet, so the run starts again",
+                    )
+                raise
             metrics["perf/sec_step"] = time.perf_counter() - t0
             done = step + 1
             final = done == cfg.train.max_steps or self._out_of_time(
