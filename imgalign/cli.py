@@ -100,9 +100,37 @@ def _show_defaults(parser: argparse.ArgumentParser) -> None:
                 _show_defaults(p)
 
 
+def _chosen_parser(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The parser of the (sub)command `args` chose: ``imgalign world pretrain``'s, not ``imgalign``'s."""
+    while True:
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        name = getattr(args, subs[0].dest, None) if subs else None
+        if name not in (subs[0].choices if subs else {}):
+            return parser
+        parser = subs[0].choices[name]
+
+
+def unknown_arguments_message(unknown: list[str], parser: argparse.ArgumentParser) -> str:
+    """argparse's "unrecognized arguments" line, with the closest option of the command for each unknown one
+    (``--rewards`` -> ``--reward``, ``--output_dir`` -> ``--output-dir``)."""
+    import difflib
+
+    known = [o for a in parser._actions for o in a.option_strings if o.startswith("--")]
+    hints = []
+    for tok in unknown:
+        if tok.startswith("--"):
+            close = difflib.get_close_matches(tok.split("=", 1)[0].replace("_", "-"), known, n=1, cutoff=0.7)
+            hints += [f"{tok.split('=', 1)[0]}: did you mean {close[0]}?"] if close else []
+    found = f"unrecognized arguments: {' '.join(unknown)}"
+    return found + (f" ({'; '.join(hints)})" if hints else "")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # (what parse_args does, from the command's own parser, with the closest options named)
+        sub = _chosen_parser(parser, args)
+        sub.error(unknown_arguments_message(unknown, sub))
     # imgalign's own messages at INFO; libraries' (open_clip logs on the root logger) only from WARNING, unless -v.
     # basicConfig adds the handler once per process and then does nothing. The levels hold for this call only: an
     # in-process caller gets its own back (an earlier main(["-v", ...]) had left the root logger at DEBUG, and a

@@ -1485,3 +1485,26 @@ def test_geneval_judges_default_to_geneval_s_detector_and_clip(tmp_path, small_p
     argv = ["eval", "--suite", "geneval", "--model", "shapes", "--prompts", str(small_prompts)]
     assert main([*argv, "--out", str(tmp_path / "o"), "--device", "cpu"]) == 2
     assert seen == [(GENEVAL_DETECTOR, GENEVAL_CLIP)]
+
+
+def test_an_unknown_option_names_the_command_and_the_closest_option(capsys):
+    """argparse said "imgalign: error: unrecognized arguments: --rewards y": the program, not the command, and
+    nothing of --reward. The command's parser now says it, with the closest option for each unknown one."""
+    for argv, line in (
+        (
+            ["score", "x", "--reward", "geneval", "--out", "o", "--rewards", "y"],
+            "imgalign score: error: unrecognized arguments: --rewards y (--rewards: did you mean --reward?)",
+        ),
+        (
+            ["world", "pretrain", "--component", "clip", "--out", "o", "--job", "2", "--zzz"],
+            "imgalign world pretrain: error: unrecognized arguments: --zzz\n",  # --job is --jobs (abbreviated)
+        ),
+        (
+            ["train", "--output_dir=x"],
+            "imgalign train: error: unrecognized arguments: --output_dir=x (--output_dir: did you mean --output-dir?)",
+        ),
+    ):
+        with pytest.raises(SystemExit) as e:
+            main(argv)
+        err = capsys.readouterr().err
+        assert e.value.code == 2 and line in err, err
