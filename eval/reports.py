@@ -550,8 +550,14 @@ def compare_runs(
                 _, y = series(rows, key)
                 if len(y):
                     lines.append(f"| {label} | `{run.name}` | `{key}` | {y[0]:.4g} | {y[-1]:.4g} |")
+                elif any(key in row for row in rows):  # logged as NaN/inf only (a diverged KL)
+                    lines.append(f"| {label} | `{run.name}` | `{key}` | no finite value | — |")
                 else:  # e.g. balance/* of a run without rewards.diagnose_cosines: named, not left out silently
                     lines.append(f"| {label} | `{run.name}` | `{key}` | not logged | — |")
+    # NaN/inf rows are left out of the table and the plot: each run's are named (they vanished silently)
+    for label, items in runs.items():
+        for run, rows in items:
+            lines += [f"\n{label} `{run.name}`: {w}" for w in nonfinite_lines(rows, keys)]
     # a run without the x counter (--x perf/nfe_total for a run that predates it) has no curve in the plot
     no_x = [
         f"{label} `{run.name}`"

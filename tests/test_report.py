@@ -621,6 +621,25 @@ def test_report_compare_names_a_run_that_does_not_log_a_key(tmp_path):
     assert "| t | `tree` | `balance/neg_cos_share` | not logged | — |" in md
 
 
+def test_report_compare_names_the_non_finite_values_it_leaves_out(tmp_path):
+    """A run whose KL was NaN/inf on some steps showed only its finite ones in compare.md, and one whose KL was inf on
+    every step said 'not logged'; both are named, with their counts."""
+    for name, kls in (("some", (0.1, float("nan"), 0.3)), ("all", (float("inf"),) * 3)):
+        (tmp_path / name).mkdir()
+        rows = [{"step": i, "policy/kl": v} for i, v in enumerate(kls, start=1)]
+        (tmp_path / name / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    argv = ["report", "--compare", f"s={tmp_path / 'some'}", f"a={tmp_path / 'all'}", "--keys", "policy/kl"]
+    assert main([*argv, "--out", str(tmp_path / "c")]) == 0
+    md = (tmp_path / "c" / "compare.md").read_text()
+    assert "| s | `some` | `policy/kl` | 0.1 | 0.3 |" in md
+    assert "| a | `all` | `policy/kl` | no finite value | — |" in md
+    assert (
+        "s `some`: WARNING: non-finite (NaN/inf) values logged, left out of the table and the plots: `policy/kl` 1 of 3 rows"
+        in md
+    )
+    assert "a `all`: WARNING: non-finite (NaN/inf) values logged" in md and "`policy/kl` 3 of 3 rows" in md
+
+
 def test_report_compare_names_a_run_that_does_not_log_the_x_axis(tmp_path):
     """--x perf/nfe_total with a run that does not log it: the run had no curve in compare.png while the table
     listed it as compared, and --target said "0 logged points, fewer than --window" for it (also for a run that
