@@ -2330,6 +2330,91 @@ def test_resuming_with_a_changed_config_names_the_changes(sd3_dir, tmp_path, cap
     assert yaml.safe_load((out / "config.yaml").read_text())["train"]["lr"] == 0.002
 
 
+def test_a_resume_continues_the_runs_nfe_total(sd3_dir, tmp_path):
+    """perf/nfe_total counts the whole run's forward passes: a resumed step adds to the checkpoint's total, not to
+    zero (12 per step here: 4 samples x 3 steps, no CFG)."""
+    out = tmp_path / "run"
+    path = write(tiny_config(sd3_dir, out, train__max_steps=1), tmp_path / "c.yaml")
+    assert main(["train", str(path)]) == 0
+    assert main(["train", str(path), "--resume", "auto", "--max-steps", "2"]) == 0
+    assert [(x["perf/nfe"], x["perf/nfe_total"]) for x in rows(out)] == [(12, 12), (12, 24)]
+
+
+def test_a_checkpoint_without_its_prompt_position_continues_the_prompt_sequence(sd3_dir, tmp_path):
+    """A checkpoint that saved no prompt_position (an older imgalign) resumes where its step puts the prompt file's
+    sequence (step x sampling.prompts_per_step draws), so the resumed step trains the prompts an uninterrupted run
+    trains, not the first ones again."""
+    prompts = tmp_path / "p.txt"
+    prompts.write_text(
+        "".join(f"a photo of {n} cats\n" for n in ("one", "two", "three", "four", "five", "six"))
+    )
+
+    def step_prompts(out: Path) -> dict[int, list[str]]:
+        got: dict[int, list[str]] = {}
+        for line in (out / "rollouts.jsonl").read_text().splitlines():
+            r = json.loads(line)
+            got.setdefault(r["step"], []).append(r["prompt"])
+        return got
+
+    def config(out: Path, steps: int) -> Path:
+        cfg = tiny_config(sd3_dir, out, train__max_steps=steps, prompts__source=str(prompts))
+        cfg["log"]["save_rollouts"] = True
+        return write(cfg, tmp_path / f"{out.name}.yaml")
+
+    ref = tmp_path / "ref"
+    assert main(["train", str(config(ref, 2))]) == 0
+    out = tmp_path / "run"
+    path = config(out, 1)
+    assert main(["train", str(path)]) == 0
+    state_json = out / "checkpoints" / "step-000001" / "trainer_state" / "state.json"
+    state = json.loads(state_json.read_text())
+    del state["prompt_position"]  # as an older imgalign wrote it
+    state_json.write_text(json.dumps(state))
+    assert main(["train", str(path), "--resume", "auto", "--max-steps", "2"]) == 0
+    want = step_prompts(ref)
+    assert want[1] != want[2]  # the sequence moved on: a restart at its first prompts would show
+    assert step_prompts(out) == want
+
+
+def test_a_stateful_reward_missing_from_the_checkpoint_starts_fresh_and_says_so(sd3_dir, tmp_path, caplog):
+    """A stateful reward added on resume has no state in the checkpoint: it starts fresh, with a warning; one whose
+    state the checkpoint holds is loaded without it."""
+    out = tmp_path / "run"
+    cfg = tiny_config(sd3_dir, out, train__max_steps=1)
+    assert main(["train", str(write(cfg, tmp_path / "c.yaml"))]) == 0
+    cfg["rewards"]["names"] = [
+        "imgalign.trainers.testing:red_reward",
+        "imgalign.trainers.testing:RunningMeanReward",
+    ]
+    path = write(cfg, tmp_path / "c2.yaml")
+    fresh = "stateful reward(s) ['running_mean'] are not in checkpoint"
+    with caplog.at_level("WARNING"):
+        assert main(["train", str(path), "--resume", "auto", "--max-steps", "2"]) == 0
+    assert f"{fresh} {out / 'checkpoints' / 'step-000001'}: they start fresh" in caplog.text
+    assert rows(out)[1]["reward/running_mean/count"] == 4  # fresh: only the resumed step's images
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        assert main(["train", str(path), "--resume", "auto", "--max-steps", "3"]) == 0
+    assert "stateful reward(s)" not in caplog.text
+    assert rows(out)[2]["reward/running_mean/count"] == 8  # its state of step 2 went on
+
+
+def test_a_plugin_objective_resumed_from_a_checkpoint_without_its_state_starts_fresh(sd3_dir, tmp_path):
+    """A plug-in objective with load_state_dict, resumed from a checkpoint that holds no objective.pt (written with
+    an objective that keeps no state, e.g. grpo), starts from its own initial state instead of failing on the
+    missing file."""
+    out = tmp_path / "run"
+    cfg = tiny_config(sd3_dir, out, train__max_steps=1)
+    assert main(["train", str(write(cfg, tmp_path / "c.yaml"))]) == 0
+    assert not (out / "checkpoints" / "step-000001" / "trainer_state" / "objective.pt").exists()
+    cfg["objective"]["name"] = "imgalign.trainers.testing:counting_grpo"
+    assert main(["train", str(write(cfg, tmp_path / "c2.yaml")), "--resume", "auto", "--max-steps", "2"]) == 0
+    state = torch.load(
+        out / "checkpoints" / "step-000002" / "trainer_state" / "objective.pt", weights_only=True
+    )
+    assert state == {"updates": 1}  # counted from 0: the resumed step's one update
+
+
 def test_a_run_names_the_settings_its_methods_do_not_read(sd3_dir, tmp_path, caplog):
     """objective.name switched to grpo on an NFT config: the NFT section's changed values are named, once, before
     the model loads (they trained nothing)."""
