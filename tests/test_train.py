@@ -2229,6 +2229,63 @@ def test_a_second_start_of_the_same_job_into_a_folder_being_written_is_refused(s
     assert [x["step"] for x in rows(out)] == [1]
 
 
+def _another_process_locks(out: Path) -> bool:
+    """Whether another process can take the lock of output folder `out` (RUN/.lock) now (and let it go)."""
+    code = (
+        f"import fcntl, os, sys; fd = os.open({str(out / '.lock')!r}, os.O_RDWR | os.O_CREAT)\n"
+        "try:\n    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)\nexcept BlockingIOError:\n    sys.exit(1)"
+    )
+    return subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+def test_a_finished_run_lets_another_process_take_its_output_folder(sd3_dir, tmp_path):
+    """run() holds RUN/.lock while it trains and lets it go when it ends: an imgalign train in another process may
+    then continue the run (a caller that trains in-process and then starts `imgalign train --resume auto` in a
+    subprocess, as a sweep or a notebook does, was refused as a second start of the same job)."""
+    out = tmp_path / "run"
+    assert (
+        main(["train", str(write(tiny_config(sd3_dir, out, train__max_steps=1), tmp_path / "c.yaml"))]) == 0
+    )
+    assert (out / ".lock").is_file()
+    assert _another_process_locks(out)
+
+
+def test_run_keeps_only_the_warnings_of_the_other_processes(tmp_path, monkeypatch, caplog):
+    """The other processes (RANK >= 1) would repeat the main process's INFO lines: run() lets only their warnings
+    through while they train; the main process (RANK 0, or unset in a one-process run) logs its INFO lines, and the
+    caller's level comes back after."""
+    import logging
+
+    import imgalign.trainers.trainer as trainer
+
+    class Stub:
+        """The trainer's interface to run(), logging one INFO line and one warning as it trains."""
+
+        def __init__(self, cfg, output_dir) -> None:
+            self.out = Path(output_dir)
+
+        def setup(self, resume) -> None:
+            pass
+
+        def train(self) -> dict[str, float]:
+            trainer.log.info("info line")
+            trainer.log.warning("warning line")
+            return {}
+
+    monkeypatch.setattr(trainer, "FlowGRPOTrainer", Stub)
+    caplog.set_level(logging.INFO, logger="imgalign")
+    both, warning = ["info line", "warning line"], ["warning line"]
+    for rank, want in ((None, both), ("0", both), ("1", warning), ("3", warning)):
+        if rank is None:
+            monkeypatch.delenv("RANK", raising=False)
+        else:
+            monkeypatch.setenv("RANK", rank)
+        caplog.clear()
+        assert trainer.run(None, tmp_path / "run") == {}
+        assert [r.getMessage() for r in caplog.records] == want, rank
+        assert logging.getLogger("imgalign").level == logging.INFO
+
+
 def test_a_folder_holding_a_run_is_refused_without_resume(sd3_dir, tmp_path, capsys):
     """Training into a folder that holds a run, without --resume, would append to its metrics and overwrite its
     checkpoints: refused before any model loads, the earlier run untouched. A stale metrics row past the last
@@ -3723,21 +3780,13 @@ def test_the_output_folder_lock_is_taken_again_by_its_process_and_freed_whatever
     out = tmp_path / "run"
     out.mkdir()
     monkeypatch.chdir(tmp_path)
-    code = (
-        f"import fcntl, os, sys; fd = os.open({str(out / '.lock')!r}, os.O_RDWR | os.O_CREAT)\n"
-        "try:\n    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)\nexcept BlockingIOError:\n    sys.exit(1)"
-    )
-
-    def another_process_locks() -> bool:
-        return subprocess.run([sys.executable, "-c", code]).returncode == 0
-
     try:
         assert C.lock_output_dir(Path("run"))
         assert C.lock_output_dir(out)  # the same folder, absolute: this process's own lock
-        assert not another_process_locks()
+        assert not _another_process_locks(out)
     finally:
         C.unlock_output_dir(Path("run"))
-    assert another_process_locks()
+    assert _another_process_locks(out)
 
 
 def test_a_write_error_names_the_os_reason_or_the_first_line_of_the_exception():
