@@ -363,6 +363,17 @@ def to_dict(cfg: Any) -> dict[str, Any]:
     return conv(cfg)
 
 
+def leaves(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A nested dict's (a :func:`to_dict` config's) leaves by dotted key: ``{"train.lr": 1e-4, ...}``."""
+    out: dict[str, Any] = {}
+    for k, v in tree.items():
+        if isinstance(v, dict):
+            out.update(leaves(v, f"{prefix}{k}."))
+        else:
+            out[prefix + k] = v
+    return out
+
+
 def parse_override(item: str) -> tuple[list[str], Any]:
     """``"a.b=1e-4"`` -> (["a", "b"], "1e-4" with ``.parsed`` 0.0001): the text as typed (for string fields) and
     what YAML makes of it (lists, booleans, numbers), chosen by the field's type in :func:`_coerce`."""

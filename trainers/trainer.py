@@ -33,7 +33,7 @@ import torch
 import yaml
 from safetensors import SafetensorError
 
-from imgalign.config import ConfigError, to_dict
+from imgalign.config import ConfigError, leaves, to_dict
 from imgalign.trainers import checkpoint as C
 from imgalign.trainers.config import FlowGRPOConfig, check_batch_layout, ignored_settings
 from imgalign.trainers.grpo import off_policy_warning
@@ -1279,14 +1279,10 @@ class FlowGRPOTrainer:
         log.info("resumed from %s at step %d", ckpt, self.start_step)
 
 
-def _flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in d.items():
-        if isinstance(v, dict):
-            out.update(_flat(v, f"{prefix}{k}."))
-        else:
-            out[f"{prefix}{k}"] = v if isinstance(v, (int, float, str, bool)) else str(v)
-    return out
+def _flat(d: dict[str, Any]) -> dict[str, Any]:
+    """A config dict's leaves by dotted key, each a number, string or bool (a list as its text): what trackers take
+    as hyper-parameters, and what a resume compares."""
+    return {k: v if isinstance(v, (int, float, str, bool)) else str(v) for k, v in leaves(d).items()}
 
 
 def run(

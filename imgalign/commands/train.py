@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
-from typing import Any
 
 import yaml
 
@@ -89,26 +88,15 @@ def load_train_config(args: argparse.Namespace):  # noqa: ANN201 - FlowGRPOConfi
         ) from None
 
 
-def _leaves(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """A nested config dict's leaves by dotted key (``train.lr``)."""
-    out: dict[str, Any] = {}
-    for k, v in tree.items():
-        if isinstance(v, dict):
-            out.update(_leaves(v, f"{prefix}{k}."))
-        else:
-            out[prefix + k] = v
-    return out
-
-
 def run_train(args: argparse.Namespace) -> int:
-    from imgalign.config import describe, to_dict
+    from imgalign.config import describe, leaves, to_dict
     from imgalign.trainers.config import FlowGRPOConfig, check_batch_layout
 
     if args.describe:
         # with a CONFIG, --set, --max-steps or --output-dir: each key as that config sets it, beside its default
         # where they differ (they were ignored, silently)
         given = args.config or args.set or args.max_steps is not None or args.output_dir is not None
-        values = _leaves(to_dict(load_train_config(args))) if given else {}
+        values = leaves(to_dict(load_train_config(args))) if given else {}
         for key, default, text in describe(FlowGRPOConfig):
             shown = repr(values[key]) if key in values else default
             note = f"  (default {default})" if shown != default else ""
