@@ -1078,19 +1078,30 @@ class FlowGRPOTrainer:
             C_txt.write_text("\n".join(prompts[: len(ims)]) + "\n")
 
     # ------------------------------------------------------------------------------------------------ checkpoints
+    @staticmethod
+    def _checked_state(what: str, owner: Any, state: Any) -> Any:
+        """`owner`'s `state`; a plug-in's (a class outside imgalign) is checked to go into a checkpoint and come back
+        (:func:`imgalign.trainers.checkpoint.check_plain_state`). Built-in states fit by construction, and NFT's
+        holds a copy of the trained weights: a round trip of it at every save would be a second copy in memory."""
+        if not type(owner).__module__.startswith("imgalign."):
+            C.check_plain_state(what, state)
+        return state
+
     def _reward_states(self) -> dict[str, Any]:
-        """Each stateful reward's state_dict(), checked to go into a checkpoint and come back
-        (:func:`imgalign.trainers.checkpoint.check_plain_state`)."""
-        states = {k: r.state_dict() for k, r in self.rewards.items() if getattr(r, "stateful", False)}
-        for key, state in states.items():
-            C.check_plain_state(f"reward {key!r}", state)
-        return states
+        """Each stateful reward's state_dict() (a plug-in's checked: :meth:`_checked_state`)."""
+        return {
+            k: self._checked_state(f"reward {k!r}", r, r.state_dict())
+            for k, r in self.rewards.items()
+            if getattr(r, "stateful", False)
+        }
 
     def _check_plugin_states(self) -> None:
-        """Before any model loads: the objective's and the stateful rewards' state must fit a checkpoint (found at
+        """Before any model loads: a plug-in objective's and stateful reward's state must fit a checkpoint (found at
         the first save, a lambda or a numpy array lost the steps before it, or the checkpoint failed to resume)."""
         if hasattr(self.objective, "state_dict"):
-            C.check_plain_state(f"objective {self.cfg.objective.name!r}", self.objective.state_dict())
+            self._checked_state(
+                f"objective {self.cfg.objective.name!r}", self.objective, self.objective.state_dict()
+            )
         self._reward_states()
 
     def save(self, step: int) -> Path:
@@ -1116,8 +1127,10 @@ class FlowGRPOTrainer:
             C.torch_save(self.scheduler.state_dict(), st / "scheduler.pt")
             if hasattr(self.objective, "state_dict"):
                 state = self.objective.state_dict()
-                C.check_plain_state(f"objective {cfg.objective.name!r}", state)
-                C.torch_save(state, st / "objective.pt")
+                C.torch_save(
+                    self._checked_state(f"objective {cfg.objective.name!r}", self.objective, state),
+                    st / "objective.pt",
+                )
             if self.balancing is not None:
                 C.torch_save(self.balancing.state_dict(), st / "balance.pt")
             C.torch_save(self._reward_states(), st / "rewards.pt")
