@@ -2915,6 +2915,33 @@ def test_a_plugin_penalty_that_does_not_reduce_to_one_value_per_sample_is_named(
     assert float(add_penalty(cfg, torch.zeros(()), v, v_ref, w, {})) == 2.0
 
 
+def test_a_plugin_penalty_without_a_graph_is_named(monkeypatch):
+    """A velocity penalty returning a constant (here NaN) or a detached value added nothing to the gradient: the run
+    trained unpenalised and logged policy/penalty=nan. It is named; one computed from v_theta trains."""
+    import sys
+    import types
+
+    from imgalign.trainers.config import ObjectiveConfig
+    from imgalign.trainers.objectives import add_penalty
+
+    mod = types.ModuleType("my_lab_pen2")
+    mod.constant = lambda v, v_ref: torch.full((v.shape[0],), float("nan"))
+    mod.detached = lambda v, v_ref: v.detach().pow(2).sum(1)
+    mod.fine = lambda v, v_ref: v.pow(2).sum(1)
+    monkeypatch.setitem(sys.modules, "my_lab_pen2", mod)
+    v, v_ref, w = torch.ones(3, 2, requires_grad=True), torch.zeros(3, 2), torch.ones(3)
+    for attr in ("constant", "detached"):
+        cfg = ObjectiveConfig(penalty=f"my_lab_pen2:{attr}", penalty_weight=1.0)
+        with pytest.raises(
+            ValueError, match=rf"penalty 'my_lab_pen2:{attr}' returned a tensor without a graph"
+        ):
+            add_penalty(cfg, torch.zeros(()), v, v_ref, w, {})
+    cfg = ObjectiveConfig(penalty="my_lab_pen2:fine", penalty_weight=1.0)
+    loss = add_penalty(cfg, torch.zeros(()), v, v_ref, w, {})
+    loss.backward()
+    torch.testing.assert_close(v.grad, torch.full((3, 2), 2.0 / 3))
+
+
 def test_a_plugin_rollout_returning_no_rollout_is_named(sd3_dir, tmp_path, monkeypatch, capsys):
     """A rollout strategy of the right signature returning None (or a batch of another size) was an AttributeError
     traceback in the divergence mask; the step stops with one error naming sampling.rollout and the contract."""

@@ -113,6 +113,13 @@ def add_penalty(
             "returns one value per sample, a tensor of shape [b] (reduce the other dimensions, e.g. "
             ".flatten(1).mean(1))"
         )
+    # a constant (a NaN, say) added nothing to the gradient: the run trained unpenalised, logging policy/penalty=nan
+    if v.requires_grad and not pen.requires_grad:
+        raise ValueError(
+            f"objective.penalty {cfg.penalty!r} returned a tensor without a graph (requires_grad is False), so it "
+            "cannot change the weights: compute it from v_theta (its first argument), not under torch.no_grad(), "
+            "from detached tensors or as a constant"
+        )
     pen = pen.reshape(-1)
     metrics["policy/penalty"] = float(_masked_mean(pen.detach(), w))
     return loss + cfg.penalty_weight * _masked_mean(pen, w)
