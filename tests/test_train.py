@@ -445,21 +445,22 @@ def test_setup_builds_the_optimizer_schedule_lora_and_reward_weights_from_the_co
 
 def test_a_full_fine_tune_keeps_a_reference_copy_for_the_evaluations_vnorm_alone(sd3_dir, tmp_path):
     """Without KL, penalty or anchor the objective needs no reference; eval.vnorm_images > 0 still measures
-    ||v_theta|| / ||v_ref|| at every evaluation, so the frozen copy is kept (else the evaluation raised)."""
+    ||v_theta|| / ||v_ref|| at every evaluation, so the frozen copy is kept (else the evaluation raised). With the
+    evaluation off (eval.every=-1) it is not: a full fine-tune held a second copy of the transformer for nothing."""
     from imgalign.config import load_config
     from imgalign.trainers.config import FlowGRPOConfig
     from imgalign.trainers.trainer import FlowGRPOTrainer
 
-    for vnorm in (0, 2):
-        cfg_d = tiny_config(sd3_dir, tmp_path / f"run{vnorm}", objective__kl_beta=0.0)
-        cfg_d["eval"].update(vnorm_images=vnorm)
+    for vnorm, every in ((0, 0), (2, 0), (2, -1)):
+        cfg_d = tiny_config(sd3_dir, tmp_path / f"run{vnorm}{every}", objective__kl_beta=0.0)
+        cfg_d["eval"].update(vnorm_images=vnorm, every=every)
         tr = FlowGRPOTrainer(
-            load_config(FlowGRPOConfig, write(cfg_d, tmp_path / "c.yaml")), tmp_path / f"run{vnorm}"
+            load_config(FlowGRPOConfig, write(cfg_d, tmp_path / "c.yaml")), tmp_path / f"run{vnorm}{every}"
         )
         tr.setup()
         assert not tr.objective.needs_reference
-        assert (tr.adapter._reference is not None) == (vnorm > 0)
-        if vnorm:
+        assert (tr.adapter._reference is not None) == (vnorm > 0 and every >= 0)
+        if tr.adapter._reference is not None:
             with tr.adapter.reference() as ref:
                 assert ref is not tr.adapter.transformer
 

@@ -324,9 +324,11 @@ class FlowGRPOTrainer:
                 cfg.train.seed,
             )
         else:
-            # the frozen copy also serves the evaluation's norm-inflation measurement (eval.vnorm_images)
+            # the frozen copy also serves the evaluation's norm-inflation measurement (eval.vnorm_images), when the
+            # run evaluates
+            measures = cfg.eval.vnorm_images > 0 and cfg.eval.every >= 0
             a.enable_full_finetune(
-                keep_reference=getattr(self.objective, "needs_reference", False) or cfg.eval.vnorm_images > 0
+                keep_reference=getattr(self.objective, "needs_reference", False) or measures
             )
         if cfg.model.trainable_modules:  # the count is in the "trainable parameters" line below
             a.restrict_trainable(cfg.model.trainable_modules)
