@@ -115,6 +115,12 @@ def test_settings_of_an_unselected_method_are_listed_as_unused():
         "model.lora_targets (read with model.lora_rank > 0)",
     ]
     assert unused("model.lora_rank=8", "model.lora_alpha=16", "model.lora_targets=[to_q]") == []
+    # the evaluation's options with the evaluation off: eval.at_start evaluated nothing, silently
+    assert unused("eval.every=-1", "eval.at_start=true", "eval.suite=reward", "eval.vnorm_images=0") == [
+        "eval.at_start (read with eval.every >= 0)",
+        "eval.vnorm_images (read with eval.every >= 0)",
+    ]
+    assert unused("eval.every=0", "eval.at_start=true", "eval.vnorm_images=0") == []
     marble = ["rewards.marble.gram=params", "rewards.marble.ema=0.5"]
     assert unused(*marble) == [
         "rewards.marble.gram (read with rewards.balancer=marble)",

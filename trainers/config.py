@@ -691,7 +691,8 @@ class FlowGRPOConfig:
 
 def ignored_settings(cfg: FlowGRPOConfig) -> list[str]:
     """Settings changed from their defaults that the chosen methods never read: a section of another method (kept
-    when the method is switched with ``--set``), one method's option, or LoRA's options under full fine-tuning.
+    when the method is switched with ``--set``), one method's option, LoRA's options under full fine-tuning, or the
+    evaluation's options with the evaluation off (``eval.every=-1``).
     Each as ``key (read with KEY=VALUE)``. Only built-in methods are judged: a plug-in (``package.module:attr``) may
     read any setting."""
     from dataclasses import fields
@@ -706,6 +707,7 @@ def ignored_settings(cfg: FlowGRPOConfig) -> list[str]:
         ("objective.nft.", o.nft, NFTConfig(), o.name == "grpo", "objective.name=nft"),
         ("sampling.tree.", s.tree, TreeConfig(), s.rollout == "flat", "sampling.rollout=tree"),
         ("rewards.marble.", r.marble, MarbleConfig(), unmarbled, "rewards.balancer=marble"),
+        ("eval.", cfg.eval, EvalConfig(), cfg.eval.every == -1, "eval.every >= 0"),
     ]
     out = []
     for prefix, section, default, ignored, reader in groups:
@@ -716,6 +718,9 @@ def ignored_settings(cfg: FlowGRPOConfig) -> list[str]:
             if section is cfg.model and f.name not in ("lora_alpha", "lora_targets"):
                 continue
             if section is r.marble and f.name == "gram" and r.diagnose_cosines:
+                continue
+            # eval.suite=reward also holds the test prompts out of training
+            if section is cfg.eval and f.name in ("every", "suite"):
                 continue
             if getattr(section, f.name) != getattr(default, f.name):
                 out.append(f"{prefix}{f.name} (read with {reader})")
