@@ -1016,6 +1016,29 @@ def test_settings_that_take_no_negative_or_infinite_value_are_refused():
     tiny_config(patch=8, t5_tokens=0).validate()  # the largest patch (4 image tokens) and no 'T5' token
 
 
+def test_loss_weights_and_weight_decay_that_are_negative_or_infinite_are_refused():
+    """vae_fg_weight, vae_kl and weight_decay were unchecked: a negative one trained away from its target (AdamW
+    refused a negative decay only after the renders), an infinite one to NaN. The CLIP's and VLM's decay too."""
+    for bad, msg in (
+        ({"vae_fg_weight": 0.0}, r"^vae_fg_weight must be > 0 and finite \(got 0.0\); set it with --set"),
+        ({"vae_fg_weight": math.inf}, r"^vae_fg_weight must be > 0 and finite"),
+        ({"vae_kl": -1e-6}, r"^vae_kl must be >= 0 and finite"),
+        ({"vae_mix": math.inf}, r"^vae_mix must be >= 0 and finite"),
+        ({"weight_decay": -0.01}, r"^weight_decay must be >= 0 and finite"),
+        ({"weight_decay": math.nan}, r"^weight_decay must be >= 0 and finite"),
+        ({"logit_mean": math.inf}, r"^logit_mean must be finite"),
+    ):
+        with pytest.raises(ValueError, match=msg):
+            tiny_config(**bad).validate()
+    tiny_config(vae_kl=0.0, vae_mix=0.0, vae_noise=0.0, weight_decay=0.0, vae_fg_weight=1.0).validate()
+    from imgalign.pretrain import clip, vlm
+
+    for mod in (clip, vlm):
+        mod.Config(weight_decay=0.0).validate()
+        with pytest.raises(ValueError, match=r"^weight_decay must be >= 0 and finite \(got -1.0\)"):
+            mod.Config(weight_decay=-1.0).validate()
+
+
 def test_an_init_from_folder_with_a_damaged_model_index_is_named(tmp_path):
     """json.JSONDecodeError cannot be rebuilt from one message: the check raised a TypeError about its
     constructor instead of naming the folder and the file."""

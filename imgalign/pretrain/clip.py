@@ -93,7 +93,7 @@ class Config:
     threads: int = field(1, help="torch CPU threads")
 
     def validate(self) -> None:
-        from imgalign.pretrain.encoder_common import check_at_least, check_rates
+        from imgalign.pretrain.encoder_common import check_at_least, check_rates, check_weights
 
         # sizes of 0 were a ZeroDivisionError traceback (heads) or a model built with nothing in it
         sizes = ("embed_dim", "vision_width", "vision_layers", "vision_head_width", "patch_size")
@@ -116,6 +116,7 @@ class Config:
             )
         check_at_least(self, 1, "eval_images", "checkpoint_every", "threads")
         check_rates(self, "lr")
+        check_weights(self, "weight_decay")
         if self.vision_arch not in ("resnet", "vit"):
             raise ValueError(f"clip: vision_arch must be resnet or vit, got {self.vision_arch!r}")
         if self.vision_arch == "vit" and W.IMAGE_SIZE % self.patch_size:

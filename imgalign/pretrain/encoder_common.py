@@ -234,6 +234,16 @@ def check_rates(cfg: Any, *names: str) -> None:
             )
 
 
+def check_weights(cfg: Any, *names: str, positive: bool = False) -> None:
+    """Raise naming the first loss weight or decay of `names` that is negative (0 too when `positive`) or not
+    finite: a negative one trained toward the opposite, an infinite one to NaN, after the renders."""
+    for name in names:
+        v = getattr(cfg, name)
+        if not (v > 0 if positive else v >= 0) or not math.isfinite(v):
+            bound = "> 0" if positive else ">= 0"
+            raise ValueError(f"{name} must be {bound} and finite (got {v}); set it with --set {name}=X")
+
+
 def replace_dir(tmp: Path, final: Path) -> None:
     """Move a fully written folder `tmp` into place at `final` (the old one is removed only after)."""
     old = final.with_name(final.name + ".old")

@@ -131,9 +131,16 @@ class Config:
     )
 
     def validate(self) -> None:
-        from imgalign.pretrain.encoder_common import check_at_least, check_rates
+        from imgalign.pretrain.encoder_common import check_at_least, check_rates, check_weights
 
         check_rates(self, "lr", "vae_lr")
+        # a negative weight or decay passed and trained away from its target; inf trained to NaN
+        check_weights(self, "vae_fg_weight", positive=True)
+        check_weights(self, "vae_kl", "vae_mix", "vae_noise", "weight_decay")
+        if not math.isfinite(self.logit_mean):
+            raise ValueError(
+                f"logit_mean must be finite (got {self.logit_mean}); set it with --set logit_mean=X"
+            )
 
         check_at_least(
             self,
@@ -181,8 +188,6 @@ class Config:
             )
         if self.patch not in (1, 2, 4, 8) or self.vae_crop % 4:
             raise ValueError("patch must be 1, 2, 4 or 8 and vae_crop a multiple of 4")
-        if self.vae_mix < 0 or self.vae_noise < 0:
-            raise ValueError("vae_mix and vae_noise must be >= 0 (0 turns them off)")
         if len(self.vae_channels) != 3:
             raise ValueError(
                 f"vae_channels needs 3 entries ({IMAGE_SIDE}x{IMAGE_SIDE} -> {LATENT_SIDE}x{LATENT_SIDE} latents)"

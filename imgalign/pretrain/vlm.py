@@ -114,7 +114,7 @@ class Config:
     threads: int = field(1, help="torch CPU threads")
 
     def validate(self) -> None:
-        from imgalign.pretrain.encoder_common import check_at_least, check_rates
+        from imgalign.pretrain.encoder_common import check_at_least, check_rates, check_weights
 
         # sizes of 0 were a ZeroDivisionError traceback (heads) or a model built with nothing in it
         sizes = ("vision_width", "vision_layers", "vision_heads", "patch_size", "text_width", "text_layers")
@@ -147,6 +147,7 @@ class Config:
             )
         check_at_least(self, 1, "eval_pairs", "checkpoint_every", "threads")
         check_rates(self, "lr")
+        check_weights(self, "weight_decay")
         if not 0.0 <= self.query_prob <= 1.0:
             raise ValueError("vlm: query_prob must be in [0, 1]")
 
