@@ -26,6 +26,20 @@ class ConfigError(ValueError):
     """A config file or override that does not fit the schema."""
 
 
+MAX_SEED = 2**63 - 1
+
+
+def check_seed(name: str, value: int) -> None:
+    """Raise a ConfigError naming seed `name` unless it is an integer from 0 to 2**63 - 1. A negative seed aliased
+    another silently (Python's ``random`` takes its absolute value, torch wraps it modulo 2**64), and -1 does not
+    mean "a random seed" here as it does in some tools."""
+    if not 0 <= value <= MAX_SEED:
+        random = "; -1 draws no random seed here" if value == -1 else ""
+        raise ConfigError(
+            f"{name} must be an integer from 0 to 2**63 - 1 (got {value}{random}): give one, e.g. 0"
+        )
+
+
 def import_user_module(module: str, what: str) -> types.ModuleType:
     """Import the module of a user's ``module:attr`` (`what` names it in messages: ``reward 'pkg.mod:fn'``).
 

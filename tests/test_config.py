@@ -444,6 +444,40 @@ def test_nan_and_out_of_range_optimiser_settings_are_config_errors(tmp_path):
         assert load_config(FlowGRPOConfig, None, [f"log.trackers={names}"]).log.trackers == names
 
 
+def test_a_negative_or_too_large_seed_is_refused_in_configs_and_on_the_command_line(tmp_path, capsys):
+    """A negative seed aliased another silently (Python's random takes |seed|, torch wraps it modulo 2**64), and -1
+    drew no random seed as it does in some tools: train.seed, prompts.seed, eval.seed, the pretraining configs'
+    seed and every --seed option refuse one; 0 and 2**63 - 1 pass."""
+    from imgalign.cli import main
+    from imgalign.pretrain import clip, t2i, vlm
+    from imgalign.trainers.config import FlowGRPOConfig
+
+    for key in ("train.seed", "prompts.seed", "eval.seed"):
+        with pytest.raises(
+            ConfigError, match=rf"^{key} must be an integer from 0 to 2\*\*63 - 1 \(got -1; -1 draws"
+        ):
+            load_config(FlowGRPOConfig, None, [f"{key}=-1"])
+        with pytest.raises(ConfigError, match=rf"^{key} must be .* \(got {2**63}\): give one, e.g. 0"):
+            load_config(FlowGRPOConfig, None, [f"{key}={2**63}"])
+        assert load_config(FlowGRPOConfig, None, [f"{key}={2**63 - 1}"])
+    for mod in (t2i, clip, vlm):
+        with pytest.raises(ValueError, match=r"^seed must be an integer from 0"):
+            mod.Config(seed=-3).validate()
+    for argv in (
+        ["eval", "--ground-truth", "--seed", "-1", "--out", str(tmp_path / "o")],
+        ["world", "render", "--seed", "-1", "--out", str(tmp_path / "o")],
+        ["rewards", "check", "--reward", "clip", "--seed", "x1"],
+    ):
+        with pytest.raises(SystemExit) as exc:  # argparse's usage error, as for any bad option value
+            main(argv)
+        assert exc.value.code == 2
+        err = capsys.readouterr().err
+        assert "argument --seed: " in err and (
+            "a seed must be an integer from 0" in err or "'x1' is not" in err
+        )
+    assert not (tmp_path / "o").exists()
+
+
 def test_a_reward_spec_keeps_its_options_in_every_list_form(tmp_path):
     """`a,b` and `[a, b]` in --set and in a YAML file: a spec's key=value options stay with it, and YAML's reading
     of an unquoted `geneval: mode=strict` (a mapping) is the spec as written (they were split into two rewards,

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from imgalign.config import ConfigError, field
+from imgalign.config import ConfigError, check_seed, field
 from imgalign.trainers.nft import NFTConfig
 from imgalign.trainers.tree import TreeConfig, tree_spec_for_step
 
@@ -109,6 +109,7 @@ class PromptConfig:
     seed: int = field(0, help="seed of the split and of the per-step prompt sequence")
 
     def validate(self) -> None:
+        check_seed("prompts.seed", self.seed)
         if not 0.0 <= self.test_fraction < 1.0:
             raise ConfigError("prompts.test_fraction must be in [0, 1)")
         if self.source == "shapes" and not self.tasks:
@@ -455,6 +456,7 @@ class TrainConfig:
     )
 
     def validate(self) -> None:
+        check_seed("train.seed", self.seed)
         if self.max_steps < 1:
             raise ConfigError("train.max_steps must be >= 1")
         if not 0 < self.lr < math.inf:
@@ -515,6 +517,7 @@ class EvalConfig:
     )
 
     def validate(self) -> None:
+        check_seed("eval.seed", self.seed)
         if self.suite not in ("shapes", "reward"):
             raise ConfigError(f"eval.suite: unknown suite {self.suite!r}; valid: shapes, reward")
         if self.every < -1:  # any negative value meant never, silently

@@ -2,9 +2,25 @@
 
 from __future__ import annotations
 
+import argparse
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+
+
+def seed_arg(text: str) -> int:
+    """argparse type of a ``--seed``: an integer from 0 to 2**63 - 1 (see :func:`imgalign.config.check_seed`)."""
+    from imgalign.config import ConfigError, check_seed
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer seed (e.g. 0)") from None
+    try:
+        check_seed("a seed", value)
+    except ConfigError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return value
 
 
 def check_output_file(path: Path, flag: str = "--out") -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from imgalign import shapes as W
-from imgalign.commands import check_output_folder
+from imgalign.commands import check_output_folder, seed_arg
 from imgalign.commands.world import check_shapes_metadata, render_folder
 from imgalign.eval.geneval import GENEVAL_CLIP
 from imgalign.eval.suite import atomic_write_text, copy_folder, judge_folder, read_folder, read_folder_index
@@ -44,7 +44,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--images-per-prompt", type=int, help="images per prompt with --model / --ground-truth (default 4)"
     )
-    p.add_argument("--seed", type=int, help="seed of the images with --model / --ground-truth (default 0)")
+    p.add_argument(
+        "--seed", type=seed_arg, help="seed of the images with --model / --ground-truth (default 0)"
+    )
     p.add_argument(
         "--steps",
         type=int,

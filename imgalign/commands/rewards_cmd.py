@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from imgalign.cli import CLIError
-from imgalign.commands import check_device
+from imgalign.commands import check_device, seed_arg
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -77,7 +77,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     q = rs.add_parser("check", help="shapes sanity check: true prompt scored above a corrupted one?")
     q.add_argument("--reward", action="append", required=True, metavar="NAME[:key=value,...]")
     q.add_argument("--n", type=int, default=240, help="number of rendered prompt pairs")
-    q.add_argument("--seed", type=int, default=0)
+    q.add_argument("--seed", type=seed_arg, default=0)
     q.add_argument(
         "--kinds",
         default="shape,colour,count,relation,swap",

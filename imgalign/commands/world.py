@@ -10,7 +10,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from imgalign import shapes as W
-from imgalign.commands import check_output_folder
+from imgalign.commands import check_output_folder, seed_arg
 from imgalign.eval.suite import write_prompt_folder
 from imgalign.prompts.io import load_geneval_metadata
 from imgalign.sampling import image_seed
@@ -27,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--prompts", required=True, help="GenEval metadata JSONL (e.g. prompts/shapes_geneval.jsonl)"
     )
     r.add_argument("--images-per-prompt", type=int, default=4)
-    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--seed", type=seed_arg, default=0)
     r.add_argument("--out", required=True, help="output folder")
     r.set_defaults(func=run_render)
     pt = wsub.add_parser("pretrain", help="train the embedded models on shapes data (seeded, resumable)")

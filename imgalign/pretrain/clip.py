@@ -93,8 +93,10 @@ class Config:
     threads: int = field(1, help="torch CPU threads")
 
     def validate(self) -> None:
+        from imgalign.config import check_seed
         from imgalign.pretrain.encoder_common import check_at_least, check_rates, check_weights
 
+        check_seed("seed", self.seed)
         # sizes of 0 were a ZeroDivisionError traceback (heads) or a model built with nothing in it
         sizes = ("embed_dim", "vision_width", "vision_layers", "vision_head_width", "patch_size")
         check_at_least(self, 1, *sizes, "text_width", "text_layers", "text_heads")

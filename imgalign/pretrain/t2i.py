@@ -131,8 +131,10 @@ class Config:
     )
 
     def validate(self) -> None:
+        from imgalign.config import check_seed
         from imgalign.pretrain.encoder_common import check_at_least, check_rates, check_weights
 
+        check_seed("seed", self.seed)
         check_rates(self, "lr", "vae_lr")
         # a negative weight or decay passed and trained away from its target; inf trained to NaN
         check_weights(self, "vae_fg_weight", positive=True)

@@ -114,8 +114,10 @@ class Config:
     threads: int = field(1, help="torch CPU threads")
 
     def validate(self) -> None:
+        from imgalign.config import check_seed
         from imgalign.pretrain.encoder_common import check_at_least, check_rates, check_weights
 
+        check_seed("seed", self.seed)
         # sizes of 0 were a ZeroDivisionError traceback (heads) or a model built with nothing in it
         sizes = ("vision_width", "vision_layers", "vision_heads", "patch_size", "text_width", "text_layers")
         check_at_least(self, 1, *sizes, "text_heads", "text_kv_heads", "text_ffn")
