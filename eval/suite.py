@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import shutil
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from PIL import Image, UnidentifiedImageError
 from tqdm.auto import tqdm
 
 from imgalign.eval.geneval import ColorFn, Detections, color_from_detection, judge, summarize
+from imgalign.files import atomic_write_text, replacing
 from imgalign.prompts.io import read_text
 
 log = logging.getLogger(__name__)
@@ -72,9 +72,8 @@ def write_prompt_folder(
             "is from an earlier run; write to a new or empty folder"
         )
     for j, img in enumerate(images, start=start):
-        tmp = d / "samples" / f".{j:04d}.png.tmp"
-        img.save(tmp, format="PNG")
-        os.replace(tmp, d / "samples" / f"{j:04d}.png")
+        with replacing(d / "samples" / f"{j:04d}.png") as tmp:
+            img.save(tmp, format="PNG")
 
 
 def read_folder(root: Path) -> Iterator[PromptFolder]:
@@ -130,12 +129,6 @@ def read_folder(root: Path) -> Iterator[PromptFolder]:
             else []
         )
         yield PromptFolder(int(d.name), d, meta, samples)
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    tmp = Path(str(path) + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
 
 
 def load_image(path: Path) -> Image.Image:

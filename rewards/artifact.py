@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import random
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from imgalign.files import atomic_write_text
 from imgalign.rewards.base import Reward, RewardOutput, register_reward
 from imgalign.rewards.heads import fit_head, load_head, save_head
 
@@ -163,9 +163,7 @@ def build_shapes_artifact(
         "test_clean_accuracy": float(pc.float().mean()),
         "test_artifact_recall_per_kind": per_kind,
     }
-    tmp = out_dir / ".README.md.tmp"
-    tmp.write_text(_model_card(result))
-    os.replace(tmp, out_dir / "README.md")
+    atomic_write_text(out_dir / "README.md", _model_card(result))
     return result
 
 

@@ -26,13 +26,13 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from imgalign.files import replacing
 from imgalign.rewards.base import Reward, RewardOutput, as_bool, register_reward
 
 log = logging.getLogger(__name__)
@@ -177,13 +177,12 @@ def save_stats(path: str | Path, mu: torch.Tensor, sigma: torch.Tensor, n: int, 
             f"{str(path)!r} is a folder; give a file name for the statistics (.safetensors)"
         )
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    save_file(
-        {"mu": mu.double().contiguous(), "sigma": sigma.double().contiguous()},
-        str(tmp),
-        metadata={"n": str(n), "features": features, "kind": "imgalign-fid-stats"},
-    )
-    os.replace(tmp, path)
+    with replacing(path) as tmp:
+        save_file(
+            {"mu": mu.double().contiguous(), "sigma": sigma.double().contiguous()},
+            str(tmp),
+            metadata={"n": str(n), "features": features, "kind": "imgalign-fid-stats"},
+        )
 
 
 def load_stats(path: str | Path) -> tuple[torch.Tensor, torch.Tensor, int, str]:

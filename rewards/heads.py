@@ -9,7 +9,6 @@ Heads are saved as safetensors with JSON metadata naming the feature encoder.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from imgalign.files import replacing
 
 HEAD_KIND = "imgalign-feature-head"
 
@@ -146,9 +147,8 @@ def save_head(path: str | Path, head: FeatureHead, features: str, task: str, ext
         "hidden": str(head.hidden),
         "extra": json.dumps(extra),
     }
-    tmp = path.with_name(f".{path.name}.tmp")
-    save_file({k: v.detach().contiguous() for k, v in head.state_dict().items()}, str(tmp), metadata=meta)
-    os.replace(tmp, path)
+    with replacing(path) as tmp:
+        save_file({k: v.detach().contiguous() for k, v in head.state_dict().items()}, str(tmp), metadata=meta)
 
 
 def load_head(path: str | Path, task: str | None = None) -> tuple[FeatureHead, dict[str, Any]]:

@@ -137,11 +137,11 @@ def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
     """Atomically write a training checkpoint (tensors, ints, floats, strings): temp file, then ``os.replace``."""
     import torch
 
+    from imgalign.files import replacing
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with writing(path):
+    with writing(path), replacing(path) as tmp:
         torch.save(state, tmp)
-    os.replace(tmp, path)
 
 
 def save_training_state(

@@ -23,7 +23,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
 import random
 import shutil
 import time
@@ -37,6 +36,7 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from imgalign.config import field
+from imgalign.files import atomic_write_text, replacing
 from imgalign.pretrain import config_changes, load_state, restores_torch_threads, writing
 from imgalign.shapes import IMAGE_SIZE
 
@@ -396,17 +396,9 @@ def to_unit(x: torch.Tensor) -> torch.Tensor:
 
 
 # ---- checkpoints ----------------------------------------------------------------------------------------------
-def atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
 def save_state(path: Path, state: dict[str, Any]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with writing(path):
+    with writing(path), replacing(path) as tmp:
         torch.save(state, tmp)
-    os.replace(tmp, path)
 
 
 def rng_state(gen: torch.Generator) -> dict[str, Any]:
@@ -637,16 +629,14 @@ def pretrain(cfg: Config, out_dir: Path, progress: bool = True) -> dict[str, flo
                 "--out or delete that folder"
             )
     else:
-        cfg_tmp = cfg_path.with_name(cfg_path.name + ".tmp")
-        cfg_tmp.write_text(json.dumps(cfg_dict, indent=1))
-        os.replace(cfg_tmp, cfg_path)
+        atomic_write_text(cfg_path, json.dumps(cfg_dict, indent=1))
     timing_path = work / "timing.json"
     # wall-clock seconds over every invocation of this run (resumes add up)
     base_seconds = json.loads(timing_path.read_text())["seconds"] if timing_path.exists() else 0.0
 
     def save_timing() -> float:
         seconds = base_seconds + time.time() - t_start
-        atomic_write(timing_path, json.dumps({"seconds": seconds}))
+        atomic_write_text(timing_path, json.dumps({"seconds": seconds}))
         return seconds
 
     torch.manual_seed(cfg.seed)
