@@ -366,7 +366,7 @@ def build_transformer(cfg: Config):
         caption_projection_dim=dim,
         pooled_projection_dim=2 * cfg.text_width,
         out_channels=4,
-        pos_embed_max_size=16 // cfg.patch,
+        pos_embed_max_size=LATENT_SIDE // cfg.patch,
     )
 
 
@@ -378,7 +378,7 @@ def build_scheduler(cfg: Config):
 
 # ---- data -----------------------------------------------------------------------------------------------------
 def render_dataset(n: int, seed: int, progress: bool) -> tuple[torch.Tensor, list[str]]:
-    """`n` training renders as uint8 (n, 3, 64, 64) and their prompts (seeded)."""
+    """`n` training renders as uint8 (n, 3, IMAGE_SIDE, IMAGE_SIDE) and their prompts (seeded)."""
     from imgalign import shapes as W
     from imgalign.prompts.shapes import sample_training_specs
 
@@ -435,7 +435,7 @@ def train_vae(cfg: Config, work: Path, images: torch.Tensor, progress: bool) -> 
             g["lr"] = lr_at(step, cfg.vae_lr, 100, cfg.vae_steps)
         idx = torch.randint(0, len(images), (cfg.vae_batch,), generator=gen)
         c = cfg.vae_crop
-        ox, oy = (4 * int(v) for v in torch.randint(0, (64 - c) // 4 + 1, (2,), generator=gen))
+        ox, oy = (4 * int(v) for v in torch.randint(0, (IMAGE_SIDE - c) // 4 + 1, (2,), generator=gen))
         x = to_unit(images[idx][:, :, oy : oy + c, ox : ox + c])
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.bf16):
             post = vae.encode(x).latent_dist
