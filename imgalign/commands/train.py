@@ -50,8 +50,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--describe",
         action="store_true",
-        help="list every config key with its default and help (with CONFIG or --set: the value they give, where "
-        "it differs)",
+        help="list every config key with its built-in default and help (with CONFIG or --set: the value they give, "
+        "where it differs). `imgalign train` without CONFIG runs "
+        f"{DEFAULT_CONFIG.relative_to(EXAMPLES.parent)}, which changes some defaults: name it to see its values",
     )
     p.set_defaults(func=run_train)
 
