@@ -1137,6 +1137,21 @@ def test_a_gallery_needs_an_image_and_leaves_room_for_its_captions():
     assert (np.asarray(g)[16 + PAD + 2 :] != 255).any()  # drawn, inside the canvas
 
 
+def test_a_gallery_caption_keeps_up_to_its_lines_and_cuts_only_past_them():
+    """caption_grid wraps each caption to `lines` lines (8 by default, the failure gallery's prompt and the judge's
+    reason), not wrap's own default of 6: captions of 6, 7 and 8 lines each take more room, a 9th line is cut."""
+    from imgalign.eval.gallery import caption_grid
+
+    im = [Image.new("RGB", (8, 8), (255, 0, 0))]
+
+    def height(n_lines: int, **kw: int) -> int:
+        return caption_grid(im, ["\n".join(f"l{i}" for i in range(n_lines))], cell=16, **kw).height
+
+    h6, h7, h8, h9 = (height(n) for n in (6, 7, 8, 9))
+    assert h6 < h7 < h8 == h9
+    assert height(3, lines=2) == height(2, lines=2) < height(3, lines=3)
+
+
 def test_a_gallery_and_a_grid_need_one_caption_per_image():
     """caption_grid zipped images with captions (images past the last caption were dropped silently, no caption
     at all was a bare max() error); labelled_grid indexed captions[r][c] (a short row was an IndexError)."""
