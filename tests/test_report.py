@@ -265,6 +265,18 @@ def test_report_names_metrics_logged_as_nan_or_inf(tmp_path):
     assert "non-finite" not in (clean / "report" / "report.md").read_text()
 
 
+def test_a_null_value_is_not_counted_among_the_rows_that_log_a_metric():
+    """The non-finite warning counts a key's NaN/inf values out of the rows that carry a value for it: a row with
+    null (None) there, or without the key, carries none."""
+    from imgalign.eval.reports import nonfinite_lines
+
+    rows = [{"k": float("nan")}, {"k": None}, {"k": 1.0}, {"step": 3}, {"k": float("-inf")}]
+    assert nonfinite_lines(rows, ["k"]) == [
+        "WARNING: non-finite (NaN/inf) values logged, left out of the table and the plots: `k` 2 of 3 rows"
+    ]
+    assert nonfinite_lines([{"k": None}, {"k": 2.0}], ["k"]) == []
+
+
 def test_report_without_norm_inflation_makes_no_inflation_plot(tmp_path):
     run = write_run(tmp_path / "run-b", inflation=False)
     assert main(["report", str(run), "--out", str(tmp_path / "rep")]) == 0
@@ -323,6 +335,16 @@ def test_report_of_a_checkpoint_or_an_evaluation_folder_points_at_the_right_one(
     (ev / "summary.json").write_text("{}")
     assert main(["report", "--compare", f"a={ev}", "--keys", "k", "--out", str(tmp_path / "o")]) == 2
     assert f"is an evaluation: its report is '{ev / 'report.md'}'" in capsys.readouterr().err
+
+
+def test_a_checkpoint_copied_out_of_its_run_is_not_sent_to_a_run_folder_that_is_not_one(tmp_path, capsys):
+    """Only a checkpoint inside its run's checkpoints/ names the folder two up as the run: a checkpoint folder copied
+    elsewhere (``saved/best``) would have named ``tmp_path`` as its run folder."""
+    ckpt = tmp_path / "saved" / "best"
+    (ckpt / "trainer_state").mkdir(parents=True)
+    assert main(["report", str(ckpt)]) == 2
+    err = capsys.readouterr().err
+    assert "needs a run folder with metrics.jsonl" in err and "is a checkpoint" not in err
 
 
 def test_report_of_a_run_before_its_first_step_or_with_no_room_for_its_default_out_says_what_to_do(
@@ -868,6 +890,37 @@ def test_a_reward_band_is_drawn_from_its_own_std(tmp_path, monkeypatch):
     rows = [{"step": s, "reward/a/mean": 0.5 * s, "reward/a/std": 0.25} for s in range(3)]
     plot_run(rows, tmp_path)
     assert bands == [([0, 1, 2], [-0.25, 0.25, 0.75], [0.25, 0.75, 1.25])]
+    # a std logged as often but on other steps (a NaN std at step 0, a std-only row after) is not paired by position
+    bands.clear()
+    rows = [{**r, "reward/a/std": float("nan") if r["step"] == 0 else 0.25} for r in rows]
+    plot_run([*rows, {"step": 3, "reward/a/std": 0.25}], tmp_path)
+    assert bands == []
+
+
+def test_a_dense_curve_is_drawn_raw_and_thin_under_its_moving_average(tmp_path, monkeypatch):
+    """More than 10 points: the raw values thin and faint, unlabelled, under their EMA (alpha 10/n) thick and
+    labelled; up to 10 points: the raw values alone, labelled."""
+    import matplotlib.axes
+
+    from imgalign.eval.reports import ema, plot_run
+
+    drawn = []
+    real = matplotlib.axes.Axes.plot
+    monkeypatch.setattr(
+        matplotlib.axes.Axes,
+        "plot",
+        lambda self, x, y, *a, **kw: (
+            drawn.append((list(y), kw.get("lw"), kw.get("label"))),
+            real(self, x, y, *a, **kw),
+        )[1],
+    )
+    y = [float(s % 3) for s in range(20)]
+    plot_run([{"step": s, "reward/a/mean": v} for s, v in enumerate(y)], tmp_path)
+    smooth = list(ema(np.asarray(y), 0.5))
+    assert drawn == [(y, 0.8, None), (smooth, 2, "reward/a/mean")] and smooth != y
+    drawn.clear()
+    plot_run([{"step": s, "reward/a/mean": v} for s, v in enumerate(y[:10])], tmp_path)
+    assert drawn == [(y[:10], 0.8, "reward/a/mean")]
 
 
 def test_compare_runs_with_eval_keys_in_metrics_and_runs_that_miss_the_target(tmp_path):
@@ -928,6 +981,31 @@ def test_comparison_notes_name_what_is_not_like_for_like():
     )
 
 
+def test_an_evaluation_without_results_rows_is_not_said_to_have_other_prompts():
+    """The prompt sets are compared only when both evaluations have results.jsonl rows: a folder without them (a
+    summary.json copied alone) has no prompts to compare, not a set that shares none of the other's."""
+    from imgalign.eval.reports import comparability_notes
+
+    summary = {"suite": "shapes", "n_images": 2, "tasks": {"counting": 0.5}}
+    rows = [{"file": f"{i:05d}/samples/0000.png", "prompt": p, "correct": i == 0} for i, p in enumerate("ab")]
+    for cur_rows, base_rows in ((rows, []), ([], rows)):
+        notes = comparability_notes(summary, summary, cur_rows, base_rows)
+        assert not any("prompts" in n for n in notes) and not any("Same prompt" in n for n in notes)
+
+
+def test_results_rows_skip_a_line_cut_short_by_a_crash(tmp_path):
+    """load_results (the comparison's image pairs and failure gallery) skips a results.jsonl line cut short, as the
+    evaluation's own resume does, instead of failing the comparison on it."""
+    from imgalign.eval.reports import load_results
+
+    rows = [{"file": f"{i:05d}/samples/0000.png", "prompt": "p", "correct": False} for i in range(2)]
+    ev = write_eval(tmp_path / "ev", "m", {"counting": 0.0}, rows)
+    with open(ev / "results.jsonl", "a") as f:
+        f.write('{"file": "00002/samples/0000.png", "pro')
+    assert load_results(ev) == rows
+    assert load_results(tmp_path / "none") == []
+
+
 def test_the_failure_gallery_takes_the_tasks_in_turn(tmp_path, monkeypatch):
     """Round-robin over the tasks (sorted), each task's failures in file order, so one bad task does not fill it."""
     import imgalign.eval.gallery as gallery
@@ -953,6 +1031,27 @@ def test_the_failure_gallery_takes_the_tasks_in_turn(tmp_path, monkeypatch):
         shown[0].split("\n")[1] == "(image missing) r"
         and not (tmp_path / "ev" / "images" / rows[4]["file"]).exists()
     )
+
+
+def test_the_failure_gallery_stops_at_its_size_mid_round_and_shows_an_error_before_a_reason(
+    tmp_path, monkeypatch
+):
+    """max_images is a cap inside a round of the tasks too (3 tasks, 2 images: 2 captions); an image that could not
+    be judged is captioned with its error, not with the reason beside it."""
+    import imgalign.eval.gallery as gallery
+    from imgalign.eval.reports import failure_gallery
+
+    rows = [{"file": f"{i:05d}/samples/0000.png", "tag": t, "prompt": f"p{i}", "correct": False, "reason": "r"}
+            for i, t in enumerate(["colors", "counting", "position", "colors", "counting", "position"])]  # fmt: skip
+    rows[0].update(reason="partly judged", error="cannot identify image file")
+    write_eval(tmp_path / "ev", "m", {"colors": 0.0}, rows)
+    shown = []
+    monkeypatch.setattr(
+        gallery, "caption_grid", lambda images, captions, **kw: shown.extend(captions) or images[0]
+    )
+    assert failure_gallery(tmp_path / "ev", tmp_path / "f.png", max_images=2) == 2
+    assert [c.split("\n")[0] for c in shown] == ["[colors] p0", "[counting] p1"]
+    assert shown[0].split("\n")[1] == "(image missing) cannot identify image file"
 
 
 def test_trainer_curves_merge_the_evaluations_and_smooth_over_the_last_steps(tmp_path, monkeypatch):
