@@ -203,21 +203,22 @@ def generate_folder(
     progress: bool = True,
     batch_size: int = BATCH_SIZE,
     sample: Callable[..., list[Image.Image]] | None = None,
+    device: str = "cpu",
     **settings: Any,
 ) -> None:
     """Sample `images_per_prompt` images for every metadata line into the GenEval layout at `out_dir`, `batch_size`
     images per pipeline call across prompts; image j of prompt i uses seed ``image_seed(seed, i, j)``, so it is the
     same sample whatever `images_per_prompt` is (up to float rounding: the batch it shares a forward with changes,
-    which moved a pixel by one 8-bit level in 3 of 12 images, verdicts unchanged). `model` is a name, a folder or a loaded pipeline; `sample` is
-    :func:`generate` (the shapes model's settings; the default) or :func:`generate_images` (the pipeline's own),
-    and `settings` go to it. Prompts whose folder already holds all its images are skipped, so an interrupted run
-    resumes."""
+    which moved a pixel by one 8-bit level in 3 of 12 images, verdicts unchanged). `model` is a name or a folder
+    (loaded on `device`) or a loaded pipeline; `sample` is :func:`generate` (the shapes model's settings; the
+    default) or :func:`generate_images` (the pipeline's own), and `settings` go to it. Prompts whose folder already
+    holds all its images are skipped, so an interrupted run resumes."""
     from imgalign.eval.suite import load_image, write_prompt_folder
 
     if images_per_prompt < 1:
         raise ValueError("images per prompt must be at least 1")
     sample = sample or generate
-    pipe = load_pipeline(model) if isinstance(model, (str, Path)) else model
+    pipe = load_pipeline(model, device=device) if isinstance(model, (str, Path)) else model
     out_dir = Path(out_dir)
 
     def have(path: Path) -> bool:

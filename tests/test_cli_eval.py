@@ -332,7 +332,7 @@ def test_an_out_folder_left_by_a_model_that_failed_to_load_takes_the_corrected_r
     eval_args.json: no images or verdicts to mix, so the corrected command may use that folder."""
     from imgalign import sampling
 
-    def fail(model):
+    def fail(model, device="cpu"):
         raise ValueError(f"{model} does not load")
 
     out = tmp_path / "ev"
@@ -543,6 +543,27 @@ def test_eval_errors_are_clear(tmp_path, capsys):
     assert not (tmp_path / "o3" / "eval_args.json").exists()
 
 
+def test_the_shapes_suite_samples_a_model_on_device(tmp_path, small_prompts, monkeypatch, capsys):
+    """--device was read by the geneval suite only: `--suite shapes --model DIR --device cuda` sampled on the CPU
+    and `--device bogus` passed. The model now loads on --device, checked before --out is claimed."""
+    import imgalign.sampling as S
+
+    devices = []
+
+    def load_pipeline(model, device="cpu"):
+        devices.append(device)
+        raise ValueError("stop here")
+
+    monkeypatch.setattr(S, "load_pipeline", load_pipeline)
+    argv = ["eval", "--model", "shapes", "--prompts", str(small_prompts), "--images-per-prompt", "1"]
+    assert main(argv + ["--device", "bogus", "--out", str(tmp_path / "o1")]) == 2
+    assert "--device 'bogus' is not a torch device" in capsys.readouterr().err
+    assert not (tmp_path / "o1").exists() and devices == []
+    monkeypatch.setattr("imgalign.commands.check_device", lambda device, flag="--device": None)  # no GPU here
+    assert main(argv + ["--device", "cuda:7", "--out", str(tmp_path / "o2"), "--no-progress"]) == 2
+    assert devices == ["cuda:7"] and "stop here" in capsys.readouterr().err
+
+
 def test_eval_model_sampler_overrides_reach_the_sampler(tmp_path, small_prompts, monkeypatch):
     import imgalign.sampling as S
 
@@ -551,6 +572,7 @@ def test_eval_model_sampler_overrides_reach_the_sampler(tmp_path, small_prompts,
     def fake_generate_folder(model, metas, out_dir, images_per_prompt, seed, progress=True, **kw):
         from imgalign.commands.world import render_folder
 
+        assert kw.pop("device") == "cpu"  # --device's default
         seen.update(kw, model=model)
         render_folder(metas, out_dir, images_per_prompt, seed, progress=False)
 

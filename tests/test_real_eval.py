@@ -1182,7 +1182,7 @@ def test_generate_folder_loads_a_model_given_as_a_path_into_a_folder_given_as_a_
     import imgalign.sampling as S
 
     loaded, batches = [], []
-    monkeypatch.setattr(S, "load_pipeline", lambda m: loaded.append(m) or "pipe")
+    monkeypatch.setattr(S, "load_pipeline", lambda m, device="cpu": loaded.append((m, device)) or "pipe")
 
     def sample(pipe, prompts, seeds, batch_size):
         batches.append((pipe, len(seeds)))
@@ -1190,7 +1190,7 @@ def test_generate_folder_loads_a_model_given_as_a_path_into_a_folder_given_as_a_
 
     metas = [{"tag": "single_object", "include": [{"class": "cat", "count": 1}], "prompt": "a cat"}]
     S.generate_folder(tmp_path / "model", metas, str(tmp_path / "out"), 2, 0, False, 0, sample)
-    assert loaded == [tmp_path / "model"] and batches == [("pipe", 1), ("pipe", 1)]
+    assert loaded == [(tmp_path / "model", "cpu")] and batches == [("pipe", 1), ("pipe", 1)]
     assert sorted(p.name for p in (tmp_path / "out" / "00000" / "samples").iterdir()) == [
         "0000.png",
         "0001.png",

@@ -73,7 +73,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     real.add_argument(
         "--clip", help=f"open_clip colour classifier: ARCH:TAG or a folder (default: {GENEVAL_CLIP})"
     )
-    real.add_argument("--device", default="cpu")
+    p.add_argument(
+        "--device",
+        default="cpu",
+        help="where --model samples (both suites) and the geneval suite's judge runs (cpu, cuda, cuda:N)",
+    )
     p.set_defaults(func=run_eval)
 
 
@@ -229,9 +233,11 @@ def run_eval(args: argparse.Namespace) -> int:
         check_shapes_metadata(metas, args.prompts or EVAL_SET_PATH)
     spec = None
     if args.model and not args.images:  # a mistyped model fails before --out is claimed for it
+        from imgalign.commands import check_device
         from imgalign.pipelines import check_model_spec, parse_model_arg
 
         spec = check_model_spec(parse_model_arg(args.model))
+        check_device(args.device)
     claim_out_folder(out, eval_identity(args))
     if args.images:
         refresh_copy(Path(args.images), images)
@@ -254,8 +260,16 @@ def run_eval(args: argparse.Namespace) -> int:
                     args.model,
                     ", ".join(f"{k} {v}" for k, v in sampler.items()),
                 )
+            # on --device (it sampled on the CPU whatever --device said)
             S.generate_folder(
-                args.model, metas, images, args.images_per_prompt, args.seed, progress=progress, **sampler
+                args.model,
+                metas,
+                images,
+                args.images_per_prompt,
+                args.seed,
+                progress=progress,
+                device=args.device,
+                **sampler,
             )
             model = args.model
     summary = judge_folder(
