@@ -9,7 +9,9 @@ import errno
 import importlib
 import logging
 import os
+import signal
 import sys
+import threading
 from collections.abc import Iterator
 
 from imgalign import __version__
@@ -206,15 +208,38 @@ def _run(args: argparse.Namespace) -> int:
         return 2
 
 
+@contextlib.contextmanager
+def _sigterm_interrupts() -> Iterator[list[int]]:
+    """SIGTERM (``kill PID``, a job scheduler or container stopping the job) raises KeyboardInterrupt in the main
+    thread, as Ctrl-C does, while the block runs: the command stops the way Ctrl-C stops it (its worker processes
+    too) and says what it kept, where Python's default died at once without a word (and left ``world pretrain``'s
+    workers training on). The list it yields gets the signal's number once one arrived."""
+    got: list[int] = []
+
+    def stop(signum: int, frame: object) -> None:
+        got.append(signum)
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is not threading.main_thread():  # only the main thread may set a handler
+        yield got
+        return
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield got
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def console_main() -> int:
     """The ``imgalign`` program: :func:`main`, with Ctrl-C as one line on stderr (what was kept, how to go on) and
-    exit status 130 instead of a traceback."""
-    try:
-        return main()
-    except KeyboardInterrupt as e:
-        # (one before a command started, e.g. while the libraries import, has no message)
-        print(str(e) if isinstance(e, Interrupted) else "imgalign: interrupted", file=sys.stderr)
-        return 130
+    exit status 130 instead of a traceback; SIGTERM likewise, with exit status 143 (128 + 15)."""
+    with _sigterm_interrupts() as terminated:
+        try:
+            return main()
+        except KeyboardInterrupt as e:
+            # (one before a command started, e.g. while the libraries import, has no message)
+            print(str(e) if isinstance(e, Interrupted) else "imgalign: interrupted", file=sys.stderr)
+            return 128 + signal.SIGTERM if terminated else 130
 
 
 if __name__ == "__main__":

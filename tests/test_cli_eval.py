@@ -1530,3 +1530,44 @@ def test_an_unknown_option_names_the_command_and_the_closest_option(capsys):
             main(argv)
         err = capsys.readouterr().err
         assert e.value.code == 2 and line in err, err
+
+
+def test_sigterm_is_the_same_one_line_as_ctrl_c_and_status_143(monkeypatch, capsys):
+    """SIGTERM (`kill PID`, a job scheduler stopping the job) killed the program at once without a word (a batch
+    log showed nothing of what was kept), and left `world pretrain --component all`'s workers training on: it is
+    now raised as Ctrl-C is, the command stops as it does for Ctrl-C, and the program exits with 143 (128 + 15).
+    The handler is the program's only while it runs."""
+    import os
+    import signal
+    import sys
+    import time
+
+    import imgalign.commands.train as train
+    from imgalign.cli import console_main
+
+    class Killed(Exception):
+        pass
+
+    def killed(signum, frame):
+        raise Killed
+
+    def terminated(args):
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)  # (the handler runs in here)
+        return 0
+
+    monkeypatch.setattr(train, "run_train", terminated)
+    monkeypatch.setattr(sys, "argv", ["imgalign", "train"])
+    previous = signal.signal(
+        signal.SIGTERM, killed
+    )  # stands in for the default (death), which would end pytest
+    try:
+        assert console_main() == 143
+        assert signal.getsignal(signal.SIGTERM) is killed
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    err = capsys.readouterr().err
+    assert err.startswith(
+        "imgalign train: interrupted; every checkpoint written so far is whole: add --resume"
+    )
+    assert err.count("\n") == 1 and "Traceback" not in err
