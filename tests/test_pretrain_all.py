@@ -127,11 +127,8 @@ def test_all_defaults_to_two_processes_on_two_cpus(tmp_path, monkeypatch, capsys
             self.max_workers = max_workers
             workers.append(max_workers)
 
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            return False
+        def shutdown(self, wait=True, cancel_futures=False):
+            pass
 
         def submit(self, fn, *a):
             f = concurrent.futures.Future()
@@ -269,3 +266,43 @@ def test_a_worker_stopped_by_ctrl_c_starts_no_queued_component(monkeypatch):
     with pytest.raises(KeyboardInterrupt):  # the queued component, in the same worker
         world._pretrain_in_worker("vlm", None, "out", False)
     assert calls == ["t2i"]
+
+
+def test_an_interrupt_of_the_main_process_alone_ends_the_workers(tmp_path, monkeypatch):
+    """`kill -INT PID` (or SIGTERM, which the program turns into the same) reaches the main process of
+    `--component all` only: leaving the pool waited for the workers to train their components to the end (and a
+    main process killed by SIGTERM left them training on, orphaned). The workers now end with it, at once."""
+    import os
+    import signal
+    import sys
+    import threading
+    import time
+
+    from imgalign.commands import world
+
+    (tmp_path / "slow_component.py").write_text(
+        "import os, time\n"
+        "def pretrain(cfg, out, progress):\n"
+        "    (out / f'pid-{cfg}').write_text(str(os.getpid()))\n"
+        "    time.sleep(20)\n"
+    )
+    monkeypatch.setattr(
+        sys, "path", [str(tmp_path), *sys.path]
+    )  # (spawned workers get the parent's sys.path)
+
+    sent: list[float] = []
+
+    def interrupt_when_training() -> None:
+        deadline = time.monotonic() + 60
+        while not list(tmp_path.glob("pid-*")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        sent.append(time.monotonic())
+        os.kill(os.getpid(), signal.SIGINT)  # the main process only, as `kill -INT PID` sends it
+
+    threading.Thread(target=interrupt_when_training, daemon=True).start()
+    with pytest.raises(KeyboardInterrupt):  # one worker, so that the second component waits in the queue
+        world.pretrain_in_pool({n: ("slow_component", n) for n in ("a", "b")}, tmp_path, 1)
+    assert time.monotonic() - sent[0] < 10  # not after the worker's 20 s (and then the queued component's)
+    pids = [int(p.read_text()) for p in tmp_path.glob("pid-*")]
+    assert len(pids) == 1  # the queued component was never started
+    assert not os.path.exists(f"/proc/{pids[0]}")  # the worker is gone, not left training

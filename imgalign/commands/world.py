@@ -131,6 +131,50 @@ def _pretrain_in_worker(module: str, cfg: Any, out: str, progress: bool) -> dict
         raise
 
 
+def stop_workers(pool: Any) -> None:
+    """End the worker processes of a ProcessPoolExecutor now, and start no queued component. Ctrl-C in a terminal
+    reaches the workers as well, but an interrupt of the main process alone (``kill -INT PID``, or SIGTERM, which
+    the program turns into one) did not: leaving the pool waited for the workers to train their components to the
+    end, and a main process killed by SIGTERM left them training on, orphaned, into --out. Their checkpoints are
+    written atomically, so a rerun resumes from the last one."""
+    # (the pool has no public way to end its workers)
+    workers = list((getattr(pool, "_processes", None) or {}).values())
+    for w in workers:
+        w.terminate()
+    for w in workers:
+        w.join()
+    pool.shutdown(wait=True, cancel_futures=True)
+
+
+def pretrain_in_pool(
+    components: dict[str, tuple[str, Any]], out: Path, workers: int
+) -> dict[str, BaseException]:
+    """Train `components` (name -> (module, config)) in `workers` processes, in their order, the first with a
+    progress bar; prints each one's result and returns the failures. Interrupted, the workers end with it."""
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    failed: dict[str, BaseException] = {}
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"))
+    try:
+        futs = {
+            n: pool.submit(_pretrain_in_worker, module, cfg, str(out), i == 0)
+            for i, (n, (module, cfg)) in enumerate(components.items())
+        }
+        for n, f in futs.items():
+            try:
+                print(f"{n}: {f.result()}")
+            except Exception as e:  # the others keep training; report every failure at the end
+                failed[n] = e
+                print(f"{n}: FAILED: {type(e).__name__}: {e}")
+    except KeyboardInterrupt:
+        stop_workers(pool)
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+    return failed
+
+
 # files at the top of a saved model folder (diffusers pipeline, transformers model, open_clip model)
 MODEL_MARKERS = ("model_index.json", "config.json", "open_clip_config.json")
 
@@ -193,22 +237,8 @@ def run_pretrain(args: argparse.Namespace) -> int:
     # each seeds itself, so the folders equal those of sequential runs. They are submitted longest first (t2i), so
     # one worker trains the t2i model while the other trains the CLIP, then the VLM. Only the first shows a
     # progress bar: bars from two processes would overwrite each other.
-    import multiprocessing as mp
-    from concurrent.futures import ProcessPoolExecutor
-
     print(f"training {', '.join(names)} in {min(jobs, len(names))} processes; progress bar: {names[0]}")
-    failed: dict[str, BaseException] = {}
-    with ProcessPoolExecutor(max_workers=min(jobs, len(names)), mp_context=mp.get_context("spawn")) as pool:
-        futs = {
-            n: pool.submit(_pretrain_in_worker, COMPONENTS[n], cfgs[n], str(out), i == 0)
-            for i, n in enumerate(names)
-        }
-        for n, f in futs.items():
-            try:
-                print(f"{n}: {f.result()}")
-            except Exception as e:  # the others keep training; report every failure at the end
-                failed[n] = e
-                print(f"{n}: FAILED: {type(e).__name__}: {e}")
+    failed = pretrain_in_pool({n: (COMPONENTS[n], cfgs[n]) for n in names}, out, min(jobs, len(names)))
     if failed:
         from imgalign.cli import CLIError
 
