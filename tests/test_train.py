@@ -299,7 +299,12 @@ def test_resume_auto_puts_back_a_checkpoint_left_only_as_its_old_copy(tmp_path):
     out = tmp_path / "run"
     _state_only_checkpoint(out / "checkpoints" / "step-000001", 1)
     _state_only_checkpoint(out / "checkpoints" / "step-000002.old", 2)
-    tr = SimpleNamespace(out=out, is_main=True, acc=SimpleNamespace(wait_for_everyone=lambda: None))
+    tr = SimpleNamespace(
+        out=out,
+        is_main=True,
+        acc=SimpleNamespace(wait_for_everyone=lambda: None),
+        _lock_output_dir=lambda: None,
+    )
     assert FlowGRPOTrainer._resolve_resume(tr, "auto") == out / "checkpoints" / "step-000002"
     assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step-000001", "step-000002"]
 
@@ -2228,6 +2233,35 @@ def test_a_second_start_of_the_same_job_into_a_folder_being_written_is_refused(s
         holder.wait()
     assert main(["train", str(path)]) == 0
     assert [x["step"] for x in rows(out)] == [1]
+
+
+def test_a_refused_second_resume_leaves_the_checkpoint_the_running_job_is_writing(sd3_dir, tmp_path, capsys):
+    """`--resume auto` first cleans what a killed save left (``.tmp-step-N``), and did so before taking the folder's
+    lock: a second start of a job that is still training deleted the checkpoint it was writing, then was refused by
+    the lock, and the running job failed in its save ("cannot write ... is the disk full?"). It is refused first."""
+    out = tmp_path / "run"
+    saving = out / "checkpoints" / ".tmp-step-000002" / "trainer_state"
+    saving.mkdir(parents=True)
+    (saving / "rng_0.json").write_text("{}")
+    path = write(tiny_config(sd3_dir, out, train__max_steps=3), tmp_path / "c.yaml")
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            f"import fcntl, os, time; fd = os.open({str(out / '.lock')!r}, os.O_RDWR | "
+            "os.O_CREAT); fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); time.sleep(120)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        assert main(["train", str(path), "--resume", "auto"]) == 2
+        assert "is being written by another imgalign train" in capsys.readouterr().err
+        assert (saving / "rng_0.json").is_file()  # the running job's save in progress is untouched
+    finally:
+        holder.kill()
+        holder.wait()
 
 
 def _another_process_locks(out: Path) -> bool:

@@ -297,11 +297,7 @@ class FlowGRPOTrainer:
         self.balancing = self._build_balancing()
 
         self.out.mkdir(parents=True, exist_ok=True)
-        if self.is_main and not C.lock_output_dir(self.out):
-            raise ConfigError(
-                f"--output-dir {str(self.out)!r} is being written by another imgalign train (the same job started "
-                "twice?): wait for it to end, then continue it with --resume auto, or give another --output-dir"
-            )
+        self._lock_output_dir()
         # again, under the lock: a run that ended since the first check wrote here
         self._check_output_dir(resume)
         self.model_path = model_path
@@ -464,12 +460,23 @@ class FlowGRPOTrainer:
                 )
         return names
 
+    def _lock_output_dir(self) -> None:
+        """Take the output folder's lock (the main process; again is a no-op), or refuse a folder another run holds."""
+        if self.is_main and not C.lock_output_dir(self.out):
+            raise ConfigError(
+                f"--output-dir {str(self.out)!r} is being written by another imgalign train (the same job started "
+                "twice?): wait for it to end, then continue it with --resume auto, or give another --output-dir"
+            )
+
     def _resolve_resume(self, resume: str | None) -> Path | None:
         if not resume:
             return None
         if resume == "auto":
-            # a step-N.old left by a save killed between its renames is the only copy: put back
-            if self.is_main:
+            # a step-N.old left by a save killed between its renames is the only copy: put back. Under the lock: the
+            # leftovers of a run still training are its checkpoint being written (a second start of the same job
+            # deleted it, and that run failed in its save with "is the disk full?")
+            if self.is_main and self.out.is_dir():
+                self._lock_output_dir()
                 C.remove_leftovers(self.out)
             self.acc.wait_for_everyone()
             found = C.latest_checkpoint(self.out)
