@@ -1300,3 +1300,31 @@ def test_an_interruption_counts_and_keeps_only_the_images_scored_without_error(
     spy.stop_at = -1
     assert main(argv) == 1
     assert scored == [str(d / "0.png"), str(d / "2.png")]
+
+
+def test_ctrl_c_while_out_is_written_says_every_score_is_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C once every image was scored, while --out is written: the message said only "interrupted" (nothing of
+    the scores kept beside --out, which the same command turns into --out at once); it names them, and no half
+    --out is left."""
+    import imgalign.commands.score as S
+    from imgalign.cli import Interrupted
+
+    d = tmp_path / "gen"
+    for i, s in enumerate(SPECS[:2]):
+        write_prompt_folder(d, i, s.to_metadata(), [W.render(s, j)[0] for j in range(2)])
+    out = tmp_path / "scores.jsonl"
+    argv = ["score", str(d), "--reward", "geneval:mode=strict", "--no-progress", "--out", str(out)]
+
+    def interrupted(*args: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(S, "write_rows", interrupted)
+    with pytest.raises(Interrupted, match=r"the 4 of 4 images fully scored so far are kept in .*partial"):
+        main(argv)
+    assert not out.exists()
+    monkeypatch.undo()
+    spy = ScoreSpy(monkeypatch)
+    assert main(argv) == 0
+    assert spy.scored == [] and len(out.read_text().splitlines()) == 4  # nothing scored again

@@ -533,6 +533,7 @@ def run_score(args: argparse.Namespace) -> int:
                 flush()
         if pending:
             flush()
+        write_rows(out, rows, keys)  # (interrupted in here, every score is kept in the partial file)
     except KeyboardInterrupt:
         n = sum(1 for _ in partial.open()) - 1
         if not n:
@@ -541,7 +542,6 @@ def run_score(args: argparse.Namespace) -> int:
             f"interrupted; the {n} of {len(files)} images fully scored so far are kept in {partial}: run the same "
             "command again to score the rest"
         ) from None
-    write_rows(out, rows, keys)
     partial.unlink(missing_ok=True)
     print(summary_table(rows, keys))
     print(f"wrote {out}")
