@@ -2264,6 +2264,37 @@ def test_a_refused_second_resume_leaves_the_checkpoint_the_running_job_is_writin
         holder.wait()
 
 
+def test_ctrl_c_names_the_last_checkpoint_and_never_sends_a_branch_back_to_the_base_model(
+    sd3_dir, tmp_path, monkeypatch
+):
+    """Ctrl-C in train said "add --resume auto ... to continue from the last one" whatever the folder held: a run
+    begun with --resume CHECKPOINT of another folder, interrupted before its first save, then started over from the
+    base model (--resume auto finds no checkpoint in the new folder). The line names the last checkpoint, or says to
+    run the same command (with its --resume) again."""
+    import imgalign.trainers.trainer as T
+    from imgalign.cli import Interrupted
+
+    def interrupted(cfg, out, resume):
+        Path(out).mkdir(parents=True, exist_ok=True)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(T, "run", interrupted)
+    out = tmp_path / "run"
+    other = _state_only_checkpoint(tmp_path / "old" / "checkpoints" / "step-000007", 7)
+    path = write(tiny_config(sd3_dir, out), tmp_path / "c.yaml")
+    with pytest.raises(Interrupted) as e:
+        main(["train", str(path), "--resume", str(other)])
+    assert "--resume auto" not in str(e.value)
+    assert f"run the same command again (with --resume {other})" in str(e.value)
+    with pytest.raises(Interrupted, match="first checkpoint .* --resume auto to start it again"):
+        main(["train", str(path)])
+    last = _state_only_checkpoint(out / "checkpoints" / "step-000002", 2)
+    with pytest.raises(
+        Interrupted, match=f"its last checkpoint, {last}, is whole: continue from it with --resume auto"
+    ):
+        main(["train", str(path), "--resume", str(other)])
+
+
 def _another_process_locks(out: Path) -> bool:
     """Whether another process can take the lock of output folder `out` (RUN/.lock) now (and let it go)."""
     code = (

@@ -114,7 +114,12 @@ def run_train(args: argparse.Namespace) -> int:
         return 0
 
     preflight(cfg)
-    run(cfg, cfg.log.output_dir, args.resume)
+    try:
+        run(cfg, cfg.log.output_dir, args.resume)
+    except KeyboardInterrupt:
+        from imgalign.cli import Interrupted
+
+        raise Interrupted(interrupted_line(Path(cfg.log.output_dir), args.resume)) from None
     if int(os.environ.get("RANK") or 0) > 0:  # one summary, from the main process of `accelerate launch`
         return 0
     from imgalign.eval.reports import run_summary_lines
@@ -124,3 +129,26 @@ def run_train(args: argparse.Namespace) -> int:
         print(f"  {line}")
     print(f"  curves and a summary: imgalign report {cfg.log.output_dir}")
     return 0
+
+
+def interrupted_line(out: Path, resume: str | None) -> str:
+    """What an interrupted run kept and how to go on: the run folder's last checkpoint, if it has one. (The generic
+    "add --resume auto" started a run begun with --resume CHECKPOINT of another folder over from the base model when
+    it was interrupted before its first save: --resume auto finds no checkpoint in the new folder.)"""
+    from imgalign.trainers.checkpoint import latest_checkpoint
+
+    last = latest_checkpoint(out)
+    if last is not None:
+        return (
+            f"interrupted; its last checkpoint, {last}, is whole: continue from it with --resume auto in the same "
+            "command (the steps after it are trained again)"
+        )
+    if resume not in (None, "auto"):
+        return (
+            f"interrupted before the run's first checkpoint in {out}: run the same command again (with --resume "
+            f"{resume}) to start it again from there"
+        )
+    return (
+        f"interrupted before the run's first checkpoint in {out}: run the same command with --resume auto to start "
+        "it again"
+    )
