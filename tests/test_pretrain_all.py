@@ -306,3 +306,34 @@ def test_an_interrupt_of_the_main_process_alone_ends_the_workers(tmp_path, monke
     pids = [int(p.read_text()) for p in tmp_path.glob("pid-*")]
     assert len(pids) == 1  # the queued component was never started
     assert not os.path.exists(f"/proc/{pids[0]}")  # the worker is gone, not left training
+
+
+def test_a_second_start_into_a_component_being_trained_is_refused(tmp_path, capsys):
+    """Two `world pretrain` of one component into one --out wrote the same checkpoint files (one failed with "No
+    such file ... checkpoint.pt.tmp"; a checkpoint written by both at once could be published mixed): the component's
+    work folder is locked while it trains (here by another process), and the second start is refused, training
+    nothing."""
+    import subprocess
+    import sys
+
+    work = tmp_path / clip_pt.WORK
+    work.mkdir()
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            f"import fcntl, os, time; fd = os.open({str(work / '.lock')!r}, os.O_RDWR | "
+            "os.O_CREAT); fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); time.sleep(120)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    args = ["world", "pretrain", "--component", "clip", "--out", str(tmp_path), *_sets("clip")]
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        assert main(args) == 2
+        assert "clip is being trained into it by another imgalign world pretrain" in capsys.readouterr().err
+        assert not (tmp_path / clip_pt.FOLDER).exists() and list(work.iterdir()) == [work / ".lock"]
+    finally:
+        holder.kill()
+        holder.wait()

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import random
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -131,6 +133,33 @@ def _pretrain_in_worker(module: str, cfg: Any, out: str, progress: bool) -> dict
         raise
 
 
+@contextlib.contextmanager
+def component_locks(out: Path, works: dict[str, str]) -> Iterator[None]:
+    """Hold the lock of each component's work folder (name -> folder under `out`; ``WORK/.lock``, as ``imgalign
+    train`` locks its output folder) while it trains. A second start of the same pretraining into --out wrote the
+    same checkpoint files as the first: one failed with "No such file ... checkpoint.pt.tmp", and a checkpoint
+    written by both at once could be published with their bytes mixed. Other components into the same --out (another
+    terminal) are not held up."""
+    from imgalign.trainers.checkpoint import lock_output_dir, unlock_output_dir
+
+    held: list[Path] = []
+    try:
+        for n, work in works.items():
+            folder = out / work
+            folder.mkdir(parents=True, exist_ok=True)
+            if not lock_output_dir(folder):
+                raise ValueError(
+                    f"--out {str(out)!r}: {n} is being trained into it by another imgalign world pretrain (the same "
+                    "command started twice?): wait for it to end, then run the same command again (every component "
+                    "resumes from its last checkpoint), or give another --out"
+                )
+            held.append(folder)
+        yield
+    finally:
+        for folder in held:
+            unlock_output_dir(folder)
+
+
 def stop_workers(pool: Any) -> None:
     """End the worker processes of a ProcessPoolExecutor now, and start no queued component. Ctrl-C in a terminal
     reaches the workers as well, but an interrupt of the main process alone (``kill -INT PID``, or SIGTERM, which
@@ -229,16 +258,17 @@ def run_pretrain(args: argparse.Namespace) -> int:
                     f"--out {str(out)!r} holds a file named {sub!r}, where pretraining {n} writes a folder: move "
                     "it away, or give another --out"
                 )
-    if jobs == 1 or len(names) == 1:
-        for n in names:
-            print(f"{n}: {_pretrain_one(COMPONENTS[n], cfgs[n], str(out), True)}")
-        return 0
-    # Several processes, each with its component's `threads` (1 by default). The components are independent and
-    # each seeds itself, so the folders equal those of sequential runs. They are submitted longest first (t2i), so
-    # one worker trains the t2i model while the other trains the CLIP, then the VLM. Only the first shows a
-    # progress bar: bars from two processes would overwrite each other.
-    print(f"training {', '.join(names)} in {min(jobs, len(names))} processes; progress bar: {names[0]}")
-    failed = pretrain_in_pool({n: (COMPONENTS[n], cfgs[n]) for n in names}, out, min(jobs, len(names)))
+    with component_locks(out, {n: mods[n].WORK for n in names}):
+        if jobs == 1 or len(names) == 1:
+            for n in names:
+                print(f"{n}: {_pretrain_one(COMPONENTS[n], cfgs[n], str(out), True)}")
+            return 0
+        # Several processes, each with its component's `threads` (1 by default). The components are independent
+        # and each seeds itself, so the folders equal those of sequential runs. They are submitted longest first
+        # (t2i), so one worker trains the t2i model while the other trains the CLIP, then the VLM. Only the first
+        # shows a progress bar: bars from two processes would overwrite each other.
+        print(f"training {', '.join(names)} in {min(jobs, len(names))} processes; progress bar: {names[0]}")
+        failed = pretrain_in_pool({n: (COMPONENTS[n], cfgs[n]) for n in names}, out, min(jobs, len(names)))
     if failed:
         from imgalign.cli import CLIError
 
