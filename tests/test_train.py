@@ -309,6 +309,29 @@ def test_resume_auto_puts_back_a_checkpoint_left_only_as_its_old_copy(tmp_path):
     assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step-000001", "step-000002"]
 
 
+def test_resume_auto_says_which_newer_step_folder_it_passed_over(tmp_path, caplog):
+    """A step folder whose trainer_state/state.json is gone (deleted, or a copy of the run still being made) was
+    passed over by --resume auto without a word: the run went on from an older checkpoint and replaced it."""
+    from types import SimpleNamespace
+
+    from imgalign.trainers.trainer import FlowGRPOTrainer
+
+    out = tmp_path / "run"
+    first = _state_only_checkpoint(out / "checkpoints" / "step-000001", 1)
+    (out / "checkpoints" / "step-000002" / "transformer").mkdir(parents=True)
+    tr = SimpleNamespace(
+        out=out,
+        is_main=True,
+        acc=SimpleNamespace(wait_for_everyone=lambda: None),
+        _lock_output_dir=lambda: None,
+    )
+    with caplog.at_level("WARNING", logger="imgalign"):
+        assert FlowGRPOTrainer._resolve_resume(tr, "auto") == first
+    said = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(said) == 1 and "step-000002 has no trainer_state/state.json" in said[0]
+    assert f"resuming from {first}" in said[0]
+
+
 def test_a_checkpoint_of_another_process_count_is_refused_before_anything_loads(tmp_path):
     """A checkpoint written by 2 processes cannot continue in 1 (its RNG files and prompt shares are per process)."""
     from types import SimpleNamespace

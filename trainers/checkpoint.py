@@ -55,6 +55,17 @@ def list_checkpoints(run_dir: str | Path) -> list[Path]:
     return sorted(found, key=lambda p: int(STEP_RE.match(p.name).group(1)))  # type: ignore[union-attr]
 
 
+def incomplete_after(run_dir: str | Path, ckpt: Path | None) -> list[Path]:
+    """The ``step-N`` folders of a run later than checkpoint `ckpt` (all of them when None) that are not complete
+    checkpoints (no ``trainer_state/state.json``), oldest first: what :func:`list_checkpoints` passes over."""
+    d = Path(run_dir) / "checkpoints"
+    if not d.is_dir():
+        return []
+    after = step_of(ckpt) if ckpt is not None else -1
+    found = [p for p in d.iterdir() if STEP_RE.match(p.name) and p.is_dir() and step_of(p) > after]
+    return sorted((p for p in found if not (p / "trainer_state" / "state.json").is_file()), key=step_of)
+
+
 def latest_checkpoint(run_dir: str | Path) -> Path | None:
     ckpts = list_checkpoints(run_dir)
     return ckpts[-1] if ckpts else None

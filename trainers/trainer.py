@@ -480,6 +480,16 @@ class FlowGRPOTrainer:
                 C.remove_leftovers(self.out)
             self.acc.wait_for_everyone()
             found = C.latest_checkpoint(self.out)
+            skipped = C.incomplete_after(self.out, found)
+            if self.is_main and skipped:  # (a user's deletion, or a copy of the run still being made)
+                log.warning(
+                    "--resume auto: %s has no trainer_state/state.json, so it is not a checkpoint to resume from "
+                    "(files deleted, or the folder still being copied?); resuming from %s, and this run's save of step "
+                    "%d will replace it",
+                    skipped[-1],
+                    found if found is not None else "the start",
+                    C.step_of(skipped[-1]),
+                )
             if found is None:
                 log.info("--resume auto: no checkpoint under %s, starting fresh", self.out)
             return found
