@@ -204,7 +204,8 @@ def _run(args: argparse.Namespace) -> int:
                 + (f" under {str(out)!r}" if out else "")
                 + f": free disk space (or raise the file-size limit, ulimit -f); {hint}"
             )
-        print(f"imgalign {args.command}: error: {msg}", file=sys.stderr)
+        # `imgalign world render: error: ...`, as argparse names the subcommand in its own errors
+        print(f"imgalign {_command_name(args)}: error: {msg}", file=sys.stderr)
         return 2
 
 

@@ -1487,7 +1487,8 @@ def test_world_render_names_the_line_of_a_prompt_the_shapes_world_cannot_draw(
     prompts.write_text(json.dumps(ok) + "\n" + json.dumps(dog) + "\n")
     out = tmp_path / "r"
     assert main(["world", "render", "--prompts", str(prompts), "--out", str(out)]) == 2
-    assert f"imgalign world: error: {prompts}:2: " in capsys.readouterr().err
+    # named with its subcommand, as argparse's own errors are (it said `imgalign world: error:`)
+    assert f"imgalign world render: error: {prompts}:2: " in capsys.readouterr().err
     assert not out.exists()
 
 
