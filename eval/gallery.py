@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
 from PIL import Image, ImageDraw, ImageFont
+
+from imgalign.files import replacing
 
 PAD = 6
 BG = (255, 255, 255)
@@ -139,6 +140,5 @@ def save_png(img: Image.Image, path: Path) -> None:
     """Write atomically (a temp name, then rename), creating the folder."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    img.save(tmp, format="PNG")
-    os.replace(tmp, path)
+    with replacing(path) as tmp:
+        img.save(tmp, format="PNG")

@@ -34,6 +34,7 @@ import yaml
 from safetensors import SafetensorError
 
 from imgalign.config import ConfigError, leaves, to_dict
+from imgalign.files import atomic_write_text, replacing
 from imgalign.trainers import checkpoint as C
 from imgalign.trainers.config import FlowGRPOConfig, check_batch_layout, ignored_settings
 from imgalign.trainers.grpo import off_policy_warning
@@ -593,15 +594,10 @@ class FlowGRPOTrainer:
             if not path.is_file():
                 continue
             lines = [line + "\n" for k, line in _step_rows(path) if k <= last]
-            tmp = path.with_name(path.name + ".tmp")
-            tmp.write_text("".join(lines))
-            os.replace(tmp, path)
+            atomic_write_text(path, "".join(lines))
 
     def _write_config(self) -> None:
-        path = self.out / "config.yaml"
-        tmp = path.with_suffix(".yaml.tmp")
-        tmp.write_text(yaml.safe_dump(to_dict(self.cfg), sort_keys=False))
-        os.replace(tmp, path)
+        atomic_write_text(self.out / "config.yaml", yaml.safe_dump(to_dict(self.cfg), sort_keys=False))
 
     # ------------------------------------------------------------------------------------------------ loop
     def train(self) -> dict[str, float]:
@@ -1089,9 +1085,8 @@ class FlowGRPOTrainer:
         for i, im in enumerate(ims):
             grid.paste(im, ((i % cols) * w, (i // cols) * h))
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name("." + path.name + ".tmp")
-        grid.save(tmp, format="PNG")
-        os.replace(tmp, path)
+        with replacing(path) as tmp:
+            grid.save(tmp, format="PNG")
         if prompts is not None:
             C_txt = path.with_suffix(".txt")
             C_txt.write_text("\n".join(prompts[: len(ims)]) + "\n")
