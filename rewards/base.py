@@ -94,7 +94,7 @@ class Reward:
         out.scores = (
             out.scores.detach().to("cpu", torch.float32).reshape(-1)
             if not self.differentiable
-            else out.scores
+            else out.scores.reshape(-1)  # [B, 1] or a 0-d score of one image: [B], graph kept
         )
         if out.scores.shape[0] != len(keep):
             raise RuntimeError(

@@ -1,0 +1,37 @@
+"""The reward contract (`Reward.__call__`) and option checks at edges the registry tests leave open."""
+
+from __future__ import annotations
+
+import torch
+
+from imgalign.rewards.base import Reward, RewardOutput
+
+torch.set_num_threads(1)
+
+
+class _Column(Reward):
+    """A differentiable reward returning its scores as a column [B, 1] (the mean of each image)."""
+
+    name = "column"
+    differentiable = True
+
+    def score(self, images: torch.Tensor, prompts: list[str], metadata: list[dict] | None) -> RewardOutput:
+        return RewardOutput(images.mean(dim=(1, 2, 3)).unsqueeze(1))
+
+
+def test_a_differentiable_rewards_scores_are_one_per_image_and_keep_their_graph() -> None:
+    """A differentiable reward's [B, 1] comes back [B] like any reward's (it came back [B, 1], which broadcasts
+    against a [B] advantage into [B, B]); a one-image batch scored as a 0-d tensor is [1]; the graph is kept."""
+    x = torch.full((3, 3, 2, 2), 0.5, requires_grad=True)
+    scores = _Column()(x, ["a", "b", "c"]).scores
+    assert scores.shape == (3,)
+    scores.sum().backward()
+    torch.testing.assert_close(x.grad, torch.full((3, 3, 2, 2), 1 / 12))
+
+    class Scalar(_Column):
+        def score(
+            self, images: torch.Tensor, prompts: list[str], metadata: list[dict] | None
+        ) -> torch.Tensor:
+            return images.mean()
+
+    assert Scalar()(torch.full((1, 3, 2, 2), 0.25, requires_grad=True), ["a"]).scores.shape == (1,)
