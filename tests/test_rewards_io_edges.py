@@ -1,0 +1,29 @@
+"""`imgalign.rewards.io` at edges the score tests leave open."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from imgalign.rewards.io import ImageReadError, find_images, read_image
+
+
+def test_a_glob_matching_a_dangling_link_lists_only_the_real_files(tmp_path: Path) -> None:
+    """A glob's match that is neither a file nor a folder (a link to a deleted file) is no image file, as in a
+    folder walk: only the real files are listed."""
+    d = tmp_path / "d"
+    d.mkdir()
+    (d / "a.png").write_bytes(b"")
+    (d / "gone.png").symlink_to(tmp_path / "deleted.png")
+    assert find_images([str(d / "*.png")]) == [d / "a.png"]
+
+
+def test_an_empty_file_is_named_once_with_its_own_reason(tmp_path: Path) -> None:
+    """An empty file's error is the file and "empty file (0 bytes)", not that message wrapped again as "cannot
+    decode image (...)" naming the file twice."""
+    empty = tmp_path / "a.png"
+    empty.write_bytes(b"")
+    with pytest.raises(ImageReadError) as e:
+        read_image(empty)
+    assert str(e.value) == f"{empty}: empty file (0 bytes)"
