@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from imgalign.rewards.base import Reward, RewardOutput
@@ -35,3 +36,12 @@ def test_a_differentiable_rewards_scores_are_one_per_image_and_keep_their_graph(
             return images.mean()
 
     assert Scalar()(torch.full((1, 3, 2, 2), 0.25, requires_grad=True), ["a"]).scores.shape == (1,)
+
+
+def test_a_nan_option_is_below_any_minimum() -> None:
+    """check_at_least refuses NaN (every comparison with it is false, so `value < minimum` would let it through),
+    as given by a keyword argument or a config's `.nan`."""
+    from imgalign.rewards.base import check_at_least
+
+    with pytest.raises(ValueError, match="batch_size must be a number >= 1, got nan"):
+        check_at_least(float("nan"), 1, "batch_size")
