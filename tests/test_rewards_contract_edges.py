@@ -45,3 +45,49 @@ def test_a_nan_option_is_below_any_minimum() -> None:
 
     with pytest.raises(ValueError, match="batch_size must be a number >= 1, got nan"):
         check_at_least(float("nan"), 1, "batch_size")
+
+
+def test_pil_images_of_two_sizes_are_refused_naming_both() -> None:
+    """A list of PIL images in two sizes is refused naming the sizes (numpy's stack error named none)."""
+    from PIL import Image
+
+    from imgalign.rewards.base import to_tensor
+
+    with pytest.raises(ValueError, match=r"must share a size, got \[\(2, 2, 3\), \(3, 3, 3\)\]"):
+        to_tensor([Image.new("RGB", (2, 2)), Image.new("L", (3, 3)), Image.new("RGB", (2, 2))])
+
+
+def test_a_missing_dotted_module_is_not_called_a_misspelt_reward() -> None:
+    """`pkg.mod:attr` that does not import is no misspelt registered reward: the error does not list them (a
+    dotless `mod:attr` may be one, and does)."""
+    from imgalign.rewards.base import build_reward
+
+    with pytest.raises(ValueError) as e:
+        build_reward("no_such_pkg_q.rewards:f")
+    assert "no_such_pkg_q" in str(e.value) and "nor a registered reward" not in str(e.value)
+
+
+def test_a_reward_subclass_taking_any_keyword_is_built_with_its_options(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A Reward subclass whose __init__ takes **kwargs (handing device/dtype on) is built, its options passed."""
+    import sys
+    import types
+
+    from imgalign.rewards.base import build_reward
+
+    class Open(Reward):
+        def __init__(self, **kwargs: object) -> None:
+            super().__init__(kwargs.pop("device"), kwargs.pop("dtype"))
+            self.opts = kwargs
+
+        def score(
+            self, images: torch.Tensor, prompts: list[str], metadata: list[dict] | None
+        ) -> torch.Tensor:
+            return images.mean(dim=(1, 2, 3))
+
+    mod = types.ModuleType("my_lab.open_kw")
+    mod.Open = Open
+    monkeypatch.setitem(sys.modules, "my_lab.open_kw", mod)
+    r = build_reward("my_lab.open_kw:Open:gain=2")
+    assert isinstance(r, Open) and r.opts == {"gain": 2}
