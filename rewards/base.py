@@ -96,7 +96,8 @@ class Reward:
             if not self.differentiable
             else out.scores.reshape(-1)  # [B, 1] or a 0-d score of one image: [B], graph kept
         )
-        if out.scores.shape[0] != len(keep):
+        # one score per image: [B], [B, 1], or 0-d for one image ([2, 2] for 4 images was flattened and accepted)
+        if out.scores.shape[0] != len(keep) or len(shape) > 2 or len(shape) == 2 and shape[1] != 1:
             raise RuntimeError(
                 f"reward {self.name!r} returned {out.scores.shape[0]} scores (shape {shape}) for {len(keep)} "
                 f"images: a reward returns one score per image, shape [{len(keep)}]"
@@ -153,7 +154,8 @@ class Reward:
 
 
 def to_tensor(images: ImagesLike) -> torch.Tensor:
-    """PIL images (any mode, same size) or a tensor -> float32 [B, 3, H, W] in [0, 1] on the CPU."""
+    """PIL images (any mode, same size) -> float32 [B, 3, H, W] in [0, 1] on the CPU; a tensor batch [B, 3, H, W]
+    -> float32 on its own device."""
     if isinstance(images, torch.Tensor):
         if images.ndim != 4 or images.shape[1] != 3:
             raise ValueError(f"expected images as [B, 3, H, W], got shape {tuple(images.shape)}")

@@ -91,3 +91,32 @@ def test_a_reward_subclass_taking_any_keyword_is_built_with_its_options(
     monkeypatch.setitem(sys.modules, "my_lab.open_kw", mod)
     r = build_reward("my_lab.open_kw:Open:gain=2")
     assert isinstance(r, Open) and r.opts == {"gain": 2}
+
+
+def test_scores_shaped_as_anything_but_one_per_image_are_refused() -> None:
+    """[2, 2] scores for 4 images were flattened and accepted (a reward scoring per crop or per pair, paired with
+    the wrong images); [B], [B, 1] and a one-image 0-d score pass, for a plain reward as for a differentiable one."""
+
+    class Square(Reward):
+        name = "square"
+
+        def score(
+            self, images: torch.Tensor, prompts: list[str], metadata: list[dict] | None
+        ) -> torch.Tensor:
+            return images.mean(dim=(1, 2, 3)).reshape(2, 2)
+
+    x = torch.rand(4, 3, 2, 2)
+    with pytest.raises(
+        RuntimeError, match=r"'square' returned 4 scores \(shape \(2, 2\)\) for 4 images.*\[4\]"
+    ):
+        Square()(x, ["a"] * 4)
+
+    class Row(Square):
+        def score(
+            self, images: torch.Tensor, prompts: list[str], metadata: list[dict] | None
+        ) -> torch.Tensor:
+            return images.mean(dim=(1, 2, 3)).unsqueeze(0)  # [1, B]
+
+    with pytest.raises(RuntimeError, match=r"shape \(1, 4\)"):
+        Row()(x, ["a"] * 4)
+    assert _Column()(x, ["a"] * 4).scores.shape == (4,)
