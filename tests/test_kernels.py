@@ -660,3 +660,38 @@ def test_off_policy_warning_threshold_and_hint():
     assert msg is not None and "77" in msg and "train.warmup_steps" in msg and "lr 0.0001" in msg
     msg = off_policy_warning(3.0, 1e-4, 20)
     assert msg is not None and "lower train.lr" in msg and "warmup_steps (e.g." not in msg
+
+
+def test_group_advantages_tie_tol_zero_still_drops_an_exact_tie():
+    """A group is tied when its std is at most tie_tol (≤, not <): tie_tol = 0 keeps every varying group but still
+    drops one whose rewards are exactly equal (std 0), which would otherwise count as a valid group of zeros."""
+    out = group_advantages(
+        torch.tensor([2.0, 2.0, 1.0, 3.0]), torch.tensor([0, 0, 1, 1]), tie_tol=0.0, eps=0.0
+    )
+    assert out.valid.tolist() == [False, False, True, True]
+    assert out.zero_std_ratio == pytest.approx(0.5)
+    torch.testing.assert_close(out.advantages, torch.tensor([0.0, 0.0, -1.0, 1.0]))
+
+
+def test_grpo_loss_of_one_unmasked_sample_is_that_samples_surrogate():
+    """The weighted mean divides by Σw (at least 1): a micro-batch with one valid sample gets that sample's whole
+    surrogate −A·ρ, not a fraction of it; clipfrac and approx_kl are that sample's too."""
+    lp = torch.log(torch.tensor([1.1, 3.0]))
+    out = grpo_clipped_loss(lp, torch.zeros(2), torch.tensor([2.0, 1.0]), 0.2, torch.tensor([1.0, 0.0]))
+    assert out.loss.item() == pytest.approx(-2.0 * 1.1, rel=1e-6)
+    assert out.clipfrac.item() == 0.0
+    assert out.approx_kl.item() == pytest.approx(0.5 * math.log(1.1) ** 2, rel=1e-5)
+
+
+def test_grpo_clipfrac_does_not_count_a_ratio_exactly_on_the_clip_boundary():
+    """clipfrac counts |ρ − 1| > ε strictly: at ρ = 1 + ε exactly the clipped and unclipped branches are equal, so
+    the clip is not active there."""
+    diff = torch.tensor([0.25, -0.25])
+    ratio = torch.exp(diff)
+    # float32 ratios in [0.5, 2]: both differences from 1 are exact
+    eps_hi, eps_lo = float(ratio[0]) - 1.0, 1.0 - float(ratio[1])
+    for eps, row in ((eps_hi, 0), (eps_lo, 1)):
+        out = grpo_clipped_loss(diff[row : row + 1], torch.zeros(1), torch.ones(1), eps)
+        assert out.clipfrac.item() == 0.0, (eps, row)
+        out = grpo_clipped_loss(diff[row : row + 1], torch.zeros(1), torch.ones(1), eps * 0.999)
+        assert out.clipfrac.item() == 1.0, (eps, row)

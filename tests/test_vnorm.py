@@ -240,3 +240,12 @@ def test_eval_inflation_takes_the_shapes_pool_in_turn(monkeypatch):
     cfg = EvalConfig(suite="shapes", prompts_per_task=2, vnorm_images=3)
     V.eval_inflation(None, None, cfg, 1.0, [("a held-out prompt", {})] * 4)
     assert seen["p"] == eval_prompt_pool(cfg, [])[:3] and len(set(seen["s"])) == 3
+
+
+def test_norm_ratio_of_small_velocities_is_the_plain_ratio():
+    """eps only guards a zero reference norm: velocities with norms well below 1 (0.05 and 0.1) give the plain ratio
+    2 and the linear hinge 1, not a ratio shrunk by a floor on the denominator."""
+    v_ref = torch.tensor([[0.03, 0.04]])  # norm 0.05
+    v = torch.tensor([[0.06, 0.08]])  # norm 0.1
+    assert norm_ratio(v, v_ref).item() == pytest.approx(2.0, rel=1e-6)
+    assert velocity_norm_penalty(v, v_ref, "linear").item() == pytest.approx(1.0, rel=1e-5)
