@@ -3109,6 +3109,22 @@ def test_grpo_trains_the_guided_velocity_it_sampled_with(sd3_dir, tmp_path):
     assert "vnorm/norm_ratio/early" in ms[1] and "vnorm/norm_ratio/middle" not in ms[1]  # step_bucket(1, 4)
 
 
+def test_grpo_logs_each_trained_steps_norm_ratio_in_that_steps_own_bucket(sd3_dir, tmp_path):
+    """objective.vnorm_log: the norm ratio of trained step i of 4 goes to step_bucket(i, 4), so steps 0 and 1 log
+    early and step 2 middle (on the step itself, not the schedule's first step)."""
+    from imgalign.trainers.objectives import TrainContext
+
+    tr, ro, _ = _step0_trainer(sd3_dir, tmp_path, sampling__sde_window=3, objective__vnorm_log=True)
+    assert ro.train_steps == [0, 1, 2]
+    idx, adv, valid = torch.arange(4), torch.tensor([1.0, 0.5, 0.2, -0.1]), torch.ones(4, dtype=torch.bool)
+    ctx = TrainContext(tr.adapter, tr.model, 0)
+    buckets = []
+    for term in (0, 1, 2):
+        m = tr.objective.loss(ctx, ro, idx, term, adv, valid)[1]
+        buckets.append(sorted(k for k in m if k.startswith("vnorm/norm_ratio/") and not k.endswith("/all")))
+    assert buckets == [["vnorm/norm_ratio/early"]] * 2 + [["vnorm/norm_ratio/middle"]]
+
+
 @pytest.mark.parametrize(
     "over", [{"objective__logprob_reduce": "mean"}, {"sampling__noise_block": 2}], ids=["mean", "block"]
 )
