@@ -381,3 +381,23 @@ def test_ema_from_module_tracks_trainable_parameters_in_their_dtype():
     x = torch.tensor([[1.0, -2.0]], dtype=torch.bfloat16)
     out = ema.functional(lin, x)
     assert out.dtype == torch.bfloat16 and torch.equal(out, lin(x))
+
+
+def test_objective_state_loads_into_an_old_policy_already_built():
+    """load_state_dict into an objective that has already built its old policy (it has trained) replaces that
+    policy's weights with the saved ones, not only the update count."""
+    from imgalign.trainers.config import ObjectiveConfig, SamplingConfig
+    from imgalign.trainers.objectives import NFTObjective
+
+    cfg = ObjectiveConfig(name="nft", nft=NFTConfig(ema_decay_ramp=0.0, ema_decay_max=0.0))
+    p = torch.nn.Parameter(torch.full((2,), 3.0))
+    saved = NFTObjective(cfg, SamplingConfig())
+    saved.after_update([p])  # decay 0: the old policy is p (3)
+    state = saved.state_dict()
+    used = NFTObjective(cfg, SamplingConfig())
+    with torch.no_grad():
+        p.fill_(9.0)
+    used.after_update([p])  # its own old policy: 9
+    used.load_state_dict(state)
+    assert used.updates == 1
+    assert torch.equal(used.old.shadow[0], torch.full((2,), 3.0))
