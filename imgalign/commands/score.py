@@ -27,7 +27,6 @@ import io
 import json
 import logging
 import math
-import os
 import statistics
 import unicodedata
 from collections import defaultdict
@@ -35,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from imgalign.cli import CLIError, Interrupted
+from imgalign.files import atomic_write_text
 
 log = logging.getLogger(__name__)
 MAX_BATCH_PIXELS = 2**26  # pixels per scored batch (768 MiB as float32 RGB), whatever --batch-size says
@@ -354,9 +354,7 @@ def write_rows(path: Path, rows: list[dict[str, Any]], keys: list[str]) -> None:
     else:
         text = "".join(json.dumps(r) + "\n" for r in rows)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    atomic_write_text(path, text)
 
 
 def partial_path(out: Path) -> Path:
@@ -461,10 +459,10 @@ def run_score(args: argparse.Namespace) -> int:
     partial = partial_path(out)
     done = read_partial(partial, keys)
     kept = [done[str(f)] for f in files if _reusable(done.get(str(f)), f, prompt_rows[f], keys)]
-    tmp = partial.with_name(partial.name + ".tmp")
-    tmp.parent.mkdir(parents=True, exist_ok=True)
-    tmp.write_text(json.dumps({"rewards": keys}) + "\n" + "".join(json.dumps(e) + "\n" for e in kept))
-    os.replace(tmp, partial)
+    partial.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(
+        partial, json.dumps({"rewards": keys}) + "\n" + "".join(json.dumps(e) + "\n" for e in kept)
+    )
     reused = {e["row"]["file"]: e["row"] for e in kept}
     if reused:
         log.info(
