@@ -190,8 +190,9 @@ def test_a_clause_without_count_asks_for_one_and_exclude_must_be_a_list(tmp_path
         load_geneval_metadata(meta)
 
 
-def test_a_txt_prompt_list_is_not_read_as_geneval_metadata(tmp_path):
-    f = tmp_path / "p.txt"
+@pytest.mark.parametrize("name", ["p.txt", "P.TXT"])
+def test_a_txt_prompt_list_is_not_read_as_geneval_metadata(tmp_path, name):
+    f = tmp_path / name
     f.write_text("a photo of a red circle\n")
     with pytest.raises(PromptFileError, match="is a .txt prompt list, which has no GenEval metadata"):
         load_geneval_metadata(f)
@@ -468,3 +469,38 @@ def test_a_tag_that_is_not_a_geneval_task_is_refused(tmp_path):
             load_geneval_metadata(jl)
     jl.write_text(json.dumps({**row, "tag": "counting"}) + "\n")
     assert load_prompts(jl)[0].metadata["tag"] == "counting"
+
+
+def test_mix_seeds_are_63_bit_and_pinned():
+    """_mix seeds every step's prompts, SDE window and noise: its values are pinned (a change would silently give
+    every run, and every resumed older checkpoint, other prompts and noise) and fit in 63 bits, as torch's
+    manual_seed and a signed 64-bit integer take them."""
+    from imgalign.trainers.prompting import _mix
+
+    assert [_mix(0), _mix(1, 2, 3), _mix(7, 7919, 0)] == [
+        6_229_623_725_594_924_965,
+        8_141_517_521_349_060_329,
+        5_986_262_851_422_724_619,
+    ]
+    seeds = {_mix(i, j) for i in range(64) for j in range(64)}
+    assert len(seeds) == 64 * 64 and all(0 <= s < 2**63 for s in seeds)
+
+
+def test_shapes_prompts_come_only_from_the_configured_tasks():
+    """prompts.tasks restricts the shapes generator: a run on counting alone never trains on another task."""
+    s = PromptSampler(PromptConfig(source="shapes", tasks=["counting"]))
+    tags = {m["tag"] for k in range(4) for m in s.for_step(k, 16).metadata}
+    assert tags == {"counting"}
+
+
+def test_the_order_prompts_train_in_follows_prompts_seed(tmp_path):
+    """Every prompt trains (no hold-out), so only prompts.seed can change the walk: another seed, another order;
+    the same seed, the same one."""
+    f = tmp_path / "p.txt"
+    f.write_text("".join(f"prompt {i}\n" for i in range(11)))
+
+    def walk(seed: int) -> list[str]:
+        s = PromptSampler(PromptConfig(source=str(f), seed=seed), hold_out=False)
+        return s.for_step(0, 11).prompts + s.for_step(1, 11).prompts
+
+    assert walk(0) == walk(0) and walk(0) != walk(1) and walk(1) != walk(2)
