@@ -61,3 +61,13 @@ def test_the_commands_writers_leave_no_temporary_when_a_write_fails(tmp_path, mo
     with pytest.raises(OSError, match="cannot write .*state.pt .*is the disk full"):
         save_checkpoint(tmp_path / "ck" / "state.pt", {"step": 1})
     assert list((tmp_path / "ck").iterdir()) == []
+
+
+def test_an_error_before_anything_was_written_propagates_as_itself(tmp_path):
+    """A writer that fails before it creates the temporary file (a tensor that cannot be serialized, a bad argument)
+    raises its own error, not a FileNotFoundError about a temporary file that never existed."""
+    path = tmp_path / "results.jsonl"
+    with pytest.raises(ValueError, match="cannot serialize"):
+        with replacing(path):
+            raise ValueError("cannot serialize")
+    assert list(tmp_path.iterdir()) == []
