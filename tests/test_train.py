@@ -4263,3 +4263,69 @@ def test_a_missing_embedded_default_config_says_to_pass_one(capsys, monkeypatch)
     monkeypatch.setattr(train_cmd, "DEFAULT_CONFIG", missing)
     assert main(["train", "--print-config"]) == 2
     assert f"the default config {missing} is missing (installed without examples/)" in capsys.readouterr().err
+
+
+def test_only_step_folders_named_step_n_are_checkpoints(tmp_path):
+    """A complete copy named step-N.old (a re-save cut short) or step-N-backup (the user's) is not a checkpoint of
+    the run: --resume auto never picks it, whatever its step."""
+    from imgalign.trainers import checkpoint as C
+
+    done = _fake_checkpoint(tmp_path, 10)
+    for name in ("step-000020.old", "step-000030-backup"):
+        _fake_checkpoint(tmp_path, 99).rename(tmp_path / "checkpoints" / name)
+    assert C.list_checkpoints(tmp_path) == [done] and C.latest_checkpoint(tmp_path) == done
+
+
+def test_a_damaged_checkpoint_off_the_step_names_points_to_the_runs_earlier_one(tmp_path):
+    """--resume on a set-aside branch (superseded-step-N) whose state.json is damaged names the run's earlier
+    checkpoint to resume from (it said the run had none); a copy under another name (step-N-good) gets the same
+    CheckpointReadError naming the file, not an AttributeError from the step-name parser."""
+    from imgalign.trainers import checkpoint as C
+
+    root = tmp_path / "checkpoints"
+    _fake_checkpoint(tmp_path, 5)
+    earlier = _fake_checkpoint(tmp_path, 10)  # the newest before step 40, not the first
+    for name in ("superseded-step-000040-1", "step-000040-good"):
+        ckpt = _fake_checkpoint(tmp_path, 40).rename(root / name)
+        (ckpt / "trainer_state" / "state.json").write_text("{cut")
+        with pytest.raises(
+            C.CheckpointReadError, match=rf"{name}/trainer_state/state.json cannot be read"
+        ) as e:
+            C.read_state(ckpt)
+        if name.startswith("superseded-"):
+            assert f"--resume {earlier}" in str(e.value)
+
+
+def test_leftover_cleanup_leaves_folders_that_are_not_its_own_alone(tmp_path):
+    """Only step-N.old is a re-save's leftover: the user's mine.old (with a checkpoint inside) is not put back over
+    mine, nor removed."""
+    from imgalign.trainers import checkpoint as C
+
+    root = tmp_path / "checkpoints"
+    _fake_checkpoint(tmp_path, 10)
+    _fake_checkpoint(tmp_path, 20).rename(root / "mine.old")
+    (root / "mine").mkdir()
+    C.remove_leftovers(tmp_path)
+    assert sorted(p.name for p in root.iterdir()) == ["mine", "mine.old", "step-000010"]
+    assert (root / "mine.old" / "trainer_state" / "state.json").is_file()
+
+
+def test_every_cuda_devices_rng_state_is_saved_by_its_index(monkeypatch):
+    """A checkpoint keeps each CUDA device's generator (torch_cuda_<i>) beside the CPU one, so a GPU run resumes
+    with the same noise."""
+    from imgalign.trainers import checkpoint as C
+
+    states = [torch.tensor([i], dtype=torch.uint8) for i in range(3)]
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_rng_state_all", lambda: states)
+    _, tensors = C.rng_state()
+    assert sorted(tensors) == ["torch_cpu", "torch_cuda_0", "torch_cuda_1", "torch_cuda_2"]
+    assert all(torch.equal(tensors[f"torch_cuda_{i}"], s) for i, s in enumerate(states))
+
+
+def test_a_write_error_without_an_os_reason_is_named_by_its_message():
+    """An OSError raised with a message only (no errno, so no strerror) is named by that message, not "None"."""
+    from imgalign.trainers import checkpoint as C
+
+    msg = str(C.unwritable(Path("/ckpt/state.json"), OSError("the mount went away")))
+    assert msg.startswith("cannot write /ckpt/state.json (OSError: the mount went away): is the disk full")

@@ -38,6 +38,8 @@ from safetensors.torch import load_file, save_file
 log = logging.getLogger(__name__)
 
 STEP_RE = re.compile(r"^step-(\d{6,})$")
+# a branch set aside by supersede_after: superseded-step-000040, superseded-step-000040-1, ...
+SUPERSEDED_RE = re.compile(r"^superseded-step-(\d{6,})(?:-\d+)?$")
 
 
 def checkpoint_name(step: int) -> str:
@@ -192,7 +194,7 @@ def _unreadable(path: Path, e: Exception) -> CheckpointReadError:
     path = Path(path)
     ckpt = path.parent.parent if path.parent.name == "trainer_state" else path.parent
     why = "missing" if isinstance(e, FileNotFoundError) else f"{type(e).__name__}: {e}"
-    m = STEP_RE.match(ckpt.name)
+    m = STEP_RE.match(ckpt.name) or SUPERSEDED_RE.match(ckpt.name)
     run_ckpts = list_checkpoints(ckpt.parent.parent) if ckpt.parent.name == "checkpoints" else []
     earlier = [c for c in run_ckpts if m and step_of(c) < int(m.group(1))]
     if earlier:  # the newest one before it, by name: "step-…" left the user to find one, if any existed
