@@ -4329,3 +4329,19 @@ def test_a_write_error_without_an_os_reason_is_named_by_its_message():
 
     msg = str(C.unwritable(Path("/ckpt/state.json"), OSError("the mount went away")))
     assert msg.startswith("cannot write /ckpt/state.json (OSError: the mount went away): is the disk full")
+
+
+def test_the_output_folder_lock_is_exclusive(tmp_path):
+    """A second imgalign train takes the same lock: the holder's must be exclusive, or two shared holders would both
+    train into the folder."""
+    from imgalign.trainers import checkpoint as C
+
+    code = (
+        f"import fcntl, os, sys; fd = os.open({str(tmp_path / '.lock')!r}, os.O_RDWR | os.O_CREAT)\n"
+        "try:\n    fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)\nexcept BlockingIOError:\n    sys.exit(1)"
+    )
+    try:
+        assert C.lock_output_dir(tmp_path)
+        assert subprocess.run([sys.executable, "-c", code]).returncode == 1
+    finally:
+        C.unlock_output_dir(tmp_path)
