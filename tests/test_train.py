@@ -4,6 +4,7 @@ SIGKILL bitwise equal, and two accelerate processes giving the same advantages a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -12,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -2228,6 +2230,23 @@ def test_resume_after_sigkill_is_bitwise_equal(sd3_dir, tmp_path):
     ]  # steps logged after the last checkpoint are not doubled
 
 
+@contextlib.contextmanager
+def lock_held_elsewhere(lock: Path) -> Iterator[None]:
+    """The output folder's lock file `lock` held (flock, exclusive) by another process for the block's time, as a
+    running job holds it; the process is killed after (no stale lock is left)."""
+    code = (
+        f"import fcntl, os, time; fd = os.open({str(lock)!r}, os.O_RDWR | os.O_CREAT); "
+        "fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); time.sleep(120)"
+    )
+    holder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        yield
+    finally:
+        holder.kill()
+        holder.wait()
+
+
 def test_a_second_start_of_the_same_job_into_a_folder_being_written_is_refused(sd3_dir, tmp_path, capsys):
     """Two `imgalign train` started at once into one --output-dir both passed the "already holds a run" check (neither
     had written yet) and then wrote the same metrics.jsonl (every step logged twice) and checkpoints: the folder's
@@ -2236,24 +2255,10 @@ def test_a_second_start_of_the_same_job_into_a_folder_being_written_is_refused(s
     out = tmp_path / "run"
     out.mkdir()
     path = write(tiny_config(sd3_dir, out, train__max_steps=1), tmp_path / "c.yaml")
-    holder = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            f"import fcntl, os, time; fd = os.open({str(out / '.lock')!r}, os.O_RDWR | "
-            "os.O_CREAT); fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); time.sleep(120)",
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert holder.stdout.readline().strip() == "held"
+    with lock_held_elsewhere(out / ".lock"):
         assert main(["train", str(path)]) == 2
         assert "is being written by another imgalign train" in capsys.readouterr().err
         assert not (out / "metrics.jsonl").exists() and not (out / "checkpoints").exists()
-    finally:
-        holder.kill()
-        holder.wait()
     assert main(["train", str(path)]) == 0
     assert [x["step"] for x in rows(out)] == [1]
 
@@ -2267,24 +2272,10 @@ def test_a_refused_second_resume_leaves_the_checkpoint_the_running_job_is_writin
     saving.mkdir(parents=True)
     (saving / "rng_0.json").write_text("{}")
     path = write(tiny_config(sd3_dir, out, train__max_steps=3), tmp_path / "c.yaml")
-    holder = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            f"import fcntl, os, time; fd = os.open({str(out / '.lock')!r}, os.O_RDWR | "
-            "os.O_CREAT); fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); time.sleep(120)",
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert holder.stdout.readline().strip() == "held"
+    with lock_held_elsewhere(out / ".lock"):
         assert main(["train", str(path), "--resume", "auto"]) == 2
         assert "is being written by another imgalign train" in capsys.readouterr().err
         assert (saving / "rng_0.json").is_file()  # the running job's save in progress is untouched
-    finally:
-        holder.kill()
-        holder.wait()
 
 
 def test_ctrl_c_names_the_last_checkpoint_and_never_sends_a_branch_back_to_the_base_model(
