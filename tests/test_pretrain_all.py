@@ -268,17 +268,16 @@ def test_a_worker_stopped_by_ctrl_c_starts_no_queued_component(monkeypatch):
     assert calls == ["t2i"]
 
 
-def test_an_interrupt_of_the_main_process_alone_ends_the_workers(tmp_path, monkeypatch):
+def test_an_interrupt_of_the_main_process_alone_ends_the_workers(tmp_path):
     """`kill -INT PID` (or SIGTERM, which the program turns into the same) reaches the main process of
     `--component all` only: leaving the pool waited for the workers to train their components to the end (and a
-    main process killed by SIGTERM left them training on, orphaned). The workers now end with it, at once."""
+    main process killed by SIGTERM left them training on, orphaned). The workers now end with it, at once. The pool
+    runs in its own process, signalled as `kill -INT PID` does."""
     import os
     import signal
+    import subprocess
     import sys
-    import threading
     import time
-
-    from imgalign.commands import world
 
     (tmp_path / "slow_component.py").write_text(
         "import os, time\n"
@@ -286,23 +285,26 @@ def test_an_interrupt_of_the_main_process_alone_ends_the_workers(tmp_path, monke
         "    (out / f'pid-{cfg}').write_text(str(os.getpid()))\n"
         "    time.sleep(20)\n"
     )
-    monkeypatch.setattr(
-        sys, "path", [str(tmp_path), *sys.path]
-    )  # (spawned workers get the parent's sys.path)
-
-    sent: list[float] = []
-
-    def interrupt_when_training() -> None:
-        deadline = time.monotonic() + 60
+    # Ctrl-C's handler set in the child: a job started in the background of a script (`cmd &`, as CI may run the
+    # suite) inherits SIGINT ignored, and then `kill -INT PID` does nothing to it at all
+    code = (
+        "import signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+        f"import sys; sys.path.insert(0, {str(tmp_path)!r}); from pathlib import Path; "
+        "from imgalign.commands import world; "  # one worker, so that the second component waits in the queue
+        f"world.pretrain_in_pool({{n: ('slow_component', n) for n in ('a', 'b')}}, Path({str(tmp_path)!r}), 1)"
+    )
+    main = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
         while not list(tmp_path.glob("pid-*")) and time.monotonic() < deadline:
             time.sleep(0.05)
-        sent.append(time.monotonic())
-        os.kill(os.getpid(), signal.SIGINT)  # the main process only, as `kill -INT PID` sends it
-
-    threading.Thread(target=interrupt_when_training, daemon=True).start()
-    with pytest.raises(KeyboardInterrupt):  # one worker, so that the second component waits in the queue
-        world.pretrain_in_pool({n: ("slow_component", n) for n in ("a", "b")}, tmp_path, 1)
-    assert time.monotonic() - sent[0] < 10  # not after the worker's 20 s (and then the queued component's)
+        sent = time.monotonic()
+        main.send_signal(signal.SIGINT)
+        err = main.communicate(timeout=60)[1]
+    finally:
+        main.kill()
+    assert main.returncode != 0 and "KeyboardInterrupt" in err
+    assert time.monotonic() - sent < 10  # not after the worker's 20 s (and then the queued component's)
     pids = [int(p.read_text()) for p in tmp_path.glob("pid-*")]
     assert len(pids) == 1  # the queued component was never started
     assert not os.path.exists(f"/proc/{pids[0]}")  # the worker is gone, not left training
