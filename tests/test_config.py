@@ -1179,6 +1179,19 @@ def test_a_plugin_rollout_or_penalty_that_cannot_take_its_arguments_is_refused_w
     assert PENALTIES.get("cfgtest_calls:penalty").__name__ == "penalty"
 
 
+def test_train_no_progress_turns_the_bar_off_as_in_the_other_commands(capsys):
+    """Every other command takes --no-progress; `imgalign train --no-progress` was an unrecognized argument. It sets
+    log.progress=false (what --print-config shows and the trainer reads)."""
+    import yaml
+
+    from imgalign.cli import main
+
+    assert main(["train", "--no-progress", "--print-config"]) == 0
+    assert yaml.safe_load(capsys.readouterr().out)["log"]["progress"] is False
+    assert main(["train", "--print-config"]) == 0
+    assert yaml.safe_load(capsys.readouterr().out)["log"]["progress"] is True
+
+
 def test_train_describe_shows_a_configs_values_beside_the_defaults(tmp_path, capsys):
     """train CONFIG --describe (or with --set) listed the defaults only, ignoring both silently; each key now shows
     the value they give, with its default where the two differ. Without them, defaults only."""

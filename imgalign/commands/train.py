@@ -46,6 +46,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "set aside as superseded-step-N",
     )
     p.add_argument("--max-steps", type=int, help="override train.max_steps")
+    p.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="no progress bar (sets log.progress=false), as in the other commands",
+    )
     p.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
     p.add_argument(
         "--describe",
@@ -71,6 +76,8 @@ def load_train_config(args: argparse.Namespace):  # noqa: ANN201 - FlowGRPOConfi
     overrides = list(args.set)
     if args.max_steps is not None:
         overrides.append(f"train.max_steps={args.max_steps}")
+    if args.no_progress:
+        overrides.append("log.progress=false")
     if args.output_dir is not None:
         if not args.output_dir.strip():  # "" (--output-dir "$RUN" with RUN unset) kept the config's folder
             raise ConfigError(
@@ -96,7 +103,13 @@ def run_train(args: argparse.Namespace) -> int:
     if args.describe:
         # with a CONFIG, --set, --max-steps or --output-dir: each key as that config sets it, beside its default
         # where they differ (they were ignored, silently)
-        given = args.config or args.set or args.max_steps is not None or args.output_dir is not None
+        given = (
+            args.config
+            or args.set
+            or args.max_steps is not None
+            or args.output_dir is not None
+            or args.no_progress
+        )
         values = leaves(to_dict(load_train_config(args))) if given else {}
         for key, default, text in describe(FlowGRPOConfig):
             shown = repr(values[key]) if key in values else default
