@@ -627,15 +627,20 @@ def load_summary(eval_dir: Path) -> dict[str, Any]:
 
 
 def load_results(eval_dir: Path) -> list[dict[str, Any]]:
+    """The rows of an evaluation's results.jsonl that name their image and verdict (every row the suite writes);
+    a line cut short by a crash, or a row without ``file`` or ``correct`` (a hand edit), is skipped (the
+    evaluation's own resume skips those without ``file``). Such a row raised KeyError in --baseline's comparison."""
     path = Path(eval_dir) / "results.jsonl"
     if not path.is_file():
         return []
     rows = []
     for line in path.read_text().splitlines():
         try:
-            rows.append(json.loads(line))
+            row = json.loads(line)
         except json.JSONDecodeError:
             continue  # a line cut short by a crash
+        if isinstance(row, dict) and "file" in row and "correct" in row:
+            rows.append(row)
     return rows
 
 

@@ -994,13 +994,15 @@ def test_an_evaluation_without_results_rows_is_not_said_to_have_other_prompts():
 
 
 def test_results_rows_skip_a_line_cut_short_by_a_crash(tmp_path):
-    """load_results (the comparison's image pairs and failure gallery) skips a results.jsonl line cut short, as the
-    evaluation's own resume does, instead of failing the comparison on it."""
+    """load_results (the comparison's image pairs and failure gallery) skips a results.jsonl line cut short, and a
+    row without its image or verdict, as the evaluation's own resume does, instead of failing the comparison."""
     from imgalign.eval.reports import load_results
 
     rows = [{"file": f"{i:05d}/samples/0000.png", "prompt": "p", "correct": False} for i in range(2)]
     ev = write_eval(tmp_path / "ev", "m", {"counting": 0.0}, rows)
     with open(ev / "results.jsonl", "a") as f:
+        # a hand-edited row without its verdict, one without its image, a list: KeyError in --baseline before
+        f.write('{"file": "00003/samples/0000.png"}\n{"correct": true}\n[1, 2]\n')
         f.write('{"file": "00002/samples/0000.png", "pro')
     assert load_results(ev) == rows
     assert load_results(tmp_path / "none") == []
