@@ -386,7 +386,7 @@ def _home_hint(path: str) -> str:
 
 def write_run_report(run_dir: Path, out_dir: Path | None = None) -> tuple[Path, list[Path]]:
     """Plots and report.md for a run folder (default output: RUN_DIR/report/)."""
-    from imgalign.eval.suite import atomic_write_text
+    from imgalign.files import atomic_write_text
 
     run_dir = Path(run_dir)
     if run_dir.exists() and not run_dir.is_dir():
@@ -489,7 +489,7 @@ def compare_runs(
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from imgalign.eval.suite import atomic_write_text
+    from imgalign.files import atomic_write_text
 
     if not groups or not keys:
         raise ValueError("compare needs at least one LABEL=RUN group and one metric key")
@@ -773,7 +773,7 @@ def write_comparison(
     eval_dir: Path, baseline_dir: Path, images_dir: Path | None = None, max_failures: int = 24
 ) -> str:
     """``comparison.md`` (delta table, notes) and ``failures.png`` in `eval_dir`; returns the markdown."""
-    from imgalign.eval.suite import atomic_write_text
+    from imgalign.files import atomic_write_text
 
     eval_dir, baseline_dir = Path(eval_dir), Path(baseline_dir)
     baseline = load_summary(baseline_dir)

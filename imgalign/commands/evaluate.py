@@ -14,7 +14,8 @@ from imgalign import shapes as W
 from imgalign.commands import check_output_folder, seed_arg
 from imgalign.commands.world import check_shapes_metadata, render_folder
 from imgalign.eval.geneval import GENEVAL_CLIP
-from imgalign.eval.suite import atomic_write_text, copy_folder, judge_folder, read_folder, read_folder_index
+from imgalign.eval.suite import copy_folder, judge_folder, read_folder, read_folder_index
+from imgalign.files import atomic_write_text
 from imgalign.prompts.io import load_geneval_metadata
 from imgalign.prompts.shapes import EVAL_SET_PATH
 

@@ -36,7 +36,7 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from imgalign.config import field
-from imgalign.files import atomic_write_text, replacing
+from imgalign.files import atomic_write_text
 from imgalign.pretrain import config_changes, load_state, restores_torch_threads, writing
 from imgalign.shapes import IMAGE_SIZE
 
@@ -397,8 +397,11 @@ def to_unit(x: torch.Tensor) -> torch.Tensor:
 
 # ---- checkpoints ----------------------------------------------------------------------------------------------
 def save_state(path: Path, state: dict[str, Any]) -> None:
-    with writing(path), replacing(path) as tmp:
-        torch.save(state, tmp)
+    """The encoders' checkpoint writer (:func:`imgalign.pretrain.encoder_common.save_checkpoint`): whole or not at
+    all, a write cut short named as such."""
+    from imgalign.pretrain.encoder_common import save_checkpoint
+
+    save_checkpoint(path, state)
 
 
 def rng_state(gen: torch.Generator) -> dict[str, Any]:
