@@ -3852,8 +3852,14 @@ def test_an_output_folder_on_a_file_system_without_flock_trains_unlocked(tmp_pat
     with caplog.at_level("WARNING"):
         assert C.lock_output_dir(tmp_path)
     assert "cannot lock" in caplog.text and "(Function not implemented)" in caplog.text
+    assert "a second imgalign train started" in caplog.text
     assert len(os.listdir("/dev/fd")) == open_fds  # the lock file's descriptor is not left open
     C.unlock_output_dir(tmp_path)
+    caplog.clear()
+    with caplog.at_level("WARNING"):  # world pretrain's component folders name their own command
+        assert C.lock_output_dir(tmp_path / "..", command="imgalign world pretrain")
+    assert "a second imgalign world pretrain started" in caplog.text
+    C.unlock_output_dir(tmp_path / "..")
 
 
 def test_save_tensors_writes_non_contiguous_tensors(tmp_path):

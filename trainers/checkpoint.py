@@ -149,10 +149,11 @@ def unwritable(path: Path, e: Exception) -> CheckpointWriteError:
 _HELD_LOCKS: dict[str, int] = {}  # output folders this process trains into: the open lock file of each
 
 
-def lock_output_dir(out: Path) -> bool:
+def lock_output_dir(out: Path, command: str = "imgalign train") -> bool:
     """Take the exclusive lock of output folder `out` (``out/.lock``, flock) for this process; False when another
     process holds it (a second start of the same job would append to its metrics and overwrite its checkpoints).
-    The lock goes with the process, so a killed run leaves none; this process may take it again (a resume in-process)."""
+    The lock goes with the process, so a killed run leaves none; this process may take it again (a resume in-process).
+    `command` names the job in the warning where the file system takes no lock."""
     try:
         import fcntl
     except ImportError:  # not a POSIX system: no lock (a double start is not caught there)
@@ -170,10 +171,11 @@ def lock_output_dir(out: Path) -> bool:
     except OSError as e:
         os.close(fd)
         log.warning(
-            "cannot lock %s (%s): training without the output-folder lock, so a second imgalign train started "
-            "into this folder is not refused",
+            "cannot lock %s (%s): training without the output-folder lock, so a second %s started into this "
+            "folder is not refused",
             Path(out) / ".lock",
             e.strerror or e,
+            command,
         )
         return True
     _HELD_LOCKS[key] = fd

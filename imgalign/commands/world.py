@@ -147,7 +147,7 @@ def component_locks(out: Path, works: dict[str, str]) -> Iterator[None]:
         for n, work in works.items():
             folder = out / work
             folder.mkdir(parents=True, exist_ok=True)
-            if not lock_output_dir(folder):
+            if not lock_output_dir(folder, command="imgalign world pretrain"):
                 raise ValueError(
                     f"--out {str(out)!r}: {n} is being trained into it by another imgalign world pretrain (the same "
                     "command started twice?): wait for it to end, then run the same command again (every component "
