@@ -902,6 +902,10 @@ def test_a_checkpoint_or_model_write_cut_short_is_one_error_naming_it(tmp_path):
         ("vlm", {"vision_width": 15}, "multiples of the number of heads; got vision_width=15 over"),
         ("vlm", {"text_heads": 2, "text_kv_heads": 4}, "multiple of text_kv_heads"),
         ("vlm", {"caption_weights": (1.0,)}, "caption_weights needs 4"),
+        # NaN and inf passed, then stopped the run after the renders ("Total of weights must be finite")
+        ("vlm", {"caption_weights": (float("nan"), 1.0, 1.0, 1.0)}, r"finite non-negative .*got \[nan, 1.0"),
+        ("clip", {"caption_weights": (1.0, float("inf"), 1.0, 1.0)}, "caption_weights needs 4 finite"),
+        ("clip", {"caption_weights": (1.0, -1.0, 1.0, 1.0)}, "finite non-negative"),
         ("vlm", {"query_prob": -0.1}, r"query_prob must be in \[0, 1\]"),
         # sizes of 0: a ZeroDivisionError traceback (heads) or a model with nothing in it
         ("clip", {"text_heads": 0}, "text_heads must be at least 1"),

@@ -94,7 +94,12 @@ class Config:
 
     def validate(self) -> None:
         from imgalign.config import check_seed
-        from imgalign.pretrain.encoder_common import check_at_least, check_rates, check_weights
+        from imgalign.pretrain.encoder_common import (
+            check_at_least,
+            check_caption_weights,
+            check_rates,
+            check_weights,
+        )
 
         check_seed("seed", self.seed)
         # sizes of 0 were a ZeroDivisionError traceback (heads) or a model built with nothing in it
@@ -107,15 +112,7 @@ class Config:
             )
         if self.pool_size < self.batch_size:
             raise ValueError("clip: pool_size must be at least batch_size")
-        if (
-            len(self.caption_weights) != len(C.CAPTION_KINDS)
-            or min(self.caption_weights) < 0
-            or sum(self.caption_weights) <= 0
-        ):
-            raise ValueError(
-                f"clip: caption_weights needs {len(C.CAPTION_KINDS)} non-negative numbers, not all 0 "
-                f"({C.CAPTION_KINDS})"
-            )
+        check_caption_weights(self, "clip")
         check_at_least(self, 1, "eval_images", "checkpoint_every", "threads")
         check_rates(self, "lr")
         check_weights(self, "weight_decay")

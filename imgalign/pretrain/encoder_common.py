@@ -234,6 +234,18 @@ def check_rates(cfg: Any, *names: str) -> None:
             )
 
 
+def check_caption_weights(cfg: Any, component: str) -> None:
+    """Raise unless `cfg.caption_weights` has one finite, non-negative weight per caption kind
+    (:data:`CAPTION_KINDS`), not all 0. A NaN or infinite weight passed the old check and stopped the run after
+    the renders with random.choices' "Total of weights must be finite", naming no setting."""
+    w = cfg.caption_weights
+    if len(w) != len(CAPTION_KINDS) or not all(0 <= x < math.inf for x in w) or sum(w) <= 0:
+        raise ValueError(
+            f"{component}: caption_weights needs {len(CAPTION_KINDS)} finite non-negative numbers, not all 0 "
+            f"({CAPTION_KINDS}); got {list(w)}"
+        )
+
+
 def check_weights(cfg: Any, *names: str, positive: bool = False) -> None:
     """Raise naming the first loss weight or decay of `names` that is negative (0 too when `positive`) or not
     finite: a negative one trained toward the opposite, an infinite one to NaN, after the renders."""

@@ -115,7 +115,12 @@ class Config:
 
     def validate(self) -> None:
         from imgalign.config import check_seed
-        from imgalign.pretrain.encoder_common import check_at_least, check_rates, check_weights
+        from imgalign.pretrain.encoder_common import (
+            check_at_least,
+            check_caption_weights,
+            check_rates,
+            check_weights,
+        )
 
         check_seed("seed", self.seed)
         # sizes of 0 were a ZeroDivisionError traceback (heads) or a model built with nothing in it
@@ -138,15 +143,7 @@ class Config:
             )
         if self.text_heads % self.text_kv_heads:
             raise ValueError("vlm: text_heads must be a multiple of text_kv_heads")
-        if (
-            len(self.caption_weights) != len(C.CAPTION_KINDS)
-            or min(self.caption_weights) < 0
-            or sum(self.caption_weights) <= 0
-        ):
-            raise ValueError(
-                f"vlm: caption_weights needs {len(C.CAPTION_KINDS)} non-negative numbers, not all 0 "
-                f"({C.CAPTION_KINDS})"
-            )
+        check_caption_weights(self, "vlm")
         check_at_least(self, 1, "eval_pairs", "checkpoint_every", "threads")
         check_rates(self, "lr")
         check_weights(self, "weight_decay")
