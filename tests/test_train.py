@@ -236,6 +236,10 @@ def test_bad_input_fails_before_model_loads(sd3_dir, tmp_path, capsys, monkeypat
             {"model": {"path": str(sd3_dir), "lora_rank": 2, "lora_alpha": -8.0}},
             "model.lora_alpha must be >= 0",
         ),
+        (  # inf x the zero-initialised LoRA B: NaN outputs from the first rollout
+            {"model": {"path": str(sd3_dir), "lora_rank": 2, "lora_alpha": float("inf")}},
+            "model.lora_alpha must be >= 0 and finite (got inf)",
+        ),
         ({"objective": {"name": "dpo"}}, "unknown objective 'dpo'"),
         ({"eval": {"every": 0, "images_per_prompt": 0}}, "eval.images_per_prompt must be >= 1"),
         ({"objective": {"adv_clip": -1.0}}, "objective.adv_clip must be >= 0"),

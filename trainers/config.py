@@ -66,9 +66,12 @@ class ModelConfig:
                 raise ConfigError(
                     f"model.{name} must be >= 0 (0 = the model's default), got {getattr(self, name)}"
                 )
-        if not self.lora_alpha >= 0:  # a negative alpha scales the LoRA update by a negative factor
+        # a negative alpha scales the LoRA update by a negative factor; inf times the zero-initialised B made
+        # every LoRA layer's output NaN from the first rollout
+        if not 0 <= self.lora_alpha < math.inf:
             raise ConfigError(
-                f"model.lora_alpha must be >= 0 (got {self.lora_alpha}); give a positive scale, or 0 for 2 x rank"
+                f"model.lora_alpha must be >= 0 and finite (got {self.lora_alpha}); give a positive scale, or 0 for "
+                "2 x rank"
             )
         # the adapter would fall back to its defaults while config.yaml says []
         if self.lora_rank > 0 and not self.lora_targets:
