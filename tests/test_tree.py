@@ -57,8 +57,9 @@ def test_config_spec_and_validation():
 
 
 def test_config_validation_bounds_and_defaults():
-    """validate() refuses no branch steps, value_temperature/adv_eps <= 0, adv_clip < 0, progressive_initial or
-    grow_every < 1 and grow_by < 0; the boundaries adv_clip = 0 (no clip) and grow_by = 0 (a fixed window) pass."""
+    """validate() refuses no branch steps, value_temperature/adv_eps <= 0, adv_clip < 0, any of them infinite,
+    progressive_initial or grow_every < 1 and grow_by < 0; the boundaries adv_clip = 0 (no clip) and grow_by = 0
+    (a fixed window) pass."""
     from imgalign.config import ConfigError
 
     TreeConfig(
@@ -69,6 +70,9 @@ def test_config_validation_bounds_and_defaults():
         ({"value_temperature": 0.0}, "value_temperature"),
         ({"adv_eps": 0.0}, "adv_eps"),
         ({"adv_clip": -1.0}, "adv_clip"),
+        ({"adv_eps": float("inf")}, r"all finite \(got 1.0, inf, 5.0\)"),  # it zeroed every advantage
+        ({"value_temperature": float("inf")}, "all finite"),
+        ({"adv_clip": float("inf")}, "all finite"),
         ({"progressive_initial": 0}, "progressive_initial"),
         ({"progressive_grow_every": 0}, "grow_every"),
         ({"progressive_grow_by": -1}, "grow_by"),

@@ -125,9 +125,12 @@ class TreeConfig:
             raise ConfigError(
                 "sampling.tree.branch_steps is empty: give at least one branch step, or use flat rollouts."
             )
-        if self.value_temperature <= 0 or self.adv_eps <= 0 or self.adv_clip < 0:
+        # an infinite adv_eps zeroed every advantage (nothing trained, silently)
+        finite = all(math.isfinite(x) for x in (self.value_temperature, self.adv_eps, self.adv_clip))
+        if not finite or self.value_temperature <= 0 or self.adv_eps <= 0 or self.adv_clip < 0:
             raise ConfigError(
-                "sampling.tree.value_temperature and sampling.tree.adv_eps must be > 0, sampling.tree.adv_clip >= 0."
+                "sampling.tree.value_temperature and sampling.tree.adv_eps must be > 0, sampling.tree.adv_clip >= 0, "
+                f"all finite (got {self.value_temperature}, {self.adv_eps}, {self.adv_clip})."
             )
         if self.progressive_initial < 1 or self.progressive_grow_every < 1 or self.progressive_grow_by < 0:
             raise ConfigError("sampling.tree.progressive_initial/grow_every must be >= 1 and grow_by >= 0.")
