@@ -1127,3 +1127,19 @@ def test_min_norm_beyond_six_rewards_reaches_the_exact_point_on_near_parallel_gr
         assert alpha.min() >= 0 and abs(float(alpha.sum()) - 1.0) < 1e-9
         best = float(exact @ gram @ exact)
         assert float(alpha @ gram @ alpha) <= best * (1 + 1e-7)
+
+
+def test_min_norm_auto_is_exact_on_ill_conditioned_raw_grams_up_to_six_rewards():
+    """K = 3..6 with gradient norms spanning 1e3 (a raw, unnormalised Gram): auto's exact face enumeration meets
+    the KKT conditions to 1e-9 relative, (G a)_j >= a^T G a for every j, with equality on the support (measured:
+    projected gradient stops up to 12% above the optimum here after its 2000 iterations)."""
+    gen = torch.Generator().manual_seed(4)
+    for k in (3, 4, 5, 6):
+        scales = torch.logspace(0, -3, k, dtype=torch.float64)
+        g = torch.randn(k, 12, generator=gen, dtype=torch.float64) * scales[:, None] + 1e-3
+        gram = g @ g.T
+        alpha = min_norm_simplex(gram)
+        obj = float(alpha @ gram @ alpha)
+        grad = gram @ alpha
+        assert float(grad.min()) >= obj * (1 - 1e-9), k
+        assert torch.allclose(grad[alpha > 0], torch.full_like(grad[alpha > 0], obj), rtol=1e-9, atol=0), k
