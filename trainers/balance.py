@@ -8,7 +8,7 @@ consumes:
 - ``gdpo``: A = batch_normalize(sum_k w_k group_normalize(R_k)) (GDPO: per-reward group normalisation first).
 - ``marble``: per-reward advantages A_k = group_normalize(R_k) [B, K]; per-reward gradients g_k, normalised
   g^_k = g_k/||g_k||; alpha* = argmin_{alpha in simplex} ||sum_k alpha_k g^_k||^2 (MGDA min-norm point; closed form
-  for K = 2, exact enumeration of the simplex faces for K <= 6, accelerated projected gradient beyond); alpha <- ema·alpha + (1 - ema)·alpha*; the update is
+  for K = 2, exact enumeration of the simplex faces for K <= 8, accelerated projected gradient beyond); alpha <- ema·alpha + (1 - ema)·alpha*; the update is
   d = sum_k alpha_k g^_k = sum_k c_k g_k with c_k = alpha_k/||g_k||.
 
 Amortisation (MARBLE on DiffusionNFT): the NFT loss is affine in the per-sample optimality probability r, so
@@ -130,7 +130,7 @@ class BalanceConfig:
     marble_refresh_every: int = field(1, help="Recompute the Gram matrix and alpha* every N updates (>= 1).")
     marble_solver: Literal["auto", "projected_gradient"] = field(
         "auto",
-        help="Min-norm solver for K >= 3 (K = 2: closed form; auto = exact face enumeration for K <= 6, else FISTA).",
+        help="Min-norm solver for K >= 3 (K = 2: closed form; auto = exact face enumeration for K <= 8, else FISTA).",
     )
 
     def validate(self) -> None:
@@ -303,8 +303,10 @@ def min_norm_simplex(
     """alpha* = argmin_{alpha >= 0, sum alpha = 1} alpha^T G alpha, the min-norm point of the gradients' convex hull.
 
     gram [K, K] symmetric PSD (float64 internally) -> alpha [K] in gram's dtype. K = 1: [1]; K = 2: closed form;
-    3 <= K <= 6 with solver="auto": exact enumeration of the simplex faces (:func:`_min_norm_enumerate`); otherwise
-    accelerated projected gradient (FISTA, step 1/(2·lambda_max)) onto the simplex. (We tried Frank-Wolfe
+    3 <= K <= 8 with solver="auto": exact enumeration of the simplex faces (:func:`_min_norm_enumerate`); otherwise
+    accelerated projected gradient (FISTA, step 1/(2·lambda_max)) onto the simplex. (FISTA's 2000 iterations stop
+    up to 27% above the optimum on ill-conditioned Grams, and the enumeration is faster up to K = 10: 16 ms vs 34 ms
+    at K = 8, 65 ms vs 71 ms at K = 10, one thread.) (We tried Frank-Wolfe
     with exact line search, Sener & Koltun 2018 Alg. 2: its O(1/t) convergence left objective errors ~1e-3 after
     2000 iterations on random 3x3 Gram matrices, so it is not offered.)
     """
@@ -318,7 +320,7 @@ def min_norm_simplex(
     if k == 2:
         return min_norm_2(gram)
     g = 0.5 * (gram.double().cpu() + gram.double().cpu().T)
-    if solver == "auto" and k <= 6:
+    if solver == "auto" and k <= 8:
         return _min_norm_enumerate(g).to(gram.dtype)
     if solver in ("auto", "projected_gradient"):
         # accelerated projected gradient (FISTA) on f(a) = a^T G a, gradient 2 G a, Lipschitz constant 2 lambda_max
@@ -344,7 +346,7 @@ def _min_norm_enumerate(g: torch.Tensor) -> torch.Tensor:
     """Exact min-norm point for small K: the optimum is the affine-hull minimiser of some face S of the simplex.
 
     For every non-empty support S solve the KKT system [G_S 1; 1^T 0][a; -lam] = [0; 1] (least squares for singular
-    faces), keep the solutions with a >= 0, return the one with the lowest a^T G a. 2^K - 1 tiny solves (K <= 6),
+    faces), keep the solutions with a >= 0, return the one with the lowest a^T G a. 2^K - 1 tiny solves (K <= 8),
     done in numpy: ~0.1 ms for K = 3, where torch's per-call overhead costs milliseconds.
     """
     gn = g.numpy()

@@ -299,7 +299,7 @@ class MarbleConfig:
     )
     solver: Literal["auto", "projected_gradient"] = field(
         "auto",
-        help="min-norm solver for K >= 3: auto (exact face enumeration for K <= 6) or projected_gradient",
+        help="min-norm solver for K >= 3: auto (exact face enumeration for K <= 8) or projected_gradient",
     )
 
     def validate(self) -> None:
