@@ -143,7 +143,14 @@ class DiscriminatorReward(Reward):
         self.pos_patches: torch.Tensor | None = None  # (N, K, D) a fixed random subset of their patch tokens
         self.gen = torch.Generator().manual_seed(0)
         if self.online:
+            # one reference image has no spread: the head's standardisation was NaN and every reward with it
+            check_at_least(ref_size, 2, "discriminator reward: ref_size")
             imgs = reference_pool(str(ref), int(ref_size))
+            if imgs.shape[0] < 2:
+                raise ValueError(
+                    f"discriminator reward: ref={ref!r} holds {imgs.shape[0]} readable image; online training "
+                    "needs at least 2 reference images: add images to it, or use ref=shapes"
+                )
             if self.patch_weight > 0:
                 tok = self.encoder.tokens(imgs)
                 self.pos_pool, self.pos_patches = tok[:, 0], self._some_patches(tok[:, 1:])

@@ -628,6 +628,21 @@ def test_discriminator_options_at_their_boundaries() -> None:
         build_reward("discriminator:features=stats,ref_size=8,reward=clipped,clip=0")
 
 
+def test_an_online_discriminator_refuses_a_reference_pool_of_one_image(tmp_path: Path) -> None:
+    """An online head standardises features by the reference pool's spread: one image (ref_size=1, or a ref folder
+    holding one readable image) made it NaN, so training ran with every reward masked as non-finite."""
+    with pytest.raises(ValueError, match="ref_size must be a number >= 2, got 1"):
+        build_reward("discriminator:features=stats,online=true,ref_size=1")
+    one = write_folder(tmp_path / "one", shapes_reference_images(1))
+    with pytest.raises(
+        ValueError, match=r"ref='.*one' holds 1 readable image; online training needs at least 2"
+    ):
+        build_reward(f"discriminator:features=stats,online=true,ref={one}")
+    two = write_folder(tmp_path / "two", shapes_reference_images(2))
+    r = build_reward(f"discriminator:features=stats,online=true,ref={two},hidden=4")
+    assert torch.isfinite(r(shapes_reference_images(2, seed=1), ["", ""]).scores).all()
+
+
 def test_fit_head_trains_with_the_loss_it_is_given_and_load_head_wants_a_head_file(tmp_path: Path) -> None:
     """fit_head's loss= reaches the training step (hinge and bce fit different heads from the same start); a
     safetensors file that is not a feature head (no kind tag) is refused by name."""
