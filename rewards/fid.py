@@ -259,6 +259,12 @@ class FIDReward(Reward):
             raise ValueError(f"fid reward: mode must be 'sample' or 'group', got {mode!r}")
         if set_size < 2:
             raise ValueError(f"fid reward: set_size must be at least 2, got {set_size}")
+        # it said "need at least 2 samples for a covariance", naming no option
+        if str(ref) == "shapes" and ref_size < 2:
+            raise ValueError(
+                "fid reward: ref_size must be at least 2 (renders for ref=shapes; a covariance needs 2), got "
+                f"{ref_size}"
+            )
         from imgalign.rewards.features import build_features
 
         self.features_name, self.mode, self.exact, self.set_size = (

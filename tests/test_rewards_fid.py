@@ -271,6 +271,17 @@ def test_fid_needs_two_members_and_stats_of_its_own_features(tmp_path) -> None:
         FIDReward(features="stats", ref=str(tmp_path / "s.safetensors"))
 
 
+def test_fid_ref_shapes_needs_two_renders_and_says_which_option(tmp_path) -> None:
+    """ref=shapes with ref_size 1 said "need at least 2 samples for a covariance, got 1" and with 0 "need at least one
+    array to stack", neither naming the option; the message names ref_size. A stats file ignores ref_size."""
+    for n in (0, 1):
+        with pytest.raises(ValueError, match=f"fid reward: ref_size must be at least 2 .*got {n}"):
+            FIDReward(features="stats", ref="shapes", ref_size=n)
+    r = FIDReward(features="stats", ref="shapes", ref_size=2)
+    save_stats(tmp_path / "s.safetensors", r.mu_ref, r.sigma_ref, 2, "stats")
+    assert FIDReward(features="stats", ref=str(tmp_path / "s.safetensors"), ref_size=1).mu_ref.equal(r.mu_ref)
+
+
 def test_save_stats_refuses_a_folder(tmp_path) -> None:
     """A folder given as the stats file is refused by name (os.replace onto it failed after writing a temp file)."""
     with pytest.raises(IsADirectoryError, match="is a folder; give a file name for the statistics"):
