@@ -371,6 +371,14 @@ def no_loading(monkeypatch):
             ["--model", "a={base}", "--prompts", "{tmp}/dog.jsonl", "--reward", "geneval"],
             "dog.jsonl': geneval reward: prompt 'a photo of a dog': include[0].class 'dog' is not a shape",
         ),
+        (  # a fid reward without a generated set captioned every image "fid: nan", after every model ran
+            ["--model", "a={base}", "--prompt", "x", "--reward", "fid:features=stats,ref_size=8"],
+            "--reward fid:features=stats,ref_size=8 cannot score yet: its set of generated images is empty",
+        ),
+        (  # a fresh online head's scores are noise
+            ["--model", "a={base}", "--prompt", "x", "--reward", "discriminator:features=stats,ref_size=8"],
+            "cannot score yet: give head=FILE",
+        ),
         (["--model", "a={base}", "--prompt", "x", "--steps", "0"], "--steps must be at least 1"),
         (
             ["--model", "a={base}", "--prompt", "x", "--device", "gpu0"],

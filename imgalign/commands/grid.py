@@ -196,6 +196,10 @@ def run_grid(args: argparse.Namespace) -> int:
         from imgalign.rewards.base import build_reward
 
         reward = build_reward(args.reward, device=args.device)
+        # a reward that cannot score yet captioned every image nan (fid) or a fresh head's noise (discriminator)
+        if hasattr(reward, "ready") and not reward.ready():
+            why = getattr(reward, "not_ready_help", "it is not ready")
+            raise ValueError(f"--reward {args.reward} cannot score yet: {why}")
         rows = [m for m in metas if m is not None]
         if rows:
             try:
