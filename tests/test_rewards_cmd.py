@@ -270,6 +270,15 @@ def test_fit_commands_pass_every_option_to_the_fitter(
         argv = ["rewards", cmd, folders[0], str(real), folders[1], str(real / ".." / real.name), "--out", out]
         assert main(argv) == 2
         assert f"{folders[0]} and {folders[1]} are the same folder" in capsys.readouterr().err
+        # one folder inside the other: the outer class read the inner one's images too (a hidden one is not read)
+        inner = write_folder(real / "sub", shapes_reference_images(2))
+        for first, second, named in ((real, inner, folders[1]), (inner, real, folders[0])):
+            argv = ["rewards", cmd, folders[0], str(first), folders[1], str(second), "--out", out]
+            assert main([*argv, "--epochs", "1"]) == 2
+            assert f"{named} '{real / 'sub'}' lies inside the" in capsys.readouterr().err
+        hidden = write_folder(real / ".hidden", shapes_reference_images(2, seed=3))
+        argv = ["rewards", cmd, folders[0], str(real), folders[1], str(hidden), "--out", out, "--epochs", "1"]
+        assert main(argv) == 0
 
 
 def test_build_shapes_artifact_command_writes_where_it_is_told(

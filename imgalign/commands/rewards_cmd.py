@@ -114,12 +114,24 @@ def _check_dir(path: str, flag: str) -> None:
 
 
 def _check_distinct(first: str, first_flag: str, second: str, second_flag: str) -> None:
-    """The two classes of a fitted head come from two different folders (one folder as both fits a head on noise)."""
-    if Path(first).resolve() == Path(second).resolve():
+    """The two classes of a fitted head come from two different folders (one folder as both fits a head on noise),
+    neither inside the other: a folder is read with its subfolders, so the outer class held the inner one's images
+    too (``--real data --fake data/fake``). A hidden subfolder is not read, so it may lie inside."""
+    a, b = Path(first).resolve(), Path(second).resolve()
+    if a == b:
         raise CLIError(
             f"{first_flag} and {second_flag} are the same folder ({first!r}): the head learns to tell the two apart, "
             f"so give {second_flag} the other class's images"
         )
+    for outer, inner, outer_flag, inner_flag, given in (
+        (a, b, first_flag, second_flag, second),
+        (b, a, second_flag, first_flag, first),
+    ):
+        if inner.is_relative_to(outer) and not any(p.startswith(".") for p in inner.relative_to(outer).parts):
+            raise CLIError(
+                f"{inner_flag} {given!r} lies inside the {outer_flag} folder, whose subfolders are read too, so its "
+                f"images would be in both classes: move them out of the {outer_flag} folder"
+            )
 
 
 def _check_renders(n: int, why: str) -> None:
