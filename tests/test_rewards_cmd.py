@@ -557,3 +557,22 @@ def test_a_class_folder_with_one_image_is_named(tmp_path, capsys):
         err = capsys.readouterr().err
         assert f"{flag} {str(one)!r} holds 1 image(s); a head needs at least 2 per class" in err, err
     assert not Path(out).exists()
+
+
+def test_an_out_with_an_image_name_is_refused_and_the_image_kept(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """fit-discriminator, fit-artifact and fid-stats --out DIR/0000.png (an image of the folder just read) wrote the
+    safetensors result over that image; an image suffix is refused before any image is read."""
+    real = write_folder(tmp_path / "real", shapes_reference_images(2, seed=1))
+    fake = write_folder(tmp_path / "fake", shapes_reference_images(2, seed=2))
+    image = real / "0000.png"
+    before = image.read_bytes()
+    for argv, what in (
+        (["fit-discriminator", "--real", str(real), "--fake", str(fake)], "head"),
+        (["fit-artifact", "--clean", str(real), "--artifact", str(fake)], "head"),
+        (["fid-stats", "--images", str(real)], "statistics"),
+    ):
+        assert main(["rewards", *argv, "--features", "stats", "--out", str(image)]) == 2
+        assert f"is an image name, but the {what} is written as a safetensors file" in capsys.readouterr().err
+        assert image.read_bytes() == before

@@ -134,6 +134,18 @@ def _check_distinct(first: str, first_flag: str, second: str, second_flag: str) 
             )
 
 
+def _check_not_image_name(out: str, what: str) -> None:
+    """--out of a safetensors result must not have an image suffix: ``--out real/0001.png`` overwrote one of the
+    images just read with the result (a file no image reader opens)."""
+    from imgalign.rewards.io import IMAGE_SUFFIXES
+
+    if Path(out).suffix.lower() in IMAGE_SUFFIXES:
+        raise CLIError(
+            f"--out {out!r} is an image name, but the {what} is written as a safetensors file (it would replace "
+            "an image there): give a .safetensors name"
+        )
+
+
 def _check_renders(n: int, why: str) -> None:
     """--n renders: at least 2 (one image has no covariance), before any encoder loads or image renders."""
     if n < 2:
@@ -163,6 +175,7 @@ def run_fit_discriminator(args: argparse.Namespace) -> int:
     _check_dir(args.real, "--real")
     _check_dir(args.fake, "--fake")
     _check_distinct(args.real, "--real", args.fake, "--fake")
+    _check_not_image_name(args.out, "head")
     check_output_file(Path(args.out))  # before any image is read or a head fitted
     metrics = fit_discriminator(
         args.real,
@@ -191,6 +204,7 @@ def run_fit_artifact(args: argparse.Namespace) -> int:
     _check_dir(args.clean, "--clean")
     _check_dir(args.artifact, "--artifact")
     _check_distinct(args.clean, "--clean", args.artifact, "--artifact")
+    _check_not_image_name(args.out, "head")
     check_output_file(Path(args.out))
     clean = check_class_folder(load_image_folder(args.clean), args.clean, "--clean")
     art = check_class_folder(
@@ -334,6 +348,7 @@ def run_fid_stats(args: argparse.Namespace) -> int:
 
     if Path(args.out).is_dir():
         raise CLIError(f"--out {args.out!r} is a folder; give a file name for the statistics (.safetensors)")
+    _check_not_image_name(args.out, "statistics")
     check_output_file(Path(args.out))  # before the features are extracted
     if args.images == "shapes":
         _check_renders(args.n, "renders for --images shapes; a covariance needs 2")
