@@ -576,3 +576,19 @@ def test_an_out_with_an_image_name_is_refused_and_the_image_kept(
         assert main(["rewards", *argv, "--features", "stats", "--out", str(image)]) == 2
         assert f"is an image name, but the {what} is written as a safetensors file" in capsys.readouterr().err
         assert image.read_bytes() == before
+
+
+def test_fit_artifact_names_an_unknown_encoder_before_reading_the_folders(
+    tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """fit-artifact read (and decoded) both class folders before it found --features mistyped."""
+    real = write_folder(tmp_path / "real", shapes_reference_images(2, seed=1))
+    fake = write_folder(tmp_path / "fake", shapes_reference_images(2, seed=2))
+
+    def no_reading(*args, **kwargs):
+        raise AssertionError("a folder was read before --features was checked")
+
+    monkeypatch.setattr("imgalign.rewards.io.load_image_folder", no_reading)
+    argv = ["rewards", "fit-artifact", "--clean", str(real), "--artifact", str(fake), "--features", "stat"]
+    assert main([*argv, "--out", str(tmp_path / "h.safetensors")]) == 2
+    assert "unknown feature encoder 'stat'" in capsys.readouterr().err

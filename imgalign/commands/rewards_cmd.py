@@ -197,6 +197,7 @@ def run_fit_artifact(args: argparse.Namespace) -> int:
     check_device(args.device)  # a GPU this machine lacks fails before any work
     from imgalign.commands import check_output_file
     from imgalign.rewards.artifact import fit_artifact
+    from imgalign.rewards.features import build_features
     from imgalign.rewards.heads import check_class_folder
     from imgalign.rewards.io import load_image_folder
 
@@ -206,6 +207,9 @@ def run_fit_artifact(args: argparse.Namespace) -> int:
     _check_distinct(args.clean, "--clean", args.artifact, "--artifact")
     _check_not_image_name(args.out, "head")
     check_output_file(Path(args.out))
+    build_features(
+        args.features, args.device
+    )  # a mistyped --features fails before the folders are read (cached)
     clean = check_class_folder(load_image_folder(args.clean), args.clean, "--clean")
     art = check_class_folder(
         load_image_folder(args.artifact, size=clean.shape[-1]), args.artifact, "--artifact"
