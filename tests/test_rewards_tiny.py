@@ -396,3 +396,14 @@ def make_tiny_llava(folder: Path, seed: int = 0) -> Path:
     LlavaForConditionalGeneration(cfg).eval().save_pretrained(folder)
     proc.save_pretrained(folder)
     return folder
+
+
+def test_a_dinov2_encoder_that_does_not_load_is_named(tmp_path: Path) -> None:
+    """dinov2:PATH of a missing folder, or of a folder that is no transformers model, raised transformers' own text
+    (about internet connections, or a model_type key) naming no encoder; the error names it and what to give."""
+    from imgalign.rewards.features import build_features
+
+    (tmp_path / "pics").mkdir()
+    for folder, reason in ((tmp_path / "nope", "no such folder"), (tmp_path / "pics", "")):
+        with pytest.raises(ValueError, match=f"cannot load feature encoder 'dinov2:{folder}': {reason}"):
+            build_features(f"dinov2:{folder}")
