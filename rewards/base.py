@@ -19,6 +19,7 @@ import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -476,6 +477,21 @@ def reward_key(spec: str) -> str:
     if not opts:
         return name
     return f"{name}:{','.join(f'{k}={_key_text(v)}' for k, v in sorted(opts.items()))}"
+
+
+def same_reward_key(spec: str) -> str:
+    """:func:`reward_key` with every option that names an existing file or folder given as its resolved path, so
+    that one head file named two ways (``head=o/d.safetensors``, ``head=./o/d.safetensors``) is one reward."""
+    name, opts = parse_reward_spec(spec)
+    if not opts:
+        return reward_key(spec)
+    files = {
+        k: str(Path(v).resolve()) for k, v in opts.items() if isinstance(v, str) and v and Path(v).exists()
+    }
+    if not files:
+        return reward_key(spec)
+    opts = {**opts, **files}
+    return reward_key(f"{name}:{','.join(f'{k}={_key_text(v)}' for k, v in opts.items())}")
 
 
 def reward_target(name: str) -> Any:

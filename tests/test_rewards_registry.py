@@ -359,6 +359,24 @@ def test_option_values_split_on_commas_outside_quotes_and_brackets() -> None:
     assert parse_reward_spec("x:ref=16:9,t=1:30.5,n=-2:05")[1] == {"ref": "16:9", "t": "1:30.5", "n": "-2:05"}
 
 
+def test_one_file_named_two_ways_is_one_reward(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """rewards.names with discriminator:head=o/d.safetensors and head=./o/d.safetensors trained one head twice (its
+    weight doubled); a file option is compared by its resolved path. Other files, and a path that does not exist
+    (compared as written), stay apart; a value that only happens to name a file keeps its metric key."""
+    from imgalign.rewards.base import reward_key
+    from imgalign.trainers.rewarding import same_reward_twice
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "o").mkdir()
+    for name in ("d.safetensors", "e.safetensors"):
+        (tmp_path / "o" / name).write_bytes(b"")
+    a, b = "discriminator:head=o/d.safetensors", f"discriminator: head={tmp_path}/o/../o/d.safetensors"
+    assert same_reward_twice([a, "discriminator:head=o/e.safetensors", b]) == (a, b)
+    assert same_reward_twice([a, "discriminator:head=o/e.safetensors"]) is None
+    assert same_reward_twice(["fid:ref=gone/x", "fid:ref=./gone/x"]) is None
+    assert reward_key(a) == "discriminator:head=o/d.safetensors"
+
+
 def test_reward_key_reads_values_as_the_reward_gets_them(my_lab) -> None:
     from imgalign.rewards.base import reward_key
 

@@ -72,12 +72,13 @@ def check_balanced(name: str, bal: Any, n: int) -> Balanced:
 
 def same_reward_twice(specs: list[str]) -> tuple[str, str] | None:
     """The first two specs naming the same reward with the same options (their canonical
-    :func:`imgalign.rewards.base.reward_key`: ``geneval`` and ``geneval: mode=partial``), or None."""
-    from imgalign.rewards.base import reward_key
+    :func:`imgalign.rewards.base.reward_key`: ``geneval`` and ``geneval: mode=partial``; a file option by its
+    resolved path, :func:`imgalign.rewards.base.same_reward_key`), or None."""
+    from imgalign.rewards.base import same_reward_key
 
     seen: dict[str, str] = {}
     for spec in specs:
-        key = reward_key(spec)
+        key = same_reward_key(spec)
         if key in seen:
             return seen[key], spec
         seen[key] = spec
