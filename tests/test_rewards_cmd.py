@@ -26,6 +26,8 @@ def test_fd_renders_vs_degraded(tmp_path: Path, capsys: pytest.CaptureFixture) -
     b = write_folder(tmp_path / "b", shapes_reference_images(100, seed=2))
     c = write_folder(tmp_path / "c", degrade(shapes_reference_images(100, seed=3)))
     same = _fd(capsys, str(a), str(b), "--features", "stats")
+    # a folder against itself printed -1.8e-09 (round-off) before
+    assert 0 <= _fd(capsys, str(a), str(a), "--features", "stats") < 1e-6
     other = _fd(capsys, str(a), str(c), "--features", "stats")
     assert same < 0.1 * other
     stats = tmp_path / "a.safetensors"

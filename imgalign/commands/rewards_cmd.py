@@ -274,9 +274,9 @@ def run_fd(args: argparse.Namespace) -> int:
             f"feature extractors; recompute the stats file with `imgalign rewards fid-stats --features "
             f"{args.features}`"
         )
-    print(
-        f"FD({args.a}, {args.b}) in {args.features} features: {frechet_distance(mu_a, sig_a, mu_b, sig_b):.6g}"
-    )
+    # an FD is >= 0: a folder against itself printed round-off such as -1.35e-10
+    fd = max(frechet_distance(mu_a, sig_a, mu_b, sig_b), 0.0)
+    print(f"FD({args.a}, {args.b}) in {args.features} features: {fd:.6g}")
     return 0
 
 
