@@ -111,6 +111,8 @@ def _lines(path: Path, what: str) -> list[str]:
 def load_geneval_metadata(path: str | Path) -> list[dict[str, Any]]:
     """Read a GenEval ``evaluation_metadata.jsonl`` (the official file or one of ours); validate every line."""
     path = Path(path)
+    if path.is_dir():  # it said "does not exist" of a folder that does
+        raise PromptFileError(f"metadata file {str(path)!r} is a folder; give a .jsonl file")
     if not path.is_file():
         raise PromptFileError(f"metadata file {str(path)!r} does not exist")
     if path.suffix.lower() == ".txt":
@@ -137,6 +139,8 @@ def load_prompts(path: str | Path) -> list[PromptRecord]:
     """Load .txt or suffix-less files (a prompt per line) or .jsonl (objects with ``prompt``; GenEval lines keep their
     metadata); any other suffix is refused (a .json array or a .csv read as lines would train on its syntax)."""
     path = Path(path)
+    if path.is_dir():  # it said "does not exist" of a folder that does
+        raise PromptFileError(f"prompt file {str(path)!r} is a folder; give a .txt or .jsonl file")
     if not path.is_file():
         raise PromptFileError(f"prompt file {str(path)!r} does not exist")
     suffix = path.suffix.lower()

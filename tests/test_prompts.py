@@ -159,6 +159,11 @@ def test_only_newlines_end_a_line_and_other_suffixes_are_refused(tmp_path):
     assert [(r.prompt, r.metadata) for r in load_prompts(bare)] == [("a cat", {"prompt": "a cat"})]
     with pytest.raises(PromptFileError, match=r"prompt file '.*missing.txt' does not exist"):
         load_prompts(tmp_path / "missing.txt")
+    # a folder was said not to exist
+    with pytest.raises(PromptFileError, match=r"prompt file '.*' is a folder; give a .txt or .jsonl file"):
+        load_prompts(tmp_path)
+    with pytest.raises(PromptFileError, match=r"metadata file '.*' is a folder; give a .jsonl file"):
+        load_geneval_metadata(tmp_path)
     array = tmp_path / "p.json"
     array.write_text(json.dumps(["a cat", "a dog"]))
     with pytest.raises(PromptFileError, match=r"unknown format '\.json'; give a \.txt file"):
