@@ -401,3 +401,23 @@ def test_objective_state_loads_into_an_old_policy_already_built():
     used.load_state_dict(state)
     assert used.updates == 1
     assert torch.equal(used.old.shadow[0], torch.full((2,), 3.0))
+
+
+def test_nft_loss_sends_no_gradient_into_r():
+    """r is a fixed target weight (from the rewards): a differentiable r gets no gradient, v_theta does."""
+    v = torch.randn(2, 3, generator=torch.Generator().manual_seed(0), requires_grad=True)
+    r = torch.tensor([0.2, 0.9], requires_grad=True)
+    x0, x_t = torch.zeros(2, 3), torch.ones(2, 3)
+    nft_loss(v, torch.zeros(2, 3), x0, x_t, torch.tensor([0.3, 0.8]), r, beta=1.0).loss.backward()
+    assert r.grad is None and v.grad is not None
+
+
+def test_ema_update_refuses_a_decay_above_one():
+    """decay > 1 would extrapolate away from the weights (ema <- d·ema + (1 - d)·p): refused, the shadow unchanged."""
+    ema = EmaParams(torch.nn.Linear(2, 1).parameters(), decay=0.5)
+    before = [s.clone() for s in ema.shadow]
+    with pytest.raises(ValueError, match=r"decay must be in \[0, 1\] \(got 1.5\)"):
+        ema.update(decay=1.5)
+    with pytest.raises(ValueError, match="decay must be in"):
+        ema.update(decay=-0.1)
+    assert all(torch.equal(s, b) for s, b in zip(ema.shadow, before))
