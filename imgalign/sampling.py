@@ -71,7 +71,8 @@ def folder_sizes(
     if pipeline_class.startswith("StableDiffusion3"):
         step = vae_scale_factor * transformer.get("patch_size", 2)
         default = transformer.get("sample_size", 128)
-        max_grid = transformer.get("pos_embed_max_size") or default
+        # an absent key loads as SD3Transformer2DModel's default (96); a null one means no bound (sample_size)
+        max_grid = transformer.get("pos_embed_max_size", 96) or default
     elif pipeline_class.startswith("Flux"):
         step, default = vae_scale_factor * 2, 128  # FluxPipeline.default_sample_size is fixed
         max_grid = 4 * default * vae_scale_factor // step
