@@ -6,9 +6,24 @@ from __future__ import annotations
 import inspect
 import json
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
 
 from imgalign.hub import embedded_path
-from imgalign.sampling import folder_sizes
+from imgalign.sampling import folder_sizes, generate_images
+
+
+class _Recorder:
+    """A pipeline stand-in without a transformer: records each call's settings and seeds, returns the prompts."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[list[int], dict[str, Any]]] = []
+
+    def __call__(self, prompt: list[str], generator: list[Any], **kw: Any) -> SimpleNamespace:
+        self.calls.append(([g.initial_seed() for g in generator], kw))
+        return SimpleNamespace(images=list(prompt))
 
 
 def _sd3_folder(tmp_path: Path, drop: tuple[str, ...]) -> Path:
@@ -35,3 +50,37 @@ def test_folder_sizes_of_an_sd3_config_without_size_keys_are_diffusers_defaults(
     assert (defaults["patch_size"], defaults["sample_size"], defaults["pos_embed_max_size"]) == (2, 128, 96)
     folder = _sd3_folder(tmp_path, ("patch_size", "sample_size", "pos_embed_max_size"))
     assert folder_sizes(folder) == ([8 * k for k in range(1, 97)], 512)
+
+
+def test_generate_images_passes_a_zero_guidance_scale_on():
+    """guidance=0 is a setting (imgalign grid --guidance 0 allows it), not "unset": it reaches the pipeline instead of
+    the pipeline's own default scale."""
+    pipe = _Recorder()
+    generate_images(pipe, ["a"], [3], guidance=0.0)
+    assert pipe.calls == [([3], {"output_type": "pil", "guidance_scale": 0.0})]
+
+
+def test_generate_images_refuses_more_prompts_than_seeds_before_sampling():
+    """One seed per prompt, both ways: extra prompts are not sampled from unseeded or reused noise."""
+    pipe = _Recorder()
+    for prompts, seeds in ((["a", "b"], [1]), (["a"], [1, 2])):
+        with pytest.raises(
+            ValueError, match=rf"got {len(prompts)} prompts but {len(seeds)} seeds; give one seed"
+        ):
+            generate_images(pipe, prompts, seeds)
+    assert pipe.calls == []
+
+
+def test_generate_folder_refuses_zero_images_per_prompt_before_loading_anything(tmp_path):
+    """0 images per prompt would write an empty layout that judges as a score of nothing: refused up front (the
+    model is not loaded, nothing sampled or written)."""
+    from imgalign.sampling import generate_folder
+
+    def sample(*args: Any, **kwargs: Any) -> list[Any]:
+        raise AssertionError("sampled")
+
+    metas = [{"tag": "single_object", "include": [{"class": "cat", "count": 1}], "prompt": "a cat"}]
+    for n in (0, -1):
+        with pytest.raises(ValueError, match="images per prompt must be at least 1"):
+            generate_folder(tmp_path / "no-such-model", metas, tmp_path / "out", n, 0, False, sample=sample)
+    assert not (tmp_path / "out").exists()
