@@ -554,3 +554,43 @@ def test_linear_module_names_are_the_endings_of_linear_layers_only():
         }
     )
     assert linear_module_names(m) == ["to_out.0", "to_q", "proj"]  # the default LoRA targets first
+
+
+def test_velocity_counts_transformer_evaluations_per_sample_with_cfg_as_two(sd3_dir, flux_dir):
+    """nfe_count (read by the trainer as perf/nfe_train) grows by B per plain call and 2·B per CFG call (SD3); a
+    guidance-distilled FLUX model runs one forward per sample whatever the scale."""
+    ad = load_adapter(sd3_dir)
+    x = ad.init_noise([torch.Generator().manual_seed(i) for i in range(3)])
+    cond = ad.encode(["a", "b", "c"])
+    with torch.no_grad():
+        ad.velocity(x, 0.5, cond, 1.0)
+        assert ad.nfe_count == 3
+        ad.velocity(x, 0.5, cond, 3.0)
+        assert ad.nfe_count == 3 + 6
+    flux = load_adapter(flux_dir, max_sequence_length=77)
+    with torch.no_grad():
+        flux.velocity(flux.init_noise([torch.Generator()] * 2), 0.5, flux.encode(["a", "b"]), 3.5)
+    assert flux.nfe_count == 2
+
+
+def test_a_missing_lora_target_is_the_only_problem_named_when_peft_was_not_asked(sd3_dir):
+    """Before peft runs, only the names that select nothing are wrong: 'proj' also selects a Conv2d (the patch
+    embedding), which peft takes, so the message must not call it a problem."""
+    ad = load_adapter(sd3_dir)
+    with pytest.raises(ValueError) as e:
+        ad.add_lora(rank=2, alpha=4, target_modules=["proj", "no_such"])
+    assert str(e.value).startswith("model.lora_targets ['proj', 'no_such']: 'no_such' names no module; give ")
+
+
+def test_peft_refusing_linear_targets_gives_its_own_reason(sd3_dir, monkeypatch):
+    """When peft refuses targets that are all Linear layers (so no module type to blame), its first line is the
+    reason given, cut to 200 characters."""
+    ad = load_adapter(sd3_dir)
+
+    def refuse(cfg):
+        raise ValueError("peft says no\nsecond line")
+
+    monkeypatch.setattr(ad.transformer, "add_adapter", refuse)
+    with pytest.raises(ValueError, match=r"^model.lora_targets \['to_q'\]: peft says no; give names") as e:
+        ad.add_lora(rank=2, alpha=4, target_modules=["to_q"])
+    assert "second line" not in str(e.value)
