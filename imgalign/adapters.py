@@ -254,6 +254,12 @@ class FlowAdapter:
         """Attach a peft LoRA adapter to the transformer (only its weights train; the base stays frozen)."""
         from peft import LoraConfig
 
+        # peft would refuse a second "default" adapter on the modules it wrapped (read as "not a Linear layer")
+        if self.lora_config is not None:
+            raise ValueError(
+                f"this model already has a LoRA (rank {self.lora_config['rank']}); add_lora attaches one per "
+                "adapter: load the model again for another"
+            )
         targets = list(target_modules or DEFAULT_LORA_TARGETS)
         cfg = LoraConfig(r=rank, lora_alpha=alpha, init_lora_weights="gaussian", target_modules=targets)
         # read before peft wraps any module (a failed add_adapter may leave some wrapped)

@@ -594,3 +594,18 @@ def test_peft_refusing_linear_targets_gives_its_own_reason(sd3_dir, monkeypatch)
     with pytest.raises(ValueError, match=r"^model.lora_targets \['to_q'\]: peft says no; give names") as e:
         ad.add_lora(rank=2, alpha=4, target_modules=["to_q"])
     assert "second line" not in str(e.value)
+
+
+def test_a_second_lora_is_refused_with_a_clear_message(sd3_dir):
+    """add_lora on an adapter that already has one: peft refuses the second 'default' adapter, and the modules it
+    wrapped are not Linear any more, which read as "'to_k' names a Linear, not a Linear layer"; the refusal says
+    what happened instead, and the first LoRA stays as it was."""
+    ad = load_adapter(sd3_dir)
+    ad.add_lora(rank=2, alpha=4)
+    before = {n: p.clone() for n, p in ad.trainable_named_parameters()}
+    with pytest.raises(ValueError, match=r"^this model already has a LoRA \(rank 2\); ") as e:
+        ad.add_lora(rank=4, alpha=8)
+    assert "not a Linear layer" not in str(e.value)
+    assert ad.lora_config == {"rank": 2, "alpha": 4, "target_modules": ["to_k", "to_q", "to_v", "to_out.0"]}
+    after = dict(ad.trainable_named_parameters())
+    assert after.keys() == before.keys() and all(torch.equal(after[n], p) for n, p in before.items())
