@@ -84,3 +84,24 @@ def test_generate_folder_refuses_zero_images_per_prompt_before_loading_anything(
         with pytest.raises(ValueError, match="images per prompt must be at least 1"):
             generate_folder(tmp_path / "no-such-model", metas, tmp_path / "out", n, 0, False, sample=sample)
     assert not (tmp_path / "out").exists()
+
+
+def test_generate_folder_samples_batch_size_images_per_pipeline_call_across_prompts(tmp_path):
+    """2 prompts x 2 images at batch_size 3: two pipeline calls of 3 and 1 images (not one call per image), each
+    image seeded with image_seed(seed, i, j)."""
+    from PIL import Image
+
+    from imgalign.sampling import generate_folder, image_seed
+
+    seen: list[list[int]] = []
+
+    def pipe(prompt: list[str], generator: list[Any], **kw: Any) -> SimpleNamespace:
+        seen.append([g.initial_seed() for g in generator])
+        return SimpleNamespace(images=[Image.new("RGB", (4, 4)) for _ in prompt])
+
+    metas = [
+        {"tag": "single_object", "include": [{"class": c, "count": 1}], "prompt": c} for c in ("cat", "dog")
+    ]
+    generate_folder(pipe, metas, tmp_path, 2, 5, progress=False, batch_size=3, sample=generate_images)
+    seeds = [image_seed(5, i, j) for i in range(2) for j in range(2)]
+    assert seen == [seeds[:3], seeds[3:]]
