@@ -178,6 +178,9 @@ def test_config_validation():
         NFTConfig(guidance_scale=0.5).validate()
     with pytest.raises(ValueError, match="ref_weight must be >= 0"):
         NFTConfig(ref_weight=-0.1).validate()
+    for name in ("beta", "adv_clip", "ref_weight", "guidance_scale", "ema_decay_ramp"):
+        with pytest.raises(ValueError, match=rf"objective.nft.{name} must be finite \(got inf\)"):
+            NFTConfig(**{name: float("inf")}).validate()
 
 
 class _Toy1D(torch.nn.Module):

@@ -29,6 +29,7 @@ Integration (one NFT update on a batch of B stored samples x0 [B, C, H, W] with 
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -68,6 +69,10 @@ class NFTConfig:
     )
 
     def validate(self) -> None:
+        # inf passed: adv_clip = inf gave every sample r = 1/2 (the reward never reached the loss), the others NaN
+        for name in ("beta", "adv_clip", "ref_weight", "guidance_scale", "ema_decay_ramp"):
+            if not math.isfinite(getattr(self, name)):
+                raise ConfigError(f"objective.nft.{name} must be finite (got {getattr(self, name)}).")
         if not self.beta > 0:
             raise ConfigError(
                 f"objective.nft.beta must be > 0 (got {self.beta}); DiffusionNFT uses beta around 1."
