@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -241,11 +242,15 @@ def test_open_clip_prefixed_names_keep_their_own_prefix() -> None:
     assert _split_name("ViT-B-32@/ckpt/run@3/m.pt", None) == ("ViT-B-32", "/ckpt/run@3/m.pt")
 
 
-def test_an_open_clip_folder_with_bin_weights_is_accepted(tmp_path: Path) -> None:
+def test_an_open_clip_folder_with_bin_or_pth_weights_is_accepted(tmp_path: Path) -> None:
     from imgalign.rewards.clip import check_open_clip_weights
 
-    (tmp_path / "open_clip_pytorch_model.bin").write_bytes(b"")
-    check_open_clip_weights(f"local-dir:{tmp_path}", None)
+    """A local-dir: folder holding only a .bin or only a .pth checkpoint has weights."""
+    for name in ("open_clip_pytorch_model.bin", "epoch_32.pth"):
+        folder = tmp_path / name.split(".")[-1]
+        folder.mkdir()
+        (folder / name).write_bytes(b"")
+        check_open_clip_weights(f"local-dir:{folder}", None)
 
 
 def test_open_clip_precision_follows_the_dtype() -> None:
@@ -325,3 +330,46 @@ def test_a_prompt_longer_than_the_context_is_warned_once(tmp_path: Path, caplog)
     (msg,) = [m for m in caplog.messages if "context" in m]
     assert f"its {n}-token context are cut" in msg and repr(long) in msg
     assert cut_prompts(object(), [long]) == []  # no encode / context_length: not judged
+
+
+def test_hub_names_pass_the_name_check_and_dotted_or_tilde_names_are_missing_folders(tmp_path: Path) -> None:
+    """check_open_clip_name leaves hf-hub: ids to open_clip (their '/' is no folder path); a name starting with
+    '.' or '~' that is no folder is a missing folder (FileNotFoundError), not a misspelt architecture."""
+    from imgalign.rewards.clip import check_open_clip_name
+
+    check_open_clip_name("hf-hub:timm/ViT-B-16-SigLIP", None)
+    for name in ("~no-such-clip", ".no-such-clip"):
+        with pytest.raises(FileNotFoundError, match=re.escape(f"open_clip model '{name}': no such folder")):
+            check_open_clip_name(name, None)
+
+
+def test_a_misspelt_architecture_lists_three_close_names() -> None:
+    """The error names up to three close architectures, not only the closest."""
+    from imgalign.rewards.clip import check_open_clip_name
+
+    with pytest.raises(ValueError, match=r"\(close: ViT-B-32, [\w-]+, [\w-]+\); give one") as e:
+        check_open_clip_name("vit-b-23", "openai")
+    assert "pretrained='openai'" in str(e.value)
+
+
+def test_openai_weights_are_built_with_quick_gelu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """load_open_clip hands _quick_gelu's answer to open_clip.create_model (open_clip itself only warns)."""
+    import open_clip
+
+    from imgalign.rewards.clip import load_open_clip
+
+    class Stop(Exception):
+        pass
+
+    seen: dict = {}
+
+    def create_model(name: str, **kw) -> None:
+        seen[name] = kw
+        raise Stop  # before any weights are read
+
+    monkeypatch.setattr(open_clip, "create_model", create_model)
+    for tag, quick in (("openai", True), ("laion2b_s34b_b79k", False)):
+        with pytest.raises(Stop):
+            load_open_clip(f"ViT-B-32@{tag}", torch.device("cpu"), torch.float16)
+        assert seen["ViT-B-32"]["force_quick_gelu"] is quick
+        assert seen["ViT-B-32"]["pretrained"] == tag and seen["ViT-B-32"]["precision"] == "fp16"
