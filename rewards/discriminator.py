@@ -112,7 +112,10 @@ class DiscriminatorReward(Reward):
         head_loss(torch.zeros(1), torch.zeros(1), loss)  # validate the name before any model loads
         if not 0.0 <= float(patch_weight) < 1.0:
             raise ValueError(f"discriminator reward: patch_weight must be in [0, 1), got {patch_weight}")
-        self.patch_weight, self.n_patches = float(patch_weight), int(n_patches)
+        # n_patches=0 made the patch loss a mean over no tokens (nan); ref_size=0 an empty reference pool
+        self.patch_weight = float(patch_weight)
+        self.n_patches = int(check_at_least(n_patches, 1, "discriminator reward: n_patches"))
+        check_at_least(ref_size, 1, "discriminator reward: ref_size")
         self.online = head is None if online is None else as_bool(online, "discriminator reward: online")
         self.stateful = self.online  # a fitted head is frozen: trainers neither update nor checkpoint it
         if head is None and not self.online:

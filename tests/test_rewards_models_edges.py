@@ -47,6 +47,19 @@ def test_fit_head_names_a_class_with_one_example_before_blaming_val_frac() -> No
             fit_head(torch.randn(pos, 3), torch.randn(neg, 3), epochs=1)
 
 
+def test_discriminator_patch_count_and_reference_pool_size_are_at_least_1() -> None:
+    """n_patches=0 made every patch loss a mean over no tokens (disc/loss nan) and a negative n_patches silently
+    kept all but that many patches; ref_size=0 failed with numpy's 'need at least one array to stack'. Each is
+    refused by name when the reward is built."""
+    for spec, match in (
+        ("ref_size=8,n_patches=0", "n_patches must be a number >= 1, got 0"),
+        ("ref_size=8,n_patches=-2", "n_patches must be a number >= 1, got -2"),
+        ("ref_size=0", "ref_size must be a number >= 1, got 0"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            build_reward(f"discriminator:features=stats,{spec}")
+
+
 def test_fit_head_refuses_a_val_frac_of_1_as_out_of_range() -> None:
     """val_frac is in [0, 1): 1 is named as out of range, not as leaving 0 examples to train on."""
     with pytest.raises(ValueError, match=r"val_frac must be in \[0, 1\), got 1.0"):
