@@ -174,6 +174,8 @@ def test_the_query_follows_the_image_in_the_user_turn_and_reaches_the_model(tiny
     x = torch.rand(1, 3, 64, 64)
     plain = build_reward(f"vlm_loglik:model={tiny_vlm}")
     assert r(x, ["a cross"]).scores.item() != pytest.approx(plain(x, ["a cross"]).scores.item(), abs=1e-6)
+    # no query (the default): the user turn is the image alone, without an empty text part
+    assert plain._messages(None) == [{"role": "user", "content": [{"type": "image"}]}]
 
 
 def test_every_batch_keeps_its_details(tiny_vlm: Path) -> None:
