@@ -3,6 +3,7 @@ main test files leave open (mutation round 11)."""
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -10,6 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from imgalign.rewards.artifact import add_artifact
 from imgalign.rewards.base import build_reward
 from imgalign.rewards.clip import cut_prompts
 from imgalign.rewards.heads import FeatureHead, fit_head, load_head
@@ -135,3 +137,58 @@ def test_online_update_counts_a_fake_logit_of_zero_as_fake_in_its_accuracy() -> 
             p.zero_()
     metrics = r.update(torch.rand(3, 3, 32, 32, generator=torch.Generator().manual_seed(0)))
     assert metrics["disc/acc"] == 0.5 and metrics["disc/logit_fake"] == 0.0
+
+
+def test_an_artifact_region_is_a_soft_ellipse_of_the_drawn_centre_and_half_axes() -> None:
+    """_region_mask: centre in the middle 60% of each side, half-axes frac * side / 2 + 2 pixels; full strength
+    out to d = 0.5 (d = the squared elliptical distance), fading linearly to 0 at d = 1.5."""
+    from imgalign.rewards.artifact import _region_mask
+
+    h, w = 40, 60
+    mask = _region_mask(h, w, random.Random(3), (0.4, 0.6))
+    rng = random.Random(3)
+    cy, cx = rng.uniform(0.2, 0.8) * h, rng.uniform(0.2, 0.8) * w
+    ry, rx = rng.uniform(0.4, 0.6) * h / 2 + 2, rng.uniform(0.4, 0.6) * w / 2 + 2
+    yy, xx = torch.meshgrid(torch.arange(h).float(), torch.arange(w).float(), indexing="ij")
+    d = ((yy - cy) / ry) ** 2 + ((xx - cx) / rx) ** 2
+    assert (mask[d <= 0.5] == 1).all() and (mask[d >= 1.5] == 0).all()
+    between = (d > 0.5) & (d < 1.5)
+    torch.testing.assert_close(mask[between], 1.5 - d[between])
+
+
+def test_noise_artifacts_draw_one_to_three_blotches(monkeypatch: pytest.MonkeyPatch) -> None:
+    """kind=noise adds between 1 and 3 regions of noise (each count drawn for some seed)."""
+    from imgalign.rewards import artifact
+
+    calls: list[int] = []
+    real = artifact._region_mask
+    monkeypatch.setattr(artifact, "_region_mask", lambda *a: calls.append(1) or real(*a))
+    counts = set()
+    for seed in range(12):
+        calls.clear()
+        artifact.add_artifact(torch.rand(3, 16, 16), "noise", random.Random(seed))
+        counts.add(len(calls))
+    assert counts == {1, 2, 3}
+
+
+def test_broken_edges_take_the_corner_median_as_background_and_a_grid_modulates_both_ways() -> None:
+    """broken_edges paints the median of the top-left 2x2 corner (one odd corner pixel does not shift it, as a
+    mean would); a grid texture adds +a and -a in a checkerboard, darkening as much as it brightens."""
+    x = torch.full((3, 32, 32), 0.2)
+    x[:, 10:22, 10:22] = 0.9
+    x[:, 0, 0] = 1.0  # one odd pixel in the corner
+    for seed in range(3):
+        y = add_artifact(x, "broken_edges", random.Random(seed))
+        changed = (y != x).any(0)
+        assert changed.any() and torch.allclose(y[:, changed], torch.tensor(0.2))
+    flat = torch.full((3, 16, 16), 0.5)
+    for seed in range(3):
+        y = add_artifact(flat, "grid", random.Random(seed))
+        assert (y < 0.45).any() and (y > 0.55).any()
+        assert abs(float((y - 0.5).mean())) < 0.02
+
+
+def test_load_head_of_a_folder_is_no_head_file(tmp_path: Path) -> None:
+    """A folder is not a head file: refused as such before safetensors is asked to open it."""
+    with pytest.raises(FileNotFoundError, match="head file .* does not exist"):
+        load_head(tmp_path)
