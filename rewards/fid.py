@@ -121,7 +121,10 @@ def trace_sqrt_rank_one_delta(
     lam (d,), z (C, d) -> (C,) float64; cost O(C · d · nodes)."""
     z2 = z.double() ** 2  # (C, d)
     zz = z2.sum(1)  # (C,)
-    top = float(lam.max()) + rho * float(zz.max()) + 1e-300
+    top = float(lam.max()) + rho * float(zz.max())
+    # no spread and no update (a collapsed set scored on its own sample): Δ = 0, and no scale for the window
+    if top == 0.0:
+        return torch.zeros(z.shape[0], dtype=torch.float64)
     s = torch.arange(math.log(top) - 80.0, math.log(top) + 60.0, step, dtype=torch.float64)  # (Q,)
     t = s.exp()  # (Q,)
     inv = 1.0 / (lam[None, :] + t[:, None])  # (Q, d)

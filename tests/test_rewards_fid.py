@@ -409,3 +409,14 @@ def test_ref_shapes_uses_ref_size_seeded_renders() -> None:
     mu, sigma = stats_of(r.encoder(shapes_reference_images(12)))
     torch.testing.assert_close(r.mu_ref, mu)
     torch.testing.assert_close(r.sigma_ref, sigma)
+
+
+def test_a_collapsed_set_scores_its_own_image_zero_in_both_modes() -> None:
+    """A set of 4 copies of one image (a collapsed generator) scored on that image: replacing a member changes
+    nothing, so the reward is 0. The fast mode gave NaN (its quadrature window is scaled by the set's spread and the
+    update, both 0 here), which the trainer masks."""
+    img = torch.full((1, 3, 64, 64), 0.5)
+    for exact in (False, True):
+        r = FIDReward(features="stats", ref="shapes", ref_size=64, set_size=4, exact=exact)
+        r.update(img.expand(4, -1, -1, -1))
+        assert r(img.expand(2, -1, -1, -1), ["", ""]).scores.tolist() == pytest.approx([0.0, 0.0], abs=1e-6)
