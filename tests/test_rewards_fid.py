@@ -322,7 +322,12 @@ def test_a_damaged_stats_file_is_refused_by_name(tmp_path) -> None:
     meta = {"kind": "imgalign-fid-stats", "features": "stats", "n": "10"}
     mu, sigma = torch.zeros(3, dtype=torch.float64), torch.eye(3, dtype=torch.float64)
     for name, tensors, m, msg in (
-        ("nan", {"mu": mu, "sigma": sigma * float("nan")}, meta, "hold NaN or inf values"),
+        (
+            "nan",
+            {"mu": mu, "sigma": sigma * float("nan")},
+            meta,
+            "NaN or inf values; recompute them with `imgalign",
+        ),
         ("inf", {"mu": mu + float("inf"), "sigma": sigma}, meta, "hold NaN or inf values"),
         ("shape", {"mu": mu, "sigma": sigma[:2]}, meta, r"sigma \(2, 3\)"),
         ("mu2d", {"mu": mu[None], "sigma": sigma}, meta, r"mu \(1, 3\)"),
@@ -420,3 +425,105 @@ def test_a_collapsed_set_scores_its_own_image_zero_in_both_modes() -> None:
         r = FIDReward(features="stats", ref="shapes", ref_size=64, set_size=4, exact=exact)
         r.update(img.expand(4, -1, -1, -1))
         assert r(img.expand(2, -1, -1, -1), ["", ""]).scores.tolist() == pytest.approx([0.0, 0.0], abs=1e-6)
+
+
+def test_stats_of_as_many_images_as_dimensions_or_two_images_warn(caplog) -> None:
+    """n = d samples span at most d - 1 dimensions around their mean (singular), and so do 2 images (the smallest
+    set a covariance allows) in 5-d features: both warn."""
+    import logging
+
+    with caplog.at_level(logging.WARNING):
+        stats_of(torch.randn(5, 5))
+        assert "FID statistics of 5 images in 5-d features: the covariance is singular" in caplog.text
+        caplog.clear()
+        stats_of(torch.randn(2, 5))
+        assert "FID statistics of 2 images in 5-d features" in caplog.text
+
+
+def test_a_safetensors_file_without_the_stats_kind_tag_is_refused(tmp_path) -> None:
+    """mu, sigma, n and features all present, but no kind tag (another tool's file): not read as FID statistics,
+    and the error says how to write them."""
+    from safetensors.torch import save_file
+
+    save_file(
+        {"mu": torch.zeros(3, dtype=torch.float64), "sigma": torch.eye(3, dtype=torch.float64)},
+        str(tmp_path / "x.safetensors"),
+        {"features": "stats", "n": "10"},
+    )
+    with pytest.raises(
+        ValueError, match=r"x.safetensors is not an imgalign FID stats file \(write one with `imga"
+    ):
+        load_stats(tmp_path / "x.safetensors")
+
+
+def test_update_logs_the_fd_from_two_members_and_training_takes_the_default_mode() -> None:
+    """The set's FD is logged as soon as it has 2 members (a covariance); the default mode (sample) trains."""
+    r = FIDReward(features="stats", ref="shapes", ref_size=16, set_size=4)
+    g = torch.Generator().manual_seed(9)
+    assert r.update(torch.rand(1, 3, 64, 64, generator=g)) == {"fid/set_size": 1.0}
+    assert r.update(torch.rand(1, 3, 64, 64, generator=g)) == {"fid/set_size": 2.0, "fid/fd": r.current_fd()}
+    assert FIDReward.training_error({}) is None
+
+
+def test_the_fid_reward_is_stateful_and_exact_picks_the_per_sample_eigensolve(monkeypatch) -> None:
+    """The trainer updates and checkpoints only stateful rewards (fid's set would stay empty: every reward NaN);
+    exact=true scores with replace_one_fd_exact, the default with replace_one_fd_fast (their values agree)."""
+    import imgalign.rewards.fid as fid
+
+    calls: list[str] = []
+
+    def spy(name: str):
+        def run(*args: torch.Tensor) -> torch.Tensor:
+            calls.append(name)
+            return torch.zeros(args[4].shape[0], dtype=torch.float64)
+
+        return run
+
+    monkeypatch.setattr(fid, "replace_one_fd_exact", spy("exact"))
+    monkeypatch.setattr(fid, "replace_one_fd_fast", spy("fast"))
+    g = torch.Generator().manual_seed(10)
+    imgs = torch.rand(4, 3, 64, 64, generator=g)
+    for exact in (True, False):
+        r = FIDReward(features="stats", ref="shapes", ref_size=16, set_size=4, exact=exact)
+        assert r.stateful
+        r.update(imgs[:3])
+        r(imgs[3:], [""])
+    assert calls == ["exact", "fast"]
+
+
+def test_sample_details_hold_the_fd_before_and_after_that_samples_replacement() -> None:
+    """Each sample's details: fd_before (the set's FD, shared) and its own fd_after; the reward is their difference."""
+    g = torch.Generator().manual_seed(11)
+    r = FIDReward(features="stats", ref="shapes", ref_size=16, set_size=6)
+    r.update(torch.rand(6, 3, 64, 64, generator=g))
+    out = r(torch.rand(3, 3, 64, 64, generator=g) * torch.tensor([0.2, 0.6, 1.0]).view(3, 1, 1, 1), [""] * 3)
+    before = [d["fd_before"] for d in out.details]
+    after = [d["fd_after"] for d in out.details]
+    assert before == [r.current_fd()] * 3 and len(set(after)) == 3
+    assert out.scores.tolist() == pytest.approx([before[0] - a for a in after], rel=1e-5)
+
+
+def test_a_state_of_exactly_set_size_members_keeps_its_saved_sums() -> None:
+    """A full set (as many members as set_size) resumes with the sums saved beside it, not sums rebuilt from the
+    buffer (stats features are float32, so here both are exact and equal: the saved ones are marked to tell)."""
+    g = torch.Generator().manual_seed(12)
+    r = FIDReward(features="stats", ref="shapes", ref_size=16, set_size=4)
+    r.update(torch.rand(5, 3, 64, 64, generator=g))
+    state = r.state_dict()
+    state["sum1"] = state["sum1"] + 1e-9
+    resumed = FIDReward(features="stats", ref="shapes", ref_size=16, set_size=4)
+    resumed.load_state_dict(state)
+    assert resumed.buffer.shape[0] == 4 and torch.equal(resumed.sum1, state["sum1"])
+
+
+def test_group_mode_score_gives_nan_to_a_sample_whose_features_are_not_finite() -> None:
+    """score() called directly (an encoder may overflow on a finite image): in group mode the non-finite sample gets
+    NaN and stays out of the replacement; the others share the group's reward."""
+    g = torch.Generator().manual_seed(13)
+    r = FIDReward(features="stats", ref="shapes", ref_size=16, set_size=6, mode="group")
+    r.update(torch.rand(6, 3, 64, 64, generator=g))
+    imgs = torch.rand(3, 3, 64, 64, generator=g)
+    imgs[1] = float("nan")
+    s = r.score(imgs, [""] * 3, None).scores
+    assert torch.isnan(s[1]) and bool(torch.isfinite(s[[0, 2]]).all()) and s[0] == s[2]
+    torch.testing.assert_close(s[[0, 2]], r.score(imgs[[0, 2]], [""] * 2, None).scores)
