@@ -1,0 +1,69 @@
+"""Feature encoders (rewards/features.py): what mutation round 11 found unchecked."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from test_rewards_tiny import make_tiny_dinov2
+
+from imgalign.rewards.features import build_features
+
+
+def test_dinov2_tokens_come_back_float32_whatever_the_dtype(tmp_path: Path) -> None:
+    """A bf16 dinov2 encoder gives float32 CLS features and float32 patch tokens (the discriminator's head is
+    float32), the tokens' CLS being the features."""
+    enc = build_features(f"dinov2:{make_tiny_dinov2(tmp_path / 'dino')}", dtype=torch.bfloat16)
+    x = torch.rand(2, 3, 32, 32)
+    tok = enc.tokens(x)
+    assert enc(x).dtype == tok.dtype == torch.float32 and tok.shape == (2, 1 + 16, 32)
+    torch.testing.assert_close(tok[:, 0], enc(x))
+
+
+def test_a_dinov2_path_with_a_colon_is_read_whole(tmp_path: Path) -> None:
+    """Only the first ':' separates the encoder kind: a folder such as runs/step:100/dino is loaded, not cut at its
+    own colon."""
+    folder = make_tiny_dinov2(tmp_path / "step:100" / "dino")
+    enc = build_features(f"dinov2:{folder}")
+    assert enc.name == f"dinov2:{folder}" and enc(torch.rand(1, 3, 32, 32)).shape == (1, 32)
+
+
+@pytest.mark.parametrize(
+    ("resize_mode", "hw"),
+    [("shortest", (142, 96)), ("shortest", (146, 96)), ("longest", (70, 96))],
+    ids=["tall, crop margin 11.5", "tall, crop margin 12.5", "wide, odd pad 13"],
+)
+def test_preprocessing_places_odd_margins_as_open_clip(resize_mode: str, hw: tuple[int, int]) -> None:
+    """The vertical offset of the centre crop and pad where the margin is odd: 142 x 96 resized to 71 x 48 crops
+    int(round(11.5)) = 12 rows off the top, 146 x 96 (73 x 48) int(round(12.5)) = 12 (Python rounds half to even,
+    as torchvision does), and 70 x 96 fitted into 48 (35 x 48) pads 13 // 2 = 6 rows above; a row off, the edge
+    differs by far more than the 8-bit round trip."""
+    import numpy as np
+    import open_clip
+    from open_clip.transform import PreprocessCfg, image_transform_v2
+
+    from imgalign.rewards.base import to_pil
+    from imgalign.rewards.features import clip_preprocess
+
+    x = torch.zeros(1, 3, *hw)
+    x[..., hw[0] // 2 :, :] = 1.0  # a horizontal edge: a row's shift moves it
+    pil = to_pil(x)[0]
+    xq = torch.from_numpy(np.asarray(pil, dtype=np.float32) / 255).permute(2, 0, 1)[None]
+    mean, std = open_clip.OPENAI_DATASET_MEAN, open_clip.OPENAI_DATASET_STD
+    cfg = PreprocessCfg(size=48, mean=mean, std=std, resize_mode=resize_mode, interpolation="bicubic")
+    ref = image_transform_v2(cfg, is_train=False)(pil)[None]
+    ours = clip_preprocess(xq, 48, mean, std, resize_mode, "bicubic")
+    assert ours.shape == ref.shape and float((ours - ref).abs().max()) < 0.05
+
+
+def test_stats_colour_histograms_are_per_channel_in_order() -> None:
+    """Colour (0, 0.5, 1): red at the first bin centre, green halfway between bins 3 and 4, blue at the last one
+    (centres k/7): each channel has its own histogram, red, green, blue."""
+    from imgalign.rewards.features import image_stats
+
+    x = torch.tensor([0.0, 0.5, 1.0]).view(1, 3, 1, 1).expand(1, 3, 8, 8)
+    f = image_stats(x)[0]
+    assert f[0:8].tolist() == pytest.approx([1.0] + [0.0] * 7, abs=1e-6)
+    assert f[8:16].tolist() == pytest.approx([0.0, 0.0, 0.0, 0.5, 0.5, 0.0, 0.0, 0.0], abs=1e-6)
+    assert f[16:24].tolist() == pytest.approx([0.0] * 7 + [1.0], abs=1e-6)
