@@ -112,11 +112,14 @@ class DiscriminatorReward(Reward):
         head_loss(torch.zeros(1), torch.zeros(1), loss)  # validate the name before any model loads
         if not 0.0 <= float(patch_weight) < 1.0:
             raise ValueError(f"discriminator reward: patch_weight must be in [0, 1), got {patch_weight}")
-        # n_patches=0 made the patch loss a mean over no tokens (nan); ref_size=0 an empty reference pool
+        # n_patches=0 made the patch loss a mean over no tokens (nan)
         self.patch_weight = float(patch_weight)
         self.n_patches = int(check_at_least(n_patches, 1, "discriminator reward: n_patches"))
-        check_at_least(ref_size, 1, "discriminator reward: ref_size")
         self.online = head is None if online is None else as_bool(online, "discriminator reward: online")
+        if self.online:
+            # 0 was an empty reference pool (numpy's 'need at least one array to stack'); one reference image has no
+            # spread, so the head's standardisation was NaN and every reward with it
+            check_at_least(ref_size, 2, "discriminator reward: ref_size")
         self.stateful = self.online  # a fitted head is frozen: trainers neither update nor checkpoint it
         if head is None and not self.online:
             raise ValueError(
@@ -146,8 +149,6 @@ class DiscriminatorReward(Reward):
         self.pos_patches: torch.Tensor | None = None  # (N, K, D) a fixed random subset of their patch tokens
         self.gen = torch.Generator().manual_seed(0)
         if self.online:
-            # one reference image has no spread: the head's standardisation was NaN and every reward with it
-            check_at_least(ref_size, 2, "discriminator reward: ref_size")
             imgs = reference_pool(str(ref), int(ref_size))
             if imgs.shape[0] < 2:
                 raise ValueError(

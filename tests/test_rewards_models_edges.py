@@ -49,14 +49,15 @@ def test_fit_head_names_a_class_with_one_example_before_blaming_val_frac() -> No
             fit_head(torch.randn(pos, 3), torch.randn(neg, 3), epochs=1)
 
 
-def test_discriminator_patch_count_and_reference_pool_size_are_at_least_1() -> None:
+def test_discriminator_patch_count_and_online_reference_pool_size_are_refused_below_their_minimum() -> None:
     """n_patches=0 made every patch loss a mean over no tokens (disc/loss nan) and a negative n_patches silently
-    kept all but that many patches; ref_size=0 failed with numpy's 'need at least one array to stack'. Each is
-    refused by name when the reward is built."""
+    kept all but that many patches; ref_size=0 failed with numpy's 'need at least one array to stack' (an online
+    head needs 2 reference images, tests/test_rewards_heads.py). Each is refused by name when the reward is
+    built."""
     for spec, match in (
         ("ref_size=8,n_patches=0", "n_patches must be a number >= 1, got 0"),
         ("ref_size=8,n_patches=-2", "n_patches must be a number >= 1, got -2"),
-        ("ref_size=0", "ref_size must be a number >= 1, got 0"),
+        ("ref_size=0", "ref_size must be a number >= 2, got 0"),
     ):
         with pytest.raises(ValueError, match=match):
             build_reward(f"discriminator:features=stats,{spec}")
