@@ -3,7 +3,8 @@
 Every file a command publishes (a checkpoint, statistics, a results table, an image) is written under a temporary
 name beside it and moved into place with ``os.replace`` (atomic on one file system), so a reader never sees half a
 file. :func:`replacing` also removes the temporary file when the write fails or is interrupted (a full disk, a
-file-size limit, Ctrl-C): such writes used to leave ``.NAME.tmp`` files behind, each as large as the result."""
+file-size limit, Ctrl-C): such writes used to leave ``.NAME.tmp`` files behind, each as large as the result.
+What is published gets the permissions a plain ``open()`` gives (:func:`open_mode`)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,32 @@ import contextlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
+
+
+def _umask() -> int:
+    """This process's umask: read from /proc on Linux (setting it to read it, the portable way, would give files
+    created meanwhile by other threads the wrong mode)."""
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def open_mode(path: str | Path) -> None:
+    """Give the file `path`, or every file under the folder `path`, the mode ``open()`` gives a new file (0o666
+    less the umask). safetensors 0.8 writes its files 0600 whatever the umask (its writer goes through a
+    temporary file: safetensors issue #782), so checkpoints, exported models, reward heads and FID statistics were
+    unreadable to the other users of a shared machine, while their config.json beside them was readable."""
+    mask = _umask()
+    path = Path(path)
+    files = (
+        [path] if not path.is_dir() else [p for p in path.rglob("*") if p.is_file() and not p.is_symlink()]
+    )
+    for f in files:
+        os.chmod(f, 0o666 & ~mask)
 
 
 def temporary_name(path: Path) -> Path:
@@ -30,6 +57,7 @@ def replacing(path: str | Path) -> Iterator[Path]:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+    open_mode(tmp)
     os.replace(tmp, path)
 
 

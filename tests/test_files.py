@@ -71,3 +71,37 @@ def test_an_error_before_anything_was_written_propagates_as_itself(tmp_path):
         with replacing(path):
             raise ValueError("cannot serialize")
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077])
+def test_published_files_get_the_mode_open_gives_not_safetensors_0600(tmp_path, umask):
+    """safetensors 0.8 writes 0600 whatever the umask: checkpoints, exported models, reward heads and FID statistics
+    were unreadable to other users of a shared machine. A file published by `replacing`, a checkpoint folder
+    (`finalize`) and a pretraining export (`replace_dir`) get 0o666 less the umask, as a plain open() gives."""
+    import os
+    import stat
+
+    from safetensors.torch import save_file
+
+    from imgalign.pretrain.encoder_common import replace_dir
+    from imgalign.trainers.checkpoint import finalize
+
+    def mode(p):
+        return stat.S_IMODE(os.stat(p).st_mode)
+
+    old = os.umask(umask)
+    try:
+        with replacing(tmp_path / "head.safetensors") as tmp:
+            save_file({"w": torch.zeros(2)}, str(tmp))
+        for publish in (finalize, replace_dir):
+            folder = tmp_path / f".tmp-{publish.__name__}"
+            (folder / "transformer").mkdir(parents=True)
+            save_file({"w": torch.zeros(2)}, str(folder / "transformer" / "model.safetensors"))
+            (folder / "config.json").write_text("{}")
+            publish(folder, tmp_path / publish.__name__)
+    finally:
+        os.umask(old)
+    published = [tmp_path / "head.safetensors"]
+    published += [tmp_path / n / "transformer" / "model.safetensors" for n in ("finalize", "replace_dir")]
+    assert [mode(p) for p in published] == [0o666 & ~umask] * 3
+    assert mode(tmp_path / "finalize" / "config.json") == 0o666 & ~umask

@@ -331,7 +331,11 @@ def load_tensors(path: Path) -> dict[str, torch.Tensor]:
 
 
 def finalize(tmp: Path, final: Path) -> None:
-    """Atomically publish a fully written checkpoint folder (replacing an older one of the same step)."""
+    """Atomically publish a fully written checkpoint folder (replacing an older one of the same step), its files
+    readable as ``open()`` makes them (:func:`imgalign.files.open_mode`)."""
+    from imgalign.files import open_mode
+
+    open_mode(tmp)
     if final.exists():
         old = final.with_name(final.name + ".old")
         shutil.rmtree(old, ignore_errors=True)

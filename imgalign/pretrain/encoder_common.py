@@ -257,7 +257,11 @@ def check_weights(cfg: Any, *names: str, positive: bool = False) -> None:
 
 
 def replace_dir(tmp: Path, final: Path) -> None:
-    """Move a fully written folder `tmp` into place at `final` (the old one is removed only after)."""
+    """Move a fully written folder `tmp` into place at `final` (the old one is removed only after), its files
+    readable as ``open()`` makes them (:func:`imgalign.files.open_mode`)."""
+    from imgalign.files import open_mode
+
+    open_mode(tmp)
     old = final.with_name(final.name + ".old")
     if old.exists():
         shutil.rmtree(old)
