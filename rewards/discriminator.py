@@ -58,11 +58,12 @@ def fit_discriminator(
     """Fit a DRL discriminator (real = positive) on folder images and save it; returns the metrics."""
     from imgalign.rewards.features import build_features
     from imgalign.rewards.heads import check_class_folder
-    from imgalign.rewards.io import load_image_folder
+    from imgalign.rewards.io import encode_image_folder
 
     enc = build_features(features, device)
-    pos = enc(check_class_folder(load_image_folder(real, size), real, "--real"))
-    neg = enc(check_class_folder(load_image_folder(fake, size), fake, "--fake"))
+    # a batch of pixels at a time: a class folder of 10,000 images no longer needs its pixels in memory at once
+    pos = check_class_folder(encode_image_folder(real, enc, size), real, "--real")
+    neg = check_class_folder(encode_image_folder(fake, enc, size), fake, "--fake")
     res = fit_head(pos, neg, hidden=hidden, epochs=epochs, lr=lr, val_frac=val_frac, seed=seed)
     save_head(
         out,

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -216,17 +216,18 @@ def load_stats(path: str | Path) -> tuple[torch.Tensor, torch.Tensor, int, str]:
     return mu, sigma, int(meta["n"]), meta["features"]
 
 
-def folder_images(path: str | Path) -> torch.Tensor:
-    """The images of a folder for statistics [N, 3, S, S]; a covariance needs at least 2 (the error names the
+def folder_features(path: str | Path, encoder: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
+    """`encoder`'s features [N, D] of the images of a folder, read a batch at a time
+    (:func:`~imgalign.rewards.io.encode_image_folder`); a covariance needs at least 2 (the error names the
     folder)."""
-    from imgalign.rewards.io import load_image_folder
+    from imgalign.rewards.io import encode_image_folder
 
-    images = load_image_folder(path)
-    if images.shape[0] < 2:
+    feats = encode_image_folder(path, encoder)
+    if feats.shape[0] < 2:
         raise ValueError(
-            f"{str(path)!r} holds {images.shape[0]} readable image; FID statistics need at least 2"
+            f"{str(path)!r} holds {feats.shape[0]} readable image; FID statistics need at least 2"
         )
-    return images
+    return feats
 
 
 def shapes_reference_images(n: int, seed: int = 0) -> torch.Tensor:
@@ -284,7 +285,7 @@ class FIDReward(Reward):
         self.sum1 = torch.zeros(d, dtype=torch.float64)
         self.sum2 = torch.zeros(d, d, dtype=torch.float64)
         if init:
-            self._push(self.encoder(folder_images(init)))
+            self._push(folder_features(init, self.encoder))
 
     def _reference(self, ref: str, ref_size: int) -> tuple[torch.Tensor, torch.Tensor]:
         if ref == "shapes":
@@ -299,7 +300,7 @@ class FIDReward(Reward):
                 )
             return mu, sigma
         if p.is_dir():
-            return stats_of(self.encoder(folder_images(p)))
+            return stats_of(folder_features(p, self.encoder))
         raise FileNotFoundError(
             f"fid reward: ref={ref!r} is neither 'shapes', a stats file nor an image folder"
         )

@@ -76,7 +76,7 @@ def test_fid_stats_out_under_a_file_is_refused_before_features(
     def no_work(*a, **k):
         raise AssertionError("features were extracted before --out was checked")
 
-    monkeypatch.setattr("imgalign.rewards.fid.folder_images", no_work)
+    monkeypatch.setattr("imgalign.rewards.fid.folder_features", no_work)
     argv = [
         "rewards",
         "fid-stats",

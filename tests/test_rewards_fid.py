@@ -388,10 +388,10 @@ def test_init_starts_from_a_folder_and_only_sample_and_group_modes_exist(tmp_pat
     g = torch.Generator().manual_seed(6)
     for i, im in enumerate(torch.rand(3, 64, 64, 3, generator=g)):
         Image.fromarray((im.numpy() * 255).astype(np.uint8)).save(tmp_path / f"{i}.png")
-    from imgalign.rewards.fid import folder_images
+    from imgalign.rewards.io import load_image_folder
 
     r = FIDReward(features="stats", ref="shapes", ref_size=16, set_size=8, init=str(tmp_path))
-    feats = r.encoder(folder_images(tmp_path)).double()
+    feats = r.encoder(load_image_folder(tmp_path)).double()
     assert r.ready() and torch.equal(r.buffer, feats)
     torch.testing.assert_close(r.sum1, feats.sum(0))
     # ref=FOLDER: the reference statistics are those of every image in the folder

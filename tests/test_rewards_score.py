@@ -341,6 +341,42 @@ def test_load_image_folder_of_mixed_sizes_keeps_the_common_size(
     np.testing.assert_allclose(x[1].permute(1, 2, 0).numpy(), np.asarray(ims[0], dtype=np.float32) / 255.0)
 
 
+def test_encode_image_folder_reads_a_batch_at_a_time_and_equals_encoding_the_whole_folder(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """FID statistics and discriminator fits held every image of a folder as float32 pixels (10,000 images of
+    512x512: 31 GB); the encoder now sees `batch_size` images at a time, resized as load_image_folder resizes them
+    (the size most files have, from their headers; an unreadable file skipped and named), with the same result."""
+    import torch
+
+    from imgalign.rewards.io import encode_image_folder, load_image_folder
+
+    rng = np.random.default_rng(1)
+    for i in range(5):
+        Image.fromarray(rng.integers(0, 256, (8, 6, 3), dtype=np.uint8)).save(tmp_path / f"{i + 1}.png")
+    Image.new("RGB", (1, 1), (255, 0, 0)).save(tmp_path / "0_thumb.png")  # sorts first, in the first batch
+    (tmp_path / "3_broken.png").write_bytes(b"not a png")
+    seen: list[tuple[int, ...]] = []
+
+    def encode(x):
+        seen.append(tuple(x.shape))
+        return x.flatten(1) * 2.0
+
+    with caplog.at_level("WARNING"):
+        feats = encode_image_folder(tmp_path, encode, batch_size=2)
+    assert seen == [(2, 3, 8, 6), (2, 3, 8, 6), (2, 3, 8, 6)]
+    assert "1 of 6 images are not 6x8 and were resized to it (bicubic)" in caplog.text
+    assert "skipped 1 unreadable image(s)" in caplog.text and "3_broken.png" in caplog.text
+    torch.testing.assert_close(feats, encode(load_image_folder(tmp_path)), rtol=0, atol=0)
+    seen.clear()
+    assert encode_image_folder(tmp_path, encode, size=4, batch_size=4).shape == (6, 3 * 4 * 4)
+    assert seen == [(4, 3, 4, 4), (2, 3, 4, 4)]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(FileNotFoundError, match="no readable images under"):
+        encode_image_folder(empty, encode)
+
+
 def test_prompt_free_rewards_need_no_prompts(
     folder: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -245,7 +245,7 @@ def run_build_shapes_artifact(args: argparse.Namespace) -> int:
 
 
 def _stats(src: str, enc, n: int, seed: int):
-    from imgalign.rewards.fid import folder_images, load_stats, shapes_reference_images, stats_of
+    from imgalign.rewards.fid import folder_features, load_stats, shapes_reference_images, stats_of
 
     if src == "shapes":
         return stats_of(enc(shapes_reference_images(n, seed=seed)))
@@ -255,7 +255,7 @@ def _stats(src: str, enc, n: int, seed: int):
             raise CLIError(f"{src} holds {feats!r} statistics, not {enc.name!r}; pass --features {feats}")
         return mu, sigma
     _check_dir(src, "path")
-    return stats_of(enc(folder_images(src)))
+    return stats_of(folder_features(src, enc))
 
 
 def run_fd(args: argparse.Namespace) -> int:
@@ -348,7 +348,7 @@ def run_fid_stats(args: argparse.Namespace) -> int:
     check_device(args.device)  # a GPU this machine lacks fails before any work
     from imgalign.commands import check_output_file
     from imgalign.rewards.features import build_features
-    from imgalign.rewards.fid import folder_images, save_stats, shapes_reference_images, stats_of
+    from imgalign.rewards.fid import folder_features, save_stats, shapes_reference_images, stats_of
 
     if Path(args.out).is_dir():
         raise CLIError(f"--out {args.out!r} is a folder; give a file name for the statistics (.safetensors)")
@@ -358,11 +358,11 @@ def run_fid_stats(args: argparse.Namespace) -> int:
         _check_renders(args.n, "renders for --images shapes; a covariance needs 2")
     enc = build_features(args.features, args.device)
     if args.images == "shapes":
-        images = shapes_reference_images(args.n)
+        feats = enc(shapes_reference_images(args.n))
     else:
         _check_dir(args.images, "--images")
-        images = folder_images(args.images)
-    mu, sigma = stats_of(enc(images))
-    save_stats(args.out, mu, sigma, images.shape[0], args.features)
-    print(f"wrote {args.out} ({images.shape[0]} images, {mu.shape[0]}-d {args.features} features)")
+        feats = folder_features(args.images, enc)
+    mu, sigma = stats_of(feats)
+    save_stats(args.out, mu, sigma, feats.shape[0], args.features)
+    print(f"wrote {args.out} ({feats.shape[0]} images, {mu.shape[0]}-d {args.features} features)")
     return 0
