@@ -49,6 +49,13 @@ def main() -> None:
     import torch
     from PIL import Image
 
+    from imgalign.rewards.features import build_features
+
+    try:  # a mistyped --features fails here, not in both children after the images are written
+        build_features(args.features, "cpu")
+    except ValueError as e:
+        ap.error(f"--features: {e}")
+
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "images"
         folder.mkdir()

@@ -4215,6 +4215,8 @@ TREE = str(REPO / "examples" / "shapes" / "tree_grpo.yaml")
         ("bench_tree.py", ["--prompts", "0"], "argument --prompts: must be at least 1"),
         ("bench_threads.py", ["--load", "-1"], "--load must be 0 or more, got -1"),
         ("bench_threads.py", ["--rounds", "0"], "argument --rounds: must be at least 1"),
+        ("bench_folder_features.py", ["--images", "0"], "argument --images: must be at least 1"),
+        ("bench_folder_features.py", ["--features", "stat"], "--features: unknown feature encoder 'stat'"),
     ],
 )
 def test_bench_scripts_refuse_bad_arguments_before_any_model_loads(script, args, message, tmp_path):
