@@ -1,0 +1,100 @@
+"""Edges of the shapes world that the broader world/judge tests leave open (mutation round 11b)."""
+
+import numpy as np
+import pytest
+
+from imgalign import shapes as W
+from imgalign.eval.shapes_detector import ShapesDetector
+
+
+def _raises(meta: dict, message: str) -> None:
+    with pytest.raises(W.SpecError, match=message):
+        W.Spec.from_metadata(meta)
+
+
+def test_a_clause_of_five_objects_names_its_count_not_the_image_total():
+    _raises(
+        {"tag": "counting", "include": [{"class": "circle", "count": 5}]},
+        r"include\[0\]\.count must be between 1 and 4, got 5",
+    )
+
+
+def test_a_negative_position_target_is_refused():
+    """Index -1 would name no clause the layout can find: the relation would silently constrain nothing."""
+    _raises(
+        {"tag": "position", "include": [{"class": "circle"}, {"class": "square", "position": ["above", -1]}]},
+        r"include\[1\]\.position target -1 must name an earlier clause",
+    )
+
+
+def test_an_exclude_count_must_be_a_true_integer():
+    for bad in ("3", 2.5):
+        _raises(
+            {
+                "tag": "counting",
+                "include": [{"class": "circle", "count": 2}],
+                "exclude": [{"class": "circle", "count": bad}],
+            },
+            r"exclude\[0\]\.count must be a positive integer",
+        )
+
+
+def test_an_exclude_count_equal_to_the_included_count_is_refused():
+    """GenEval fails an image with `count` or more of the class: exclude 2 with include 2 fails every image."""
+    _raises(
+        {
+            "tag": "counting",
+            "include": [{"class": "circle", "count": 2}],
+            "exclude": [{"class": "circle", "count": 2}],
+        },
+        r"exclude\[0\]: 2 or more circles fail the image, but include asks for 2",
+    )
+
+
+def test_each_axis_is_shrunk_by_the_boxes_sizes_on_that_axis():
+    """Detector boxes are not square: A (10 x 10) left of and below B (40 wide, 10 tall). Offset (-35, 20); the
+    x axis shrinks by 0.1 x 50 = 5, the y axis by 0.1 x 20 = 2: (-30, 18) / sqrt(35^2 + 20^2)."""
+    a, b = (0, 20, 10, 30), (20, 0, 60, 10)
+    norm = (35**2 + 20**2) ** 0.5
+    assert W.relation_margin(a, b, "left of") == pytest.approx(30 / norm)
+    assert W.relation_margin(a, b, "below") == pytest.approx(18 / norm)
+    assert W.relative_position(a, b) == {"left of"}
+
+
+def test_a_relation_needs_a_component_strictly_beyond_one_half():
+    """Offset 4 px, boxes 10 wide: (4 - 2) / 4 is exactly 0.5, which GenEval does not count."""
+    a, b = (4, 0, 14, 10), (0, 0, 10, 10)
+    assert W.relation_margin(a, b, "right of") == 0.5
+    assert W.relative_position(a, b) == set()
+
+
+def test_a_small_revised_offset_still_gives_a_dense_margin():
+    """Only an offset that the shrink cancels completely gives a zero margin; a twentieth of a pixel left over
+    counts (0.05 / 2.05)."""
+    a, b = (2.05, 0, 12.05, 10), (0, 0, 10, 10)
+    assert W.relation_margin(a, b, "right of") == pytest.approx(0.05 / 2.05)
+    assert W.relation_margin((2, 0, 12, 10), b, "right of") == 0.0
+
+
+def test_an_uncoloured_clause_is_drawn_in_every_palette_colour():
+    """Prompts that name no colour show every colour, held-out pairs included (the generalisation contract)."""
+    seen = {W.render(W.single_object("triangle"), seed)[1][0].color for seed in range(60)}
+    assert seen == set(W.COLORS)
+
+
+def test_a_position_clause_holds_against_every_object_of_its_target_clause():
+    spec = W.Spec("position", (W.Clause("circle", count=2), W.Clause("square", position=("left of", 0))))
+    for seed in range(30):
+        _, objs = W.render(spec, seed)
+        (mover,) = [o for o in objs if o.clause == 1]
+        for target in (o for o in objs if o.clause == 0):
+            assert "left of" in W.relative_position(mover.box, target.box), (seed, mover.box, target.box)
+
+
+def test_shapes_detector_foreground_needs_alpha_strictly_above_one_half():
+    """Grey 132 is exactly halfway from the background (24) to white (240): alpha 0.5 is not foreground."""
+    det = ShapesDetector()
+    for level, want in ((132, {}), (133, {"square"})):
+        rgb = np.full((64, 64, 3), W.BACKGROUND[0], dtype=np.uint8)
+        rgb[20:30, 20:30] = level
+        assert set(det(rgb)) == set(want), level
