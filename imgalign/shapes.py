@@ -172,7 +172,7 @@ def validate_spec(spec: Spec) -> None:
     for i, (shape, n) in enumerate(spec.exclude):
         if shape not in SHAPES:
             raise SpecError(f"exclude[{i}].class: unknown shape {shape!r}; valid shapes: {', '.join(SHAPES)}")
-        if not isinstance(n, int) or n < 1:
+        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
             raise SpecError(f"exclude[{i}].count must be a positive integer, got {n!r}")
         included = sum(c.count for c in spec.include if c.shape == shape)
         if n <= included:  # GenEval's exclude fails an image with n or more: no image could pass

@@ -98,3 +98,15 @@ def test_shapes_detector_foreground_needs_alpha_strictly_above_one_half():
         rgb = np.full((64, 64, 3), W.BACKGROUND[0], dtype=np.uint8)
         rgb[20:30, 20:30] = level
         assert set(det(rgb)) == set(want), level
+
+
+def test_a_boolean_exclude_count_is_refused_as_a_boolean_include_count_is():
+    """JSON `true` is a Python int: it was read as an exclude count of 1."""
+    _raises(
+        {
+            "tag": "counting",
+            "include": [{"class": "circle", "count": 2}],
+            "exclude": [{"class": "square", "count": True}],
+        },
+        r"exclude\[0\]\.count must be a positive integer, got True",
+    )
