@@ -1,4 +1,5 @@
-"""Edges of the shapes world that the broader world/judge tests leave open (mutation round 11b)."""
+"""Edges of the shapes world, its detector and the eval-suite loader that the broader tests leave open
+(mutation round 11b)."""
 
 import numpy as np
 import pytest
@@ -110,3 +111,17 @@ def test_a_boolean_exclude_count_is_refused_as_a_boolean_include_count_is():
         },
         r"exclude\[0\]\.count must be a positive integer, got True",
     )
+
+
+# ---- eval/suite.py -------------------------------------------------------------------------------------------
+def test_image_digest_ignores_metadata_key_order_and_is_empty_for_an_unreadable_file(tmp_path):
+    """A metadata line rewritten with its keys in another order is the same prompt (the verdict is reused); a file
+    that cannot be read has no digest (judged again next time)."""
+    from imgalign.eval.suite import image_digest
+
+    png = tmp_path / "0000.png"
+    png.write_bytes(b"not really a png")
+    a = image_digest(png, {"tag": "single_object", "include": [{"class": "circle"}]})
+    b = image_digest(png, {"include": [{"class": "circle"}], "tag": "single_object"})
+    assert a == b and len(a) == 64
+    assert image_digest(tmp_path / "missing.png", {"tag": "single_object"}) == ""
