@@ -785,6 +785,22 @@ def test_set_values_keep_their_text_for_a_str_member_of_a_union():
             "eval.guidance_scale must be -1 (the policy's sampling.guidance_scale) or a finite scale >= 0",
         ),
         (["eval.guidance_scale=inf"], ["eval.guidance_scale=-1"], "eval.guidance_scale must be -1"),
+        # the finite halves of `0 <= x < inf` checks and the third setting of a shared check (mutation round 11b)
+        (
+            ["objective.adv_clip=inf"],
+            ["objective.adv_clip=1e6"],
+            "objective.adv_clip must be >= 0 and finite",
+        ),
+        (
+            ["objective.anchor_beta=-0.1"],
+            ["objective.anchor_beta=0.1", "sampling.sde_window=4"],
+            "objective.kl_beta, objective.anchor_beta and objective.penalty_weight must be >= 0",
+        ),
+        (
+            ["train.weight_decay=inf"],
+            ["train.weight_decay=1e6"],
+            "train.weight_decay must be >= 0 and finite",
+        ),
     ],
 )
 def test_each_bound_refuses_its_first_bad_value_and_accepts_its_edge(bad, good, message):
@@ -813,6 +829,7 @@ def test_each_bound_refuses_its_first_bad_value_and_accepts_its_edge(bad, good, 
             "objective.anchor_beta anchors the untrained (ODE) steps",
         ),
         (["model.lora_rank=0", "model.dtype=float16"], "Set train.mixed_precision=fp16"),
+        (["model.lora_rank=0", "model.dtype=bfloat16"], "Set train.mixed_precision=bf16"),
         (["sampling.rollout=tree", "sampling.antithetic=true"], "needs sampling.rollout=flat"),
         (["sampling.rollout=tree", "rewards.balancer=marble"], "sampling.rollout=tree assigns its own"),
         (["sampling.rollout=tree", "rewards.diagnose_cosines=true"], "sampling.rollout=tree assigns its own"),
@@ -1208,3 +1225,45 @@ def test_train_describe_shows_a_configs_values_beside_the_defaults(tmp_path, cap
     assert "train.lr = 0.002  (default 0.0001)\n" in out
     assert "train.ema_decay = 0.0\n" in out  # a key both leave at its default: no note
     assert len(out.splitlines()) == len(plain.splitlines())
+
+
+def test_top_level_split_ignores_a_stray_closing_bracket_and_splits_everything_after_an_unclosed_one():
+    """A `]` with no `[` before it closes nothing (the next `[...]` still keeps its commas), and an unclosed bracket
+    makes every comma split, as the docstring says (mutation round 11b)."""
+    from imgalign.config import split_top_level
+
+    assert split_top_level("x=a],y=[1,2]") == ["x=a]", "y=[1,2]"]
+    assert split_top_level("a=[x,b") == ["a=[x", "b"]
+
+
+def test_a_reward_piece_whose_key_has_a_space_is_its_own_spec_not_an_option():
+    """Only a piece that looks like `key=value` (no `:` and no space before the `=`) joins the spec before it as an
+    option (mutation round 11b)."""
+    from imgalign.trainers.config import FlowGRPOConfig
+
+    names = load_config(FlowGRPOConfig, None, ["rewards.names=clip,my reward=1"]).rewards.names
+    assert names == ["clip", "my reward=1"]
+
+
+def test_a_null_list_item_says_to_remove_the_item_and_a_comma_list_string_drops_empty_items(tmp_path):
+    """A null item of a list is removed, not kept at a default; a YAML string for a list of strings drops the empty
+    items a doubled or trailing comma leaves (mutation round 11b)."""
+    from imgalign.trainers.config import FlowGRPOConfig
+
+    p = tmp_path / "c.yaml"
+    p.write_text("rewards: [geneval, ~]\n")
+    with pytest.raises(ConfigError, match=r"^rewards\[1\] has no value .*: give one, or remove the item$"):
+        load_config(Cfg, p)
+    p.write_text('prompts:\n  tasks: "counting,, position,"\n')
+    assert load_config(FlowGRPOConfig, p).prompts.tasks == ["counting", "position"]
+
+
+def test_a_mapping_given_to_set_merges_a_nested_section_key_by_key(tmp_path):
+    """`--set rewards={marble: {ema: 0.5}}` sets only rewards.marble.ema: the file's other keys of the nested
+    section stay (mutation round 11b)."""
+    from imgalign.trainers.config import FlowGRPOConfig
+
+    p = tmp_path / "c.yaml"
+    p.write_text("rewards:\n  marble:\n    refresh_every: 3\n")
+    marble = load_config(FlowGRPOConfig, p, ["rewards={marble: {ema: 0.5}}"]).rewards.marble
+    assert (marble.ema, marble.refresh_every) == (0.5, 3)
