@@ -1,0 +1,95 @@
+"""imgalign.pipelines and imgalign.hub: the checks and messages behind loading a model, each on its own (mutation
+round 11b: behaviour no other test pinned down)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+
+def _folder(path: Path, components: dict[str, list[str]]) -> Path:
+    """A pipeline folder whose model_index.json lists `components`, each a subfolder holding the named files."""
+    path.mkdir(parents=True)
+    index = {"_class_name": "StableDiffusion3Pipeline", **{name: ["diffusers", "X"] for name in components}}
+    (path / "model_index.json").write_text(json.dumps(index))
+    for name, files in components.items():
+        (path / name).mkdir()
+        for f in files:
+            (path / name / f).write_text("x")
+    return path
+
+
+def test_an_empty_component_folder_is_named_as_missing_whole(tmp_path):
+    """An empty scheduler/ (no weights expected) is missing too, and an empty transformer/ is named as the folder,
+    not as its config and weights one by one."""
+    import imgalign.pipelines as P
+
+    folder = _folder(tmp_path / "m", {"transformer": [], "scheduler": []})
+    with pytest.raises(P.IncompleteModelError, match=r"missing: transformer/, scheduler/; recreate it"):
+        P.check_pipeline_folder(folder)
+
+
+def test_load_pipeline_passes_the_dtype_and_absent_components_on_and_turns_the_progress_bar_off(monkeypatch):
+    """What reaches diffusers' loader (recorded, nothing loads): the resolved folder, the dtype, the components
+    model_index.json leaves out as None; then the pipeline goes to the device, its progress bar off."""
+    import diffusers
+    import torch
+
+    from imgalign.hub import embedded_path
+    from imgalign.pipelines import absent_components, load_pipeline
+
+    calls: list[tuple[str, dict]] = []
+
+    class Pipe:
+        def to(self, device):
+            self.device = device
+
+        def set_progress_bar_config(self, **kw):
+            self.progress = kw
+
+    def from_pretrained(folder, **kw):
+        calls.append((folder, kw))
+        return Pipe()
+
+    monkeypatch.setattr(diffusers.DiffusionPipeline, "from_pretrained", from_pretrained)
+    pipe = load_pipeline("shapes", device="meta", dtype=torch.bfloat16)
+    folder = str(embedded_path("shapes"))
+    assert calls == [(folder, {"dtype": torch.bfloat16, **absent_components(folder)})]
+    assert (pipe.device, pipe.progress) == ("meta", {"disable": True})
+
+
+def test_the_denoiser_is_the_transformer_when_there_is_one_else_the_unet():
+    from types import SimpleNamespace
+
+    from imgalign.pipelines import denoiser_name
+
+    assert denoiser_name(SimpleNamespace(transformer=object(), unet=None)) == "transformer"
+    assert denoiser_name(SimpleNamespace(transformer=None, unet=object())) == "unet"
+    assert denoiser_name(SimpleNamespace(unet=object())) == "unet"
+
+
+def test_a_lora_mismatch_without_a_base_name_or_a_record_says_so(tmp_path):
+    """No base given: 'the given base model'; no imgalign_model.json: the base to give is the one it was trained
+    on; an error without text is named by its type."""
+    from imgalign.pipelines import lora_mismatch_message
+
+    msg = lora_mismatch_message(tmp_path, "", ValueError(""))
+    assert msg == (
+        f"LoRA checkpoint {str(tmp_path)!r} does not fit the given base model: it was likely trained on another "
+        f"base model; give the base model it was trained on, as BASE+{tmp_path} (loader: ValueError)"
+    )
+
+
+def test_a_missing_absolute_path_gets_no_working_folder_hint(tmp_path):
+    """The hint that a relative path is read from the working folder is for relative paths only."""
+    import imgalign.pipelines as P
+
+    gone = tmp_path / "gone"
+    with pytest.raises(P.IncompleteModelError) as info:
+        P.check_model_spec(P.ModelSpec("m", str(gone)))
+    assert str(info.value) == (
+        f"model 'm': {str(gone)!r} does not exist; give an embedded name (shapes), a pipeline folder or a Hub id "
+        "already downloaded"
+    )
