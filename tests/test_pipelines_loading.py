@@ -93,3 +93,64 @@ def test_a_missing_absolute_path_gets_no_working_folder_hint(tmp_path):
         f"model 'm': {str(gone)!r} does not exist; give an embedded name (shapes), a pipeline folder or a Hub id "
         "already downloaded"
     )
+
+
+def test_open_clip_error_lines_are_dropped_only_within_the_block_and_only_open_clips_errors():
+    import logging
+    import os
+
+    from imgalign.hub import quiet_open_clip_errors
+
+    def record(level: int, path: str) -> logging.LogRecord:
+        return logging.LogRecord("x", level, path, 1, "Failed to download weights", None, None)
+
+    oc = os.sep.join(("", "site-packages", "open_clip", "factory.py"))
+    other = os.sep.join(("", "site-packages", "timm", "models.py"))
+    root = logging.getLogger()
+    before = list(root.filters)
+    with quiet_open_clip_errors():
+        (keep,) = [f for f in root.filters if f not in before]
+        assert not keep(record(logging.ERROR, oc)) and not keep(record(logging.CRITICAL, oc))
+        assert keep(record(logging.WARNING, oc)) and keep(record(logging.ERROR, other))
+    assert root.filters == before
+
+
+def test_embedded_model_errors_list_the_names_and_say_how_to_get_the_files_back(tmp_path, monkeypatch):
+    import imgalign.hub as hub
+
+    with pytest.raises(hub.ModelNotFoundError) as info:
+        hub.embedded_path("shapes-nope")
+    assert str(info.value) == (
+        "'shapes-nope' is not an embedded model; embedded models: shapes, shapes-artifact, shapes-clip, "
+        "shapes-t2i, shapes-vlm"
+    )
+    monkeypatch.setattr(hub, "ASSETS", tmp_path)
+    with pytest.raises(
+        hub.ModelNotFoundError, match=r"reinstall imgalign or recreate it with `imgalign world"
+    ):
+        hub.embedded_path("shapes-clip")
+
+
+def test_load_error_reason_reads_open_clips_download_failure_and_keeps_other_text_without_its_full_stop():
+    from imgalign.hub import load_error_reason
+
+    reason = load_error_reason(RuntimeError("Failed to download weights for ViT-B-32."), "ViT-B-32")
+    assert reason.startswith("its files are not in the local Hub cache and ")
+    assert load_error_reason(ValueError("Unknown model (ViT-X).\n"), None) == "Unknown model (ViT-X)"
+
+
+def test_environment_variables_are_named_only_as_a_shell_spells_them(monkeypatch):
+    """``$HOME``/``${HOME}`` are variables, ``$5`` is not; an unset variable gives no expanded example."""
+    from imgalign.hub import names_env_var, tilde_hint
+
+    assert names_env_var("$HOME/x") and names_env_var("${RUNS}/x") and names_env_var("a/$_b")
+    assert not names_env_var("runs/cost$5") and not names_env_var("runs/$")
+    monkeypatch.setenv("IMGALIGN_T", "/data")
+    assert tilde_hint("$IMGALIGN_T/m") == (
+        " (environment variables such as $HOME are not expanded: give the full path, '/data/m')"
+    )
+    monkeypatch.delenv("IMGALIGN_T")
+    assert (
+        tilde_hint("$IMGALIGN_T/m")
+        == " (environment variables such as $HOME are not expanded: give the full path)"
+    )
