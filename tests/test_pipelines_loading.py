@@ -154,3 +154,23 @@ def test_environment_variables_are_named_only_as_a_shell_spells_them(monkeypatch
         tilde_hint("$IMGALIGN_T/m")
         == " (environment variables such as $HOME are not expanded: give the full path)"
     )
+
+
+def test_a_transformer_overlay_whose_config_names_no_class_loads_as_the_bases_class(tmp_path):
+    """config.json without ``_class_name``: loaded with the base denoiser's class, in the given dtype."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from imgalign.pipelines import apply_overlay
+
+    class Denoiser:
+        @classmethod
+        def from_pretrained(cls, folder: str, dtype: torch.dtype) -> tuple:
+            return (cls.__name__, folder, dtype)
+
+    (tmp_path / "transformer").mkdir()
+    (tmp_path / "transformer" / "config.json").write_text("{}")
+    pipe = SimpleNamespace(transformer=Denoiser())
+    apply_overlay(pipe, tmp_path, torch.bfloat16)
+    assert pipe.transformer == ("Denoiser", str(tmp_path / "transformer"), torch.bfloat16)
