@@ -359,8 +359,12 @@ def test_an_unknown_shapes_task_and_a_folder_as_prompt_file_are_refused(tmp_path
     # and when the config is checked (train --print-config passed it; only the run refused it)
     with pytest.raises(ValueError, match=r"prompts.tasks: unknown task\(s\) \['colour'\]"):
         load_config(FlowGRPOConfig, None, ["prompts.tasks=[single_object,colour]"])
+    with pytest.raises(
+        FileNotFoundError, match=r"prompts.source '.*' is a folder; give 'shapes', a .txt/.jsonl"
+    ):
+        check_prompt_source(str(tmp_path))  # it said "does not exist" of a folder that does
     with pytest.raises(FileNotFoundError, match="does not exist"):
-        check_prompt_source(str(tmp_path))
+        check_prompt_source(str(tmp_path / "missing.txt"))
 
 
 def test_a_prompt_source_with_a_quoted_tilde_or_an_env_var_says_how_to_write_it(monkeypatch):

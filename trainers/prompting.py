@@ -32,11 +32,15 @@ def _mix(*xs: int) -> int:
 
 
 def check_prompt_source(source: str) -> None:
-    """Raise FileNotFoundError when `source` names a prompt file that does not exist (``shapes`` and
+    """Raise FileNotFoundError when `source` names a prompt file that does not exist, or a folder (``shapes`` and
     ``generate:SEED`` are not files)."""
     path = Path(source)
     if source == "shapes" or source.startswith("generate:") or path.is_file():
         return
+    if path.is_dir():  # it said "does not exist" of a folder that does
+        raise FileNotFoundError(
+            f"prompts.source {source!r} is a folder; give 'shapes', a .txt/.jsonl prompt file or generate:SEED"
+        )
     from imgalign.hub import tilde_hint
 
     where = tilde_hint(source) or (
