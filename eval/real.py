@@ -266,7 +266,7 @@ class HFDetector:
     ) -> None:
         from transformers import AutoConfig
 
-        from imgalign.hub import load_error_reason, resolve
+        from imgalign.hub import cannot_load, resolve
 
         self.name = model
         self.device, self.dtype = torch.device(device), dtype
@@ -275,10 +275,7 @@ class HFDetector:
         try:
             config = AutoConfig.from_pretrained(path)
         except (OSError, ValueError) as e:
-            raise FileNotFoundError(
-                f"cannot load detector {model!r}: {load_error_reason(e, path)}. Give a folder saved with "
-                "save_pretrained or a Hub id already downloaded (the Hub is not contacted when HF_HUB_OFFLINE=1)"
-            ) from None
+            raise FileNotFoundError(cannot_load(f"detector {model!r}", e, path)) from None
         self.kind = config.model_type
         self.query_chunk = query_chunk  # at most this many class names per forward pass of a zero-shot model
         if self.kind in ZERO_SHOT_TYPES:
@@ -571,15 +568,12 @@ def check_judge_specs(detector: str, clip: str) -> None:
     import open_clip
     from transformers import AutoConfig
 
-    from imgalign.hub import load_error_reason, resolve
+    from imgalign.hub import cannot_load, resolve
 
     try:
         AutoConfig.from_pretrained(resolve(detector))
     except (OSError, ValueError) as e:
-        raise FileNotFoundError(
-            f"cannot load detector {detector!r}: {load_error_reason(e, resolve(detector))}. Give a folder saved "
-            "with save_pretrained or a Hub id already downloaded (the Hub is not contacted when HF_HUB_OFFLINE=1)"
-        ) from None
+        raise FileNotFoundError(cannot_load(f"detector {detector!r}", e, resolve(detector))) from None
     from imgalign.rewards.clip import check_open_clip_weights
 
     name, pretrained = parse_clip_spec(clip)

@@ -141,3 +141,12 @@ def load_error_reason(error: BaseException, spec: str | None = None) -> str:
         why = "HF_HUB_OFFLINE=1 stops downloads" if hub_offline() else "the Hub could not be reached"
         return f"its files are not in the local Hub cache and {why}"
     return text
+
+
+def cannot_load(what: str, error: BaseException, spec: str, kind: str = "") -> str:
+    """``cannot load WHAT: REASON. Give a [KIND ]folder saved with save_pretrained or a Hub id already downloaded
+    (...)``: the one-line error for a transformers model that did not load (:func:`load_error_reason`)."""
+    return (
+        f"cannot load {what}: {load_error_reason(error, spec)}. Give a {kind + ' ' if kind else ''}folder saved with "
+        "save_pretrained or a Hub id already downloaded (the Hub is not contacted when HF_HUB_OFFLINE=1)"
+    )

@@ -190,16 +190,13 @@ def _height_width(size: Any, problem: str) -> tuple[int, int]:
 def _dinov2(path: str, device: torch.device, dtype: torch.dtype) -> FeatureEncoder:
     from transformers import AutoImageProcessor, AutoModel
 
-    from imgalign.hub import load_error_reason
+    from imgalign.hub import cannot_load
 
     try:  # transformers' own text spoke of internet connections, or of a model_type key, naming no encoder
         model = AutoModel.from_pretrained(path, dtype=dtype).to(device).eval()
         proc = AutoImageProcessor.from_pretrained(path)
     except (OSError, ValueError) as e:
-        raise ValueError(
-            f"cannot load feature encoder 'dinov2:{path}': {load_error_reason(e, path)}. Give a DINOv2 folder saved "
-            "with save_pretrained or a Hub id already downloaded (the Hub is not contacted when HF_HUB_OFFLINE=1)"
-        ) from None
+        raise ValueError(cannot_load(f"feature encoder 'dinov2:{path}'", e, path, kind="DINOv2")) from None
     size = getattr(proc, "size", None) or {}
     shortest = _size_field(size, "shortest_edge")
     resize_hw = None
