@@ -13,6 +13,7 @@ import torch
 from PIL import Image
 
 from imgalign.cli import main
+from imgalign.trainers.testing import stub_pipeline_folder
 
 torch.set_num_threads(1)
 SHAPES_PROMPTS = Path(__file__).resolve().parents[1] / "prompts" / "shapes_geneval.jsonl"
@@ -739,18 +740,6 @@ def test_overlay_kinds_are_told_apart_by_their_files(tmp_path):
         apply_overlay(pipe, tmp_path / "lora_bin", base="b")
 
 
-def _pipeline_folder(path: Path, components: dict[str, list[str]]) -> Path:
-    index = {"_class_name": "StableDiffusion3Pipeline", "text_encoder_3": [None, None]}
-    index.update({name: ["diffusers", "X"] for name in components})
-    path.mkdir(parents=True)
-    (path / "model_index.json").write_text(json.dumps(index))
-    for name, files in components.items():
-        (path / name).mkdir()
-        for f in files:
-            (path / name / f).write_text("x")
-    return path
-
-
 def test_pipeline_folder_check_names_each_missing_part(tmp_path, monkeypatch):
     """Weights saved as .bin count; an encoder without weights is incomplete; a file is not a folder; a run
     folder's hint names its latest checkpoint; an incomplete embedded model (also when named, not given as a
@@ -758,8 +747,8 @@ def test_pipeline_folder_check_names_each_missing_part(tmp_path, monkeypatch):
     import imgalign.hub as hub
     import imgalign.pipelines as P
 
-    P.check_pipeline_folder(_pipeline_folder(tmp_path / "bin", {"transformer": ["config.json", "w.bin"]}))
-    enc = _pipeline_folder(tmp_path / "enc", {"text_encoder": ["config.json"], "vae": ["config.json"]})
+    P.check_pipeline_folder(stub_pipeline_folder(tmp_path / "bin", {"transformer": ["config.json", "w.bin"]}))
+    enc = stub_pipeline_folder(tmp_path / "enc", {"text_encoder": ["config.json"], "vae": ["config.json"]})
     with pytest.raises(
         P.IncompleteModelError, match=r"missing: text_encoder/ weights \(\*.safetensors\), vae/ weights"
     ):
@@ -786,7 +775,7 @@ def test_pipeline_folder_check_names_each_missing_part(tmp_path, monkeypatch):
     ):
         P.check_pipeline_folder(tmp_path / "new")
     assets = tmp_path / "assets"
-    _pipeline_folder(assets / "shapes-t2i", {"transformer": ["config.json"]})
+    stub_pipeline_folder(assets / "shapes-t2i", {"transformer": ["config.json"]})
     monkeypatch.setattr(hub, "ASSETS", assets)
     with pytest.raises(P.IncompleteModelError, match=r"transformer/ weights.*reinstall imgalign"):
         P.check_model_spec(P.ModelSpec("s", "shapes"))
@@ -805,7 +794,7 @@ def test_a_sharded_component_missing_a_shard_or_its_index_is_named_before_loadin
         "diffusion_pytorch_model-00002-of-00002.safetensors",
     )
     index = "diffusion_pytorch_model.safetensors.index.json"
-    folder = _pipeline_folder(tmp_path / "m", {"transformer": ["config.json", a, b, index]})
+    folder = stub_pipeline_folder(tmp_path / "m", {"transformer": ["config.json", a, b, index]})
     (folder / "transformer" / index).write_text(json.dumps({"weight_map": {"x.weight": a, "y.weight": b}}))
     P.check_pipeline_folder(folder)
     (folder / "transformer" / b).unlink()
@@ -835,7 +824,7 @@ def test_a_component_without_its_config_or_with_a_cut_short_shard_is_named_befor
 
     import imgalign.pipelines as P
 
-    folder = _pipeline_folder(tmp_path / "m", {"transformer": ["config.json"], "vae": ["config.json"]})
+    folder = stub_pipeline_folder(tmp_path / "m", {"transformer": ["config.json"], "vae": ["config.json"]})
     for name in ("transformer", "vae"):
         save_file({"w": torch.zeros(64)}, folder / name / "diffusion_pytorch_model.safetensors")
     save_file({"w": torch.zeros(0)}, folder / "vae" / "empty.safetensors")  # no data at all is whole
@@ -858,7 +847,7 @@ def test_checkpoints_missing_their_weights_are_named_before_loading(tmp_path):
     after the base had loaded)."""
     import imgalign.pipelines as P
 
-    base = _pipeline_folder(tmp_path / "base", {"transformer": ["config.json", "w.safetensors"]})
+    base = stub_pipeline_folder(tmp_path / "base", {"transformer": ["config.json", "w.safetensors"]})
     lora = tmp_path / "run" / "checkpoints" / "step-000001"
     (lora / "trainer_state").mkdir(parents=True)
     (lora / "imgalign_model.json").write_text(json.dumps({"base_model": str(base)}))
@@ -873,7 +862,7 @@ def test_checkpoints_missing_their_weights_are_named_before_loading(tmp_path):
         match=r"step-000001' names its base model '.*gone' in imgalign_model.json.*give the base as ft=BASE\+",
     ):
         P.check_model_spec(P.ModelSpec("ft", str(lora)))
-    full = _pipeline_folder(tmp_path / "full", {"transformer": ["config.json"]})
+    full = stub_pipeline_folder(tmp_path / "full", {"transformer": ["config.json"]})
     for overlay in (full, full / "transformer"):
         with pytest.raises(
             P.IncompleteModelError, match=r"full/transformer' has a config.json but no weights"
@@ -888,7 +877,7 @@ def test_a_cut_short_lora_file_is_named_as_the_checkpoints_before_the_base_loads
 
     import imgalign.pipelines as P
 
-    base = _pipeline_folder(tmp_path / "base", {"transformer": ["config.json", "w.safetensors"]})
+    base = stub_pipeline_folder(tmp_path / "base", {"transformer": ["config.json", "w.safetensors"]})
     lora = tmp_path / "run" / "checkpoints" / "step-000001"
     (lora / "trainer_state").mkdir(parents=True)
     (lora / "imgalign_model.json").write_text(json.dumps({"base_model": str(base)}))
@@ -918,7 +907,7 @@ def test_a_transformer_overlay_that_does_not_fit_the_base_fails_before_loading(t
         (folder / "config.json").write_text(json.dumps(cfg))
         (folder / "w.safetensors").write_text("x")
 
-    base = _pipeline_folder(tmp_path / "base", {"transformer": []})
+    base = stub_pipeline_folder(tmp_path / "base", {"transformer": []})
     sd3 = {"_class_name": "SD3Transformer2DModel", "in_channels": 4, "joint_attention_dim": 64}
     config(base / "transformer", **sd3)
     config(tmp_path / "same", **sd3, num_layers=3)

@@ -3,22 +3,9 @@ round 11b: behaviour no other test pinned down)."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
 
-
-def _folder(path: Path, components: dict[str, list[str]]) -> Path:
-    """A pipeline folder whose model_index.json lists `components`, each a subfolder holding the named files."""
-    path.mkdir(parents=True)
-    index = {"_class_name": "StableDiffusion3Pipeline", **{name: ["diffusers", "X"] for name in components}}
-    (path / "model_index.json").write_text(json.dumps(index))
-    for name, files in components.items():
-        (path / name).mkdir()
-        for f in files:
-            (path / name / f).write_text("x")
-    return path
+from imgalign.trainers.testing import stub_pipeline_folder
 
 
 def test_an_empty_component_folder_is_named_as_missing_whole(tmp_path):
@@ -26,7 +13,7 @@ def test_an_empty_component_folder_is_named_as_missing_whole(tmp_path):
     not as its config and weights one by one."""
     import imgalign.pipelines as P
 
-    folder = _folder(tmp_path / "m", {"transformer": [], "scheduler": []})
+    folder = stub_pipeline_folder(tmp_path / "m", {"transformer": [], "scheduler": []})
     with pytest.raises(P.IncompleteModelError, match=r"missing: transformer/, scheduler/; recreate it"):
         P.check_pipeline_folder(folder)
 

@@ -113,6 +113,22 @@ def tiny_sd3_pipeline(out_dir: str | Path, size: int = 8) -> Path:
     return Path(out_dir)
 
 
+def stub_pipeline_folder(path: Path, components: dict[str, list[str]]) -> Path:
+    """A pipeline folder that checks but does not load: ``model_index.json`` lists `components` (plus an absent
+    ``text_encoder_3``, as the shapes model has), each a subfolder holding the named files, each file reading "x"."""
+    import json
+
+    index = {"_class_name": "StableDiffusion3Pipeline", "text_encoder_3": [None, None]}
+    index.update({name: ["diffusers", "X"] for name in components})
+    path.mkdir(parents=True)
+    (path / "model_index.json").write_text(json.dumps(index))
+    for name, files in components.items():
+        (path / name).mkdir()
+        for f in files:
+            (path / name / f).write_text("x")
+    return path
+
+
 def tiny_flux_pipeline(out_dir: str | Path, size: int = 8, guidance_embeds: bool = True) -> Path:
     """A random ``FluxPipeline`` (tiny CLIP + tiny T5, 1-channel VAE latents packed 2×2), saved to `out_dir`."""
     from diffusers import FlowMatchEulerDiscreteScheduler, FluxPipeline, FluxTransformer2DModel
