@@ -207,9 +207,8 @@ def run_fit_artifact(args: argparse.Namespace) -> int:
     _check_distinct(args.clean, "--clean", args.artifact, "--artifact")
     _check_not_image_name(args.out, "head")
     check_output_file(Path(args.out))
-    build_features(
-        args.features, args.device
-    )  # a mistyped --features fails before the folders are read (cached)
+    # a mistyped --features fails before the folders are read (the encoder is cached for fit_artifact)
+    build_features(args.features, args.device)
     clean = check_class_folder(load_image_folder(args.clean), args.clean, "--clean")
     art = check_class_folder(
         load_image_folder(args.artifact, size=clean.shape[-1]), args.artifact, "--artifact"
