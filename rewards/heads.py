@@ -157,6 +157,10 @@ def load_head(path: str | Path, task: str | None = None) -> tuple[FeatureHead, d
     from safetensors.torch import load_file
 
     path = Path(path)
+    if path.is_dir():  # it said "does not exist" of a folder that does
+        raise FileNotFoundError(
+            f"head file {str(path)!r} is a folder; give the .safetensors file `imgalign rewards fit-...` wrote"
+        )
     if not path.is_file():
         raise FileNotFoundError(f"head file {str(path)!r} does not exist")
     try:

@@ -190,6 +190,9 @@ def test_broken_edges_take_the_corner_median_as_background_and_a_grid_modulates_
 
 
 def test_load_head_of_a_folder_is_no_head_file(tmp_path: Path) -> None:
-    """A folder is not a head file: refused as such before safetensors is asked to open it."""
-    with pytest.raises(FileNotFoundError, match="head file .* does not exist"):
+    """A folder is not a head file: refused as such before safetensors is asked to open it (it was said not to
+    exist); a missing file does not exist."""
+    with pytest.raises(FileNotFoundError, match=r"head file .* is a folder; give the .safetensors file"):
         load_head(tmp_path)
+    with pytest.raises(FileNotFoundError, match="head file .* does not exist"):
+        load_head(tmp_path / "missing.safetensors")
