@@ -527,3 +527,18 @@ def test_group_mode_score_gives_nan_to_a_sample_whose_features_are_not_finite() 
     s = r.score(imgs, [""] * 3, None).scores
     assert torch.isnan(s[1]) and bool(torch.isfinite(s[[0, 2]]).all()) and s[0] == s[2]
     torch.testing.assert_close(s[[0, 2]], r.score(imgs[[0, 2]], [""] * 2, None).scores)
+
+
+def test_a_generated_set_no_larger_than_the_feature_dimension_is_warned_of(caplog):
+    """set_size <= d gives the generated set a singular covariance (768-d DINOv2 features with the default 512), as
+    stats_of warns of a reference set; nothing said it. 59-d stats features: 59 warns, 60 does not."""
+    with caplog.at_level("WARNING"):
+        FIDReward(features="stats", ref="shapes", ref_size=80, set_size=59)
+    assert (
+        "fid reward: set_size 59 <= the 59-d stats features: the generated set's covariance is singular"
+        in (caplog.text)
+    )
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        FIDReward(features="stats", ref="shapes", ref_size=80, set_size=60)
+    assert "set_size" not in caplog.text
