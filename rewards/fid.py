@@ -281,9 +281,8 @@ class FIDReward(Reward):
         self.mu_ref, self.sigma_ref = self._reference(str(ref), int(ref_size))
         self.sqrt_ref = psd_sqrt(self.sigma_ref)
         d = self.mu_ref.shape[0]
-        if (
-            self.set_size <= d
-        ):  # as stats_of warns of a reference this small (768-d DINOv2 with the default 512)
+        # as stats_of warns of a reference set this small (768-d DINOv2 features with the default 512)
+        if self.set_size <= d:
             log.warning(
                 "fid reward: set_size %d <= the %d-d %s features: the generated set's covariance is singular "
                 "(rank < %d), so its FD is biased high and noisy; give set_size > %d",
