@@ -129,8 +129,11 @@ def pil_batch(images: list[Image.Image], size: int | tuple[int, int] | None = No
 
 
 def load_image_folder(path: str | Path, size: int | None = None, limit: int | None = None) -> torch.Tensor:
-    """Every readable image under a folder as one batch [N, 3, S, S]; raise if none can be read."""
-    files = find_images([path])[:limit] if limit else find_images([path])
+    """Every readable image under a folder as one batch [N, 3, S, S] (the first `limit` files, sorted, when given);
+    raise if none can be read."""
+    if limit is not None and limit < 1:
+        raise ValueError(f"limit must be a positive number of images, got {limit} (None reads them all)")
+    files = find_images([path])[:limit]
     ims, bad = [], []
     for f in files:
         try:

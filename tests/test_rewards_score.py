@@ -311,6 +311,10 @@ def test_load_image_folder_limits_and_resizes_bicubic(tmp_path: Path) -> None:
         im.save(tmp_path / f"{i}.png")
     x = load_image_folder(tmp_path, size=5, limit=2)
     assert x.shape == (2, 3, 5, 5)
+    assert load_image_folder(tmp_path, size=5).shape == (3, 3, 5, 5)
+    # limit=0 read the whole folder (a falsy limit meant "no limit")
+    with pytest.raises(ValueError, match="limit must be a positive number of images, got 0"):
+        load_image_folder(tmp_path, limit=0)
     want = np.asarray(ims[1].resize((5, 5), Image.Resampling.BICUBIC), dtype=np.float32) / 255.0
     np.testing.assert_allclose(x[1].permute(1, 2, 0).numpy(), want)
     bad = tmp_path / "bad"
