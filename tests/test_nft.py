@@ -315,6 +315,13 @@ def test_ema_decay_one_freezes_and_mismatches_are_refused():
     ema2 = EmaParams(lin.parameters(), decay=0.9)
     ema2.load_state_dict({"decay": 0.25, "shadow": [s.clone() for s in ema.shadow]})
     assert ema2.decay == 0.25
+    # same count, other shapes: refused at load, naming the parameter (it failed only at the next update)
+    named = EmaParams.from_module(lin)
+    with pytest.raises(ValueError, match=r"saved EMA of weight has shape \[1, 3\], the model's is \[1, 2\]"):
+        named.load_state_dict(
+            {"decay": 0.5, "shadow": [s.clone() for s in EmaParams(other.parameters()).shadow]}
+        )
+    assert torch.equal(named.shadow[0], lin.weight.detach().float())
 
 
 def test_ema_state_is_a_snapshot_and_construction_is_checked():

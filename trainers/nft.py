@@ -316,6 +316,15 @@ class EmaParams:
         shadow = state["shadow"]
         if not isinstance(shadow, list) or len(shadow) != len(self.shadow):
             raise ValueError("EmaParams.load_state_dict: saved EMA has a different number of parameters")
+        shapes = [tuple(torch.as_tensor(t).shape) for t in shadow]
+        bad = [i for i, (sh, p) in enumerate(zip(shapes, self.params)) if sh != tuple(p.shape)]
+        if bad:
+            i = bad[0]
+            name = self.names[i] if self.names else f"parameter {i}"
+            raise ValueError(
+                f"EmaParams.load_state_dict: saved EMA of {name} has shape {list(shapes[i])}, the model's is "
+                f"{list(self.params[i].shape)} ({len(bad)} tensor(s) differ); it was saved from another model"
+            )
         self.decay = float(state["decay"])  # type: ignore[arg-type]
         self.shadow = [torch.as_tensor(s).float().to(p.device).clone() for s, p in zip(shadow, self.params)]
 
