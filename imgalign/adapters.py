@@ -328,7 +328,8 @@ class FlowAdapter:
         """Write a diffusers-loadable folder: a LoRA (``pytorch_lora_weights.safetensors``, for
         ``pipe.load_lora_weights(dir)``) or the whole pipeline (``from_pretrained(dir)`` with the arguments its base
         model needs, e.g. ``text_encoder_3=None, tokenizer_3=None`` for the T5-less shapes model), plus
-        ``imgalign_model.json`` naming the base model (so :func:`imgalign.pipelines.load_pipeline` can rebuild a LoRA pipeline)."""
+        ``imgalign_model.json`` naming the base model (so :func:`imgalign.pipelines.load_pipeline` can rebuild a
+        LoRA pipeline)."""
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         if self.lora_config is not None:

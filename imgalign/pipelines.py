@@ -93,8 +93,8 @@ def check_pipeline_folder(path: Path) -> None:
     path = Path(path)
     if not path.is_dir():
         raise IncompleteModelError(
-            f"model folder {str(path)!r} {'is a file' if path.exists() else 'does not exist'}; give an embedded name (e.g. 'shapes') or a folder "
-            "written by `save_pretrained`"
+            f"model folder {str(path)!r} {'is a file' if path.exists() else 'does not exist'}; give an embedded "
+            "name (e.g. 'shapes') or a folder written by `save_pretrained`"
         )
     index = path / "model_index.json"
     if not index.is_file() and (path / "checkpoints").is_dir():

@@ -8,8 +8,8 @@ The embedded model ``shapes`` is a stock :class:`diffusers.StableDiffusion3Pipel
 is a context the model never saw.
 
 Default evaluation sampler settings (used by ``imgalign eval --model``): :data:`NUM_INFERENCE_STEPS` Euler steps of
-the pipeline's flow-matching scheduler with classifier-free guidance scale :data:`GUIDANCE_SCALE`, :data:`IMAGE_SIZE` square images and
-:data:`MAX_SEQUENCE_LENGTH` zero context tokens.
+the pipeline's flow-matching scheduler with classifier-free guidance scale :data:`GUIDANCE_SCALE`, :data:`IMAGE_SIZE`
+square images and :data:`MAX_SEQUENCE_LENGTH` zero context tokens.
 """
 
 from __future__ import annotations

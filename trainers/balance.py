@@ -8,8 +8,9 @@ consumes:
 - ``gdpo``: A = batch_normalize(sum_k w_k group_normalize(R_k)) (GDPO: per-reward group normalisation first).
 - ``marble``: per-reward advantages A_k = group_normalize(R_k) [B, K]; per-reward gradients g_k, normalised
   g^_k = g_k/||g_k||; alpha* = argmin_{alpha in simplex} ||sum_k alpha_k g^_k||^2 (MGDA min-norm point; closed form
-  for K = 2, exact enumeration of the simplex faces for K <= 8, accelerated projected gradient beyond); alpha <- ema·alpha + (1 - ema)·alpha*; the update is
-  d = sum_k alpha_k g^_k = sum_k c_k g_k with c_k = alpha_k/||g_k||.
+  for K = 2, exact enumeration of the simplex faces for K <= 8, accelerated projected gradient beyond);
+  alpha <- ema·alpha + (1 - ema)·alpha*; the update is d = sum_k alpha_k g^_k = sum_k c_k g_k with
+  c_k = alpha_k/||g_k||.
 
 Amortisation (MARBLE on DiffusionNFT): the NFT loss is affine in the per-sample optimality probability r, so
 sum_k c_k L(r_k) = s·L(r_mix) with s = sum_k c_k and r_mix = sum_k (c_k/s)·r_k (each r_k from its own advantage
@@ -632,11 +633,11 @@ class RewardBalancing:
     per-reward losses, the Gram matrix and the mixed loss: ONE training backward); :meth:`end_update`; per step
     :meth:`step_metrics`. MARBLE solves alpha* on the Gram matrix of the update's FIRST micro-batch (a random share
     of the batch, after the trainer's shuffle): its first loss term, or all of them summed (``all_terms``:
-    :meth:`probe` adds the terms after the first before its :meth:`micro_loss`), EMAs alpha and mixes every micro-batch of that update with the same
-    coefficients c. With ``diagnose`` on, every micro-batch also adds its [g_1..g_K, d] gradients (d = the gradient
-    of the loss actually back-propagated, regularisers included, before AdamW's preconditioning and clipping) to the
-    update's Gram, giving each reward's cosine with the update and the running share of updates in which the worst
-    reward's cosine is negative.
+    :meth:`probe` adds the terms after the first before its :meth:`micro_loss`), EMAs alpha and mixes every
+    micro-batch of that update with the same coefficients c. With ``diagnose`` on, every micro-batch also adds its
+    [g_1..g_K, d] gradients (d = the gradient of the loss actually back-propagated, regularisers included, before
+    AdamW's preconditioning and clipping) to the update's Gram, giving each reward's cosine with the update and the
+    running share of updates in which the worst reward's cosine is negative.
     """
 
     def __init__(
@@ -733,8 +734,8 @@ class RewardBalancing:
         if self._solve is not None or self.diagnose:  # [K, P]: this micro-batch's share of the update
             flat = self._per_reward_flat(head, sig, params, scale)
         if self._solve is not None:
-            # the update's first micro-batch (its other terms probed): the Gram over all its terms (output space: each term's
-            # own output, disjoint coordinates, Grams summed; params: gradients summed) -> alpha*
+            # the update's first micro-batch (its other terms probed): the Gram over all its terms (output space:
+            # each term's own output, disjoint coordinates, Grams summed; params: gradients summed) -> alpha*
             assert flat is not None and self.balancer is not None
             self._solve.add(flat)
             gram = self._solve.result(reduce)

@@ -315,7 +315,8 @@ class RewardConfig:
         default_factory=lambda: ["geneval:mode=partial"],
         reward_specs=True,
         help="reward specs from the reward registry ('name:key=value,...') or paths to your own "
-        "('package.module:attr[:key=value,...]', or 'module:attr' for a single-file module on the import path, e.g. PYTHONPATH=.); each reward once. "
+        "('package.module:attr[:key=value,...]', or 'module:attr' for a single-file module on the import path, "
+        "e.g. PYTHONPATH=.); each reward once. "
         "Metrics are reward/<its name>/..., or reward/<its spec>/... when rewards share a name (geneval:mode_strict: "
         "characters other than letters, digits, . - : and space become _)",
     )

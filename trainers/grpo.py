@@ -33,8 +33,8 @@ def group_advantages(
     """A_i = (r_i − mean_group(i)) / (std + eps), clipped to ±clip.  rewards, group_ids: [N] -> [N].
 
     ``std_mode="group"``: std of the sample's own group; ``"batch"``: the std of every finite reward in the batch,
-    tied groups included (the reference code's ``global_std``). Groups whose rewards all tie (std ≤ tie_tol) carry no signal and are
-    dropped (advantage 0, ``valid`` False); their share is ``zero_std_ratio``. Samples with ``finite`` False (a NaN or
+    tied groups included (the reference code's ``global_std``). Groups whose rewards all tie (std ≤ tie_tol) carry
+    no signal and are dropped (advantage 0, ``valid`` False); their share is ``zero_std_ratio``. Samples with ``finite`` False (a NaN or
     infinite reward, already masked by the caller) take no part in any statistic and get advantage 0."""
     r = rewards.float()
     finite = torch.isfinite(r) if finite is None else (finite & torch.isfinite(r))
