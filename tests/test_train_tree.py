@@ -7,6 +7,7 @@ an uninterrupted one."""
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import pytest
@@ -89,6 +90,21 @@ def test_tree_grpo_two_steps(sd3_dir, prompts, tmp_path):
     init = initial_trainable(sd3_dir)
     unchanged = [n for n, t in raw.items() if torch.equal(t, init[n])]
     assert not unchanged, f"parameters that did not change: {unchanged[:5]}"
+
+
+def test_the_batch_layout_counts_a_trees_nfe_with_cfg_as_the_metrics_do(sd3_dir, prompts, tmp_path, caplog):
+    """The start-up `batch layout` line gave a tree's NFE without CFG (9) while perf/rollout_nfe counted CFG twice
+    (2 trees x 18): the layout's number now counts CFG as the issue asks and the metrics do."""
+    out = tmp_path / "run"
+    cfg = tree_config(sd3_dir, out, prompts)
+    cfg["sampling"]["guidance_scale"] = 3.0
+    cfg["train"]["max_steps"] = 1
+    with caplog.at_level(logging.INFO, logger="imgalign.trainers.trainer"):
+        assert main(["train", str(write(cfg, tmp_path / "c.yaml"))]) == 0
+    line = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("batch layout: "))
+    layout = json.loads(line.removeprefix("batch layout: "))
+    assert layout["tree_rollout_nfe_per_tree"] == 18
+    assert rows(out)[0]["perf/rollout_nfe"] == 2 * 18 == rows(out)[0]["perf/nfe"]
 
 
 PROMPTS = ("a red circle", "two blue squares")  # the two trees of _roll, one per prompt

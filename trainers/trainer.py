@@ -362,6 +362,9 @@ class FlowGRPOTrainer:
             self._write_config()
             if trackers:
                 self.acc.init_trackers("imgalign", config=_flat(to_dict(cfg)))
+        if "tree_rollout_nfe_per_tree" in self.layout:
+            # CFG counts 2, as in the perf/ metrics; only the adapter knows whether this guidance scale uses CFG
+            self.layout["tree_rollout_nfe_per_tree"] *= a.nfe_per_step(cfg.sampling.guidance_scale)
         log.info("batch layout: %s", json.dumps(self.layout))
         if cfg.prompts.source != "shapes":
             log.info(
