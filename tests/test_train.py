@@ -2415,6 +2415,20 @@ def test_a_damaged_checkpoint_is_named_with_what_to_do(sd3_dir, tmp_path, capsys
     assert main(["train", str(path), "--resume", "auto", "--max-steps", "3"]) == 2
     err = capsys.readouterr().err
     assert f"--resume {out / 'checkpoints' / 'step-000001'})" in err and "no earlier" not in err, err
+    # ... but not one that is damaged too (a cut optimizer.pt): the newest earlier one that looks whole
+    ckpts = out / "checkpoints"
+    shutil.copytree(ckpts / "step-000001", ckpts / "step-000000")
+    opt = ckpts / "step-000001" / "trainer_state" / "optimizer.pt"
+    opt.write_bytes(opt.read_bytes()[:-100])
+    assert main(["train", str(path), "--resume", "auto", "--max-steps", "3"]) == 2
+    err = capsys.readouterr().err
+    assert f"--resume {ckpts / 'step-000000'})" in err and "step-000001)" not in err, err
+    trainable = ckpts / "step-000000" / "trainer_state" / "trainable.safetensors"
+    trainable.write_bytes(trainable.read_bytes()[:-1])
+    assert main(["train", str(path), "--resume", "auto", "--max-steps", "3"]) == 2
+    err = capsys.readouterr().err
+    assert f"The run's earlier checkpoints in {ckpts} are damaged too (e.g. {opt})" in err, err
+    assert "--resume" not in err.split("damaged too")[1], err
 
 
 def test_a_setting_added_after_the_checkpoint_at_its_default_is_no_change(sd3_dir, tmp_path, caplog, capsys):

@@ -199,10 +199,17 @@ def _unreadable(path: Path, e: Exception) -> CheckpointReadError:
     m = STEP_RE.match(ckpt.name) or SUPERSEDED_RE.match(ckpt.name)
     run_ckpts = list_checkpoints(ckpt.parent.parent) if ckpt.parent.name == "checkpoints" else []
     earlier = [c for c in run_ckpts if m and step_of(c) < int(m.group(1))]
-    if earlier:  # the newest one before it, by name: "step-…" left the user to find one, if any existed
+    # the newest earlier one whose files look whole: advising one that is damaged too sent the user round again
+    whole = [c for c in earlier if not damaged_files(c)]
+    if whole:  # "step-…" left the user to find one, if any existed
         todo = (
-            f"Resume from an earlier checkpoint of the run (--resume {earlier[-1]}), or move this one away so "
+            f"Resume from an earlier checkpoint of the run (--resume {whole[-1]}), or move this one away so "
             "that --resume auto takes the one before it"
+        )
+    elif earlier:
+        todo = (
+            f"The run's earlier checkpoints in {ckpt.parent} are damaged too (e.g. {damaged_files(earlier[-1])[0]}):"
+            " restore the files from a copy, or train again from the start with another --output-dir"
         )
     else:
         todo = (
@@ -210,6 +217,43 @@ def _unreadable(path: Path, e: Exception) -> CheckpointReadError:
             "from the start with another --output-dir"
         )
     return CheckpointReadError(f"{path} cannot be read ({why}): checkpoint {ckpt} is damaged. {todo}")
+
+
+def damaged_files(ckpt: Path) -> list[Path]:
+    """The files of checkpoint folder `ckpt` that are plainly damaged, found cheaply (no tensor is read): a
+    .safetensors file whose header does not parse or whose size is not the one its header gives, a .pt file that is
+    not a whole zip archive (torch.save's format; the central directory at its end is read), a .json file that does
+    not parse, or a trainer_state/ folder missing. A cut copy or an interrupted sync fails these; a flipped byte inside
+    the tensor data does not."""
+    import struct
+    import zipfile
+
+    if not (ckpt / "trainer_state").is_dir():
+        return [ckpt / "trainer_state"]
+    bad = []
+    for f in sorted(ckpt.rglob("*")):
+        if not f.is_file():
+            continue
+        try:
+            if f.suffix == ".safetensors":
+                size = f.stat().st_size
+                with f.open("rb") as fh:
+                    (n,) = struct.unpack("<Q", fh.read(8))
+                    if n > size - 8:  # a cut file, or a wild length (read(n) would allocate it)
+                        bad.append(f)
+                        continue
+                    header = json.loads(fh.read(n))
+                ends = [int(v["data_offsets"][1]) for k, v in header.items() if k != "__metadata__"]
+                if size != 8 + n + max(ends, default=0):
+                    bad.append(f)
+            elif f.suffix == ".pt":
+                with zipfile.ZipFile(f):
+                    pass
+            elif f.suffix == ".json":
+                json.loads(f.read_text())
+        except (OSError, ValueError, KeyError, TypeError, IndexError, struct.error, zipfile.BadZipFile):
+            bad.append(f)
+    return bad
 
 
 def check_plain_state(what: str, state: Any) -> None:
