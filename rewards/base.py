@@ -571,11 +571,14 @@ def _takes_any_keyword(factory: Callable[..., Any]) -> bool:
 
 
 class FunctionReward(Reward):
-    """Wraps a plain callable ``fn(images, prompts, metadata) -> scores``."""
+    """Wraps a plain callable ``fn(images, prompts, metadata) -> scores``. A function that reads no prompt says so
+    with the attribute ``fn.needs_prompt = False`` (as Reward classes declare it), so `imgalign score` scores images
+    that have none."""
 
     def __init__(self, fn: Callable[..., Any], name: str = "function", **opts: Any) -> None:
         super().__init__()
         self.fn, self.name, self.opts = fn, name, opts
+        self.needs_prompt = bool(getattr(fn, "needs_prompt", True))
 
     def score(
         self, images: torch.Tensor, prompts: list[str], metadata: list[dict[str, Any]] | None

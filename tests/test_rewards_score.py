@@ -422,6 +422,29 @@ def test_a_prompt_reward_on_images_without_prompts_is_refused_up_front(
     assert "none of the 2 image(s) has one: pass --prompts" in capsys.readouterr().err and not out.exists()
 
 
+def test_a_function_reward_declaring_no_prompt_scores_images_without_one(
+    folder: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A plain function reward can say it reads no prompt (``fn.needs_prompt = False``, as Reward classes do): it
+    then scores images that have none. Every function was taken as reading one, so `imgalign score` refused it."""
+    d, _ = folder
+    (tmp_path / "my_rewards.py").write_text(
+        "def red(images, prompts, metadata=None):\n"
+        "    return images[:, 0].mean(dim=(1, 2))\n"
+        "red.needs_prompt = False\n"
+        "def red_with_prompt(images, prompts, metadata=None):\n"
+        "    return images[:, 0].mean(dim=(1, 2))\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    out = tmp_path / "r.jsonl"
+    argv = ["score", str(d / "ok0.png"), str(d / "noprompt.png"), "--out", str(out), "--no-progress"]
+    assert main(argv + ["--reward", "my_rewards:red"]) == 0
+    rows = [json.loads(r) for r in out.read_text().splitlines()]
+    assert len(rows) == 2 and all(r["error"] is None for r in rows), rows
+    out.unlink()
+    assert main(argv + ["--reward", "my_rewards:red_with_prompt"]) == 2 and not out.exists()
+
+
 def test_unknown_reward_fails_up_front(
     folder: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
