@@ -189,9 +189,14 @@ def _coerce(value: Any, tp: Any, key: str, specs: bool = False) -> Any:
             if text.startswith("["):
                 if isinstance(value.parsed, list):
                     return [str(v) for v in (_text_items(value.parsed) if specs else value.parsed)]
+                # a regular expression's backslash is an escape inside YAML's double quotes ("a\.b" is refused)
+                quoting = (
+                    f"in single quotes, which keep backslashes as typed: {key}=\"['a\\.b', 'c{{1,2}}']\""
+                    if "\\" in text
+                    else f'e.g. {key}=\'["a", "b"]\''
+                )
                 raise ConfigError(
-                    f"{key}: {text!r} is not a valid YAML list; quote items with special characters, e.g. "
-                    f'{key}=\'["a", "b"]\''
+                    f"{key}: {text!r} is not a valid YAML list; quote items with special characters, {quoting}"
                 )
             return _split_list_text(text) if specs else [p.strip() for p in text.split(",") if p.strip()]
         # a union's members each read the override themselves (a str member keeps the text)

@@ -297,6 +297,13 @@ def test_set_values_keep_their_text_for_string_fields(tmp_path):
     # unclosed
     with pytest.raises(ConfigError, match=r"model.trainable_modules: .* is not a valid YAML list"):
         load("model.trainable_modules=[to_q, to_k")
+    # a regular expression in double quotes: YAML reads its backslash as an escape; the advice is single quotes
+    with pytest.raises(
+        ConfigError, match=re.escape("""in single quotes, which keep backslashes as typed: model.""")
+    ):
+        load(r'model.trainable_modules=["blocks\.[0-9]{1,2}\.attn"]')
+    advised = r"model.trainable_modules=['blocks\.[0-9]{1,2}\.attn']"
+    assert load(advised).model.trainable_modules == [r"blocks\.[0-9]{1,2}\.attn"]
 
 
 def test_batch_layout_counts_each_objectives_loss_terms():
