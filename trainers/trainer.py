@@ -110,6 +110,19 @@ def ignored_on_resume(cfg: FlowGRPOConfig | dict[str, Any]) -> tuple[str, ...]:
     return IGNORED_ON_RESUME
 
 
+def apply_optimizer_settings(optimizer: Any, scheduler: Any, settings: list[dict[str, Any]]) -> None:
+    """Put the hyper-parameters `settings` (each param group's entries but ``params``, read before a state dict
+    loaded) back into `optimizer`, keeping the loaded moments and step counts, and make `scheduler` (a LambdaLR
+    whose state dict loaded) scale the settings' ``initial_lr``: the learning rate of the next update is then the
+    configured one at the loaded schedule position."""
+    for group, kept in zip(optimizer.param_groups, settings):
+        group.update(kept)
+    scheduler.base_lrs = [g["initial_lr"] for g in optimizer.param_groups]
+    for group, base, fn in zip(optimizer.param_groups, scheduler.base_lrs, scheduler.lr_lambdas):
+        group["lr"] = base * fn(scheduler.last_epoch)
+    scheduler._last_lr = [g["lr"] for g in optimizer.param_groups]
+
+
 def config_hash(cfg: FlowGRPOConfig) -> str:
     d = to_dict(cfg)
     d.pop("log", None)  # where a run writes does not change what it computes
@@ -1238,8 +1251,12 @@ class FlowGRPOTrainer:
         if self.ema is not None:
             ema = C.load_tensors(st / "ema.safetensors")
             self.ema.shadow = [ema[n].float().clone() for n in self.param_names]
+        settings = [{k: v for k, v in g.items() if k != "params"} for g in self.optimizer.param_groups]
         self.optimizer.load_state_dict(C.torch_load(st / "optimizer.pt"))
         self.scheduler.load_state_dict(C.torch_load(st / "scheduler.pt"))
+        # the loaded state dicts hold the checkpoint's train.lr and AdamW settings: the config's apply (a
+        # resume warned of a changed train.lr and went on at the old one)
+        apply_optimizer_settings(self.optimizer, self.scheduler, settings)
         if hasattr(self.objective, "load_state_dict") and (st / "objective.pt").is_file():
             self.objective.load_state_dict(C.torch_load(st / "objective.pt"))
         # MARBLE weights and cosine counters; a state of other rewards starts fresh

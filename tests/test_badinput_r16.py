@@ -1,0 +1,74 @@
+"""Bad-input round 16: `imgalign train --resume` with a changed config, `imgalign report --compare` with odd run
+folders, and model folders given one level too high."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from imgalign.cli import main
+from imgalign.trainers.testing import metric_rows, write_config
+from imgalign.trainers.trainer import apply_optimizer_settings, lr_lambda_factory
+
+torch.set_num_threads(1)
+
+
+def _adamw(lr: float, weight_decay: float) -> tuple[torch.optim.AdamW, torch.optim.lr_scheduler.LambdaLR]:
+    """An AdamW over one weight and its warm-up LR schedule, as the trainer builds them (2 warm-up updates)."""
+    w = torch.nn.Parameter(torch.ones(3))
+    opt = torch.optim.AdamW([w], lr=lr, weight_decay=weight_decay)
+    return opt, torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda_factory(2, 10, "constant"))
+
+
+def _saved_after_one_update() -> tuple[dict, dict]:
+    opt, sched = _adamw(5e-5, 0.0)
+    opt.param_groups[0]["params"][0].grad = torch.full((3,), 0.5)
+    opt.step()
+    sched.step()
+    return opt.state_dict(), sched.state_dict()
+
+
+def test_a_resumed_optimizer_takes_the_configs_lr_and_adamw_settings_and_keeps_its_moments():
+    """A resume with another train.lr (or weight decay) warned of the change and then trained at the checkpoint's:
+    the optimizer's and the scheduler's state dicts hold it. The config's settings apply, at the schedule position
+    of the checkpoint, and the Adam moments stay."""
+    opt_state, sched_state = _saved_after_one_update()
+    opt, sched = _adamw(1e-3, 0.1)
+    settings = [{k: v for k, v in g.items() if k != "params"} for g in opt.param_groups]
+    opt.load_state_dict(opt_state)
+    sched.load_state_dict(sched_state)
+    apply_optimizer_settings(opt, sched, settings)
+    group = opt.param_groups[0]
+    assert group["lr"] == pytest.approx(1e-3 * 1.0) and sched.get_last_lr() == [group["lr"]]  # warm-up done
+    assert group["weight_decay"] == 0.1 and group["initial_lr"] == 1e-3
+    moments = opt.state_dict()["state"][0]
+    assert torch.equal(moments["exp_avg"], opt_state["state"][0]["exp_avg"]) and int(moments["step"]) == 1
+    sched.step()  # the next updates follow the configured rate too
+    assert opt.param_groups[0]["lr"] == pytest.approx(1e-3)
+    # the same config: the loaded rate, exactly (a resume is bitwise the uninterrupted run)
+    same, same_sched = _adamw(5e-5, 0.0)
+    settings = [{k: v for k, v in g.items() if k != "params"} for g in same.param_groups]
+    same.load_state_dict(opt_state)
+    same_sched.load_state_dict(sched_state)
+    apply_optimizer_settings(same, same_sched, settings)
+    assert same.param_groups[0]["lr"] == opt_state["param_groups"][0]["lr"]
+    assert same_sched.get_last_lr() == sched_state["_last_lr"]
+
+
+def test_a_resume_with_a_lower_lr_trains_at_it(sd3_dir, tmp_path):
+    """`imgalign train --resume auto --set train.lr=...` (what the step-failure and approx-KL messages advise) logs and
+    trains at the new rate from the first resumed step."""
+    out = tmp_path / "run"
+    cfg = {
+        "model": {"path": str(sd3_dir)},
+        "prompts": {"source": "shapes", "tasks": ["single_object"]},
+        "sampling": {"num_steps": 2, "group_size": 2, "samples_per_step": 2, "batch_size": 2},
+        "rewards": {"names": ["imgalign.trainers.testing:red_reward"]},
+        "train": {"max_steps": 1, "lr": 1e-3, "micro_batch_size": 2},
+        "eval": {"every": -1},
+        "log": {"output_dir": str(out), "sample_every": 0, "trackers": "none", "progress": False},
+    }
+    path = write_config(cfg, tmp_path / "c.yaml")
+    assert main(["train", str(path)]) == 0
+    assert main(["train", str(path), "--resume", "auto", "--max-steps", "2", "--set", "train.lr=2e-4"]) == 0
+    assert [(r["step"], r["train/lr"]) for r in metric_rows(out)] == [(1, 1e-3), (2, 2e-4)]
