@@ -3,6 +3,9 @@ folders, and model folders given one level too high."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -72,3 +75,32 @@ def test_a_resume_with_a_lower_lr_trains_at_it(sd3_dir, tmp_path):
     assert main(["train", str(path)]) == 0
     assert main(["train", str(path), "--resume", "auto", "--max-steps", "2", "--set", "train.lr=2e-4"]) == 0
     assert [(r["step"], r["train/lr"]) for r in metric_rows(out)] == [(1, 1e-3), (2, 2e-4)]
+
+
+def _metrics_run(folder: Path, steps: range, evals: str | None = None) -> Path:
+    """A run folder whose metrics.jsonl logs reward/r/mean at `steps` (and eval/s/overall at the last), and an
+    eval.jsonl of the text `evals` when given."""
+    folder.mkdir(parents=True)
+    rows = [{"step": s, "reward/r/mean": 0.1 * s} for s in steps]
+    rows[-1]["eval/s/overall"] = 0.5
+    (folder / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    if evals is not None:
+        (folder / "eval.jsonl").write_text(evals)
+    return folder
+
+
+def test_compare_refuses_a_run_named_twice_in_a_group_under_another_spelling(tmp_path, capsys, monkeypatch):
+    """`--compare a=run,run/` (or the absolute path) passed the duplicate check, which compared the strings: the
+    run counted twice in the group's mean ("mean of 2")."""
+    run = _metrics_run(tmp_path / "run", range(1, 4))
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "cmp"
+    for spelt in ("run/", "./run", str(run)):
+        argv = ["report", "--compare", f"a=run,{spelt}", "--keys", "reward/r/mean", "--out", str(out)]
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert f"names run 'run' twice ('run' and {spelt!r}); give each run of a group once" in err
+    assert not out.exists()
+    # the same run in two groups is an overlay, not a double count
+    assert main(["report", "--compare", "a=run", "b=run/", "--keys", "reward/r/mean", "--out", str(out)]) == 0
+

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from pathlib import Path
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -60,10 +61,13 @@ def run_report(args: argparse.Namespace) -> int:
                 raise ValueError(f"--compare takes LABEL=RUN[,RUN...], got {item!r}")
             if label in groups:
                 raise ValueError(f"--compare: label {label!r} is used twice; give each group one label")
-            dup = sorted({r for r in runs.split(",") if runs.split(",").count(r) > 1})
-            if dup:  # its curve would count twice in the group's mean
+            # its curve would count twice in the group's mean (also spelt run/ or /abs/run)
+            folders = [Path(r).resolve() for r in runs.split(",")]
+            dup = [r for r, f in zip(runs.split(","), folders) if folders.count(f) > 1]
+            if dup:
+                spelt = f" ({' and '.join(map(repr, dup))})" if len(set(dup)) > 1 else ""
                 raise ValueError(
-                    f"--compare {item!r} names run {dup[0]!r} twice; give each run of a group once"
+                    f"--compare {item!r} names run {dup[0]!r} twice{spelt}; give each run of a group once"
                 )
             groups[label] = runs.split(",")
         if not args.keys or not args.out:
