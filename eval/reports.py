@@ -78,6 +78,8 @@ def load_metrics(path: Path) -> list[dict[str, Any]]:
         rows.append(row)
     if not rows:
         why = "its only line is incomplete" if numbered else "it is empty"
+        if path.name == "eval.jsonl":  # it said "one per step", of the in-loop evaluation's log
+            raise ValueError(f"{path} holds no evaluation rows ({why})")
         raise ValueError(
             f"{path} holds no metrics rows ({why}): a training run writes one per step; report it once the run "
             "has finished a step"
@@ -425,13 +427,24 @@ def write_run_report(run_dir: Path, out_dir: Path | None = None) -> tuple[Path, 
 
 # ---- several runs side by side (seeds of each configuration) --------------------------------------------------
 def load_run_rows(run_dir: Path) -> list[dict[str, Any]]:
-    """metrics.jsonl of a run with its eval.jsonl merged in (every evaluation, the base model's at step 0 too)."""
+    """metrics.jsonl of a run with its eval.jsonl merged in (every evaluation, the base model's at step 0 too). A
+    damaged eval.jsonl is left out with a warning, as :func:`write_run_report` leaves it out: the evaluations the
+    metrics rows carry stay (it stopped the comparison of every run)."""
     run_dir = Path(run_dir)
     rows = load_metrics(run_dir / "metrics.jsonl")
     ev = run_dir / "eval.jsonl"
     if ev.is_file():
+        try:
+            evals = load_metrics(ev)
+        except ValueError as e:
+            log.warning(
+                "%s; the comparison takes %s's in-loop evaluations from its metrics.jsonl (without step 0)",
+                e,
+                run_dir,
+            )
+            return rows
         rows = [{k: v for k, v in r.items() if not k.startswith("eval/")} for r in rows]
-        rows += load_metrics(ev)
+        rows += evals
         rows.sort(key=lambda r: r.get("step", 0))
     return rows
 

@@ -104,3 +104,19 @@ def test_compare_refuses_a_run_named_twice_in_a_group_under_another_spelling(tmp
     # the same run in two groups is an overlay, not a double count
     assert main(["report", "--compare", "a=run", "b=run/", "--keys", "reward/r/mean", "--out", str(out)]) == 0
 
+
+def test_compare_leaves_out_a_cut_off_eval_log_as_the_single_run_report_does(tmp_path, capsys, caplog):
+    """A run whose eval.jsonl holds only a line cut short stopped the whole comparison with "holds no metrics rows
+    ... a training run writes one per step" (about the evaluation log); `imgalign report RUN` leaves it out with a
+    warning. The comparison now does too, and takes the evaluations its metrics rows carry."""
+    run = _metrics_run(tmp_path / "run", range(1, 4), evals='{"step": 0, "eval/s/ove')
+    out = tmp_path / "cmp"
+    argv = ["report", "--compare", f"a={run}", "--keys", "reward/r/mean", "eval/s/overall", "--out", str(out)]
+    assert main(argv) == 0
+    md = (out / "compare.md").read_text()
+    assert (
+        "| a | `run` | `reward/r/mean` | 0.1 | 0.3 |" in md
+        and "| a | `run` | `eval/s/overall` | 0.5 | 0.5 |" in md
+    )
+    assert "eval.jsonl holds no evaluation rows (its only line is incomplete)" in caplog.text
+    assert "one per step" not in caplog.text
