@@ -116,9 +116,13 @@ def check_pipeline_folder(path: Path) -> None:
             "write it again"
         )
     if not index.is_file():
+        # e.g. the --out of `imgalign world pretrain`, which holds its model in shapes-t2i/ (and a .tmp while writing)
+        found = path.glob("*/model_index.json")  # glob passes over a folder it cannot read
+        inner = sorted(f.parent for f in found if f.parent.suffix not in (".tmp", ".old"))
+        hint = f"; it holds the pipeline folder {str(inner[0])!r}: give that" if inner else ""
         raise IncompleteModelError(
             f"{index} is missing: {str(path)!r} is not a diffusers pipeline folder; expected a folder written by "
-            "`save_pretrained`, an embedded name (shapes) or BASE+OVERLAY"
+            f"`save_pretrained`, an embedded name (shapes) or BASE+OVERLAY{hint}"
         )
     spec = json.loads(index.read_text())
     missing = []

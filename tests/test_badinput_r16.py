@@ -120,3 +120,27 @@ def test_compare_leaves_out_a_cut_off_eval_log_as_the_single_run_report_does(tmp
     )
     assert "eval.jsonl holds no evaluation rows (its only line is incomplete)" in caplog.text
     assert "one per step" not in caplog.text
+
+
+def test_a_folder_holding_the_pipeline_one_level_down_names_it(tmp_path, capsys):
+    """init_from (or --model) given the --out of `imgalign world pretrain` ("a folder this command wrote", in the
+    README) said only that it is no pipeline folder; the message now names the pipeline folder inside it (not the
+    .tmp copy of an interrupted write)."""
+    out = tmp_path / "pretrained"
+    for name in ("shapes-t2i", "shapes-t2i.tmp"):
+        (out / name).mkdir(parents=True)
+        (out / name / "model_index.json").write_text("{}")
+    argv = [
+        "world",
+        "pretrain",
+        "--component",
+        "t2i",
+        "--out",
+        str(tmp_path / "new"),
+        "--set",
+        f"init_from={out}",
+    ]
+    assert main(argv) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"it holds the pipeline folder '{out / 'shapes-t2i'}': give that" in err
+    assert not (tmp_path / "new" / "shapes-t2i").exists()
