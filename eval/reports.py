@@ -50,6 +50,10 @@ def load_metrics(path: Path) -> list[dict[str, Any]]:
                 f"; {str(folder)!r} is a training run that has not finished a step (it writes a metrics row after "
                 "each): report it once it has"
             )
+        elif folder.is_file():  # --compare LABEL=RUN/metrics.jsonl: it said RUN/metrics.jsonl/metrics.jsonl
+            hint = f"; {str(folder)!r} is a file: give the run folder that holds it, {str(folder.parent)!r}"
+        elif (folder.parent / "metrics.jsonl").is_file():  # RUN/checkpoints, RUN/report, RUN/samples
+            hint = f"; {str(folder)!r} is inside the run folder {str(folder.parent)!r}: give that"
         raise FileNotFoundError(
             f"{path} does not exist; `imgalign report` needs a run folder with metrics.jsonl{hint}"
         )

@@ -144,3 +144,19 @@ def test_a_folder_holding_the_pipeline_one_level_down_names_it(tmp_path, capsys)
     err = " ".join(capsys.readouterr().err.split())
     assert f"it holds the pipeline folder '{out / 'shapes-t2i'}': give that" in err
     assert not (tmp_path / "new" / "shapes-t2i").exists()
+
+
+def test_report_names_the_run_folder_of_a_folder_inside_it_and_of_its_metrics_file(tmp_path, capsys):
+    """`imgalign report RUN/checkpoints` (or RUN/report, RUN/samples) said only that metrics.jsonl is missing there,
+    and `--compare a=RUN/metrics.jsonl` that RUN/metrics.jsonl/metrics.jsonl does not exist; both name RUN now."""
+    run = _metrics_run(tmp_path / "run", range(1, 3))
+    for sub in ("checkpoints", "report", "samples"):
+        (run / sub).mkdir()
+        assert main(["report", str(run / sub)]) == 2
+        assert f"'{run / sub}' is inside the run folder '{run}': give that" in capsys.readouterr().err
+    argv = ["report", "--compare", f"a={run / 'metrics.jsonl'}", "--keys", "reward/r/mean"]
+    assert main([*argv, "--out", str(tmp_path / "cmp")]) == 2
+    assert (
+        f"'{run / 'metrics.jsonl'}' is a file: give the run folder that holds it, '{run}'"
+        in capsys.readouterr().err
+    )
