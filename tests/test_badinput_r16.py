@@ -160,3 +160,31 @@ def test_report_names_the_run_folder_of_a_folder_inside_it_and_of_its_metrics_fi
         f"'{run / 'metrics.jsonl'}' is a file: give the run folder that holds it, '{run}'"
         in capsys.readouterr().err
     )
+
+
+def test_a_resume_that_turns_the_ema_on_starts_it_from_the_checkpoints_weights(sd3_dir, tmp_path, caplog):
+    """A checkpoint trained with train.ema_decay 0 has no ema.safetensors: a resume with an EMA called it damaged
+    ("restore the file from a copy, or train again from the start"). The EMA now starts at the resumed weights: after
+    one more update it is decay x those + (1 - decay) x the new ones."""
+    from safetensors.torch import load_file
+
+    out = tmp_path / "run"
+    cfg = {
+        "model": {"path": str(sd3_dir)},
+        "prompts": {"source": "shapes", "tasks": ["single_object"]},
+        "sampling": {"num_steps": 2, "group_size": 2, "samples_per_step": 2, "batch_size": 2},
+        "rewards": {"names": ["imgalign.trainers.testing:red_reward"]},
+        "train": {"max_steps": 1, "lr": 1e-3, "micro_batch_size": 2, "ema_decay": 0.0},
+        "eval": {"every": -1},
+        "log": {"output_dir": str(out), "sample_every": 0, "trackers": "none", "progress": False},
+    }
+    path = write_config(cfg, tmp_path / "c.yaml")
+    assert main(["train", str(path)]) == 0
+    argv = ["train", str(path), "--resume", "auto", "--max-steps", "2", "--set", "train.ema_decay=0.75"]
+    assert main(argv) == 0
+    assert "was trained without an EMA: the EMA starts from its weights" in caplog.text
+    state = [out / "checkpoints" / f"step-00000{k}" / "trainer_state" for k in (1, 2)]
+    before, after = (load_file(str(s / "trainable.safetensors")) for s in state)
+    ema = load_file(str(state[1] / "ema.safetensors"))
+    name = next(n for n in ema if not torch.equal(before[n], after[n]))  # a weight the update moved
+    assert torch.allclose(ema[name], 0.75 * before[name] + 0.25 * after[name], atol=1e-6)

@@ -1249,8 +1249,13 @@ class FlowGRPOTrainer:
             for n, p in zip(self.param_names, self.params):
                 p.copy_(weights[n])
         if self.ema is not None:
-            ema = C.load_tensors(st / "ema.safetensors")
-            self.ema.shadow = [ema[n].float().clone() for n in self.param_names]
+            if state.get("exported_weights") == "raw" and not (st / "ema.safetensors").exists():
+                # trained with train.ema_decay 0: not a damaged checkpoint (it said so, and to train again)
+                log.warning("checkpoint %s was trained without an EMA: the EMA starts from its weights", ckpt)
+                self.ema.shadow = [p.detach().float().clone() for p in self.params]
+            else:
+                ema = C.load_tensors(st / "ema.safetensors")
+                self.ema.shadow = [ema[n].float().clone() for n in self.param_names]
         settings = [{k: v for k, v in g.items() if k != "params"} for g in self.optimizer.param_groups]
         self.optimizer.load_state_dict(C.torch_load(st / "optimizer.pt"))
         self.scheduler.load_state_dict(C.torch_load(st / "scheduler.pt"))
