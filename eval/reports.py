@@ -523,6 +523,7 @@ def compare_runs(
     make_output_folder(out_dir)
     fig, axes = plt.subplots(1, len(keys), figsize=(5 * len(keys), 3.6), squeeze=False)
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    no_mean: list[str] = []  # groups whose runs share no x span
     for ax, key in zip(axes[0], keys):
         for gi, (label, items) in enumerate(runs.items()):
             c = colours[gi % len(colours)]
@@ -538,13 +539,19 @@ def compare_runs(
             if curves:
                 mx, my = group_mean(curves)
                 n = len(mx)
+                if (
+                    not n
+                ):  # a run and its continuation in another folder: the legend said "mean of 2" of no line
+                    no_mean.append(f"{label} (`{key}`)")
                 ax.plot(
                     mx,
                     my,
                     "-" if n >= 20 else "o-",
                     color=c,
                     lw=2.2,
-                    label=f"{label} (mean of {len(curves)})",
+                    label=f"{label} (mean of {len(curves)})"
+                    if n
+                    else f"{label} (no mean: no common {x_key})",
                 )
         ax.set_title(key, fontsize=9)
         ax.set_xlabel(x_key)
@@ -584,6 +591,12 @@ def compare_runs(
     ]
     if no_x:
         lines += ["", f"Not in the plot (they do not log `{x_key}`, the x axis): {', '.join(no_x)}"]
+    if no_mean:
+        lines += [
+            "",
+            f"No group mean for {', '.join(no_mean)}: the group's runs share no `{x_key}` span (the mean covers only "
+            "the span that every run of a group logs); each run is drawn alone",
+        ]
     if target is not None:
         tkey, tval = target
         lines += [

@@ -188,3 +188,17 @@ def test_a_resume_that_turns_the_ema_on_starts_it_from_the_checkpoints_weights(s
     ema = load_file(str(state[1] / "ema.safetensors"))
     name = next(n for n in ema if not torch.equal(before[n], after[n]))  # a weight the update moved
     assert torch.allclose(ema[name], 0.75 * before[name] + 0.25 * after[name], atol=1e-6)
+
+
+def test_compare_says_when_a_groups_runs_share_no_span_for_a_mean(tmp_path):
+    """A group of a run and its continuation in another folder (steps 1-2, then 5-6) has no span every run logs: the
+    legend said "mean of 2" of a line that was not drawn, and compare.md said nothing."""
+    first = _metrics_run(tmp_path / "first", range(1, 3))
+    later = _metrics_run(tmp_path / "later", range(5, 7))
+    both = _metrics_run(tmp_path / "both", range(1, 7))
+    out = tmp_path / "cmp"
+    argv = ["report", "--compare", f"a={first},{later}", f"b={both},{first}", "--keys", "reward/r/mean"]
+    assert main([*argv, "--out", str(out)]) == 0
+    md = (out / "compare.md").read_text()
+    assert "No group mean for a (`reward/r/mean`): the group's runs share no `step` span" in md
+    assert "b (`reward/r/mean`)" not in md  # b's runs overlap at steps 1-2
