@@ -171,6 +171,25 @@ def test_the_shapes_vlm_processor_comes_from_the_given_folder(tmp_path) -> None:
 
 
 # ---- checkpoints -----------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "content",
+    [b"", b"not a checkpoint\n", b"(garbage", b".garbage", b"hello", b"\x00" * 8, b"U\xe72VQ\x18\xe0\x85m"],
+)
+def test_a_file_that_is_no_torch_file_at_all_is_a_damaged_checkpoint(tmp_path, content: bytes) -> None:
+    """Whatever bytes are in the checkpoint's place (an empty file, a text file, a pickle opcode with no data), the
+    error is one line naming the file, torch's reason and how to start over. An empty file was an IndexError from
+    the handler itself; text reached torch's legacy unpickler: a KeyError, IndexError or UnicodeDecodeError."""
+    path = tmp_path / "checkpoint.pt"
+    path.write_bytes(content)
+    with pytest.raises(
+        ValueError, match=r"checkpoint.pt: damaged training checkpoint, cannot be read \(\w+"
+    ) as e:
+        load_state(path, required=("config",))
+    assert "\n" not in str(e.value) and "delete it" in str(e.value)
+    if not content:
+        assert "cannot be read (EOFError); delete it" in str(e.value)
+
+
 def test_a_torch_file_of_a_tensor_or_of_an_arbitrary_object_is_not_a_checkpoint(tmp_path) -> None:
     """A tensor saved under the checkpoint's name lacks its entries (torch's "Tensor.__contains__" error before);
     a pickled object other than tensors and plain data is not loaded (weights_only): no code runs from it."""

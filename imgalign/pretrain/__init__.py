@@ -53,23 +53,32 @@ def config_changes(old: dict[str, Any], new: dict[str, Any]) -> str:
     return "; ".join(f"{k}: {show(old, k)} -> {show(new, k)}" for k in keys)
 
 
+def read_failure(e: Exception) -> str:
+    """Why torch.load could not read a file, in one line: the error's type and the first line of its message. A cut
+    zip archive is a RuntimeError, an empty file an EOFError with no message, other bytes weights_only's multi-line
+    UnpicklingError or, where they reach torch's legacy unpickler (a text file), a KeyError, IndexError or
+    UnicodeDecodeError."""
+    first = (str(e).splitlines() or [""])[0]
+    return f"{type(e).__name__}: {first}" if first else type(e).__name__
+
+
 def load_state(path: Path, required: tuple[str, ...] = ()) -> dict[str, Any] | None:
     """The training checkpoint at `path` (``weights_only=True``: tensors and plain data), or None when there is
     none. A damaged one (truncated, overwritten, not a checkpoint) or one without the entries `required` (another
     component's, or any other torch file) raises a ValueError naming the file, instead of torch's zip-reader
     traceback or a bare KeyError."""
-    import pickle
-
     import torch
 
     if not path.is_file():
         return None
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
-    except (RuntimeError, EOFError, pickle.UnpicklingError) as e:
+    except OSError:
+        raise  # the file system's error (permissions, I/O), not the file's content
+    except Exception as e:  # noqa: BLE001 - whatever bytes are there: see read_failure
         raise ValueError(
-            f"{path}: damaged training checkpoint, cannot be read ({str(e).splitlines()[0]}); delete it to "
-            "start this stage over from step 0, or use another --out"
+            f"{path}: damaged training checkpoint, cannot be read ({read_failure(e)}); delete it to start this "
+            "stage over from step 0, or use another --out"
         ) from None
     missing = [k for k in required if not isinstance(state, dict) or k not in state]
     if missing:
