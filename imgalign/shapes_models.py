@@ -4,7 +4,8 @@
   after :func:`register_shapes_clip` the plain call
   ``open_clip.create_model_and_transforms(SHAPES_CLIP_NAME, pretrained=<folder>/open_clip_model.safetensors)`` works
   too, as does ``open_clip.create_model_and_transforms("local-dir:" + folder)``.
-* ``shapes-vlm``: a transformers image-text-to-text model (tiny LLaVA) with its processor, loaded by
+* ``shapes-vlm``: a transformers image-text-to-text model (a tiny FastVLM: a timm ResNet tower and a Llama; see
+  :mod:`imgalign.pretrain.vlm`) with its processor (a LLaVA processor), loaded by
   ``AutoModelForImageTextToText`` / ``AutoProcessor``.
 """
 
