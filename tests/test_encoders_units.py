@@ -33,6 +33,20 @@ def test_clip_refuses_zero_steps_or_threads_an_unknown_tower_and_checks_the_patc
     clip_pt.Config(**{**TINY_CLIP, "vision_arch": "resnet", "patch_size": 12}).validate()
 
 
+def test_clip_context_length_20_holds_the_longest_caption_and_19_does_not():
+    """The longest caption is the full one of four objects of four colours: 18 words, 20 tokens with start and
+    end. context_length=20 is allowed; 19 would cut it and is refused."""
+    import open_clip
+
+    objs = [W.PlacedObject("circle", c, (0, 0, 1, 1), 0) for c in list(W.COLORS)[:4]]
+    longest = C.describe(objs)
+    tok = open_clip.get_tokenizer("ViT-B-32")  # open_clip's BPE, the tokenizer of the shapes CLIP
+    assert len(tok.encode(longest)) + 2 == 20
+    clip_pt.Config(**{**TINY_CLIP, "context_length": 20}).validate()
+    with pytest.raises(ValueError, match="context_length must be at least 20"):
+        clip_pt.Config(**{**TINY_CLIP, "context_length": 19}).validate()
+
+
 def test_clip_zero_shot_accuracy_prompts_each_shape_and_colour_and_feeds_images_in_the_models_dtype():
     """The prompts are "a photo of a {shape}" and "a photo of a {colour} object" (the card's), one per name in the
     world's order; a float64 (or float16) model gets its images in its own dtype, not float32."""

@@ -81,7 +81,7 @@ class Config:
     )
     text_layers: int = field(3, help="text transformer blocks")
     text_heads: int = field(2, help="text transformer heads")
-    context_length: int = field(24, help="text tokens incl. start/end (the longest shapes caption needs 19)")
+    context_length: int = field(24, help="text tokens incl. start/end (the longest shapes caption needs 20)")
     eval_every: int = field(
         200, help="evaluate zero-shot accuracy every this many steps (0: only at the end)"
     )
