@@ -151,3 +151,14 @@ def test_history_table_leaves_out_the_minutes_and_is_empty_without_history():
     rows = [{"step": 2, "train/loss": 1.5}, {"step": 4, "train/loss": 1.0, "train/minutes": 3.0}]
     assert C.history_table(rows)[2] == "| step | train/loss |"
     assert C.history_table([]) == []
+
+
+def test_final_metrics_skip_a_row_without_a_loss_and_report_nan_when_none_was_logged(tmp_path):
+    """A rerun of a finished run whose checkpoint predates the running loss takes the last logged loss, passing
+    over a row that has none; with no loss logged at all it reports NaN, not a perfect-looking 0."""
+    import math
+    import time
+
+    history = [{"step": 5, "train/loss": 1.2}, {"step": 8, "acc": 0.5}]
+    assert C.final_metrics(lambda: {}, None, time.time(), 10, history, tmp_path)[0]["train/loss"] == 1.2
+    assert math.isnan(C.final_metrics(lambda: {}, None, time.time(), 10, [], tmp_path)[0]["train/loss"])
