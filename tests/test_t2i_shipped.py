@@ -52,6 +52,23 @@ def test_the_tokenizer_pretraining_builds_is_the_shipped_one():
     assert shipped["merges"] == [list(m) for m in merges]
 
 
+def test_the_tokenizer_pretraining_builds_pads_and_maps_unknowns_as_the_shipped_one(tmp_path):
+    """Its special tokens are the shipped tokenizer's: padding (SD3 pads every prompt to max_length) and unknown
+    pieces are <|endoftext|>, as in the tokenizer the shipped text encoders were trained with (mutation round 10)."""
+    import json
+
+    from imgalign import hub
+    from imgalign.pretrain.tokenizer import save_tokenizer
+
+    shipped = json.loads((hub.embedded_path("shapes") / "tokenizer" / "tokenizer_config.json").read_text())
+    tok = save_tokenizer(tmp_path / "tok", shipped["model_max_length"])
+    for key in ("bos_token", "eos_token", "pad_token", "unk_token"):
+        assert getattr(tok, key) == shipped[key], key
+    words = tok("a circle", add_special_tokens=False).input_ids
+    padded = tok("a circle", padding="max_length", max_length=6).input_ids
+    assert padded == [tok.bos_token_id, *words, tok.eos_token_id, tok.eos_token_id, tok.eos_token_id]
+
+
 def test_load_pipeline_by_name_is_deterministic():
     import numpy as np
 
