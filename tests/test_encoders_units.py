@@ -162,3 +162,17 @@ def test_final_metrics_skip_a_row_without_a_loss_and_report_nan_when_none_was_lo
     history = [{"step": 5, "train/loss": 1.2}, {"step": 8, "acc": 0.5}]
     assert C.final_metrics(lambda: {}, None, time.time(), 10, history, tmp_path)[0]["train/loss"] == 1.2
     assert math.isnan(C.final_metrics(lambda: {}, None, time.time(), 10, [], tmp_path)[0]["train/loss"])
+
+
+def test_a_checkpoint_of_another_config_says_how_to_start_over(tmp_path):
+    import json
+    from dataclasses import asdict
+
+    ckpt = tmp_path / "clip.train" / "checkpoint.pt"
+    C.save_checkpoint(ckpt, {"config": json.dumps(asdict(clip_pt.Config(steps=5)), sort_keys=True)})
+    with pytest.raises(ValueError) as e:
+        C.resume_state(ckpt, clip_pt.Config(steps=6), "clip")
+    assert str(e.value) == (
+        f"clip: the checkpoint in {ckpt.parent} was written with a different config (steps: 5 -> 6); use another "
+        "--out or delete that folder to start over"
+    )
