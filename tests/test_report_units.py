@@ -1,0 +1,105 @@
+"""``imgalign report``'s argument handling (imgalign/commands/report.py), with the report writers stubbed: what
+reaches them and what is printed (mutation round 10)."""
+
+from __future__ import annotations
+
+import pytest
+
+from imgalign.cli import main
+
+
+@pytest.fixture
+def writers(tmp_path, monkeypatch) -> list[tuple]:
+    """compare_runs and write_run_report record their arguments and write a small markdown file."""
+    import imgalign.eval.reports as reports
+
+    calls: list[tuple] = []
+
+    def compare_runs(groups, keys, out, **kw):
+        calls.append(("compare", groups, keys, out, kw))
+        md = tmp_path / "compare.md"
+        md.write_text("# compare\n")
+        return md, tmp_path / "compare.png"
+
+    def write_run_report(run_dir, out):
+        calls.append(("run", run_dir, out))
+        md = tmp_path / "report.md"
+        md.write_text("# report\n")
+        return md, []
+
+    monkeypatch.setattr(reports, "compare_runs", compare_runs)
+    monkeypatch.setattr(reports, "write_run_report", write_run_report)
+    return calls
+
+
+def test_compare_passes_each_option_on_and_prints_the_summary(writers, tmp_path, capsys):
+    argv = [
+        "report",
+        "--compare",
+        "a=r1,r2",
+        "b=r3",
+        "--keys",
+        "k1",
+        "k2",
+        "--out",
+        "o",
+        "--x",
+        "perf/nfe_total",
+    ]
+    assert main([*argv, "--target", "k1=0.5", "--window", "3"]) == 0
+    assert writers == [
+        (
+            "compare",
+            {"a": ["r1", "r2"], "b": ["r3"]},
+            ["k1", "k2"],
+            "o",
+            {"x_key": "perf/nfe_total", "target": ("k1", 0.5), "window": 3},
+        )
+    ]
+    out = capsys.readouterr().out
+    assert out == f"# compare\nwrote {tmp_path / 'compare.md'} and {tmp_path / 'compare.png'}\n"
+    writers.clear()
+    assert main(["report", "--compare", "a=r1", "--keys", "k1", "--out", "o"]) == 0
+    assert writers[0][4] == {"x_key": "step", "target": None, "window": 10}
+
+
+@pytest.mark.parametrize(
+    ("groups", "message"),
+    [
+        (["=r1"], "--compare takes LABEL=RUN[,RUN...], got '=r1'"),
+        (["a="], "--compare takes LABEL=RUN[,RUN...], got 'a='"),
+        (["a=r1,,r2"], "--compare takes LABEL=RUN[,RUN...], got 'a=r1,,r2'"),
+        (["a=r1,r2,r1"], "--compare 'a=r1,r2,r1' names run 'r1' twice"),
+    ],
+)
+def test_compare_refuses_a_group_without_a_label_a_run_or_with_a_run_twice(writers, groups, message, capsys):
+    assert main(["report", "--compare", *groups, "--keys", "k", "--out", "o"]) == 2
+    assert message in capsys.readouterr().err
+    assert writers == []
+
+
+def test_compare_takes_a_window_of_one_and_refuses_zero(writers, capsys):
+    argv = ["report", "--compare", "a=r1", "--keys", "k", "--out", "o", "--window"]
+    assert main([*argv, "1"]) == 0 and writers[0][4]["window"] == 1
+    assert main([*argv, "0"]) == 2
+    assert "--window must be 1 or more (logged points in the trailing mean), got 0" in capsys.readouterr().err
+
+
+def test_a_run_report_goes_to_its_out_and_names_its_plots(writers, tmp_path, capsys):
+    """RUN_DIR --out reaches the writer; a report without a plot says so ('none')."""
+    assert main(["report", "run", "--out", "elsewhere"]) == 0
+    assert writers == [("run", "run", "elsewhere")]
+    out = capsys.readouterr().out
+    assert out == f"# report\nwrote {tmp_path / 'report.md'} and 0 plot(s): none\n"
+    assert main(["report", "run"]) == 0 and writers[-1] == ("run", "run", None)
+
+
+def test_the_compare_only_flags_at_their_defaults_are_not_given():
+    from argparse import Namespace
+
+    from imgalign.commands.report import compare_only_flags
+
+    none = Namespace(keys=None, x="step", target=None, window=10)
+    assert compare_only_flags(none) == dict.fromkeys(("--keys", "--x", "--target", "--window"), False)
+    given = Namespace(keys=["k"], x="perf/nfe_total", target="k=1", window=3)
+    assert all(compare_only_flags(given).values())
