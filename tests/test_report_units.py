@@ -1,7 +1,9 @@
 """``imgalign report``'s argument handling (imgalign/commands/report.py), with the report writers stubbed: what
-reaches them and what is printed (mutation round 10)."""
+reaches them and what is printed; the trainer's own curves (trainers/plots.py) (mutation round 10)."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 
@@ -103,3 +105,30 @@ def test_the_compare_only_flags_at_their_defaults_are_not_given():
     assert compare_only_flags(none) == dict.fromkeys(("--keys", "--x", "--target", "--window"), False)
     given = Namespace(keys=["k"], x="perf/nfe_total", target="k=1", window=3)
     assert all(compare_only_flags(given).values())
+
+
+def test_trainer_curves_leave_out_null_and_non_finite_values(tmp_path, monkeypatch):
+    """A null (or NaN/inf) value in metrics.jsonl is left out of the curve and its moving average, as `imgalign
+    report` leaves it out: a null raised a TypeError in the moving average, a NaN blanked `smooth` points of it. A
+    key with no finite value says so in its title."""
+    import matplotlib.figure
+
+    from imgalign.trainers.plots import plot_metrics
+
+    bad = {5: None, 6: float("nan"), 7: float("inf")}
+    rows = [{"step": s, "reward/a/mean": bad.get(s, float(s)), "reward/b/mean": None} for s in range(25)]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    seen = []
+    real = matplotlib.figure.Figure.savefig
+
+    def savefig(self, *a, **kw):
+        seen.extend((ax.get_title(), [list(ln.get_ydata()) for ln in ax.get_lines()]) for ax in self.axes)
+        return real(self, *a, **kw)
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", savefig)
+    assert plot_metrics(tmp_path) == tmp_path / "curves.png"
+    (title_a, (raw, avg)), (title_b, lines_b) = seen
+    kept = [float(s) for s in range(25) if s not in bad]
+    assert title_a == "reward/a/mean" and raw == kept and len(avg) == len(kept)
+    assert avg[4] == 2.0 and avg[5] == (1 + 2 + 3 + 4 + 8) / 5  # steps 5-7 left out of the window too
+    assert title_b == "reward/b/mean (no finite value)" and lines_b == []

@@ -6,6 +6,7 @@ step (cumulative NFEs are logged as ``perf/nfe_total``, which can be plotted as 
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 
 
@@ -21,6 +22,12 @@ def read_metrics(path: str | Path) -> list[dict[str, float]]:
             f"{run / 'metrics.jsonl'} does not exist: point at a run folder or its metrics.jsonl"
         )
     return load_run_rows(run)
+
+
+def _finite_number(value: object) -> bool:
+    """Whether a logged value is plotted: a finite number. A null or NaN/inf value is left out, as `imgalign report`
+    leaves it out (a null broke the moving average with a TypeError; a NaN blanked `smooth` points of it)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def plot_metrics(
@@ -42,9 +49,9 @@ def plot_metrics(
         raise ValueError("no metric keys to plot (none given and no reward/*/mean in the file)")
     fig, axes = plt.subplots(1, len(keys), figsize=(4.5 * len(keys), 3.2), squeeze=False)
     for ax, key in zip(axes[0], keys):
-        pts = sorted((r.get("step", 0), r[key]) for r in rows if key in r)
+        pts = sorted((r.get("step", 0), r[key]) for r in rows if _finite_number(r.get(key)))
         if not pts:
-            ax.set_title(f"{key} (absent)")
+            ax.set_title(f"{key} ({'no finite value' if any(key in r for r in rows) else 'absent'})")
             continue
         xs, ys = zip(*pts)
         ax.plot(xs, ys, "o-" if len(xs) < 20 else "-", alpha=0.4 if len(xs) >= 20 else 1.0, label="per step")
