@@ -132,3 +132,21 @@ def test_trainer_curves_leave_out_null_and_non_finite_values(tmp_path, monkeypat
     assert title_a == "reward/a/mean" and raw == kept and len(avg) == len(kept)
     assert avg[4] == 2.0 and avg[5] == (1 + 2 + 3 + 4 + 8) / 5  # steps 5-7 left out of the window too
     assert title_b == "reward/b/mean (no finite value)" and lines_b == []
+
+
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [
+        ("", "--target takes KEY=VALUE, got ''"),
+        ("0.5", "--target takes KEY=VALUE, got '0.5'"),
+        ("k", "--target takes KEY=VALUE, got 'k'"),
+        ("k=high", "--target takes KEY=VALUE with a number, got 'k=high'"),
+    ],
+)
+def test_compare_refuses_an_empty_target_or_one_without_a_key(writers, target, message, capsys):
+    """An empty --target (an unset shell variable) was ignored, silently: the comparison went on without its
+    target column (`imgalign report RUN_DIR --target ''` refused it as a --compare option). A target without
+    `KEY=` says KEY=VALUE rather than asking for a number."""
+    assert main(["report", "--compare", "a=r1", "--keys", "k", "--out", "o", "--target", target]) == 2
+    assert message in capsys.readouterr().err
+    assert writers == []

@@ -77,14 +77,14 @@ def run_report(args: argparse.Namespace) -> int:
                 f"--window must be 1 or more (logged points in the trailing mean), got {args.window}"
             )
         target = None
-        if args.target:
+        if args.target is not None:  # (an empty one, from an unset shell variable, was ignored)
             key, sep, value = args.target.rpartition("=")
+            if not sep or not key:
+                raise ValueError(f"--target takes KEY=VALUE, got {args.target!r}")
             try:
                 target = (key, float(value))
             except ValueError:
                 raise ValueError(f"--target takes KEY=VALUE with a number, got {args.target!r}") from None
-            if not sep or not key:
-                raise ValueError(f"--target takes KEY=VALUE, got {args.target!r}")
             # nan is never reached and inf only by an infinite mean: no answer
             if not math.isfinite(target[1]):
                 raise ValueError(f"--target takes a finite VALUE, got {args.target!r}")
