@@ -150,3 +150,13 @@ def test_compare_refuses_an_empty_target_or_one_without_a_key(writers, target, m
     assert main(["report", "--compare", "a=r1", "--keys", "k", "--out", "o", "--target", target]) == 2
     assert message in capsys.readouterr().err
     assert writers == []
+
+
+def test_trainer_curves_of_a_folder_without_metrics_say_what_to_point_at(tmp_path):
+    """The curves tool's own advice, not `imgalign report`'s (whose reader's message names imgalign report)."""
+    from imgalign.trainers.plots import plot_metrics
+
+    with pytest.raises(
+        FileNotFoundError, match="metrics.jsonl does not exist: point at a run folder or its metrics"
+    ):
+        plot_metrics(tmp_path)
