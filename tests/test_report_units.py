@@ -160,3 +160,33 @@ def test_trainer_curves_of_a_folder_without_metrics_say_what_to_point_at(tmp_pat
         FileNotFoundError, match="metrics.jsonl does not exist: point at a run folder or its metrics"
     ):
         plot_metrics(tmp_path)
+
+
+def test_trainer_curves_default_to_reward_means_and_the_shapes_overall_only(tmp_path, monkeypatch):
+    """The default panels: each reward/<name>/mean and eval/shapes/overall, not a reward's std nor another
+    evaluation key (eval/shapes/<task>, another suite's overall). A sparse curve is drawn with its points; a dense
+    one (20 points or more) as a faint line under its moving average."""
+    import matplotlib.figure
+
+    from imgalign.trainers.plots import plot_metrics
+
+    extra = {"reward/a/std": 0.1, "eval/shapes/colors": 0.2, "eval/geneval/overall": 0.3, "loss": 1.0}
+    for n in (3, 20):
+        rows = [{"step": s, "reward/a/mean": 0.1 * s, "eval/shapes/overall": 0.5, **extra} for s in range(n)]
+        (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        seen = []
+        real = matplotlib.figure.Figure.savefig
+
+        def savefig(self, *a, _seen=seen, _real=real, **kw):
+            _seen.extend(
+                (ax.get_title(), [(ln.get_marker(), ln.get_alpha()) for ln in ax.get_lines()])
+                for ax in self.axes
+            )
+            return _real(self, *a, **kw)
+
+        monkeypatch.setattr(matplotlib.figure.Figure, "savefig", savefig)
+        plot_metrics(tmp_path)
+        monkeypatch.undo()
+        assert [title for title, _ in seen] == ["reward/a/mean", "eval/shapes/overall"]
+        raw = seen[0][1][0]
+        assert raw == (("o", 1.0) if n < 20 else ("None", 0.4)), n
