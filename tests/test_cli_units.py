@@ -173,3 +173,18 @@ def test_a_full_disk_names_the_run_folder_and_how_each_command_goes_on(monkeypat
     assert capsys.readouterr().err == (
         "imgalign report: error: [Errno 28] No space left on device: 'rep/summary.md'\n"
     )
+
+
+def test_train_refuses_an_empty_resume_before_anything_loads(tmp_path, capsys, monkeypatch):
+    """`--resume "$CKPT"` with CKPT unset trained a new folder from the base model, as if --resume were not given."""
+    import imgalign.trainers.trainer as trainer
+
+    calls = []
+    monkeypatch.setattr(trainer, "preflight", lambda cfg: calls.append("preflight"))
+    monkeypatch.setattr(trainer, "run", lambda cfg, out, resume: calls.append(resume))
+    for resume in ("", "  "):
+        assert main(["train", "--output-dir", str(tmp_path / "run"), "--resume", resume]) == 2
+        assert "--resume is empty (an unset shell variable?): give auto, or the run or checkpoint folder" in (
+            capsys.readouterr().err
+        )
+    assert calls == []

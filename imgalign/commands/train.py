@@ -97,7 +97,7 @@ def load_train_config(args: argparse.Namespace):  # noqa: ANN201 - FlowGRPOConfi
 
 
 def run_train(args: argparse.Namespace) -> int:
-    from imgalign.config import describe, leaves, to_dict
+    from imgalign.config import ConfigError, describe, leaves, to_dict
     from imgalign.trainers.config import FlowGRPOConfig, check_batch_layout
 
     if args.describe:
@@ -126,6 +126,12 @@ def run_train(args: argparse.Namespace) -> int:
         print(yaml.safe_dump(to_dict(cfg), sort_keys=False), end="")
         return 0
 
+    if (
+        args.resume is not None and not args.resume.strip()
+    ):  # "" trained from the base model, as without --resume
+        raise ConfigError(
+            "--resume is empty (an unset shell variable?): give auto, or the run or checkpoint folder to continue"
+        )
     preflight(cfg)
     try:
         run(cfg, cfg.log.output_dir, args.resume)
