@@ -1,0 +1,28 @@
+"""``geneval`` reward (rewards/geneval.py): the messages users act on and the checks each path runs (mutation
+round 10)."""
+
+from __future__ import annotations
+
+import pytest
+
+from imgalign.rewards.geneval import check_shapes_vocabulary
+
+
+def test_a_class_the_shapes_detector_never_finds_says_how_to_judge_real_images() -> None:
+    """A COCO class on the shapes detector scores 0 on every image: the error lists the shapes and says to give a
+    real detector and colour classifier for real images."""
+    with pytest.raises(ValueError) as e:
+        check_shapes_vocabulary({"include": [{"class": "dog", "count": 1}]})
+    msg = str(e.value)
+    assert "circle" in msg and "square" in msg
+    assert msg.endswith("for real images give geneval:detector=...,clip=...")
+
+
+def test_check_metadata_refuses_a_row_without_include_clauses() -> None:
+    """A row with a tag but no include clauses is refused up front, as scoring it would be (and an empty row too)."""
+    from imgalign.rewards.geneval import GenEvalReward
+
+    reward = GenEvalReward()
+    for row in ({"prompt": "a photo of a circle", "tag": "single_object"}, {}):
+        with pytest.raises(ValueError, match=r"has no GenEval metadata \('tag' and 'include'\)"):
+            reward.check_metadata([row])
