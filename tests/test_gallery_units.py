@@ -1,0 +1,31 @@
+"""eval/gallery.py: image fitting and grid geometry at their edges (mutation round 10)."""
+
+from __future__ import annotations
+
+from PIL import Image
+
+from imgalign.eval.gallery import fit
+
+
+def test_fit_keeps_a_side_of_one_pixel_for_a_very_thin_image() -> None:
+    """A 1 x 200 strip in a 16 px cell is 1 x 16, not a zero-width image PIL cannot make."""
+    assert fit(Image.new("RGB", (1, 200)), 16).size == (1, 16)
+    assert fit(Image.new("RGB", (300, 2)), 30).size == (30, 1)
+
+
+def test_a_gallery_row_starts_below_the_captions_of_the_row_above() -> None:
+    """Rows of a gallery are a cell, its caption and a PAD apart: the second row's image starts a PAD under the
+    first row's caption, not on top of it."""
+    import numpy as np
+
+    from imgalign.eval.gallery import PAD, caption_grid
+
+    red, blue, cell = (255, 0, 0), (0, 0, 255), 16
+    ims = [Image.new("RGB", (8, 8), red), Image.new("RGB", (8, 8), blue)]
+    g = np.asarray(caption_grid(ims, ["Ag\nAg\nAg", "x"], ncols=1, cell=cell))
+    red_rows = np.nonzero((g == red).all(-1).any(1))[0]
+    blue_top = np.nonzero((g == blue).all(-1).any(1))[0].min()
+    ink = np.nonzero(((g != 255).any(-1) & ~(g == red).all(-1) & ~(g == blue).all(-1)).any(1))[0]
+    caption_bottom = ink[ink < blue_top].max()
+    assert red_rows.max() < caption_bottom  # the first caption is under its image
+    assert blue_top - caption_bottom - 1 >= PAD
