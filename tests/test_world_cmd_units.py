@@ -1,0 +1,72 @@
+"""``imgalign world`` (imgalign/commands/world.py): the work-folder locks and the size of the worker pool
+(mutation round 10)."""
+
+from __future__ import annotations
+
+import concurrent.futures
+from pathlib import Path
+
+import pytest
+
+from imgalign.cli import main
+from imgalign.commands import world
+from imgalign.trainers import checkpoint
+
+
+def _held(folder: Path) -> bool:
+    return str(folder.resolve()) in checkpoint._HELD_LOCKS
+
+
+def test_component_locks_hold_each_work_folder_and_release_them_all(tmp_path: Path) -> None:
+    """Each component's own work folder is locked (``WORK/.lock``) while the block runs, and every lock is released
+    after it, also when the block raises."""
+    works = {"t2i": "t2i-work", "clip": "shapes-clip.train"}
+    with world.component_locks(tmp_path, works):
+        assert all(_held(tmp_path / w) and (tmp_path / w / ".lock").is_file() for w in works.values())
+        assert not _held(tmp_path)
+    assert not any(_held(tmp_path / w) for w in works.values())
+    with pytest.raises(RuntimeError, match="boom"), world.component_locks(tmp_path, works):
+        raise RuntimeError("boom")
+    assert not any(_held(tmp_path / w) for w in works.values())
+
+
+def test_a_component_being_trained_elsewhere_releases_the_locks_taken_before_it(
+    tmp_path, monkeypatch
+) -> None:
+    """The second component's folder is locked by another run: refused by name, and the first one's lock is let go
+    (it would otherwise stay held by this process)."""
+    real = checkpoint.lock_output_dir
+    monkeypatch.setattr(
+        checkpoint, "lock_output_dir", lambda out, command: out.name != "busy" and real(out, command=command)
+    )
+    with pytest.raises(ValueError, match="clip is being trained into it by another imgalign world pretrain"):
+        with world.component_locks(tmp_path, {"t2i": "free", "clip": "busy"}):
+            raise AssertionError("the block ran without the second lock")
+    assert not _held(tmp_path / "free")
+
+
+class _InlinePool:
+    """A ProcessPoolExecutor stand-in: runs each job at submit time and records its worker count."""
+
+    workers: list[int] = []
+
+    def __init__(self, max_workers: int, mp_context: object = None) -> None:
+        self.workers.append(max_workers)
+
+    def submit(self, fn, *a):
+        f: concurrent.futures.Future = concurrent.futures.Future()
+        f.set_result(fn(*a))
+        return f
+
+    def shutdown(self, wait: bool = True, cancel_futures: bool = False) -> None:
+        pass
+
+
+def test_more_jobs_than_components_starts_one_worker_per_component(tmp_path, monkeypatch, capsys) -> None:
+    """--jobs 5 with three components starts three worker processes, not five."""
+    monkeypatch.setattr(_InlinePool, "workers", [])
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", _InlinePool)
+    monkeypatch.setattr(world, "_pretrain_one", lambda module, cfg, out, progress: {"progress": progress})
+    assert main(["world", "pretrain", "--component", "all", "--out", str(tmp_path), "--jobs", "5"]) == 0
+    assert "training t2i, clip, vlm in 3 processes" in capsys.readouterr().out
+    assert _InlinePool.workers == [3]
