@@ -70,3 +70,14 @@ def test_more_jobs_than_components_starts_one_worker_per_component(tmp_path, mon
     assert main(["world", "pretrain", "--component", "all", "--out", str(tmp_path), "--jobs", "5"]) == 0
     assert "training t2i, clip, vlm in 3 processes" in capsys.readouterr().out
     assert _InlinePool.workers == [3]
+
+
+def test_a_file_as_out_says_to_give_the_folder_a_run_resumes_from(tmp_path, capsys) -> None:
+    """--out naming a file: the message says what folder to give (new, or an earlier run's, to resume), beyond the
+    generic "give a folder"."""
+    f = tmp_path / "model.safetensors"
+    f.write_bytes(b"x")
+    assert main(["world", "pretrain", "--component", "clip", "--out", str(f)]) == 2
+    err = capsys.readouterr().err
+    assert f"--out {str(f)!r} is a file; give a folder (new, or one from an earlier pretraining run" in err
+    assert "each component trains in its own sub-folder" in err and f.read_bytes() == b"x"
