@@ -162,6 +162,22 @@ def test_trainer_curves_of_a_folder_without_metrics_say_what_to_point_at(tmp_pat
         plot_metrics(tmp_path)
 
 
+def test_the_curves_tool_prints_one_error_line_and_makes_the_out_folder(tmp_path, capsys):
+    """`python -m imgalign.trainers.plots` with a folder without metrics.jsonl, or nothing to plot, printed a
+    traceback; an --out in a folder not made yet failed inside savefig. Now one error line (exit 2), and the
+    folder is made."""
+    from imgalign.trainers.plots import main as plots_main
+
+    assert plots_main([str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "error: " in err and "metrics.jsonl does not exist" in err and "Traceback" not in err
+    (tmp_path / "metrics.jsonl").write_text(json.dumps({"step": 1, "loss": 1.0}) + "\n")
+    assert plots_main([str(tmp_path)]) == 2
+    assert "no metric keys to plot" in capsys.readouterr().err
+    out = tmp_path / "new" / "deeper" / "c.png"
+    assert plots_main([str(tmp_path), "loss", "--out", str(out)]) == 0 and out.is_file()
+
+
 def test_trainer_curves_default_to_reward_means_and_the_shapes_overall_only(tmp_path, monkeypatch):
     """The default panels: each reward/<name>/mean and eval/shapes/overall, not a reward's std nor another
     evaluation key (eval/shapes/<task>, another suite's overall). A sparse curve is drawn with its points; a dense

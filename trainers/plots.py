@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 from pathlib import Path
 
 
@@ -67,6 +68,7 @@ def plot_metrics(
         ax.grid(alpha=0.3)
     fig.tight_layout()
     target = Path(out) if out else (Path(path) if Path(path).is_dir() else Path(path).parent) / "curves.png"
+    target.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(target, dpi=110)
     plt.close(fig)
     return target
@@ -78,7 +80,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("keys", nargs="*", help="metric keys (default: reward means and eval overall)")
     p.add_argument("--out", help="PNG path (default: RUN/curves.png)")
     a = p.parse_args(argv)
-    print(plot_metrics(a.run, a.keys or None, a.out))
+    try:
+        print(plot_metrics(a.run, a.keys or None, a.out))
+    except (OSError, ValueError) as e:  # a missing run, no keys to plot, an --out that cannot be written
+        print(f"{p.prog}: error: {e}", file=sys.stderr)
+        return 2
     return 0
 
 
