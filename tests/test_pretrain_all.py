@@ -44,6 +44,11 @@ def test_overrides_are_split_by_component_prefix():
     with pytest.raises(ValueError, match=r"--set 'vlm=5': with --component all, prefix the key"):
         split_component_overrides(names, ["vlm=5"])
     assert split_component_overrides(["t2i"], ["t2i=5"]) == {"t2i": ["t2i=5"]}
+    # another component's setting with one component: named as such (it was "unknown config key 'clip'")
+    with pytest.raises(
+        ValueError, match=r"'clip.steps=5' is a setting of the clip component, which --component t2i"
+    ):
+        split_component_overrides(["t2i"], ["clip.steps=5"])
     # a misspelt component is named (the old message suggested --set t2i.t3i.steps=...)
     with pytest.raises(ValueError, match=r"'t3i' is not a component;.*\(e\.g\. --set t2i\.steps=\.\.\.\)"):
         split_component_overrides(names, ["t3i.steps=5"])

@@ -86,14 +86,28 @@ def run_render(args: argparse.Namespace) -> int:
     return 0
 
 
-def split_component_overrides(names: list[str], overrides: list[str]) -> dict[str, list[str]]:
-    """``--set`` values per component: plain ``key=value`` for one component, ``component.key=value`` for several."""
+def split_component_overrides(
+    names: list[str], overrides: list[str], others: tuple[str, ...] | None = None
+) -> dict[str, list[str]]:
+    """``--set`` values per component: plain ``key=value`` for one component, ``component.key=value`` for several.
+    A key prefixed with a component not among `names` (one of `others`, by default every component) is refused:
+    that component is not trained."""
+    if others is None:
+        from imgalign.pretrain import COMPONENTS
+
+        others = tuple(COMPONENTS)
     per: dict[str, list[str]] = {n: [] for n in names}
     for o in overrides:
         head = o.split("=", 1)[0]
         comp, dot, _ = head.partition(".")
         if dot and comp in per:
             per[comp].append(o[len(comp) + 1 :])
+        # another component's setting: it said "unknown config key 'clip'" of a --set meant for the clip component
+        elif dot and comp in others:
+            raise ValueError(
+                f"--set {o!r} is a setting of the {comp} component, which --component {' '.join(names)} does not "
+                f"train: drop it, or train {comp} too (--component {comp}, or all)"
+            )
         elif len(names) == 1:
             per[names[0]].append(o)
         elif dot:  # a misspelt component: `t3i.steps` is not `t2i.t3i.steps`
