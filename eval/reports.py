@@ -356,11 +356,20 @@ def run_summary_lines(run_dir: Path) -> list[str]:
     """What a finished run measured, printed at the end of ``imgalign train``: each suite's in-loop evaluation at
     its first and last evaluated step (``eval.jsonl``), then each reward's change between the first and the last 10%
     of the steps (a single step's mean reward is one noisy batch, so the last row alone says little), then
-    :func:`masking_lines` (samples masked for non-finite rewards, skipped updates)."""
+    :func:`masking_lines` (samples masked for non-finite rewards, skipped updates). A log that cannot be read is
+    named in a line of its own: the run has finished, so its summary must not turn it into a failure."""
     run_dir = Path(run_dir)
     lines: list[str] = []
+
+    def read(path: Path) -> list[dict[str, Any]]:
+        try:
+            return load_metrics(path)
+        except ValueError as e:
+            lines.append(f"(not summarised: {e})")
+            return []
+
     if (run_dir / "eval.jsonl").is_file():
-        evals = load_metrics(run_dir / "eval.jsonl")
+        evals = read(run_dir / "eval.jsonl")
         for k in eval_overall_keys(evals):
             steps, y = series(evals, k)
             if len(y) == 1:  # one evaluation (a 1-step run): no "x at step 1 -> x at step 1"
@@ -368,7 +377,7 @@ def run_summary_lines(run_dir: Path) -> list[str]:
             elif len(y):
                 lines.append(f"`{k}` {y[0]:.4g} at step {steps[0]:g} -> {y[-1]:.4g} at step {steps[-1]:g}")
     if (run_dir / "metrics.jsonl").is_file():
-        rows = load_metrics(run_dir / "metrics.jsonl")
+        rows = read(run_dir / "metrics.jsonl")
         lines += reward_change_lines(rows, metric_groups([k for r in rows for k in r]))
         lines += masking_lines(rows)
     return lines

@@ -76,6 +76,15 @@ def test_run_summary_lines_give_the_evaluations_and_windowed_reward_changes(tmp_
     assert run_summary_lines(tmp_path / "empty") == []
     (run / "eval.jsonl").write_text(json.dumps(evals[0]) + "\n")  # one evaluation: said once
     assert run_summary_lines(run)[0] == "`eval/shapes/overall` 0.35 at step 0"
+    # a log that cannot be read is named in the summary of a finished run, not raised (`imgalign train` exited 2)
+    (run / "eval.jsonl").write_text('{"step": 0, "eval/shapes/overall": 0.35}\nnot json\n{"step": 1}\n')
+    lines = run_summary_lines(run)
+    assert lines[0] == f"(not summarised: {run / 'eval.jsonl'}:2: not valid JSON (Expecting value))", lines
+    assert lines[1].startswith("`reward/clip/mean` moved") and len(lines) == 3
+    (run / "metrics.jsonl").write_text("")
+    assert run_summary_lines(run)[-1].startswith(
+        f"(not summarised: {run / 'metrics.jsonl'} holds no metrics rows"
+    )
 
 
 def test_report_gives_the_in_loop_evaluations_and_their_plot(tmp_path, capsys, caplog):
