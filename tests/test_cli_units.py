@@ -175,6 +175,24 @@ def test_a_full_disk_names_the_run_folder_and_how_each_command_goes_on(monkeypat
     )
 
 
+def test_a_full_disk_during_training_names_the_configs_run_folder(tmp_path, monkeypatch, capsys):
+    """Without --output-dir the run folder is the config's log.output_dir: a full disk named no folder."""
+    import errno
+
+    import imgalign.trainers.trainer as trainer
+
+    def full(cfg, out, resume):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(trainer, "preflight", lambda cfg: None)
+    monkeypatch.setattr(trainer, "run", full)
+    out = tmp_path / "from_config"
+    config = tmp_path / "c.yaml"
+    config.write_text(f"log:\n  output_dir: {out}\n")
+    assert main(["train", str(config)]) == 2
+    assert f"while writing an output file under {str(out)!r}: free disk space" in capsys.readouterr().err
+
+
 def test_train_refuses_an_empty_resume_before_anything_loads(tmp_path, capsys, monkeypatch):
     """`--resume "$CKPT"` with CKPT unset trained a new folder from the base model, as if --resume were not given."""
     import imgalign.trainers.trainer as trainer

@@ -126,12 +126,14 @@ def run_train(args: argparse.Namespace) -> int:
         print(yaml.safe_dump(to_dict(cfg), sort_keys=False), end="")
         return 0
 
-    if (
-        args.resume is not None and not args.resume.strip()
-    ):  # "" trained from the base model, as without --resume
+    # "" trained from the base model, as without --resume
+    if args.resume is not None and not args.resume.strip():
         raise ConfigError(
             "--resume is empty (an unset shell variable?): give auto, or the run or checkpoint folder to continue"
         )
+    # the run folder as the config gives it, for the CLI's error lines (a full disk named no folder without
+    # --output-dir)
+    args.output_dir = cfg.log.output_dir
     preflight(cfg)
     try:
         run(cfg, cfg.log.output_dir, args.resume)
