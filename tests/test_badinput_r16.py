@@ -16,6 +16,19 @@ from imgalign.trainers.trainer import apply_optimizer_settings, lr_lambda_factor
 torch.set_num_threads(1)
 
 
+def _one_step_run(sd3_dir: Path, out: Path, **train: float) -> dict:
+    """A one-step training config of the tiny SD3 pipeline (two samples, two steps), `train` settings added."""
+    return {
+        "model": {"path": str(sd3_dir)},
+        "prompts": {"source": "shapes", "tasks": ["single_object"]},
+        "sampling": {"num_steps": 2, "group_size": 2, "samples_per_step": 2, "batch_size": 2},
+        "rewards": {"names": ["imgalign.trainers.testing:red_reward"]},
+        "train": {"max_steps": 1, "lr": 1e-3, "micro_batch_size": 2, **train},
+        "eval": {"every": -1},
+        "log": {"output_dir": str(out), "sample_every": 0, "trackers": "none", "progress": False},
+    }
+
+
 def _adamw(lr: float, weight_decay: float) -> tuple[torch.optim.AdamW, torch.optim.lr_scheduler.LambdaLR]:
     """An AdamW over one weight and its warm-up LR schedule, as the trainer builds them (2 warm-up updates)."""
     w = torch.nn.Parameter(torch.ones(3))
@@ -62,15 +75,7 @@ def test_a_resume_with_a_lower_lr_trains_at_it(sd3_dir, tmp_path):
     """`imgalign train --resume auto --set train.lr=...` (what the step-failure and approx-KL messages advise) logs and
     trains at the new rate from the first resumed step."""
     out = tmp_path / "run"
-    cfg = {
-        "model": {"path": str(sd3_dir)},
-        "prompts": {"source": "shapes", "tasks": ["single_object"]},
-        "sampling": {"num_steps": 2, "group_size": 2, "samples_per_step": 2, "batch_size": 2},
-        "rewards": {"names": ["imgalign.trainers.testing:red_reward"]},
-        "train": {"max_steps": 1, "lr": 1e-3, "micro_batch_size": 2},
-        "eval": {"every": -1},
-        "log": {"output_dir": str(out), "sample_every": 0, "trackers": "none", "progress": False},
-    }
+    cfg = _one_step_run(sd3_dir, out)
     path = write_config(cfg, tmp_path / "c.yaml")
     assert main(["train", str(path)]) == 0
     assert main(["train", str(path), "--resume", "auto", "--max-steps", "2", "--set", "train.lr=2e-4"]) == 0
@@ -169,15 +174,7 @@ def test_a_resume_that_turns_the_ema_on_starts_it_from_the_checkpoints_weights(s
     from safetensors.torch import load_file
 
     out = tmp_path / "run"
-    cfg = {
-        "model": {"path": str(sd3_dir)},
-        "prompts": {"source": "shapes", "tasks": ["single_object"]},
-        "sampling": {"num_steps": 2, "group_size": 2, "samples_per_step": 2, "batch_size": 2},
-        "rewards": {"names": ["imgalign.trainers.testing:red_reward"]},
-        "train": {"max_steps": 1, "lr": 1e-3, "micro_batch_size": 2, "ema_decay": 0.0},
-        "eval": {"every": -1},
-        "log": {"output_dir": str(out), "sample_every": 0, "trackers": "none", "progress": False},
-    }
+    cfg = _one_step_run(sd3_dir, out, ema_decay=0.0)
     path = write_config(cfg, tmp_path / "c.yaml")
     assert main(["train", str(path)]) == 0
     argv = ["train", str(path), "--resume", "auto", "--max-steps", "2", "--set", "train.ema_decay=0.75"]
