@@ -548,9 +548,8 @@ def compare_runs(
             if curves:
                 mx, my = group_mean(curves)
                 n = len(mx)
-                if (
-                    not n
-                ):  # a run and its continuation in another folder: the legend said "mean of 2" of no line
+                # a run and its continuation in another folder: the legend said "mean of 2" of no line
+                if not n:
                     no_mean.append(f"{label} (`{key}`)")
                 ax.plot(
                     mx,

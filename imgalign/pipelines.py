@@ -230,9 +230,8 @@ def check_model_spec(spec: ModelSpec) -> ModelSpec:
             what = "is a file, not a model folder" if p.exists() else "does not exist"
             if tilde_hint(spec.base) and not p.exists():
                 what += tilde_hint(spec.base)
-            elif (
-                path_like and not p.exists() and not p.is_absolute()
-            ):  # e.g. a config run from another folder
+            # e.g. a config run from another folder
+            elif path_like and not p.exists() and not p.is_absolute():
                 what += f" (a relative path is read from the working folder {Path.cwd()})"
             elif not path_like and hub_id_valid(spec.base):  # offline, and not in the local cache
                 raise IncompleteModelError(
