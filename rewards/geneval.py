@@ -102,9 +102,10 @@ class GenEvalReward(Reward):
                 "geneval reward needs GenEval metadata with 'tag' and 'include' for every image (the tag sets the "
                 "detection threshold: counting's is 0.9, the others' 0.3)"
             )
+        # a class the detector cannot find, a colour outside its vocabulary: named with its prompt
+        self.check_metadata(metadata)
         scores, details = [], []
         for img, meta in zip(to_pil(images), metadata):
-            self.validate(meta)  # a class the detector cannot find, a colour outside its vocabulary
             raw = self.detector(img)
             j = judge(img, raw, meta) if self.color is None else judge(img, raw, meta, self.color)
             soft = soft_credit(img, raw, meta, passed=j.correct) if self.mode == "soft" else None

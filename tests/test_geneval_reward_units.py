@@ -26,3 +26,15 @@ def test_check_metadata_refuses_a_row_without_include_clauses() -> None:
     for row in ({"prompt": "a photo of a circle", "tag": "single_object"}, {}):
         with pytest.raises(ValueError, match=r"has no GenEval metadata \('tag' and 'include'\)"):
             reward.check_metadata([row])
+
+
+def test_scoring_a_class_outside_the_vocabulary_names_the_prompt() -> None:
+    """score() refuses what check_metadata refuses with the same words: the error names the reward and the prompt
+    (it gave the vocabulary error alone, without either)."""
+    import torch
+
+    from imgalign.rewards.geneval import GenEvalReward
+
+    meta = {"prompt": "a photo of a dog", "tag": "single_object", "include": [{"class": "dog", "count": 1}]}
+    with pytest.raises(ValueError, match=r"^geneval reward: prompt 'a photo of a dog': .*circle"):
+        GenEvalReward()(torch.zeros(1, 3, 8, 8), ["a photo of a dog"], [meta])
