@@ -63,6 +63,10 @@ def test_compare_passes_each_option_on_and_prints_the_summary(writers, tmp_path,
     writers.clear()
     assert main(["report", "--compare", "a=r1", "--keys", "k1", "--out", "o"]) == 0
     assert writers[0][4] == {"x_key": "step", "target": None, "window": 10}
+    # a key given twice drew the same panel and table rows twice
+    writers.clear()
+    assert main(["report", "--compare", "a=r1", "--keys", "k1", "k2", "k1", "--out", "o"]) == 2
+    assert "--keys names 'k1' twice; give each key once" in capsys.readouterr().err and writers == []
 
 
 @pytest.mark.parametrize(

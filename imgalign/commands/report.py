@@ -72,6 +72,9 @@ def run_report(args: argparse.Namespace) -> int:
             groups[label] = runs.split(",")
         if not args.keys or not args.out:
             raise ValueError("--compare needs --keys KEY [KEY ...] and --out DIR")
+        twice = sorted({k for k in args.keys if args.keys.count(k) > 1})
+        if twice:  # it drew the same panel and table rows twice
+            raise ValueError(f"--keys names {twice[0]!r} twice; give each key once")
         if args.window < 1:
             raise ValueError(
                 f"--window must be 1 or more (logged points in the trailing mean), got {args.window}"
