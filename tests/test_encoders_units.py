@@ -15,9 +15,8 @@ from imgalign.pretrain import encoder_common as C
 
 
 @pytest.fixture(autouse=True)
-def _offline(monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
+def _one_thread() -> None:
+    """One torch thread per test (the offline environment is conftest's `_offline`)."""
     torch.set_num_threads(1)
 
 

@@ -21,9 +21,8 @@ class _Stop(Exception):
 
 
 @pytest.fixture(autouse=True)
-def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
+def _one_thread() -> None:
+    """One torch thread per test (the offline environment is conftest's `_offline`)."""
     torch.set_num_threads(1)
 
 
