@@ -27,6 +27,8 @@ class FeatureHead(nn.Module):
 
     def __init__(self, dim: int, hidden: int = 0, dropout: float = 0.0) -> None:
         super().__init__()
+        if hidden < 0:  # nn.Linear's own error names a tensor shape, not the option
+            raise ValueError(f"hidden must be 0 (a linear head) or more, got {hidden}")
         self.dim, self.hidden = int(dim), int(hidden)
         self.register_buffer("mean", torch.zeros(dim))
         self.register_buffer("std", torch.ones(dim))

@@ -619,6 +619,14 @@ def test_a_logit_of_zero_is_negative_and_one_image_gets_one_logit() -> None:
     assert out.scores.shape == (1,) and len(out.details) == 1
 
 
+def test_a_negative_hidden_size_is_named_before_any_fitting() -> None:
+    """fit_head(hidden=-1) failed in nn.Linear with "negative dimension -1: [-1, 4]"."""
+    from imgalign.rewards.heads import fit_head
+
+    with pytest.raises(ValueError, match="hidden must be 0 \\(a linear head\\) or more, got -1"):
+        fit_head(torch.randn(4, 4), torch.randn(4, 4), hidden=-1, epochs=1)
+
+
 def test_discriminator_options_at_their_boundaries() -> None:
     """patch_weight is in [0, 1) (at 1 the CLS logit would drop out of the reward); clip must be > 0 (0 would
     make every clipped reward 0)."""
