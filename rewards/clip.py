@@ -1,7 +1,7 @@
 """``clip``: CLIPScore with any open_clip model (Hessel et al. 2021, "CLIPScore", eq. 1).
 
 CLIPScore(c, v) = w * max(cos(E_I(v), E_T(c)), 0) with w = 2.5, the paper's rescaling (it stretches the typical
-cosine range of ViT-B/32, about [0, 0.4], towards [0, 1]). ``weight=`` changes w; ``weight=1`` gives the clipped
+cosine range of ViT-B/32, about [0, 0.4], towards [0, 1]). ``weight=`` (> 0) changes w; ``weight=1`` gives the clipped
 cosine; ``clamp=false`` drops the max(·, 0) (an RL reward then still ranks images whose cosines are all negative).
 Models:
 
@@ -217,6 +217,11 @@ class CLIPReward(Reward):
         batch_size: int = 64,
     ) -> None:
         super().__init__(device, dtype)
+        if not float(weight) > 0:  # before the model loads
+            raise ValueError(
+                f"clip reward: weight must be > 0, got {weight} (it scales every score: 0 makes them all 0, a "
+                "negative weight ranks the worst-matching image best)"
+            )
         self.model, self.tokenizer, self.size, self.mean, self.std, self.how = load_open_clip(
             str(model), self.device, dtype, pretrained
         )

@@ -373,3 +373,16 @@ def test_openai_weights_are_built_with_quick_gelu(monkeypatch: pytest.MonkeyPatc
             load_open_clip(f"ViT-B-32@{tag}", torch.device("cpu"), torch.float16)
         assert seen["ViT-B-32"]["force_quick_gelu"] is quick
         assert seen["ViT-B-32"]["pretrained"] == tag and seen["ViT-B-32"]["precision"] == "fp16"
+
+
+@pytest.mark.parametrize("weight", ["0", "-2.5"])
+def test_a_weight_that_is_not_positive_is_refused_before_the_model_loads(weight: str, monkeypatch) -> None:
+    """weight=0 made every score 0 and a negative one ranked the worst-matching image best, silently."""
+    import imgalign.rewards.clip as clip_mod
+
+    def no_load(*args: object) -> None:
+        raise AssertionError("the model loaded before the options were checked")
+
+    monkeypatch.setattr(clip_mod, "load_open_clip", no_load)
+    with pytest.raises(ValueError, match=f"clip reward: weight must be > 0, got {weight}"):
+        build_reward(f"clip:weight={weight}")
