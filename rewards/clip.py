@@ -1,8 +1,9 @@
 """``clip``: CLIPScore with any open_clip model (Hessel et al. 2021, "CLIPScore", eq. 1).
 
 CLIPScore(c, v) = w * max(cos(E_I(v), E_T(c)), 0) with w = 2.5, the paper's rescaling (it stretches the typical
-cosine range of ViT-B/32, about [0, 0.4], towards [0, 1]). ``weight=`` (> 0) changes w; ``weight=1`` gives the clipped
-cosine; ``clamp=false`` drops the max(·, 0) (an RL reward then still ranks images whose cosines are all negative).
+cosine range of ViT-B/32, about [0, 0.4], towards [0, 1]). ``weight=`` (> 0) changes w; ``weight=1`` gives the
+clipped cosine; ``clamp=false`` drops the max(·, 0) (an RL reward then still ranks images whose cosines are all
+negative).
 Models:
 
 * ``model=shapes-clip`` (default): the embedded shapes CLIP;
