@@ -1109,6 +1109,16 @@ def test_a_resume_compares_with_the_runs_config_when_the_checkpoint_has_none_and
     with caplog.at_level(logging.WARNING), pytest.raises(Exception, match="trainable.safetensors"):
         FlowGRPOTrainer._load(tr, ckpt)
     assert "with a changed config (see its config.yaml)" in caplog.text
+    # moved out of its run (no checkpoints/ parent): the config two folders up is another run's, not compared
+    moved = tmp_path / "elsewhere" / "old" / "step-000002"
+    shutil.copytree(ckpt, moved)
+    (moved / "trainer_state" / "config.yaml").unlink()
+    (tmp_path / "elsewhere" / "config.yaml").write_text(yaml.safe_dump(old))
+    caplog.clear()
+    with caplog.at_level(logging.WARNING), pytest.raises(Exception, match="trainable.safetensors"):
+        FlowGRPOTrainer._load(tr, moved)
+    assert "with a changed config (it holds no config.yaml to compare with)" in caplog.text
+    assert "train.lr" not in caplog.text
 
 
 def test_update_rows_keep_at_least_one_row_per_optimizer_update():

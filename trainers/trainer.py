@@ -1195,11 +1195,14 @@ class FlowGRPOTrainer:
         st = ckpt / "trainer_state"
         state = C.read_state(ckpt)
         if state["config_hash"] != config_hash(self.cfg):
-            # the config the checkpoint was trained with (checkpoints before it was saved there: the run's)
+            # the config the checkpoint was trained with (checkpoints before it was saved there: the run's, when
+            # the checkpoint is still in its run's checkpoints/ folder; a moved one has none to compare with)
             old_path = st / "config.yaml"
-            if not old_path.is_file():
+            if not old_path.is_file() and ckpt.parent.name == "checkpoints":
                 old_path = ckpt.parent.parent / "config.yaml"
-            changed = "see its config.yaml"
+            changed = (
+                "see its config.yaml" if old_path.is_file() else "it holds no config.yaml to compare with"
+            )
             keys = None
             if old_path.is_file():
                 try:
