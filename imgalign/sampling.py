@@ -69,16 +69,28 @@ def folder_sizes(
     except (OSError, ValueError, KeyError, TypeError):
         return None
     if pipeline_class.startswith("StableDiffusion3"):
-        step = vae_scale_factor * transformer.get("patch_size", 2)
-        default = transformer.get("sample_size", 128)
-        # an absent key loads as SD3Transformer2DModel's default (96); a null one means no bound (sample_size)
-        max_grid = transformer.get("pos_embed_max_size", 96) or default
+        # an absent key loads as SD3Transformer2DModel's default; a null pos_embed_max_size means no bound
+        step = vae_scale_factor * _sd3_setting(transformer, "patch_size")
+        default = _sd3_setting(transformer, "sample_size")
+        max_grid = _sd3_setting(transformer, "pos_embed_max_size") or default
     elif pipeline_class.startswith("Flux"):
         step, default = vae_scale_factor * 2, 128  # FluxPipeline.default_sample_size is fixed
         max_grid = 4 * default * vae_scale_factor // step
     else:
         return None
     return [step * k for k in range(1, max_grid + 1)], default * vae_scale_factor
+
+
+def _sd3_setting(config: dict[str, Any], key: str) -> Any:
+    """`key` of an SD3 transformer's config.json, or SD3Transformer2DModel's own default when it is absent (the
+    value ``from_pretrained`` would build it with)."""
+    if key in config:
+        return config[key]
+    import inspect
+
+    from diffusers import SD3Transformer2DModel
+
+    return inspect.signature(SD3Transformer2DModel.__init__).parameters[key].default
 
 
 def size_error(what: str, v: int, sizes: list[int], trained: int) -> str | None:
