@@ -69,6 +69,16 @@ def linear_module_names(module: torch.nn.Module) -> list[str]:
     return sorted(ends, key=lambda n: (n not in DEFAULT_LORA_TARGETS, n))
 
 
+def unwrap_lora_layers(module: torch.nn.Module) -> None:
+    """Put back, in place, the layer each peft LoRA layer in `module` wraps (undoes a failed injection)."""
+    from peft.tuners.tuners_utils import BaseTunerLayer
+
+    for name, sub in list(module.named_modules()):
+        if isinstance(sub, BaseTunerLayer):
+            parent_name, _, child = name.rpartition(".")
+            setattr(module.get_submodule(parent_name), child, sub.get_base_layer())
+
+
 def lora_target_matches(module: torch.nn.Module, targets: Sequence[str]) -> dict[str, list[torch.nn.Module]]:
     """The modules each LoRA target name selects (peft matches a name against the ends of module names)."""
     found: dict[str, list[torch.nn.Module]] = {t: [] for t in targets}
@@ -267,11 +277,17 @@ class FlowAdapter:
         examples = linear_module_names(self.transformer)
         if not all(matches.values()):  # peft would skip such a name silently when another one matches
             raise ValueError(lora_targets_error(matches, examples))
+        # diffusers sets this before peft injects anything; put back when peft refuses
+        loaded = getattr(self.transformer, "_hf_peft_config_loaded", False)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(init_seed)  # the LoRA A init is seeded: runs and resumes are reproducible
             try:
                 self.transformer.add_adapter(cfg)
             except ValueError as e:  # peft's "Target module <88-line repr> is not supported"
+                # peft wrapped the modules it met before the one it refused: unwrap them, so the model is as
+                # before and another add_lora works
+                unwrap_lora_layers(self.transformer)
+                self.transformer._hf_peft_config_loaded = loaded
                 cause = str(e).splitlines()[0][:200]
                 raise ValueError(lora_targets_error(matches, examples, cause)) from None
         self.lora_config = {"rank": rank, "alpha": alpha, "target_modules": targets}

@@ -209,6 +209,10 @@ def test_bad_lora_targets_name_the_setting_and_valid_names(sd3_dir, targets, why
         msg.startswith(f"model.lora_targets {targets}: {why}; ") and "e.g. to_k, to_out.0, to_q, to_v" in msg
     )
     assert "\n" not in msg and "base_layer" not in msg  # examples read before peft wrapped any module
+    # nothing is left wrapped (peft had wrapped to_q before refusing norm_out), so another add_lora works
+    assert not [n for n, _ in ad.transformer.named_modules() if "base_layer" in n]
+    ad.add_lora(rank=2, alpha=4)
+    assert ad.trainable_named_parameters()
 
 
 def test_lora_init_follows_its_seed_and_the_reference_is_the_base_model(sd3_dir):
