@@ -26,7 +26,7 @@ import json
 import logging
 import re
 import shutil
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -61,12 +61,45 @@ class Cond:
 def linear_module_names(module: torch.nn.Module) -> list[str]:
     """The distinct endings of `module`'s Linear layer names that LoRA targets by (``to_q``, ``to_out.0``): the
     default targets first, then the rest sorted."""
+    return _target_endings(name for name, m in module.named_modules() if isinstance(m, torch.nn.Linear))
+
+
+def _target_endings(names: Iterable[str]) -> list[str]:
+    """The distinct endings of module `names` a LoRA target names them by (a trailing index keeps its parent:
+    ``to_out.0``): the default targets first, then the rest sorted."""
     ends = set()
-    for name, m in module.named_modules():
-        if isinstance(m, torch.nn.Linear):
-            parts = name.split(".")
-            ends.add(".".join(parts[-2:]) if parts[-1].isdigit() and len(parts) > 1 else parts[-1])
+    for name in names:
+        parts = name.split(".")
+        ends.add(".".join(parts[-2:]) if parts[-1].isdigit() and len(parts) > 1 else parts[-1])
     return sorted(ends, key=lambda n: (n not in DEFAULT_LORA_TARGETS, n))
+
+
+def saved_lora_targets_error(transformer_dir: str | Path, targets: Sequence[str]) -> str | None:
+    """:func:`lora_targets_error`'s message for `targets` that name no module of the transformer saved in
+    `transformer_dir`, read from its safetensors headers alone (no weight loads: a misspelt target of a large model
+    is refused in a second, not after minutes of loading); None when every target names a module, or when the
+    folder holds no readable safetensors file (the check after loading then applies)."""
+    from safetensors import SafetensorError, safe_open
+
+    files = sorted(Path(transformer_dir).glob("*.safetensors"))
+    modules: set[str] = set()  # every dotted prefix of a tensor's name
+    two_d: list[str] = []  # modules with a 2-D weight: Linear layers (or embeddings), for the examples
+    try:
+        for f in files:
+            with safe_open(str(f), framework="pt") as fh:
+                for key in fh.keys():
+                    parts = key.split(".")[:-1]
+                    modules.update(".".join(parts[:i]) for i in range(1, len(parts) + 1))
+                    if key.endswith(".weight") and len(fh.get_slice(key).get_shape()) == 2:
+                        two_d.append(".".join(parts))
+    except (OSError, SafetensorError):
+        return None
+    if not modules:
+        return None
+    matches = {t: [n for n in modules if n == t or n.endswith("." + t)] for t in targets}
+    if all(matches.values()):
+        return None
+    return lora_targets_error(matches, _target_endings(two_d))
 
 
 def unwrap_lora_layers(module: torch.nn.Module) -> None:
@@ -89,11 +122,10 @@ def lora_target_matches(module: torch.nn.Module, targets: Sequence[str]) -> dict
     return found
 
 
-def lora_targets_error(
-    matches: dict[str, list[torch.nn.Module]], examples: Sequence[str], cause: str = ""
-) -> str:
+def lora_targets_error(matches: dict[str, list[Any]], examples: Sequence[str], cause: str = "") -> str:
     """What is wrong with ``model.lora_targets``, and what to give: names that select no module, or (when peft
-    refused the selection, `cause`) names that select modules other than Linear layers."""
+    refused the selection, `cause`) names that select modules other than Linear layers. `matches`: the modules
+    each target selects (their names, without `cause`)."""
     problems = [f"{t!r} names no module" for t, ms in matches.items() if not ms]
     problems += [
         f"{t!r} names a {type(next(m for m in ms if not isinstance(m, torch.nn.Linear))).__name__}, not a Linear layer"

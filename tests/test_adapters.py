@@ -215,6 +215,45 @@ def test_bad_lora_targets_name_the_setting_and_valid_names(sd3_dir, targets, why
     assert ad.trainable_named_parameters()
 
 
+def test_lora_targets_that_name_no_module_are_refused_from_the_weight_headers_before_loading(
+    sd3_dir, flux_dir, monkeypatch
+):
+    """preflight reads the transformer's safetensors headers: a misspelt target is refused with the same message
+    and examples as after loading (which took minutes for SD3.5 or FLUX), and nothing loads; the names the
+    headers give are the loaded model's."""
+    from imgalign.adapters import linear_module_names, saved_lora_targets_error
+    from imgalign.config import ConfigError, load_config
+    from imgalign.trainers.config import FlowGRPOConfig
+    from imgalign.trainers.trainer import preflight
+
+    for src in (sd3_dir, flux_dir):
+        ad = load_adapter(src)
+        examples = ", ".join(linear_module_names(ad.transformer)[:8])
+        with pytest.raises(ValueError) as after_load:
+            ad.add_lora(rank=2, alpha=4, target_modules=["to_q", "to_vv"])
+        before = saved_lora_targets_error(src / "transformer", ["to_q", "to_vv"])
+        assert (
+            before == str(after_load.value) and "'to_vv' names no module; " in before and examples in before
+        )
+        # a name that exists (whatever its type), a trailing index and the defaults pass here
+        assert saved_lora_targets_error(src / "transformer", ["to_q", "norm_out", "to_out.0"]) is None
+    assert (
+        saved_lora_targets_error(sd3_dir / "no_such", ["to_vv"]) is None
+    )  # no headers: checked after loading
+
+    monkeypatch.setattr("imgalign.pipelines.load_pipeline", lambda *a, **k: pytest.fail("a model loaded"))
+    cfg = load_config(
+        FlowGRPOConfig, None, [f"model.path={sd3_dir}", "model.lora_rank=2", "model.lora_targets=[to_kk]"]
+    )
+    with pytest.raises(
+        ConfigError, match=r"model.lora_targets \['to_kk'\]: 'to_kk' names no module; give names"
+    ):
+        preflight(cfg, output_dir=sd3_dir.parent / "run")
+    # full fine-tuning attaches no LoRA: the targets are not read
+    cfg = load_config(FlowGRPOConfig, None, [f"model.path={sd3_dir}", "model.lora_targets=[to_kk]"])
+    assert preflight(cfg, output_dir=sd3_dir.parent / "run") == str(sd3_dir.resolve())
+
+
 def test_lora_init_follows_its_seed_and_the_reference_is_the_base_model(sd3_dir):
     """add_lora's init depends on init_seed alone (not on the global RNG: runs are reproducible), and
     reference() is the LoRA-disabled base (the KL reference), the LoRA back on afterwards."""
