@@ -74,32 +74,62 @@ def _target_endings(names: Iterable[str]) -> list[str]:
     return sorted(ends, key=lambda n: (n not in DEFAULT_LORA_TARGETS, n))
 
 
-def saved_lora_targets_error(transformer_dir: str | Path, targets: Sequence[str]) -> str | None:
-    """:func:`lora_targets_error`'s message for `targets` that name no module of the transformer saved in
-    `transformer_dir`, read from its safetensors headers alone (no weight loads: a misspelt target of a large model
-    is refused in a second, not after minutes of loading); None when every target names a module, or when the
-    folder holds no readable safetensors file (the check after loading then applies)."""
+@dataclass
+class SavedWeights:
+    """The tensor names of a transformer saved as safetensors, read from the file headers alone (no weight loads:
+    a misspelt setting for a large model is refused in a second, not after minutes of loading)."""
+
+    keys: list[str]  # tensor names, sorted
+    modules: set[str]  # every dotted prefix of a tensor name: the module names
+    linear: list[str]  # modules with a 2-D weight: Linear layers (or embeddings)
+
+
+def read_saved_weights(transformer_dir: str | Path) -> SavedWeights | None:
+    """:class:`SavedWeights` of the safetensors files in `transformer_dir`; None when it holds no readable one
+    (the checks after loading then apply)."""
     from safetensors import SafetensorError, safe_open
 
-    files = sorted(Path(transformer_dir).glob("*.safetensors"))
-    modules: set[str] = set()  # every dotted prefix of a tensor's name
-    two_d: list[str] = []  # modules with a 2-D weight: Linear layers (or embeddings), for the examples
+    keys, modules, linear = [], set(), []
     try:
-        for f in files:
+        for f in sorted(Path(transformer_dir).glob("*.safetensors")):
             with safe_open(str(f), framework="pt") as fh:
                 for key in fh.keys():
                     parts = key.split(".")[:-1]
+                    keys.append(key)
                     modules.update(".".join(parts[:i]) for i in range(1, len(parts) + 1))
                     if key.endswith(".weight") and len(fh.get_slice(key).get_shape()) == 2:
-                        two_d.append(".".join(parts))
+                        linear.append(".".join(parts))
     except (OSError, SafetensorError):
         return None
-    if not modules:
+    return SavedWeights(sorted(keys), modules, linear) if keys else None
+
+
+def saved_lora_targets_error(saved: SavedWeights, targets: Sequence[str]) -> str | None:
+    """:func:`lora_targets_error`'s message for `targets` that name no module of the `saved` transformer; None
+    when every target names one (whether it is a Linear layer is checked once the model has loaded)."""
+    matches = {t: [n for n in saved.modules if n == t or n.endswith("." + t)] for t in targets}
+    return None if all(matches.values()) else lora_targets_error(matches, _target_endings(saved.linear))
+
+
+def saved_trainable_names(saved: SavedWeights, lora_targets: Sequence[str] | None) -> list[str]:
+    """The names the trainable parameters of the `saved` transformer will have: every weight for full
+    fine-tuning (`lora_targets` None), else the ``lora_A``/``lora_B`` weights of the Linear layers the targets
+    select (peft's names for :meth:`FlowAdapter.add_lora`'s adapter, "default")."""
+    if lora_targets is None:
+        return saved.keys
+    selected = sorted({n for n in saved.linear for t in lora_targets if n == t or n.endswith("." + t)})
+    return [f"{m}.lora_{ab}.default.weight" for m in selected for ab in "AB"]
+
+
+def trainable_modules_error(patterns: Sequence[str], names: Sequence[str]) -> str | None:
+    """The message for ``model.trainable_modules`` `patterns` that ``re.search`` finds in none of the trainable
+    parameter `names`; None when one matches."""
+    if any(re.search(p, n) for n in names for p in patterns):
         return None
-    matches = {t: [n for n in modules if n == t or n.endswith("." + t)] for t in targets}
-    if all(matches.values()):
-        return None
-    return lora_targets_error(matches, _target_endings(two_d))
+    return (
+        f"model.trainable_modules {list(patterns)} matches none of the {len(names)} trainable parameters (e.g. "
+        f"{', '.join(names[:6])}); give patterns that re.search finds in those names"
+    )
 
 
 def unwrap_lora_layers(module: torch.nn.Module) -> None:
@@ -338,11 +368,7 @@ class FlowAdapter:
         trainable = self.trainable_named_parameters()
         kept = [n for n, _ in trainable if any(re.search(p, n) for p in patterns)]
         if not kept:
-            names = ", ".join(n for n, _ in trainable[:6])
-            raise ValueError(
-                f"model.trainable_modules {list(patterns)} matches none of the {len(trainable)} trainable "
-                f"parameters (e.g. {names}); give patterns that re.search finds in those names"
-            )
+            raise ValueError(trainable_modules_error(patterns, [n for n, _ in trainable]))
         keep = set(kept)
         for n, p in trainable:
             p.requires_grad_(n in keep)

@@ -215,43 +215,67 @@ def test_bad_lora_targets_name_the_setting_and_valid_names(sd3_dir, targets, why
     assert ad.trainable_named_parameters()
 
 
-def test_lora_targets_that_name_no_module_are_refused_from_the_weight_headers_before_loading(
+def test_lora_targets_and_trainable_modules_are_checked_against_the_weight_headers_before_loading(
     sd3_dir, flux_dir, monkeypatch
 ):
-    """preflight reads the transformer's safetensors headers: a misspelt target is refused with the same message
-    and examples as after loading (which took minutes for SD3.5 or FLUX), and nothing loads; the names the
-    headers give are the loaded model's."""
-    from imgalign.adapters import linear_module_names, saved_lora_targets_error
+    """preflight reads the transformer's safetensors headers: a misspelt LoRA target or a trainable_modules pattern
+    that matches nothing is refused as after loading (which took minutes for SD3.5 or FLUX), and nothing loads.
+    The names the headers give are the loaded model's: its Linear layers' endings and its trainable parameters,
+    full fine-tune or LoRA."""
+    from imgalign.adapters import (
+        linear_module_names,
+        read_saved_weights,
+        saved_lora_targets_error,
+        saved_trainable_names,
+    )
     from imgalign.config import ConfigError, load_config
     from imgalign.trainers.config import FlowGRPOConfig
     from imgalign.trainers.trainer import preflight
 
     for src in (sd3_dir, flux_dir):
+        saved = read_saved_weights(src / "transformer")
         ad = load_adapter(src)
-        examples = ", ".join(linear_module_names(ad.transformer)[:8])
+        # every weight, and the buffers saved with them (SD3's pos_embed): a necessary condition
+        assert saved_trainable_names(saved, None) == sorted(ad.transformer.state_dict())
         with pytest.raises(ValueError) as after_load:
             ad.add_lora(rank=2, alpha=4, target_modules=["to_q", "to_vv"])
-        before = saved_lora_targets_error(src / "transformer", ["to_q", "to_vv"])
-        assert (
-            before == str(after_load.value) and "'to_vv' names no module; " in before and examples in before
-        )
-        # a name that exists (whatever its type), a trailing index and the defaults pass here
-        assert saved_lora_targets_error(src / "transformer", ["to_q", "norm_out", "to_out.0"]) is None
-    assert (
-        saved_lora_targets_error(sd3_dir / "no_such", ["to_vv"]) is None
-    )  # no headers: checked after loading
+        assert saved_lora_targets_error(saved, ["to_q", "to_vv"]) == str(after_load.value)
+        examples = ", ".join(linear_module_names(ad.transformer)[:8])
+        assert "'to_vv' names no module; " in str(after_load.value) and examples in str(after_load.value)
+        # a name that exists (whatever its type) and a trailing index pass here
+        assert saved_lora_targets_error(saved, ["to_q", "norm_out", "to_out.0"]) is None
+        ad.add_lora(rank=2, alpha=4, target_modules=["to_q", "to_out.0"])
+        lora = sorted(n for n, _ in ad.trainable_named_parameters())
+        assert saved_trainable_names(saved, ["to_q", "to_out.0"]) == lora
+    assert read_saved_weights(sd3_dir / "no_such") is None  # no headers: checked after loading
 
     monkeypatch.setattr("imgalign.pipelines.load_pipeline", lambda *a, **k: pytest.fail("a model loaded"))
-    cfg = load_config(
-        FlowGRPOConfig, None, [f"model.path={sd3_dir}", "model.lora_rank=2", "model.lora_targets=[to_kk]"]
-    )
-    with pytest.raises(
-        ConfigError, match=r"model.lora_targets \['to_kk'\]: 'to_kk' names no module; give names"
+    run = sd3_dir.parent / "run"
+    for sets, error in (
+        (
+            ["model.lora_rank=2", "model.lora_targets=[to_kk]"],
+            r"model.lora_targets \['to_kk'\]: 'to_kk' names no ",
+        ),
+        (
+            ["model.trainable_modules=[to_kk]"],
+            r"model.trainable_modules \['to_kk'\] matches none of the \d+ ",
+        ),
+        # with LoRA the patterns are matched against the LoRA weights' names
+        (
+            ["model.lora_rank=2", "model.trainable_modules=[norm_out]"],
+            r"\['norm_out'\] matches none of the 8 ",
+        ),
     ):
-        preflight(cfg, output_dir=sd3_dir.parent / "run")
-    # full fine-tuning attaches no LoRA: the targets are not read
-    cfg = load_config(FlowGRPOConfig, None, [f"model.path={sd3_dir}", "model.lora_targets=[to_kk]"])
-    assert preflight(cfg, output_dir=sd3_dir.parent / "run") == str(sd3_dir.resolve())
+        cfg = load_config(FlowGRPOConfig, None, [f"model.path={sd3_dir}", *sets])
+        with pytest.raises(ConfigError, match=error):
+            preflight(cfg, output_dir=run)
+    # full fine-tuning attaches no LoRA: its targets are not read
+    for sets in (
+        ["model.lora_targets=[to_kk]"],
+        ["model.lora_rank=2", "model.trainable_modules=[to_q.lora_B]"],
+    ):
+        cfg = load_config(FlowGRPOConfig, None, [f"model.path={sd3_dir}", *sets])
+        assert preflight(cfg, output_dir=run) == str(sd3_dir.resolve())
 
 
 def test_lora_init_follows_its_seed_and_the_reference_is_the_base_model(sd3_dir):

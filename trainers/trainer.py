@@ -171,8 +171,10 @@ def check_reward_names(cfg: FlowGRPOConfig) -> None:
 
 def preflight(cfg: FlowGRPOConfig, num_processes: int = 1, output_dir: str | Path | None = None) -> str:
     """Cheap checks that must fail before any model loads: the batch layout, the output folder (`output_dir`, else
-    ``log.output_dir``), reward names, prompt source, model path and LoRA target names (a local model's, from its
-    weight files' headers). Returns the resolved model path."""
+    ``log.output_dir``), reward names, prompt source, model path, and the LoRA targets and trainable_modules
+    patterns (against a local model's weight names, read from its files' headers). Returns the resolved model
+    path."""
+    from imgalign import adapters as A
     from imgalign import hub
     from imgalign.commands import check_output_folder
     from imgalign.pipelines import ModelSpec, check_model_spec
@@ -213,11 +215,15 @@ def preflight(cfg: FlowGRPOConfig, num_processes: int = 1, output_dir: str | Pat
                 f"model.family={cfg.model.family}, but model.path {cfg.model.path!r} holds a {found} pipeline (its "
                 f"model_index.json): set model.family=auto (or {found})"
             )
-    # a misspelt LoRA target was refused only once the model had loaded (minutes for SD3.5 or FLUX)
-    if cfg.model.lora_rank > 0 and Path(base).is_dir():
-        from imgalign.adapters import saved_lora_targets_error
-
-        error = saved_lora_targets_error(Path(base) / "transformer", cfg.model.lora_targets)
+    # a misspelt LoRA target or trainable_modules pattern was refused only once the model had loaded (minutes for
+    # SD3.5 or FLUX): a local model's weight names are read from its files' headers
+    saved = A.read_saved_weights(Path(base) / "transformer") if Path(base).is_dir() else None
+    if saved is not None:
+        lora = cfg.model.lora_targets if cfg.model.lora_rank > 0 else None
+        error = A.saved_lora_targets_error(saved, lora) if lora else None
+        if error is None and cfg.model.trainable_modules:
+            names = A.saved_trainable_names(saved, lora)
+            error = A.trainable_modules_error(cfg.model.trainable_modules, names)
         if error is not None:
             raise ConfigError(error)
     # a local folder as an absolute path: LoRA checkpoints record it as their base, and must load from anywhere
