@@ -101,7 +101,7 @@ def read_saved_weights(transformer_dir: str | Path) -> SavedWeights | None:
                         linear.append(".".join(parts))
     except (OSError, SafetensorError):
         return None
-    return SavedWeights(sorted(keys), modules, linear) if keys else None
+    return SavedWeights(sorted(set(keys)), modules, sorted(set(linear))) if keys else None
 
 
 def saved_lora_targets_error(saved: SavedWeights, targets: Sequence[str]) -> str | None:

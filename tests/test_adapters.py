@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 
 import pytest
 import torch
@@ -216,7 +217,7 @@ def test_bad_lora_targets_name_the_setting_and_valid_names(sd3_dir, targets, why
 
 
 def test_lora_targets_and_trainable_modules_are_checked_against_the_weight_headers_before_loading(
-    sd3_dir, flux_dir, monkeypatch
+    sd3_dir, flux_dir, monkeypatch, tmp_path
 ):
     """preflight reads the transformer's safetensors headers: a misspelt LoRA target or a trainable_modules pattern
     that matches nothing is refused as after loading (which took minutes for SD3.5 or FLUX), and nothing loads.
@@ -248,6 +249,11 @@ def test_lora_targets_and_trainable_modules_are_checked_against_the_weight_heade
         lora = sorted(n for n, _ in ad.trainable_named_parameters())
         assert saved_trainable_names(saved, ["to_q", "to_out.0"]) == lora
     assert read_saved_weights(sd3_dir / "no_such") is None  # no headers: checked after loading
+    # a variant saved beside the weights (diffusers' variant="fp16") names the same tensors: counted once
+    two = tmp_path / "two"
+    shutil.copytree(sd3_dir / "transformer", two)
+    shutil.copy(two / "diffusion_pytorch_model.safetensors", two / "diffusion_pytorch_model.fp16.safetensors")
+    assert read_saved_weights(two) == read_saved_weights(sd3_dir / "transformer")
 
     monkeypatch.setattr("imgalign.pipelines.load_pipeline", lambda *a, **k: pytest.fail("a model loaded"))
     run = sd3_dir.parent / "run"
