@@ -188,15 +188,18 @@ def test_all_in_two_processes_equals_each_component_alone(tmp_path, monkeypatch)
         assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), f
 
 
-def test_a_failing_component_does_not_stop_the_others(tmp_path, monkeypatch, capsys):
-    """t2i refuses a work folder left by a different config; the CLIP and VLM still finish, the error names t2i."""
+@pytest.mark.parametrize("jobs", ["2", "1"])
+def test_a_failing_component_does_not_stop_the_others(tmp_path, monkeypatch, capsys, jobs):
+    """t2i refuses a work folder left by a different config; the CLIP and VLM still finish, the error names t2i.
+    One process after the other (--jobs 1) did not go on to the CLIP and VLM after the first failure."""
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     torch.set_num_threads(1)
     t2i.pretrain(t2i.Config(**{**TINY["t2i"], "steps": 1}), tmp_path, progress=False)
-    args = ["world", "pretrain", "--component", "all", "--out", str(tmp_path), "--jobs", "2"]
+    args = ["world", "pretrain", "--component", "all", "--out", str(tmp_path), "--jobs", jobs]
     assert main(args + _sets("t2i") + _sets("clip") + _sets("vlm")) != 0
-    err = capsys.readouterr().err
+    out, err = capsys.readouterr()
     assert "pretraining failed for t2i" in err and "resumes" in err
+    assert "t2i: FAILED: ValueError: " in out
     assert (tmp_path / "shapes-clip" / clip_pt.WEIGHTS).is_file()
     assert (tmp_path / "shapes-vlm" / "model.safetensors").is_file()
 

@@ -273,16 +273,25 @@ def run_pretrain(args: argparse.Namespace) -> int:
                     "it away, or give another --out"
                 )
     with component_locks(out, {n: mods[n].WORK for n in names}):
-        if jobs == 1 or len(names) == 1:
-            for n in names:
-                print(f"{n}: {_pretrain_one(COMPONENTS[n], cfgs[n], str(out), True)}")
+        if len(names) == 1:
+            print(f"{names[0]}: {_pretrain_one(COMPONENTS[names[0]], cfgs[names[0]], str(out), True)}")
             return 0
-        # Several processes, each with its component's `threads` (1 by default). The components are independent
-        # and each seeds itself, so the folders equal those of sequential runs. They are submitted longest first
-        # (t2i), so one worker trains the t2i model while the other trains the CLIP, then the VLM. Only the first
-        # shows a progress bar: bars from two processes would overwrite each other.
-        print(f"training {', '.join(names)} in {min(jobs, len(names))} processes; progress bar: {names[0]}")
-        failed = pretrain_in_pool({n: (COMPONENTS[n], cfgs[n]) for n in names}, out, min(jobs, len(names)))
+        failed: dict[str, BaseException] = {}
+        if jobs == 1:  # one after the other; a failure stops only its component, as in the pool below
+            for n in names:
+                try:
+                    print(f"{n}: {_pretrain_one(COMPONENTS[n], cfgs[n], str(out), True)}")
+                except Exception as e:
+                    failed[n] = e
+                    print(f"{n}: FAILED: {type(e).__name__}: {e}")
+        else:
+            # Several processes, each with its component's `threads` (1 by default). The components are
+            # independent and each seeds itself, so the folders equal those of sequential runs. They are submitted
+            # longest first (t2i), so one worker trains the t2i model while the other trains the CLIP, then the
+            # VLM. Only the first shows a progress bar: bars from two processes would overwrite each other.
+            workers = min(jobs, len(names))
+            print(f"training {', '.join(names)} in {workers} processes; progress bar: {names[0]}")
+            failed = pretrain_in_pool({n: (COMPONENTS[n], cfgs[n]) for n in names}, out, workers)
     if failed:
         from imgalign.cli import CLIError
 
