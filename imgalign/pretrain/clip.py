@@ -17,8 +17,11 @@ batch are treated as positives of each other (:func:`multi_positive_clip_loss`),
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -260,6 +263,23 @@ def zero_shot_accuracy(
     return res
 
 
+@contextlib.contextmanager
+def quiet_random_init() -> Iterator[None]:
+    """Drop open_clip's root-logger warning "No pretrained weights loaded ... Model initialized randomly" while the
+    model to pretrain is built: pretraining starts from random weights on purpose (the warning read as a fault
+    in every ``world pretrain`` log). Other records pass."""
+
+    def keep(record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("No pretrained weights loaded for model")
+
+    root = logging.getLogger()
+    root.addFilter(keep)
+    try:
+        yield
+    finally:
+        root.removeFilter(keep)
+
+
 def _param_groups(model, weight_decay: float) -> list[dict[str, Any]]:
     decay, no_decay = [], []
     for name, p in model.named_parameters():
@@ -362,7 +382,8 @@ def pretrain(cfg: Config, out_dir: Path, progress: bool = True) -> dict[str, flo
     register(mcfg, work)
 
     torch.manual_seed(cfg.seed)
-    model, _, preprocess = open_clip.create_model_and_transforms(MODEL_NAME, device="cpu")
+    with quiet_random_init():
+        model, _, preprocess = open_clip.create_model_and_transforms(MODEL_NAME, device="cpu")
     tokenizer = open_clip.get_tokenizer(MODEL_NAME)
     n_params = sum(p.numel() for p in model.parameters())
     opt = torch.optim.AdamW(_param_groups(model, cfg.weight_decay), lr=cfg.lr, betas=(0.9, 0.98), eps=1e-6)
