@@ -103,6 +103,16 @@ def test_an_out_that_cannot_be_written_fails_before_training(tmp_path, capsys, m
         "is a model folder (it holds open_clip_config.json); give the folder that holds"
         in capsys.readouterr().err
     )
+    # a component's work folder (it holds the run's config.json) was called a model folder
+    work = tmp_path / "pt" / "t2i-work"
+    work.mkdir()
+    (work / "config.json").write_text("{}")
+    assert main(["world", "pretrain", "--component", "clip", "--out", str(work)]) == 2
+    err = capsys.readouterr().err
+    assert (
+        "is the work folder of pretraining t2i (checkpoints and caches); give the folder above it "
+        f"('{work.parent}')" in err
+    )
     # a file where a component writes a folder (its model folder, work folder, or their .tmp/.old): a bare
     # "[Errno 20] Not a directory", the CLIP's only after it had trained
     for comp, name in (
