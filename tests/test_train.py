@@ -1215,7 +1215,7 @@ def test_update_metrics_are_means_over_valid_samples_whatever_the_padding(sd3_di
 
 def test_update_metrics_keep_the_max_and_min_over_micro_batches_and_average_the_rest(sd3_dir, tmp_path):
     """An objective's ..._max / ..._min metrics are the extremes over the update's micro-batches, other metrics
-    their mean weighted by valid samples; micro-batches without a valid sample report nothing."""
+    their mean weighted by valid samples; micro-batches without a valid sample report nothing (not even a NaN)."""
     from types import SimpleNamespace
 
     from imgalign.trainers.testing import first_rollout
@@ -1226,6 +1226,9 @@ def test_update_metrics_keep_the_max_and_min_over_micro_batches_and_average_the_
     def loss(ctx, ro, mb, term, adv, valid):
         row = float(mb[0])
         mm = {"x": row, "x_max": row, "x_min": row}
+        # a mean over no valid sample is 0/0: a micro-batch without one adds nothing, NaN included
+        if row == 0:
+            mm["x"] = math.nan
         if row == 7:  # a metric only a micro-batch without a valid sample reports: reported as nothing (NaN)
             mm.update(y=row, y_max=row, y_min=row)
         return sum(p.sum() for p in tr.params) * 0.0, mm
