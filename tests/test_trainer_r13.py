@@ -246,3 +246,69 @@ def test_a_resume_restores_torchs_global_rng_as_the_uninterrupted_run_left_it(
     assert main(["train", str(path), "--resume", "auto", "--max-steps", "2"]) == 0
     assert len(drawn) == 4 and torch.equal(drawn[0], drawn[2])
     assert torch.equal(drawn[1], drawn[3])
+
+
+def test_a_checkpoint_records_how_many_prompts_were_drawn_also_after_a_resume_changed_their_number(
+    sd3_dir: Path, tmp_path: Path
+) -> None:
+    """prompt_position counts the prompts drawn so far: 2 in step 1, then 1 in step 2 of a resume with half the
+    samples is 3 (not step x prompts per step = 2, which would draw a prompt of the sequence twice)."""
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("".join(f"a photo of {n} cats\n" for n in ("one", "two", "three", "four", "five")))
+    out = tmp_path / "run"
+    cfg = _run_config(sd3_dir, out)
+    cfg["prompts"] = {"source": str(prompts)}
+    cfg["log"]["keep_last"] = 5
+    cfg["sampling"].update(samples_per_step=4, batch_size=4)
+    path = write_config(cfg, tmp_path / "c.yaml")
+    assert main(["train", str(path)]) == 0
+    argv = ["--resume", "auto", "--max-steps", "2", "--set", "sampling.samples_per_step=2"]
+    assert main(["train", str(path), *argv, "--set", "sampling.batch_size=2"]) == 0
+
+    def position(step: int) -> int:
+        state = out / "checkpoints" / f"step-00000{step}" / "trainer_state" / "state.json"
+        return json.loads(state.read_text())["prompt_position"]
+
+    assert (position(1), position(2)) == (2, 3)
+
+
+def test_a_run_gives_its_trackers_the_flat_config_and_each_rows_metrics_and_finishes_them(
+    sd3_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The trackers log.trackers names are started with the run's config (dotted keys), get every step's metrics
+    under the step of its metrics.jsonl row, and are finished at the end (tensorboard flushes its files then)."""
+    from accelerate.tracking import GeneralTracker
+
+    from imgalign.trainers.trainer import FlowGRPOTrainer
+
+    class Recorder(GeneralTracker):
+        name = "recorder"
+        requires_logging_directory = False
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.config: dict[str, Any] = {}
+            self.rows: list[tuple[int | None, dict[str, float]]] = []
+            self.finished = False
+
+        @property
+        def tracker(self) -> Any:
+            return self
+
+        def store_init_configuration(self, values: dict[str, Any]) -> None:
+            self.config = dict(values)
+
+        def log(self, values: dict[str, float], step: int | None = None, **kwargs: Any) -> None:
+            self.rows.append((step, dict(values)))
+
+        def finish(self) -> None:
+            self.finished = True
+
+    rec = Recorder()
+    monkeypatch.setattr(FlowGRPOTrainer, "_trackers", lambda self: [rec])
+    out = tmp_path / "run"
+    assert main(["train", str(write_config(_run_config(sd3_dir, out, steps=2), tmp_path / "c.yaml"))]) == 0
+    assert rec.config["train.lr"] == 1e-3 and rec.config["sampling.group_size"] == 2
+    assert [s for s, _ in rec.rows] == [r["step"] for r in metric_rows(out)] == [1, 2]
+    assert rec.rows[1][1]["train/lr"] == metric_rows(out)[1]["train/lr"]
+    assert rec.finished
