@@ -52,3 +52,14 @@ def test_a_quoted_string_value_reads_back_as_itself_from_its_key_text() -> None:
     for value in ("'q'", '"q"', "q", "007", "true"):
         assert _option_value(_key_text(value)) == value
     assert _key_text("'q'") == "\"'q'\""
+
+
+def test_register_reward_lists_the_reward_with_its_description(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`imgalign rewards list` shows each reward's one-line description as registered, by name."""
+    import imgalign.rewards.base as base
+
+    monkeypatch.setattr(base, "_REGISTRY", dict(base._REGISTRY))
+    base.register_reward("my_listed", "scores how listed an image is")(base.FunctionReward)
+    listed = base.list_rewards()
+    assert listed["my_listed"] == "scores how listed an image is"
+    assert list(listed) == sorted(listed)
