@@ -653,12 +653,12 @@ class FlowGRPOTrainer:
                 metrics = self.train_step(step)
             except Exception:
                 if self.is_main:
-                    last = C.latest_checkpoint(self.out)
+                    newest = C.latest_checkpoint(self.out)
                     log.error(
                         "step %d failed (the error follows); the checkpoints written so far are whole (the last: "
                         "%s): fix the cause, then add --resume auto to the same command to continue",
                         step + 1,
-                        last if last is not None else "none yet, so the run starts again",
+                        newest if newest is not None else "none yet, so the run starts again",
                     )
                 raise
             metrics["perf/sec_step"] = time.perf_counter() - t0
