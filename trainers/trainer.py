@@ -26,6 +26,7 @@ import os
 import shutil
 import time
 from collections import defaultdict
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -143,6 +144,62 @@ def check_launch(world_size_env: str | None, num_processes: int) -> None:
             "(ACCELERATE_USE_CPU=true accelerate launch --multi_gpu --num_processes N -m imgalign train ...); on "
             "GPUs check that every process sees one (CUDA_VISIBLE_DEVICES)"
         )
+
+
+def _env_flag(env: Mapping[str, str], name: str) -> bool:
+    return env.get(name, "").lower() in ("1", "true", "yes")
+
+
+def accelerator_failure(err: Exception, env: Mapping[str, str]) -> ConfigError:
+    """accelerate refusing the launch it was given (FSDP on CPUs, DeepSpeed not installed) as one error that names
+    the launch and what to do, instead of a traceback from inside ``Accelerator()`` on every process."""
+    if _env_flag(env, "ACCELERATE_USE_FSDP"):
+        kind, hint = (
+            "FSDP",
+            "examples/accelerate/fsdp.yaml is set up for GPUs; on CPUs launch with "
+            "examples/accelerate/cpu_2proc.yaml and ACCELERATE_USE_CPU=true (or set fsdp_sync_module_states: false "
+            "and fsdp_cpu_ram_efficient_loading: false in the file's fsdp_config)",
+        )
+    elif _env_flag(env, "ACCELERATE_USE_DEEPSPEED"):
+        kind, hint = (
+            "DeepSpeed",
+            "examples/accelerate/deepspeed_zero2.yaml is for GPUs with deepspeed installed (pip install deepspeed); "
+            "on CPUs launch with examples/accelerate/cpu_2proc.yaml and ACCELERATE_USE_CPU=true",
+        )
+    else:
+        kind, hint = "the launch", "check the accelerate launch flags or its --config_file"
+    return ConfigError(f"accelerate could not set up {kind}: {str(err).rstrip('.')}. {hint}")
+
+
+def check_accelerator(
+    configured: str, device_type: str, grad_accum: int, deepspeed: bool, launched: str | None
+) -> str | None:
+    """What accelerate made of the run's settings and the launcher's: an error for what would silently train
+    otherwise than asked, a warning (returned) for launcher settings the training config overrides.
+
+    ``configured`` is ``train.mixed_precision``, ``launched`` the launcher's (``ACCELERATE_MIXED_PRECISION``, from
+    ``accelerate launch --mixed_precision`` or its config file), ``grad_accum`` accelerate's gradient accumulation
+    steps (``ACCELERATE_GRADIENT_ACCUMULATION_STEPS``)."""
+    if configured == "fp16" and device_type == "cpu":
+        raise ConfigError(
+            "train.mixed_precision=fp16 does nothing on the CPU (accelerate autocasts to float16 on GPUs only), so "
+            "the run would train in float32, and a model.dtype=float16 model would fail in its first forward: "
+            "set train.mixed_precision=bf16 (CPU autocast, with model.dtype bfloat16 or float32) or no"
+        )
+    if grad_accum != 1 and not deepspeed:
+        raise ConfigError(
+            f"accelerate's gradient accumulation is set (ACCELERATE_GRADIENT_ACCUMULATION_STEPS={grad_accum}) and "
+            f"would divide every gradient by {grad_accum}: imgalign accumulates its micro-batches itself "
+            "(train.micro_batch_size, train.updates_per_step), so unset it (unset "
+            "ACCELERATE_GRADIENT_ACCUMULATION_STEPS, no --gradient_accumulation_steps)"
+        )
+    if launched in ("bf16", "fp16") and launched != configured:
+        return (
+            f"the launch asks for mixed precision {launched} (accelerate launch --mixed_precision or its "
+            f"--config_file), and the run trains with the training config's train.mixed_precision={configured}; "
+            f"add --set train.mixed_precision={launched} to train in {launched}"
+        )
+    return None
 
 
 def check_reward_names(cfg: FlowGRPOConfig) -> None:
@@ -272,19 +329,31 @@ class FlowGRPOTrainer:
     # ------------------------------------------------------------------------------------------------ setup
     def setup(self, resume: str | None = None) -> None:
         from accelerate import Accelerator
-        from accelerate.utils import DistributedDataParallelKwargs
+        from accelerate.utils import DistributedDataParallelKwargs, DistributedType
 
         from imgalign.adapters import load_adapter
 
         cfg = self.cfg
         trackers = self._trackers()
-        self.acc = Accelerator(
-            mixed_precision=cfg.train.mixed_precision,
-            log_with=trackers or None,
-            project_dir=str(self.out),
-            kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=False)],
-        )
+        try:
+            self.acc = Accelerator(
+                mixed_precision=cfg.train.mixed_precision,
+                log_with=trackers or None,
+                project_dir=str(self.out),
+                kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=False)],
+            )
+        except (RuntimeError, ImportError) as e:
+            raise accelerator_failure(e, os.environ) from e
         check_launch(os.environ.get("WORLD_SIZE"), self.acc.num_processes)
+        launch_warning = check_accelerator(
+            cfg.train.mixed_precision,
+            self.acc.device.type,
+            self.acc.gradient_accumulation_steps,
+            self.acc.distributed_type == DistributedType.DEEPSPEED,
+            os.environ.get("ACCELERATE_MIXED_PRECISION"),
+        )
+        if launch_warning and self.acc.is_main_process:
+            log.warning("%s", launch_warning)
         self.layout = check_batch_layout(cfg, self.acc.num_processes)
         self.is_main = self.acc.is_main_process
         self.rank, self.world = self.acc.process_index, self.acc.num_processes

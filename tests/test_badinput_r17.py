@@ -1,0 +1,124 @@
+"""Bad-input round 17: `imgalign train` under the accelerate launch configs of examples/accelerate/ on CPUs,
+`--resume` with edited or mismatched checkpoints, and tiny FLUX / SD3 pipeline folders through the CLI."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from imgalign.cli import main
+from imgalign.config import ConfigError
+from imgalign.trainers.testing import write_config
+from imgalign.trainers.trainer import accelerator_failure, check_accelerator
+
+torch.set_num_threads(1)
+
+
+def _one_step_run(model: Path, out: Path) -> dict:
+    """A one-step training config of a tiny pipeline (two samples, two steps, no evaluation or samples)."""
+    return {
+        "model": {"path": str(model)},
+        "prompts": {"source": "shapes", "tasks": ["single_object"]},
+        "sampling": {"num_steps": 2, "group_size": 2, "samples_per_step": 2, "batch_size": 2},
+        "rewards": {"names": ["imgalign.trainers.testing:red_reward"]},
+        "train": {"max_steps": 1, "lr": 1e-3, "micro_batch_size": 2},
+        "eval": {"every": -1},
+        "log": {"output_dir": str(out), "sample_every": 0, "trackers": "none", "progress": False},
+    }
+
+
+def test_fsdp_or_deepspeed_that_accelerate_refuses_is_one_line_naming_the_launch(
+    sd3_dir, tmp_path, capsys, monkeypatch
+):
+    """examples/accelerate/fsdp.yaml launched on CPUs (ACCELERATE_USE_CPU=true) died on every process with a
+    traceback from inside Accelerator() ("FSDP parameter initialization with sync_module_states=True is not
+    supported on cpu"); DeepSpeed asked for without deepspeed installed likewise. Now one line names the launch and
+    the CPU config to use instead, and nothing is written."""
+    out = tmp_path / "run"
+    path = write_config(_one_step_run(sd3_dir, out), tmp_path / "c.yaml")
+    monkeypatch.setenv("ACCELERATE_USE_FSDP", "true")
+
+    def refuse(
+        **kwargs: object,
+    ) -> None:  # one process does not build FSDP's plugin: accelerate's error, as raised
+        raise RuntimeError(
+            "FSDP parameter initialization with `sync_module_states=True` is not supported on cpu."
+        )
+
+    monkeypatch.setattr("accelerate.Accelerator", refuse)
+    assert main(["train", str(path)]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "imgalign train: error: accelerate could not set up FSDP: FSDP parameter initialization" in err
+    assert "on CPUs launch with examples/accelerate/cpu_2proc.yaml and ACCELERATE_USE_CPU=true" in err
+    assert not out.exists()
+    # the message's parts for DeepSpeed, and for anything else accelerate refuses
+    ds = str(
+        accelerator_failure(ImportError("DeepSpeed is not installed."), {"ACCELERATE_USE_DEEPSPEED": "true"})
+    )
+    assert (
+        ds.startswith("accelerate could not set up DeepSpeed: DeepSpeed is not installed. ") and "pip" in ds
+    )
+    other = str(accelerator_failure(RuntimeError("port in use"), {}))
+    assert (
+        other
+        == "accelerate could not set up the launch: port in use. check the accelerate launch flags or its --config_file"
+    )
+
+
+def test_fp16_on_the_cpu_is_refused_instead_of_training_in_float32(sd3_dir, tmp_path, capsys):
+    """train.mixed_precision=fp16 on the CPU trained in float32 without a word (accelerate autocasts to float16 on
+    GPUs only; the same gradient norm as `no`), and with model.dtype=float16 died in the first forward with a
+    conv2d traceback ("Input type (c10::Half) and bias type (float) should be the same")."""
+    out = tmp_path / "run"
+    path = write_config(_one_step_run(sd3_dir, out), tmp_path / "c.yaml")
+    for extra in ([], ["--set", "model.dtype=float16"]):
+        assert main(["train", str(path), "--set", "train.mixed_precision=fp16", *extra]) == 2
+        err = " ".join(capsys.readouterr().err.split())
+        assert (
+            "train.mixed_precision=fp16 does nothing on the CPU" in err
+            and "set train.mixed_precision=bf16" in err
+        )
+    assert not out.exists()
+    with pytest.raises(ConfigError, match="fp16 does nothing on the CPU"):
+        check_accelerator("fp16", "cpu", 1, False, None)
+    assert check_accelerator("fp16", "cuda", 1, False, "fp16") is None
+    assert check_accelerator("bf16", "cpu", 1, False, "bf16") is None
+
+
+def test_accelerates_gradient_accumulation_is_refused_outside_deepspeed(
+    sd3_dir, tmp_path, capsys, monkeypatch
+):
+    """ACCELERATE_GRADIENT_ACCUMULATION_STEPS=4 (accelerate's own accumulation) made accelerator.backward divide
+    every micro-batch's loss by 4: the run trained with a quarter of the gradient (train/grad_norm 182 instead of
+    730), silently. The trainer accumulates its micro-batches itself."""
+    out = tmp_path / "run"
+    path = write_config(_one_step_run(sd3_dir, out), tmp_path / "c.yaml")
+    monkeypatch.setenv("ACCELERATE_GRADIENT_ACCUMULATION_STEPS", "4")
+    assert main(["train", str(path)]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "ACCELERATE_GRADIENT_ACCUMULATION_STEPS=4) and would divide every gradient by 4" in err
+    assert not out.exists()
+    # DeepSpeed scales the loss by its own accumulation steps (examples/README.md says to set them)
+    assert check_accelerator("no", "cuda", 4, True, "no") is None
+
+
+def test_a_launchers_mixed_precision_that_the_config_overrides_is_named(
+    sd3_dir, tmp_path, caplog, monkeypatch
+):
+    """`accelerate launch --mixed_precision bf16` (or the bf16 of examples/accelerate/fsdp.yaml and
+    deepspeed_zero2.yaml) was silently overridden by train.mixed_precision (no, by default): the run trained in
+    float32. A warning now says so and how to train in bf16."""
+    out = tmp_path / "run"
+    path = write_config(_one_step_run(sd3_dir, out), tmp_path / "c.yaml")
+    monkeypatch.setenv("ACCELERATE_MIXED_PRECISION", "bf16")
+    with caplog.at_level("WARNING", logger="imgalign"):
+        assert main(["train", str(path)]) == 0
+    (msg,) = [
+        r.getMessage() for r in caplog.records if "the launch asks for mixed precision" in r.getMessage()
+    ]
+    assert "train.mixed_precision=no" in msg and "add --set train.mixed_precision=bf16" in msg
+    # the launcher's default (no) and the same precision say nothing
+    assert check_accelerator("bf16", "cpu", 1, False, "no") is None
+    assert check_accelerator("bf16", "cpu", 1, False, "bf16") is None
