@@ -122,3 +122,33 @@ def test_a_launchers_mixed_precision_that_the_config_overrides_is_named(
     # the launcher's default (no) and the same precision say nothing
     assert check_accelerator("bf16", "cpu", 1, False, "no") is None
     assert check_accelerator("bf16", "cpu", 1, False, "bf16") is None
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("{}", "it has no 'step'"),
+        ('{"step": 2, "config_hash": "x"}', "it has no 'num_processes'"),
+        (
+            '{"step": "two", "num_processes": 1, "config_hash": "x"}',
+            "its 'step' is 'two', not a whole number",
+        ),
+        ("[]", "it holds a JSON list, not an object"),
+    ],
+)
+def test_a_state_json_without_what_a_resume_reads_is_a_damaged_checkpoint(
+    sd3_dir, tmp_path, capsys, text, why
+):
+    """A trainer_state/state.json that parses but is not the trainer's (hand-edited, emptied to {}) stopped
+    `--resume` with "imgalign train: error: num_processes", "invalid literal for int() with base 10: 'two'" or a
+    TypeError traceback. It is now named as damaged, with the run's earlier checkpoint to resume from."""
+    old = tmp_path / "old" / "checkpoints"
+    for step, body in ((1, '{"step": 1, "num_processes": 1, "config_hash": "x"}'), (2, text)):
+        (old / f"step-00000{step}" / "trainer_state").mkdir(parents=True)
+        (old / f"step-00000{step}" / "trainer_state" / "state.json").write_text(body)
+    out = tmp_path / "run"
+    path = write_config(_one_step_run(sd3_dir, out), tmp_path / "c.yaml")
+    assert main(["train", str(path), "--resume", str(old / "step-000002")]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"{old / 'step-000002' / 'trainer_state' / 'state.json'} cannot be read (ValueError: {why})" in err
+    assert f"checkpoint {old / 'step-000002'} is damaged" in err and f"--resume {old / 'step-000001'}" in err

@@ -355,8 +355,36 @@ def remove_leftovers(run_dir: str | Path) -> None:
                 os.replace(p, final)
 
 
-def read_state(ckpt: Path) -> dict[str, Any]:
-    return read_json(ckpt / "trainer_state" / "state.json")
+# the keys of trainer_state/state.json a resume reads, each with its type; the others are read with defaults
+STATE_KEYS: dict[str, type] = {"step": int, "num_processes": int, "config_hash": str}
+
+
+def state_problem(state: Any, needs: tuple[str, ...] = ("step",)) -> str | None:
+    """What makes a parsed state.json other than the object the trainer writes (a hand edit, a file of another
+    program), or None: it must hold the keys `needs`, and the keys of :data:`STATE_KEYS` it holds must have their
+    types. A resume read ``state["num_processes"]`` and ``int(state["step"])`` from it unchecked and failed with a
+    bare key name, an int() message or a TypeError traceback."""
+    if not isinstance(state, dict):
+        return f"it holds a JSON {type(state).__name__}, not an object"
+    for key in needs:
+        if key not in state:
+            return f"it has no {key!r}"
+    for key, kind in STATE_KEYS.items():
+        value = state.get(key, kind())
+        if not isinstance(value, kind) or isinstance(value, bool) or (kind is int and value < 0):
+            return f"its {key!r} is {value!r}, not {'a whole number' if kind is int else 'a string'}"
+    return None
+
+
+def read_state(ckpt: Path, needs: tuple[str, ...] = ("step",)) -> dict[str, Any]:
+    """A checkpoint's trainer_state/state.json, holding the keys `needs`; a damaged one, or one without them, raises
+    :class:`CheckpointReadError` naming it and the checkpoint to resume from instead."""
+    path = ckpt / "trainer_state" / "state.json"
+    state = read_json(path)
+    why = state_problem(state, needs)
+    if why is not None:
+        raise _unreadable(path, ValueError(why))
+    return state
 
 
 def load_tensors(path: Path) -> dict[str, torch.Tensor]:

@@ -616,7 +616,7 @@ class FlowGRPOTrainer:
         ckpt = self.resume_from
         if ckpt is None:
             return
-        state = C.read_state(ckpt)
+        state = C.read_state(ckpt, ("step", "num_processes"))
         if state["num_processes"] != self.world:
             raise ConfigError(
                 f"checkpoint {ckpt} was written by {state['num_processes']} processes; resume with the same number"
@@ -665,7 +665,7 @@ class FlowGRPOTrainer:
                 "checkpoint of another run folder: continue the run in that folder with --resume auto, or give a new "
                 "--output-dir to start another run from that checkpoint"
             )
-        step = int(json.loads((ckpt / "trainer_state" / "state.json").read_text())["step"])
+        step = C.read_state(ckpt)["step"]
         logged = [k for k, _ in _step_rows(self.out / "metrics.jsonl")]
         if any(k <= step for k in logged):
             raise ConfigError(
@@ -1276,7 +1276,7 @@ class FlowGRPOTrainer:
 
     def _load(self, ckpt: Path) -> None:
         st = ckpt / "trainer_state"
-        state = C.read_state(ckpt)
+        state = C.read_state(ckpt, ("step", "config_hash"))
         if state["config_hash"] != config_hash(self.cfg):
             # the config the checkpoint was trained with (checkpoints before it was saved there: the run's, when
             # the checkpoint is still in its run's checkpoints/ folder; a moved one has none to compare with)
