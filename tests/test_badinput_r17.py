@@ -152,3 +152,31 @@ def test_a_state_json_without_what_a_resume_reads_is_a_damaged_checkpoint(
     err = " ".join(capsys.readouterr().err.split())
     assert f"{old / 'step-000002' / 'trainer_state' / 'state.json'} cannot be read (ValueError: {why})" in err
     assert f"checkpoint {old / 'step-000002'} is damaged" in err and f"--resume {old / 'step-000001'}" in err
+
+
+def test_a_checkpoint_folder_given_as_the_output_folder_is_refused(sd3_dir, tmp_path, capsys):
+    """`--output-dir RUN/checkpoints/step-N --resume auto` (a checkpoint where a run folder belongs) found no
+    checkpoint "under" it, started a new run from the base model without a warning and wrote its config, logs and
+    checkpoints into the checkpoint folder. A checkpoint folder, and a run's checkpoints/ folder, are refused."""
+    from imgalign.trainers.checkpoint import inside_run
+
+    run = tmp_path / "run"
+    ckpt = run / "checkpoints" / "step-000002"
+    (ckpt / "trainer_state").mkdir(parents=True)
+    (ckpt / "trainer_state" / "state.json").write_text('{"step": 2, "num_processes": 1, "config_hash": "x"}')
+    path = write_config(_one_step_run(sd3_dir, tmp_path / "unused"), tmp_path / "c.yaml")
+    for given, part in (
+        (ckpt, "a checkpoint folder"),
+        (run / "checkpoints", "the checkpoints folder of a run"),
+    ):
+        for resume in (["--resume", "auto"], []):
+            assert main(["train", str(path), "--output-dir", str(given), *resume]) == 2
+            err = " ".join(capsys.readouterr().err.split())
+            assert f"--output-dir {str(given)!r} is {part}, not a run folder" in err
+            assert f"continue the run with --output-dir {str(run)!r} --resume auto" in err
+    assert sorted(p.name for p in ckpt.iterdir()) == ["trainer_state"]
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-000002"]
+    # a run folder of the user's named checkpoints, beside their training config, is a run folder
+    (tmp_path / "proj" / "checkpoints").mkdir(parents=True)
+    (tmp_path / "proj" / "config.yaml").write_text("model: {path: shapes}\n")
+    assert inside_run(tmp_path / "proj" / "checkpoints") is None and inside_run(run) is None

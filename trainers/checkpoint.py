@@ -57,6 +57,22 @@ def list_checkpoints(run_dir: str | Path) -> list[Path]:
     return sorted(found, key=lambda p: int(STEP_RE.match(p.name).group(1)))  # type: ignore[union-attr]
 
 
+def inside_run(path: str | Path) -> str | None:
+    """Why folder `path` is a part of a training run rather than a run folder, or None: a checkpoint
+    (``trainer_state/`` inside, or ``checkpoints/step-N``), or a run's ``checkpoints/`` folder. A run given one of
+    them as its output folder started a new run from the base model inside it, next to the weights."""
+    path = Path(path)
+    if not path.is_dir():
+        return None
+    if (path / "trainer_state").is_dir() or (
+        path.parent.name == "checkpoints" and (STEP_RE.match(path.name) or SUPERSEDED_RE.match(path.name))
+    ):
+        return "a checkpoint folder"
+    if path.name == "checkpoints" and list_checkpoints(path.parent):
+        return "the checkpoints folder of a run"
+    return None
+
+
 def incomplete_after(run_dir: str | Path, ckpt: Path | None) -> list[Path]:
     """The ``step-N`` folders of a run later than checkpoint `ckpt` (all of them when None) that are not complete
     checkpoints (no ``trainer_state/state.json``), oldest first: what :func:`list_checkpoints` passes over."""

@@ -241,6 +241,15 @@ def preflight(cfg: FlowGRPOConfig, num_processes: int = 1, output_dir: str | Pat
         check_output_folder(Path(output_dir or cfg.log.output_dir), "--output-dir")
     except ValueError as e:
         raise ConfigError(str(e)) from None
+    out = Path(output_dir or cfg.log.output_dir)
+    part = C.inside_run(out)
+    if part is not None:
+        run = out.parent.parent if part == "a checkpoint folder" else out.parent
+        raise ConfigError(
+            f"--output-dir {str(out)!r} is {part}, not a run folder: continue the run with --output-dir "
+            f"{str(run)!r} --resume auto, or start a new run from a checkpoint with --resume CHECKPOINT and a new "
+            "--output-dir"
+        )
     check_reward_names(cfg)
     check_prompt_source(cfg.prompts.source)
     base_part, plus, overlay_part = cfg.model.path.partition("+")
