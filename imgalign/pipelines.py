@@ -88,6 +88,19 @@ def overlay_kind(path: Path) -> str:
     )
 
 
+# the components an SD3 or FLUX pipeline generates with; of the others, SD3's T5 (text_encoder_3, tokenizer_3: the
+# shapes model has none) and the IP-adapter parts may be saved as null
+NEEDED_COMPONENTS = (
+    "transformer",
+    "vae",
+    "scheduler",
+    "text_encoder",
+    "tokenizer",
+    "text_encoder_2",
+    "tokenizer_2",
+)
+
+
 def check_pipeline_folder(path: Path) -> None:
     """Raise :class:`IncompleteModelError` naming what is missing from a diffusers pipeline folder."""
     path = Path(path)
@@ -125,6 +138,17 @@ def check_pipeline_folder(path: Path) -> None:
             f"`save_pretrained`, an embedded name (shapes) or BASE+OVERLAY{hint}"
         )
     spec = json.loads(index.read_text())
+    # saved without a part it cannot generate without (from_pretrained(..., text_encoder_2=None), then
+    # save_pretrained): the first prompt failed with "'NoneType' object has no attribute 'tokenize'"
+    nulled = [
+        n for n in NEEDED_COMPONENTS if isinstance(spec.get(n), list) and spec[n] and spec[n][0] is None
+    ]
+    if nulled:
+        raise IncompleteModelError(
+            f"model folder {str(path)!r} was saved without its {', '.join(nulled)} (null in its model_index.json), "
+            f"which its {spec.get('_class_name', 'pipeline')} needs to generate: save the pipeline again with "
+            "every component loaded (only SD3's T5, text_encoder_3 and tokenizer_3, may be left out)"
+        )
     missing = []
     for name, value in spec.items():
         if name.startswith("_") or not isinstance(value, list) or value[0] is None:

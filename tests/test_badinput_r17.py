@@ -180,3 +180,40 @@ def test_a_checkpoint_folder_given_as_the_output_folder_is_refused(sd3_dir, tmp_
     (tmp_path / "proj" / "checkpoints").mkdir(parents=True)
     (tmp_path / "proj" / "config.yaml").write_text("model: {path: shapes}\n")
     assert inside_run(tmp_path / "proj" / "checkpoints") is None and inside_run(run) is None
+
+
+@pytest.mark.parametrize(("family", "gone"), [("flux", ["text_encoder_2", "tokenizer_2"]), ("sd3", ["vae"])])
+def test_a_pipeline_saved_without_a_part_it_generates_with_is_named(sd3_dir, tmp_path, capsys, family, gone):
+    """A FLUX pipeline saved without its T5 (from_pretrained(..., text_encoder_2=None), then save_pretrained: null in
+    model_index.json) passed the folder check as SD3's optional T5 does, and `imgalign train`, `eval` and `grid`
+    died at the first prompt with "'NoneType' object has no attribute 'tokenize'" (an SD3 one without its VAE:
+    "... no attribute 'config'"). Now each command names the parts before any model loads."""
+    import json
+    import shutil
+
+    from imgalign.trainers.testing import tiny_flux_pipeline
+
+    model = tmp_path / "model"
+    if family == "flux":
+        tiny_flux_pipeline(model)
+    else:
+        shutil.copytree(sd3_dir, model)
+    index = json.loads((model / "model_index.json").read_text())
+    for name in gone:
+        index[name] = [None, None]
+        shutil.rmtree(model / name)
+    (model / "model_index.json").write_text(json.dumps(index))
+    cfg = write_config(_one_step_run(model, tmp_path / "run"), tmp_path / "c.yaml")
+    commands = {
+        "train": ["train", str(cfg)],
+        "eval": ["eval", "--model", str(model), "--images-per-prompt", "1", "--out", str(tmp_path / "ev")],
+        "grid": ["grid", "--model", f"a={model}", "--prompt", "a red cube", "--out", str(tmp_path / "g.png")],
+    }
+    for name, argv in commands.items():
+        assert main(argv) == 2, name
+        err = " ".join(capsys.readouterr().err.split())
+        assert (
+            f"imgalign {name}: error: model folder {str(model)!r} was saved without its {', '.join(gone)}"
+            in err
+        )
+    assert not (tmp_path / "run").exists() and not (tmp_path / "g.png").exists()
