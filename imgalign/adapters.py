@@ -276,6 +276,10 @@ class FlowAdapter:
     def uses_cfg(self, guidance_scale: float) -> bool:
         return guidance_scale > 1.0
 
+    def reads_guidance(self) -> bool:
+        """Whether a guidance scale changes what the model samples (CFG above 1, or a guidance embedding)."""
+        return True
+
     def negative_cond(self, n: int) -> Cond:
         return self.encode([""] * n)
 
@@ -501,6 +505,9 @@ class FluxAdapter(FlowAdapter):
 
     def uses_cfg(self, guidance_scale: float) -> bool:
         return False  # FLUX.1-dev/schnell: guidance is distilled into an embedding (no true CFG)
+
+    def reads_guidance(self) -> bool:
+        return bool(self.transformer.config.guidance_embeds)  # FLUX.1-schnell has none
 
     def _grid(self) -> tuple[int, int]:
         f = self.vae_scale_factor

@@ -217,3 +217,24 @@ def test_a_pipeline_saved_without_a_part_it_generates_with_is_named(sd3_dir, tmp
             in err
         )
     assert not (tmp_path / "run").exists() and not (tmp_path / "g.png").exists()
+
+
+def test_a_guidance_scale_for_a_flux_model_without_guidance_embedding_is_named(tmp_path, caplog):
+    """sampling.guidance_scale=3.5 (the FLUX.1-dev recipe's) on a FLUX.1-schnell-like transformer (no guidance
+    embedding) trained without a word: neither the adapter nor FluxPipeline reads it. A warning now says so; the
+    default (1, no guidance) says nothing."""
+    from imgalign.config import load_config
+    from imgalign.trainers.config import FlowGRPOConfig
+    from imgalign.trainers.testing import tiny_flux_pipeline
+    from imgalign.trainers.trainer import guidance_settings
+
+    model = tiny_flux_pipeline(tmp_path / "schnell", guidance_embeds=False)
+    cfg = _one_step_run(model, tmp_path / "run")
+    cfg["sampling"]["guidance_scale"] = 3.5
+    with caplog.at_level("WARNING", logger="imgalign"):
+        assert main(["train", str(write_config(cfg, tmp_path / "c.yaml"))]) == 0
+    (msg,) = [r.getMessage() for r in caplog.records if "has no guidance embedding" in r.getMessage()]
+    assert f"model.path {str(model)!r}" in msg and "so sampling.guidance_scale=3.5 changes nothing" in msg
+    assert guidance_settings(load_config(FlowGRPOConfig, None, [])) == {}
+    both = load_config(FlowGRPOConfig, None, ["sampling.guidance_scale=2", "eval.guidance_scale=3"])
+    assert guidance_settings(both) == {"sampling.guidance_scale": 2.0, "eval.guidance_scale": 3.0}

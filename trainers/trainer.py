@@ -202,6 +202,15 @@ def check_accelerator(
     return None
 
 
+def guidance_settings(cfg: FlowGRPOConfig) -> dict[str, float]:
+    """The guidance scales the config sets to other than "no guidance" (1; eval's -1 takes the policy's)."""
+    found = {
+        "sampling.guidance_scale": cfg.sampling.guidance_scale,
+        "eval.guidance_scale": cfg.eval.guidance_scale,
+    }
+    return {k: v for k, v in found.items() if v not in (1.0, -1.0)}
+
+
 def check_reward_names(cfg: FlowGRPOConfig) -> None:
     """Every reward of ``rewards.names`` is known, allowed in training with its options, and given once (no model
     loads; ``train --print-config`` runs it too)."""
@@ -418,6 +427,14 @@ class FlowGRPOTrainer:
             max_sequence_length=cfg.model.max_sequence_length or None,
         )
         a = self.adapter
+        unread = [f"{k}={v}" for k, v in guidance_settings(cfg).items()] if not a.reads_guidance() else []
+        if self.is_main and unread:  # FluxPipeline ignores them too, silently
+            log.warning(
+                "model.path %r has no guidance embedding (a FLUX.1-schnell-like transformer), so %s changes "
+                "nothing: it samples and evaluates without guidance",
+                cfg.model.path,
+                " and ".join(unread),
+            )
         if cfg.model.lora_rank > 0:
             a.add_lora(
                 cfg.model.lora_rank,
