@@ -238,3 +238,18 @@ def test_a_guidance_scale_for_a_flux_model_without_guidance_embedding_is_named(t
     assert guidance_settings(load_config(FlowGRPOConfig, None, [])) == {}
     both = load_config(FlowGRPOConfig, None, ["sampling.guidance_scale=2", "eval.guidance_scale=3"])
     assert guidance_settings(both) == {"sampling.guidance_scale": 2.0, "eval.guidance_scale": 3.0}
+
+
+def test_more_than_512_t5_tokens_is_refused_before_the_model_loads():
+    """model.max_sequence_length=1024 trained a FLUX (or SD3) model on a text length its pipeline refuses to sample
+    with ("cannot be greater than 512"), without a word; `imgalign grid --max-sequence-length` refused it already."""
+    from imgalign.config import load_config
+    from imgalign.trainers.config import FlowGRPOConfig
+
+    with pytest.raises(
+        ConfigError, match="model.max_sequence_length=1024: the SD3 and FLUX pipelines take at most 512"
+    ):
+        load_config(FlowGRPOConfig, None, ["model.max_sequence_length=1024"])
+    assert (
+        load_config(FlowGRPOConfig, None, ["model.max_sequence_length=512"]).model.max_sequence_length == 512
+    )

@@ -66,6 +66,12 @@ class ModelConfig:
                 raise ConfigError(
                     f"model.{name} must be >= 0 (0 = the model's default), got {getattr(self, name)}"
                 )
+        # more trained silently, on a length no pipeline samples the checkpoint with (`grid` refuses it too)
+        if self.max_sequence_length > 512:
+            raise ConfigError(
+                f"model.max_sequence_length={self.max_sequence_length}: the SD3 and FLUX pipelines take at most 512 "
+                "T5 tokens (and refuse more when sampling); set 512 or less (0 = the model's default)"
+            )
         # a negative alpha scales the LoRA update by a negative factor; inf times the zero-initialised B made
         # every LoRA layer's output NaN from the first rollout
         if not 0 <= self.lora_alpha < math.inf:
