@@ -119,6 +119,10 @@ def test_a_launchers_mixed_precision_that_the_config_overrides_is_named(
         r.getMessage() for r in caplog.records if "the launch asks for mixed precision" in r.getMessage()
     ]
     assert "train.mixed_precision=no" in msg and "add --set train.mixed_precision=bf16" in msg
+    # a launcher's fp16 on the CPU: the advice is not the setting that the CPU refuses
+    cpu_fp16 = check_accelerator("no", "cpu", 1, False, "fp16")
+    assert cpu_fp16 is not None and "fp16 does nothing on the CPU" in cpu_fp16 and "--set" not in cpu_fp16
+    assert "add --set train.mixed_precision=fp16" in str(check_accelerator("no", "cuda", 1, False, "fp16"))
     # the launcher's default (no) and the same precision say nothing
     assert check_accelerator("bf16", "cpu", 1, False, "no") is None
     assert check_accelerator("bf16", "cpu", 1, False, "bf16") is None

@@ -194,10 +194,15 @@ def check_accelerator(
             "ACCELERATE_GRADIENT_ACCUMULATION_STEPS, no --gradient_accumulation_steps)"
         )
     if launched in ("bf16", "fp16") and launched != configured:
+        todo = (
+            "fp16 does nothing on the CPU (train.mixed_precision=bf16 autocasts there)"
+            if launched == "fp16" and device_type == "cpu"
+            else f"add --set train.mixed_precision={launched} to train in {launched}"
+        )
         return (
             f"the launch asks for mixed precision {launched} (accelerate launch --mixed_precision or its "
             f"--config_file), and the run trains with the training config's train.mixed_precision={configured}; "
-            f"add --set train.mixed_precision={launched} to train in {launched}"
+            + todo
         )
     return None
 
