@@ -152,6 +152,11 @@ def test_resume_of_a_file_or_a_missing_path_says_which(tmp_path: Path) -> None:
         tr._resolve_resume(str(file))
     with pytest.raises(FileNotFoundError, match="'nowhere' does not exist: give 'auto'"):
         tr._resolve_resume("nowhere")
+    # the checkpoint's own trainer_state/ folder (it said "no complete checkpoint there"): its checkpoint
+    ckpt = tmp_path / "run" / "checkpoints" / "step-000002"
+    (ckpt / "trainer_state").mkdir(parents=True)
+    (ckpt / "trainer_state" / "state.json").write_text("{}")
+    assert tr._resolve_resume(str(ckpt / "trainer_state")) == ckpt
 
 
 def test_a_resume_from_an_earlier_checkpoint_cuts_eval_jsonl_and_keeps_it_with_the_newest_set_aside(

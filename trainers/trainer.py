@@ -632,6 +632,8 @@ class FlowGRPOTrainer:
             )
         if (p / "trainer_state" / "state.json").is_file():
             return p
+        if p.name == "trainer_state" and (p / "state.json").is_file():  # a folder inside the checkpoint
+            return p.parent
         found = C.latest_checkpoint(p.parent if p.name == "checkpoints" else p)
         if found is None:
             raise FileNotFoundError(
