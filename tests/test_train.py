@@ -3675,6 +3675,14 @@ def test_a_resume_with_another_trainable_set_names_the_settings(sd3_dir, tmp_pat
     err = capsys.readouterr().err
     assert "was trained with other trainable weights" in err and "also trained" in err
     assert "model.trainable_modules" in err and "--output-dir" in err
+    assert "see its trainer_state/config.yaml)" in err
+    # an older checkpoint without its own config.yaml: the run's is the one to read
+    saved = out / "checkpoints" / "step-000001" / "trainer_state" / "config.yaml"
+    text = saved.read_text()
+    saved.unlink()
+    assert main([*resume, "--set", "model.trainable_modules=context_embedder"]) == 2
+    assert "see its run's config.yaml)" in capsys.readouterr().err
+    saved.write_text(text)
     # another LoRA rank (a LoRA on a full fine-tune, or the same LoRA at another rank) is named from the checkpoint's
     # saved config before the model loads
     cfg = tiny_config(sd3_dir, tmp_path / "lora", train__max_steps=1)

@@ -1348,11 +1348,15 @@ class FlowGRPOTrainer:
         extra = sorted(set(weights) - set(self.param_names))
         if missing or extra:
             which = f"lacks {missing[0]!r}" if missing else f"also trained {extra[0]!r}"
+            # an older checkpoint holds no config of its own: its run's
+            saved = (
+                "its trainer_state/config.yaml" if (st / "config.yaml").is_file() else "its run's config.yaml"
+            )
             raise ConfigError(
                 f"checkpoint {ckpt} was trained with other trainable weights ({len(weights)} tensors there, "
                 f"{len(self.params)} now; it {which}): resume with the settings it was trained with "
-                "(model.path, model.lora_rank, model.lora_targets, model.trainable_modules; see its "
-                "trainer_state/config.yaml), or give a new --output-dir to start another run"
+                f"(model.path, model.lora_rank, model.lora_targets, model.trainable_modules; see {saved}), or "
+                "give a new --output-dir to start another run"
             )
         wrong = [
             f"{n} {tuple(weights[n].shape)} vs {tuple(p.shape)}"
