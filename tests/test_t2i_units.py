@@ -153,3 +153,30 @@ def test_the_autoencoder_decodes_a_sample_of_its_posterior_not_its_mean(tmp_path
     noise = (seen["z"] - post.mean) / post.std
     assert noise.abs().min() > 0
     assert noise.mean().abs() < 0.2 and 0.8 < noise.std() < 1.2
+
+
+def test_pretrain_uses_its_threads_t5_tokens_and_eval_seed_and_records_the_time_at_each_checkpoint(
+    tmp_path, monkeypatch
+):
+    """One tiny run, stopped in its third step: torch ran with cfg.threads; the prompts were encoded with
+    cfg.t5_tokens zero 'T5' tokens after the 12 CLIP ones (0 here: 12 in all); the quick evaluations drew seed 0 as
+    the eval suite does; and the checkpoint of step 2 wrote the run time too, so a kill keeps it for the resume."""
+    threads, emb_len, evals = [], [], []
+    real_threads, real_loss = torch.set_num_threads, t2i.velocity_loss
+    monkeypatch.setattr(torch, "set_num_threads", lambda n: threads.append(n) or real_threads(1))
+
+    def loss(transformer, xt, v, t, emb, *rest):
+        emb_len.append(emb.shape[1])
+        if len(emb_len) == 3:
+            raise KeyboardInterrupt
+        return real_loss(transformer, xt, v, t, emb, *rest)
+
+    monkeypatch.setattr(t2i, "velocity_loss", loss)
+    monkeypatch.setattr(t2i, "quick_eval", lambda pipe, metas, n, seed: evals.append((n, seed)) or (0.5, {}))
+    cfg = tiny(threads=2, t5_tokens=0, steps=3, ckpt_every=2, eval_every=1, eval_prompts=1)
+    with pytest.raises(KeyboardInterrupt):
+        t2i.pretrain(cfg, tmp_path, progress=False)
+    assert threads[0] == 2
+    assert emb_len == [12, 12, 12]
+    assert evals == [(1, 0), (1, 0)]
+    assert json.loads((tmp_path / t2i.WORK / "timing.json").read_text())["seconds"] > 0
