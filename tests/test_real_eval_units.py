@@ -30,3 +30,24 @@ def test_a_class_the_detector_cannot_find_is_refused_with_the_names_to_use():
         "class 'unicorn' is not one the detector can find; use GenEval's COCO class names "
         "(imgalign.eval.real.COCO_CLASSES) or a zero-shot detector"
     )
+
+
+def test_clip_is_loaded_for_a_colour_clause_in_any_include_clause(monkeypatch):
+    """A prompt whose second object alone has a colour still needs the colour classifier."""
+
+    class Det:
+        def __init__(self, model, **kw) -> None:
+            self.classes = list(kw["classes"])
+
+    loaded = []
+    monkeypatch.setattr(real, "HFDetector", Det)
+    monkeypatch.setattr(real, "ClipColorClassifier", lambda clip, **kw: loaded.append(clip) or "clip")
+    meta = {
+        "tag": "color_attr",
+        "include": [{"class": "cat", "count": 1}, {"class": "dog", "count": 1, "color": "red"}],
+        "prompt": "a photo of a cat and a red dog",
+    }
+    _, color, _ = real.build_judge("det", "ViT-B-32:openai", [meta])
+    assert color == "clip" and loaded == ["ViT-B-32:openai"]
+    _, color, _ = real.build_judge("det", "ViT-B-32:openai", [{**meta, "include": meta["include"][:1]}])
+    assert color is real.no_color

@@ -180,3 +180,29 @@ def test_pretrain_uses_its_threads_t5_tokens_and_eval_seed_and_records_the_time_
     assert emb_len == [12, 12, 12]
     assert evals == [(1, 0), (1, 0)]
     assert json.loads((tmp_path / t2i.WORK / "timing.json").read_text())["seconds"] > 0
+
+
+def test_the_card_gives_the_autoencoder_settings_and_the_run_times_in_minutes(tmp_path):
+    metrics = {"params": 10.0, "train_seconds": 150.0, "total_seconds": 270.0}
+    t2i.write_card(tmp_path, tiny(vae_mix=0.75, vae_noise=0.25, threads=2), metrics, [])
+    card = (tmp_path / "README.md").read_text()
+    assert "latent-mixing weight 0.75, decoder noise 0.25; transformer" in card
+    assert (
+        "- run time: 2 min to the shipped weights, 4 min with the final evaluation (wall clock, 2 torch thread(s)"
+        in card
+    )
+
+
+def test_pretrain_ships_the_pipeline_in_shards_of_at_most_4_mb(tmp_path, monkeypatch):
+    """Shards of at most 4 MB keep every shipped file small for git."""
+    from diffusers import StableDiffusion3Pipeline
+
+    calls, real_save = [], StableDiffusion3Pipeline.save_pretrained
+
+    def save(self, folder, **kw):
+        calls.append(kw)
+        return real_save(self, folder, **kw)
+
+    monkeypatch.setattr(StableDiffusion3Pipeline, "save_pretrained", save)
+    t2i.pretrain(tiny(steps=1), tmp_path, progress=False)
+    assert calls == [{"safe_serialization": True, "max_shard_size": "4MB"}]
