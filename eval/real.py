@@ -266,7 +266,7 @@ class HFDetector:
     ) -> None:
         from transformers import AutoConfig
 
-        from imgalign.hub import cannot_load, resolve
+        from imgalign.hub import cannot_load, check_weights, resolve
 
         self.name = model
         self.device, self.dtype = torch.device(device), dtype
@@ -276,6 +276,7 @@ class HFDetector:
             config = AutoConfig.from_pretrained(path)
         except (OSError, ValueError) as e:
             raise FileNotFoundError(cannot_load(f"detector {model!r}", e, path)) from None
+        check_weights(f"detector {model!r}", path)
         self.kind = config.model_type
         self.query_chunk = query_chunk  # at most this many class names per forward pass of a zero-shot model
         if self.kind in ZERO_SHOT_TYPES:
@@ -563,17 +564,19 @@ class ClipColorClassifier:
 
 # ---- the suite ----------------------------------------------------------------------------------------------
 def check_judge_specs(detector: str, clip: str) -> None:
-    """Cheap checks before hours of generation: the detector's config loads (a folder or a cached Hub id) and
-    the CLIP spec names a local open_clip folder with weights or a known ARCH:PRETRAINED pair. Weights load later."""
+    """Cheap checks before hours of generation: the detector's config loads (a folder or a cached Hub id) and its
+    safetensors files are whole, and the CLIP spec names a local open_clip folder with whole weights or a known
+    ARCH:PRETRAINED pair. Weights load later."""
     import open_clip
     from transformers import AutoConfig
 
-    from imgalign.hub import cannot_load, resolve
+    from imgalign.hub import cannot_load, check_weights, resolve
 
     try:
         AutoConfig.from_pretrained(resolve(detector))
     except (OSError, ValueError) as e:
         raise FileNotFoundError(cannot_load(f"detector {detector!r}", e, resolve(detector))) from None
+    check_weights(f"detector {detector!r}", resolve(detector))
     from imgalign.rewards.clip import check_open_clip_weights
 
     name, pretrained = parse_clip_spec(clip)

@@ -150,3 +150,40 @@ def cannot_load(what: str, error: BaseException, spec: str, kind: str = "") -> s
         f"cannot load {what}: {load_error_reason(error, spec)}. Give a {kind + ' ' if kind else ''}folder saved with "
         "save_pretrained or a Hub id already downloaded (the Hub is not contacted when HF_HUB_OFFLINE=1)"
     )
+
+
+def damaged_weights(path: str | Path) -> list[tuple[Path, str]]:
+    """(file, safetensors' reason) for each ``*.safetensors`` file in model folder `path` (not its subfolders), or
+    for `path` itself when it is such a file, whose header safetensors refuses: a copy or download cut short, an
+    empty file, or one that is no safetensors file. No tensor is read. Empty for anything else (a Hub id: the
+    library checks its cache)."""
+    from safetensors import SafetensorError, safe_open
+
+    path = Path(path)
+    files = (
+        sorted(path.glob("*.safetensors"))
+        if path.is_dir()
+        else [path]
+        if path.suffix == ".safetensors"
+        else []
+    )
+    bad = []
+    for f in [f for f in files if f.is_file()]:
+        try:
+            with safe_open(str(f), framework="pt"):
+                pass
+        except (OSError, SafetensorError) as e:
+            bad.append((f, str(e).strip() or type(e).__name__))
+    return bad
+
+
+def check_weights(what: str, path: str | Path) -> None:
+    """Raise a ValueError naming `what` and the file when a weights file of model folder (or file) `path` is damaged
+    (:func:`damaged_weights`): the libraries' loaders failed with a SafetensorError traceback naming no file."""
+    bad = damaged_weights(path)
+    if bad:
+        file, why = bad[0]
+        raise ValueError(
+            f"cannot load {what}: its weights file {str(file)!r} is damaged, cut short by a copy or download or no "
+            f"safetensors file ({why}); copy, download or save the model again"
+        )

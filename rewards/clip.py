@@ -61,8 +61,11 @@ def _split_name(name: str, pretrained: str | None) -> tuple[str, str | None]:
 def check_open_clip_weights(model_name: str, pretrained: str | None) -> None:
     """Refuse what open_clip would build with random weights after only a logged warning: a ``local-dir:`` folder
     without a weights file, or a known architecture without a pretrained tag or checkpoint. A reward or a judge with
-    random weights scores noise."""
+    random weights scores noise. A damaged safetensors file (a folder's, or the checkpoint given as `pretrained`) is
+    refused by name: open_clip failed on it with a traceback."""
     import open_clip
+
+    from imgalign.hub import check_weights
 
     if model_name.startswith("local-dir:"):
         folder = Path(model_name.split(":", 1)[1])
@@ -71,6 +74,9 @@ def check_open_clip_weights(model_name: str, pretrained: str | None) -> None:
                 f"open_clip folder {str(folder)!r} has no weights (*.safetensors, *.bin or *.pth); save the model "
                 "with its weights there, or give ARCH:PRETRAINED"
             )
+        check_weights(f"open_clip model {model_name!r}", folder)
+    elif pretrained:  # a checkpoint file given as the tag
+        check_weights(f"open_clip model {model_name!r} (pretrained={pretrained!r})", pretrained)
     elif not model_name.startswith("hf-hub:") and not pretrained and model_name in open_clip.list_models():
         raise ValueError(
             f"open_clip model {model_name!r} has no pretrained weights named and would score with random weights: "

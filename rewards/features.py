@@ -190,8 +190,9 @@ def _height_width(size: Any, problem: str) -> tuple[int, int]:
 def _dinov2(path: str, device: torch.device, dtype: torch.dtype) -> FeatureEncoder:
     from transformers import AutoImageProcessor, AutoModel
 
-    from imgalign.hub import cannot_load
+    from imgalign.hub import cannot_load, check_weights
 
+    check_weights(f"feature encoder 'dinov2:{path}'", path)
     try:  # transformers' own text spoke of internet connections, or of a model_type key, naming no encoder
         model = AutoModel.from_pretrained(path, dtype=dtype).to(device).eval()
         proc = AutoImageProcessor.from_pretrained(path)

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from imgalign.hub import load_error_reason, tilde_hint
+from imgalign.hub import check_weights, load_error_reason, tilde_hint
 from imgalign.rewards.base import Reward, RewardOutput, as_bool, check_at_least, register_reward, to_pil
 
 log = logging.getLogger(__name__)
@@ -57,6 +57,7 @@ def load_vlm(
     if not p.exists() and (p.is_absolute() or name.startswith((".", "~")) or name.count("/") > 1):
         # transformers took it for a Hub id: "Repo id must be in the form 'repo_name' or ..."
         raise FileNotFoundError(f"vlm_loglik: model folder {name!r} does not exist{tilde_hint(name)}; {what}")
+    check_weights(f"vlm_loglik model {name!r}", name)
     try:
         model = AutoModelForImageTextToText.from_pretrained(
             name, dtype=dtype, trust_remote_code=trust_remote_code

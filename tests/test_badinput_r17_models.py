@@ -1,0 +1,85 @@
+"""Bad-input round 17: `imgalign score`, `grid`, `rewards` and `eval --suite geneval` with users' own real-architecture
+model folders (open_clip, DINOv2, VLMs, detectors) that are damaged, of another kind, or given odd settings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from geneval_real_tiny import build_tiny_detr
+from test_rewards_tiny import make_tiny_dinov2, make_tiny_open_clip
+
+from imgalign.cli import main
+
+torch.set_num_threads(1)
+
+
+def _cut(file: Path) -> Path:
+    """Keep the first half of `file`, as a copy or download cut short leaves it."""
+    data = file.read_bytes()
+    file.write_bytes(data[: len(data) // 2])
+    return file
+
+
+def test_a_cut_weights_file_is_named_by_every_model_loader_of_the_rewards_and_the_judge(
+    tmp_path: Path,
+) -> None:
+    """A model folder whose .safetensors file a copy or download cut short failed with safetensors' traceback
+    ("SafetensorError: Error while deserializing header: incomplete metadata"), naming neither the file nor the
+    model: the clip reward and open_clip features, the dinov2 features, the vlm_loglik reward and the geneval
+    suite's detector. Each names the model and the file now (the judge before any image is generated)."""
+    from imgalign.eval.real import check_judge_specs
+    from imgalign.rewards.clip import load_open_clip
+    from imgalign.rewards.features import build_features
+    from imgalign.rewards.vlm import load_vlm
+
+    cpu, f32 = torch.device("cpu"), torch.float32
+    clip = make_tiny_open_clip(tmp_path / "clip")
+    cut_clip = _cut(clip / "open_clip_model.safetensors")
+    with pytest.raises(ValueError, match=f"'local-dir:{clip}': its weights file '{cut_clip}' is damaged"):
+        load_open_clip(str(clip), cpu, f32)
+    with pytest.raises(ValueError, match=f"its weights file '{cut_clip}' is damaged"):  # as a checkpoint file
+        load_open_clip("ViT-B-32", cpu, f32, pretrained=str(cut_clip))
+    dino = make_tiny_dinov2(tmp_path / "dino")
+    cut_dino = _cut(dino / "model.safetensors")
+    with pytest.raises(
+        ValueError, match=f"feature encoder 'dinov2:{dino}': its weights file '{cut_dino}' is damaged"
+    ):
+        build_features(f"dinov2:{dino}")
+    (tmp_path / "vlm").mkdir()
+    cut_vlm = _cut(cut_dino.rename(tmp_path / "vlm" / "model.safetensors"))
+    with pytest.raises(
+        ValueError, match=f"vlm_loglik model '{tmp_path / 'vlm'}': its weights file '{cut_vlm}'"
+    ):
+        load_vlm(str(tmp_path / "vlm"), cpu, f32)
+    good_detr, good_clip = build_tiny_detr(tmp_path / "detr"), make_tiny_open_clip(tmp_path / "clip2")
+    with pytest.raises(ValueError, match=f"its weights file '{cut_clip}' is damaged"):
+        check_judge_specs(str(good_detr), str(clip))
+    cut_detr = _cut(good_detr / "model.safetensors")
+    with pytest.raises(ValueError, match=f"detector '{good_detr}': its weights file '{cut_detr}' is damaged"):
+        check_judge_specs(str(good_detr), str(good_clip))
+
+
+def test_score_with_a_clip_folder_whose_weights_are_empty_is_one_error_line(tmp_path: Path, capsys) -> None:
+    """`imgalign score --reward clip:model=FOLDER` whose weights file is empty: exit status 2 and one line naming the
+    file, not a traceback; no output file."""
+    from PIL import Image
+
+    clip = make_tiny_open_clip(tmp_path / "clip")
+    (clip / "open_clip_model.safetensors").write_bytes(b"")
+    Image.new("RGB", (32, 32), "red").save(tmp_path / "a.png")
+    (tmp_path / "p.jsonl").write_text('{"file": "a.png", "prompt": "a red square"}\n')
+    out = tmp_path / "s.jsonl"
+    argv = [
+        "score",
+        str(tmp_path / "a.png"),
+        "--reward",
+        f"clip:model={clip}",
+        "--prompts",
+        str(tmp_path / "p.jsonl"),
+    ]
+    assert main(argv + ["--out", str(out), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert f"its weights file '{clip / 'open_clip_model.safetensors'}' is damaged" in err
+    assert not out.exists()
