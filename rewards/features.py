@@ -10,7 +10,7 @@ name                                     what
 ``open_clip:ARCH@TAG``                   an open_clip architecture with a pretrained tag (cached weights)
 ``open_clip:ARCH@/path/ckpt``            an open_clip architecture with a local checkpoint file
 ``open_clip:local-dir:/path``            an open_clip folder (open_clip_config.json + weights)
-``dinov2:PATH_OR_ID``                    a DINOv2 model through transformers (CLS token)
+``dinov2:PATH_OR_ID``                    a DINOv2 (or DINOv3, DINO ViT) model through transformers (CLS token)
 ``stats``                                parameter-free image statistics (colour / saturation / gradient
                                          histograms, Laplacian and Fourier band energies); no weights
 =======================================  ===============================================================
@@ -187,17 +187,32 @@ def _height_width(size: Any, problem: str) -> tuple[int, int]:
     return h, w
 
 
+DINO_TYPES = ("dinov2", "dinov2_with_registers", "dinov3_vit", "vit")
+"""transformers model types a ``dinov2:`` encoder takes: ViTs whose last hidden state is [CLS, registers, patches]
+(DINO v1 checkpoints are ``vit``)."""
+
+
 def _dinov2(path: str, device: torch.device, dtype: torch.dtype) -> FeatureEncoder:
-    from transformers import AutoImageProcessor, AutoModel
+    from transformers import AutoConfig, AutoImageProcessor, AutoModel
 
     from imgalign.hub import cannot_load, check_weights
 
-    check_weights(f"feature encoder 'dinov2:{path}'", path)
+    what = f"feature encoder 'dinov2:{path}'"
+    check_weights(what, path)
     try:  # transformers' own text spoke of internet connections, or of a model_type key, naming no encoder
-        model = AutoModel.from_pretrained(path, dtype=dtype).to(device).eval()
-        proc = AutoImageProcessor.from_pretrained(path)
+        kind = AutoConfig.from_pretrained(path).model_type
+        if kind in DINO_TYPES:
+            model = AutoModel.from_pretrained(path, dtype=dtype).to(device).eval()
+            proc = AutoImageProcessor.from_pretrained(path)
     except (OSError, ValueError) as e:
-        raise ValueError(cannot_load(f"feature encoder 'dinov2:{path}'", e, path, kind="DINOv2")) from None
+        raise ValueError(cannot_load(what, e, path, kind="DINOv2")) from None
+    if (
+        kind not in DINO_TYPES
+    ):  # a CLIP or a VLM failed with a traceback; a detector's first query passed for a CLS
+        raise ValueError(
+            f"{what}: {path!r} holds a {kind!r} model, not a DINOv2-style image encoder (model types "
+            f"{', '.join(DINO_TYPES)}); give such a folder or Hub id, e.g. facebook/dinov2-base"
+        )
     size = getattr(proc, "size", None) or {}
     shortest = _size_field(size, "shortest_edge")
     resize_hw = None

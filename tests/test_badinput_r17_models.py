@@ -83,3 +83,27 @@ def test_score_with_a_clip_folder_whose_weights_are_empty_is_one_error_line(tmp_
     err = capsys.readouterr().err
     assert f"its weights file '{clip / 'open_clip_model.safetensors'}' is damaged" in err
     assert not out.exists()
+
+
+def test_the_dinov2_encoder_refuses_a_model_of_another_kind_and_takes_other_dino_vits(tmp_path: Path) -> None:
+    """`--features dinov2:FOLDER` of an object detector (DETR) gave an FD from its first decoder query taken for a CLS
+    token, silently; of a CLIP or a VLM folder it failed with "AttributeError: 'CLIPConfig' object has no attribute
+    'hidden_size'". Both are refused by model type, before any weights load; a DINO v1 ViT (model type vit) loads."""
+    from transformers import CLIPConfig, ViTConfig, ViTImageProcessor, ViTModel
+
+    from imgalign.rewards.features import build_features
+
+    detr = build_tiny_detr(tmp_path / "detr")
+    with pytest.raises(
+        ValueError, match=f"'dinov2:{detr}': '{detr}' holds a 'detr' model, not a DINOv2-style"
+    ):
+        build_features(f"dinov2:{detr}")
+    CLIPConfig().save_pretrained(tmp_path / "clip")  # no weights needed: the type is read first
+    with pytest.raises(ValueError, match="holds a 'clip' model, not a DINOv2-style image encoder"):
+        build_features(f"dinov2:{tmp_path / 'clip'}")
+    vit = ViTConfig(
+        hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2, image_size=16
+    )
+    ViTModel(vit).save_pretrained(tmp_path / "vit")
+    ViTImageProcessor(size={"height": 16, "width": 16}).save_pretrained(tmp_path / "vit")
+    assert build_features(f"dinov2:{tmp_path / 'vit'}")(torch.rand(2, 3, 20, 20)).shape == (2, 16)
