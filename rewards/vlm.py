@@ -94,6 +94,13 @@ class VLMLogLikReward(Reward):
             and getattr(tok, "chat_template", None) is None
         ):
             raise ValueError(f"vlm_loglik: the processor of {model!r} has no chat template")
+        # a folder without its tokenizer file gives a tokenizer of special tokens only (every image's error said
+        # "empty prompt?")
+        if not tok("a photo", add_special_tokens=False)["input_ids"]:
+            raise ValueError(
+                f"vlm_loglik: the tokenizer of {model!r} turns text into no tokens: it has no vocabulary (its "
+                "tokenizer.json, or vocab and merges files, missing?); save the processor there again"
+            )
         # special tokens end the scored span, but not <unk>: a word the vocabulary lacks is scored as <unk> (the
         # shapes VLM's word-level tokenizer), not a silent end of the prompt that drops every word after it
         unk = getattr(tok, "unk_token_id", None)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 from geneval_real_tiny import build_tiny_detr
-from test_rewards_tiny import make_tiny_dinov2, make_tiny_open_clip
+from test_rewards_tiny import make_tiny_dinov2, make_tiny_open_clip, make_tiny_qwen2_vl
 
 from imgalign.cli import main
 
@@ -107,3 +107,18 @@ def test_the_dinov2_encoder_refuses_a_model_of_another_kind_and_takes_other_dino
     ViTModel(vit).save_pretrained(tmp_path / "vit")
     ViTImageProcessor(size={"height": 16, "width": 16}).save_pretrained(tmp_path / "vit")
     assert build_features(f"dinov2:{tmp_path / 'vit'}")(torch.rand(2, 3, 20, 20)).shape == (2, 16)
+
+
+def test_a_vlm_folder_without_its_tokenizer_file_is_refused_by_name_not_as_empty_prompts(
+    tmp_path: Path,
+) -> None:
+    """transformers builds a tokenizer of special tokens only when a VLM folder lacks tokenizer.json; vlm_loglik then
+    gave every image the error "a prompt produced no tokens to score (empty prompt?)". It is refused when built."""
+    from imgalign.rewards.vlm import VLMLogLikReward
+
+    folder = make_tiny_qwen2_vl(tmp_path / "qwen")
+    (folder / "tokenizer.json").unlink()
+    with pytest.raises(
+        ValueError, match=f"the tokenizer of '{folder}' turns text into no tokens: it has no vocab"
+    ):
+        VLMLogLikReward(model=str(folder))
