@@ -122,3 +122,21 @@ def test_a_vlm_folder_without_its_tokenizer_file_is_refused_by_name_not_as_empty
         ValueError, match=f"the tokenizer of '{folder}' turns text into no tokens: it has no vocab"
     ):
         VLMLogLikReward(model=str(folder))
+
+
+def test_a_device_kind_this_pytorch_cannot_compute_on_is_refused_before_any_work() -> None:
+    """--device mps on a machine without MPS: grid and eval --suite geneval failed with "RuntimeError: PyTorch is not
+    linked with support for mps devices" once the model had loaded, and score blamed the model ("cannot load open_clip
+    model ...: PyTorch is not linked ..."); --device meta gave every image "Cannot copy out of meta tensor"."""
+    from imgalign.commands import check_device
+
+    if not torch.backends.mps.is_available():
+        with pytest.raises(
+            ValueError, match="--device 'mps': this machine's PyTorch cannot compute on mps devices"
+        ):
+            check_device("mps")
+    with pytest.raises(
+        ValueError, match="--gpu 'meta': this machine's PyTorch cannot compute on meta devices"
+    ):
+        check_device("meta", flag="--gpu")
+    check_device("cpu:0")
