@@ -515,7 +515,7 @@ class ClipColorClassifier:
         import open_clip
 
         from imgalign.hub import load_error_reason, quiet_open_clip_errors
-        from imgalign.rewards.clip import check_open_clip_weights
+        from imgalign.rewards.clip import check_open_clip_weights, incomplete_config
 
         name, pretrained = parse_clip_spec(model)
         check_open_clip_weights(name, pretrained)
@@ -525,6 +525,10 @@ class ClipColorClassifier:
                     name, pretrained=pretrained, device=device
                 )
             self.tokenizer = open_clip.get_tokenizer(name)
+        except (KeyError, TypeError) as e:
+            if not name.startswith("local-dir:"):
+                raise
+            raise ValueError(incomplete_config(name, e)) from None
         except (RuntimeError, OSError, ValueError) as e:
             raise FileNotFoundError(
                 f"cannot load CLIP {model!r}: {load_error_reason(e)}. Use ARCH:PRETRAINED (e.g. ViT-L-14:openai, "

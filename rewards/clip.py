@@ -162,6 +162,10 @@ def load_open_clip(
                 "Use an architecture from open_clip.list_models() with a cached pretrained tag, a checkpoint "
                 "file, or a local-dir: folder"
             ) from None
+        except (KeyError, TypeError) as e:
+            if not model_name.startswith("local-dir:"):
+                raise
+            raise ValueError(incomplete_config(model_name, e)) from None
         tokenizer = open_clip.get_tokenizer(model_name)
     model = model.to(device).eval().requires_grad_(False)
     from open_clip.model import get_model_preprocess_cfg
@@ -173,6 +177,16 @@ def load_open_clip(
     std = tuple(cfg.get("std", (0.26862954, 0.26130258, 0.27577711)))
     how = (str(cfg.get("resize_mode", "shortest")), str(cfg.get("interpolation", "bicubic")))
     return model, tokenizer, size, mean, std, how
+
+
+def incomplete_config(model_name: str, error: KeyError | TypeError) -> str:
+    """The error line for a ``local-dir:`` folder whose open_clip_config.json lacks a field open_clip reads: it said
+    only "text_cfg" (a KeyError), or "bad options ['model']: CLIP.__init__() missing ... 'embed_dim'"."""
+    why = f"no {error.args[0]!r}" if isinstance(error, KeyError) and error.args else str(error)
+    return (
+        f"cannot load open_clip model {model_name!r}: the model_cfg of its open_clip_config.json is incomplete "
+        f"({why}); it needs embed_dim, vision_cfg and text_cfg, as open_clip writes them"
+    )
 
 
 def _quick_gelu(model_name: str, pretrained: str | None) -> bool:

@@ -140,3 +140,24 @@ def test_a_device_kind_this_pytorch_cannot_compute_on_is_refused_before_any_work
     ):
         check_device("meta", flag="--gpu")
     check_device("cpu:0")
+
+
+@pytest.mark.parametrize("key", ["text_cfg", "embed_dim"])
+def test_an_open_clip_folder_whose_config_lacks_a_field_names_the_config(tmp_path: Path, key: str) -> None:
+    """An open_clip_config.json without model_cfg.text_cfg gave "imgalign score: error: text_cfg" (open_clip's bare
+    KeyError), and one without embed_dim "reward 'clip': bad options ['model']: CLIP.__init__() missing ..."; the
+    clip reward and the geneval judge's CLIP both name the config file and the fields it needs."""
+    import json
+
+    from imgalign.eval.real import ClipColorClassifier
+    from imgalign.rewards.clip import load_open_clip
+
+    folder = make_tiny_open_clip(tmp_path / "clip")
+    cfg = json.loads((folder / "open_clip_config.json").read_text())
+    del cfg["model_cfg"][key]
+    (folder / "open_clip_config.json").write_text(json.dumps(cfg))
+    want = f"'local-dir:{folder}': the model_cfg of its open_clip_config.json is incomplete .*{key}"
+    with pytest.raises(ValueError, match=want):
+        load_open_clip(str(folder), torch.device("cpu"), torch.float32)
+    with pytest.raises(ValueError, match=want):
+        ClipColorClassifier(str(folder))
