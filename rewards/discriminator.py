@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 from imgalign.rewards.base import Reward, RewardOutput, as_bool, check_at_least, register_reward, to_tensor
+from imgalign.rewards.features import local_name
 from imgalign.rewards.heads import FeatureHead, fit_head, head_loss, load_head, save_head
 
 log = logging.getLogger(__name__)
@@ -133,7 +134,7 @@ class DiscriminatorReward(Reward):
         self.reward_mode, self.clip, self.loss, self.steps = reward, float(clip), loss, int(steps)
         if head is not None:
             self.head, meta = load_head(head, task="discriminator")
-            if features is not None and str(features) != meta["features"]:
+            if features is not None and local_name(str(features)) != local_name(meta["features"]):
                 raise ValueError(
                     f"discriminator reward: head {head!r} was fitted on features {meta['features']!r}, not "
                     f"{features!r}; leave features= out (the head's are used)"

@@ -19,6 +19,7 @@ name                                     what
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -70,11 +71,26 @@ class FeatureEncoder:
 _CACHE: dict[tuple[str, str, str], FeatureEncoder] = {}
 
 
+def local_name(name: str) -> str:
+    """Encoder `name` with its local folder or checkpoint file made absolute (``dinov2:PATH``,
+    ``open_clip:local-dir:PATH``, ``open_clip:PATH``, ``open_clip:ARCH@PATH``), so that a head or a stats file that
+    records it finds the encoder from any working folder: a relative ``dinov2:models/dino`` was read elsewhere as a
+    Hub id ("not in the local Hub cache"). Any other name, or a path that does not exist here, is returned as is."""
+    prefix = next((p for p in ("dinov2:", "open_clip:local-dir:", "open_clip:") if name.startswith(p)), None)
+    if prefix is None:
+        return name
+    rest = name[len(prefix) :]
+    arch, at, path = rest.partition("@") if prefix == "open_clip:" and "@" in rest else ("", "", rest)
+    if not path or not os.path.exists(path):
+        return name
+    return f"{prefix}{arch}{at}{os.path.abspath(path)}"
+
+
 def build_features(
     name: str, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32
 ) -> FeatureEncoder:
     """Build (and cache per process) the feature encoder called `name`; see the module docstring."""
-    device = torch.device(device)
+    device, name = torch.device(device), local_name(name)
     key = (name, str(device), str(dtype))
     if key not in _CACHE:
         _CACHE[key] = _build(name, device, dtype)

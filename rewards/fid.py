@@ -34,6 +34,7 @@ import torch
 
 from imgalign.files import replacing
 from imgalign.rewards.base import Reward, RewardOutput, as_bool, register_reward
+from imgalign.rewards.features import local_name
 
 log = logging.getLogger(__name__)
 
@@ -184,7 +185,7 @@ def save_stats(path: str | Path, mu: torch.Tensor, sigma: torch.Tensor, n: int, 
         save_file(
             {"mu": mu.double().contiguous(), "sigma": sigma.double().contiguous()},
             str(tmp),
-            metadata={"n": str(n), "features": features, "kind": "imgalign-fid-stats"},
+            metadata={"n": str(n), "features": local_name(features), "kind": "imgalign-fid-stats"},
         )
 
 
@@ -304,7 +305,7 @@ class FIDReward(Reward):
         p = Path(ref)
         if p.is_file():
             mu, sigma, _n, feats = load_stats(p)
-            if feats != self.features_name:
+            if local_name(feats) != local_name(self.features_name):
                 raise ValueError(
                     f"fid reward: stats file {ref} was computed with features {feats!r}, not "
                     f"{self.features_name!r}; pass features={feats} or recompute the stats"

@@ -141,10 +141,12 @@ def save_head(path: str | Path, head: FeatureHead, features: str, task: str, ext
     if path.is_dir():
         raise IsADirectoryError(f"{str(path)!r} is a folder; give a file name for the head (.safetensors)")
     path.parent.mkdir(parents=True, exist_ok=True)
+    from imgalign.rewards.features import local_name
+
     meta = {
         "kind": HEAD_KIND,
         "task": task,
-        "features": features,
+        "features": local_name(features),
         "dim": str(head.dim),
         "hidden": str(head.hidden),
         "extra": json.dumps(extra),

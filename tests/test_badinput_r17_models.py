@@ -161,3 +161,55 @@ def test_an_open_clip_folder_whose_config_lacks_a_field_names_the_config(tmp_pat
         load_open_clip(str(folder), torch.device("cpu"), torch.float32)
     with pytest.raises(ValueError, match=want):
         ClipColorClassifier(str(folder))
+
+
+def test_a_head_or_stats_file_fitted_with_a_relative_model_folder_works_from_another_working_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """`fit-discriminator --features dinov2:m/dino` (and fid-stats) recorded the relative name; from another folder
+    the head failed with "cannot load feature encoder 'dinov2:m/dino': its files are not in the local Hub cache" (a
+    Hub id, read so), and `fd STATS ... --features dinov2:<the same folder spelt from there>` refused the stats as
+    another encoder's. The folder is recorded absolute, and names of one folder compare equal."""
+    from PIL import Image
+
+    from imgalign.rewards.base import build_reward
+
+    make_tiny_dinov2(tmp_path / "m" / "dino")
+    for i in range(6):
+        for cls, colour in (("real", (200, 30 * i, 0)), ("fake", (0, 30 * i, 200))):
+            (tmp_path / cls).mkdir(exist_ok=True)
+            Image.new("RGB", (32, 32), colour).save(tmp_path / cls / f"{i}.png")
+    monkeypatch.chdir(tmp_path)
+    fit = ["rewards", "fit-discriminator", "--real", "real", "--fake", "fake", "--features", "dinov2:m/dino"]
+    assert main(fit + ["--out", "d.safetensors", "--epochs", "2"]) == 0
+    assert (
+        main(
+            [
+                "rewards",
+                "fid-stats",
+                "--images",
+                "real",
+                "--features",
+                "dinov2:m/dino",
+                "--out",
+                "s.safetensors",
+            ]
+        )
+        == 0
+    )
+    (tmp_path / "other").mkdir()
+    monkeypatch.chdir(tmp_path / "other")
+    monkeypatch.setattr("imgalign.rewards.features._CACHE", {})  # as a new process: no encoder built yet
+    reward = build_reward(f"discriminator:head={tmp_path / 'd.safetensors'}")
+    assert reward(torch.rand(2, 3, 32, 32), ["a", "b"], None).scores.shape == (2,)
+    capsys.readouterr()
+    fd = [
+        "rewards",
+        "fd",
+        str(tmp_path / "s.safetensors"),
+        str(tmp_path / "fake"),
+        "--features",
+        "dinov2:../m/dino",
+    ]
+    assert main(fd) == 0
+    assert "FD(" in capsys.readouterr().out

@@ -244,13 +244,14 @@ def run_build_shapes_artifact(args: argparse.Namespace) -> int:
 
 
 def _stats(src: str, enc, n: int, seed: int):
+    from imgalign.rewards.features import local_name
     from imgalign.rewards.fid import folder_features, load_stats, shapes_reference_images, stats_of
 
     if src == "shapes":
         return stats_of(enc(shapes_reference_images(n, seed=seed)))
     if Path(src).is_file():
         mu, sigma, _n, feats = load_stats(src)
-        if feats != enc.name:
+        if local_name(feats) != enc.name:
             raise CLIError(f"{src} holds {feats!r} statistics, not {enc.name!r}; pass --features {feats}")
         return mu, sigma
     _check_dir(src, "path")
