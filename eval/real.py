@@ -282,8 +282,14 @@ class HFDetector:
         if self.kind in ZERO_SHOT_TYPES:
             from transformers import AutoModelForZeroShotObjectDetection, AutoProcessor
 
-            self.model = AutoModelForZeroShotObjectDetection.from_pretrained(path, dtype=dtype)
-            self.processor = AutoProcessor.from_pretrained(path)
+            try:
+                self.model = AutoModelForZeroShotObjectDetection.from_pretrained(path, dtype=dtype)
+                self.processor = AutoProcessor.from_pretrained(path)
+            except (
+                OSError,
+                ValueError,
+            ) as e:  # no weights or no processor file: transformers' text named no detector
+                raise FileNotFoundError(cannot_load(f"detector {model!r}", e, path)) from None
             self.classes = list(classes)
         else:
             from transformers import AutoImageProcessor
@@ -299,7 +305,12 @@ class HFDetector:
                     f"detector {model!r} (model type {self.kind!r}) is neither an object detector, an instance "
                     f"segmenter (Mask2Former, MaskFormer) nor a zero-shot detector ({', '.join(ZERO_SHOT_TYPES)}): {e}"
                 ) from None
-            self.processor = AutoImageProcessor.from_pretrained(path)
+            except OSError as e:  # no weights file: transformers' text named no detector
+                raise FileNotFoundError(cannot_load(f"detector {model!r}", e, path)) from None
+            try:
+                self.processor = AutoImageProcessor.from_pretrained(path)
+            except (OSError, ValueError) as e:
+                raise FileNotFoundError(cannot_load(f"detector {model!r}", e, path)) from None
             id2label = {int(k): v for k, v in config.id2label.items()}
             self.label_map = {i: canonical_label(v, classes) for i, v in id2label.items()}
             self.classes = sorted({c for c in self.label_map.values() if c is not None})

@@ -213,3 +213,22 @@ def test_a_head_or_stats_file_fitted_with_a_relative_model_folder_works_from_ano
     ]
     assert main(fd) == 0
     assert "FD(" in capsys.readouterr().out
+
+
+def test_a_detector_folder_without_its_processor_or_weights_file_names_the_detector(tmp_path: Path) -> None:
+    """--detector FOLDER without preprocessor_config.json (or without weights) printed transformers' own "Can't load
+    image processor for 'FOLDER'. If you were trying to load it from 'https://huggingface.co/models' ...", naming no
+    detector; it is said as the other loaders say it."""
+    from imgalign.eval.real import HFDetector
+
+    folder = build_tiny_detr(tmp_path / "detr")
+    (folder / "preprocessor_config.json").unlink()
+    with pytest.raises(
+        FileNotFoundError, match=f"cannot load detector '{folder}': .*preprocessor_config.json"
+    ):
+        HFDetector(str(folder), classes=["cat"])
+    (folder / "model.safetensors").unlink()
+    with pytest.raises(
+        FileNotFoundError, match=f"cannot load detector '{folder}': .*no file named model.safetensors"
+    ):
+        HFDetector(str(folder), classes=["cat"])
