@@ -244,6 +244,25 @@ def test_a_guidance_scale_for_a_flux_model_without_guidance_embedding_is_named(t
     assert guidance_settings(both) == {"sampling.guidance_scale": 2.0, "eval.guidance_scale": 3.0}
 
 
+def test_grid_names_a_guidance_a_flux_model_without_guidance_embedding_ignores(tmp_path, caplog):
+    """`grid --guidance 3.5` with a FLUX.1-schnell-like model: FluxPipeline ignores the scale silently; a warning
+    names the model. Without --guidance (the pipeline's own settings) nothing is said."""
+    from imgalign.trainers.testing import tiny_flux_pipeline
+
+    model = tiny_flux_pipeline(tmp_path / "schnell", guidance_embeds=False)
+    argv = ["grid", "--model", f"s={model}", "--prompt", "a red circle", "--steps", "1", "--size", "16"]
+    with caplog.at_level("WARNING", logger="imgalign"):
+        assert main([*argv, "--guidance", "3.5", "--out", str(tmp_path / "g.png")]) == 0
+    warned = [r.getMessage() for r in caplog.records if "has no guidance embedding" in r.getMessage()]
+    assert warned == [
+        "s has no guidance embedding (a FLUX.1-schnell-like transformer): --guidance 3.5 changes nothing for it"
+    ]
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="imgalign"):
+        assert main([*argv, "--out", str(tmp_path / "h.png")]) == 0
+    assert "guidance embedding" not in caplog.text
+
+
 def test_more_than_512_t5_tokens_is_refused_before_the_model_loads():
     """model.max_sequence_length=1024 trained a FLUX (or SD3) model on a text length its pipeline refuses to sample
     with ("cannot be greater than 512"), without a word; `imgalign grid --max-sequence-length` refused it already."""

@@ -212,6 +212,15 @@ def run_grid(args: argparse.Namespace) -> int:
     for s in specs:
         log.info("generating with %s (%s)", s.label, s)
         pipe = load_pipeline(s, device=args.device, dtype=dtype)
+        # FluxPipeline ignores a guidance scale silently when its transformer has no guidance embedding
+        config = getattr(getattr(pipe, "transformer", None), "config", None)
+        if args.guidance is not None and getattr(config, "guidance_embeds", True) is False:
+            log.warning(
+                "%s has no guidance embedding (a FLUX.1-schnell-like transformer): --guidance %s changes nothing "
+                "for it",
+                s.label,
+                args.guidance,
+            )
         settings = sampling_defaults(s)  # the shapes family's trained settings, else the pipeline's
         given = {"steps": args.steps, "guidance": args.guidance, "size": args.size}
         given["max_sequence_length"] = args.max_sequence_length
