@@ -157,8 +157,6 @@ def damaged_weights(path: str | Path) -> list[tuple[Path, str]]:
     for `path` itself when it is such a file, whose header safetensors refuses: a copy or download cut short, an
     empty file, or one that is no safetensors file. No tensor is read. Empty for anything else (a Hub id: the
     library checks its cache)."""
-    from safetensors import SafetensorError, safe_open
-
     path = Path(path)
     files = (
         sorted(path.glob("*.safetensors"))
@@ -167,14 +165,20 @@ def damaged_weights(path: str | Path) -> list[tuple[Path, str]]:
         if path.suffix == ".safetensors"
         else []
     )
-    bad = []
-    for f in [f for f in files if f.is_file()]:
-        try:
-            with safe_open(str(f), framework="pt"):
-                pass
-        except (OSError, SafetensorError) as e:
-            bad.append((f, str(e).strip() or type(e).__name__))
-    return bad
+    found = [(f, safetensors_error(f)) for f in files if f.is_file()]
+    return [(f, why) for f, why in found if why is not None]
+
+
+def safetensors_error(file: str | Path) -> str | None:
+    """Why safetensors refuses the header of `file` (cut short, empty, of another size than its header gives, or
+    no safetensors file), or None when it opens. No tensor is read."""
+    from safetensors import SafetensorError, safe_open
+
+    try:
+        with safe_open(str(file), framework="pt"):
+            return None
+    except (OSError, SafetensorError) as e:
+        return str(e).strip() or type(e).__name__
 
 
 def check_weights(what: str, path: str | Path) -> None:
