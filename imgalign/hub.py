@@ -18,7 +18,7 @@ import contextlib
 import logging
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 ASSETS = Path(__file__).parent / "assets" / "models"
@@ -88,12 +88,11 @@ def looks_like_path(spec: str) -> bool:
 
 
 @contextlib.contextmanager
-def quiet_open_clip_errors() -> Iterator[None]:
-    """While an open_clip model loads: drop the ERROR lines open_clip logs on the root logger just before it
-    raises the same failure ("Failed to download weights ..."), which the caller turns into one line of its own."""
+def dropping_root_records(drop: Callable[[logging.LogRecord], bool]) -> Iterator[None]:
+    """While the block runs, the root logger (where open_clip logs) drops the records `drop` selects."""
 
     def keep(record: logging.LogRecord) -> bool:
-        return not (record.levelno >= logging.ERROR and f"{os.sep}open_clip{os.sep}" in record.pathname)
+        return not drop(record)
 
     root = logging.getLogger()
     root.addFilter(keep)
@@ -101,6 +100,14 @@ def quiet_open_clip_errors() -> Iterator[None]:
         yield
     finally:
         root.removeFilter(keep)
+
+
+def quiet_open_clip_errors() -> contextlib.AbstractContextManager[None]:
+    """While an open_clip model loads: drop the ERROR lines open_clip logs on the root logger just before it
+    raises the same failure ("Failed to download weights ..."), which the caller turns into one line of its own."""
+    return dropping_root_records(
+        lambda r: r.levelno >= logging.ERROR and f"{os.sep}open_clip{os.sep}" in r.pathname
+    )
 
 
 def tilde_hint(spec: str) -> str:

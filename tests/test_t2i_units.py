@@ -8,25 +8,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from test_t2i import TINY_T2I
 
 from imgalign.pretrain import t2i
-
-TINY = dict(
-    n_images=16,
-    vae_channels=[8, 8, 8],
-    vae_steps=2,
-    vae_batch=4,
-    text_width=16,
-    text_layers=2,
-    layers=1,
-    heads=1,
-    steps=4,
-    batch_size=4,
-    warmup=1,
-    ckpt_every=2,
-    eval_every=0,
-    final_eval_images=0,
-)
 
 
 @pytest.fixture(autouse=True)
@@ -35,7 +19,7 @@ def _one_thread() -> None:
 
 
 def tiny(**kw) -> t2i.Config:
-    return t2i.Config(**{**TINY, **kw})
+    return t2i.Config(**{**TINY_T2I, **kw})
 
 
 def test_a_negative_or_too_large_seed_is_refused():

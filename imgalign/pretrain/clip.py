@@ -19,9 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
 import time
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -263,21 +261,15 @@ def zero_shot_accuracy(
     return res
 
 
-@contextlib.contextmanager
-def quiet_random_init() -> Iterator[None]:
+def quiet_random_init() -> contextlib.AbstractContextManager[None]:
     """Drop open_clip's root-logger warning "No pretrained weights loaded ... Model initialized randomly" while the
     model to pretrain is built: pretraining starts from random weights on purpose (the warning read as a fault
     in every ``world pretrain`` log). Other records pass."""
+    from imgalign.hub import dropping_root_records
 
-    def keep(record: logging.LogRecord) -> bool:
-        return not record.getMessage().startswith("No pretrained weights loaded for model")
-
-    root = logging.getLogger()
-    root.addFilter(keep)
-    try:
-        yield
-    finally:
-        root.removeFilter(keep)
+    return dropping_root_records(
+        lambda r: r.getMessage().startswith("No pretrained weights loaded for model")
+    )
 
 
 def _param_groups(model, weight_decay: float) -> list[dict[str, Any]]:
