@@ -285,10 +285,8 @@ class HFDetector:
             try:
                 self.model = AutoModelForZeroShotObjectDetection.from_pretrained(path, dtype=dtype)
                 self.processor = AutoProcessor.from_pretrained(path)
-            except (
-                OSError,
-                ValueError,
-            ) as e:  # no weights or no processor file: transformers' text named no detector
+            # no weights or no processor file: transformers' text named no detector
+            except (OSError, ValueError) as e:
                 raise FileNotFoundError(cannot_load(f"detector {model!r}", e, path)) from None
             self.classes = list(classes)
         else:

@@ -222,9 +222,8 @@ def _dinov2(path: str, device: torch.device, dtype: torch.dtype) -> FeatureEncod
             proc = AutoImageProcessor.from_pretrained(path)
     except (OSError, ValueError) as e:
         raise ValueError(cannot_load(what, e, path, kind="DINOv2")) from None
-    if (
-        kind not in DINO_TYPES
-    ):  # a CLIP or a VLM failed with a traceback; a detector's first query passed for a CLS
+    # a CLIP or a VLM failed with a traceback; a detector's first query passed for a CLS
+    if kind not in DINO_TYPES:
         raise ValueError(
             f"{what}: {path!r} holds a {kind!r} model, not a DINOv2-style image encoder (model types "
             f"{', '.join(DINO_TYPES)}); give such a folder or Hub id, e.g. facebook/dinov2-base"
