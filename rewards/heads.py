@@ -177,7 +177,10 @@ def load_head(path: str | Path, task: str | None = None) -> tuple[FeatureHead, d
     if meta.get("kind") != HEAD_KIND:
         raise ValueError(f"{path} is not an imgalign feature head (make one with `imgalign rewards fit-...`)")
     if task is not None and meta.get("task") != task:
-        raise ValueError(f"{path} holds a {meta.get('task')!r} head, not a {task!r} head")
+        raise ValueError(
+            f"{path} is a head of the {meta.get('task')!r} reward, not of the {task!r} reward; give one made with "
+            f"`imgalign rewards fit-{task}`"
+        )
     head = FeatureHead(int(meta["dim"]), int(meta["hidden"]))
     head.load_state_dict(load_file(str(path)))
     meta["extra"] = json.loads(meta.get("extra", "{}"))

@@ -58,7 +58,7 @@ def test_head_normalises_inside_and_roundtrips(tmp_path: Path) -> None:
     h2, meta = load_head(tmp_path / "h.safetensors", task="artifact")
     assert meta["features"] == "stats" and meta["extra"] == {"note": 1}
     assert torch.allclose(h2(feats), head(feats))
-    with pytest.raises(ValueError, match="not a 'discriminator' head"):
+    with pytest.raises(ValueError, match="not of the 'discriminator' reward"):
         load_head(tmp_path / "h.safetensors", task="discriminator")
 
 
@@ -251,7 +251,11 @@ def test_a_regional_artifact_leaves_the_rest_of_the_image_alone(kind: str) -> No
 def test_the_artifact_reward_refuses_a_head_of_another_task(tmp_path: Path) -> None:
     """A folder holding a discriminator head is not an artifact model: refused by name, not scored."""
     save_head(tmp_path / "head.safetensors", FeatureHead(4, hidden=0), "stats", "discriminator", {})
-    with pytest.raises(ValueError, match="holds a 'discriminator' head, not a 'artifact' head"):
+    with pytest.raises(
+        ValueError,
+        match="is a head of the 'discriminator' reward, not of the 'artifact' reward; give one made with "
+        "`imgalign rewards fit-artifact`",
+    ):
         build_reward(f"artifact:model={tmp_path}")
 
 
