@@ -207,6 +207,19 @@ def image_seed(seed: int, index: int, j: int) -> int:
     return (seed * 1_000_003 + index * 1009 + j) & 0x7FFFFFFF
 
 
+def warn_unread_guidance(pipe: Any, label: str, guidance: float | None) -> None:
+    """Warn that `guidance`, a guidance scale given for `pipe`, changes nothing when its transformer has no
+    guidance embedding (a FLUX.1-schnell-like model: FluxPipeline ignores the scale silently)."""
+    config = getattr(getattr(pipe, "transformer", None), "config", None)
+    if guidance is not None and getattr(config, "guidance_embeds", True) is False:
+        log.warning(
+            "%s has no guidance embedding (a FLUX.1-schnell-like transformer): guidance scale %s changes nothing "
+            "for it",
+            label,
+            guidance,
+        )
+
+
 def generate_folder(
     model: Any,
     metas: Sequence[dict[str, Any]],
@@ -232,6 +245,8 @@ def generate_folder(
         raise ValueError("images per prompt must be at least 1")
     sample = sample or generate
     pipe = load_pipeline(model, device=device) if isinstance(model, (str, Path)) else model
+    label = str(model) if isinstance(model, (str, Path)) else "the model"
+    warn_unread_guidance(pipe, label, settings.get("guidance_scale", settings.get("guidance")))
     out_dir = Path(out_dir)
 
     def have(path: Path) -> bool:

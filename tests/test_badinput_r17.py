@@ -255,12 +255,44 @@ def test_grid_names_a_guidance_a_flux_model_without_guidance_embedding_ignores(t
         assert main([*argv, "--guidance", "3.5", "--out", str(tmp_path / "g.png")]) == 0
     warned = [r.getMessage() for r in caplog.records if "has no guidance embedding" in r.getMessage()]
     assert warned == [
-        "s has no guidance embedding (a FLUX.1-schnell-like transformer): --guidance 3.5 changes nothing for it"
+        "s has no guidance embedding (a FLUX.1-schnell-like transformer): guidance scale 3.5 changes nothing for it"
     ]
     caplog.clear()
     with caplog.at_level("WARNING", logger="imgalign"):
         assert main([*argv, "--out", str(tmp_path / "h.png")]) == 0
     assert "guidance embedding" not in caplog.text
+
+
+def test_sampling_a_folder_names_a_guidance_a_flux_model_without_guidance_embedding_ignores(tmp_path, caplog):
+    """`eval --guidance-scale` (and the shapes suite's own guidance) on a FLUX.1-schnell-like model sampled through
+    generate_folder without a word; a model with a guidance embedding, or no scale given, says nothing."""
+    from imgalign.pipelines import load_pipeline
+    from imgalign.sampling import generate_folder, generate_images
+    from imgalign.trainers.testing import tiny_flux_pipeline
+
+    metas = [
+        {"tag": "single_object", "include": [{"class": "cat", "count": 1}], "prompt": "a photo of a cat"}
+    ]
+    for guidance_embeds, guidance, warns in ((False, 3.5, True), (False, None, False), (True, 3.5, False)):
+        model = tiny_flux_pipeline(tmp_path / f"flux-{guidance_embeds}", guidance_embeds=guidance_embeds)
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="imgalign"):
+            generate_folder(
+                load_pipeline(str(model)),
+                metas,
+                tmp_path / f"images-{guidance_embeds}-{guidance}",
+                1,
+                0,
+                progress=False,
+                sample=generate_images,
+                steps=1,
+                size=16,
+                **({"guidance": guidance} if guidance is not None else {}),
+            )
+        warned = (
+            "has no guidance embedding" in caplog.text and "guidance scale 3.5 changes nothing" in caplog.text
+        )
+        assert warned == warns, (guidance_embeds, guidance)
 
 
 def test_more_than_512_t5_tokens_is_refused_before_the_model_loads():

@@ -146,7 +146,7 @@ def run_grid(args: argparse.Namespace) -> int:
     from imgalign.eval.models import sampling_defaults
     from imgalign.pipelines import check_model_spec, load_pipeline, parse_model_arg
     from imgalign.rewards.base import parse_reward_spec
-    from imgalign.sampling import generate_images
+    from imgalign.sampling import generate_images, warn_unread_guidance
 
     # ---- every check first, before any model loads ----
     specs = [parse_model_arg(m) for m in args.model]
@@ -212,15 +212,7 @@ def run_grid(args: argparse.Namespace) -> int:
     for s in specs:
         log.info("generating with %s (%s)", s.label, s)
         pipe = load_pipeline(s, device=args.device, dtype=dtype)
-        # FluxPipeline ignores a guidance scale silently when its transformer has no guidance embedding
-        config = getattr(getattr(pipe, "transformer", None), "config", None)
-        if args.guidance is not None and getattr(config, "guidance_embeds", True) is False:
-            log.warning(
-                "%s has no guidance embedding (a FLUX.1-schnell-like transformer): --guidance %s changes nothing "
-                "for it",
-                s.label,
-                args.guidance,
-            )
+        warn_unread_guidance(pipe, s.label, args.guidance)
         settings = sampling_defaults(s)  # the shapes family's trained settings, else the pipeline's
         given = {"steps": args.steps, "guidance": args.guidance, "size": args.size}
         given["max_sequence_length"] = args.max_sequence_length
