@@ -187,12 +187,15 @@ def load_prompt_set(spec: str) -> list[dict[str, Any]]:
     from imgalign.prompts.io import load_geneval_metadata
 
     if spec.startswith("generate:"):
-        try:
-            seed = int(spec.split(":", 1)[1])
-        except ValueError:
-            raise ValueError(f"prompt set {spec!r}: expected generate:SEED with an integer seed") from None
-        if seed < 0:
+        text = spec.split(":", 1)[1]
+        if text.startswith("-") and text[1:].isascii() and text[1:].isdigit():
             raise ValueError(f"prompt set {spec!r}: the seed of generate:SEED must be 0 or more")
+        # digits only: int() also took "generate: 5" and "generate:1_0" (seed 10), each another spelling of a set
+        if not (text.isascii() and text.isdigit()):
+            raise ValueError(
+                f"prompt set {spec!r}: expected generate:SEED with an integer seed (digits only)"
+            )
+        seed = int(text)
         log.warning("generated GenEval-style prompts: scores are comparable only with runs on this same set")
         return generate_metadata(seed)
     return load_geneval_metadata(spec)

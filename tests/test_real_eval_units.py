@@ -10,7 +10,7 @@ from imgalign.eval import real
 
 def test_a_generated_prompt_set_takes_exactly_one_integer_seed():
     """generate:1:2 took the last field as the seed (2) instead of refusing the spec."""
-    for bad in ("generate:1:2", "generate:", "generate:1.5"):
+    for bad in ("generate:1:2", "generate:", "generate:1.5", "generate: 5", "generate:1_0", "generate:+3"):
         with pytest.raises(ValueError, match=r"expected generate:SEED with an integer seed"):
             real.load_prompt_set(bad)
     with pytest.raises(ValueError, match=r"the seed of generate:SEED must be 0 or more"):
