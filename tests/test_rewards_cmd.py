@@ -91,11 +91,16 @@ def test_fid_stats_out_under_a_file_is_refused_before_features(
     assert f"'{png}' is a file, not a folder" in capsys.readouterr().err
 
 
-def test_check_command(capsys: pytest.CaptureFixture) -> None:
+def test_check_command(capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
     assert main(["rewards", "check", "--reward", "geneval", "--n", "24"]) == 0
     assert "geneval: true > corrupted in 1.000 of 24 pairs" in capsys.readouterr().out
-    # a reward that never reads the prompt ties on every pair: refused, not reported as 0.000
-    assert main(["rewards", "check", "--reward", "artifact", "--n", "4"]) == 2
+    # a reward that never reads the prompt ties on every pair: refused, not reported as 0.000, and (a Reward class
+    # declares it) before its model loads
+    import imgalign.rewards.base as base
+
+    with monkeypatch.context() as m:
+        m.setattr(base, "build_reward", lambda *a, **k: pytest.fail("the reward's model loaded"))
+        assert main(["rewards", "check", "--reward", "artifact", "--n", "4"]) == 2
     assert "does not read the prompt" in capsys.readouterr().err
 
 

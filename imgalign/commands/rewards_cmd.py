@@ -282,7 +282,7 @@ def run_fd(args: argparse.Namespace) -> int:
 
 def run_check(args: argparse.Namespace) -> int:
     check_device(args.device)  # a GPU this machine lacks fails before any work
-    from imgalign.rewards.base import build_reward
+    from imgalign.rewards.base import build_reward, parse_reward_spec, reward_target
     from imgalign.rewards.sanity import KINDS, true_vs_corrupted
 
     results = {}
@@ -297,8 +297,11 @@ def run_check(args: argparse.Namespace) -> int:
         bad = [k for k in kinds if k not in KINDS]
         if bad:
             raise CLIError(f"unknown corruption kind(s) {bad}; valid: {', '.join(KINDS)}")
-        reward = build_reward(spec, device=args.device)
-        if not getattr(reward, "needs_prompt", True):
+        # a Reward class declares it: known before its model loads (a function reward, once built)
+        target = reward_target(parse_reward_spec(spec)[0])
+        prompt_free = isinstance(target, type) and not getattr(target, "needs_prompt", True)
+        reward = None if prompt_free else build_reward(spec, device=args.device)
+        if prompt_free or not getattr(reward, "needs_prompt", True):
             raise CLIError(
                 f"{spec} does not read the prompt, so it scores an image the same under the true and the corrupted "
                 "prompt: this check (prompt sensitivity) does not apply to it"
