@@ -113,9 +113,16 @@ def check_open_clip_name(model_name: str, pretrained: str | None) -> None:
     if model_name in archs:
         return
     if "/" in model_name or model_name.startswith((".", "~")):
+        # ORG/NAME, e.g. openai/clip-vit-base-patch32, is likelier a Hub id than a folder
+        hub = (
+            f" (a Hub id? open_clip reads an open_clip repo as hf-hub:{model_name}; OpenAI's CLIPs are open_clip "
+            "architectures with pretrained=openai, e.g. ViT-B-32)"
+            if model_name.count("/") == 1 and not model_name.startswith((".", "~", "/"))
+            else ""
+        )
         raise FileNotFoundError(
-            f"cannot load open_clip model {model_name!r}: no such folder{tilde_hint(model_name)}; give a folder holding "
-            "open_clip_config.json and weights, ARCH with pretrained=TAG, or shapes-clip"
+            f"cannot load open_clip model {model_name!r}: no such folder{tilde_hint(model_name)}{hub}; give a folder "
+            "holding open_clip_config.json and weights, ARCH with pretrained=TAG, or shapes-clip"
         )
     from imgalign.hub import EMBEDDED
 

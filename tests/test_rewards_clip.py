@@ -386,3 +386,20 @@ def test_a_weight_that_is_not_positive_is_refused_before_the_model_loads(weight:
     monkeypatch.setattr(clip_mod, "load_open_clip", no_load)
     with pytest.raises(ValueError, match=f"clip reward: weight must be > 0, got {weight}"):
         build_reward(f"clip:weight={weight}")
+
+
+def test_a_missing_org_name_model_is_named_as_a_possible_hub_id() -> None:
+    """clip:model=openai/clip-vit-base-patch32 (a transformers Hub id) said only "no such folder"; a path that cannot
+    be a Hub id gets no such hint."""
+    from imgalign.rewards.clip import load_open_clip
+
+    with pytest.raises(FileNotFoundError) as e:
+        load_open_clip("openai/clip-vit-base-patch32", torch.device("cpu"), torch.float32, None)
+    assert (
+        "no such folder (a Hub id? open_clip reads an open_clip repo as hf-hub:openai/clip-vit-base-patch32; "
+        in str(e.value)
+        and "pretrained=openai, e.g. ViT-B-32)" in str(e.value)
+    )
+    with pytest.raises(FileNotFoundError) as e:
+        load_open_clip("./no/such", torch.device("cpu"), torch.float32, None)
+    assert "no such folder; give a folder" in str(e.value)
