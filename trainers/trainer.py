@@ -297,9 +297,10 @@ def preflight(cfg: FlowGRPOConfig, num_processes: int = 1, output_dir: str | Pat
             )
     # a misspelt LoRA target or trainable_modules pattern was refused only once the model had loaded (minutes for
     # SD3.5 or FLUX): a local model's weight names are read from its files' headers
-    saved = A.read_saved_weights(Path(base) / "transformer") if Path(base).is_dir() else None
+    lora = cfg.model.lora_targets if cfg.model.lora_rank > 0 else None
+    checked = lora is not None or bool(cfg.model.trainable_modules)  # else no header is read at start-up
+    saved = A.read_saved_weights(Path(base) / "transformer") if checked and Path(base).is_dir() else None
     if saved is not None:
-        lora = cfg.model.lora_targets if cfg.model.lora_rank > 0 else None
         error = A.saved_lora_targets_error(saved, lora) if lora else None
         if error is None and cfg.model.trainable_modules:
             names = A.saved_trainable_names(saved, lora)
