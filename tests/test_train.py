@@ -4383,3 +4383,17 @@ def test_the_output_folder_lock_is_exclusive(tmp_path):
         assert subprocess.run([sys.executable, "-c", code]).returncode == 1
     finally:
         C.unlock_output_dir(tmp_path)
+
+
+def test_an_update_goes_on_when_accelerate_reports_no_gradient_norm(sd3_dir, tmp_path, monkeypatch):
+    """Under DeepSpeed accelerate's clip_grad_norm_ may return None (the engine clips inside its step): the update is
+    still taken (float(None) raised a TypeError) and train/grad_norm is NaN, not a skipped update."""
+    from imgalign.trainers.testing import first_rollout
+
+    tr = _sgd_trainer(sd3_dir, tmp_path, micro_batch_size=8, updates_per_step=1)
+    monkeypatch.setattr(tr.acc, "clip_grad_norm_", lambda params, max_norm: None)
+    ro, _ = first_rollout(tr)
+    before = [p.detach().clone() for p in tr.params]
+    m = tr._update(0, ro, torch.tensor([1.0, -1.0] * 4), torch.ones(8, dtype=torch.bool))
+    assert any(not torch.equal(p.detach(), b) for p, b in zip(tr.params, before))
+    assert math.isnan(m["train/grad_norm"]) and m["train/skipped_updates"] == 0.0

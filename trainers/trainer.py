@@ -1025,9 +1025,13 @@ class FlowGRPOTrainer:
                         sums[key] += val * w if w > 0 else 0.0
                         counts[key] += w
             max_norm = cfg.train.grad_clip if cfg.train.grad_clip > 0 else float("inf")
-            gn = float(self.acc.clip_grad_norm_(self.params, max_norm))
-            if math.isfinite(gn):
-                grad_norms.append(gn)
+            norm = self.acc.clip_grad_norm_(self.params, max_norm)
+            # DeepSpeed clips and steps inside its own engine, and accelerate may then report no norm (None): the
+            # update counts as taken and train/grad_norm leaves it out
+            gn = float(norm) if norm is not None else float("nan")
+            if norm is None or math.isfinite(gn):
+                if norm is not None:
+                    grad_norms.append(gn)
                 self.optimizer.step()
                 self.scheduler.step()
                 if self.ema is not None:
