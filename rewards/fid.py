@@ -205,10 +205,12 @@ def load_stats(path: str | Path) -> tuple[torch.Tensor, torch.Tensor, int, str]:
     # a damaged or hand-edited file: shapes that do not fit, metadata missing, NaN/inf (a traceback deep in the
     # matrix square root, or an FD of nan printed as a result)
     d = mu.shape[0] if mu.ndim == 1 else -1
-    if tuple(sigma.shape) != (d, d) or not meta.get("features") or not str(meta.get("n", "")).isdigit():
+    # n: the image count, at least the 2 a covariance needs (save_stats is given it by folder_features)
+    n = str(meta.get("n", ""))
+    if tuple(sigma.shape) != (d, d) or not meta.get("features") or not n.isdigit() or int(n) < 2:
         raise ValueError(
             f"{not_stats}: mu {tuple(mu.shape)}, sigma {tuple(sigma.shape)}, metadata {meta} (want mu (d,), "
-            "sigma (d, d), n and features)"
+            "sigma (d, d), n of at least 2 images and features)"
         )
     if not (torch.isfinite(mu).all() and torch.isfinite(sigma).all()):
         raise ValueError(

@@ -315,7 +315,7 @@ def test_stats_of_fewer_images_than_feature_dimensions_warn(caplog) -> None:
 
 
 def test_a_damaged_stats_file_is_refused_by_name(tmp_path) -> None:
-    """NaN/inf values, shapes that do not fit, or missing metadata in a stats file gave an FD of nan printed as a
+    """NaN/inf values, shapes that do not fit, missing metadata or an image count below 2 in a stats file gave an FD of nan printed as a
     result, a LinAlgError or shape traceback, or a bare 'error: features'; each is now refused naming the file."""
     from safetensors.torch import save_file
 
@@ -331,8 +331,9 @@ def test_a_damaged_stats_file_is_refused_by_name(tmp_path) -> None:
         ("inf", {"mu": mu + float("inf"), "sigma": sigma}, meta, "hold NaN or inf values"),
         ("shape", {"mu": mu, "sigma": sigma[:2]}, meta, r"sigma \(2, 3\)"),
         ("mu2d", {"mu": mu[None], "sigma": sigma}, meta, r"mu \(1, 3\)"),
-        ("nofeat", {"mu": mu, "sigma": sigma}, {**meta, "features": ""}, "n and features"),
-        ("badn", {"mu": mu, "sigma": sigma}, {**meta, "n": "many"}, "n and features"),
+        ("nofeat", {"mu": mu, "sigma": sigma}, {**meta, "features": ""}, "images and features"),
+        ("badn", {"mu": mu, "sigma": sigma}, {**meta, "n": "many"}, "n of at least 2 images and features"),
+        ("n1", {"mu": mu, "sigma": sigma}, {**meta, "n": "1"}, "n of at least 2 images"),
     ):
         save_file({k: v.contiguous() for k, v in tensors.items()}, str(tmp_path / f"{name}.safetensors"), m)
         with pytest.raises(ValueError, match=rf"{name}.safetensors.*{msg}"):
