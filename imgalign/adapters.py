@@ -33,6 +33,7 @@ from typing import Any
 
 import torch
 
+from imgalign.hub import naming_pipeline
 from imgalign.pipelines import absent_components, quiet_absent_components
 
 log = logging.getLogger(__name__)
@@ -226,7 +227,8 @@ class FlowAdapter:
         # text encoders and transformer load in the frozen dtype (T5-XXL is 19 GB in float32), the VAE in float32
         # (small, and decoded images feed the rewards); trainable weights are made float32 by the trainer
         dtypes = {"default": dtype, "vae": torch.float32}
-        pipe = pipe_cls.from_pretrained(path, dtype=dtypes, **absent_components(path))
+        with naming_pipeline(path):
+            pipe = pipe_cls.from_pretrained(path, dtype=dtypes, **absent_components(path))
         return cls(pipe, device=device, dtype=dtype, **kwargs)
 
     def default_resolution(self) -> int:

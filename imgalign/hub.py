@@ -159,6 +159,27 @@ def cannot_load(what: str, error: BaseException, spec: str, kind: str = "") -> s
     )
 
 
+@contextlib.contextmanager
+def naming_pipeline(path: str | Path) -> Iterator[None]:
+    """Errors a library raises while it builds a pipeline from folder `path`, as one ValueError naming the folder.
+    A hand-edited or damaged ``config.json`` (``"num_layers": "two"``, an attention size that does not divide)
+    made diffusers fail with a TypeError traceback or a bare line such as "embed_dim must be divisible by 2", and
+    weights of other shapes than the config with a RuntimeError of many lines; none named the folder."""
+    try:
+        yield
+    except (TypeError, ValueError, RuntimeError) as e:
+        # (diffusers' advice on a weight of another shape, to pass loader arguments, is not the user's to follow)
+        said = str(e).split(" If you want to instead overwrite randomly initialized weights")[0]
+        lines = [ln.strip() for ln in said.strip().splitlines() if ln.strip()]
+        text = " ".join(lines[:2]).rstrip(".") + (
+            f" (and {len(lines) - 2} more lines; -v shows them)" if len(lines) > 2 else ""
+        )
+        raise ValueError(
+            f"cannot load the pipeline {str(path)!r}: {type(e).__name__}: {text}. If a config.json in it was edited "
+            "by hand, compare it with the original model's"
+        ) from e
+
+
 def damaged_weights(path: str | Path) -> list[tuple[Path, str]]:
     """(file, safetensors' reason) for each ``*.safetensors`` file in model folder `path` (not its subfolders), or
     for `path` itself when it is such a file, whose header safetensors refuses: a copy or download cut short, an

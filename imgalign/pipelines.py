@@ -475,13 +475,14 @@ def load_pipeline(
     folder's ``model_index.json``; the progress bar is off."""
     from diffusers import DiffusionPipeline
 
-    from imgalign.hub import resolve
+    from imgalign.hub import naming_pipeline, resolve
 
     if isinstance(model, Path):
         model = ModelSpec(model.name, str(model))
     spec = check_model_spec(model if isinstance(model, ModelSpec) else parse_model_arg(model))
     base = resolve(spec.base)
-    pipe = DiffusionPipeline.from_pretrained(base, dtype=dtype, **absent_components(base))
+    with naming_pipeline(base):
+        pipe = DiffusionPipeline.from_pretrained(base, dtype=dtype, **absent_components(base))
     if spec.overlay is not None:
         # warned here, not in check_model_spec: commands call that first too, and the warning would show twice
         warn_other_base(spec.base, Path(spec.overlay))

@@ -161,3 +161,49 @@ def test_a_transformer_overlay_whose_config_names_no_class_loads_as_the_bases_cl
     pipe = SimpleNamespace(transformer=Denoiser())
     apply_overlay(pipe, tmp_path, torch.bfloat16)
     assert pipe.transformer == ("Denoiser", str(tmp_path / "transformer"), torch.bfloat16)
+
+
+@pytest.mark.parametrize(
+    ("edit", "said"),
+    [
+        ({"num_layers": "two"}, r"TypeError: 'str' object cannot be interpreted as an integer"),
+        ({"attention_head_dim": 7}, r"ValueError: embed_dim must be divisible by 2"),
+        (
+            {"caption_projection_dim": 32},
+            r"ValueError: Cannot load .*context_embedder.bias expected shape torch.Size\(\[32\]\), "
+            r"but got torch.Size\(\[16\]\)\. If a",
+        ),
+    ],
+)
+def test_a_hand_edited_transformer_config_is_refused_naming_the_pipeline_folder(
+    sd3_dir, tmp_path, edit, said
+):
+    """A config.json that does not fit its weights, or holds a value of the wrong type, made diffusers fail with a
+    TypeError traceback or a bare line naming no folder, from every command that loads a pipeline (train through
+    the adapter, grid and eval through load_pipeline); each is one ValueError naming the folder and the edit."""
+    import json
+    import shutil
+
+    from imgalign.adapters import load_adapter
+    from imgalign.pipelines import load_pipeline
+
+    folder = tmp_path / "edited"
+    shutil.copytree(sd3_dir, folder)
+    config = folder / "transformer" / "config.json"
+    config.write_text(json.dumps({**json.loads(config.read_text()), **edit}))
+    for load in (load_pipeline, load_adapter):
+        with pytest.raises(ValueError, match=rf"cannot load the pipeline '{folder}': {said}") as e:
+            load(str(folder))
+        assert "\n" not in str(e.value) and "If a config.json in it was edited by hand" in str(e.value)
+
+
+def test_naming_pipeline_keeps_a_long_library_error_to_two_lines_and_lets_other_errors_through():
+    from imgalign.hub import naming_pipeline
+
+    with pytest.raises(
+        ValueError, match=r"'m': RuntimeError: Error\(s\) in x: size a \(and 2 more lines; -v"
+    ):
+        with naming_pipeline("m"):
+            raise RuntimeError("Error(s) in x:\n\tsize a\n\tsize b\n\tsize c.")
+    with pytest.raises(FileNotFoundError), naming_pipeline("m"):  # the CLI's OSError line already names it
+        raise FileNotFoundError("no such file: m/model_index.json")
