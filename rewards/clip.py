@@ -9,7 +9,12 @@ Models:
 * ``model=shapes-clip`` (default): the embedded shapes CLIP;
 * ``model=ViT-B-32,pretrained=openai``: an open_clip architecture with a pretrained tag (cached weights; nothing is
   downloaded when ``HF_HUB_OFFLINE=1``) or ``pretrained=/path/to/checkpoint.safetensors``;
-* ``model=local-dir:/path`` or ``model=/path`` (a folder with ``open_clip_config.json`` and weights).
+* ``model=local-dir:/path`` or ``model=/path`` (a folder with ``open_clip_config.json`` and weights);
+* a transformers ``CLIPModel`` (``config.json`` with ``model_type: clip``), as a folder or a Hub id in the local
+  cache, e.g. ``model=openai/clip-vit-large-patch14``. Its processor is read from the same place, or from
+  ``processor=`` (PickScore ships without one: ``model=yuvalkirstain/PickScore_v1,``
+  ``processor=laion/CLIP-ViT-H-14-laion2B-s32B-b79K,clamp=false``; PickScore itself is that cosine times the model's
+  logit scale, so ``weight=`` that scale gives its numbers).
 """
 
 from __future__ import annotations
@@ -186,6 +191,142 @@ def load_open_clip(
     return model, tokenizer, size, mean, std, how
 
 
+def transformers_clip_config(name: str) -> dict[str, Any] | None:
+    """The ``config.json`` of a transformers CLIP (``model_type`` ``clip``) at `name`, a folder or a Hub id in the
+    local cache; None for anything else (open_clip names, other models, ids not downloaded)."""
+    import json
+
+    from imgalign.hub import looks_like_path
+
+    if os.path.isdir(name):
+        file: str | Path | None = Path(name) / "config.json"
+    elif (
+        name.count("/") == 1 and not looks_like_path(name) and not name.startswith(("hf-hub:", "local-dir:"))
+    ):
+        from huggingface_hub import try_to_load_from_cache
+
+        try:
+            file = try_to_load_from_cache(name, "config.json")
+        except ValueError:  # not a valid repo id
+            file = None
+        file = file if isinstance(file, str) else None
+    else:
+        file = None
+    if file is None or not Path(file).is_file():
+        return None
+    try:
+        config = json.loads(Path(file).read_text())
+    except (OSError, ValueError):
+        return None
+    return config if isinstance(config, dict) and config.get("model_type") == "clip" else None
+
+
+class TransformersCLIP(torch.nn.Module):
+    """A transformers ``CLIPModel`` behind the calls the reward makes of an open_clip model: ``encode_image`` on
+    normalised pixels (B, 3, S, S) and ``encode_text`` on what :class:`TransformersCLIPTokens` returns, both the
+    projected embeddings (B, D)."""
+
+    def __init__(self, model: Any) -> None:
+        super().__init__()
+        self.model = model
+        # [0, 1] images (B, 3, H, W) -> the model's pixels: its image processor's steps, set by the loader
+        self.preprocess: Any = None
+
+    @staticmethod
+    def _features(out: Any) -> torch.Tensor:
+        # transformers 5 returns the projection as pooler_output of a model output; earlier versions the tensor
+        return out if isinstance(out, torch.Tensor) else out.pooler_output
+
+    def encode_image(self, pixels: torch.Tensor) -> torch.Tensor:
+        return self._features(self.model.get_image_features(pixel_values=pixels))
+
+    def encode_text(self, batch: Any) -> torch.Tensor:
+        return self._features(
+            self.model.get_text_features(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
+        )
+
+
+class TransformersCLIPTokens:
+    """A transformers CLIP tokenizer called as open_clip's: ``tokens(prompts)`` pads and cuts to the context
+    length; ``encode`` and ``context_length`` say which prompts are cut (:func:`cut_prompts`)."""
+
+    def __init__(self, tokenizer: Any, context_length: int) -> None:
+        self.tokenizer, self.context_length = tokenizer, int(context_length)
+
+    def encode(self, prompt: str) -> list[int]:
+        return list(self.tokenizer(prompt, add_special_tokens=False)["input_ids"])
+
+    def __call__(self, prompts: list[str]) -> Any:
+        return self.tokenizer(
+            prompts, padding=True, truncation=True, max_length=self.context_length, return_tensors="pt"
+        )
+
+
+def load_transformers_clip(
+    name: str, device: torch.device, dtype: torch.dtype, processor: str | None = None
+) -> tuple[Any, Any, int, tuple[float, ...], tuple[float, ...], tuple[str, str]]:
+    """Load a transformers CLIP and its processor (from `processor` when given) with the libraries' own loaders.
+    Returns (a :class:`TransformersCLIP` whose ``preprocess`` does the image processor's resize, centre crop and
+    normalisation, its :class:`TransformersCLIPTokens`, input size, mean, std, ("processor", "bicubic"))."""
+    from transformers import AutoProcessor, CLIPModel
+
+    from imgalign.hub import cannot_load, check_weights
+    from imgalign.rewards.features import image_processor_transform
+
+    what = f"transformers CLIP {name!r}"
+    if os.path.isdir(name):
+        check_weights(what, name)
+    try:
+        model = CLIPModel.from_pretrained(name, dtype=dtype)
+    except (OSError, ValueError) as e:
+        raise ValueError(cannot_load(what, e, name, kind="CLIPModel")) from None
+    source = processor or name
+    try:
+        proc = AutoProcessor.from_pretrained(source)
+    except (OSError, ValueError, TypeError) as e:
+        raise ValueError(
+            cannot_load(f"the processor of {what} from {source!r}", e, source)
+            + "; a model saved without one takes processor=FOLDER_OR_HUB_ID (its base CLIP's)"
+        ) from None
+    image_proc, tokenizer = getattr(proc, "image_processor", None), getattr(proc, "tokenizer", None)
+    if image_proc is None or tokenizer is None:
+        raise ValueError(
+            f"{what}: {source!r} holds no CLIP processor (an image processor and a tokenizer); give "
+            "processor=FOLDER_OR_HUB_ID of its base CLIP"
+        )
+    context = min(int(model.config.text_config.max_position_embeddings), int(tokenizer.model_max_length))
+    wrapped = TransformersCLIP(model).to(device).eval().requires_grad_(False)
+    # the image processor's own resize (of the shortest edge), centre crop and normalisation
+    wrapped.preprocess = image_processor_transform(image_proc, what, device, dtype)
+    side = int(model.config.vision_config.image_size)
+    mean, std = tuple(float(v) for v in image_proc.image_mean), tuple(float(v) for v in image_proc.image_std)
+    return wrapped, TransformersCLIPTokens(tokenizer, context), side, mean, std, ("processor", "bicubic")
+
+
+def load_clip(
+    name: str,
+    device: torch.device,
+    dtype: torch.dtype,
+    pretrained: str | None = None,
+    processor: str | None = None,
+) -> tuple[Any, Any, int, tuple[float, ...], tuple[float, ...], tuple[str, str]]:
+    """A transformers CLIP (:func:`load_transformers_clip`) when `name` is one, else an open_clip model
+    (:func:`load_open_clip`)."""
+    if transformers_clip_config(name) is not None:
+        if pretrained:
+            raise ValueError(
+                f"clip reward: {name!r} is a transformers CLIP, which takes no pretrained= (its weights are in its "
+                "folder)"
+            )
+        return load_transformers_clip(name, device, dtype, processor)
+    if processor:
+        raise ValueError(
+            f"clip reward: processor= is for transformers CLIPs, and {name!r} is none (open_clip models bring their "
+            "own preprocessing); drop processor="
+        )
+    return load_open_clip(name, device, dtype, pretrained)
+
+
 def incomplete_config(model_name: str, error: KeyError | TypeError) -> str:
     """The error line for a ``local-dir:`` folder whose open_clip_config.json lacks a field open_clip reads: it said
     only "text_cfg" (a KeyError), or "bad options ['model']: CLIP.__init__() missing ... 'embed_dim'"."""
@@ -227,11 +368,14 @@ def _load_shapes_clip(device: torch.device, dtype: torch.dtype) -> tuple[Any, An
     return model, tokenizer
 
 
-@register_reward("clip", "CLIPScore 2.5*max(cos,0) with an open_clip model (default: the shapes CLIP)")
+@register_reward(
+    "clip", "CLIPScore 2.5*max(cos,0) with an open_clip or transformers CLIP (default: the shapes CLIP)"
+)
 class CLIPReward(Reward):
     name = "clip"
     description = (
-        "CLIPScore w*max(cos,0), w=2.5 (Hessel et al.); model=shapes-clip|ARCH,pretrained=TAG|local-dir:"
+        "CLIPScore w*max(cos,0), w=2.5 (Hessel et al.); model=shapes-clip|ARCH,pretrained=TAG|local-dir:|a "
+        "transformers CLIP folder or Hub id"
     )
 
     def __init__(
@@ -240,6 +384,7 @@ class CLIPReward(Reward):
         dtype: torch.dtype = torch.float32,
         model: str = "shapes-clip",
         pretrained: str | None = None,
+        processor: str | None = None,
         weight: float = CLIPSCORE_W,
         clamp: bool = True,
         batch_size: int = 64,
@@ -250,8 +395,8 @@ class CLIPReward(Reward):
                 f"clip reward: weight must be > 0, got {weight} (it scales every score: 0 makes them all 0, a "
                 "negative weight ranks the worst-matching image best)"
             )
-        self.model, self.tokenizer, self.size, self.mean, self.std, self.how = load_open_clip(
-            str(model), self.device, dtype, pretrained
+        self.model, self.tokenizer, self.size, self.mean, self.std, self.how = load_clip(
+            str(model), self.device, dtype, pretrained, processor
         )
         self.model_name, self.weight = str(model), float(weight)
         self.batch_size = int(check_at_least(batch_size, 1, "clip reward: batch_size"))
@@ -263,7 +408,11 @@ class CLIPReward(Reward):
         """Image and text embeddings (B, D) each."""
         from imgalign.rewards.features import clip_preprocess
 
-        x = clip_preprocess(images.to(self.device, self.dtype), self.size, self.mean, self.std, *self.how)
+        x = images.to(self.device, self.dtype)
+        if isinstance(self.model, TransformersCLIP):
+            x = self.model.preprocess(x)
+        else:
+            x = clip_preprocess(x, self.size, self.mean, self.std, *self.how)
         img = self.model.encode_image(x)
         cut = [] if self._warned_cut else cut_prompts(self.tokenizer, prompts)
         if cut:  # once per reward: the tokenizer cut them silently

@@ -203,6 +203,35 @@ def _height_width(size: Any, problem: str) -> tuple[int, int]:
     return h, w
 
 
+def image_processor_transform(
+    proc: Any, label: str, device: torch.device | str, dtype: torch.dtype
+) -> Callable[[torch.Tensor], torch.Tensor]:
+    """A transformers image processor's resize, centre crop and normalisation (:func:`processor_geometry`) as a
+    function of [0, 1] images (B, 3, H, W); `label` names the model in the error for a processor without sizes."""
+    size = getattr(proc, "size", None) or {}
+    shortest = _size_field(size, "shortest_edge")
+    resize_hw = None
+    if shortest is None:
+        resize_hw = _height_width(
+            size,
+            f"{label}: its image processor's size {size} has neither 'shortest_edge' nor 'height' and 'width'",
+        )
+    crop_hw = None
+    if getattr(proc, "do_center_crop", True):  # DINOv2: shortest edge 256, then crop 224
+        crop = getattr(proc, "crop_size", None) or {}
+        crop_hw = _height_width(
+            crop,
+            f"{label}: its image processor centre-crops but its crop_size {crop} lacks 'height' or 'width'",
+        )
+    m = torch.tensor(tuple(proc.image_mean), device=device, dtype=dtype).view(1, 3, 1, 1)
+    s = torch.tensor(tuple(proc.image_std), device=device, dtype=dtype).view(1, 3, 1, 1)
+
+    def prep(x: torch.Tensor) -> torch.Tensor:
+        return (processor_geometry(x, shortest, resize_hw, crop_hw).clamp(0, 1) - m) / s
+
+    return prep
+
+
 DINO_TYPES = ("dinov2", "dinov2_with_registers", "dinov3_vit", "vit")
 """transformers model types a ``dinov2:`` encoder takes: ViTs whose last hidden state is [CLS, registers, patches]
 (DINO v1 checkpoints are ``vit``)."""
@@ -228,26 +257,7 @@ def _dinov2(path: str, device: torch.device, dtype: torch.dtype) -> FeatureEncod
             f"{what}: {path!r} holds a {kind!r} model, not a DINOv2-style image encoder (model types "
             f"{', '.join(DINO_TYPES)}); give such a folder or Hub id, e.g. facebook/dinov2-base"
         )
-    size = getattr(proc, "size", None) or {}
-    shortest = _size_field(size, "shortest_edge")
-    resize_hw = None
-    if shortest is None:
-        resize_hw = _height_width(
-            size,
-            f"dinov2:{path}: its image processor's size {size} has neither 'shortest_edge' nor 'height' and 'width'",
-        )
-    crop_hw = None
-    if getattr(proc, "do_center_crop", True):  # DINOv2: shortest edge 256, then crop 224
-        crop = getattr(proc, "crop_size", None) or {}
-        crop_hw = _height_width(
-            crop,
-            f"dinov2:{path}: its image processor centre-crops but its crop_size {crop} lacks 'height' or 'width'",
-        )
-    m = torch.tensor(tuple(proc.image_mean), device=device, dtype=dtype).view(1, 3, 1, 1)
-    s = torch.tensor(tuple(proc.image_std), device=device, dtype=dtype).view(1, 3, 1, 1)
-
-    def prep(x: torch.Tensor) -> torch.Tensor:  # the image processor's resize, centre crop and normalisation
-        return (processor_geometry(x, shortest, resize_hw, crop_hw).clamp(0, 1) - m) / s
+    prep = image_processor_transform(proc, f"dinov2:{path}", device, dtype)
 
     n_reg = int(getattr(model.config, "num_register_tokens", 0) or 0)
 

@@ -403,3 +403,103 @@ def test_a_missing_org_name_model_is_named_as_a_possible_hub_id() -> None:
     with pytest.raises(FileNotFoundError) as e:
         load_open_clip("./no/such", torch.device("cpu"), torch.float32, None)
     assert "no such folder; give a folder" in str(e.value)
+
+
+# ---- transformers CLIPs (openai/clip-vit-*, PickScore) ------------------------------------------------------
+@pytest.fixture(scope="module")
+def hf_clip(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from imgalign.trainers.testing import tiny_transformers_clip
+
+    return tiny_transformers_clip(tmp_path_factory.mktemp("hfclip") / "clip")
+
+
+def _transformers_cosines(folder: Path, images: torch.Tensor, prompts: list[str]) -> torch.Tensor:
+    """The cosines transformers' own processor and model give for [0, 1] images (B, 3, H, W) at 8-bit values."""
+    from PIL import Image
+    from transformers import CLIPModel, CLIPProcessor
+
+    model, proc = CLIPModel.from_pretrained(folder).eval(), CLIPProcessor.from_pretrained(folder)
+    pil = [Image.fromarray((x.permute(1, 2, 0) * 255).round().byte().numpy()) for x in images]
+    with torch.no_grad():
+        out = model(**proc(text=prompts, images=pil, padding=True, return_tensors="pt"))
+    return (out.image_embeds * out.text_embeds).sum(-1)
+
+
+@pytest.mark.parametrize("hw", [(32, 32), (48, 40)])
+def test_a_transformers_clip_scores_as_its_own_processor_and_model_do(hf_clip: Path, hw) -> None:
+    """clip:model=FOLDER of a transformers CLIPModel (before: "no open_clip_config.json, so it is no open_clip
+    model"): the cosines of transformers' CLIPProcessor + CLIPModel, through the image processor's resize of the
+    shortest edge and centre crop (which differ from the 8-bit PIL path by its rounding only)."""
+    g = torch.Generator().manual_seed(0)
+    x = (torch.rand(3, 3, *hw, generator=g) * 255).round() / 255
+    prompts = ["a red circle", "two blue squares", "a green cross left of a circle"]
+    out = build_reward(f"clip:model={hf_clip},batch_size=2")(x, prompts)
+    ref = _transformers_cosines(hf_clip, x, prompts)
+    tol = 1e-5 if hw == (32, 32) else 2e-2
+    assert [d["cosine"] for d in out.details] == pytest.approx(ref.tolist(), abs=tol)
+    assert out.scores.tolist() == pytest.approx((CLIPSCORE_W * ref.clamp(min=0)).tolist(), abs=3 * tol)
+
+
+def test_a_transformers_clip_without_a_processor_takes_one_from_processor_and_says_so(
+    hf_clip: Path, tmp_path: Path
+) -> None:
+    """PickScore is published without a processor: the folder alone is refused naming processor=, and with
+    processor= (its base CLIP's) it scores as the same weights with their own processor."""
+    from imgalign.trainers.testing import tiny_transformers_clip
+
+    bare = tiny_transformers_clip(tmp_path / "bare", processor=False)
+    with pytest.raises(
+        ValueError, match=rf"processor of transformers CLIP '{bare}'.*takes processor=FOLDER_OR_HUB"
+    ):
+        build_reward(f"clip:model={bare}")
+    x, prompts = torch.rand(2, 3, 32, 32), ["a red circle", "a blue square"]
+    got = build_reward(f"clip:model={bare},processor={hf_clip}")(x, prompts).scores
+    torch.testing.assert_close(got, build_reward(f"clip:model={hf_clip}")(x, prompts).scores)
+
+
+def test_processor_is_for_transformers_clips_and_pretrained_for_open_clip(
+    hf_clip: Path, tmp_path: Path
+) -> None:
+    with pytest.raises(ValueError, match="processor= is for transformers CLIPs, and 'shapes-clip' is none"):
+        build_reward(f"clip:processor={hf_clip}")
+    with pytest.raises(ValueError, match="is a transformers CLIP, which takes no pretrained="):
+        build_reward(f"clip:model={hf_clip},pretrained=openai")
+
+
+def test_a_transformers_clip_warns_of_prompts_past_its_context(hf_clip: Path, caplog) -> None:
+    """The tiny tokenizer spells by character: 80 letters with start and end tokens pass the 77-token context."""
+    r = build_reward(f"clip:model={hf_clip}")
+    r(torch.rand(2, 3, 32, 32), ["a red circle", "a" * 75])
+    assert "prompts longer than its" not in caplog.text
+    r(torch.rand(1, 3, 32, 32), ["b" * 76])
+    assert "prompts longer than its 77-token context are cut" in caplog.text
+
+
+def test_a_transformers_clip_hub_id_in_the_local_cache_is_read_as_one(
+    hf_clip: Path, tmp_path: Path, monkeypatch
+) -> None:
+    """ORG/NAME of a transformers CLIP in the Hub cache loads offline (before: "a Hub id? open_clip reads ...");
+    one not downloaded keeps the open_clip message, and another model type is no transformers CLIP."""
+    import json
+    import shutil
+
+    from huggingface_hub import constants
+
+    from imgalign.rewards.clip import transformers_clip_config
+
+    snap = tmp_path / "models--org--tiny-clip" / "snapshots" / "abc123"
+    shutil.copytree(hf_clip, snap)
+    (tmp_path / "models--org--tiny-clip" / "refs").mkdir()
+    (tmp_path / "models--org--tiny-clip" / "refs" / "main").write_text("abc123")
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))
+    assert transformers_clip_config("org/tiny-clip")["model_type"] == "clip"
+    x, prompts = torch.rand(2, 3, 32, 32), ["a red circle", "a blue square"]
+    torch.testing.assert_close(
+        build_reward("clip:model=org/tiny-clip")(x, prompts).scores,
+        build_reward(f"clip:model={hf_clip}")(x, prompts).scores,
+    )
+    assert transformers_clip_config("org/never-downloaded") is None
+    with pytest.raises(FileNotFoundError, match="a Hub id"):
+        build_reward("clip:model=org/never-downloaded")
+    (snap / "config.json").write_text(json.dumps({"model_type": "siglip"}))
+    assert transformers_clip_config("org/tiny-clip") is None and transformers_clip_config(str(snap)) is None

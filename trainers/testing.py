@@ -26,6 +26,37 @@ def tiny_clip_tokenizer() -> Any:
     return CLIPTokenizer(vocab=vocab, merges=[], pad_token="!", model_max_length=77)
 
 
+def tiny_transformers_clip(
+    out_dir: str | Path, image_size: int = 32, seed: int = 0, processor: bool = True, crop: int | None = None
+) -> Path:
+    """A tiny random transformers ``CLIPModel`` (the class of openai/clip-vit-* and PickScore) saved with its
+    ``CLIPProcessor`` (shortest edge `image_size`, centre crop `crop` or `image_size`); without `processor`, the
+    weights and config only, as PickScore is published."""
+    from transformers import CLIPConfig, CLIPImageProcessor, CLIPModel, CLIPProcessor
+
+    tok = tiny_clip_tokenizer()
+    text = dict(
+        vocab_size=len(tok), hidden_size=32, intermediate_size=37, num_attention_heads=4, num_hidden_layers=2,
+        max_position_embeddings=77, bos_token_id=0, eos_token_id=1, pad_token_id=2,
+    )  # fmt: skip
+    vision = dict(
+        hidden_size=32, intermediate_size=37, num_attention_heads=4, num_hidden_layers=2, image_size=crop or image_size,
+        patch_size=8,
+    )  # fmt: skip
+    torch.manual_seed(seed)
+    out = Path(out_dir)
+    CLIPModel(CLIPConfig(text_config=text, vision_config=vision, projection_dim=16)).eval().save_pretrained(
+        out
+    )
+    if processor:
+        side = crop or image_size
+        image_processor = CLIPImageProcessor(
+            size={"shortest_edge": image_size}, crop_size={"height": side, "width": side}
+        )
+        CLIPProcessor(image_processor=image_processor, tokenizer=tok).save_pretrained(out)
+    return out
+
+
 def tiny_t5_tokenizer() -> Any:
     from transformers import T5TokenizerFast
 
