@@ -510,7 +510,8 @@ def parse_clip_spec(spec: str) -> tuple[str, str | None]:
 
 
 class ClipColorClassifier:
-    """A :data:`~imgalign.eval.geneval.ColorFn`: open_clip zero-shot colour of each detection.
+    """A :data:`~imgalign.eval.geneval.ColorFn`: CLIP zero-shot colour of each detection, with an open_clip model or
+    a transformers CLIP (a folder or a Hub id in the local cache, e.g. openai/clip-vit-large-patch14).
 
     Per class, the text classifier of each colour is the renormalised mean of its three template embeddings
     (clip_benchmark's ``zero_shot_classifier``, as GenEval uses); each crop is classified by the argmax of
@@ -527,8 +528,28 @@ class ClipColorClassifier:
         import open_clip
 
         from imgalign.hub import load_error_reason, quiet_open_clip_errors
-        from imgalign.rewards.clip import check_open_clip_weights, incomplete_config
+        from imgalign.rewards.clip import (
+            check_open_clip_weights,
+            incomplete_config,
+            load_transformers_clip,
+            transformers_clip_config,
+        )
 
+        self.device, self.dtype = torch.device(device), dtype
+        self.background, self.batch_size = background, batch_size
+        self._text: dict[str, torch.Tensor] = {}
+        if transformers_clip_config(model) is not None:  # e.g. openai/clip-vit-large-patch14, GenEval's CLIP
+            self.model, self.tokenizer, *_ = load_transformers_clip(model, self.device, dtype)
+            from torchvision.transforms.functional import pil_to_tensor
+
+            def preprocess(
+                crop: Image.Image,
+            ) -> torch.Tensor:  # (3, S, S) through the image processor's steps
+                x = pil_to_tensor(crop.convert("RGB"))[None].to(self.device, dtype) / 255
+                return self.model.preprocess(x)[0]
+
+            self.preprocess = preprocess
+            return
         name, pretrained = parse_clip_spec(model)
         check_open_clip_weights(name, pretrained)
         try:
@@ -547,9 +568,6 @@ class ClipColorClassifier:
                 "weights already cached), a local open_clip folder (open_clip_config.json + weights) or hf-hub:ORG/REPO"
             ) from None
         self.model.to(device=device, dtype=dtype).eval()
-        self.device, self.dtype = torch.device(device), dtype
-        self.background, self.batch_size = background, batch_size
-        self._text: dict[str, torch.Tensor] = {}
 
     @torch.no_grad()
     def text_classifier(self, classname: str) -> torch.Tensor:
@@ -593,8 +611,11 @@ def check_judge_specs(detector: str, clip: str) -> None:
     except (OSError, ValueError) as e:
         raise FileNotFoundError(cannot_load(f"detector {detector!r}", e, resolve(detector))) from None
     check_weights(f"detector {detector!r}", resolve(detector))
-    from imgalign.rewards.clip import check_open_clip_weights
+    from imgalign.rewards.clip import check_open_clip_weights, transformers_clip_config
 
+    if transformers_clip_config(clip) is not None:  # a transformers CLIP folder or cached Hub id
+        check_weights(f"CLIP {clip!r}", clip)
+        return
     name, pretrained = parse_clip_spec(clip)
     if name.startswith("local-dir:"):
         if not (Path(name.split(":", 1)[1]) / "open_clip_config.json").is_file():

@@ -72,7 +72,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         f"(default: {GENEVAL_DETECTOR})",
     )
     real.add_argument(
-        "--clip", help=f"open_clip colour classifier: ARCH:TAG or a folder (default: {GENEVAL_CLIP})"
+        "--clip",
+        help=f"CLIP colour classifier: open_clip ARCH:TAG or folder, or a transformers CLIP folder or Hub id "
+        f"(default: {GENEVAL_CLIP})",
     )
     p.add_argument(
         "--device",
