@@ -11,6 +11,8 @@ name                                     what
 ``open_clip:ARCH@/path/ckpt``            an open_clip architecture with a local checkpoint file
 ``open_clip:local-dir:/path``            an open_clip folder (open_clip_config.json + weights)
 ``dinov2:PATH_OR_ID``                    a DINOv2 (or DINOv3, DINO ViT) model through transformers (CLS token)
+``clip:PATH_OR_ID``                      a transformers CLIP's projected image embedding (e.g. openai/clip-vit-
+                                         large-patch14), through its own image processor
 ``stats``                                parameter-free image statistics (colour / saturation / gradient
                                          histograms, Laplacian and Fourier band energies); no weights
 =======================================  ===============================================================
@@ -72,11 +74,12 @@ _CACHE: dict[tuple[str, str, str], FeatureEncoder] = {}
 
 
 def local_name(name: str) -> str:
-    """Encoder `name` with its local folder or checkpoint file made absolute (``dinov2:PATH``,
+    """Encoder `name` with its local folder or checkpoint file made absolute (``dinov2:PATH``, ``clip:PATH``,
     ``open_clip:local-dir:PATH``, ``open_clip:PATH``, ``open_clip:ARCH@PATH``), so that a head or a stats file that
     records it finds the encoder from any working folder: a relative ``dinov2:models/dino`` was read elsewhere as a
     Hub id ("not in the local Hub cache"). Any other name, or a path that does not exist here, is returned as is."""
-    prefix = next((p for p in ("dinov2:", "open_clip:local-dir:", "open_clip:") if name.startswith(p)), None)
+    prefixes = ("dinov2:", "clip:", "open_clip:local-dir:", "open_clip:")
+    prefix = next((p for p in prefixes if name.startswith(p)), None)
     if prefix is None:
         return name
     rest = name[len(prefix) :]
@@ -112,10 +115,30 @@ def _build(name: str, device: torch.device, dtype: torch.dtype) -> FeatureEncode
         return FeatureEncoder(name, clip_fn, dim, device, dtype)
     if name.startswith("dinov2:"):
         return _dinov2(name.split(":", 1)[1], device, dtype)
+    if name.startswith("clip:"):
+        return _transformers_clip(name.split(":", 1)[1], device, dtype)
     raise ValueError(
         f"unknown feature encoder {name!r}; valid: stats, shapes-clip, open_clip:ARCH[@TAG|@CKPT], "
-        "open_clip:local-dir:PATH, dinov2:PATH_OR_ID"
+        "open_clip:local-dir:PATH, dinov2:PATH_OR_ID, clip:PATH_OR_ID (a transformers CLIP)"
     )
+
+
+def _transformers_clip(path: str, device: torch.device, dtype: torch.dtype) -> FeatureEncoder:
+    """``clip:PATH_OR_ID``: a transformers CLIP's projected image embedding (B, projection_dim)."""
+    from imgalign.rewards.clip import load_transformers_clip, transformers_clip_config
+
+    if transformers_clip_config(path) is None:
+        raise ValueError(
+            f"feature encoder 'clip:{path}': {path!r} is no transformers CLIP (a folder or a Hub id in the local "
+            "cache whose config.json has model_type 'clip'); for an open_clip model use open_clip:NAME"
+        )
+    model, *_ = load_transformers_clip(path, device, dtype)
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return model.encode_image(model.preprocess(x))
+
+    dim = int(model.model.config.projection_dim)
+    return FeatureEncoder(f"clip:{path}", fn, dim, device, dtype)
 
 
 def clip_preprocess(

@@ -67,3 +67,35 @@ def test_stats_colour_histograms_are_per_channel_in_order() -> None:
     assert f[0:8].tolist() == pytest.approx([1.0] + [0.0] * 7, abs=1e-6)
     assert f[8:16].tolist() == pytest.approx([0.0, 0.0, 0.0, 0.5, 0.5, 0.0, 0.0, 0.0], abs=1e-6)
     assert f[16:24].tolist() == pytest.approx([0.0] * 7 + [1.0], abs=1e-6)
+
+
+def test_clip_features_are_a_transformers_clips_projected_image_embedding(tmp_path: Path) -> None:
+    """clip:FOLDER (a transformers CLIP, e.g. for FID in CLIP space): get_image_features of the normalised pixels,
+    the folder recorded absolute; a folder of another model is refused naming open_clip:."""
+    import os
+
+    from transformers import CLIPImageProcessor, CLIPModel
+
+    from imgalign.rewards.features import local_name
+    from imgalign.trainers.testing import tiny_transformers_clip
+
+    folder = tiny_transformers_clip(tmp_path / "clip")
+    enc = build_features(f"clip:{folder}")
+    x = torch.rand(3, 3, 32, 32)
+    proc = CLIPImageProcessor.from_pretrained(folder)
+    mean, std = (torch.tensor(v).view(1, 3, 1, 1) for v in (proc.image_mean, proc.image_std))
+    with torch.no_grad():
+        model = CLIPModel.from_pretrained(folder).eval()
+        ref = model.get_image_features(pixel_values=(x - mean) / std).pooler_output
+    assert enc.dim == 16 and enc(x).shape == (3, 16)
+    torch.testing.assert_close(enc(x), ref, atol=1e-5, rtol=1e-5)
+    cwd = os.getcwd()
+    try:
+        os.chdir(tmp_path)
+        assert local_name("clip:clip") == f"clip:{folder}"
+    finally:
+        os.chdir(cwd)
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "config.json").write_text('{"model_type": "dinov2"}')
+    with pytest.raises(ValueError, match=r"'clip:.*other': .* is no transformers CLIP .*use open_clip:NAME"):
+        build_features(f"clip:{tmp_path / 'other'}")

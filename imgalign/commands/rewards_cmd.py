@@ -29,7 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument(
         "--features",
         default="shapes-clip",
-        help="feature encoder (stats, shapes-clip, open_clip:..., dinov2:...)",
+        help="feature encoder (stats, shapes-clip, open_clip:..., dinov2:..., clip:...)",
     )
     q.add_argument("--out", required=True, help="output head file (.safetensors)")
     q.add_argument("--hidden", type=int, default=256, help="MLP hidden units (0: linear)")
@@ -45,7 +45,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--clean", required=True, help="folder of artifact-free images")
     q.add_argument("--artifact", required=True, help="folder of images with artifacts")
     q.add_argument(
-        "--features", default="stats", help="feature encoder (stats, shapes-clip, open_clip:..., dinov2:...)"
+        "--features",
+        default="stats",
+        help="feature encoder (stats, shapes-clip, open_clip:..., dinov2:..., clip:...)",
     )
     q.add_argument("--out", required=True, help="output head file (.safetensors)")
     q.add_argument("--hidden", type=int, default=32, help="MLP hidden units (0: linear)")
