@@ -34,7 +34,7 @@ from typing import Any
 import torch
 
 from imgalign.hub import naming_pipeline
-from imgalign.pipelines import absent_components, quiet_absent_components
+from imgalign.pipelines import absent_components, ignores_guidance, quiet_absent_components
 
 log = logging.getLogger(__name__)
 
@@ -509,7 +509,7 @@ class FluxAdapter(FlowAdapter):
         return False  # FLUX.1-dev/schnell: guidance is distilled into an embedding (no true CFG)
 
     def reads_guidance(self) -> bool:
-        return bool(self.transformer.config.guidance_embeds)  # FLUX.1-schnell has none
+        return not ignores_guidance(self.transformer)  # FLUX.1-schnell has no guidance embedding
 
     def _grid(self) -> tuple[int, int]:
         f = self.vae_scale_factor

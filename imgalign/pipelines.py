@@ -467,6 +467,12 @@ def quiet_text_encoder_lora_warning(folder: Path) -> Iterator[None]:
         logger.removeFilter(f)
 
 
+def ignores_guidance(transformer: Any) -> bool:
+    """Whether a denoiser has no guidance embedding (``guidance_embeds`` false: a FLUX.1-schnell-like transformer),
+    so a guidance scale changes nothing it samples (FluxPipeline ignores it silently) or trains."""
+    return getattr(getattr(transformer, "config", None), "guidance_embeds", True) is False
+
+
 def load_pipeline(
     model: ModelSpec | str | Path, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32
 ) -> Any:

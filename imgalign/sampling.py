@@ -24,7 +24,7 @@ import torch
 from PIL import Image
 from tqdm.auto import tqdm
 
-from imgalign.pipelines import load_pipeline
+from imgalign.pipelines import ignores_guidance, load_pipeline
 
 log = logging.getLogger(__name__)
 
@@ -210,8 +210,7 @@ def image_seed(seed: int, index: int, j: int) -> int:
 def warn_unread_guidance(pipe: Any, label: str, guidance: float | None) -> None:
     """Warn that `guidance`, a guidance scale given for `pipe`, changes nothing when its transformer has no
     guidance embedding (a FLUX.1-schnell-like model: FluxPipeline ignores the scale silently)."""
-    config = getattr(getattr(pipe, "transformer", None), "config", None)
-    if guidance is not None and getattr(config, "guidance_embeds", True) is False:
+    if guidance is not None and ignores_guidance(getattr(pipe, "transformer", None)):
         log.warning(
             "%s has no guidance embedding (a FLUX.1-schnell-like transformer): guidance scale %s changes nothing "
             "for it",
