@@ -430,6 +430,27 @@ class _MessageFilter(logging.Filter):
 
 
 @contextlib.contextmanager
+def once_per_call(logger_name: str, text: str) -> Iterator[None]:
+    """Within the block, logger `logger_name` passes the first record whose message holds `text` and drops the
+    rest."""
+    seen: list[bool] = []
+
+    class Once(logging.Filter):
+        def filter(self, record: logging.LogRecord) -> bool:
+            if text not in record.getMessage():
+                return True
+            seen.append(True)
+            return len(seen) == 1
+
+    logger, f = logging.getLogger(logger_name), Once()
+    logger.addFilter(f)
+    try:
+        yield
+    finally:
+        logger.removeFilter(f)
+
+
+@contextlib.contextmanager
 def quiet_absent_components() -> Iterator[None]:
     """Within the block, ``save_pretrained`` does not warn about components the pipeline was built without."""
     logger = logging.getLogger("diffusers.pipelines.pipeline_utils")
@@ -493,7 +514,8 @@ def load_pipeline(
         # warned here, not in check_model_spec: commands call that first too, and the warning would show twice
         warn_other_base(spec.base, Path(spec.overlay))
         apply_overlay(pipe, Path(spec.overlay), dtype, base=spec.base)
-    pipe.to(device)
+    with once_per_call("diffusers.pipelines.pipeline_utils", "cannot run with `cpu` device"):
+        pipe.to(device)  # (diffusers' fp16-on-CPU warning came once per module: four times for SD3)
     pipe.set_progress_bar_config(disable=True)
     return pipe
 

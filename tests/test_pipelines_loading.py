@@ -207,3 +207,34 @@ def test_naming_pipeline_keeps_a_long_library_error_to_two_lines_and_lets_other_
             raise RuntimeError("Error(s) in x:\n\tsize a\n\tsize b\n\tsize c.")
     with pytest.raises(FileNotFoundError), naming_pipeline("m"):  # the CLI's OSError line already names it
         raise FileNotFoundError("no such file: m/model_index.json")
+
+
+def test_a_float16_pipeline_on_the_cpu_gets_diffusers_warning_once_not_once_per_module(sd3_dir):
+    """grid --dtype float16 on a CPU printed diffusers' "cannot run with `cpu` device" line four times (once per
+    module that pipe.to moved); load_pipeline lets the first through. Other records of that logger pass."""
+    import logging
+
+    import torch
+
+    from imgalign.pipelines import load_pipeline, once_per_call
+
+    class Keep(logging.Handler):  # diffusers' loggers do not propagate to the root (caplog)
+        def __init__(self) -> None:
+            super().__init__(logging.WARNING)
+            self.messages: list[str] = []
+
+        def emit(self, record: logging.LogRecord) -> None:
+            self.messages.append(record.getMessage())
+
+    log, keep = logging.getLogger("diffusers.pipelines.pipeline_utils"), Keep()
+    log.addHandler(keep)
+    try:
+        load_pipeline(str(sd3_dir), "cpu", torch.float16)
+        assert sum("cannot run with `cpu` device" in m for m in keep.messages) == 1
+        keep.messages.clear()
+        with once_per_call(log.name, "same"):
+            for msg in ("same a", "other", "same b", "other"):
+                log.warning(msg)
+        assert keep.messages == ["same a", "other", "other"]
+    finally:
+        log.removeHandler(keep)
