@@ -7,6 +7,7 @@ import torch
 from imgalign.trainers.balance import (
     BalanceConfig,
     RewardBalancing,
+    group_normalize,
     min_norm_2,
     min_norm_simplex,
     param_gram,
@@ -120,3 +121,11 @@ def test_reward_balancing_step_metrics_use_the_prefix_and_restart_the_balance_ti
     assert {"bal/alpha/a", "bal/alpha_star/b", "bal/coef/a", "bal/grad_cos/b", "bal/neg_cos_share"} <= set(m)
     assert not [k for k in m if k.startswith("balance/")]
     assert rb.step_metrics(prefix="bal")["perf/sec_balance"] == 0.0
+
+
+def test_group_normalize_of_an_empty_batch_is_empty():
+    """No samples (every row of a micro-batch masked out): empty advantages of the input's shape, as the
+    function's n_groups guard intends (the reshape to [B, -1] raised on 0 elements before it got there)."""
+    empty = torch.zeros(0, dtype=torch.long)
+    assert group_normalize(torch.zeros(0), empty).shape == (0,)
+    assert group_normalize(torch.zeros(0, 3), empty).shape == (0, 3)

@@ -93,6 +93,7 @@ Diagnostics: each reward's gradient cosine with the final update, from the Gram 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -163,7 +164,7 @@ def group_normalize(
     population std, "global" the whole batch's std per column. clip > 0 clips the result to +-clip.
     """
     squeeze = values.ndim == 1
-    x = values.float().reshape(values.shape[0], -1)  # [B, K]
+    x = values.float().reshape(values.shape[0], math.prod(values.shape[1:]))  # [B, K]; B may be 0
     if group_ids.shape != (x.shape[0],):
         raise ValueError(f"group_normalize: group_ids must be [B]={x.shape[0]}, got {tuple(group_ids.shape)}")
     _, inv = torch.unique(group_ids, return_inverse=True)
