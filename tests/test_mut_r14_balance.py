@@ -129,3 +129,15 @@ def test_group_normalize_of_an_empty_batch_is_empty():
     empty = torch.zeros(0, dtype=torch.long)
     assert group_normalize(torch.zeros(0), empty).shape == (0,)
     assert group_normalize(torch.zeros(0, 3), empty).shape == (0, 3)
+
+
+def test_cosines_with_update_stay_within_minus_one_and_one_on_a_rounded_gram():
+    """A closed-form Gram (nft_output_gram) can round a zero gradient's diagonal to 0 and leave a cross term of
+    1e-16: the cosine was 1e-16 / 1e-30 = 1e14; it is clamped to the range a cosine has."""
+    from imgalign.trainers.balance import cosines_with_update
+
+    g = torch.tensor([[0.0, 0.0, 1e-16], [0.0, 0.0, -1e-16], [1e-16, -1e-16, 0.0]], dtype=torch.float64)
+    cos = cosines_with_update(g)
+    assert cos.tolist() == [1.0, -1.0]
+    exact = torch.tensor([[4.0, 2.0], [2.0, 1.0]], dtype=torch.float64)  # d = g / 2: cos 1
+    assert cosines_with_update(exact).tolist() == pytest.approx([1.0])

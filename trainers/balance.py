@@ -438,10 +438,11 @@ def param_gram(
 
 
 def cosines_with_update(gram_ext: torch.Tensor) -> torch.Tensor:
-    """cos(g_k, d) for k < K from the Gram matrix [K+1, K+1] of [g_1, ..., g_K, d] (d = the applied update)."""
+    """cos(g_k, d) for k < K from the Gram matrix [K+1, K+1] of [g_1, ..., g_K, d] (d = the applied update), in
+    [-1, 1]: a Gram whose rounding left a diagonal at 0 beside a cross term of 1e-16 gave a "cosine" of 1e14."""
     g = gram_ext.double()
     norms = g.diagonal().clamp_min(0).sqrt()
-    return (g[:-1, -1] / (norms[:-1] * norms[-1]).clamp_min(1e-30)).to(torch.float32)
+    return (g[:-1, -1] / (norms[:-1] * norms[-1]).clamp_min(1e-30)).clamp(-1.0, 1.0).to(torch.float32)
 
 
 def combination_gram(gram: torch.Tensor, coeffs: torch.Tensor) -> torch.Tensor:
