@@ -93,13 +93,21 @@ def read_text(
 ) -> str:
     """The text of a UTF-8 file (a BOM from a Windows editor dropped). A file that cannot be read or is not UTF-8
     raises `error` saying ``cannot read <what> '<path>': <why>`` (plus `hint` for a non-UTF-8 file), so no caller
-    shows a bare codec error that names no file."""
+    shows a bare codec error that names no file. A NUL character is refused too: UTF-16 without a BOM decodes as
+    UTF-8 with a NUL beside every ASCII letter (prompts such as 'a\\x00 \\x00r\\x00e\\x00d' were trained on)."""
     try:
-        return Path(path).read_text(encoding="utf-8-sig")  # read_text turns \r\n and \r into \n
+        text = Path(path).read_text(encoding="utf-8-sig")  # read_text turns \r\n and \r into \n
     except UnicodeDecodeError as e:
         raise error(f"cannot read {what} {str(path)!r}: it is not UTF-8 text ({e}); {hint}") from None
     except OSError as e:
         raise error(f"cannot read {what} {str(path)!r}: {e}") from None
+    if "\0" in text:
+        line = text.count("\n", 0, text.index("\0")) + 1
+        raise error(
+            f"cannot read {what} {str(path)!r}: it is not UTF-8 text (line {line} holds a NUL character, as "
+            f"UTF-16 text or a binary file does); {hint}"
+        )
+    return text
 
 
 def _lines(path: Path, what: str) -> list[str]:

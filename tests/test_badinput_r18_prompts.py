@@ -1,0 +1,71 @@
+"""Bad-input round 18: users' own prompt files wherever they are read (`imgalign train` prompts.source, `imgalign
+grid --prompts`, `imgalign score --prompts`, `imgalign eval --prompts` GenEval metadata)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from PIL import Image
+
+from imgalign.cli import main
+from imgalign.prompts.io import PromptFileError, load_geneval_metadata, load_prompts
+from imgalign.trainers.testing import write_config
+
+COLORS_LINE = {
+    "tag": "colors",
+    "include": [{"class": "circle", "count": 1, "color": "red"}],
+    "prompt": "a photo of a red circle",
+}
+
+
+@pytest.mark.parametrize("encoding", ["utf-16-le", "utf-16-be"])
+@pytest.mark.parametrize("name", ["p.txt", "p.jsonl", "m.jsonl"])
+def test_utf16_without_a_bom_is_refused_not_read_as_nul_riddled_prompts(tmp_path, encoding, name):
+    """UTF-16 saved without a byte-order mark is valid UTF-8 with a NUL beside every ASCII letter: a .txt trained on
+    'a\\x00 \\x00r\\x00e\\x00d...' without a word, and a .jsonl said only "not valid JSON". Now the file is named,
+    with the line of the first NUL and what to do."""
+    path = tmp_path / name
+    text = json.dumps(COLORS_LINE) if name.endswith(".jsonl") else "a red circle"
+    path.write_text(text + "\n", encoding=encoding)
+    load = load_geneval_metadata if name == "m.jsonl" else load_prompts
+    with pytest.raises(PromptFileError) as e:
+        load(path)
+    assert str(e.value) == (
+        f"cannot read {'metadata' if name == 'm.jsonl' else 'prompt'} file {str(path)!r}: it is not UTF-8 text "
+        "(line 1 holds a NUL character, as UTF-16 text or a binary file does); save it as UTF-8"
+    )
+
+
+def test_a_nul_past_the_first_line_is_named_by_its_line(tmp_path):
+    path = tmp_path / "p.txt"
+    path.write_bytes(b"a red circle\r\na blue square\r\na gr\x00een cross\r\n")
+    with pytest.raises(PromptFileError, match=r"line 3 holds a NUL character"):
+        load_prompts(path)
+
+
+def test_train_and_score_refuse_a_utf16_prompt_file_before_any_model_loads(sd3_dir, tmp_path, capsys):
+    """The CLIs say it too (exit status 2, one line, nothing written)."""
+    prompts = tmp_path / "p.txt"
+    prompts.write_text("a red circle\na blue square\n", encoding="utf-16-le")
+    cfg = {
+        "model": {"path": str(sd3_dir)},
+        "prompts": {"source": str(prompts)},
+        "sampling": {"num_steps": 2, "group_size": 2, "samples_per_step": 2, "batch_size": 2},
+        "rewards": {"names": ["imgalign.trainers.testing:red_reward"]},
+        "train": {"max_steps": 1, "micro_batch_size": 2},
+        "eval": {"every": -1},
+        "log": {"output_dir": str(tmp_path / "run"), "sample_every": 0, "trackers": "none"},
+    }
+    assert main(["train", str(write_config(cfg, tmp_path / "c.yaml"))]) == 2
+    assert "line 1 holds a NUL character" in capsys.readouterr().err
+    assert not (tmp_path / "run" / "metrics.jsonl").exists()
+    image = tmp_path / "a.png"
+    Image.new("RGB", (8, 8)).save(image)
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(json.dumps({"file": "a.png", "prompt": "a red circle"}) + "\n", encoding="utf-16-le")
+    out = tmp_path / "s.jsonl"
+    assert main(["score", str(image), "--reward", "artifact", "--prompts", str(rows), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"cannot read prompt file {str(rows)!r}: it is not UTF-8 text (line 1 holds a NUL character" in err
+    assert not out.exists()
