@@ -143,6 +143,16 @@ def load_geneval_metadata(path: str | Path) -> list[dict[str, Any]]:
     return out
 
 
+def _is_json_object(line: str) -> bool:
+    """True for a line that is a whole JSON object (a .jsonl line saved under a .txt name)."""
+    if not line.strip().startswith("{"):
+        return False
+    try:
+        return isinstance(json.loads(line), dict)
+    except json.JSONDecodeError:
+        return False
+
+
 def load_prompts(path: str | Path) -> list[PromptRecord]:
     """Load .txt or suffix-less files (a prompt per line) or .jsonl (objects with ``prompt``; GenEval lines keep their
     metadata); any other suffix is refused (a .json array or a .csv read as lines would train on its syntax)."""
@@ -177,6 +187,12 @@ def load_prompts(path: str | Path) -> list[PromptRecord]:
                 validate_geneval_line(obj, f"{path}:{n}")
             records.append(PromptRecord(obj["prompt"].strip(), obj))
     else:
+        json_line = next((n for n, line in enumerate(lines, start=1) if _is_json_object(line)), None)
+        if json_line is not None:  # each JSON text was trained on as a prompt, without a word
+            raise PromptFileError(
+                f"{path}:{json_line}: the line is a JSON object, and a {suffix or 'suffix-less'} prompt file is read "
+                "as one prompt per line (the JSON text would be the prompt): rename the file to .jsonl"
+            )
         records = [PromptRecord(line.strip(), {"prompt": line.strip()}) for line in lines if line.strip()]
         hashed = [n for n, line in enumerate(lines, start=1) if line.lstrip().startswith("#")]
         if hashed:

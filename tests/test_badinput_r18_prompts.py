@@ -69,3 +69,18 @@ def test_train_and_score_refuse_a_utf16_prompt_file_before_any_model_loads(sd3_d
     err = capsys.readouterr().err
     assert f"cannot read prompt file {str(rows)!r}: it is not UTF-8 text (line 1 holds a NUL character" in err
     assert not out.exists()
+
+
+@pytest.mark.parametrize("name", ["p.txt", "prompts"])
+def test_jsonl_lines_in_a_txt_file_are_refused_not_trained_on_as_json_text(tmp_path, name):
+    """A .jsonl saved as .txt (or without a suffix) trained on '{"prompt": "a photo of a red circle"}' as the prompt
+    text, without a word; now the line is named and the fix is said. Braces that are not a JSON object stay a
+    prompt."""
+    path = tmp_path / name
+    path.write_text("a blue square\n" + json.dumps(COLORS_LINE) + "\n")
+    with pytest.raises(PromptFileError) as e:
+        load_prompts(path)
+    assert str(e.value).startswith(f"{path}:2: the line is a JSON object, and a ")
+    assert str(e.value).endswith("rename the file to .jsonl")
+    path.write_text("a blue square\n{a red circle}\n{}x\n")
+    assert [r.prompt for r in load_prompts(path)] == ["a blue square", "{a red circle}", "{}x"]
