@@ -6,6 +6,7 @@ the field when a line is malformed.
 
 from __future__ import annotations
 
+import difflib
 import json
 import logging
 from dataclasses import dataclass, field
@@ -28,6 +29,24 @@ class PromptRecord:
     metadata: dict[str, Any] = field(default_factory=dict)
 
 
+INCLUDE_KEYS = ("class", "count", "color", "position")
+"""The keys of a GenEval include clause (those the official evaluator and our judge read)."""
+EXCLUDE_KEYS = ("class", "count")
+
+
+def _check_clause_keys(clause: dict[str, Any], known: tuple[str, ...], where: str) -> None:
+    """Refuse a key the judge does not read: a misspelt 'colour' or 'positon' left the colour or the position
+    unjudged, a lenient score without a word."""
+    for key in clause:
+        if key not in known:
+            close = difflib.get_close_matches(key, known, n=1)
+            fix = f"did you mean {close[0]!r}?" if close else "delete it or spell it as GenEval does"
+            raise PromptFileError(
+                f"{where}: key {key!r} is not one GenEval reads ({', '.join(known)}), so it would not be judged: "
+                + fix
+            )
+
+
 def validate_geneval_line(meta: Any, where: str) -> dict[str, Any]:
     """Check one GenEval metadata object against the official schema (tag, prompt, include[], exclude[])."""
     if not isinstance(meta, dict):
@@ -39,9 +58,15 @@ def validate_geneval_line(meta: Any, where: str) -> dict[str, Any]:
         raise PromptFileError(f"{where}: field 'prompt' must be a non-empty string")
     if not isinstance(meta["include"], list) or not meta["include"]:
         raise PromptFileError(f"{where}: field 'include' must be a non-empty list")
+    for key in meta:  # an 'excludes' went unread: every count passed however many objects were drawn
+        if key != "exclude" and difflib.get_close_matches(key.lower(), ["exclude"], cutoff=0.8):
+            raise PromptFileError(
+                f"{where}: field {key!r} is not GenEval's, so its clauses would not be judged; spell it 'exclude'"
+            )
     for i, c in enumerate(meta["include"]):
         if not isinstance(c, dict) or not isinstance(c.get("class"), str):
             raise PromptFileError(f"{where}: include[{i}].class must be a string")
+        _check_clause_keys(c, INCLUDE_KEYS, f"{where}: include[{i}]")
         # the judge reads every clause's count; a clause without one asks for 1
         count = c.setdefault("count", 1)
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
@@ -77,6 +102,7 @@ def validate_geneval_line(meta: Any, where: str) -> dict[str, Any]:
             raise PromptFileError(
                 f"{where}: exclude[{i}] must have a string 'class' and a positive integer 'count'"
             )
+        _check_clause_keys(c, EXCLUDE_KEYS, f"{where}: exclude[{i}]")
     from imgalign.shapes import TASKS  # GenEval's six tasks
 
     # a misspelt tag was judged under the 0.3 threshold and reported as a task of its own

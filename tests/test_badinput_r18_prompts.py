@@ -84,3 +84,49 @@ def test_jsonl_lines_in_a_txt_file_are_refused_not_trained_on_as_json_text(tmp_p
     assert str(e.value).endswith("rename the file to .jsonl")
     path.write_text("a blue square\n{a red circle}\n{}x\n")
     assert [r.prompt for r in load_prompts(path)] == ["a blue square", "{a red circle}", "{}x"]
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (
+            {"include": [{"class": "circle", "count": 1, "colour": "red"}]},
+            "include[0]: key 'colour' is not one GenEval reads (class, count, color, position), so it would not be "
+            "judged: did you mean 'color'?",
+        ),
+        (
+            {
+                "tag": "position",
+                "include": [{"class": "square"}, {"class": "circle", "positon": ["left of", 0]}],
+            },
+            "include[1]: key 'positon' is not one GenEval reads (class, count, color, position), so it would not "
+            "be judged: did you mean 'position'?",
+        ),
+        (
+            {"exclude": [{"class": "circle", "count": 2, "colr": "red"}]},
+            "exclude[0]: key 'colr' is not one GenEval reads (class, count), so it would not be judged: delete it "
+            "or spell it as GenEval does",
+        ),
+        (
+            {
+                "tag": "counting",
+                "include": [{"class": "circle", "count": 2}],
+                "excludes": [{"class": "circle", "count": 3}],
+            },
+            "field 'excludes' is not GenEval's, so its clauses would not be judged; spell it 'exclude'",
+        ),
+    ],
+)
+def test_a_misspelt_geneval_key_is_refused_not_left_unjudged(tmp_path, edit, message):
+    """A clause's 'colour' or 'positon', or a line's 'excludes', was read past: the colour, position or exclusion was
+    never judged, a lenient GenEval score without a word (eval, train on a GenEval .jsonl, score, grid alike).
+    Extra keys outside the clauses (a user's own 'id') stay allowed."""
+    path = tmp_path / "m.jsonl"
+    path.write_text(json.dumps({**COLORS_LINE, **edit}) + "\n")
+    with pytest.raises(PromptFileError) as e:
+        load_geneval_metadata(path)
+    assert str(e.value) == f"{path}:1: {message}"
+    with pytest.raises(PromptFileError, match="would not be judged"):
+        load_prompts(path)
+    path.write_text(json.dumps({**COLORS_LINE, "id": 7, "exclusions": "mine"}) + "\n")
+    assert load_geneval_metadata(path)[0]["id"] == 7
