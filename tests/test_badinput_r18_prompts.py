@@ -130,3 +130,32 @@ def test_a_misspelt_geneval_key_is_refused_not_left_unjudged(tmp_path, edit, mes
         load_prompts(path)
     path.write_text(json.dumps({**COLORS_LINE, "id": 7, "exclusions": "mine"}) + "\n")
     assert load_geneval_metadata(path)[0]["id"] == 7
+
+
+def test_score_reads_a_prompt_row_holding_a_line_separator(tmp_path, capsys):
+    """JSON may hold U+2028 / U+0085 unescaped inside a string (json.dumps(ensure_ascii=False) and JavaScript write
+    it so); `score --prompts`, a GenEval folder's metadata.jsonl and --baseline split rows with str.splitlines, which
+    cuts there: a valid file was refused as "not valid JSON (Unterminated string...)"."""
+    from imgalign.commands.score import _read_geneval_meta, load_baseline, load_prompt_map
+
+    prompt = "a red\u2028circle\x85on white"
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(
+        json.dumps({"file": "a.png", "prompt": prompt}, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
+    assert load_prompt_map(rows)["a.png"]["prompt"] == prompt
+    meta = tmp_path / "metadata.jsonl"
+    meta.write_text(
+        json.dumps({**COLORS_LINE, "prompt": prompt}, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
+    assert _read_geneval_meta(meta)["prompt"] == prompt
+    base = tmp_path / "base.jsonl"
+    row = {"file": "a.png", "prompt": prompt, "scores": {"artifact": 0.5}, "error": None}
+    base.write_text(json.dumps(row, ensure_ascii=False) + "\n", encoding="utf-8")
+    assert load_baseline(base)["a.png"]["prompt"] == prompt
+    image = tmp_path / "a.png"
+    Image.new("RGB", (8, 8), (255, 0, 0)).save(image)
+    out = tmp_path / "s.jsonl"
+    reward = "imgalign.trainers.testing:red_reward"
+    assert main(["score", str(image), "--reward", reward, "--prompts", str(rows), "--out", str(out)]) == 0
+    assert json.loads(out.read_text())["prompt"] == prompt

@@ -76,7 +76,8 @@ def load_prompt_map(path: str | Path) -> dict[str, dict[str, Any]]:
 
     out: dict[str, dict[str, Any]] = {}
     lines: dict[str, int] = {}  # file -> the line that gave its row
-    for n, line in enumerate(read_text(path, "prompt file", CLIError).splitlines(), start=1):
+    # only \n ends a row: str.splitlines also splits at U+2028, U+0085 and form feeds, which a JSON string may hold
+    for n, line in enumerate(read_text(path, "prompt file", CLIError).split("\n"), start=1):
         if not line.strip():
             continue
         try:
@@ -160,7 +161,7 @@ def _read_geneval_meta(meta: Path) -> dict[str, Any] | None:
 
     text = read_text(meta, "metadata file", CLIError).strip()
     try:
-        row = json.loads(text.splitlines()[0]) if text else None
+        row = json.loads(text.split("\n")[0]) if text else None
     except json.JSONDecodeError as e:
         raise CLIError(f"{meta}:1: not valid JSON ({e.msg})") from None
     if not isinstance(row, dict) or not isinstance(row.get("prompt"), str) or not row["prompt"].strip():
@@ -215,7 +216,7 @@ def load_baseline(path: str | Path) -> dict[str, dict[str, Any]]:
     )
     out: dict[str, dict[str, Any]] = {}
     names: dict[str, str] = {}  # column name as written -> today's canonical key
-    for i, line in enumerate(text.splitlines(), 1):
+    for i, line in enumerate(text.split("\n"), 1):
         if not line.strip():
             continue
         try:
