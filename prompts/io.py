@@ -142,6 +142,20 @@ def _lines(path: Path, what: str) -> list[str]:
     return read_text(path, what).split("\n")
 
 
+def _not_json(path: Path, n: int, e: json.JSONDecodeError, lines: list[str]) -> PromptFileError:
+    """The error for line `n` that is not JSON; a file that is one JSON document over several lines (an array, a
+    pretty-printed object) is named as such: its first line was said to be "not valid JSON" and no more."""
+    message = f"{path}:{n}: not valid JSON ({e.msg})"
+    try:
+        json.loads("\n".join(lines))
+    except json.JSONDecodeError:
+        return PromptFileError(message)
+    return PromptFileError(
+        f"{message}: the file is one JSON document over several lines (an array or an indented object), and a "
+        ".jsonl holds one JSON object per line; write it so, e.g. with jq -c '.[]' FILE for an array"
+    )
+
+
 def load_geneval_metadata(path: str | Path) -> list[dict[str, Any]]:
     """Read a GenEval ``evaluation_metadata.jsonl`` (the official file or one of ours); validate every line."""
     path = Path(path)
@@ -162,7 +176,7 @@ def load_geneval_metadata(path: str | Path) -> list[dict[str, Any]]:
         try:
             meta = json.loads(line)
         except json.JSONDecodeError as e:
-            raise PromptFileError(f"{path}:{n}: not valid JSON ({e.msg})") from None
+            raise _not_json(path, n, e, lines) from None
         out.append(validate_geneval_line(meta, f"{path}:{n}"))
     if not out:
         raise PromptFileError(f"metadata file {str(path)!r} holds no prompts")
@@ -202,7 +216,7 @@ def load_prompts(path: str | Path) -> list[PromptRecord]:
             try:
                 obj = json.loads(line)
             except json.JSONDecodeError as e:
-                raise PromptFileError(f"{path}:{n}: not valid JSON ({e.msg})") from None
+                raise _not_json(path, n, e, lines) from None
             if (
                 not isinstance(obj, dict)
                 or not isinstance(obj.get("prompt"), str)

@@ -159,3 +159,21 @@ def test_score_reads_a_prompt_row_holding_a_line_separator(tmp_path, capsys):
     reward = "imgalign.trainers.testing:red_reward"
     assert main(["score", str(image), "--reward", reward, "--prompts", str(rows), "--out", str(out)]) == 0
     assert json.loads(out.read_text())["prompt"] == prompt
+
+
+@pytest.mark.parametrize("document", [[COLORS_LINE, COLORS_LINE], COLORS_LINE])
+def test_an_indented_json_file_given_as_jsonl_is_named_as_such(tmp_path, document):
+    """A prompt list saved as one indented JSON document (an array, or one object) said only "line 1: not valid
+    JSON (Expecting value)" of a file that is valid JSON: now the error says it is not one object per line."""
+    path = tmp_path / "m.jsonl"
+    path.write_text(json.dumps(document, indent=2) + "\n")
+    for load in (load_prompts, load_geneval_metadata):
+        with pytest.raises(PromptFileError) as e:
+            load(path)
+        assert str(e.value).startswith(f"{path}:1: not valid JSON (")
+        assert "the file is one JSON document over several lines" in str(e.value)
+        assert "a .jsonl holds one JSON object per line" in str(e.value)
+    path.write_text(json.dumps(COLORS_LINE) + "\n{\n")  # a line cut short is not called a JSON document
+    with pytest.raises(PromptFileError) as e:
+        load_prompts(path)
+    assert str(e.value) == f"{path}:2: not valid JSON (Expecting property name enclosed in double quotes)"
