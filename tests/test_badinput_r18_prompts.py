@@ -177,3 +177,30 @@ def test_an_indented_json_file_given_as_jsonl_is_named_as_such(tmp_path, documen
     with pytest.raises(PromptFileError) as e:
         load_prompts(path)
     assert str(e.value) == f"{path}:2: not valid JSON (Expecting property name enclosed in double quotes)"
+
+
+def test_grid_shows_a_repeated_prompt_once(tmp_path, caplog, capsys):
+    """A prompt listed twice in --prompts gave two rows of the same images (the seeds are shared) and cost every
+    model the repeat; --seeds already refuses a repeated seed. A file's repeats are shown once, said in the log
+    (before --max-prompts counts); a --prompt typed twice is refused."""
+    import argparse
+
+    from imgalign.commands.grid import read_rows
+
+    path = tmp_path / "p.jsonl"
+    lines = [COLORS_LINE, {"prompt": "a blue square"}, {**COLORS_LINE, "tag": "color_attr"}, {"prompt": "x"}]
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    args = argparse.Namespace(prompts=str(path), prompt=None, max_prompts=3)
+    with caplog.at_level("WARNING"):
+        prompts, metas = read_rows(args)
+    assert prompts == ["a photo of a red circle", "a blue square", "x"]
+    assert metas == [COLORS_LINE, None, None]  # the first line of a repeated prompt keeps its metadata
+    assert (
+        "p.jsonl repeats 1 prompt(s) (first: 'a photo of a red circle'); the grid shows each once"
+        in caplog.text
+    )
+    assert "--max-prompts" not in caplog.text
+    out = tmp_path / "g.png"
+    assert main(["grid", "--model", "shapes", "--prompt", "a", "--prompt", " a ", "--out", str(out)]) == 2
+    assert "--prompt 'a' is given twice: its rows would be the same images twice" in capsys.readouterr().err
+    assert not out.exists()

@@ -113,6 +113,16 @@ def check_size_before_loading(spec: Any, size: int) -> None:
         raise ValueError(f"model {spec.label!r}: {message}")
 
 
+def _first_repeat(prompts: list[str]) -> str | None:
+    """The first prompt that appears a second time, or None."""
+    seen: set[str] = set()
+    for p in prompts:
+        if p in seen:
+            return p
+        seen.add(p)
+    return None
+
+
 def read_rows(args: argparse.Namespace) -> tuple[list[str], list[dict[str, Any] | None]]:
     """Prompts and their metadata (GenEval lines keep theirs; plain prompts have none)."""
     if args.prompts:
@@ -122,6 +132,17 @@ def read_rows(args: argparse.Namespace) -> tuple[list[str], list[dict[str, Any] 
             raise ValueError(f"--max-prompts must be at least 1 (got {args.max_prompts})")
 
         records = load_prompts(args.prompts)
+        firsts: dict[str, Any] = {}  # each prompt's first line, in file order
+        for r in records:
+            firsts.setdefault(r.prompt, r)
+        if len(firsts) < len(records):  # a repeat drew the same images again as another row
+            log.warning(
+                "%s repeats %d prompt(s) (first: %r); the grid shows each once",
+                args.prompts,
+                len(records) - len(firsts),
+                _first_repeat([r.prompt for r in records]),
+            )
+            records = list(firsts.values())
         if len(records) > args.max_prompts:  # said, so that a long file is not taken for a short grid
             log.warning(
                 "%s holds %d prompts; the grid shows its first %d (--max-prompts %d)",
@@ -135,6 +156,9 @@ def read_rows(args: argparse.Namespace) -> tuple[list[str], list[dict[str, Any] 
     prompts = [p.strip() for p in args.prompt or []]
     if not prompts or any(not p for p in prompts):
         raise ValueError("--prompt needs non-empty text; give at least one prompt")
+    repeated = _first_repeat(prompts)
+    if repeated is not None:
+        raise ValueError(f"--prompt {repeated!r} is given twice: its rows would be the same images twice")
     return prompts, [None] * len(prompts)
 
 
