@@ -114,6 +114,22 @@ def validate_geneval_line(meta: Any, where: str) -> dict[str, Any]:
     return meta
 
 
+def check_geneval_fields(row: dict[str, Any], where: str) -> None:
+    """Validate a prompt row that has a GenEval field ('tag' or 'include'; a row with neither is plain). A 'tag'
+    without 'include' is said to be read as GenEval's: "field 'include' is missing" told a user with a 'tag' of
+    their own nothing."""
+    if "include" in row:
+        validate_geneval_line(row, where)
+    elif "tag" in row:
+        try:
+            validate_geneval_line(row, where)
+        except PromptFileError as e:
+            raise PromptFileError(
+                f"{e}; a line with a 'tag' field is read as GenEval metadata (tag, include, prompt): rename 'tag' "
+                "if it is a label of your own"
+            ) from None
+
+
 def read_text(
     path: str | Path, what: str, error: type[Exception] = PromptFileError, hint: str = "save it as UTF-8"
 ) -> str:
@@ -223,8 +239,7 @@ def load_prompts(path: str | Path) -> list[PromptRecord]:
                 or not obj["prompt"].strip()
             ):
                 raise PromptFileError(f"{path}:{n}: each line needs a non-empty string field 'prompt'")
-            if "include" in obj or "tag" in obj:
-                validate_geneval_line(obj, f"{path}:{n}")
+            check_geneval_fields(obj, f"{path}:{n}")
             records.append(PromptRecord(obj["prompt"].strip(), obj))
     else:
         json_line = next((n for n, line in enumerate(lines, start=1) if _is_json_object(line)), None)

@@ -204,3 +204,27 @@ def test_grid_shows_a_repeated_prompt_once(tmp_path, caplog, capsys):
     assert main(["grid", "--model", "shapes", "--prompt", "a", "--prompt", " a ", "--out", str(out)]) == 2
     assert "--prompt 'a' is given twice: its rows would be the same images twice" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_a_tag_of_the_users_own_is_told_to_be_read_as_geneval(tmp_path):
+    """{"prompt": ..., "tag": "animals"} said only "field 'include' is missing" to a user who never asked for
+    GenEval; now it says why the line is read as GenEval metadata and what to do. A GenEval line is unchanged."""
+    path = tmp_path / "p.jsonl"
+    path.write_text(json.dumps({"prompt": "a cat on a sofa", "tag": "animals"}) + "\n")
+    with pytest.raises(PromptFileError) as e:
+        load_prompts(path)
+    assert str(e.value) == (
+        f"{path}:1: field 'include' is missing; a line with a 'tag' field is read as GenEval metadata (tag, "
+        "include, prompt): rename 'tag' if it is a label of your own"
+    )
+    path.write_text(json.dumps({**COLORS_LINE, "tag": "colour"}) + "\n")
+    with pytest.raises(PromptFileError, match=r"field 'tag' is 'colour', not a GenEval task .*does$"):
+        load_prompts(path)
+    from imgalign.cli import CLIError
+    from imgalign.commands.score import load_prompt_map
+
+    path.write_text(json.dumps({"file": "a.png", "prompt": "a cat", "tag": "animals"}) + "\n")
+    with pytest.raises(
+        CLIError, match=r"field 'include' is missing; a line with a 'tag' field is read as GenEval"
+    ):
+        load_prompt_map(path)

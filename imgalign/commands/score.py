@@ -98,8 +98,7 @@ def load_prompt_map(path: str | Path) -> dict[str, dict[str, Any]]:
                 f"{path}:{n}: the prompt of {row['file']!r} is empty; give its prompt or drop the row"
             )
         # GenEval metadata: a misspelt key would silently change verdicts
-        if "tag" in row or "include" in row:
-            _check_geneval_row(row, f"{path}:{n}")
+        _check_geneval_row(row, f"{path}:{n}")
         key = unicodedata.normalize("NFC", row["file"])  # macOS names files in NFD: 'café' has two forms
         if key in out and out[key] != row:
             raise CLIError(
@@ -114,10 +113,10 @@ def load_prompt_map(path: str | Path) -> dict[str, dict[str, Any]]:
 
 
 def _check_geneval_row(row: dict[str, Any], where: str) -> None:
-    from imgalign.prompts.io import PromptFileError, validate_geneval_line
+    from imgalign.prompts.io import PromptFileError, check_geneval_fields
 
     try:
-        validate_geneval_line(row, where)
+        check_geneval_fields(row, where)
     except PromptFileError as e:
         raise CLIError(str(e)) from None
 
@@ -168,8 +167,7 @@ def _read_geneval_meta(meta: Path) -> dict[str, Any] | None:
         raise CLIError(
             f"{meta}:1: expected a GenEval metadata object with a string 'prompt' that is not empty"
         )
-    if "tag" in row or "include" in row:
-        _check_geneval_row(row, f"{meta}:1")
+    _check_geneval_row(row, f"{meta}:1")
     return row
 
 
