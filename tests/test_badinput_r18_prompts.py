@@ -228,3 +228,42 @@ def test_a_tag_of_the_users_own_is_told_to_be_read_as_geneval(tmp_path):
         CLIError, match=r"field 'include' is missing; a line with a 'tag' field is read as GenEval"
     ):
         load_prompt_map(path)
+
+
+def test_prompt_settings_a_run_does_not_read_are_listed_as_unused():
+    """prompts.tasks=[counting] with a GenEval .jsonl as prompts.source trained on every task of the file (tasks
+    filters only the shapes generator), and prompts.test_fraction held out nothing outside eval.suite=reward with a
+    file: both silently. They are now listed with the run's other unread settings."""
+    from imgalign.config import load_config
+    from imgalign.trainers.config import FlowGRPOConfig, ignored_settings
+
+    def unused(*sets: str) -> list[str]:
+        return ignored_settings(load_config(FlowGRPOConfig, None, list(sets)))
+
+    assert unused("prompts.source=p.jsonl", "prompts.tasks=[counting]") == [
+        "prompts.tasks (read with prompts.source=shapes)"
+    ]
+    assert unused("prompts.tasks=[counting]") == []
+    fraction = "prompts.test_fraction (read with eval.suite=reward and a prompt file or generate:SEED)"
+    assert unused("prompts.test_fraction=0.3") == [fraction]
+    assert unused("prompts.source=p.txt", "prompts.test_fraction=0.3") == [fraction]
+    assert unused("prompts.source=p.txt", "prompts.test_fraction=0.3", "eval.suite=reward") == []
+
+
+@pytest.mark.parametrize(
+    "source, message",
+    [
+        ("", "prompts.source is empty: give 'shapes', a .txt/.jsonl prompt file or generate:SEED"),
+        ("  ", "prompts.source is empty"),
+        ("SHAPES", "prompts.source 'SHAPES' is no file; the shapes-world generator is spelt 'shapes'"),
+        (" shapes", "prompts.source ' shapes' is no file; the shapes-world generator is spelt 'shapes'"),
+    ],
+)
+def test_an_empty_or_misspelt_shapes_source_is_named(source, message):
+    """An empty prompts.source was called "a folder" (Path('') is the working folder); 'SHAPES' "does not exist"."""
+    from imgalign.config import ConfigError
+    from imgalign.trainers.config import PromptConfig
+
+    with pytest.raises(ConfigError) as e:
+        PromptConfig(source=source).validate()
+    assert str(e.value).startswith(message)

@@ -119,6 +119,18 @@ class PromptConfig:
 
     def validate(self) -> None:
         check_seed("prompts.seed", self.seed)
+        if not self.source.strip():  # Path("") is the working folder: it said "'' is a folder"
+            raise ConfigError(
+                "prompts.source is empty: give 'shapes', a .txt/.jsonl prompt file or generate:SEED"
+            )
+        if (
+            self.source.strip().lower() == "shapes"
+            and self.source != "shapes"
+            and not Path(self.source).exists()
+        ):
+            raise ConfigError(
+                f"prompts.source {self.source!r} is no file; the shapes-world generator is spelt 'shapes'"
+            )
         if not 0.0 <= self.test_fraction < 1.0:
             raise ConfigError("prompts.test_fraction must be in [0, 1)")
         if self.source == "shapes" and not self.tasks:
@@ -705,7 +717,8 @@ class FlowGRPOConfig:
 def ignored_settings(cfg: FlowGRPOConfig) -> list[str]:
     """Settings changed from their defaults that the chosen methods never read: a section of another method (kept
     when the method is switched with ``--set``), one method's option, LoRA's options under full fine-tuning, or the
-    evaluation's options with the evaluation off (``eval.every=-1``).
+    evaluation's options with the evaluation off (``eval.every=-1``), ``prompts.tasks`` with a prompt file, or
+    ``prompts.test_fraction`` where no prompt is held out.
     Each as ``key (read with KEY=VALUE)``. Only built-in methods are judged: a plug-in (``package.module:attr``) may
     read any setting."""
     from dataclasses import fields
@@ -737,6 +750,12 @@ def ignored_settings(cfg: FlowGRPOConfig) -> list[str]:
                 continue
             if getattr(section, f.name) != getattr(default, f.name):
                 out.append(f"{prefix}{f.name} (read with {reader})")
+    # a file trained on every line whatever prompts.tasks named (no filter by 'tag'), silently
+    p, p_default = cfg.prompts, PromptConfig()
+    if p.source != "shapes" and p.tasks != p_default.tasks:
+        out.append("prompts.tasks (read with prompts.source=shapes)")
+    if p.test_fraction != p_default.test_fraction and (p.source == "shapes" or cfg.eval.suite != "reward"):
+        out.append("prompts.test_fraction (read with eval.suite=reward and a prompt file or generate:SEED)")
     return out
 
 
