@@ -32,6 +32,9 @@ class PromptRecord:
 INCLUDE_KEYS = ("class", "count", "color", "position")
 """The keys of a GenEval include clause (those the official evaluator and our judge read)."""
 EXCLUDE_KEYS = ("class", "count")
+TAG_NEEDS = {"colors": "color", "color_attr": "color", "position": "position"}
+"""The clause key each of these GenEval tasks judges (every line of GenEval's own file has it)."""
+TAG_EXAMPLES = {"color": '"color": "red"', "position": '"position": ["left of", 0]'}
 
 
 def _check_clause_keys(clause: dict[str, Any], known: tuple[str, ...], where: str) -> None:
@@ -110,6 +113,13 @@ def validate_geneval_line(meta: Any, where: str) -> dict[str, Any]:
         raise PromptFileError(
             f"{where}: field 'tag' is {meta['tag']!r}, not a GenEval task ({', '.join(TASKS)}); it sets the "
             "detection threshold (counting's is 0.9) and the task the image counts toward: spell it as GenEval does"
+        )
+    # the task's own test left out: an image judged on its objects alone was counted as passing colours or position
+    needed = TAG_NEEDS.get(meta["tag"])
+    if needed and not any(needed in c for c in meta["include"]):
+        raise PromptFileError(
+            f"{where}: tag {meta['tag']!r} asks for an include clause with a {needed!r}, and none has one, so the "
+            f"{needed} would not be judged: give it (e.g. {TAG_EXAMPLES[needed]}), or the tag of what the prompt asks"
         )
     return meta
 

@@ -267,3 +267,31 @@ def test_an_empty_or_misspelt_shapes_source_is_named(source, message):
     with pytest.raises(ConfigError) as e:
         PromptConfig(source=source).validate()
     assert str(e.value).startswith(message)
+
+
+@pytest.mark.parametrize(
+    "line, needed",
+    [
+        ({**COLORS_LINE, "include": [{"class": "circle", "count": 1}]}, "color"),
+        (
+            {**COLORS_LINE, "tag": "color_attr", "include": [{"class": "circle"}, {"class": "square"}]},
+            "color",
+        ),
+        (
+            {**COLORS_LINE, "tag": "position", "include": [{"class": "circle"}, {"class": "square"}]},
+            "position",
+        ),
+    ],
+)
+def test_a_colors_or_position_line_without_its_clause_is_refused(tmp_path, line, needed):
+    """tag 'colors' with no clause naming a colour (or 'position' with no position) judged the objects alone and
+    counted the image as passing that task: a colour-blind score filed under colours, without a word."""
+    path = tmp_path / "m.jsonl"
+    path.write_text(json.dumps(line) + "\n")
+    with pytest.raises(PromptFileError) as e:
+        load_geneval_metadata(path)
+    assert str(e.value).startswith(
+        f"{path}:1: tag {line['tag']!r} asks for an include clause with a {needed!r}, and none has one, so the "
+        f"{needed} would not be judged: give it (e.g. "
+    )
+    assert str(e.value).endswith("or the tag of what the prompt asks")

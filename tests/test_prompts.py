@@ -183,7 +183,7 @@ def test_a_clause_without_count_asks_for_one_and_exclude_must_be_a_list(tmp_path
     image, _ = W.render(W.Spec.from_metadata(row), seed=0)
     assert judge(image, ShapesDetector()(image), row).correct
     meta.write_text(
-        json.dumps({"tag": "colors", "prompt": "p", "include": [{"class": "circle"}], "exclude": None})
+        json.dumps({"tag": "single_object", "prompt": "p", "include": [{"class": "circle"}], "exclude": None})
     )
     assert load_geneval_metadata(meta)[0]["exclude"] is None  # null: nothing excluded
     jl = tmp_path / "p.jsonl"  # a prompt-file line with clauses is a GenEval line, so it needs its tag
