@@ -50,6 +50,19 @@ def _check_clause_keys(clause: dict[str, Any], known: tuple[str, ...], where: st
             )
 
 
+def check_prompt_text(prompt: str, where: str) -> None:
+    """Refuse a prompt holding a lone UTF-16 surrogate (JSON's ``\\ud83d`` without its pair), which is no character:
+    the tokenizers raised a TypeError traceback once the model had loaded, and a CSV could not be written."""
+    try:
+        prompt.encode("utf-8")
+    except UnicodeEncodeError as e:
+        half = ord(prompt[e.start])
+        raise PromptFileError(
+            f"{where}: the prompt holds \\u{half:04x}, half of a UTF-16 surrogate pair without its other half, which "
+            "is no character: write the character itself, or both halves of its escape"
+        ) from None
+
+
 def validate_geneval_line(meta: Any, where: str) -> dict[str, Any]:
     """Check one GenEval metadata object against the official schema (tag, prompt, include[], exclude[])."""
     if not isinstance(meta, dict):
@@ -59,6 +72,7 @@ def validate_geneval_line(meta: Any, where: str) -> dict[str, Any]:
             raise PromptFileError(f"{where}: field {key!r} is missing")
     if not isinstance(meta["prompt"], str) or not meta["prompt"].strip():
         raise PromptFileError(f"{where}: field 'prompt' must be a non-empty string")
+    check_prompt_text(meta["prompt"], where)
     if not isinstance(meta["include"], list) or not meta["include"]:
         raise PromptFileError(f"{where}: field 'include' must be a non-empty list")
     for key in meta:  # an 'excludes' went unread: every count passed however many objects were drawn
@@ -249,6 +263,7 @@ def load_prompts(path: str | Path) -> list[PromptRecord]:
                 or not obj["prompt"].strip()
             ):
                 raise PromptFileError(f"{path}:{n}: each line needs a non-empty string field 'prompt'")
+            check_prompt_text(obj["prompt"], f"{path}:{n}")
             check_geneval_fields(obj, f"{path}:{n}")
             records.append(PromptRecord(obj["prompt"].strip(), obj))
     else:

@@ -295,3 +295,34 @@ def test_a_colors_or_position_line_without_its_clause_is_refused(tmp_path, line,
         f"{needed} would not be judged: give it (e.g. "
     )
     assert str(e.value).endswith("or the tag of what the prompt asks")
+
+
+def test_a_lone_surrogate_escape_in_a_prompt_is_refused_before_any_model_loads(tmp_path):
+    """'\\ud83d' without its pair is valid JSON but no character: train and grid died in the tokenizer with
+    "TypeError: TextEncodeInput must be Union[...]" after the model had loaded. Prompt files, GenEval metadata and
+    score's rows now name the line; a whole pair (an emoji) is read."""
+    from imgalign.cli import CLIError
+    from imgalign.commands.score import load_prompt_map
+
+    half = "a red circle \ud83d"  # json.dumps writes it as the escape \\ud83d
+    message = (
+        ":1: the prompt holds \\ud83d, half of a UTF-16 surrogate pair without its other half, which is no "
+        "character: write the character itself, or both halves of its escape"
+    )
+    path = tmp_path / "p.jsonl"
+    path.write_text(json.dumps({"prompt": half}) + "\n")
+    with pytest.raises(PromptFileError) as e:
+        load_prompts(path)
+    assert str(e.value) == f"{path}{message}"
+    path.write_text(json.dumps({"prompt": half + "\udd34"}) + "\n")
+    assert load_prompts(path)[0].prompt == "a red circle \U0001f534"
+    meta = tmp_path / "m.jsonl"
+    meta.write_text(json.dumps({**COLORS_LINE, "prompt": half}) + "\n")
+    with pytest.raises(PromptFileError) as e:
+        load_geneval_metadata(meta)
+    assert str(e.value) == f"{meta}{message}"
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(json.dumps({"file": "a.png", "prompt": half}) + "\n")
+    with pytest.raises(CLIError) as e:
+        load_prompt_map(rows)
+    assert str(e.value) == f"{rows}{message}"

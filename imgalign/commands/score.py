@@ -113,9 +113,11 @@ def load_prompt_map(path: str | Path) -> dict[str, dict[str, Any]]:
 
 
 def _check_geneval_row(row: dict[str, Any], where: str) -> None:
-    from imgalign.prompts.io import PromptFileError, check_geneval_fields
+    """The row's prompt text and, where it has GenEval fields, its metadata; errors as CLIError."""
+    from imgalign.prompts.io import PromptFileError, check_geneval_fields, check_prompt_text
 
     try:
+        check_prompt_text(row["prompt"], where)
         check_geneval_fields(row, where)
     except PromptFileError as e:
         raise CLIError(str(e)) from None
