@@ -326,3 +326,14 @@ def test_a_lone_surrogate_escape_in_a_prompt_is_refused_before_any_model_loads(t
     with pytest.raises(CLIError) as e:
         load_prompt_map(rows)
     assert str(e.value) == f"{rows}{message}"
+
+
+def test_grid_refuses_a_prompt_argument_that_is_not_utf8(tmp_path, capsys):
+    """A terminal sending Latin-1 ('caf\\xe9') gives Python a lone surrogate: grid loaded the first model, then died
+    in its tokenizer with a TypeError traceback."""
+    out = tmp_path / "g.png"
+    prompt = b"caf\xe9".decode("utf-8", "surrogateescape")  # as Python decodes such an argument
+    assert main(["grid", "--model", "shapes", "--prompt", prompt, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "--prompt 'caf\\udce9' is not UTF-8 text (the shell passed bytes in another encoding)" in err
+    assert not out.exists()

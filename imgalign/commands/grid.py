@@ -156,6 +156,14 @@ def read_rows(args: argparse.Namespace) -> tuple[list[str], list[dict[str, Any] 
     prompts = [p.strip() for p in args.prompt or []]
     if not prompts or any(not p for p in prompts):
         raise ValueError("--prompt needs non-empty text; give at least one prompt")
+    for p in prompts:  # bytes that are not UTF-8 arrive as lone surrogates: the tokenizer raised a TypeError
+        try:
+            p.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError(
+                f"--prompt {ascii(p)} is not UTF-8 text (the shell passed bytes in another encoding); set a UTF-8 "
+                "locale (e.g. LANG=C.UTF-8), or put the prompt in a UTF-8 --prompts file"
+            ) from None
     repeated = _first_repeat(prompts)
     if repeated is not None:
         raise ValueError(f"--prompt {repeated!r} is given twice: its rows would be the same images twice")
