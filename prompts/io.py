@@ -50,6 +50,18 @@ def _check_clause_keys(clause: dict[str, Any], known: tuple[str, ...], where: st
             )
 
 
+def _check_count(count: int, where: str, effect: str) -> None:
+    """Refuse a count above the judge's cap: GenEval keeps at most 16 detections per class, so more are never
+    found (a count of 20 failed every image, or excluded nothing, without a word)."""
+    from imgalign.eval.geneval import MAX_OBJECTS
+
+    if count > MAX_OBJECTS:
+        raise PromptFileError(
+            f"{where} is {count}: GenEval keeps at most {MAX_OBJECTS} detections per class, so {effect}; give "
+            f"{MAX_OBJECTS} or less"
+        )
+
+
 def check_prompt_text(prompt: str, where: str) -> None:
     """Refuse a prompt holding a lone UTF-16 surrogate (JSON's ``\\ud83d`` without its pair), which is no character:
     the tokenizers raised a TypeError traceback once the model had loaded, and a CSV could not be written."""
@@ -88,6 +100,7 @@ def validate_geneval_line(meta: Any, where: str) -> dict[str, Any]:
         count = c.setdefault("count", 1)
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise PromptFileError(f"{where}: include[{i}].count must be a positive integer, got {count!r}")
+        _check_count(count, f"{where}: include[{i}].count", "the image could never pass")
         if "color" in c and not isinstance(c["color"], str):
             raise PromptFileError(f"{where}: include[{i}].color must be a string")
         if "position" in c:
@@ -120,6 +133,7 @@ def validate_geneval_line(meta: Any, where: str) -> dict[str, Any]:
                 f"{where}: exclude[{i}] must have a string 'class' and a positive integer 'count'"
             )
         _check_clause_keys(c, EXCLUDE_KEYS, f"{where}: exclude[{i}]")
+        _check_count(count, f"{where}: exclude[{i}].count", "the exclusion could never apply")
     from imgalign.shapes import TASKS  # GenEval's six tasks
 
     # a misspelt tag was judged under the 0.3 threshold and reported as a task of its own

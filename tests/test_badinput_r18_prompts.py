@@ -337,3 +337,36 @@ def test_grid_refuses_a_prompt_argument_that_is_not_utf8(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "--prompt 'caf\\udce9' is not UTF-8 text (the shell passed bytes in another encoding)" in err
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (
+            {"tag": "counting", "include": [{"class": "circle", "count": 20}]},
+            "include[0].count is 20: GenEval keeps at most 16 detections per class, so the image could never pass; "
+            "give 16 or less",
+        ),
+        (
+            {
+                "tag": "single_object",
+                "include": [{"class": "circle"}],
+                "exclude": [{"class": "circle", "count": 17}],
+            },
+            "exclude[0].count is 17: GenEval keeps at most 16 detections per class, so the exclusion could never "
+            "apply; give 16 or less",
+        ),
+    ],
+)
+def test_a_count_past_the_judges_cap_is_refused(tmp_path, edit, message):
+    """The judge keeps at most 16 detections per class: a count of 20 failed every image of its prompt, an exclude
+    count of 17 excluded nothing, without a word. 16 is still taken."""
+    path = tmp_path / "m.jsonl"
+    path.write_text(json.dumps({**COLORS_LINE, **edit}) + "\n")
+    with pytest.raises(PromptFileError) as e:
+        load_geneval_metadata(path)
+    assert str(e.value) == f"{path}:1: {message}"
+    path.write_text(
+        json.dumps({**COLORS_LINE, "tag": "counting", "include": [{"class": "circle", "count": 16}]})
+    )
+    assert load_geneval_metadata(path)[0]["include"][0]["count"] == 16
