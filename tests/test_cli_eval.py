@@ -1510,6 +1510,29 @@ def test_geneval_judges_default_to_geneval_s_detector_and_clip(tmp_path, small_p
     assert seen == [(GENEVAL_DETECTOR, GENEVAL_CLIP)]
 
 
+def test_geneval_checks_the_users_prompts_before_the_judges(tmp_path, monkeypatch, capsys):
+    """A mistake in --prompts is said before the detector's config is looked up (online, fetched), not after."""
+    import imgalign.eval.real as R
+
+    seen = []
+    monkeypatch.setattr(R, "check_judge_specs", lambda detector, clip: seen.append(detector))
+    bad = tmp_path / "p.jsonl"
+    bad.write_text('{"tag": "single_object"}\n')
+    argv = [
+        "eval",
+        "--suite",
+        "geneval",
+        "--model",
+        "shapes",
+        "--prompts",
+        str(bad),
+        "--out",
+        str(tmp_path / "o"),
+    ]
+    assert main(argv) == 2
+    assert f"{bad}" in capsys.readouterr().err and seen == []
+
+
 def test_an_unknown_option_names_the_command_and_the_closest_option(capsys):
     """argparse said "imgalign: error: unrecognized arguments: --rewards y": the program, not the command, and
     nothing of --reward. The command's parser now says it, with the closest option for each unknown one."""

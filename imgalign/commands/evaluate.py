@@ -316,7 +316,6 @@ def run_real_eval(args: argparse.Namespace) -> int:
     if args.ground_truth:
         raise ValueError("--ground-truth exists only for the shapes suite; give --images or --model")
     check_device(args.device)
-    check_judge_specs(args.detector, args.clip)  # before any generation
     out = Path(args.out)
     images = out / "images"
     progress = not args.no_progress
@@ -338,6 +337,8 @@ def run_real_eval(args: argparse.Namespace) -> int:
         judge_metas = metas
     else:
         judge_metas = [f.metadata for f in read_folder(Path(args.images))]
+    # (after the prompts' checks: a mistake in the user's file is said before the detector's config is fetched)
+    check_judge_specs(args.detector, args.clip)  # before any generation
     # the judge's weights load before --out is claimed and before any generation: a judge that cannot load (weights
     # not downloaded, a folder without them) fails now, not after hours of sampling. Before generation it loads on
     # the CPU and is let go (the pipeline needs the device), and loads on the device once the pipeline is gone.
