@@ -115,7 +115,8 @@ def read_folder(root: Path) -> Iterator[PromptFolder]:
             meta_path, "metadata file", ValueError
         ).strip()  # a BOM from an editor is not an error
         try:
-            meta = json.loads(text.splitlines()[0]) if text else None
+            # (split at \n only: splitlines also cuts at U+2028 or U+0085, which a JSON string may hold raw)
+            meta = json.loads(text.split("\n")[0]) if text else None
         except json.JSONDecodeError as e:
             raise ValueError(f"{meta_path}: line 1 is not valid JSON ({e.msg})") from None
         if not isinstance(meta, dict) or "tag" not in meta or "include" not in meta:

@@ -33,3 +33,18 @@ def test_a_prompt_folder_without_images_is_judged_again_with_its_new_metadata(tm
     s = judge_folder(imgs, ev, ShapesDetector(), progress=False)
     row = json.loads((ev / "results.jsonl").read_text())
     assert (row["tag"], row["prompt"]) == (new["tag"], new["prompt"]) and s["task_images"] == {new["tag"]: 1}
+
+
+def test_a_metadata_line_whose_prompt_holds_a_raw_line_separator_is_read_whole(tmp_path: Path) -> None:
+    """json.dumps(ensure_ascii=False) writes U+2028 and U+0085 raw; splitlines() cut the line there and the folder
+    was refused as 'line 1 is not valid JSON'."""
+    from imgalign.eval.suite import read_folder_index
+
+    meta = {
+        "tag": "single_object",
+        "include": [{"class": "circle", "count": 1}],
+        "prompt": "a circle\u2028\x85!",
+    }
+    write_prompt_folder(tmp_path, 0, meta, [])
+    (tmp_path / "00000" / "metadata.jsonl").write_text(json.dumps(meta, ensure_ascii=False) + "\r\n")
+    assert [f.metadata["prompt"] for f in read_folder_index(tmp_path)] == [meta["prompt"]]
