@@ -137,7 +137,14 @@ def check_pipeline_folder(path: Path) -> None:
             f"{index} is missing: {str(path)!r} is not a diffusers pipeline folder; expected a folder written by "
             f"`save_pretrained`, an embedded name (shapes) or BASE+OVERLAY{hint}"
         )
-    spec = json.loads(index.read_text())
+    # a copy cut short or a hand edit: a bare JSON error that named no file, or (a list) an AttributeError
+    try:
+        spec = json.loads(index.read_text(encoding="utf-8"))
+        why = "" if isinstance(spec, dict) else "not a JSON object"
+    except ValueError as e:
+        spec, why = {}, f"not valid JSON ({e})"
+    if why:
+        raise IncompleteModelError(f"{index} is damaged: {why}; {_folder_fix(path)}")
     # saved without a part it cannot generate without (from_pretrained(..., text_encoder_2=None), then
     # save_pretrained): the first prompt failed with "'NoneType' object has no attribute 'tokenize'"
     nulled = [
@@ -165,17 +172,21 @@ def check_pipeline_folder(path: Path) -> None:
                 missing.append(f"{name}/ weights (*.safetensors)")
             missing += missing_shards(sub) + truncated_weights(sub)
     if missing:
-        from imgalign.hub import ASSETS
-
-        if (path / "trainer_state").is_dir():
-            fix = "it is a training checkpoint: use another checkpoint of the run, or resume the run to write it again"
-        elif path.resolve().parent == ASSETS.resolve():
-            fix = "it is an embedded model: reinstall imgalign (pip install -e .)"
-        else:
-            fix = "recreate it (save_pretrained, or `imgalign world pretrain --component t2i` for a shapes model)"
         raise IncompleteModelError(
-            f"model folder {str(path)!r} is incomplete; missing: {', '.join(missing)}; {fix}"
+            f"model folder {str(path)!r} is incomplete; missing: {', '.join(missing)}; {_folder_fix(path)}"
         )
+
+
+def _folder_fix(path: Path) -> str:
+    """What to do about a pipeline folder with missing or damaged files: a training checkpoint, the embedded model
+    or a folder of the user's."""
+    from imgalign.hub import ASSETS
+
+    if (path / "trainer_state").is_dir():
+        return "it is a training checkpoint: use another checkpoint of the run, or resume the run to write it again"
+    if path.resolve().parent == ASSETS.resolve():
+        return "it is an embedded model: reinstall imgalign (pip install -e .)"
+    return "recreate it (save_pretrained, or `imgalign world pretrain --component t2i` for a shapes model)"
 
 
 def missing_shards(folder: Path) -> list[str]:
@@ -373,8 +384,9 @@ def recorded_base(folder: Path) -> str | None:
     if not info.is_file():
         return None
     try:
-        base = json.loads(info.read_text()).get("base_model")
-    except (json.JSONDecodeError, AttributeError):
+        base = json.loads(info.read_text(encoding="utf-8")).get("base_model")
+    # ValueError: not JSON, or not UTF-8 (a bare codec error that named no file)
+    except (ValueError, AttributeError):
         raise ValueError(
             f"{info}: not a JSON object; expected {{'base_model': ...}}; write it again, or give the base model "
             f"yourself as BASE+{folder}"

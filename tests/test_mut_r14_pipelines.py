@@ -132,3 +132,51 @@ def test_the_text_encoder_lora_warning_stays_for_a_file_with_te_prefixed_keys(tm
     said = "No LoRA keys associated to CLIPTextModelWithProjection found"
     with P.quiet_text_encoder_lora_warning(tmp_path):
         assert _records_through("diffusers.loaders.lora_base", [said]) == [said]
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("[]", "not a JSON object"),
+        ('{"_class_name": "StableDiffusion3Pipeline",', "not valid JSON (Expecting property name"),
+        (b"\xff\xfe", "not valid JSON ('utf-8' codec can't decode byte 0xff"),
+    ],
+)
+def test_a_damaged_model_index_is_named_with_what_to_do(tmp_path, capsys, text, why):
+    """A model_index.json that is a list raised AttributeError (a traceback from `grid`, `eval`, `train`), and one
+    cut short printed only json's "Expecting property name ...", naming no file."""
+    import imgalign.pipelines as P
+    from imgalign.cli import main
+
+    index = tmp_path / "m" / "model_index.json"
+    index.parent.mkdir()
+    index.write_bytes(text if isinstance(text, bytes) else text.encode())
+    with pytest.raises(P.IncompleteModelError) as info:
+        P.check_model_spec(P.ModelSpec("m", str(index.parent)))
+    assert str(info.value).startswith(f"{index} is damaged: {why}")
+    fix = "recreate it (save_pretrained, or `imgalign world pretrain --component t2i` for a shapes model)"
+    assert str(info.value).endswith(f"; {fix}")
+    (index.parent / "trainer_state").mkdir()  # a full fine-tune's checkpoint
+    with pytest.raises(
+        P.IncompleteModelError, match="is damaged: .*it is a training checkpoint: use another"
+    ):
+        P.check_pipeline_folder(index.parent)
+    argv = ["grid", "--model", f"a={index.parent}", "--prompt", "x", "--out", str(tmp_path / "g.png")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"imgalign grid: error: {index} is damaged: " in err and "Traceback" not in err
+
+
+def test_a_checkpoint_record_that_is_not_utf8_is_named(tmp_path, capsys):
+    """An imgalign_model.json of other bytes printed only "'utf-8' codec can't decode byte 0xff ...", naming no file."""
+    from imgalign.cli import main
+
+    (tmp_path / "ck").mkdir()
+    (tmp_path / "ck" / "adapter_config.json").write_text("{}")
+    (tmp_path / "ck" / "imgalign_model.json").write_bytes(b"\xff\xfe")
+    argv = ["grid", "--model", f"a={tmp_path / 'ck'}", "--prompt", "x", "--out", str(tmp_path / "g.png")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert (
+        f"{tmp_path / 'ck' / 'imgalign_model.json'}: not a JSON object; expected {{'base_model': ...}}" in err
+    )
