@@ -180,3 +180,18 @@ def test_a_checkpoint_record_that_is_not_utf8_is_named(tmp_path, capsys):
     assert (
         f"{tmp_path / 'ck' / 'imgalign_model.json'}: not a JSON object; expected {{'base_model': ...}}" in err
     )
+
+
+def test_a_lora_checkpoint_is_fused_into_the_base(tmp_path):
+    """A diffusers LoRA file is fused into the base's weights once loaded: sampling runs the plain layers, not the
+    base and the LoRA side by side at every step."""
+    from imgalign import hub
+    from imgalign.adapters import load_adapter
+    from imgalign.pipelines import load_pipeline
+
+    a = load_adapter("shapes")
+    a.add_lora(2, 4.0)
+    a.save(tmp_path / "ck", base_model=str(hub.resolve("shapes")))
+    pipe = load_pipeline(str(tmp_path / "ck"))
+    layers = [m for m in pipe.transformer.modules() if hasattr(m, "merged")]
+    assert pipe.num_fused_loras == 1 and layers and all(m.merged for m in layers)
