@@ -656,11 +656,22 @@ def load_summary(eval_dir: Path) -> dict[str, Any]:
             f"{path} does not exist; --baseline needs the --out folder of an earlier, finished `imgalign eval`"
         )
     try:
-        summary = json.loads(path.read_text())
+        summary = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as e:
         raise ValueError(f"{path}: not valid JSON ({e.msg})") from None
-    if not isinstance(summary, dict) or "tasks" not in summary or "overall" not in summary:
-        raise ValueError(f"{path}: expected an evaluation summary with 'overall' and 'tasks'")
+    except UnicodeDecodeError as e:  # (a bare codec error named no file)
+        raise ValueError(
+            f"{path}: not UTF-8 text ({e.reason} at byte {e.start}); is it a summary.json?"
+        ) from None
+    # 'tasks' of another type raised AttributeError in the comparison
+    if (
+        not isinstance(summary, dict)
+        or not isinstance(summary.get("tasks"), dict)
+        or not isinstance(summary.get("overall"), (int, float))
+    ):
+        raise ValueError(
+            f"{path}: expected an evaluation summary with 'overall' (a number) and 'tasks' (task -> score)"
+        )
     return summary
 
 
@@ -672,12 +683,13 @@ def load_results(eval_dir: Path) -> list[dict[str, Any]]:
     if not path.is_file():
         return []
     rows = []
-    for line in path.read_text().splitlines():
+    # (bytes that are not UTF-8, a damaged line, are replaced: that line then fails as JSON and is skipped)
+    for line in path.read_text(encoding="utf-8", errors="replace").split("\n"):
         try:
             row = json.loads(line)
         except json.JSONDecodeError:
             continue  # a line cut short by a crash
-        if isinstance(row, dict) and "file" in row and "correct" in row:
+        if isinstance(row, dict) and isinstance(row.get("file"), str) and "correct" in row:
             rows.append(row)
     return rows
 

@@ -859,9 +859,21 @@ def test_masked_samples_count_only_the_steps_that_masked_some(tmp_path):
 def test_a_baseline_summary_without_its_scores_is_named(tmp_path):
     from imgalign.eval.reports import load_summary
 
-    (tmp_path / "summary.json").write_text(json.dumps({"suite": "shapes", "overall": 0.5}))
+    for summary in (
+        {"suite": "shapes", "overall": 0.5},
+        {"overall": 0.5, "tasks": [0.5]},
+        {"overall": "x", "tasks": {}},
+    ):
+        # (tasks as a list raised AttributeError in the comparison)
+        (tmp_path / "summary.json").write_text(json.dumps(summary))
+        with pytest.raises(
+            ValueError,
+            match="summary.json: expected an evaluation summary with 'overall' .a number. and 'tasks'",
+        ):
+            load_summary(tmp_path)
+    (tmp_path / "summary.json").write_bytes(b'{"overall": 0.5, "tasks": {"caf\xe9": 1}}')
     with pytest.raises(
-        ValueError, match="summary.json: expected an evaluation summary with 'overall' and 'tasks'"
+        ValueError, match=r"summary.json: not UTF-8 text \(invalid continuation byte at byte 31\)"
     ):
         load_summary(tmp_path)
 
@@ -1012,8 +1024,15 @@ def test_results_rows_skip_a_line_cut_short_by_a_crash(tmp_path):
     with open(ev / "results.jsonl", "a") as f:
         # a hand-edited row without its verdict, one without its image, a list: KeyError in --baseline before
         f.write('{"file": "00003/samples/0000.png"}\n{"correct": true}\n[1, 2]\n')
+        # a file that is no string (TypeError in the failure gallery), a line of bytes that are not UTF-8
+        f.write('{"file": 3, "correct": true}\n')
+    with open(ev / "results.jsonl", "ab") as fb:
+        fb.write(b'{"file": "00004/samples/0000.png", "prompt": "caf\xe9", "correct": true}\n')
+    with open(ev / "results.jsonl", "a") as f:
         f.write('{"file": "00002/samples/0000.png", "pro')
-    assert load_results(ev) == rows
+    assert load_results(ev) == rows + [
+        {"file": "00004/samples/0000.png", "prompt": "caf\ufffd", "correct": True}
+    ]
     assert load_results(tmp_path / "none") == []
 
 
