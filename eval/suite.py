@@ -72,8 +72,13 @@ def write_prompt_folder(
             "is from an earlier run; write to a new or empty folder"
         )
     for j, img in enumerate(images, start=start):
-        with replacing(d / "samples" / f"{j:04d}.png") as tmp:
-            img.save(tmp, format="PNG")
+        write_sample(root, index, j, img)
+
+
+def write_sample(root: Path, index: int, j: int, image: Image.Image) -> None:
+    """Write image `j` of prompt folder `index` (whose samples/ folder exists), atomically."""
+    with replacing(Path(root) / f"{index:05d}" / "samples" / f"{j:04d}.png") as tmp:
+        image.save(tmp, format="PNG")
 
 
 def read_folder(root: Path) -> Iterator[PromptFolder]:
