@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from imgalign import shapes as W
+from imgalign.cli import main
 from imgalign.commands import world
 from imgalign.prompts.io import load_geneval_metadata
 from imgalign.prompts.shapes import EVAL_SET_PATH
@@ -40,3 +41,35 @@ def test_render_writes_each_image_as_it_is_drawn(tmp_path, two_prompts, monkeypa
     world.render_folder(metas, out, 3, 0, progress=True)
     assert len(drawn) == 6 and len(list(out.glob("*/samples/*.png"))) == 6
     assert "6/6" in capsys.readouterr().err  # the bar counts images
+
+
+@pytest.mark.parametrize(
+    "argv, flag",
+    [
+        (["eval", "--images", ""], "--images"),
+        (["eval", "--model", ""], "--model"),
+        (["eval", "--ground-truth", "--prompts", ""], "--prompts"),
+        (["eval", "--ground-truth", "--baseline", ""], "--baseline"),
+        (["eval", "--ground-truth", "--suite", ""], "--suite"),
+        (["eval", "--images", "imgs", "--suite", "geneval", "--detector", ""], "--detector"),
+        (["eval", "--model", "shapes", "--device", " "], "--device"),
+        (["world", "render", "--prompts", ""], "--prompts"),
+        (["world", "render", "--prompts", "few.jsonl"], "--out"),
+        (["world", "pretrain", "--component", "t2i"], "--out"),
+    ],
+)
+def test_an_empty_option_is_refused_naming_it(tmp_path, two_prompts, monkeypatch, capsys, argv, flag):
+    """An option given as "" ("$VAR" with VAR unset) was read as no value or as the current folder: eval --images ""
+    sampled from no model (AttributeError: 'NoneType' object has no attribute 'vae_scale_factor'), eval --prompts ""
+    judged the suite's own 360 prompts and --baseline "" wrote no comparison, both silently; --out "" wrote into the
+    current folder."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "few.jsonl").write_text(two_prompts.read_text())
+    out = ["--out", ""] if flag == "--out" else ["--out", "o"]
+    extra = []  # the rest of a command that would run (and write) if the empty option were dropped
+    if argv[0] == "eval" and flag not in ("--prompts", "--images", "--detector"):
+        extra = ["--prompts", "few.jsonl", "--images-per-prompt", "1", "--no-progress"]
+    before = sorted(p.name for p in tmp_path.iterdir())
+    assert main([*argv, *out, *extra]) == 2
+    assert f"{flag} is empty (an unset shell variable?): give " in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing written

@@ -12,7 +12,7 @@ from typing import Any
 
 from imgalign import shapes as W
 from imgalign.commands import check_output_folder, seed_arg
-from imgalign.commands.world import check_shapes_metadata, render_folder
+from imgalign.commands.world import check_shapes_metadata, refuse_empty_options, render_folder
 from imgalign.eval.geneval import GENEVAL_CLIP
 from imgalign.eval.suite import copy_folder, judge_folder, read_folder, read_folder_index
 from imgalign.files import atomic_write_text
@@ -185,6 +185,20 @@ def claim_out_folder(out: Path, ident: dict[str, Any]) -> None:
 
 
 def run_eval(args: argparse.Namespace) -> int:
+    refuse_empty_options(
+        args,
+        {
+            "suite": f"one of {', '.join(SUITES)}",
+            "images": "the image folder to judge",
+            "model": "a model: an embedded name such as shapes, a pipeline folder or a checkpoint",
+            "prompts": "a GenEval metadata .jsonl, or leave --prompts out for the suite's own set",
+            "out": "an output folder",
+            "baseline": "an earlier eval --out folder, or leave --baseline out",
+            "detector": f"a detector, or leave --detector out for {GENEVAL_DETECTOR}",
+            "clip": f"a colour classifier, or leave --clip out for {GENEVAL_CLIP}",
+            "device": "cpu, cuda or cuda:N",
+        },
+    )
     if args.suite not in SUITES:
         raise ValueError(f"unknown suite {args.suite!r}; valid suites: {', '.join(SUITES)}")
     if args.images and (args.prompts or args.images_per_prompt is not None or args.seed is not None):

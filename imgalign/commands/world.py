@@ -53,6 +53,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     pt.set_defaults(func=run_pretrain)
 
 
+def refuse_empty_options(args: argparse.Namespace, wanted: dict[str, str]) -> None:
+    """Refuse an option given as "" ("$VAR" with VAR unset), naming it and what it takes (`wanted`: dest -> what to
+    give). Read as no value or as the current folder, it changed the run silently: eval --prompts "" judged the
+    suite's own 360 prompts, --baseline "" wrote no comparison, --out "" wrote into the current folder and
+    eval --images "" fell through to sampling with no model (a traceback)."""
+    for dest, what in wanted.items():
+        value = getattr(args, dest, None)
+        if isinstance(value, str) and not value.strip():
+            raise ValueError(f"--{dest.replace('_', '-')} is empty (an unset shell variable?): give {what}")
+
+
 def render_folder(
     metas: list[dict], out: Path, images_per_prompt: int, seed: int, progress: bool = True
 ) -> None:
@@ -80,6 +91,7 @@ def check_shapes_metadata(metas: list[dict], source: str | Path) -> None:
 
 
 def run_render(args: argparse.Namespace) -> int:
+    refuse_empty_options(args, {"prompts": "a GenEval metadata .jsonl", "out": "an output folder"})
     if args.images_per_prompt < 1:
         raise ValueError("--images-per-prompt must be at least 1")
     metas = load_geneval_metadata(args.prompts)
@@ -237,6 +249,7 @@ def run_pretrain(args: argparse.Namespace) -> int:
     from imgalign.config import load_config, to_dict
     from imgalign.pretrain import COMPONENTS
 
+    refuse_empty_options(args, {"out": "the pretraining folder (new, or an earlier run's to resume)"})
     names = list(COMPONENTS) if args.component == "all" else [args.component]
     per = split_component_overrides(names, args.set)
     mods = {n: importlib.import_module(COMPONENTS[n]) for n in names}
