@@ -73,3 +73,29 @@ def test_an_empty_option_is_refused_naming_it(tmp_path, two_prompts, monkeypatch
     assert main([*argv, *out, *extra]) == 2
     assert f"{flag} is empty (an unset shell variable?): give " in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing written
+
+
+def test_an_interrupted_render_says_its_folder_is_incomplete(tmp_path, two_prompts, monkeypatch):
+    """Ctrl-C in world render said only "interrupted": the folder left behind (the last prompt short of images) is
+    judged by eval --images as if whole, and the same command again is refused as "not empty"."""
+    from imgalign.cli import Interrupted
+
+    calls = []
+    real = W.render
+
+    def render(spec, rng):
+        calls.append(spec)
+        if len(calls) == 3:  # image 0 of the second prompt
+            raise KeyboardInterrupt
+        return real(spec, rng)
+
+    monkeypatch.setattr(W, "render", render)
+    out = tmp_path / "r"
+    argv = ["world", "render", "--prompts", str(two_prompts), "--images-per-prompt", "2", "--out", str(out)]
+    with pytest.raises(Interrupted) as e:
+        main(argv)
+    assert str(e.value) == (
+        f"imgalign world render: interrupted; --out {str(out)!r} holds an incomplete render (2 of 2 prompt folders "
+        "begun, the last may lack images): delete it and run the same command again"
+    )
+    assert len(list(out.glob("*/samples/*.png"))) == 2

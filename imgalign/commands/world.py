@@ -101,7 +101,18 @@ def run_render(args: argparse.Namespace) -> int:
         what = "is a file" if not out.is_dir() else "is not empty (its prompt folders would mix with these)"
         raise ValueError(f"--out {str(out)!r} {what}; give a new or empty folder")
     check_output_folder(out)
-    render_folder(metas, out, args.images_per_prompt, args.seed)
+    try:
+        render_folder(metas, out, args.images_per_prompt, args.seed)
+    except KeyboardInterrupt:
+        # it said only "interrupted": the folder left behind is judged by eval --images as if it were whole, and
+        # the same command again is refused ("not empty")
+        from imgalign.cli import Interrupted
+
+        started = sum(1 for d in out.iterdir() if d.is_dir() and d.name.isdigit()) if out.is_dir() else 0
+        raise Interrupted(
+            f"interrupted; --out {str(out)!r} holds an incomplete render ({started} of {len(metas)} prompt folders "
+            "begun, the last may lack images): delete it and run the same command again"
+        ) from None
     print(f"wrote {len(metas)} prompts x {args.images_per_prompt} images to {args.out}")
     return 0
 
