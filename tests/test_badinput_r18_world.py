@@ -99,3 +99,19 @@ def test_an_interrupted_render_says_its_folder_is_incomplete(tmp_path, two_promp
         "begun, the last may lack images): delete it and run the same command again"
     )
     assert len(list(out.glob("*/samples/*.png"))) == 2
+
+
+def test_init_from_a_lora_checkpoint_is_named_as_one(tmp_path):
+    """world pretrain --set init_from=RUN/checkpoints/step-N of a LoRA run said the checkpoint "is incomplete: it
+    holds neither its LoRA weights (pytorch_lora_weights.safetensors) nor a model_index.json" while it held them."""
+    from imgalign.pretrain import t2i
+
+    ckpt = tmp_path / "step-000001"
+    (ckpt / "trainer_state").mkdir(parents=True)
+    (ckpt / "pytorch_lora_weights.safetensors").write_bytes(b"")
+    with pytest.raises(FileNotFoundError) as e:
+        t2i.check_init_from(t2i.Config(init_from=str(ckpt)))
+    assert str(e.value) == (
+        f"init_from={str(ckpt)!r}: a LoRA checkpoint (LoRA weights over a base model), not a whole pipeline to "
+        "continue pretraining from: give its base model, or a checkpoint of a full fine-tune (model.lora_rank: 0)"
+    )

@@ -245,9 +245,16 @@ def decoder_noise(mean: torch.Tensor, max_rel: float, generator: torch.Generator
 def init_folder(init_from: str) -> Path:
     """The pipeline folder `init_from` names (an embedded name or a path), checked to be complete."""
     from imgalign.hub import resolve
-    from imgalign.pipelines import check_pipeline_folder
+    from imgalign.pipelines import LORA_FILES, IncompleteModelError, check_pipeline_folder
 
     folder = Path(resolve(init_from))
+    # a LoRA checkpoint (RUN/checkpoints/step-N of a LoRA run) was called "incomplete: it holds neither its LoRA
+    # weights ... nor a model_index.json" while holding them
+    if not (folder / "model_index.json").is_file() and any((folder / f).is_file() for f in LORA_FILES):
+        raise IncompleteModelError(
+            "a LoRA checkpoint (LoRA weights over a base model), not a whole pipeline to continue pretraining "
+            "from: give its base model, or a checkpoint of a full fine-tune (model.lora_rank: 0)"
+        )
     check_pipeline_folder(folder)
     return folder
 
