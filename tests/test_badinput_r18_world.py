@@ -115,3 +115,25 @@ def test_init_from_a_lora_checkpoint_is_named_as_one(tmp_path):
         f"init_from={str(ckpt)!r}: a LoRA checkpoint (LoRA weights over a base model), not a whole pipeline to "
         "continue pretraining from: give its base model, or a checkpoint of a full fine-tune (model.lora_rank: 0)"
     )
+
+
+def test_a_baseline_that_is_the_out_folder_is_refused(tmp_path, two_prompts, capsys, monkeypatch):
+    """eval --baseline naming its own --out compared the evaluation with itself (every delta +0.0000, "0 now
+    correct that failed before") without a word."""
+    monkeypatch.chdir(tmp_path)
+    argv = [
+        "eval",
+        "--ground-truth",
+        "--prompts",
+        str(two_prompts),
+        "--images-per-prompt",
+        "1",
+        "--no-progress",
+    ]
+    assert main([*argv, "--out", "ev"]) == 0
+    before = (tmp_path / "ev" / "summary.json").read_text()
+    capsys.readouterr()
+    assert main([*argv, "--out", "ev", "--baseline", str(tmp_path / "ev") + "/"]) == 2
+    assert "--baseline" in (err := capsys.readouterr().err) and "is the --out folder" in err
+    assert not (tmp_path / "ev" / "comparison.md").exists()
+    assert (tmp_path / "ev" / "summary.json").read_text() == before

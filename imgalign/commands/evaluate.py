@@ -228,6 +228,12 @@ def run_eval(args: argparse.Namespace) -> int:
     if args.baseline:
         from imgalign.eval.reports import load_summary
 
+        # the same folder: compared with itself, every delta 0, without a word
+        if Path(args.baseline).resolve() == Path(args.out).resolve():
+            raise ValueError(
+                f"--baseline {args.baseline!r} is the --out folder: this evaluation would be compared with itself; "
+                "give the --out folder of another, earlier evaluation"
+            )
         load_summary(Path(args.baseline))  # fail before any model loads
     if args.images:
         read_folder_index(Path(args.images))  # a missing folder or bad metadata fails before --out is touched
