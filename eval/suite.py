@@ -44,6 +44,22 @@ def read_folder_index(root: Path) -> list[PromptFolder]:
     return list(read_folder(root))
 
 
+def short_prompt_folders(folders: Sequence[PromptFolder]) -> str:
+    """The prompt folders that hold fewer images than the most any holds (the end of a render or generation cut
+    short: it was judged as if whole), in one line saying so; "" when every folder holds as many."""
+    most = max((len(f.samples) for f in folders), default=0)
+    short = [f for f in folders if len(f.samples) < most]
+    if not short:
+        return ""
+    shown = ", ".join(f"{f.path.name} ({len(f.samples)})" for f in short[:3])
+    more = f" and {len(short) - 3} more" if len(short) > 3 else ""
+    return (
+        f"{len(short)} of {len(folders)} prompt folders hold fewer images than the {most} of the others: {shown}{more}"
+        "; their prompts are scored on the images there (a render or generation cut short? complete it, or judge "
+        "the folder knowing this)"
+    )
+
+
 def image_digest(path: Path, metadata: dict[str, Any]) -> str:
     """SHA-256 of an image file's bytes and its prompt's metadata: a verdict is reused only for the very image and
     prompt it was given on ('' for an unreadable file, which is judged again)."""

@@ -137,3 +137,21 @@ def test_a_baseline_that_is_the_out_folder_is_refused(tmp_path, two_prompts, cap
     assert "--baseline" in (err := capsys.readouterr().err) and "is the --out folder" in err
     assert not (tmp_path / "ev" / "comparison.md").exists()
     assert (tmp_path / "ev" / "summary.json").read_text() == before
+
+
+def test_eval_images_warns_of_prompt_folders_short_of_images(tmp_path, two_prompts, caplog):
+    """eval --images of a folder whose last prompt has fewer images (a render or generation interrupted) judged it
+    as if whole, without a word; a folder where every prompt holds as many images gets no warning."""
+    import logging
+
+    metas = load_geneval_metadata(two_prompts)
+    world.render_folder(metas, tmp_path / "r", 3, 0, progress=False)
+    argv = ["eval", "--images", str(tmp_path / "r"), "--no-progress"]
+    with caplog.at_level(logging.WARNING):
+        assert main([*argv, "--out", str(tmp_path / "whole")]) == 0
+    assert "fewer images" not in caplog.text
+    (tmp_path / "r" / "00001" / "samples" / "0002.png").unlink()
+    (tmp_path / "r" / "00001" / "samples" / "0001.png").unlink()
+    with caplog.at_level(logging.WARNING):
+        assert main([*argv, "--out", str(tmp_path / "short")]) == 0
+    assert "1 of 2 prompt folders hold fewer images than the 3 of the others: 00001 (1);" in caplog.text

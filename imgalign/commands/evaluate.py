@@ -14,7 +14,13 @@ from imgalign import shapes as W
 from imgalign.commands import check_output_folder, seed_arg
 from imgalign.commands.world import check_shapes_metadata, refuse_empty_options, render_folder
 from imgalign.eval.geneval import GENEVAL_CLIP
-from imgalign.eval.suite import copy_folder, judge_folder, read_folder, read_folder_index
+from imgalign.eval.suite import (
+    copy_folder,
+    judge_folder,
+    read_folder,
+    read_folder_index,
+    short_prompt_folders,
+)
 from imgalign.files import atomic_write_text
 from imgalign.prompts.io import load_geneval_metadata
 from imgalign.prompts.shapes import EVAL_SET_PATH
@@ -236,7 +242,9 @@ def run_eval(args: argparse.Namespace) -> int:
             )
         load_summary(Path(args.baseline))  # fail before any model loads
     if args.images:
-        read_folder_index(Path(args.images))  # a missing folder or bad metadata fails before --out is touched
+        # a missing folder or bad metadata fails before --out is touched
+        if short := short_prompt_folders(read_folder_index(Path(args.images))):
+            log.warning("--images %s: %s", args.images, short)
     if args.suite == "geneval":
         return run_real_eval(args)
     from imgalign.eval.shapes_detector import ShapesDetector
