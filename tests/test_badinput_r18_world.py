@@ -155,3 +155,22 @@ def test_eval_images_warns_of_prompt_folders_short_of_images(tmp_path, two_promp
     with caplog.at_level(logging.WARNING):
         assert main([*argv, "--out", str(tmp_path / "short")]) == 0
     assert "1 of 2 prompt folders hold fewer images than the 3 of the others: 00001 (1);" in caplog.text
+
+
+@pytest.mark.parametrize("name", ["config.json", "timing.json"])
+def test_a_damaged_json_file_of_the_t2i_work_folder_is_named(tmp_path, name):
+    """world pretrain --component t2i with a cut-short t2i-work/config.json or timing.json said only "error:
+    Expecting value: line 1 column 1 (char 0)", naming no file."""
+    import dataclasses
+
+    from imgalign.pretrain import t2i
+
+    cfg = t2i.Config(steps=1)
+    work = tmp_path / t2i.WORK
+    work.mkdir()
+    (work / "config.json").write_text(json.dumps(dataclasses.asdict(cfg)))
+    (work / name).write_text('{"steps": ')
+    with pytest.raises(
+        ValueError, match=rf"^{work / name} is damaged \(not valid JSON: Expecting value.*\); "
+    ):
+        t2i.pretrain(cfg, tmp_path, progress=False)

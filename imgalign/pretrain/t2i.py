@@ -612,6 +612,20 @@ def velocity_loss(
     return F.mse_loss(pred.float(), v)
 
 
+def read_work_json(path: Path, fix: str) -> dict[str, Any]:
+    """A JSON object of the work folder; a damaged one (cut short, edited) is named, with `fix`. It said only
+    "error: Expecting value: line 1 column 1 (char 0)", naming no file."""
+    try:
+        value = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        why = f"not valid JSON: {e}"
+    else:
+        if isinstance(value, dict):
+            return value
+        why = f"a JSON {type(value).__name__}, not an object"
+    raise ValueError(f"{path} is damaged ({why}); {fix}")
+
+
 @restores_torch_threads
 def pretrain(cfg: Config, out_dir: Path, progress: bool = True) -> dict[str, float]:
     """Train the autoencoder, then the transformer and text encoders; write ``out_dir/shapes-t2i``."""
@@ -632,7 +646,11 @@ def pretrain(cfg: Config, out_dir: Path, progress: bool = True) -> dict[str, flo
     cfg_path = work / "config.json"
     cfg_dict = dataclasses.asdict(cfg)
     if cfg_path.exists():
-        old = json.loads(cfg_path.read_text())
+        old = read_work_json(
+            cfg_path,
+            f"it records the config this run's checkpoints were written with: delete {work} to start over, "
+            "or use another --out",
+        )
         if old != cfg_dict:
             raise ValueError(
                 f"{work} holds a run with a different config ({config_changes(old, cfg_dict)}); use another "
@@ -642,7 +660,12 @@ def pretrain(cfg: Config, out_dir: Path, progress: bool = True) -> dict[str, flo
         atomic_write_text(cfg_path, json.dumps(cfg_dict, indent=1))
     timing_path = work / "timing.json"
     # wall-clock seconds over every invocation of this run (resumes add up)
-    base_seconds = json.loads(timing_path.read_text())["seconds"] if timing_path.exists() else 0.0
+    timing = (
+        read_work_json(timing_path, "delete it (it only adds up the run's wall-clock seconds) and run again")
+        if timing_path.exists()
+        else {}
+    )
+    base_seconds = float(timing.get("seconds", 0.0))
 
     def save_timing() -> float:
         seconds = base_seconds + time.time() - t_start
