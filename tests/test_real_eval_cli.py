@@ -159,7 +159,12 @@ def test_eval_geneval_prompt_set_errors(tmp_path, capsys):
 
     detr = T.build_tiny_detr(tmp_path / "detr")
     argv = ["eval", "--suite", "geneval", "--model", str(tmp_path), "--out", str(tmp_path / "o")]
-    assert main(argv + ["--detector", str(tmp_path / "none")]) == 2
+    # (the detector is checked after the prompts and the model: a valid pair, and a detector that is no folder)
+    no_detector = ["--detector", str(tmp_path / "none"), "--prompts", "generate:0"]
+    assert (
+        main(["eval", "--suite", "geneval", "--model", "shapes", "--out", str(tmp_path / "o"), *no_detector])
+        == 2
+    )
     assert "cannot load detector" in capsys.readouterr().err
     argv += ["--detector", str(detr)]
     assert main(argv) == 2
