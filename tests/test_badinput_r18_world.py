@@ -174,3 +174,26 @@ def test_a_damaged_json_file_of_the_t2i_work_folder_is_named(tmp_path, name):
         ValueError, match=rf"^{work / name} is damaged \(not valid JSON: Expecting value.*\); "
     ):
         t2i.pretrain(cfg, tmp_path, progress=False)
+
+
+def test_a_baseline_given_as_its_summary_json_is_read_as_its_folder(
+    tmp_path, two_prompts, capsys, monkeypatch
+):
+    """--baseline EVAL/summary.json said "EVAL/summary.json/summary.json does not exist"; it compares with EVAL (and
+    EVAL/summary.json as the --out folder's own is still refused)."""
+    monkeypatch.chdir(tmp_path)
+    argv = [
+        "eval",
+        "--ground-truth",
+        "--prompts",
+        str(two_prompts),
+        "--images-per-prompt",
+        "1",
+        "--no-progress",
+    ]
+    assert main([*argv, "--out", "base"]) == 0
+    assert main([*argv, "--out", "ev", "--baseline", "base/summary.json"]) == 0
+    assert (tmp_path / "ev" / "comparison.md").is_file()
+    capsys.readouterr()
+    assert main([*argv, "--out", "ev", "--baseline", "ev/summary.json"]) == 2
+    assert "is the --out folder" in capsys.readouterr().err

@@ -234,6 +234,9 @@ def run_eval(args: argparse.Namespace) -> int:
     if args.baseline:
         from imgalign.eval.reports import load_summary
 
+        if Path(args.baseline).name == "summary.json" and Path(args.baseline).is_file():
+            # EVAL/summary.json for EVAL: it said "EVAL/summary.json/summary.json does not exist"
+            args.baseline = str(Path(args.baseline).parent)
         # the same folder: compared with itself, every delta 0, without a word
         if Path(args.baseline).resolve() == Path(args.out).resolve():
             raise ValueError(
