@@ -101,6 +101,29 @@ NEEDED_COMPONENTS = (
 )
 
 
+def _config_hint(config: Path) -> str:
+    """What a folder with `config` and no model_index.json holds, for the error that it is no pipeline: one part
+    of a diffusers pipeline (a ``_class_name``), or a transformers model (a ``model_type``: the shapes VLM, a CLIP,
+    a detector)."""
+    try:
+        cfg = json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return ""
+    if not isinstance(cfg, dict):
+        return ""
+    if cfg.get("_class_name"):
+        return (
+            f"; it holds one part of a pipeline ({cfg['_class_name']}): give the pipeline folder, or BASE+"
+            f"{config.parent} to put this part on a base pipeline"
+        )
+    if cfg.get("model_type"):
+        return (
+            f"; it holds a transformers {cfg['model_type']!r} model, such as a reward or judge model, not a "
+            "text-to-image pipeline"
+        )
+    return ""
+
+
 def check_pipeline_folder(path: Path) -> None:
     """Raise :class:`IncompleteModelError` naming what is missing from a diffusers pipeline folder."""
     path = Path(path)
@@ -133,6 +156,10 @@ def check_pipeline_folder(path: Path) -> None:
         found = path.glob("*/model_index.json")  # glob passes over a folder it cannot read
         inner = sorted(f.parent for f in found if f.parent.suffix not in (".tmp", ".old"))
         hint = f"; it holds the pipeline folder {str(inner[0])!r}: give that" if inner else ""
+        if not inner and (path / "open_clip_config.json").is_file():  # e.g. the embedded shapes-clip's folder
+            hint = "; it holds an open_clip CLIP, a reward model (clip:model=...), not a text-to-image model"
+        elif not inner and (path / "config.json").is_file():
+            hint = _config_hint(path / "config.json")
         raise IncompleteModelError(
             f"{index} is missing: {str(path)!r} is not a diffusers pipeline folder; expected a folder written by "
             f"`save_pretrained`, an embedded name (shapes) or BASE+OVERLAY{hint}"

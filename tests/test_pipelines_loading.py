@@ -3,6 +3,8 @@ round 11b: behaviour no other test pinned down)."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from imgalign.trainers.testing import stub_pipeline_folder
@@ -238,3 +240,26 @@ def test_a_float16_pipeline_on_the_cpu_gets_diffusers_warning_once_not_once_per_
         assert keep.messages == ["same a", "other", "other"]
     finally:
         log.removeHandler(keep)
+
+
+def test_a_model_folder_that_is_no_pipeline_says_what_it_holds(sd3_dir):
+    """--model given the embedded shapes-clip or shapes-vlm folder, or one part of a pipeline, was called only "not
+    a diffusers pipeline folder"; the error now says it is a reward model, or a part to give as BASE+PART."""
+    import imgalign.pipelines as P
+    from imgalign.hub import embedded_path
+
+    for name, said in (
+        (
+            "shapes-clip",
+            "it holds an open_clip CLIP, a reward model (clip:model=...), not a text-to-image model",
+        ),
+        ("shapes-vlm", "it holds a transformers 'fast_vlm' model, such as a reward or judge model"),
+    ):
+        with pytest.raises(P.IncompleteModelError, match=re.escape(said)):
+            P.check_pipeline_folder(embedded_path(name))
+    part = sd3_dir / "transformer"
+    with pytest.raises(
+        P.IncompleteModelError,
+        match=re.escape(f"(SD3Transformer2DModel): give the pipeline folder, or BASE+{part}"),
+    ):
+        P.check_pipeline_folder(part)
