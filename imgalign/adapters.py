@@ -83,6 +83,9 @@ class SavedWeights:
     keys: list[str]  # tensor names, sorted
     modules: set[str]  # every dotted prefix of a tensor name: the module names
     linear: list[str]  # modules with a 2-D weight: Linear layers (or embeddings)
+    # modules with a weight of 2 or more dimensions: the layers a LoRA target can select (peft wraps Linear
+    # layers, embeddings and convolutions alike: SD3's 'proj' also selects the patch embedding's Conv2d)
+    layers: list[str]
 
 
 def read_saved_weights(transformer_dir: str | Path) -> SavedWeights | None:
@@ -90,7 +93,7 @@ def read_saved_weights(transformer_dir: str | Path) -> SavedWeights | None:
     (the checks after loading then apply)."""
     from safetensors import SafetensorError, safe_open
 
-    keys, modules, linear = [], set(), []
+    keys, modules, linear, layers = [], set(), [], []
     try:
         for f in sorted(Path(transformer_dir).glob("*.safetensors")):
             with safe_open(str(f), framework="pt") as fh:
@@ -98,11 +101,16 @@ def read_saved_weights(transformer_dir: str | Path) -> SavedWeights | None:
                     parts = key.split(".")[:-1]
                     keys.append(key)
                     modules.update(".".join(parts[:i]) for i in range(1, len(parts) + 1))
-                    if key.endswith(".weight") and len(fh.get_slice(key).get_shape()) == 2:
+                    dims = len(fh.get_slice(key).get_shape()) if key.endswith(".weight") else 0
+                    if dims >= 2:
+                        layers.append(".".join(parts))
+                    if dims == 2:
                         linear.append(".".join(parts))
     except (OSError, SafetensorError):
         return None
-    return SavedWeights(sorted(set(keys)), modules, sorted(set(linear))) if keys else None
+    if not keys:
+        return None
+    return SavedWeights(sorted(set(keys)), modules, sorted(set(linear)), sorted(set(layers)))
 
 
 def saved_lora_targets_error(saved: SavedWeights, targets: Sequence[str]) -> str | None:
@@ -114,11 +122,11 @@ def saved_lora_targets_error(saved: SavedWeights, targets: Sequence[str]) -> str
 
 def saved_trainable_names(saved: SavedWeights, lora_targets: Sequence[str] | None) -> list[str]:
     """The names the trainable parameters of the `saved` transformer will have: every weight for full
-    fine-tuning (`lora_targets` None), else the ``lora_A``/``lora_B`` weights of the Linear layers the targets
-    select (peft's names for :meth:`FlowAdapter.add_lora`'s adapter, "default")."""
+    fine-tuning (`lora_targets` None), else the ``lora_A``/``lora_B`` weights of the layers (Linear or
+    convolution) the targets select (peft's names for :meth:`FlowAdapter.add_lora`'s adapter, "default")."""
     if lora_targets is None:
         return saved.keys
-    selected = sorted({n for n in saved.linear for t in lora_targets if n == t or n.endswith("." + t)})
+    selected = sorted({n for n in saved.layers for t in lora_targets if n == t or n.endswith("." + t)})
     return [f"{m}.lora_{ab}.default.weight" for m in selected for ab in "AB"]
 
 
