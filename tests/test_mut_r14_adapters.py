@@ -8,8 +8,10 @@ import pytest
 import torch
 
 from imgalign.adapters import (
+    linear_module_names,
     load_adapter,
     read_saved_weights,
+    saved_lora_targets_error,
     saved_trainable_names,
 )
 from imgalign.trainers.testing import tiny_flux_pipeline
@@ -20,6 +22,14 @@ torch.set_num_threads(1)
 @pytest.fixture(scope="module")
 def flux_dir(tmp_path_factory):
     return tiny_flux_pipeline(tmp_path_factory.mktemp("flux"))
+
+
+def test_a_top_level_indexed_layer_keeps_its_parent_in_its_target_ending():
+    """A Linear layer at index 0 of a top-level list is targeted as ``to_out.0`` (peft matches name ends), not as
+    ``0``, which would select index 0 of every list."""
+    nn = torch.nn
+    m = nn.ModuleDict({"to_out": nn.ModuleList([nn.Linear(2, 2)]), "head": nn.Sequential(nn.Linear(2, 2))})
+    assert linear_module_names(m) == ["to_out.0", "head.0"]
 
 
 def test_the_headers_of_every_shard_are_read_and_only_weights_of_two_or_more_dimensions_are_layers(tmp_path):
@@ -72,6 +82,13 @@ def test_the_headers_of_every_shard_are_read_and_only_weights_of_two_or_more_dim
     assert saved_trainable_names(saved, []) == []  # no target selects nothing (not every weight)
 
 
+def test_an_unreadable_safetensors_header_leaves_the_check_to_after_loading(tmp_path):
+    """A damaged file (safetensors' own error, not an OSError) gives None: preflight does not fail on it, and
+    loading reports the damage."""
+    (tmp_path / "diffusion_pytorch_model.safetensors").write_bytes(b"garbage, not a header")
+    assert read_saved_weights(tmp_path) is None
+
+
 @pytest.mark.parametrize(
     ("family", "targets"),
     [
@@ -92,6 +109,44 @@ def test_the_trainable_names_read_from_the_headers_are_the_loaded_lora_weights(
     ad = load_adapter(src)
     ad.add_lora(rank=2, alpha=4, target_modules=targets)
     assert saved_trainable_names(saved, targets) == sorted(n for n, _ in ad.trainable_named_parameters())
+
+
+def test_a_target_that_ends_a_module_name_without_a_dot_is_refused_from_the_headers(sd3_dir):
+    """'k_proj' ends add_k_proj but names no module (peft matches whole dotted parts): refused before loading
+    with the message add_lora gives after it."""
+    saved = read_saved_weights(sd3_dir / "transformer")
+    ad = load_adapter(sd3_dir)
+    with pytest.raises(ValueError) as after_load:
+        ad.add_lora(rank=2, alpha=4, target_modules=["to_q", "k_proj"])
+    assert saved_lora_targets_error(saved, ["to_q", "k_proj"]) == str(after_load.value)
+    assert "'k_proj' names no module; " in str(after_load.value)
+
+
+def test_peft_refusing_targets_gives_the_first_200_characters_of_its_reason(sd3_dir, monkeypatch):
+    ad = load_adapter(sd3_dir)
+    reason = "".join(f"{i:03d}" for i in range(100))  # 300 characters, each position readable
+
+    def refuse(cfg):
+        raise ValueError(reason)
+
+    monkeypatch.setattr(ad.transformer, "add_adapter", refuse)
+    with pytest.raises(ValueError) as e:
+        ad.add_lora(rank=2, alpha=4, target_modules=["to_q"])
+    assert f": {reason[:200]}; give names" in str(e.value)
+
+
+def test_restrict_trainable_keeps_the_weights_any_pattern_matches(sd3_dir):
+    """model.trainable_modules lists alternatives: a weight is kept when one pattern matches it."""
+    ad = load_adapter(sd3_dir)
+    ad.add_lora(rank=2, alpha=4, target_modules=["to_q", "to_k"])
+    kept = ad.restrict_trainable(["to_q.lora_A", "to_k"])
+    assert kept == [n for n, _ in ad.trainable_named_parameters()]
+    # (layer, LoRA matrix) of peft's names: ...attn.to_q.lora_A.default.weight
+    assert {tuple(n.split(".")[-4:-2]) for n in kept} == {
+        ("to_q", "lora_A"),
+        ("to_k", "lora_A"),
+        ("to_k", "lora_B"),
+    }
 
 
 def test_preflight_accepts_trainable_modules_of_a_convolution_lora(sd3_dir):
