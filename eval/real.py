@@ -509,6 +509,13 @@ def parse_clip_spec(spec: str) -> tuple[str, str | None]:
     return arch, pretrained or None
 
 
+CLIP_HINT = (
+    "the colour classifier takes no processor=: save its base CLIP's processor into the folder "
+    "(CLIPProcessor.from_pretrained(BASE).save_pretrained(FOLDER))"
+)
+"""How to give a transformers CLIP saved without its processor (PickScore's layout) to the colour classifier."""
+
+
 class ClipColorClassifier:
     """A :data:`~imgalign.eval.geneval.ColorFn`: CLIP zero-shot colour of each detection, with an open_clip model or
     a transformers CLIP (a folder or a Hub id in the local cache, e.g. openai/clip-vit-large-patch14).
@@ -532,6 +539,7 @@ class ClipColorClassifier:
             check_open_clip_weights,
             incomplete_config,
             load_transformers_clip,
+            other_transformers_model,
             transformers_clip_config,
         )
 
@@ -539,7 +547,7 @@ class ClipColorClassifier:
         self.background, self.batch_size = background, batch_size
         self._text: dict[str, torch.Tensor] = {}
         if transformers_clip_config(model) is not None:  # e.g. openai/clip-vit-large-patch14, GenEval's CLIP
-            self.model, self.tokenizer, *_ = load_transformers_clip(model, self.device, dtype)
+            self.model, self.tokenizer, *_ = load_transformers_clip(model, self.device, dtype, hint=CLIP_HINT)
             from torchvision.transforms.functional import pil_to_tensor
 
             def preprocess(
@@ -550,6 +558,9 @@ class ClipColorClassifier:
 
             self.preprocess = preprocess
             return
+        other = other_transformers_model(f"CLIP {model!r}", model)
+        if other:  # "no open_clip_config.json" named no transformers model
+            raise ValueError(other)
         name, pretrained = parse_clip_spec(model)
         check_open_clip_weights(name, pretrained)
         try:
@@ -611,11 +622,18 @@ def check_judge_specs(detector: str, clip: str) -> None:
     except (OSError, ValueError) as e:
         raise FileNotFoundError(cannot_load(f"detector {detector!r}", e, resolve(detector))) from None
     check_weights(f"detector {detector!r}", resolve(detector))
-    from imgalign.rewards.clip import check_open_clip_weights, transformers_clip_config
+    from imgalign.rewards.clip import (
+        check_open_clip_weights,
+        other_transformers_model,
+        transformers_clip_config,
+    )
 
     if transformers_clip_config(clip) is not None:  # a transformers CLIP folder or cached Hub id
         check_weights(f"CLIP {clip!r}", clip)
         return
+    other = other_transformers_model(f"CLIP {clip!r}", clip)
+    if other:  # "no open_clip_config.json" named no transformers model
+        raise ValueError(other)
     name, pretrained = parse_clip_spec(clip)
     if name.startswith("local-dir:"):
         if not (Path(name.split(":", 1)[1]) / "open_clip_config.json").is_file():

@@ -191,9 +191,9 @@ def load_open_clip(
     return model, tokenizer, size, mean, std, how
 
 
-def transformers_clip_config(name: str) -> dict[str, Any] | None:
-    """The ``config.json`` of a transformers CLIP (``model_type`` ``clip``) at `name`, a folder or a Hub id in the
-    local cache; None for anything else (open_clip names, other models, ids not downloaded)."""
+def transformers_config(name: str) -> dict[str, Any] | None:
+    """The ``config.json`` of a transformers model at `name`, a folder or a Hub id in the local cache; None for
+    anything else (open_clip names, ids not downloaded, unreadable files)."""
     import json
 
     from imgalign.hub import looks_like_path
@@ -218,7 +218,30 @@ def transformers_clip_config(name: str) -> dict[str, Any] | None:
         config = json.loads(Path(file).read_text())
     except (OSError, ValueError):
         return None
-    return config if isinstance(config, dict) and config.get("model_type") == "clip" else None
+    return config if isinstance(config, dict) else None
+
+
+def transformers_clip_config(name: str) -> dict[str, Any] | None:
+    """The ``config.json`` of a transformers CLIP (``model_type`` ``clip``) at `name`, a folder or a Hub id in the
+    local cache; None for anything else (open_clip names, other models, ids not downloaded)."""
+    config = transformers_config(name)
+    return config if config is not None and config.get("model_type") == "clip" else None
+
+
+def other_transformers_model(what: str, name: str) -> str | None:
+    """The error line for `name` holding a transformers model other than a CLIPModel (a SigLIP, a CLIPVisionModel
+    or CLIPTextModel alone, a DINOv2), which was read as an open_clip name ("no open_clip_config.json"); None when
+    it holds none (an open_clip folder among them)."""
+    if os.path.isdir(name) and (Path(name) / "open_clip_config.json").is_file():
+        return None
+    config = transformers_config(name)
+    if config is None or config.get("model_type") == "clip":
+        return None
+    return (
+        f"{what}: {name!r} holds a transformers {config.get('model_type')!r} model, not a CLIPModel (model_type "
+        "'clip', both towers, e.g. openai/clip-vit-large-patch14); give such a folder or Hub id, or an open_clip "
+        "model"
+    )
 
 
 class TransformersCLIP(torch.nn.Module):
@@ -262,10 +285,19 @@ class TransformersCLIPTokens:
         )
 
 
+PROCESSOR_HINT = "a model saved without one takes processor=FOLDER_OR_HUB_ID (its base CLIP's)"
+"""What :func:`load_transformers_clip` tells the user of a CLIP without a processor to do (the clip reward's)."""
+
+
 def load_transformers_clip(
-    name: str, device: torch.device, dtype: torch.dtype, processor: str | None = None
+    name: str,
+    device: torch.device,
+    dtype: torch.dtype,
+    processor: str | None = None,
+    hint: str = PROCESSOR_HINT,
 ) -> tuple[Any, Any, int, tuple[float, ...], tuple[float, ...], tuple[str, str]]:
-    """Load a transformers CLIP and its processor (from `processor` when given) with the libraries' own loaders.
+    """Load a transformers CLIP and its processor (from `processor` when given) with the libraries' own loaders;
+    `hint` says how to give a processor where the model has none (callers without processor= say their way).
     Returns (a :class:`TransformersCLIP` whose ``preprocess`` does the image processor's resize, centre crop and
     normalisation, its :class:`TransformersCLIPTokens`, input size, mean, std, ("processor", "bicubic"))."""
     from transformers import AutoProcessor, CLIPModel
@@ -281,12 +313,18 @@ def load_transformers_clip(
     except (OSError, ValueError) as e:
         raise ValueError(cannot_load(what, e, name, kind="CLIPModel")) from None
     source = processor or name
+    if os.path.isdir(source) and not any(
+        (Path(source) / f).is_file() for f in ("preprocessor_config.json", "processor_config.json")
+    ):  # transformers' text spoke of huggingface.co and of a local directory with the same name
+        raise ValueError(
+            f"cannot load the processor of {what}: folder {source!r} has none (no preprocessor_config.json or "
+            f"processor_config.json); {hint}"
+        )
     try:
         proc = AutoProcessor.from_pretrained(source)
     except (OSError, ValueError, TypeError) as e:
         raise ValueError(
-            cannot_load(f"the processor of {what} from {source!r}", e, source)
-            + "; a model saved without one takes processor=FOLDER_OR_HUB_ID (its base CLIP's)"
+            cannot_load(f"the processor of {what} from {source!r}", e, source) + f"; {hint}"
         ) from None
     image_proc, tokenizer = getattr(proc, "image_processor", None), getattr(proc, "tokenizer", None)
     if image_proc is None or tokenizer is None:
@@ -319,6 +357,9 @@ def load_clip(
                 "folder)"
             )
         return load_transformers_clip(name, device, dtype, processor)
+    other = other_transformers_model("clip reward", name)
+    if other:
+        raise ValueError(other)
     if processor:
         raise ValueError(
             f"clip reward: processor= is for transformers CLIPs, and {name!r} is none (open_clip models bring their "

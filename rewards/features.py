@@ -125,14 +125,25 @@ def _build(name: str, device: torch.device, dtype: torch.dtype) -> FeatureEncode
 
 def _transformers_clip(path: str, device: torch.device, dtype: torch.dtype) -> FeatureEncoder:
     """``clip:PATH_OR_ID``: a transformers CLIP's projected image embedding (B, projection_dim)."""
-    from imgalign.rewards.clip import load_transformers_clip, transformers_clip_config
+    from imgalign.rewards.clip import (
+        load_transformers_clip,
+        other_transformers_model,
+        transformers_clip_config,
+    )
 
+    what = f"feature encoder 'clip:{path}'"
     if transformers_clip_config(path) is None:
         raise ValueError(
-            f"feature encoder 'clip:{path}': {path!r} is no transformers CLIP (a folder or a Hub id in the local "
-            "cache whose config.json has model_type 'clip'); for an open_clip model use open_clip:NAME"
+            other_transformers_model(what, path)
+            or f"{what}: {path!r} is no transformers CLIP (a folder or a Hub id in the local cache whose config.json "
+            "has model_type 'clip'); for an open_clip model use open_clip:NAME"
         )
-    model, *_ = load_transformers_clip(path, device, dtype)
+    # this encoder takes no processor=: the one the clip reward's error names
+    hint = (
+        "this encoder takes no processor=: save its base CLIP's processor into the folder "
+        "(CLIPProcessor.from_pretrained(BASE).save_pretrained(FOLDER))"
+    )
+    model, *_ = load_transformers_clip(path, device, dtype, hint=hint)
 
     def fn(x: torch.Tensor) -> torch.Tensor:
         return model.encode_image(model.preprocess(x))

@@ -97,5 +97,9 @@ def test_clip_features_are_a_transformers_clips_projected_image_embedding(tmp_pa
         os.chdir(cwd)
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "config.json").write_text('{"model_type": "dinov2"}')
-    with pytest.raises(ValueError, match=r"'clip:.*other': .* is no transformers CLIP .*use open_clip:NAME"):
+    with pytest.raises(
+        ValueError, match=r"'clip:.*other': .* holds a transformers 'dinov2' model, not a CLIPModel"
+    ):
         build_features(f"clip:{tmp_path / 'other'}")
+    with pytest.raises(ValueError, match=r"'clip:.*nope': .* is no transformers CLIP .*use open_clip:NAME"):
+        build_features(f"clip:{tmp_path / 'nope'}")

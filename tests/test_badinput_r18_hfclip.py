@@ -1,0 +1,76 @@
+"""Bad-input round 18b: transformers CLIP support (the clip reward, the ``clip:`` feature encoder, GenEval's colour
+classifier) given a folder of another transformers model, or a CLIP saved without its processor."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from imgalign.rewards import build_reward
+from imgalign.rewards.features import build_features
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory) -> dict[str, Path]:
+    """A tiny CLIPModel saved without its processor, and its vision tower alone (a CLIPVisionModel folder)."""
+    from transformers import CLIPModel, CLIPVisionModel
+
+    from imgalign.trainers.testing import tiny_transformers_clip
+
+    root = tmp_path_factory.mktemp("hfclip")
+    bare = tiny_transformers_clip(root / "bare", processor=False)
+    vision = root / "vision"
+    CLIPVisionModel(CLIPModel.from_pretrained(bare).config.vision_config).save_pretrained(vision)
+    return {"bare": bare, "vision": vision}
+
+
+def test_a_clip_vision_model_alone_is_named_not_read_as_an_open_clip_folder(folders: dict[str, Path]) -> None:
+    """Before: "folder ... has no open_clip_config.json, so it is no open_clip model" (the reward), "CLIP folder
+    ... has no open_clip_config.json" (GenEval's --clip), neither naming the model type nor that a transformers
+    CLIPModel is taken."""
+    from geneval_real_tiny import build_tiny_detr
+
+    from imgalign.eval.real import ClipColorClassifier, check_judge_specs
+
+    vision = folders["vision"]
+    said = rf"'{vision}' holds a transformers 'clip_vision_model' model, not a CLIPModel \(model_type 'clip'"
+    with pytest.raises(ValueError, match=f"clip reward: {said}"):
+        build_reward(f"clip:model={vision}")
+    with pytest.raises(ValueError, match=f"feature encoder 'clip:{vision}': {said}"):
+        build_features(f"clip:{vision}")
+    with pytest.raises(ValueError, match=said):
+        ClipColorClassifier(str(vision))
+    detr = build_tiny_detr(vision.parent / "detr")
+    with pytest.raises(ValueError, match=said):
+        check_judge_specs(str(detr), str(vision))
+
+
+def test_an_open_clip_folder_with_a_transformers_config_is_still_open_clip(tmp_path: Path) -> None:
+    """open_clip folders on the Hub carry a config.json too: one with open_clip_config.json is no other model."""
+    from imgalign.rewards.clip import other_transformers_model
+
+    (tmp_path / "config.json").write_text('{"model_type": "clip_vision_model"}')
+    assert other_transformers_model("x", str(tmp_path)) is not None
+    (tmp_path / "open_clip_config.json").write_text("{}")
+    assert other_transformers_model("x", str(tmp_path)) is None
+
+
+def test_a_processorless_clip_is_said_plainly_and_each_caller_says_its_own_way(
+    folders: dict[str, Path],
+) -> None:
+    """Before: transformers' text of huggingface.co and "a local directory with the same name", and the clip:
+    feature encoder and the colour classifier told the user to give processor=, which neither takes."""
+    from imgalign.eval.real import ClipColorClassifier
+
+    bare = folders["bare"]
+    none = rf"folder '{bare}' has none \(no preprocessor_config.json or processor_config.json\)"
+    with pytest.raises(ValueError, match=f"{none}; a model saved without one takes processor=") as e:
+        build_reward(f"clip:model={bare}")
+    assert "huggingface.co" not in str(e.value)
+    for make in (lambda: build_features(f"clip:{bare}"), lambda: ClipColorClassifier(str(bare))):
+        with pytest.raises(ValueError, match=f"{none}; .* takes no processor=: save its base CLIP's") as e:
+            make()
+        assert "takes processor=" not in str(e.value)
+    with pytest.raises(ValueError, match=rf"folder '{folders['vision']}' has none"):
+        build_reward(f"clip:model={bare},processor={folders['vision']}")
