@@ -285,6 +285,18 @@ class TransformersCLIPTokens:
         )
 
 
+def weights_do_not_fit(what: str, error: RuntimeError) -> str:
+    """The error line for a model whose weights have other shapes than its config.json gives (an edited or swapped
+    config): transformers raised a RuntimeError advising a loader argument the user cannot pass."""
+    said = str(error).strip().splitlines()[0] if str(error).strip() else ""
+    why = "" if not said or "ignore_mismatched_sizes" in said else f" ({said})"
+    return (
+        f"cannot load {what}: its weights do not fit the shapes its config.json gives{why}; transformers' load "
+        "report above names the tensors. If config.json was edited or copied from another model, restore the "
+        "model's own"
+    )
+
+
 PROCESSOR_HINT = "a model saved without one takes processor=FOLDER_OR_HUB_ID (its base CLIP's)"
 """What :func:`load_transformers_clip` tells the user of a CLIP without a processor to do (the clip reward's)."""
 
@@ -312,6 +324,8 @@ def load_transformers_clip(
         model = CLIPModel.from_pretrained(name, dtype=dtype)
     except (OSError, ValueError) as e:
         raise ValueError(cannot_load(what, e, name, kind="CLIPModel")) from None
+    except RuntimeError as e:  # a traceback of transformers' advice to pass ignore_mismatched_sizes
+        raise ValueError(weights_do_not_fit(what, e)) from None
     source = processor or name
     if os.path.isdir(source) and not any(
         (Path(source) / f).is_file() for f in ("preprocessor_config.json", "processor_config.json")

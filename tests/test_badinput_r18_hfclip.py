@@ -74,3 +74,26 @@ def test_a_processorless_clip_is_said_plainly_and_each_caller_says_its_own_way(
         assert "takes processor=" not in str(e.value)
     with pytest.raises(ValueError, match=rf"folder '{folders['vision']}' has none"):
         build_reward(f"clip:model={bare},processor={folders['vision']}")
+
+
+def test_a_clip_whose_config_does_not_fit_its_weights_is_one_line_naming_the_folder(
+    folders: dict[str, Path], tmp_path: Path
+) -> None:
+    """A config.json edited or copied from another size (here the vision image_size, so the position embeddings
+    differ): before, a RuntimeError traceback advising ignore_mismatched_sizes, a loader argument no option sets."""
+    import json
+    import shutil
+
+    folder = tmp_path / "edited"
+    shutil.copytree(folders["bare"], folder)
+    config = json.loads((folder / "config.json").read_text())
+    config["vision_config"]["image_size"] = 48
+    (folder / "config.json").write_text(json.dumps(config))
+    said = (
+        rf"cannot load transformers CLIP '{folder}': its weights do not fit the shapes its config.json gives;"
+    )
+    with pytest.raises(ValueError, match=said) as e:
+        build_reward(f"clip:model={folder}")
+    assert "ignore_mismatched_sizes" not in str(e.value)
+    with pytest.raises(ValueError, match=said):
+        build_features(f"clip:{folder}")
