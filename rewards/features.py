@@ -152,6 +152,17 @@ def _transformers_clip(path: str, device: torch.device, dtype: torch.dtype) -> F
     return FeatureEncoder(f"clip:{path}", fn, dim, device, dtype)
 
 
+def resize(x: torch.Tensor, hw: tuple[int, int], mode: str = "bicubic") -> torch.Tensor:
+    """``F.interpolate`` of (B, C, H, W) to `hw` (antialiased unless ``nearest``), in float32 for half-precision
+    images: torch's antialiased kernels on the CPU raised NotImplementedError "compute_index_ranges_weights" for
+    bfloat16 and float16, so a reward or encoder run in those dtypes failed on any image not of its input size."""
+    if mode == "nearest":
+        return F.interpolate(x, size=hw, mode=mode)
+    half = x.dtype in (torch.float16, torch.bfloat16)
+    out = F.interpolate(x.float() if half else x, size=hw, mode=mode, align_corners=False, antialias=True)
+    return out.to(x.dtype)
+
+
 def clip_preprocess(
     x: torch.Tensor,
     size: int,
@@ -168,10 +179,7 @@ def clip_preprocess(
     mode = interpolation if interpolation in ("bicubic", "bilinear", "nearest") else "bicubic"
 
     def resized(t: torch.Tensor, hw: tuple[int, int]) -> torch.Tensor:
-        if tuple(t.shape[-2:]) == hw:
-            return t
-        extra = {} if mode == "nearest" else {"align_corners": False, "antialias": True}
-        return F.interpolate(t, size=hw, mode=mode, **extra)
+        return t if tuple(t.shape[-2:]) == hw else resize(t, hw, mode)
 
     h, w = int(x.shape[-2]), int(x.shape[-1])
     if resize_mode == "squash":
@@ -210,7 +218,7 @@ def processor_geometry(
         assert resize_hw is not None, "give shortest_edge or resize_hw"
         hw = (int(resize_hw[0]), int(resize_hw[1]))
     if hw != (h, w):
-        x = F.interpolate(x, size=hw, mode="bicubic", align_corners=False, antialias=True)
+        x = resize(x, hw)
     if crop_hw is None:
         return x
     ch, cw = int(crop_hw[0]), int(crop_hw[1])

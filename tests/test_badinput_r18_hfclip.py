@@ -97,3 +97,32 @@ def test_a_clip_whose_config_does_not_fit_its_weights_is_one_line_naming_the_fol
     assert "ignore_mismatched_sizes" not in str(e.value)
     with pytest.raises(ValueError, match=said):
         build_features(f"clip:{folder}")
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_half_precision_resizes_images_not_of_the_input_size(
+    folders: dict[str, Path], tmp_path: Path, dtype
+) -> None:
+    """Before: NotImplementedError "compute_index_ranges_weights" not implemented for 'BFloat16' from torch's
+    antialiased resize on the CPU, for a transformers CLIP's processor steps and open_clip's alike; now the resize
+    runs in float32 and gives the float32 pixels in the half dtype."""
+    import torch
+    from transformers import CLIPImageProcessor
+
+    from imgalign.rewards.features import clip_preprocess, image_processor_transform
+    from imgalign.trainers.testing import tiny_transformers_clip
+
+    half = getattr(torch, dtype)
+    x = torch.rand(2, 3, 48, 40)
+    mean, std = (0.5, 0.5, 0.5), (0.25, 0.25, 0.25)
+    ref = clip_preprocess(x, 32, mean, std)
+    got = clip_preprocess(x.to(half), 32, mean, std)
+    assert got.dtype == half and got.shape == ref.shape
+    torch.testing.assert_close(got.float(), ref, atol=0.05, rtol=0)
+    proc = CLIPImageProcessor.from_pretrained(
+        tiny_transformers_clip(tmp_path / "clip", image_size=40, crop=32)
+    )
+    ref = image_processor_transform(proc, "x", "cpu", torch.float32)(x)
+    got = image_processor_transform(proc, "x", "cpu", half)(x.to(half))
+    assert got.dtype == half and got.shape == ref.shape == (2, 3, 32, 32)
+    torch.testing.assert_close(got.float(), ref, atol=0.05, rtol=0)
