@@ -351,6 +351,13 @@ def load_transformers_clip(
     # the image processor's own resize (of the shortest edge), centre crop and normalisation
     wrapped.preprocess = image_processor_transform(image_proc, what, device, dtype)
     side = int(model.config.vision_config.image_size)
+    got = tuple(wrapped.preprocess(torch.zeros(1, 3, side, side, device=device, dtype=dtype)).shape[-2:])
+    # (else each image failed when scored: "Input image size (48*48) doesn't match model (32*32)")
+    if got != (side, side):
+        raise ValueError(
+            f"{what}: the processor from {source!r} makes {got[0]}x{got[1]} pixels and the model takes "
+            f"{side}x{side}; give processor= of the CLIP these weights come from (its image size)"
+        )
     mean, std = tuple(float(v) for v in image_proc.image_mean), tuple(float(v) for v in image_proc.image_std)
     return wrapped, TransformersCLIPTokens(tokenizer, context), side, mean, std, ("processor", "bicubic")
 

@@ -126,3 +126,17 @@ def test_half_precision_resizes_images_not_of_the_input_size(
     got = image_processor_transform(proc, "x", "cpu", half)(x.to(half))
     assert got.dtype == half and got.shape == ref.shape == (2, 3, 32, 32)
     torch.testing.assert_close(got.float(), ref, atol=0.05, rtol=0)
+
+
+def test_a_processor_of_another_image_size_is_refused_at_load(
+    folders: dict[str, Path], tmp_path: Path
+) -> None:
+    """processor= of a CLIP with 48-pixel inputs for 32-pixel weights: before, the reward loaded and every image
+    then failed when scored ("Input image size (48*48) doesn't match model (32*32)")."""
+    from imgalign.trainers.testing import tiny_transformers_clip
+
+    big = tiny_transformers_clip(tmp_path / "big", image_size=48)
+    with pytest.raises(
+        ValueError, match=r"the processor from .*big' makes 48x48 pixels and the model takes 32x32"
+    ):
+        build_reward(f"clip:model={folders['bare']},processor={big}")
