@@ -117,19 +117,16 @@ def test_init_from_a_lora_checkpoint_is_named_as_one(tmp_path):
     )
 
 
+def ground_truth_argv(prompts) -> list[str]:
+    """``imgalign eval`` of the exact renders of `prompts`, one image each (give --out)."""
+    return ["eval", "--ground-truth", "--prompts", str(prompts), "--images-per-prompt", "1", "--no-progress"]
+
+
 def test_a_baseline_that_is_the_out_folder_is_refused(tmp_path, two_prompts, capsys, monkeypatch):
     """eval --baseline naming its own --out compared the evaluation with itself (every delta +0.0000, "0 now
     correct that failed before") without a word."""
     monkeypatch.chdir(tmp_path)
-    argv = [
-        "eval",
-        "--ground-truth",
-        "--prompts",
-        str(two_prompts),
-        "--images-per-prompt",
-        "1",
-        "--no-progress",
-    ]
+    argv = ground_truth_argv(two_prompts)
     assert main([*argv, "--out", "ev"]) == 0
     before = (tmp_path / "ev" / "summary.json").read_text()
     capsys.readouterr()
@@ -182,15 +179,7 @@ def test_a_baseline_given_as_its_summary_json_is_read_as_its_folder(
     """--baseline EVAL/summary.json said "EVAL/summary.json/summary.json does not exist"; it compares with EVAL (and
     EVAL/summary.json as the --out folder's own is still refused)."""
     monkeypatch.chdir(tmp_path)
-    argv = [
-        "eval",
-        "--ground-truth",
-        "--prompts",
-        str(two_prompts),
-        "--images-per-prompt",
-        "1",
-        "--no-progress",
-    ]
+    argv = ground_truth_argv(two_prompts)
     assert main([*argv, "--out", "base"]) == 0
     assert main([*argv, "--out", "ev", "--baseline", "base/summary.json"]) == 0
     assert (tmp_path / "ev" / "comparison.md").is_file()
