@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -249,11 +250,11 @@ class TransformersCLIP(torch.nn.Module):
     normalised pixels (B, 3, S, S) and ``encode_text`` on what :class:`TransformersCLIPTokens` returns, both the
     projected embeddings (B, D)."""
 
-    def __init__(self, model: Any) -> None:
+    def __init__(self, model: Any, preprocess: Callable[[torch.Tensor], torch.Tensor]) -> None:
         super().__init__()
         self.model = model
-        # [0, 1] images (B, 3, H, W) -> the model's pixels: its image processor's steps, set by the loader
-        self.preprocess: Any = None
+        # [0, 1] images (B, 3, H, W) -> the model's pixels: its image processor's steps
+        self.preprocess = preprocess
 
     @staticmethod
     def _features(out: Any) -> torch.Tensor:
@@ -347,9 +348,9 @@ def load_transformers_clip(
             "processor=FOLDER_OR_HUB_ID of its base CLIP"
         )
     context = min(int(model.config.text_config.max_position_embeddings), int(tokenizer.model_max_length))
-    wrapped = TransformersCLIP(model).to(device).eval().requires_grad_(False)
-    # the image processor's own resize (of the shortest edge), centre crop and normalisation
-    wrapped.preprocess = image_processor_transform(image_proc, what, device, dtype)
+    # with the image processor's own resize (of the shortest edge), centre crop and normalisation
+    prep = image_processor_transform(image_proc, what, device, dtype)
+    wrapped = TransformersCLIP(model, prep).to(device).eval().requires_grad_(False)
     side = int(model.config.vision_config.image_size)
     got = tuple(wrapped.preprocess(torch.zeros(1, 3, side, side, device=device, dtype=dtype)).shape[-2:])
     # (else each image failed when scored: "Input image size (48*48) doesn't match model (32*32)")
