@@ -180,6 +180,18 @@ def naming_pipeline(path: str | Path) -> Iterator[None]:
         ) from e
 
 
+def weights_do_not_fit(what: str, error: BaseException) -> str:
+    """The error line for a model whose weights have other shapes than its config.json gives (an edited or swapped
+    config): transformers raised a RuntimeError advising a loader argument the user cannot pass."""
+    said = str(error).strip().splitlines()[0] if str(error).strip() else ""
+    why = "" if not said or "ignore_mismatched_sizes" in said else f" ({said})"
+    return (
+        f"cannot load {what}: its weights do not fit the shapes its config.json gives{why}; transformers' load "
+        "report above names the tensors. If config.json was edited or copied from another model, restore the "
+        "model's own"
+    )
+
+
 def damaged_weights(path: str | Path) -> list[tuple[Path, str]]:
     """(file, safetensors' reason) for each ``*.safetensors`` file in model folder `path` (not its subfolders), or
     for `path` itself when it is such a file, whose header safetensors refuses: a copy or download cut short, an

@@ -286,18 +286,6 @@ class TransformersCLIPTokens:
         )
 
 
-def weights_do_not_fit(what: str, error: RuntimeError) -> str:
-    """The error line for a model whose weights have other shapes than its config.json gives (an edited or swapped
-    config): transformers raised a RuntimeError advising a loader argument the user cannot pass."""
-    said = str(error).strip().splitlines()[0] if str(error).strip() else ""
-    why = "" if not said or "ignore_mismatched_sizes" in said else f" ({said})"
-    return (
-        f"cannot load {what}: its weights do not fit the shapes its config.json gives{why}; transformers' load "
-        "report above names the tensors. If config.json was edited or copied from another model, restore the "
-        "model's own"
-    )
-
-
 PROCESSOR_HINT = "a model saved without one takes processor=FOLDER_OR_HUB_ID (its base CLIP's)"
 """What :func:`load_transformers_clip` tells the user of a CLIP without a processor to do (the clip reward's)."""
 
@@ -315,7 +303,7 @@ def load_transformers_clip(
     normalisation, its :class:`TransformersCLIPTokens`, input size, mean, std, ("processor", "bicubic"))."""
     from transformers import AutoProcessor, CLIPModel
 
-    from imgalign.hub import cannot_load, check_weights
+    from imgalign.hub import cannot_load, check_weights, weights_do_not_fit
     from imgalign.rewards.features import image_processor_transform
 
     what = f"transformers CLIP {name!r}"

@@ -282,7 +282,7 @@ DINO_TYPES = ("dinov2", "dinov2_with_registers", "dinov3_vit", "vit")
 def _dinov2(path: str, device: torch.device, dtype: torch.dtype) -> FeatureEncoder:
     from transformers import AutoConfig, AutoImageProcessor, AutoModel
 
-    from imgalign.hub import cannot_load, check_weights
+    from imgalign.hub import cannot_load, check_weights, weights_do_not_fit
 
     what = f"feature encoder 'dinov2:{path}'"
     check_weights(what, path)
@@ -293,6 +293,8 @@ def _dinov2(path: str, device: torch.device, dtype: torch.dtype) -> FeatureEncod
             proc = AutoImageProcessor.from_pretrained(path)
     except (OSError, ValueError) as e:
         raise ValueError(cannot_load(what, e, path, kind="DINOv2")) from None
+    except RuntimeError as e:  # a traceback of transformers' advice to pass ignore_mismatched_sizes
+        raise ValueError(weights_do_not_fit(what, e)) from None
     # a CLIP or a VLM failed with a traceback; a detector's first query passed for a CLS
     if kind not in DINO_TYPES:
         raise ValueError(

@@ -103,3 +103,17 @@ def test_clip_features_are_a_transformers_clips_projected_image_embedding(tmp_pa
         build_features(f"clip:{tmp_path / 'other'}")
     with pytest.raises(ValueError, match=r"'clip:.*nope': .* is no transformers CLIP .*use open_clip:NAME"):
         build_features(f"clip:{tmp_path / 'nope'}")
+
+
+def test_a_dinov2_folder_whose_config_does_not_fit_its_weights_is_one_line(tmp_path: Path) -> None:
+    """An edited config.json (hidden_size 48 over 32-wide weights) raised transformers' RuntimeError ("You set
+    `ignore_mismatched_sizes` to `False`"), a traceback from every command; one line names the encoder."""
+    import json
+
+    folder = make_tiny_dinov2(tmp_path / "dino")
+    config = folder / "config.json"
+    config.write_text(json.dumps({**json.loads(config.read_text()), "hidden_size": 48}))
+    with pytest.raises(
+        ValueError, match=r"feature encoder 'dinov2:.*dino': its weights do not fit the shapes its"
+    ):
+        build_features(f"dinov2:{folder}")
