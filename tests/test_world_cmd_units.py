@@ -81,3 +81,60 @@ def test_a_file_as_out_says_to_give_the_folder_a_run_resumes_from(tmp_path, caps
     err = capsys.readouterr().err
     assert f"--out {str(f)!r} is a file; give a folder (new, or one from an earlier pretraining run" in err
     assert "each component trains in its own sub-folder" in err and f.read_bytes() == b"x"
+
+
+def test_no_progress_turns_the_bars_off_in_every_pretraining_process(tmp_path, monkeypatch, capsys) -> None:
+    """world pretrain --no-progress (which it lacked, as render and grid did): no component shows a bar, in the pool
+    or alone, and the pool's line names no bar."""
+    monkeypatch.setattr(_InlinePool, "workers", [])
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", _InlinePool)
+    monkeypatch.setattr(world, "_pretrain_one", lambda module, cfg, out, progress: {"progress": progress})
+    argv = ["world", "pretrain", "--out", str(tmp_path), "--no-progress", "--component"]
+    assert main([*argv, "all", "--jobs", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "training t2i, clip, vlm in 2 processes\n" in out and "'progress': True" not in out
+    for jobs in ("1", "2"):
+        assert main([*argv, "clip", "--jobs", jobs]) == 0
+        assert "clip: {'progress': False}" in capsys.readouterr().out
+    assert main([*argv, "all", "--jobs", "1"]) == 0
+    assert "'progress': True" not in capsys.readouterr().out
+
+
+def test_render_and_grid_take_no_progress(tmp_path, capsys) -> None:
+    """world render --no-progress draws no 'rendering' bar; grid --no-progress turns diffusers' loading bar off."""
+    import json
+
+    from imgalign.prompts.io import load_geneval_metadata
+    from imgalign.prompts.shapes import EVAL_SET_PATH
+
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text(json.dumps(load_geneval_metadata(EVAL_SET_PATH)[0]) + "\n")
+    for flag, shown in (([], True), (["--no-progress"], False)):
+        out = tmp_path / f"r{len(flag)}"
+        argv = [
+            "world",
+            "render",
+            "--prompts",
+            str(prompts),
+            "--images-per-prompt",
+            "2",
+            "--out",
+            str(out),
+            *flag,
+        ]
+        assert main(argv) == 0
+        assert ("rendering" in capsys.readouterr().err) is shown
+    argv = [
+        "grid",
+        "--model",
+        "a=shapes",
+        "--prompt",
+        "a red circle",
+        "--steps",
+        "1",
+        "--out",
+        str(tmp_path / "g.png"),
+    ]
+    for flag, shown in (([], True), (["--no-progress"], False)):
+        assert main([*argv, *flag]) == 0
+        assert ("Loading pipeline components" in capsys.readouterr().err) is shown

@@ -31,6 +31,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--images-per-prompt", type=int, default=4)
     r.add_argument("--seed", type=seed_arg, default=0)
     r.add_argument("--out", required=True, help="output folder")
+    r.add_argument(
+        "--no-progress", action="store_true", help="no progress bars (the libraries' loading bars included)"
+    )
     r.set_defaults(func=run_render)
     pt = wsub.add_parser("pretrain", help="train the embedded models on shapes data (seeded, resumable)")
     pt.add_argument("--component", required=True, choices=["t2i", "clip", "vlm", "all"])
@@ -50,6 +53,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--component all on a machine with at least 2 CPUs, so the t2i model trains beside the CLIP, then the VLM)",
     )
     pt.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
+    pt.add_argument(
+        "--no-progress", action="store_true", help="no progress bars (the libraries' loading bars included)"
+    )
     pt.set_defaults(func=run_pretrain)
 
 
@@ -102,7 +108,7 @@ def run_render(args: argparse.Namespace) -> int:
         raise ValueError(f"--out {str(out)!r} {what}; give a new or empty folder")
     check_output_folder(out)
     try:
-        render_folder(metas, out, args.images_per_prompt, args.seed)
+        render_folder(metas, out, args.images_per_prompt, args.seed, progress=not args.no_progress)
     except KeyboardInterrupt:
         # it said only "interrupted": the folder left behind is judged by eval --images as if it were whole, and
         # the same command again is refused ("not empty")
@@ -221,10 +227,11 @@ def stop_workers(pool: Any) -> None:
 
 
 def pretrain_in_pool(
-    components: dict[str, tuple[str, Any]], out: Path, workers: int
+    components: dict[str, tuple[str, Any]], out: Path, workers: int, progress: bool = True
 ) -> dict[str, BaseException]:
     """Train `components` (name -> (module, config)) in `workers` processes, in their order, the first with a
-    progress bar; prints each one's result and returns the failures. Interrupted, the workers end with it."""
+    progress bar (unless not `progress`); prints each one's result and returns the failures. Interrupted, the
+    workers end with it."""
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
 
@@ -232,7 +239,7 @@ def pretrain_in_pool(
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"))
     try:
         futs = {
-            n: pool.submit(_pretrain_in_worker, module, cfg, str(out), i == 0)
+            n: pool.submit(_pretrain_in_worker, module, cfg, str(out), progress and i == 0)
             for i, (n, (module, cfg)) in enumerate(components.items())
         }
         for n, f in futs.items():
@@ -311,15 +318,16 @@ def run_pretrain(args: argparse.Namespace) -> int:
                     f"--out {str(out)!r} holds a file named {sub!r}, where pretraining {n} writes a folder: move "
                     "it away, or give another --out"
                 )
+    bars = not args.no_progress
     with component_locks(out, {n: mods[n].WORK for n in names}):
         if len(names) == 1:
-            print(f"{names[0]}: {_pretrain_one(COMPONENTS[names[0]], cfgs[names[0]], str(out), True)}")
+            print(f"{names[0]}: {_pretrain_one(COMPONENTS[names[0]], cfgs[names[0]], str(out), bars)}")
             return 0
         failed: dict[str, BaseException] = {}
         if jobs == 1:  # one after the other; a failure stops only its component, as in the pool below
             for n in names:
                 try:
-                    print(f"{n}: {_pretrain_one(COMPONENTS[n], cfgs[n], str(out), True)}")
+                    print(f"{n}: {_pretrain_one(COMPONENTS[n], cfgs[n], str(out), bars)}")
                 except Exception as e:
                     failed[n] = e
                     print(f"{n}: FAILED: {type(e).__name__}: {e}")
@@ -329,8 +337,9 @@ def run_pretrain(args: argparse.Namespace) -> int:
             # longest first (t2i), so one worker trains the t2i model while the other trains the CLIP, then the
             # VLM. Only the first shows a progress bar: bars from two processes would overwrite each other.
             workers = min(jobs, len(names))
-            print(f"training {', '.join(names)} in {workers} processes; progress bar: {names[0]}")
-            failed = pretrain_in_pool({n: (COMPONENTS[n], cfgs[n]) for n in names}, out, workers)
+            bar_of = f"; progress bar: {names[0]}" if bars else ""
+            print(f"training {', '.join(names)} in {workers} processes{bar_of}")
+            failed = pretrain_in_pool({n: (COMPONENTS[n], cfgs[n]) for n in names}, out, workers, bars)
     if failed:
         from imgalign.cli import CLIError
 
