@@ -194,7 +194,8 @@ def load_open_clip(
 
 def transformers_config(name: str) -> dict[str, Any] | None:
     """The ``config.json`` of a transformers model at `name`, a folder or a Hub id in the local cache; None for
-    anything else (open_clip names, ids not downloaded, unreadable files)."""
+    anything else (open_clip names, ids not downloaded). A ``config.json`` beside no ``open_clip_config.json`` that
+    is not JSON is refused by name (it was read as an open_clip name: "no open_clip_config.json")."""
     import json
 
     from imgalign.hub import looks_like_path
@@ -216,9 +217,13 @@ def transformers_config(name: str) -> dict[str, Any] | None:
     if file is None or not Path(file).is_file():
         return None
     try:
-        config = json.loads(Path(file).read_text())
-    except (OSError, ValueError):
-        return None
+        config = json.loads(Path(file).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        if (Path(file).parent / "open_clip_config.json").is_file():
+            return None
+        raise ValueError(
+            f"{file} cannot be read as JSON ({e}): a damaged or hand-edited model config; restore the model's own"
+        ) from None
     return config if isinstance(config, dict) else None
 
 

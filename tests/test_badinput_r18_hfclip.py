@@ -140,3 +140,14 @@ def test_a_processor_of_another_image_size_is_refused_at_load(
         ValueError, match=r"the processor from .*big' makes 48x48 pixels and the model takes 32x32"
     ):
         build_reward(f"clip:model={folders['bare']},processor={big}")
+
+
+def test_a_clip_folder_whose_config_is_not_json_is_named(tmp_path) -> None:
+    """A transformers CLIP folder with a cut config.json was read as an open_clip name and told it has no
+    open_clip_config.json; its config file is named as damaged."""
+    from imgalign.trainers.testing import tiny_transformers_clip
+
+    folder = tiny_transformers_clip(tmp_path / "clip")
+    (folder / "config.json").write_text('{"model_type": "cl')
+    with pytest.raises(ValueError, match=r"config.json cannot be read as JSON .*restore the model's own"):
+        build_reward(f"clip:model={folder}")
