@@ -1048,3 +1048,18 @@ def test_an_init_from_folder_with_a_damaged_model_index_is_named(tmp_path):
         FileNotFoundError, match=r"init_from='.*': .*model_index.json is damaged: not valid JSON \(Expecting"
     ):
         t2i.check_init_from(tiny_config(init_from=str(tmp_path)))
+
+
+def test_an_init_from_folder_with_a_damaged_component_config_names_the_file(tmp_path):
+    """A cut transformer/config.json said only "Expecting value: line 1 column 1 (char 0)"."""
+    import shutil
+
+    from imgalign.hub import embedded_path
+
+    folder = tmp_path / "m"
+    shutil.copytree(embedded_path("shapes"), folder)
+    (folder / "transformer" / "config.json").write_text("")
+    with pytest.raises(
+        ValueError, match=r"transformer/config.json is damaged: not valid JSON \(Expecting value"
+    ):
+        t2i.check_init_from(tiny_config(init_from=str(folder)))

@@ -267,7 +267,12 @@ def folder_architecture(folder: Path) -> dict[str, Any]:
         for fname in ("config.json", "scheduler_config.json"):
             f = folder / name / fname
             if f.is_file():
-                return json.loads(f.read_text())
+                try:
+                    return json.loads(f.read_text(encoding="utf-8"))
+                except ValueError as e:  # a cut or hand-edited file said only "Expecting value: line 1 ..."
+                    raise ValueError(
+                        f"{f} is damaged: not valid JSON ({e}); copy or save the model again"
+                    ) from None
         raise FileNotFoundError(f"{folder / name} has no config.json")
 
     index = json.loads((folder / "model_index.json").read_text())
@@ -299,11 +304,9 @@ def check_init_from(cfg: Config) -> Path | None:
         folder = init_folder(cfg.init_from)
     except FileNotFoundError as e:  # an IncompleteModelError stays one
         raise type(e)(f"init_from={cfg.init_from!r}: {e}") from None
-    except ValueError as e:  # a damaged model_index.json: json.JSONDecodeError or UnicodeDecodeError, whose
-        # constructors take more than a message (type(e)(message) was a TypeError about them)
-        raise ValueError(
-            f"init_from={cfg.init_from!r}: its model_index.json cannot be read ({type(e).__name__}: {e})"
-        ) from None
+    except ValueError as e:  # (json.JSONDecodeError's and UnicodeDecodeError's constructors take more than a
+        # message: type(e)(message) was a TypeError about them)
+        raise ValueError(f"init_from={cfg.init_from!r}: {e}") from None
     arch = folder_architecture(folder)
     ours = dataclasses.asdict(cfg)
     diff = {k: (v, ours[k]) for k, v in arch.items() if v != ours[k]}
