@@ -186,3 +186,14 @@ def test_a_baseline_given_as_its_summary_json_is_read_as_its_folder(
     capsys.readouterr()
     assert main([*argv, "--out", "ev", "--baseline", "ev/summary.json"]) == 2
     assert "is the --out folder" in capsys.readouterr().err
+
+
+def test_a_device_is_said_to_be_unused_where_the_shapes_suite_samples_nothing(tmp_path, two_prompts, caplog):
+    """--device with --ground-truth (or --images) was ignored without a word: the exact shapes judge runs on the
+    CPU and nothing is sampled."""
+    argv = ground_truth_argv(two_prompts)
+    assert main([*argv, "--out", str(tmp_path / "a"), "--device", "cuda"]) == 0
+    assert "--device cuda is unused: the shapes suite only samples with --model" in caplog.text
+    caplog.clear()
+    assert main([*argv, "--out", str(tmp_path / "b")]) == 0
+    assert "is unused" not in caplog.text

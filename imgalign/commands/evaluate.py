@@ -252,6 +252,9 @@ def run_eval(args: argparse.Namespace) -> int:
         return run_real_eval(args)
     from imgalign.eval.shapes_detector import ShapesDetector
 
+    if args.device != "cpu" and not (args.model and not args.images):
+        # nothing samples: the shapes judge is exact and runs on the CPU (it was ignored without a word)
+        log.warning("--device %s is unused: the shapes suite only samples with --model", args.device)
     out = Path(args.out)
     images = out / "images"
     progress = not args.no_progress
