@@ -26,7 +26,7 @@ from tqdm.auto import tqdm
 
 from imgalign.eval.geneval import ColorFn, Detections, color_from_detection, judge, summarize
 from imgalign.files import atomic_write_text, replacing
-from imgalign.prompts.io import read_text
+from imgalign.prompts.io import first_line
 
 log = logging.getLogger(__name__)
 
@@ -132,12 +132,9 @@ def read_folder(root: Path) -> Iterator[PromptFolder]:
         meta_path = d / "metadata.jsonl"
         if not meta_path.is_file():
             raise FileNotFoundError(f"{meta_path} is missing: every prompt folder needs its metadata.jsonl")
-        text = read_text(
-            meta_path, "metadata file", ValueError
-        ).strip()  # a BOM from an editor is not an error
+        text = first_line(meta_path, "metadata file", ValueError)  # a BOM from an editor is not an error
         try:
-            # (split at \n only: splitlines also cuts at U+2028 or U+0085, which a JSON string may hold raw)
-            meta = json.loads(text.split("\n")[0]) if text else None
+            meta = json.loads(text) if text else None
         except json.JSONDecodeError as e:
             raise ValueError(f"{meta_path}: line 1 is not valid JSON ({e.msg})") from None
         if not isinstance(meta, dict) or "tag" not in meta or "include" not in meta:

@@ -196,6 +196,12 @@ def _lines(path: Path, what: str) -> list[str]:
     return read_text(path, what).split("\n")
 
 
+def first_line(path: str | Path, what: str, error: type[Exception] = PromptFileError) -> str:
+    """The first line of a prompt folder's ``metadata.jsonl`` (:func:`read_text`; leading blank lines and spaces
+    dropped, "" for an empty file), ended at a newline only, as :func:`_lines` ends lines."""
+    return read_text(path, what, error).strip().split("\n")[0]
+
+
 def _not_json(path: Path, n: int, e: json.JSONDecodeError, lines: list[str]) -> PromptFileError:
     """The error for line `n` that is not JSON; a file that is one JSON document over several lines (an array, a
     pretty-printed object) is named as such: its first line was said to be "not valid JSON" and no more."""

@@ -158,11 +158,11 @@ def _geneval_meta(file: Path, cache: dict[Path, dict[str, Any] | None]) -> dict[
 def _read_geneval_meta(meta: Path) -> dict[str, Any] | None:
     if not meta.is_file():
         return None
-    from imgalign.prompts.io import read_text
+    from imgalign.prompts.io import first_line
 
-    text = read_text(meta, "metadata file", CLIError).strip()
+    text = first_line(meta, "metadata file", CLIError)
     try:
-        row = json.loads(text.split("\n")[0]) if text else None
+        row = json.loads(text) if text else None
     except json.JSONDecodeError as e:
         raise CLIError(f"{meta}:1: not valid JSON ({e.msg})") from None
     if not isinstance(row, dict) or not isinstance(row.get("prompt"), str) or not row["prompt"].strip():
