@@ -238,17 +238,31 @@ def missing_shards(folder: Path) -> list[str]:
 def truncated_weights(folder: Path) -> list[str]:
     """The ``*.safetensors`` files in a component folder that end before the data their header describes (a copy
     or download cut short): the loader failed only once other components had loaded, with "Unable to load weights
-    from checkpoint file" and no reason. A file whose header does not read is left to the loader."""
+    from checkpoint file" and no reason. A file cut inside its header is named too; one whose first 8 bytes give
+    no plausible header size (a Git LFS pointer, which diffusers names itself) is left to the loader."""
     cut = []
     for f in sorted(folder.glob("*.safetensors")):
         try:
             with open(f, "rb") as fh:
-                n = int.from_bytes(fh.read(8), "little")
-                header = json.loads(fh.read(n)) if 0 < n < 100_000_000 else None
-            ends = [v["data_offsets"][1] for k, v in header.items() if k != "__metadata__"]
-        except (OSError, ValueError, TypeError, KeyError, IndexError, AttributeError):
+                first = fh.read(8)
+                n = int.from_bytes(first, "little")
+                if len(first) < 8 or not 0 < n < 100_000_000:
+                    continue
+                raw = fh.read(n)
+                size = f.stat().st_size
+        except OSError:
             continue
-        size, want = f.stat().st_size, 8 + n + max(ends, default=0)
+        if len(raw) < n:  # the 8-byte size promises a header the file does not hold
+            cut.append(
+                f"the rest of {folder.name}/{f.name} ({size} of more than {8 + n} bytes there: truncated)"
+            )
+            continue
+        try:
+            header = json.loads(raw)
+            ends = [v["data_offsets"][1] for k, v in header.items() if k != "__metadata__"]
+        except (ValueError, TypeError, KeyError, IndexError, AttributeError):
+            continue
+        want = 8 + n + max(ends, default=0)
         if size < want:
             cut.append(f"the rest of {folder.name}/{f.name} ({size} of {want} bytes there: truncated)")
     return cut

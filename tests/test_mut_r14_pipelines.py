@@ -44,6 +44,27 @@ def test_a_cut_short_weights_file_is_found_with_metadata_a_long_header_or_in_its
     ]
 
 
+def test_a_weights_file_cut_inside_its_header_is_named_but_a_git_lfs_pointer_is_left_to_diffusers(tmp_path):
+    """A copy cut inside the header (the first few hundred bytes) failed with "Unable to load weights from
+    checkpoint file" and no reason; a Git LFS pointer (a clone without git-lfs) is left to diffusers, whose message
+    says to run `git lfs pull`, and a stub shorter than 8 bytes to the other checks."""
+    from safetensors.torch import save_file
+
+    from imgalign.pipelines import truncated_weights
+
+    f = tmp_path / "w.safetensors"
+    save_file({f"block_{i:02d}.weight": torch.zeros(4) for i in range(8)}, str(f))
+    n = int.from_bytes(f.read_bytes()[:8], "little")
+    f.write_bytes(f.read_bytes()[:60])
+    assert truncated_weights(tmp_path) == [
+        f"the rest of {tmp_path.name}/w.safetensors (60 of more than {8 + n} bytes there: truncated)"
+    ]
+    f.write_text("version https://git-lfs.github.com/spec/v1\noid sha256:00\nsize 12345\n")
+    assert truncated_weights(tmp_path) == []
+    f.write_text("x")
+    assert truncated_weights(tmp_path) == []
+
+
 def test_an_incomplete_training_checkpoint_pipeline_says_to_use_another_checkpoint(tmp_path):
     """A full fine-tune's checkpoint (its pipeline beside trainer_state/) missing a part is fixed by another
     checkpoint of the run or a resume, not by recreating it with save_pretrained."""
