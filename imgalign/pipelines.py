@@ -72,6 +72,11 @@ def parse_model_arg(arg: str) -> ModelSpec:
     return ModelSpec(label, base, overlay or None)
 
 
+def is_lora_folder(path: Path) -> bool:
+    """Whether `path` holds a PEFT or diffusers LoRA (what BASE+OVERLAY takes after the '+')."""
+    return (path / "adapter_config.json").is_file() or any((path / f).is_file() for f in LORA_FILES)
+
+
 def overlay_kind(path: Path) -> str:
     """What a fine-tuned folder holds: 'peft', 'lora', 'transformer' or 'transformer-subfolder'."""
     if (path / "adapter_config.json").is_file():
@@ -279,7 +284,7 @@ def check_model_spec(spec: ModelSpec) -> ModelSpec:
         p = Path(spec.base)
         path_like = looks_like_path(spec.base)
         if p.is_dir():
-            if (p / "adapter_config.json").is_file() or any((p / f).is_file() for f in LORA_FILES):
+            if is_lora_folder(p):
                 if spec.overlay is None:
                     base = recorded_base(p)
                     if base:
@@ -292,6 +297,14 @@ def check_model_spec(spec: ModelSpec) -> ModelSpec:
                                 f"imgalign_model.json, which cannot load ({e}); give the base as "
                                 f"{spec.label}=BASE+{spec.base}"
                             ) from None
+                if spec.overlay is not None and is_lora_folder(Path(spec.overlay)):
+                    # LORA+LORA: "the base comes first" would have repeated the pair swapped
+                    raise ValueError(
+                        f"model {spec.label!r}: {spec.base!r} and {spec.overlay!r} are both LoRA folders; "
+                        "BASE+OVERLAY takes a base model (an embedded name, a pipeline folder or a Hub id) before "
+                        "the '+' and one fine-tuned folder after it, e.g. "
+                        f"{spec.label}={recorded_base(Path(spec.overlay)) or 'BASE'}+{spec.overlay}"
+                    )
                 if spec.overlay is not None:  # the two parts swapped: LORA+BASE
                     raise ValueError(
                         f"model {spec.label!r}: {spec.base!r} is a LoRA folder, given before the '+'; the base "

@@ -704,6 +704,15 @@ def test_model_argument_spacing_order_and_extra_plus_are_named(tmp_path):
     (lora / "pytorch_lora_weights.safetensors").write_bytes(b"")
     with pytest.raises(ValueError, match=f"the base model comes first: ft=shapes\\+{lora}"):
         check_model_spec(parse_model_arg(f"ft={lora}+shapes"))
+    # two LoRAs: the advice was the same pair swapped
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "adapter_config.json").write_text("{}")
+    with pytest.raises(ValueError, match=f"are both LoRA folders; .* e.g. ft=BASE\\+{other}$"):
+        check_model_spec(parse_model_arg(f"ft={lora}+{other}"))
+    (other / "imgalign_model.json").write_text(json.dumps({"base_model": "shapes"}))
+    with pytest.raises(ValueError, match=f"e.g. ft=shapes\\+{other}$"):
+        check_model_spec(parse_model_arg(f"ft={lora}+{other}"))
     with pytest.raises(FileNotFoundError, match="takes one '\\+' between the two parts"):
         check_model_spec(parse_model_arg(f"ft=shapes++{lora}"))
     with pytest.raises(FileNotFoundError, match="takes one '\\+' between the two parts"):
