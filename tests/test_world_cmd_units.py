@@ -30,6 +30,27 @@ def test_component_locks_hold_each_work_folder_and_release_them_all(tmp_path: Pa
     assert not any(_held(tmp_path / w) for w in works.values())
 
 
+def test_a_refused_run_leaves_no_work_folder_or_out_it_made_but_keeps_what_was_there(tmp_path: Path) -> None:
+    """A pretraining refused before it wrote anything (a bad ``init_from``) left ``OUT/t2i-work/.lock`` behind, and
+    a new --out with it; a work folder with other files, or one there before, keeps its lock file."""
+    out = tmp_path / "new"
+    with pytest.raises(ValueError, match="bad init_from"), world.component_locks(out, {"t2i": "t2i-work"}):
+        raise ValueError("bad init_from")
+    assert not out.exists()
+    out.mkdir()
+    (out / "old-work").mkdir()
+    works = {"t2i": "t2i-work", "clip": "shapes-clip.train", "vlm": "old-work"}
+    with world.component_locks(out, works):
+        (out / "shapes-clip.train" / "ckpt.pt").write_text("x")
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*")) == [
+        "old-work",
+        "old-work/.lock",
+        "shapes-clip.train",
+        "shapes-clip.train/.lock",
+        "shapes-clip.train/ckpt.pt",
+    ]
+
+
 def test_a_component_being_trained_elsewhere_releases_the_locks_taken_before_it(
     tmp_path, monkeypatch
 ) -> None:

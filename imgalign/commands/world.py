@@ -190,9 +190,11 @@ def component_locks(out: Path, works: dict[str, str]) -> Iterator[None]:
     train`` locks its output folder) while it trains. A second start of the same pretraining into --out wrote the
     same checkpoint files as the first: one failed with "No such file ... checkpoint.pt.tmp", and a checkpoint
     written by both at once could be published with their bytes mixed. Other components into the same --out (another
-    terminal) are not held up."""
+    terminal) are not held up. A work folder (and --out) this call made that holds only the lock at the end (a
+    run refused before it wrote anything, e.g. for a bad ``init_from``) is removed again."""
     from imgalign.trainers.checkpoint import lock_output_dir, unlock_output_dir
 
+    made = [f for f in (out, *(out / w for w in works.values())) if not f.exists()]
     held: list[Path] = []
     try:
         for n, work in works.items():
@@ -208,7 +210,15 @@ def component_locks(out: Path, works: dict[str, str]) -> Iterator[None]:
         yield
     finally:
         for folder in held:
+            # removed while still locked: another start that opened the lock file meanwhile is refused by it
+            if folder in made and [f.name for f in folder.iterdir()] == [".lock"]:
+                with contextlib.suppress(OSError):
+                    (folder / ".lock").unlink()
+                    folder.rmdir()
             unlock_output_dir(folder)
+        if out in made:
+            with contextlib.suppress(OSError):
+                out.rmdir()  # only when empty
 
 
 def stop_workers(pool: Any) -> None:
