@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import os
+import textwrap
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -478,7 +479,8 @@ class CLIPReward(Reward):
                 "e.g. %r",
                 self.model_name,
                 self.tokenizer.context_length,
-                prompts[cut[0]],
+                # the whole prompt filled the terminal (a 300-token one: 1,700 characters)
+                textwrap.shorten(prompts[cut[0]], 100, placeholder=" ..."),
             )
         txt = self.model.encode_text(self.tokenizer(prompts).to(self.device))
         return img, txt
