@@ -10,6 +10,7 @@ Per-token log-probs come back in the details. Batched with right padding.
 from __future__ import annotations
 
 import logging
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -88,6 +89,12 @@ class VLMLogLikReward(Reward):
         self.batch_size = int(check_at_least(batch_size, 1, "vlm_loglik reward: batch_size"))
         self.model, self.processor = load_vlm(str(model), self.device, dtype, trust)
         self.query = str(query or "")
+        self.model_name = str(model)
+        cfg = self.model.config
+        text = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
+        limit = getattr(text, "max_position_embeddings", None)
+        self.max_positions = int(limit) if isinstance(limit, int) and limit > 0 else None
+        self._warned_long = False
         tok = self.tokenizer
         if (
             getattr(self.processor, "chat_template", None) is None
@@ -184,11 +191,31 @@ class VLMLogLikReward(Reward):
             raise ValueError("vlm_loglik: a prompt produced no tokens to score (empty prompt?)")
         return enc, mask
 
+    def warn_past_positions(self, lengths: torch.Tensor, prompts: list[str]) -> None:
+        """Warn once per reward when a sequence (image tokens, query and prompt; `lengths` (B,)) is longer than the
+        language model's ``max_position_embeddings``: a rotary model (the shapes VLM's 128) scores it past the
+        length it was made for, and the only word was the tokenizer's "will result in indexing errors", which
+        named no prompt and no error followed."""
+        if self._warned_long or self.max_positions is None or int(lengths.max()) <= self.max_positions:
+            return
+        self._warned_long = True
+        first = int((lengths > self.max_positions).nonzero()[0])
+        log.warning(
+            "vlm_loglik (%s): a prompt with its image and query takes %d tokens, more than the model's %d "
+            "positions (max_position_embeddings): long prompts are scored past the length the model was made "
+            "for, e.g. %r",
+            self.model_name,
+            int(lengths[first]),
+            self.max_positions,
+            textwrap.shorten(prompts[first], 100, placeholder=" ..."),
+        )
+
     @torch.no_grad()
     def _score_batch(
         self, images: torch.Tensor, prompts: list[str]
     ) -> tuple[torch.Tensor, list[dict[str, Any]]]:
         enc, mask = self.teacher_forced_inputs(prompts, to_pil(images))
+        self.warn_past_positions(enc["attention_mask"].sum(1), prompts)
         inputs = {k: v.to(self.device) for k, v in enc.items()}
         if "pixel_values" in inputs:
             inputs["pixel_values"] = inputs["pixel_values"].to(self.dtype)

@@ -397,3 +397,23 @@ def test_shapes_vlm_loads_frozen_with_or_without_the_shapes_models_module(
     model, proc = load_vlm("shapes-vlm", torch.device("cpu"), torch.float32)
     assert not model.training and not any(p.requires_grad for p in model.parameters())
     assert hasattr(proc, "apply_chat_template")
+
+
+def test_a_sequence_past_the_models_positions_is_warned_once_naming_the_prompt(caplog) -> None:
+    """The shapes VLM has 128 positions (rotary); a long prompt was scored past them with only the tokenizer's
+    "will result in indexing errors", naming no prompt (and no error followed)."""
+    r = build_reward("vlm_loglik")
+    assert r.max_positions == 128
+    short, long = "a red circle", " ".join(["a red circle above a blue square"] * 20)
+    x = torch.rand(2, 3, 64, 64, generator=torch.Generator().manual_seed(0))
+    with caplog.at_level("WARNING", logger="imgalign.rewards.vlm"):
+        r(x, [short, short])
+        assert not caplog.messages
+        out = r(x, [short, long])
+        r(x, [long, long])
+    assert torch.isfinite(out.scores).all()
+    (msg,) = caplog.messages
+    assert msg.startswith("vlm_loglik (shapes-vlm): a prompt with its image and query takes ")
+    assert "more than the model's 128 positions" in msg and msg.endswith(
+        "e.g. 'a red circle above a blue square a red circle above a blue square a red circle above a blue ...'"
+    )
