@@ -19,7 +19,7 @@ import torch.nn.functional as F
 
 from imgalign.files import atomic_write_text
 from imgalign.rewards.base import Reward, RewardOutput, register_reward
-from imgalign.rewards.heads import fit_head, load_head, save_head
+from imgalign.rewards.heads import check_head_fits, fit_head, head_features, load_head, save_head
 
 ARTIFACT_KINDS = ("noise", "smear", "broken_edges", "doubled_edges", "grid", "colour_bleed", "oversaturate")
 
@@ -204,7 +204,8 @@ Clean-vs-artifact classifier for the imgalign shapes world, used by the `artifac
 class ArtifactReward(Reward):
     name = "artifact"
     description = (
-        "log p(clean | image) from a light classifier on frozen features; model=shapes-artifact|PATH"
+        "log p(clean | image) from a light classifier on frozen features; model=shapes-artifact|PATH; "
+        "features=NEW_PATH for a head whose encoder folder moved"
     )
     needs_prompt = False  # read by `imgalign score`: scores images without a prompt
 
@@ -213,6 +214,7 @@ class ArtifactReward(Reward):
         device: str | torch.device = "cpu",
         dtype: torch.dtype = torch.float32,
         model: str = "shapes-artifact",
+        features: str | None = None,
     ) -> None:
         super().__init__(device, dtype)
         from imgalign.rewards.features import build_features
@@ -226,7 +228,12 @@ class ArtifactReward(Reward):
             path = path / "head.safetensors"
         self.head, meta = load_head(path, task="artifact")
         self.head = self.head.to(self.device)
-        self.encoder = build_features(meta["features"], self.device, dtype)
+        what = f"artifact reward: head {str(model)!r}"
+        name = head_features(
+            meta["features"], features, what, "give features= only for an encoder that moved"
+        )
+        self.encoder = build_features(name, self.device, dtype)
+        check_head_fits(self.head, self.encoder, what)
 
     def score(
         self, images: torch.Tensor, prompts: list[str], metadata: list[dict[str, Any]] | None

@@ -21,8 +21,15 @@ from typing import Any
 import torch
 
 from imgalign.rewards.base import Reward, RewardOutput, as_bool, check_at_least, register_reward, to_tensor
-from imgalign.rewards.features import local_name
-from imgalign.rewards.heads import FeatureHead, fit_head, head_loss, load_head, save_head
+from imgalign.rewards.heads import (
+    FeatureHead,
+    check_head_fits,
+    fit_head,
+    head_features,
+    head_loss,
+    load_head,
+    save_head,
+)
 
 log = logging.getLogger(__name__)
 
@@ -134,15 +141,14 @@ class DiscriminatorReward(Reward):
         self.reward_mode, self.clip, self.loss, self.steps = reward, float(clip), loss, int(steps)
         if head is not None:
             self.head, meta = load_head(head, task="discriminator")
-            if features is not None and local_name(str(features)) != local_name(meta["features"]):
-                raise ValueError(
-                    f"discriminator reward: head {head!r} was fitted on features {meta['features']!r}, not "
-                    f"{features!r}; leave features= out (the head's are used)"
-                )
-            features = meta["features"]
+            features = head_features(
+                meta["features"], features, f"discriminator reward: head {head!r}", "leave features= out"
+            )
         features = features or "shapes-clip"
         self.features_name = str(features)
         self.encoder = build_features(self.features_name, self.device, dtype)
+        if head is not None:
+            check_head_fits(self.head, self.encoder, f"discriminator reward: head {head!r}")
         if self.patch_weight > 0 and not self.encoder.has_tokens:
             raise ValueError(
                 f"discriminator reward: patch_weight needs patch tokens; {features!r} has none (dinov2:)"

@@ -78,15 +78,48 @@ def local_name(name: str) -> str:
     ``open_clip:local-dir:PATH``, ``open_clip:PATH``, ``open_clip:ARCH@PATH``), so that a head or a stats file that
     records it finds the encoder from any working folder: a relative ``dinov2:models/dino`` was read elsewhere as a
     Hub id ("not in the local Hub cache"). Any other name, or a path that does not exist here, is returned as is."""
+    kind, path = split_encoder_name(name)
+    if not kind or not path or not os.path.exists(path):
+        return name
+    return f"{kind}{os.path.abspath(path)}"
+
+
+def split_encoder_name(name: str) -> tuple[str, str]:
+    """(kind, the folder, file or Hub id it names) of an encoder name: ``dinov2:PATH`` -> ("dinov2:", PATH),
+    ``open_clip:ARCH@PATH`` -> ("open_clip:ARCH@", PATH); ("", name) for a name without a kind (shapes-clip)."""
     prefixes = ("dinov2:", "clip:", "open_clip:local-dir:", "open_clip:")
     prefix = next((p for p in prefixes if name.startswith(p)), None)
     if prefix is None:
-        return name
+        return "", name
     rest = name[len(prefix) :]
     arch, at, path = rest.partition("@") if prefix == "open_clip:" and "@" in rest else ("", "", rest)
-    if not path or not os.path.exists(path):
-        return name
-    return f"{prefix}{arch}{at}{os.path.abspath(path)}"
+    return f"{prefix}{arch}{at}", path
+
+
+def moved_encoder(recorded: str, given: str) -> bool:
+    """Whether encoder `given` may stand in for `recorded`, the one a head or a stats file was made with: `recorded`
+    names a local folder or file (recorded absolute) that is no longer there -- moved, or the head copied to another
+    machine -- and `given` is of the same kind and exists. It could not be re-pointed: the other name was refused as
+    "fitted on other features", and the recorded one no longer loaded."""
+    (kind, path), (new_kind, new_path) = split_encoder_name(recorded), split_encoder_name(given)
+    return bool(
+        kind
+        and kind == new_kind
+        and os.path.isabs(path)
+        and not os.path.exists(path)
+        and os.path.exists(new_path)
+    )
+
+
+def recorded_encoder_gone(recorded: str, what: str, option: str) -> str:
+    """The advice for `what` (a head or a stats file) whose `recorded` encoder folder is no longer there, or ""."""
+    kind, path = split_encoder_name(recorded)
+    if not kind or not os.path.isabs(path) or os.path.exists(path):
+        return ""
+    return (
+        f"{what} was made with features {recorded!r}, whose {path!r} is no longer there: if that encoder moved, "
+        f"give its new place as {option}={kind}NEW_PATH"
+    )
 
 
 def build_features(

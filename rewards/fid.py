@@ -34,7 +34,7 @@ import torch
 
 from imgalign.files import replacing
 from imgalign.rewards.base import Reward, RewardOutput, as_bool, register_reward
-from imgalign.rewards.features import local_name
+from imgalign.rewards.features import local_name, moved_encoder, recorded_encoder_gone
 
 log = logging.getLogger(__name__)
 
@@ -308,8 +308,25 @@ class FIDReward(Reward):
         if p.is_file():
             mu, sigma, _n, feats = load_stats(p)
             if local_name(feats) != local_name(self.features_name):
+                if moved_encoder(feats, self.features_name):
+                    if mu.shape[0] != self.encoder.dim:
+                        raise ValueError(
+                            f"fid reward: stats file {ref} holds {mu.shape[0]}-d features; "
+                            f"{self.features_name!r} gives {self.encoder.dim}-d ones: it is not the encoder the "
+                            "stats were computed with"
+                        )
+                    log.warning(
+                        "fid reward: stats file %s was computed with features %r, which are no longer there; "
+                        "using %r as given (the same encoder, moved)",
+                        ref,
+                        feats,
+                        self.features_name,
+                    )
+                    return mu, sigma
+                gone = recorded_encoder_gone(feats, f"fid reward: stats file {ref}", "features")
                 raise ValueError(
-                    f"fid reward: stats file {ref} was computed with features {feats!r}, not "
+                    gone
+                    or f"fid reward: stats file {ref} was computed with features {feats!r}, not "
                     f"{self.features_name!r}; pass features={feats} or recompute the stats"
                 )
             return mu, sigma

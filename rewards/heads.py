@@ -9,6 +9,7 @@ Heads are saved as safetensors with JSON metadata naming the feature encoder.
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,8 @@ from torch import nn
 from imgalign.files import replacing
 
 HEAD_KIND = "imgalign-feature-head"
+
+log = logging.getLogger(__name__)
 
 
 class FeatureHead(nn.Module):
@@ -185,3 +188,38 @@ def load_head(path: str | Path, task: str | None = None) -> tuple[FeatureHead, d
     head.load_state_dict(load_file(str(path)))
     meta["extra"] = json.loads(meta.get("extra", "{}"))
     return head.eval(), meta
+
+
+def head_features(recorded: str, given: str | None, what: str, advice: str) -> str:
+    """The encoder a head fitted on `recorded` features scores with: `recorded`, or `given` when it names the same
+    encoder or stands in for a recorded folder that moved (warned). Anything else is refused, `advice` saying what
+    to do instead; so is a recorded folder that is gone when nothing stands in for it. `what` names the head."""
+    from imgalign.rewards.features import local_name, moved_encoder, recorded_encoder_gone
+
+    if given is None or local_name(str(given)) == local_name(recorded):
+        gone = recorded_encoder_gone(recorded, what, "features")
+        if gone:
+            raise ValueError(gone)
+        return recorded
+    if moved_encoder(recorded, str(given)):
+        log.warning(
+            "%s was fitted on features %r, which are no longer there; scoring with %r as given (the same "
+            "encoder, moved)",
+            what,
+            recorded,
+            given,
+        )
+        return str(given)
+    raise ValueError(
+        f"{what} was fitted on features {recorded!r}, not {given!r}; {advice} (the head's are used)"
+    )
+
+
+def check_head_fits(head: FeatureHead, encoder: Any, what: str) -> None:
+    """Refuse an encoder whose feature size is not the head's (another model given for a moved one): it failed at
+    the first image with a matrix-shape error."""
+    if int(encoder.dim) != head.dim:
+        raise ValueError(
+            f"{what} takes {head.dim}-d features; {encoder.name!r} gives {encoder.dim}-d ones: it is not the "
+            "encoder the head was fitted on"
+        )
