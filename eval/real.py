@@ -624,12 +624,24 @@ def check_judge_specs(detector: str, clip: str) -> None:
     check_weights(f"detector {detector!r}", resolve(detector))
     from imgalign.rewards.clip import (
         check_open_clip_weights,
+        missing_processor,
         other_transformers_model,
         transformers_clip_config,
     )
 
     if transformers_clip_config(clip) is not None:  # a transformers CLIP folder or cached Hub id
-        check_weights(f"CLIP {clip!r}", clip)
+        what = f"transformers CLIP {clip!r}"
+        check_weights(what, clip)
+        # either failed only when the judge was built, after the whole generation
+        folder = Path(clip)
+        if folder.is_dir() and not any(f.suffix in (".safetensors", ".bin") for f in folder.iterdir()):
+            raise FileNotFoundError(
+                f"cannot load {what}: folder {clip!r} has no weights (model.safetensors); copy, download or save "
+                "the model there again"
+            )
+        missing = missing_processor(what, clip, CLIP_HINT)
+        if missing:
+            raise ValueError(missing)
         return
     other = other_transformers_model(f"CLIP {clip!r}", clip)
     if other:  # "no open_clip_config.json" named no transformers model

@@ -296,6 +296,19 @@ PROCESSOR_HINT = "a model saved without one takes processor=FOLDER_OR_HUB_ID (it
 """What :func:`load_transformers_clip` tells the user of a CLIP without a processor to do (the clip reward's)."""
 
 
+def missing_processor(what: str, source: str, hint: str = PROCESSOR_HINT) -> str | None:
+    """Why folder `source` gives `what` (a transformers CLIP) no processor, or None (a folder with one, or a Hub
+    id): transformers' own text spoke of huggingface.co and of a local directory with the same name."""
+    if os.path.isdir(source) and not any(
+        (Path(source) / f).is_file() for f in ("preprocessor_config.json", "processor_config.json")
+    ):
+        return (
+            f"cannot load the processor of {what}: folder {source!r} has none (no preprocessor_config.json or "
+            f"processor_config.json); {hint}"
+        )
+    return None
+
+
 def load_transformers_clip(
     name: str,
     device: torch.device,
@@ -322,13 +335,9 @@ def load_transformers_clip(
     except RuntimeError as e:  # a traceback of transformers' advice to pass ignore_mismatched_sizes
         raise ValueError(weights_do_not_fit(what, e)) from None
     source = processor or name
-    if os.path.isdir(source) and not any(
-        (Path(source) / f).is_file() for f in ("preprocessor_config.json", "processor_config.json")
-    ):  # transformers' text spoke of huggingface.co and of a local directory with the same name
-        raise ValueError(
-            f"cannot load the processor of {what}: folder {source!r} has none (no preprocessor_config.json or "
-            f"processor_config.json); {hint}"
-        )
+    missing = missing_processor(what, source, hint)
+    if missing:
+        raise ValueError(missing)
     try:
         proc = AutoProcessor.from_pretrained(source)
     except (OSError, ValueError, TypeError) as e:

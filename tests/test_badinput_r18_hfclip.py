@@ -151,3 +151,28 @@ def test_a_clip_folder_whose_config_is_not_json_is_named(tmp_path) -> None:
     (folder / "config.json").write_text('{"model_type": "cl')
     with pytest.raises(ValueError, match=r"config.json cannot be read as JSON .*restore the model's own"):
         build_reward(f"clip:model={folder}")
+
+
+def test_the_judge_check_refuses_a_clip_folder_without_weights_or_processor(
+    folders: dict[str, Path], tmp_path: Path
+) -> None:
+    """``eval --suite geneval``'s check before generating passed a transformers CLIP folder with no weights file or
+    no processor; the judge failed when it was built, after the whole generation."""
+    import shutil
+
+    from geneval_real_tiny import build_tiny_detr
+
+    from imgalign.eval.real import check_judge_specs
+    from imgalign.trainers.testing import tiny_transformers_clip
+
+    detr = str(build_tiny_detr(tmp_path / "detr"))
+    whole = tiny_transformers_clip(tmp_path / "whole")
+    check_judge_specs(detr, str(whole))
+    with pytest.raises(ValueError, match="has none .*; the colour classifier takes no processor="):
+        check_judge_specs(detr, str(folders["bare"]))
+    empty = tmp_path / "no-weights"
+    shutil.copytree(whole, empty)
+    for f in empty.glob("*.safetensors"):
+        f.unlink()
+    with pytest.raises(FileNotFoundError, match=rf"folder '{empty}' has no weights \(model.safetensors\)"):
+        check_judge_specs(detr, str(empty))
