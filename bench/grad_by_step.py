@@ -76,7 +76,13 @@ def main() -> None:
     print(f"{'step':>4}  {'sigma':>5}  {'|grad|':>7}  {'share':>6}  {'score scale':>11}")
     for t in sorted(mean):
         scale = K.velocity_score_scale(s.kernel, sig[t], sig[t + 1], s.noise_level, sig[1])
-        print(f"{t:>4}  {sig[t]:>5.3f}  {mean[t]:>7.1f}  {mean[t] ** 2 / total:>6.3f}  {scale:>11.3f}")
+        share = mean[t] ** 2 / total if total > 0 else float("nan")
+        print(f"{t:>4}  {sig[t]:>5.3f}  {mean[t]:>7.1f}  {share:>6.3f}  {scale:>11.3f}")
+    if total == 0:  # it raised ZeroDivisionError
+        print(
+            "every gradient was zero: every group's rewards were equal in every batch (no advantage); give more "
+            "--batches or a larger sampling.group_size"
+        )
 
 
 if __name__ == "__main__":
