@@ -24,7 +24,7 @@ import torch
 from PIL import Image
 from tqdm.auto import tqdm
 
-from imgalign.pipelines import ignores_guidance, load_pipeline
+from imgalign.pipelines import ignores_guidance, load_pipeline, once_per_call
 
 log = logging.getLogger(__name__)
 
@@ -219,6 +219,13 @@ def warn_unread_guidance(pipe: Any, label: str, guidance: float | None) -> None:
         )
 
 
+def truncation_said_once(pipe: Any) -> Any:
+    """A context in which `pipe`'s pipeline module logs diffusers' "The following part of your input was truncated
+    ..." once: it was repeated for every batch of a folder (45 times for the shapes suite on a FLUX model) or every
+    prompt of a grid."""
+    return once_per_call(type(pipe).__module__, "The following part of your input was truncated")
+
+
 def generate_folder(
     model: Any,
     metas: Sequence[dict[str, Any]],
@@ -266,7 +273,10 @@ def generate_folder(
         d = out_dir / f"{i:05d}" / "samples"
         jobs += [(i, j) for j in range(images_per_prompt) if not have(d / f"{j:04d}.png")]
     per_batch = max(1, batch_size)
-    with tqdm(total=len(jobs), desc="sampling", unit="img", disable=not progress) as bar:
+    with (
+        truncation_said_once(pipe),
+        tqdm(total=len(jobs), desc="sampling", unit="img", disable=not progress) as bar,
+    ):
         for k in range(0, len(jobs), per_batch):
             chunk = jobs[k : k + per_batch]
             imgs = sample(

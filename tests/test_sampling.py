@@ -105,3 +105,31 @@ def test_generate_folder_samples_batch_size_images_per_pipeline_call_across_prom
     generate_folder(pipe, metas, tmp_path, 2, 5, progress=False, batch_size=3, sample=generate_images)
     seeds = [image_seed(5, i, j) for i in range(2) for j in range(2)]
     assert seen == [seeds[:3], seeds[3:]]
+
+
+def test_generate_folder_lets_the_pipelines_truncation_notice_through_once(tmp_path, caplog):
+    """diffusers' "The following part of your input was truncated ..." was logged for every batch (45 times for the
+    shapes suite on a FLUX model, whose T5 the suite's settings give one token); once now, other records pass."""
+    import logging
+
+    from PIL import Image
+
+    from imgalign.sampling import generate_folder
+
+    class Pipe:
+        def __call__(self, prompt: list[str], generator: list[Any], **kw: Any) -> SimpleNamespace:
+            log = logging.getLogger(type(self).__module__)  # where diffusers' pipelines log it
+            log.warning("The following part of your input was truncated because ...: %s", prompt)
+            log.warning("another notice")
+            return SimpleNamespace(images=[Image.new("RGB", (4, 4)) for _ in prompt])
+
+    metas = [
+        {"tag": "single_object", "include": [{"class": c, "count": 1}], "prompt": c} for c in ("cat", "dog")
+    ]
+    with caplog.at_level("WARNING"):
+        generate_folder(Pipe(), metas, tmp_path, 2, 0, progress=False, batch_size=1, sample=generate_images)
+    said = [r.getMessage() for r in caplog.records]
+    assert said.count("another notice") == 4
+    assert [m for m in said if m.startswith("The following part")] == [
+        "The following part of your input was truncated because ...: ['cat']"
+    ]

@@ -181,7 +181,7 @@ def run_grid(args: argparse.Namespace) -> int:
     from imgalign.eval.models import sampling_defaults
     from imgalign.pipelines import check_model_spec, load_pipeline, parse_model_arg
     from imgalign.rewards.base import parse_reward_spec
-    from imgalign.sampling import generate_images, warn_unread_guidance
+    from imgalign.sampling import generate_images, truncation_said_once, warn_unread_guidance
 
     # ---- every check first, before any model loads ----
     specs = [parse_model_arg(m) for m in args.model]
@@ -252,8 +252,9 @@ def run_grid(args: argparse.Namespace) -> int:
         given = {"steps": args.steps, "guidance": args.guidance, "size": args.size}
         given["max_sequence_length"] = args.max_sequence_length
         settings.update({k: v for k, v in given.items() if v is not None})
-        for r, prompt in enumerate(prompts):
-            images[r] += generate_images(pipe, [prompt] * len(seeds), seeds, batch_size=8, **settings)
+        with truncation_said_once(pipe):
+            for r, prompt in enumerate(prompts):
+                images[r] += generate_images(pipe, [prompt] * len(seeds), seeds, batch_size=8, **settings)
         del pipe
     captions = None
     if reward is not None:
