@@ -27,6 +27,7 @@ class PromptFileError(ValueError):
 class PromptRecord:
     prompt: str
     metadata: dict[str, Any] = field(default_factory=dict)
+    line: int = 0  # its line in the file, from 1 (0: not read from a file)
 
 
 INCLUDE_KEYS = ("class", "count", "color", "position")
@@ -285,7 +286,7 @@ def load_prompts(path: str | Path) -> list[PromptRecord]:
                 raise PromptFileError(f"{path}:{n}: each line needs a non-empty string field 'prompt'")
             check_prompt_text(obj["prompt"], f"{path}:{n}")
             check_geneval_fields(obj, f"{path}:{n}")
-            records.append(PromptRecord(obj["prompt"].strip(), obj))
+            records.append(PromptRecord(obj["prompt"].strip(), obj, n))
     else:
         json_line = next((n for n, line in enumerate(lines, start=1) if _is_json_object(line)), None)
         if json_line is not None:  # each JSON text was trained on as a prompt, without a word
@@ -293,7 +294,11 @@ def load_prompts(path: str | Path) -> list[PromptRecord]:
                 f"{path}:{json_line}: the line is a JSON object, and a {suffix or 'suffix-less'} prompt file is read "
                 "as one prompt per line (the JSON text would be the prompt): rename the file to .jsonl"
             )
-        records = [PromptRecord(line.strip(), {"prompt": line.strip()}) for line in lines if line.strip()]
+        records = [
+            PromptRecord(line.strip(), {"prompt": line.strip()}, n)
+            for n, line in enumerate(lines, start=1)
+            if line.strip()
+        ]
         hashed = [n for n, line in enumerate(lines, start=1) if line.lstrip().startswith("#")]
         if hashed:
             # a .txt prompt list has no comment syntax (a prompt may start with '#'), so such lines stay prompts

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,59 @@ def check_prompt_source(source: str) -> None:
     )
 
 
+def token_limits(pipe: Any, max_sequence_length: int) -> list[tuple[str, Any, int]]:
+    """The tokenizers `pipe` encodes prompts with, as (encoder, tokenizer, tokens it keeps): a CLIP keeps the
+    pipeline's ``tokenizer_max_length`` (77; the shapes model's 12), a T5 `max_sequence_length`, as diffusers' SD3
+    and FLUX pipelines truncate. A tokenizer whose text encoder is absent (the shapes model's T5) encodes nothing."""
+    out = []
+    for suffix in ("", "_2", "_3"):
+        tok = getattr(pipe, f"tokenizer{suffix}", None)
+        encoder = getattr(pipe, f"text_encoder{suffix}", None)
+        if tok is None or encoder is None:
+            continue
+        if "T5" in type(encoder).__name__:
+            out.append(("T5", tok, max_sequence_length))
+        else:
+            out.append(("CLIP", tok, int(getattr(pipe, "tokenizer_max_length", tok.model_max_length))))
+    return out
+
+
+def over_limit(prompts: Sequence[str], limits: Sequence[tuple[str, Any, int]]) -> dict[str, tuple[str, int]]:
+    """The prompts a text encoder truncates, in the order of `prompts`: prompt -> (encoder, its token count there,
+    start and end tokens included), of the first encoder of `limits` that truncates it."""
+    found: dict[str, tuple[str, int]] = {}
+    for encoder, tok, limit in limits if prompts else ():
+        # verbose=False: no "Token indices sequence length is longer ..." line from transformers
+        for p, ids in zip(prompts, tok(list(prompts), verbose=False)["input_ids"]):
+            if len(ids) > limit and p not in found:
+                found[p] = (encoder, len(ids))
+    return {p: found[p] for p in prompts if p in found}
+
+
+def long_prompts_warning(
+    source: str,
+    lines: dict[str, int],
+    over: dict[str, tuple[str, int]],
+    limits: Sequence[tuple[str, Any, int]],
+) -> str:
+    """The line saying how many of `source`'s distinct prompts (`lines`: prompt -> its line) the text encoders
+    truncate (`over`, from :func:`over_limit`; not empty), naming the first one's line."""
+    first = next(iter(over))
+    encoder, tokens = over[first]
+    kept = ", ".join(dict.fromkeys(f"{e} {n}" for e, _, n in limits))
+    generated = source.startswith("generate:")  # a drawn set, not a file to edit
+    where = f"{'prompt' if generated else 'line'} {lines[first]}, {tokens} {encoder} tokens"
+    if len(over) == 1:
+        which, they, their, them = f"({where}) is", "it is", "its", "it"
+    else:
+        which, they, their, them = f"(the first: {where}) are", "they are", "their", "them"
+    return (
+        f"prompts.source {source!r}: {len(over)} of its {len(lines)} distinct prompts {which} longer than the text "
+        f"encoders take ({kept} tokens); {they} truncated when encoded, so {their} words past the limit do not "
+        "steer the images" + ("" if generated else f": shorten {them} to train on every word")
+    )
+
+
 class PromptSampler:
     """Prompts for each training step, plus the held-out test prompts."""
 
@@ -65,6 +119,8 @@ class PromptSampler:
         self.digest: str | None = None
         # (step, prompts drawn before it): a resumed run continues from its checkpoint's (resume_at)
         self._anchor = (0, 0)
+        # each distinct prompt of a file -> its first line (generate:SEED: its number in the set), in file order
+        self.lines: dict[str, int] = {}
         if cfg.source == "shapes":
             cfg.validate()  # its tasks (a PromptConfig built in code has not been validated)
         else:
@@ -72,16 +128,21 @@ class PromptSampler:
                 from imgalign.eval.real import load_prompt_set
 
                 records = [(m["prompt"], dict(m)) for m in load_prompt_set(cfg.source)]
+                numbers = list(range(1, len(records) + 1))
             else:
                 from imgalign.prompts.io import load_prompts
 
                 path = Path(cfg.source)
                 check_prompt_source(cfg.source)
-                records = [(r.prompt, dict(r.metadata)) for r in load_prompts(path)]
+                loaded = load_prompts(path)
+                records = [(r.prompt, dict(r.metadata)) for r in loaded]
+                numbers = [r.line for r in loaded]
                 self.digest = hashlib.sha256(path.read_bytes()).hexdigest()
+            for (p, _), n in zip(records, numbers):
+                self.lines.setdefault(p, n)
             # the split is over distinct prompts, so a prompt listed twice is never both trained and tested on
             # (its repeats all stay in training, weighting it as the file does)
-            distinct = list(dict.fromkeys(p for p, _ in records))
+            distinct = list(self.lines)
             order = list(range(len(distinct)))
             random.Random(cfg.seed).shuffle(order)
             fraction = cfg.test_fraction if hold_out else 0.0

@@ -40,7 +40,14 @@ from imgalign.trainers import checkpoint as C
 from imgalign.trainers.config import FlowGRPOConfig, check_batch_layout, ignored_settings
 from imgalign.trainers.grpo import off_policy_warning
 from imgalign.trainers.objectives import TrainContext, build_objective, check_loss
-from imgalign.trainers.prompting import PromptSampler, _mix, check_prompt_source
+from imgalign.trainers.prompting import (
+    PromptSampler,
+    _mix,
+    check_prompt_source,
+    long_prompts_warning,
+    over_limit,
+    token_limits,
+)
 from imgalign.trainers.registry import ROLLOUTS
 from imgalign.trainers.rewarding import (
     build_balancer,
@@ -56,6 +63,17 @@ from imgalign.trainers.rollout import Rollout, RolloutContext, check_rollout
 log = logging.getLogger(__name__)
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+class _NoTruncationNotice(logging.Filter):
+    """Drops diffusers' per-prompt "The following part of your input was truncated ..." notice (the trainer has
+    said which prompts are truncated, once)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("The following part of your input was truncated")
+
+
+QUIET_TRUNCATION = _NoTruncationNotice()
 
 
 class EMA:
@@ -433,6 +451,7 @@ class FlowGRPOTrainer:
             max_sequence_length=cfg.model.max_sequence_length or None,
         )
         a = self.adapter
+        self._check_prompt_lengths()
         unread = [f"{k}={v}" for k, v in guidance_settings(cfg).items()] if not a.reads_guidance() else []
         if self.is_main and unread:  # FluxPipeline ignores them too, silently
             log.warning(
@@ -495,10 +514,12 @@ class FlowGRPOTrainer:
             self.layout["tree_rollout_nfe_per_tree"] *= a.nfe_per_step(cfg.sampling.guidance_scale)
         log.info("batch layout: %s", json.dumps(self.layout))
         if cfg.prompts.source != "shapes":
+            trained = len({p for p, _ in self.sampler.train})
             log.info(
-                "prompts.source %r: %d distinct training prompts, %d held out for eval.suite=reward",
+                "prompts.source %r: %d distinct training prompt%s, %d held out for eval.suite=reward",
                 cfg.prompts.source,
-                len({p for p, _ in self.sampler.train}),
+                trained,
+                "" if trained == 1 else "s",
                 len(self.sampler.test),
             )
         log.info(
@@ -507,6 +528,20 @@ class FlowGRPOTrainer:
             sum(p.numel() for p in self.params) / 1e6,
             f"LoRA r={cfg.model.lora_rank}" if cfg.model.lora_rank else "full fine-tune",
         )
+
+    def _check_prompt_lengths(self) -> None:
+        """Say once, before training, how many of the prompt file's prompts the text encoders truncate, naming the
+        first one's line, and quiet the libraries' own notices: transformers' once per tokenizer spoke of
+        "indexing errors" and diffusers' came per prompt and encoder, and neither named a file or line."""
+        limits = token_limits(self.adapter.pipe, self.adapter.max_sequence_length)
+        over = over_limit(list(self.sampler.lines), limits)
+        if not over:
+            return
+        if self.is_main:
+            log.warning("%s", long_prompts_warning(self.cfg.prompts.source, self.sampler.lines, over, limits))
+        logging.getLogger(type(self.adapter.pipe).__module__).addFilter(QUIET_TRUNCATION)
+        for _, tok, _ in limits:  # transformers warns once per tokenizer, unless it has warned already
+            tok.deprecation_warnings["sequence-length-is-longer-than-the-specified-maximum"] = True
 
     def _check_prompts(self) -> None:
         """Before any model loads: every reward can score the prompt file's rows (a GenEval class the judge cannot

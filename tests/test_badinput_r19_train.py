@@ -1,0 +1,126 @@
+"""Bad-input round 19: `imgalign train` on users' own prompt sets (long prompts, blank lines, duplicates, a split
+that leaves one training prompt)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from types import SimpleNamespace
+
+import pytest
+
+from imgalign.cli import main
+from imgalign.prompts.io import load_prompts
+from imgalign.trainers.prompting import long_prompts_warning, over_limit, token_limits
+from imgalign.trainers.testing import tiny_clip_tokenizer, tiny_t5_tokenizer, write_config
+
+LONG = "a red circle " * 10  # the tiny tokenizers spell it out: over 77 tokens
+
+
+def test_prompt_records_keep_their_line(tmp_path):
+    """Blank lines are skipped and counted, so a message can name the line the user sees in an editor."""
+    txt = tmp_path / "p.txt"
+    txt.write_text("\n  a red circle\n\na blue square\na red circle\n")
+    assert [(r.prompt, r.line) for r in load_prompts(txt)] == [
+        ("a red circle", 2),
+        ("a blue square", 4),
+        ("a red circle", 5),
+    ]
+    jsonl = tmp_path / "p.jsonl"
+    jsonl.write_text(
+        "\n" + json.dumps({"prompt": "a red circle"}) + "\n\n" + json.dumps({"prompt": "x"}) + "\n"
+    )
+    assert [r.line for r in load_prompts(jsonl)] == [2, 4]
+
+
+class T5EncoderModel:  # the class name is what token_limits reads
+    pass
+
+
+def test_token_limits_read_clip_from_the_pipeline_and_t5_from_max_sequence_length():
+    clip, t5 = tiny_clip_tokenizer(), tiny_t5_tokenizer()
+    pipe = SimpleNamespace(
+        tokenizer=clip,
+        text_encoder=object(),
+        tokenizer_2=t5,
+        text_encoder_2=T5EncoderModel(),
+        tokenizer_max_length=77,
+    )
+    assert token_limits(pipe, 16) == [("CLIP", clip, 77), ("T5", t5, 16)]
+    # the shapes model: a T5 tokenizer without its encoder encodes nothing
+    pipe = SimpleNamespace(tokenizer=clip, text_encoder=object(), tokenizer_3=t5, text_encoder_3=None)
+    assert token_limits(pipe, 1) == [("CLIP", clip, 77)]
+
+
+def test_over_limit_counts_start_and_end_tokens_and_names_the_first_encoder_that_cuts():
+    clip, t5 = tiny_clip_tokenizer(), tiny_t5_tokenizer()
+    limits = [("CLIP", clip, 12), ("T5", t5, 8)]
+    # 'abcdefghij': 10 CLIP letters + start + end = 12 (fits), 11 T5 tokens with the end token and the word mark
+    prompts = ["ab", "abcdefghij", "abcdefghijk", "ab"]
+    assert over_limit(prompts, limits) == {"abcdefghij": ("T5", 12), "abcdefghijk": ("CLIP", 13)}
+    assert over_limit([], limits) == {}
+
+
+def test_the_long_prompt_warning_counts_them_and_names_the_first_line():
+    limits = [("CLIP", None, 77), ("CLIP", None, 77), ("T5", None, 256)]
+    lines = {"a": 1, "b": 3, "c": 4}
+    assert long_prompts_warning("p.txt", lines, {"b": ("CLIP", 90)}, limits) == (
+        "prompts.source 'p.txt': 1 of its 3 distinct prompts (line 3, 90 CLIP tokens) is longer than the text "
+        "encoders take (CLIP 77, T5 256 tokens); it is truncated when encoded, so its words past the limit do not "
+        "steer the images: shorten it to train on every word"
+    )
+    assert long_prompts_warning("generate:0", lines, {"b": ("T5", 300), "c": ("CLIP", 80)}, limits) == (
+        "prompts.source 'generate:0': 2 of its 3 distinct prompts (the first: prompt 3, 300 T5 tokens) are longer "
+        "than the text encoders take (CLIP 77, T5 256 tokens); they are truncated when encoded, so their words past "
+        "the limit do not steer the images"
+    )
+
+
+@pytest.fixture
+def library_log() -> Iterator[list[logging.LogRecord]]:
+    """The records diffusers' and transformers' loggers handle while the test runs (they do not propagate to the
+    root logger, and their own handlers write to the stderr of when they were made)."""
+    seen: list[logging.LogRecord] = []
+    catch = logging.Handler()
+    catch.emit = seen.append  # type: ignore[method-assign]
+    loggers = [logging.getLogger("diffusers"), logging.getLogger("transformers")]
+    for log in loggers:
+        log.addHandler(catch)
+    try:
+        yield seen
+    finally:
+        for log in loggers:
+            log.removeHandler(catch)
+
+
+def test_train_says_once_which_prompts_are_truncated_and_counts_one_prompt_as_one(
+    sd3_dir, tmp_path, caplog, library_log
+):
+    """Long prompts were reported only by transformers' "Token indices sequence length is longer ... will result in
+    indexing errors" and diffusers' "The following part of your input was truncated ..." (once per prompt and CLIP
+    encoder), naming no file or line; and one training prompt was logged as "1 distinct training prompts"."""
+    prompts = tmp_path / "p.txt"
+    prompts.write_text(f"\n{LONG}\n\n{LONG}\n")  # one distinct prompt, at lines 2 and 4
+    cfg = {
+        "model": {"path": str(sd3_dir)},
+        "prompts": {"source": str(prompts)},
+        "sampling": {"num_steps": 2, "group_size": 2, "samples_per_step": 4, "batch_size": 4},
+        "rewards": {"names": ["imgalign.trainers.testing:red_reward"]},
+        "train": {"max_steps": 1, "micro_batch_size": 2},
+        "eval": {"every": -1},
+        "log": {
+            "output_dir": str(tmp_path / "run"),
+            "sample_every": 0,
+            "trackers": "none",
+            "progress": False,
+        },
+    }
+    assert main(["train", str(write_config(cfg, tmp_path / "c.yaml"))]) == 0
+    err = caplog.text
+    assert [r.getMessage()[:40] for r in library_log if r.levelno >= logging.WARNING] == []
+    assert (
+        f"prompts.source {str(prompts)!r}: 1 of its 1 distinct prompts (line 2, 102 CLIP tokens) is longer than the "
+        "text encoders take (CLIP 77 tokens); it is truncated when encoded" in err
+    )
+    assert "1 distinct training prompt, 0 held out for eval.suite=reward" in err
