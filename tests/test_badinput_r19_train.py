@@ -124,3 +124,17 @@ def test_train_says_once_which_prompts_are_truncated_and_counts_one_prompt_as_on
         "text encoders take (CLIP 77 tokens); it is truncated when encoded" in err
     )
     assert "1 distinct training prompt, 0 held out for eval.suite=reward" in err
+
+
+def test_a_reward_weight_past_float32_is_refused_not_trained_as_inf(capsys):
+    """rewards.weights=[1e300, 1] passed the config check; the trainer's float32 weights were [inf, 1], every step
+    said "no valid sample" and nothing trained (one warning at the end of the run)."""
+    two = 'rewards.names=["imgalign.trainers.testing:red_reward","imgalign.trainers.testing:blue_reward"]'
+    assert main(["train", "--set", two, "--set", "rewards.weights=[1e300,1]", "--print-config"]) == 2
+    assert capsys.readouterr().err == (
+        "imgalign train: error: rewards.weights ([1e+300, 1.0]): the trainer weighs rewards in float32, where a "
+        "weight over 3.403e+38 is infinite and nothing would train; scale them down (the built-in balancers read only "
+        "their ratios)\n"
+    )
+    assert main(["train", "--set", two, "--set", "rewards.weights=[3.4e38,1]", "--print-config"]) == 0
+    assert "- 3.4e+38" in capsys.readouterr().out

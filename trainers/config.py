@@ -23,6 +23,9 @@ from imgalign.config import ConfigError, check_seed, field
 from imgalign.trainers.nft import NFTConfig
 from imgalign.trainers.tree import TreeConfig, tree_spec_for_step
 
+FLOAT32_MAX = 3.4028234663852886e38
+"""The largest float32 (rewards and their weights are float32 in the trainer)."""
+
 
 @dataclass
 class ModelConfig:
@@ -367,6 +370,12 @@ class RewardConfig:
             )
         if not all(0 <= w < math.inf for w in self.weights):
             raise ConfigError(f"rewards.weights must be non-negative and finite (got {self.weights})")
+        if any(w > FLOAT32_MAX for w in self.weights):  # it was inf there: every step "no valid sample"
+            raise ConfigError(
+                f"rewards.weights ({self.weights}): the trainer weighs rewards in float32, where a weight over "
+                f"{FLOAT32_MAX:.4g} is infinite and nothing would train; scale them down (the built-in balancers "
+                "read only their ratios)"
+            )
         if self.weights and not any(w > 0 for w in self.weights):
             raise ConfigError(
                 f"rewards.weights are all 0 ({self.weights}): every advantage would be 0 and nothing would train; "
