@@ -192,9 +192,11 @@ def read_text(
 
 
 def _lines(path: Path, what: str) -> list[str]:
-    """The file's lines: a BOM is not part of the first one, and only newlines end a line (``str.splitlines``
-    also splits at U+2028, U+0085 and form feeds, which JSON strings and prompts may hold)."""
-    return read_text(path, what).split("\n")
+    """The file's lines: a BOM is part of none (files saved with one and joined with ``cat`` have one at the start of
+    a later line: a .txt line was a prompt apart from its copy without one, a .jsonl line "not valid JSON"), and
+    only newlines end a line (``str.splitlines`` also splits at U+2028, U+0085 and form feeds, which JSON strings
+    and prompts may hold)."""
+    return [line.removeprefix("\ufeff") for line in read_text(path, what).split("\n")]
 
 
 def first_line(path: str | Path, what: str, error: type[Exception] = PromptFileError) -> str:

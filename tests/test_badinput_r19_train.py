@@ -138,3 +138,14 @@ def test_a_reward_weight_past_float32_is_refused_not_trained_as_inf(capsys):
     )
     assert main(["train", "--set", two, "--set", "rewards.weights=[3.4e38,1]", "--print-config"]) == 0
     assert "- 3.4e+38" in capsys.readouterr().out
+
+
+def test_a_bom_starting_a_later_line_is_dropped(tmp_path):
+    """Files saved with a BOM and joined with cat: the .txt line was a prompt apart from its copy without the BOM
+    (so one could be trained and the other held out as a test prompt), the .jsonl line "not valid JSON"."""
+    txt = tmp_path / "p.txt"
+    txt.write_bytes(b"\xef\xbb\xbfa red circle\n\xef\xbb\xbfa red circle\n")
+    assert [r.prompt for r in load_prompts(txt)] == ["a red circle", "a red circle"]
+    jsonl = tmp_path / "p.jsonl"
+    jsonl.write_bytes(b'{"prompt": "a red circle"}\n\xef\xbb\xbf{"prompt": "a blue square"}\n')
+    assert [r.prompt for r in load_prompts(jsonl)] == ["a red circle", "a blue square"]
