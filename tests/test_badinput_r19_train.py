@@ -51,6 +51,11 @@ def test_token_limits_read_clip_from_the_pipeline_and_t5_from_max_sequence_lengt
     # the shapes model: a T5 tokenizer without its encoder encodes nothing
     pipe = SimpleNamespace(tokenizer=clip, text_encoder=object(), tokenizer_3=t5, text_encoder_3=None)
     assert token_limits(pipe, 1) == [("CLIP", clip, 77)]
+    # SD3's second CLIP counts as its first: the prompts are tokenized once for both
+    pipe = SimpleNamespace(
+        tokenizer=clip, text_encoder=object(), tokenizer_2=tiny_clip_tokenizer(), text_encoder_2=object()
+    )
+    assert token_limits(pipe, 1) == [("CLIP", clip, 77)]
 
 
 def test_over_limit_counts_start_and_end_tokens_and_names_the_first_encoder_that_cuts():

@@ -56,17 +56,22 @@ def check_prompt_source(source: str) -> None:
 def token_limits(pipe: Any, max_sequence_length: int) -> list[tuple[str, Any, int]]:
     """The tokenizers `pipe` encodes prompts with, as (encoder, tokenizer, tokens it keeps): a CLIP keeps the
     pipeline's ``tokenizer_max_length`` (77; the shapes model's 12), a T5 `max_sequence_length`, as diffusers' SD3
-    and FLUX pipelines truncate. A tokenizer whose text encoder is absent (the shapes model's T5) encodes nothing."""
-    out = []
+    and FLUX pipelines truncate. A tokenizer whose text encoder is absent (the shapes model's T5) encodes nothing, and
+    one counting as an earlier one does (SD3's two CLIPs share a vocabulary) is listed once: tokenizing a large
+    prompt file takes seconds."""
+    out: list[tuple[str, Any, int]] = []
     for suffix in ("", "_2", "_3"):
         tok = getattr(pipe, f"tokenizer{suffix}", None)
         encoder = getattr(pipe, f"text_encoder{suffix}", None)
         if tok is None or encoder is None:
             continue
         if "T5" in type(encoder).__name__:
-            out.append(("T5", tok, max_sequence_length))
+            label, limit = "T5", max_sequence_length
         else:
-            out.append(("CLIP", tok, int(getattr(pipe, "tokenizer_max_length", tok.model_max_length))))
+            label, limit = "CLIP", int(getattr(pipe, "tokenizer_max_length", tok.model_max_length))
+        key = (label, type(tok), tok.get_vocab(), limit)
+        if all((e, type(t), t.get_vocab(), n) != key for e, t, n in out):
+            out.append((label, tok, limit))
     return out
 
 

@@ -540,8 +540,11 @@ class FlowGRPOTrainer:
         if self.is_main:
             log.warning("%s", long_prompts_warning(self.cfg.prompts.source, self.sampler.lines, over, limits))
         logging.getLogger(type(self.adapter.pipe).__module__).addFilter(QUIET_TRUNCATION)
-        for _, tok, _ in limits:  # transformers warns once per tokenizer, unless it has warned already
-            tok.deprecation_warnings["sequence-length-is-longer-than-the-specified-maximum"] = True
+        # transformers warns once per tokenizer (the deduplicated ones too), unless told it has
+        for name in ("tokenizer", "tokenizer_2", "tokenizer_3"):
+            tok = getattr(self.adapter.pipe, name, None)
+            if tok is not None:
+                tok.deprecation_warnings["sequence-length-is-longer-than-the-specified-maximum"] = True
 
     def _check_prompts(self) -> None:
         """Before any model loads: every reward can score the prompt file's rows (a GenEval class the judge cannot
