@@ -154,3 +154,31 @@ def test_a_bom_starting_a_later_line_is_dropped(tmp_path):
     jsonl = tmp_path / "p.jsonl"
     jsonl.write_bytes(b'{"prompt": "a red circle"}\n\xef\xbb\xbf{"prompt": "a blue square"}\n')
     assert [r.prompt for r in load_prompts(jsonl)] == ["a red circle", "a blue square"]
+
+
+def test_a_prompt_listed_with_two_geneval_specs_is_found_with_its_lines(tmp_path):
+    """Each line's GenEval fields judge that line's draws: 'a photo of circles' was judged as two circles half the
+    time and as one the other half, without a word (the trainer now warns with the sampler's finding)."""
+    from imgalign.trainers.config import PromptConfig
+    from imgalign.trainers.prompting import PromptSampler
+
+    def line(tag: str, count: int | None, prompt: str = "a photo of circles") -> str:
+        clause = {"class": "circle"} if count is None else {"class": "circle", "count": count}
+        return json.dumps({"tag": tag, "include": [clause], "prompt": prompt})
+
+    path = tmp_path / "p.jsonl"
+    # repeats with the same fields (a count of 1 given or left out) and plain rows are no conflict
+    path.write_text(
+        "\n".join(
+            [line("single_object", None), line("single_object", 1), json.dumps({"prompt": "x", "a": 1})]
+        )
+        + "\n"
+        + json.dumps({"prompt": "x", "a": 2})
+        + "\n\n"
+        + line("counting", 2)
+        + "\n"
+    )
+    sampler = PromptSampler(PromptConfig(source=str(path)), hold_out=False)
+    assert sampler.conflict == ("a photo of circles", 1, 6)
+    path.write_text(line("single_object", None) + "\n" + line("single_object", 1) + "\n")
+    assert PromptSampler(PromptConfig(source=str(path)), hold_out=False).conflict is None

@@ -111,6 +111,20 @@ def long_prompts_warning(
     )
 
 
+def conflicting_metadata(
+    records: Sequence[tuple[str, dict[str, Any]]], numbers: Sequence[int]
+) -> tuple[str, int, int] | None:
+    """The first prompt listed twice with other GenEval fields (tag, include, exclude), and its two lines: each
+    line's fields judge that line's draws, so the same prompt was judged two ways without a word."""
+    seen: dict[str, tuple[int, list[Any]]] = {}
+    for (p, m), n in zip(records, numbers):
+        spec = [m.get(k) for k in ("tag", "include", "exclude")]
+        if p in seen and seen[p][1] != spec:
+            return p, seen[p][0], n
+        seen.setdefault(p, (n, spec))
+    return None
+
+
 class PromptSampler:
     """Prompts for each training step, plus the held-out test prompts."""
 
@@ -126,6 +140,8 @@ class PromptSampler:
         self._anchor = (0, 0)
         # each distinct prompt of a file -> its first line (generate:SEED: its number in the set), in file order
         self.lines: dict[str, int] = {}
+        # a prompt listed twice with other GenEval fields: (prompt, first line, other line), for the trainer to say
+        self.conflict: tuple[str, int, int] | None = None
         if cfg.source == "shapes":
             cfg.validate()  # its tasks (a PromptConfig built in code has not been validated)
         else:
@@ -145,6 +161,7 @@ class PromptSampler:
                 self.digest = hashlib.sha256(path.read_bytes()).hexdigest()
             for (p, _), n in zip(records, numbers):
                 self.lines.setdefault(p, n)
+            self.conflict = conflicting_metadata(records, numbers)
             # the split is over distinct prompts, so a prompt listed twice is never both trained and tested on
             # (its repeats all stay in training, weighting it as the file does)
             distinct = list(self.lines)

@@ -409,6 +409,17 @@ class FlowGRPOTrainer:
         unread = ignored_settings(cfg)
         if self.is_main and unread:  # a method switched with --set keeps the old method's settings, unused
             log.warning("these settings are not used by this run's methods: %s", "; ".join(unread))
+        if self.is_main and self.sampler.conflict:
+            prompt, first, other = self.sampler.conflict
+            log.warning(
+                "prompts.source %r: prompt %r is at lines %d and %d with other GenEval fields (tag, include, "
+                "exclude); the line drawn decides how its images are judged, so the reward judges the prompt two "
+                "ways: give it one set of fields, or reword one line",
+                cfg.prompts.source,
+                prompt,
+                first,
+                other,
+            )
         if self.is_main and cfg.eval.suite == "shapes" and cfg.eval.every >= 0:
             from imgalign.eval.models import is_shapes_family
             from imgalign.pipelines import ModelSpec
