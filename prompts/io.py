@@ -63,6 +63,20 @@ def _check_count(count: int, where: str, effect: str) -> None:
         )
 
 
+def _check_relation(relation: str, where: str) -> None:
+    """Refuse a relation GenEval does not judge: 'left' or 'to the left of' failed every image ("expected circle
+    left target") without a word, and the dense geneval reward died with a KeyError traceback."""
+    from imgalign.shapes import RELATIONS  # GenEval's four
+
+    if relation not in RELATIONS:
+        close = difflib.get_close_matches(relation, RELATIONS, n=1)
+        fix = f"did you mean {close[0]!r}?" if close else "spell it as GenEval does"
+        raise PromptFileError(
+            f"{where}: relation {relation!r} is not one GenEval judges ({', '.join(RELATIONS)}), so no image "
+            f"could pass: {fix}"
+        )
+
+
 def check_prompt_text(prompt: str, where: str) -> None:
     """Refuse a prompt holding a lone UTF-16 surrogate (JSON's ``\\ud83d`` without its pair), which is no character:
     the tokenizers raised a TypeError traceback once the model had loaded, and a CSV could not be written."""
@@ -114,6 +128,7 @@ def validate_geneval_line(meta: Any, where: str) -> dict[str, Any]:
                 and not isinstance(pos[1], bool)
             ):
                 raise PromptFileError(f"{where}: include[{i}].position must be [relation, target index]")
+            _check_relation(pos[0], f"{where}: include[{i}].position")
             if not 0 <= pos[1] < i:
                 raise PromptFileError(
                     f"{where}: include[{i}].position target {pos[1]} must name an earlier clause"

@@ -67,3 +67,37 @@ def test_first_line_raises_the_callers_error_and_ends_the_line_at_a_newline_only
     assert first_line(path, "metadata file") == row
     path.write_text(" \n\n")
     assert first_line(path, "metadata file") == ""
+
+
+@pytest.mark.parametrize(
+    "relation, fix",
+    [
+        ("left", "did you mean 'left of'?"),
+        ("to the right of", "did you mean 'right of'?"),
+        ("beside", "spell it as GenEval does"),
+    ],
+)
+def test_a_position_relation_geneval_does_not_judge_is_refused(tmp_path, relation, fix):
+    """A relation other than GenEval's four ('left', 'to the right of') was accepted: eval failed every image of the
+    prompt ("expected circle left target") without a word, and the dense geneval reward raised KeyError: 'left'."""
+    line = {
+        "tag": "position",
+        "include": [
+            {"class": "square", "count": 1},
+            {"class": "circle", "count": 1, "position": [relation, 0]},
+        ],
+        "prompt": "a photo of a circle left of a square",
+    }
+    meta = tmp_path / "m.jsonl"
+    _write(meta, line)
+    with pytest.raises(PromptFileError) as e:
+        load_geneval_metadata(meta)
+    assert str(e.value) == (
+        f"{meta}:1: include[1].position: relation {relation!r} is not one GenEval judges (left of, right of, above, "
+        f"below), so no image could pass: {fix}"
+    )
+    with pytest.raises(PromptFileError, match="is not one GenEval judges"):
+        load_prompts(meta)
+    for good in ("left of", "right of", "above", "below"):
+        _write(meta, {**line, "include": [line["include"][0], {**line["include"][1], "position": [good, 0]}]})
+        assert load_geneval_metadata(meta)[0]["include"][1]["position"] == [good, 0]
