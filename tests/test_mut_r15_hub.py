@@ -48,3 +48,39 @@ def test_weights_do_not_fit_quotes_the_first_line_unless_it_is_transformers_advi
     advice = RuntimeError("You set `ignore_mismatched_sizes` to `False`, thus raising an error.\n\tsize w")
     assert weights_do_not_fit("M", advice) == head + tail
     assert weights_do_not_fit("M", RuntimeError("  ")) == head + tail
+
+
+def _tensor_file(path):
+    import torch
+    from safetensors.torch import save_file
+
+    save_file({"w": torch.zeros(2)}, str(path))
+    return path
+
+
+def test_check_weights_reads_the_folder_itself_names_the_first_damaged_file_and_safetensors_reason(tmp_path):
+    """Only the folder's own *.safetensors are checked (a damaged file in a subfolder belongs to another model or
+    a checkpoint); the first damaged file by name is reported with safetensors' own reason; a file given directly
+    is checked only when it is a .safetensors file."""
+    from imgalign.hub import check_weights, damaged_weights, safetensors_error
+
+    folder = tmp_path / "m"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "sub" / "x.safetensors").write_bytes(b"cut")
+    good = _tensor_file(folder / "c.safetensors")
+    assert damaged_weights(folder) == [] and safetensors_error(good) is None
+    check_weights("M", folder)
+    (folder / "b.safetensors").write_bytes(b"\x08\x00\x00\x00\x00\x00\x00\x00{")
+    (folder / "a.safetensors").write_bytes(b"")
+    why = safetensors_error(folder / "a.safetensors")
+    assert why and why != "SafetensorError"  # safetensors' own text, not only the exception's name
+    assert [f.name for f, _ in damaged_weights(folder)] == ["a.safetensors", "b.safetensors"]
+    with pytest.raises(ValueError) as e:
+        check_weights("M", folder)
+    assert str(e.value) == (
+        f"cannot load M: its weights file {str(folder / 'a.safetensors')!r} is damaged, cut short by a copy or "
+        f"download or no safetensors file ({why}); copy, download or save the model again"
+    )
+    (tmp_path / "model.bin").write_bytes(b"not a safetensors file")
+    assert damaged_weights(tmp_path / "model.bin") == []
+    assert [f for f, _ in damaged_weights(folder / "b.safetensors")] == [folder / "b.safetensors"]
