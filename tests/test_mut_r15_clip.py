@@ -167,3 +167,55 @@ def test_a_processor_that_does_not_load_keeps_the_advice_to_give_one(hf_clip: Pa
         r"takes processor=FOLDER_OR_HUB_ID",
     ):
         build_reward(f"clip:model={hf_clip},processor=org/never-downloaded")
+
+
+def test_a_clip_whose_config_fails_transformers_checks_is_one_line(hf_clip: Path, tmp_path: Path) -> None:
+    """A config.json edited to 5 attention heads over a width of 32: before, a traceback of huggingface_hub's
+    StrictDataclassClassValidationError ("Class validation error for validator 'validate_architecture'") from the
+    reward, the clip: features and GenEval's colour classifier alike; one line names the model and the reason."""
+    from imgalign.eval.real import ClipColorClassifier
+    from imgalign.rewards.features import build_features
+
+    folder = tmp_path / "edited"
+    shutil.copytree(hf_clip, folder)
+    config = json.loads((folder / "config.json").read_text())
+    config["text_config"]["num_attention_heads"] = 5
+    (folder / "config.json").write_text(json.dumps(config))
+    said = (
+        rf"cannot load transformers CLIP '{folder}': its config.json fails transformers' checks \(The hidden size "
+        r"\(32\) is not a multiple of the number of attention heads \(5\)\); if config.json was edited"
+    )
+    for make in (
+        lambda: build_reward(f"clip:model={folder}"),
+        lambda: build_features(f"clip:{folder}"),
+        lambda: ClipColorClassifier(str(folder)),
+    ):
+        with pytest.raises(ValueError, match=said):
+            make()
+
+
+@pytest.mark.parametrize(
+    ("edit", "said"),
+    [
+        (
+            {"hidden_act": "nonsense"},
+            r"its config.json fails transformers' checks \(transformers knows no 'nonsense'\)",
+        ),
+        (
+            {"attn_implementation": "nonsense"},
+            r"Specified `attn_implementation=\"nonsense\"` is not supported",
+        ),
+    ],
+)
+def test_a_clip_config_with_a_name_transformers_does_not_know_is_one_line(
+    hf_clip: Path, tmp_path: Path, edit: dict[str, str], said: str
+) -> None:
+    """A text tower's hidden_act no activation of transformers' (before: a KeyError: 'nonsense' traceback), or an
+    attention implementation it does not have: one line naming the model."""
+    folder = tmp_path / "edited"
+    shutil.copytree(hf_clip, folder)
+    config = json.loads((folder / "config.json").read_text())
+    (config["text_config"] if "hidden_act" in edit else config).update(edit)
+    (folder / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match=rf"cannot load transformers CLIP '{folder}': .*{said}"):
+        build_reward(f"clip:model={folder}")
