@@ -123,3 +123,16 @@ def test_a_dinov2_folder_of_an_unknown_model_type_is_one_line(tmp_path: Path) ->
     (folder / "config.json").write_text('{"model_type": "no-such-model"}')
     with pytest.raises(ValueError, match=rf"cannot load feature encoder 'dinov2:{folder}'"):
         build_features(f"dinov2:{folder}")
+
+
+def test_a_nearest_resize_is_torchs_nearest_without_antialiasing() -> None:
+    """mode nearest (an open_clip model whose interpolation is nearest): torch's own nearest resize; torch refuses
+    align_corners and antialias for it, which the other modes take."""
+    import torch.nn.functional as F
+
+    from imgalign.rewards.features import clip_preprocess, resize
+
+    x = torch.rand(2, 3, 20, 30)
+    torch.testing.assert_close(resize(x, (8, 12), "nearest"), F.interpolate(x, size=(8, 12), mode="nearest"))
+    got = clip_preprocess(x, 10, (0.0, 0.0, 0.0), (1.0, 1.0, 1.0), "squash", "nearest")
+    torch.testing.assert_close(got, F.interpolate(x, size=(10, 10), mode="nearest"))
