@@ -316,6 +316,7 @@ def _dinov2(path: str, device: torch.device, dtype: torch.dtype) -> FeatureEncod
     from transformers import AutoConfig, AutoImageProcessor, AutoModel
 
     from imgalign.hub import cannot_load, check_weights, weights_do_not_fit
+    from imgalign.rewards.clip import invalid_config, invalid_config_errors
 
     what = f"feature encoder 'dinov2:{path}'"
     check_weights(what, path)
@@ -328,6 +329,8 @@ def _dinov2(path: str, device: torch.device, dtype: torch.dtype) -> FeatureEncod
         raise ValueError(cannot_load(what, e, path, kind="DINOv2")) from None
     except RuntimeError as e:  # a traceback of transformers' advice to pass ignore_mismatched_sizes
         raise ValueError(weights_do_not_fit(what, e)) from None
+    except invalid_config_errors() as e:  # a traceback of KeyError: 'NAME' (an unknown hidden_act)
+        raise ValueError(invalid_config(what, e)) from None
     # a CLIP or a VLM failed with a traceback; a detector's first query passed for a CLS
     if kind not in DINO_TYPES:
         raise ValueError(

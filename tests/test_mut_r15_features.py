@@ -125,6 +125,21 @@ def test_a_dinov2_folder_of_an_unknown_model_type_is_one_line(tmp_path: Path) ->
         build_features(f"dinov2:{folder}")
 
 
+def test_a_dinov2_config_with_an_activation_transformers_does_not_know_is_one_line(tmp_path: Path) -> None:
+    """hidden_act edited to a name no activation has: before, a KeyError: 'nonsense' traceback."""
+    import json
+
+    folder = make_tiny_dinov2(tmp_path / "dino")
+    config = folder / "config.json"
+    config.write_text(json.dumps({**json.loads(config.read_text()), "hidden_act": "nonsense"}))
+    with pytest.raises(
+        ValueError,
+        match=rf"cannot load feature encoder 'dinov2:{folder}': its config.json fails transformers' checks "
+        r"\(transformers knows no 'nonsense'\); if config.json was edited",
+    ):
+        build_features(f"dinov2:{folder}")
+
+
 def test_a_nearest_resize_is_torchs_nearest_without_antialiasing() -> None:
     """mode nearest (an open_clip model whose interpolation is nearest): torch's own nearest resize; torch refuses
     align_corners and antialias for it, which the other modes take."""
