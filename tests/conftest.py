@@ -20,6 +20,19 @@ def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
 
 
+@pytest.fixture(autouse=True)
+def _fresh_accelerate_state() -> Iterator[None]:
+    """Each test ends with accelerate's process-wide state cleared, as a fresh process has it: a trainer a test set
+    up directly (not through ``imgalign train``, which clears the state it made) left it fixed, and a later test
+    asking for another mixed precision failed with "AcceleratorState has already been initialized", depending on
+    the order the tests ran in."""
+    yield
+    import sys
+
+    if "accelerate.state" in sys.modules:
+        sys.modules["accelerate.state"].AcceleratorState._reset_state(reset_partial_state=True)
+
+
 @pytest.fixture(scope="module")
 def sd3_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny random SD3 pipeline saved with save_pretrained (one per test module)."""
