@@ -238,11 +238,12 @@ def processor_geometry(
     shortest_edge: int | None,
     resize_hw: tuple[int, int] | None,
     crop_hw: tuple[int, int] | None,
+    mode: str = "bicubic",
 ) -> torch.Tensor:
     """transformers' image-processor resize and centre crop on (B, 3, H, W) images, as its torchvision backend does:
     the shortest edge to ``shortest_edge`` keeping the aspect (the long edge ``int(s * long / short)``), or to
-    ``resize_hw`` exactly; then, unless ``crop_hw`` is None, a centre crop at ``int((H - h) / 2)``, ``int((W - w) / 2)``
-    (zero-padded first where the crop is larger)."""
+    ``resize_hw`` exactly (with interpolation `mode`); then, unless ``crop_hw`` is None, a centre crop at
+    ``int((H - h) / 2)``, ``int((W - w) / 2)`` (zero-padded first where the crop is larger)."""
     h, w = int(x.shape[-2]), int(x.shape[-1])
     if shortest_edge is not None:
         s = int(shortest_edge)
@@ -251,7 +252,7 @@ def processor_geometry(
         assert resize_hw is not None, "give shortest_edge or resize_hw"
         hw = (int(resize_hw[0]), int(resize_hw[1]))
     if hw != (h, w):
-        x = resize(x, hw)
+        x = resize(x, hw, mode)
     if crop_hw is None:
         return x
     ch, cw = int(crop_hw[0]), int(crop_hw[1])
@@ -300,9 +301,13 @@ def image_processor_transform(
         )
     m = torch.tensor(tuple(proc.image_mean), device=device, dtype=dtype).view(1, 3, 1, 1)
     s = torch.tensor(tuple(proc.image_std), device=device, dtype=dtype).view(1, 3, 1, 1)
+    # PIL's resample codes; a DINO v1 (vit) processor resamples bilinear, and its pixels were bicubic's, up to 0.25
+    # away in normalised units. Lanczos, box and Hamming have no torch kernel: bicubic is the nearest.
+    resample = getattr(proc, "resample", None)
+    mode = "bicubic" if resample is None else {0: "nearest", 2: "bilinear"}.get(int(resample), "bicubic")
 
     def prep(x: torch.Tensor) -> torch.Tensor:
-        return (processor_geometry(x, shortest, resize_hw, crop_hw).clamp(0, 1) - m) / s
+        return (processor_geometry(x, shortest, resize_hw, crop_hw, mode).clamp(0, 1) - m) / s
 
     return prep
 

@@ -117,3 +117,21 @@ def test_a_dinov2_folder_whose_config_does_not_fit_its_weights_is_one_line(tmp_p
         ValueError, match=r"feature encoder 'dinov2:.*dino': its weights do not fit the shapes its"
     ):
         build_features(f"dinov2:{folder}")
+
+
+def test_the_processor_transform_resamples_as_the_processor_says() -> None:
+    """A DINO v1 (``vit``) folder's ViTImageProcessor resamples bilinear; the pixels were bicubic's whatever it
+    said, up to 0.25 from transformers' own (normalised units). Now within 8-bit rounding of them."""
+    from PIL import Image
+    from transformers import ViTImageProcessor
+
+    from imgalign.rewards.features import image_processor_transform
+
+    x8 = torch.randint(0, 256, (1, 3, 48, 40), generator=torch.Generator().manual_seed(0), dtype=torch.uint8)
+    pil = Image.fromarray(x8[0].permute(1, 2, 0).numpy())
+    # bilinear; bicubic, whose overshoot PIL rounds to 8 bits
+    for resample, within in ((2, 0.01), (3, 0.1)):
+        proc = ViTImageProcessor(size={"height": 32, "width": 32}, resample=resample)
+        ref = proc(images=pil, return_tensors="pt").pixel_values
+        ours = image_processor_transform(proc, "vit", "cpu", torch.float32)(x8.float() / 255)
+        assert (ours - ref).abs().max() < within, resample
