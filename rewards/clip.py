@@ -348,7 +348,7 @@ def load_transformers_clip(
     from transformers import AutoProcessor, CLIPModel
 
     from imgalign.hub import cannot_load, check_weights, weights_do_not_fit
-    from imgalign.rewards.features import image_processor_transform
+    from imgalign.rewards.features import image_processor_transform, per_channel
 
     what = f"transformers CLIP {name!r}"
     if os.path.isdir(name):
@@ -367,7 +367,7 @@ def load_transformers_clip(
         raise ValueError(missing)
     try:
         proc = AutoProcessor.from_pretrained(source)
-    except (OSError, ValueError, TypeError) as e:
+    except (OSError, ValueError, TypeError, AttributeError) as e:  # AttributeError: a JSON list
         raise ValueError(
             cannot_load(f"the processor of {what} from {source!r}", e, source) + f"; {hint}"
         ) from None
@@ -389,7 +389,7 @@ def load_transformers_clip(
             f"{what}: the processor from {source!r} makes {got[0]}x{got[1]} pixels and the model takes "
             f"{side}x{side}; give processor= of the CLIP these weights come from (its image size)"
         )
-    mean, std = tuple(float(v) for v in image_proc.image_mean), tuple(float(v) for v in image_proc.image_std)
+    mean, std = per_channel(image_proc, "image_mean", what), per_channel(image_proc, "image_std", what)
     return wrapped, TransformersCLIPTokens(tokenizer, context), side, mean, std, ("processor", "bicubic")
 
 

@@ -279,6 +279,23 @@ def _height_width(size: Any, problem: str) -> tuple[int, int]:
     return h, w
 
 
+def per_channel(proc: Any, key: str, label: str) -> tuple[float, float, float]:
+    """An image processor's `key` (image_mean, image_std) for the three channels: transformers takes one number
+    for all three too (it raised "'int' object is not iterable", reported as a bad reward option)."""
+    value = getattr(proc, key, None)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return (float(value),) * 3
+    try:
+        values = tuple(float(v) for v in value)
+    except (TypeError, ValueError):
+        values = ()
+    if len(values) == 1:
+        values *= 3
+    if len(values) != 3:
+        raise ValueError(f"{label}: its image processor's {key} {value!r} is not one number or three")
+    return values  # type: ignore[return-value]
+
+
 def image_processor_transform(
     proc: Any, label: str, device: torch.device | str, dtype: torch.dtype
 ) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -299,8 +316,8 @@ def image_processor_transform(
             crop,
             f"{label}: its image processor centre-crops but its crop_size {crop} lacks 'height' or 'width'",
         )
-    m = torch.tensor(tuple(proc.image_mean), device=device, dtype=dtype).view(1, 3, 1, 1)
-    s = torch.tensor(tuple(proc.image_std), device=device, dtype=dtype).view(1, 3, 1, 1)
+    m = torch.tensor(per_channel(proc, "image_mean", label), device=device, dtype=dtype).view(1, 3, 1, 1)
+    s = torch.tensor(per_channel(proc, "image_std", label), device=device, dtype=dtype).view(1, 3, 1, 1)
     # PIL's resample codes; a DINO v1 (vit) processor resamples bilinear, and its pixels were bicubic's, up to 0.25
     # away in normalised units. Lanczos, box and Hamming have no torch kernel: bicubic is the nearest.
     resample = getattr(proc, "resample", None)

@@ -176,3 +176,34 @@ def test_the_judge_check_refuses_a_clip_folder_without_weights_or_processor(
         f.unlink()
     with pytest.raises(FileNotFoundError, match=rf"folder '{empty}' has no weights \(model.safetensors\)"):
         check_judge_specs(detr, str(empty))
+
+
+def test_a_hand_edited_processor_file_is_read_as_transformers_reads_it_or_named(tmp_path: Path) -> None:
+    """An image_mean of one number (transformers takes it for all three channels) was reported as "bad options
+    ['model']: 'int' object is not iterable"; a processor_config.json holding a JSON list raised an AttributeError
+    traceback."""
+    import json
+    import shutil
+
+    from imgalign.rewards.features import per_channel
+    from imgalign.trainers.testing import tiny_transformers_clip
+
+    whole = tiny_transformers_clip(tmp_path / "whole")
+    edited = tmp_path / "edited"
+    shutil.copytree(whole, edited)
+    config = json.loads((edited / "processor_config.json").read_text())
+    config["image_processor"]["image_mean"] = 0.5
+    (edited / "processor_config.json").write_text(json.dumps(config))
+    assert build_reward(f"clip:model={edited}").mean == (0.5, 0.5, 0.5)
+    config["image_processor"]["image_mean"] = [0.5, 0.5]
+    (edited / "processor_config.json").write_text(json.dumps(config))
+    with pytest.raises(
+        ValueError, match=r"its image processor's image_mean \(0.5, 0.5\) is not one number or three"
+    ):
+        build_reward(f"clip:model={edited}")
+    assert per_channel(type("P", (), {"image_std": [0.2]})(), "image_std", "x") == (0.2, 0.2, 0.2)
+    (edited / "processor_config.json").write_text("[1]")
+    with pytest.raises(
+        ValueError, match=r"cannot load the processor of transformers CLIP .*'list' object has no"
+    ):
+        build_reward(f"clip:model={edited}")
