@@ -44,3 +44,25 @@ def test_a_real_judge_is_checked_then_built_on_the_rewards_device_and_dtype(monk
         "built": ("det", "ViT-B-32:openai", None, torch.device("cuda:3"), torch.float16),
     }
     assert (reward.detector, reward.color, reward.validate) == ("detector", "colour", check_shapes_vocabulary)
+
+
+def test_a_row_without_metadata_and_a_batch_with_one_such_row_are_refused_by_name() -> None:
+    """check_metadata refuses a row that is None (a plain prompt) with its words, not a TypeError; scoring refuses a
+    batch in which any one row lacks GenEval metadata, before judging the others."""
+    import torch
+
+    from imgalign.rewards.geneval import GenEvalReward
+
+    reward = GenEvalReward()
+    with pytest.raises(ValueError, match=r"^geneval reward: prompt None has no GenEval metadata"):
+        reward.check_metadata([None])  # type: ignore[list-item]
+    good = {
+        "prompt": "a photo of a circle",
+        "tag": "single_object",
+        "include": [{"class": "circle", "count": 1}],
+    }
+    bad = {"prompt": "a photo of a square", "tag": "single_object"}
+    with pytest.raises(
+        ValueError, match=r"^geneval reward needs GenEval metadata with 'tag' and 'include' for every"
+    ):
+        reward(torch.zeros(2, 3, 8, 8), [good["prompt"], bad["prompt"]], [good, bad])
