@@ -152,3 +152,15 @@ def test_only_a_file_named_summary_json_stands_for_its_folder(tmp_path, two_prom
     assert main([*argv, "--out", "summary.json"]) == 0
     assert main([*argv, "--out", "ev", "--baseline", "summary.json"]) == 0
     assert "# Comparison with the baseline" in (tmp_path / "ev" / "comparison.md").read_text()
+
+
+def test_claiming_a_file_as_the_out_folder_is_refused_by_name(tmp_path):
+    """claim_out_folder on a file says it is a file (not mkdir's FileExistsError), and leaves it as it was."""
+    from imgalign.commands.evaluate import claim_out_folder
+
+    (tmp_path / "ev").write_text("mine")
+    with pytest.raises(
+        ValueError, match=r"^--out '.*ev' is a file; give a folder for the evaluation's outputs$"
+    ):
+        claim_out_folder(tmp_path / "ev", {"suite": "shapes"})
+    assert (tmp_path / "ev").read_text() == "mine"
