@@ -186,6 +186,15 @@ def test_a_baseline_given_as_its_summary_json_is_read_as_its_folder(
     capsys.readouterr()
     assert main([*argv, "--out", "ev", "--baseline", "ev/summary.json"]) == 2
     assert "is the --out folder" in capsys.readouterr().err
+    # another file of the folder (it said "base/results.jsonl/summary.json does not exist"), or a file elsewhere
+    assert main([*argv, "--out", "ev2", "--baseline", "base/results.jsonl"]) == 0
+    assert (tmp_path / "ev2" / "comparison.md").is_file()
+    (tmp_path / "scores.jsonl").write_text("{}\n")
+    capsys.readouterr()
+    assert main([*argv, "--out", "ev3", "--baseline", "scores.jsonl"]) == 2
+    assert (
+        "--baseline 'scores.jsonl' is a file; give the --out folder of an earlier" in capsys.readouterr().err
+    )
 
 
 def test_a_device_is_said_to_be_unused_where_the_shapes_suite_samples_nothing(tmp_path, two_prompts, caplog):

@@ -234,9 +234,15 @@ def run_eval(args: argparse.Namespace) -> int:
     if args.baseline:
         from imgalign.eval.reports import load_summary
 
-        if Path(args.baseline).name == "summary.json" and Path(args.baseline).is_file():
-            # EVAL/summary.json for EVAL: it said "EVAL/summary.json/summary.json does not exist"
-            args.baseline = str(Path(args.baseline).parent)
+        given = Path(args.baseline)
+        # EVAL/summary.json (or EVAL/results.jsonl) for EVAL: it said "EVAL/summary.json/summary.json does not exist"
+        if given.is_file() and (given.parent / "summary.json").is_file():
+            args.baseline = str(given.parent)
+        elif given.is_file():
+            raise ValueError(
+                f"--baseline {args.baseline!r} is a file; give the --out folder of an earlier `imgalign eval` (the "
+                "folder that holds its summary.json)"
+            )
         # the same folder: compared with itself, every delta 0, without a word
         if Path(args.baseline).resolve() == Path(args.out).resolve():
             raise ValueError(
