@@ -129,6 +129,12 @@ def test_train_says_once_which_prompts_are_truncated_and_counts_one_prompt_as_on
         "text encoders take (CLIP 77 tokens); it is truncated when encoded" in err
     )
     assert "1 distinct training prompt, 0 held out for eval.suite=reward" in err
+    # quieted for the run only: a later eval or grid in this process gets diffusers' notice
+    from imgalign.trainers.trainer import QUIET_TRUNCATION
+
+    assert not any(
+        QUIET_TRUNCATION in logging.getLogger(n).filters for n in list(logging.root.manager.loggerDict)
+    )
 
 
 def test_a_reward_weight_past_float32_is_refused_not_trained_as_inf(capsys):

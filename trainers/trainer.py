@@ -1537,5 +1537,9 @@ def run(
     finally:
         own.setLevel(level)
         C.unlock_output_dir(tr.out)
+        # the long-prompt notices quieted for this run only: a later eval or grid in this process says its own
+        pipe = getattr(getattr(tr, "adapter", None), "pipe", None)
+        if pipe is not None:
+            logging.getLogger(type(pipe).__module__).removeFilter(QUIET_TRUNCATION)
         if ours and int(os.environ.get("WORLD_SIZE") or 1) == 1:
             AcceleratorState._reset_state(reset_partial_state=True)
