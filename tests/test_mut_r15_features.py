@@ -85,37 +85,6 @@ def test_dinov2_features_are_the_models_cls_on_its_processors_pixels(tmp_path: P
     assert float((got - ref).abs().max()) < 0.05 < float(ref.abs().max())
 
 
-def test_dinov2_tokens_leave_out_the_register_tokens(tmp_path: Path) -> None:
-    """A DINOv2 with 4 registers: the features are the CLS, the tokens the CLS then the 16 patch tokens (the last
-    hidden state without its 4 register rows)."""
-    from transformers import AutoModel, BitImageProcessor, Dinov2WithRegistersConfig, Dinov2WithRegistersModel
-
-    folder = tmp_path / "dino-reg"
-    torch.manual_seed(0)
-    cfg = Dinov2WithRegistersConfig(
-        hidden_size=32,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        intermediate_size=64,
-        image_size=32,
-        patch_size=8,
-        num_register_tokens=4,
-    )
-    Dinov2WithRegistersModel(cfg).eval().save_pretrained(folder)
-    proc = BitImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32})
-    proc.save_pretrained(folder)
-    enc = build_features(f"dinov2:{folder}")
-    x = torch.rand(2, 3, 32, 32)
-    tok = enc.tokens(x)
-    assert tok.shape == (2, 1 + 16, 32)
-    mean, std = (torch.tensor(v).view(1, 3, 1, 1) for v in (proc.image_mean, proc.image_std))
-    with torch.no_grad():
-        h = AutoModel.from_pretrained(folder).eval()(pixel_values=(x - mean) / std).last_hidden_state
-    assert h.shape == (2, 1 + 4 + 16, 32)
-    torch.testing.assert_close(tok, torch.cat([h[:, :1], h[:, 5:]], 1), atol=1e-5, rtol=1e-5)
-    torch.testing.assert_close(enc(x), h[:, 0], atol=1e-5, rtol=1e-5)
-
-
 def test_a_dinov2_folder_of_an_unknown_model_type_is_one_line(tmp_path: Path) -> None:
     """config.json with a model_type transformers does not know: one line naming the encoder, not its traceback."""
     folder = tmp_path / "odd"
