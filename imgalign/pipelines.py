@@ -484,7 +484,11 @@ def absent_components(folder: str | Path) -> dict[str, None]:
     }
 
 
-class _MessageFilter(logging.Filter):
+TRUNCATION_NOTICE = "The following part of your input was truncated"
+"""The start of diffusers' notice of a prompt cut at a text encoder's token limit (SD3, FLUX), logged per call."""
+
+
+class MessageFilter(logging.Filter):
     """Drops the log records whose message holds `text`."""
 
     def __init__(self, text: str) -> None:
@@ -523,7 +527,7 @@ def quiet_absent_components() -> Iterator[None]:
     # diffusers' "self.<name>=None ... cannot be saved", logged for each absent part on every save_pretrained of a
     # pipeline without an optional component (SD3 without T5), although model_index.json records the part as
     # absent and from_pretrained loads the folder as it should
-    f = _MessageFilter("=None of type <class 'NoneType'> cannot be saved")
+    f = MessageFilter("=None of type <class 'NoneType'> cannot be saved")
     logger.addFilter(f)
     try:
         yield
@@ -536,7 +540,7 @@ def quiet_text_encoder_lora_warning(folder: Path) -> Iterator[None]:
     """Within the block, diffusers does not warn "No LoRA keys associated to CLIPTextModelWithProjection ... open
     an issue" for each text encoder when the LoRA file holds no text-encoder weights (imgalign's LoRA checkpoints
     train the transformer only): two long warnings on every grid/eval of a LoRA checkpoint, about nothing wrong."""
-    f = _MessageFilter("No LoRA keys associated to")
+    f = MessageFilter("No LoRA keys associated to")
     logger = logging.getLogger("diffusers.loaders.lora_base")
     weights = Path(folder) / LORA_FILES[0]
     try:

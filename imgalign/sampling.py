@@ -24,7 +24,7 @@ import torch
 from PIL import Image
 from tqdm.auto import tqdm
 
-from imgalign.pipelines import ignores_guidance, load_pipeline, once_per_call
+from imgalign.pipelines import TRUNCATION_NOTICE, ignores_guidance, load_pipeline, once_per_call
 
 log = logging.getLogger(__name__)
 
@@ -223,7 +223,7 @@ def truncation_said_once(pipe: Any) -> Any:
     """A context in which `pipe`'s pipeline module logs diffusers' "The following part of your input was truncated
     ..." once: it was repeated for every batch of a folder (45 times for the shapes suite on a FLUX model) or every
     prompt of a grid."""
-    return once_per_call(type(pipe).__module__, "The following part of your input was truncated")
+    return once_per_call(type(pipe).__module__, TRUNCATION_NOTICE)
 
 
 def generate_folder(

@@ -36,6 +36,7 @@ from safetensors import SafetensorError
 
 from imgalign.config import ConfigError, leaves, to_dict
 from imgalign.files import atomic_write_text, replacing
+from imgalign.pipelines import TRUNCATION_NOTICE, MessageFilter
 from imgalign.trainers import checkpoint as C
 from imgalign.trainers.config import FlowGRPOConfig, check_batch_layout, ignored_settings
 from imgalign.trainers.grpo import off_policy_warning
@@ -65,15 +66,9 @@ log = logging.getLogger(__name__)
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
-class _NoTruncationNotice(logging.Filter):
-    """Drops diffusers' per-prompt "The following part of your input was truncated ..." notice (the trainer has
-    said which prompts are truncated, once)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.msg).startswith("The following part of your input was truncated")
-
-
-QUIET_TRUNCATION = _NoTruncationNotice()
+QUIET_TRUNCATION = MessageFilter(TRUNCATION_NOTICE)
+"""Drops diffusers' per-prompt truncation notice while a run with long prompts lasts (the trainer has said which
+prompts are truncated, once)."""
 
 
 class EMA:
