@@ -231,3 +231,28 @@ def check_weights(what: str, path: str | Path) -> None:
             f"cannot load {what}: its weights file {str(file)!r} is damaged, cut short by a copy or download or no "
             f"safetensors file ({why}); copy, download or save the model again"
         )
+
+
+def invalid_config_errors() -> tuple[type[Exception], ...]:
+    """What transformers raises for a ``config.json`` that fails its own checks: huggingface_hub's
+    StrictDataclassError (an attention head count that does not divide the width; no ValueError, and absent from
+    older huggingface_hub) and a KeyError (a ``hidden_act`` it does not know)."""
+    try:
+        from huggingface_hub.errors import StrictDataclassError
+    except ImportError:
+        return (KeyError,)
+    return (KeyError, StrictDataclassError)
+
+
+def invalid_config(what: str, error: BaseException) -> str:
+    """The error line for a model whose ``config.json`` fails transformers' checks (:func:`invalid_config_errors`),
+    with the check's own reason (the error's cause)."""
+    cause = error.__cause__ or error
+    if isinstance(error, KeyError) and error.args:  # an activation or other name the library does not know
+        said = f"transformers knows no {error.args[0]!r}"
+    else:
+        said = str(cause).strip().splitlines()[0].rstrip(".") if str(cause).strip() else type(cause).__name__
+    return (
+        f"cannot load {what}: its config.json fails transformers' checks ({said}); if config.json was edited or "
+        "copied from another model, restore the model's own"
+    )

@@ -337,8 +337,13 @@ DINO_TYPES = ("dinov2", "dinov2_with_registers", "dinov3_vit", "vit")
 def _dinov2(path: str, device: torch.device, dtype: torch.dtype) -> FeatureEncoder:
     from transformers import AutoConfig, AutoImageProcessor, AutoModel
 
-    from imgalign.hub import cannot_load, check_weights, weights_do_not_fit
-    from imgalign.rewards.clip import invalid_config, invalid_config_errors
+    from imgalign.hub import (
+        cannot_load,
+        check_weights,
+        invalid_config,
+        invalid_config_errors,
+        weights_do_not_fit,
+    )
 
     what = f"feature encoder 'dinov2:{path}'"
     check_weights(what, path)
