@@ -205,7 +205,7 @@ class ArtifactReward(Reward):
     name = "artifact"
     description = (
         "log p(clean | image) from a light classifier on frozen features; model=shapes-artifact|PATH; "
-        "features=NEW_PATH for a head whose encoder folder moved"
+        "features=KIND:NEW_PATH for a head whose encoder folder moved"
     )
     needs_prompt = False  # read by `imgalign score`: scores images without a prompt
 
