@@ -13,7 +13,7 @@ import pytest
 from imgalign.cli import main
 from imgalign.prompts.io import load_prompts
 from imgalign.trainers.prompting import long_prompts_warning, over_limit, token_limits
-from imgalign.trainers.testing import tiny_clip_tokenizer, tiny_t5_tokenizer, write_config
+from imgalign.trainers.testing import one_step_config, tiny_clip_tokenizer, tiny_t5_tokenizer, write_config
 
 LONG = "a red circle " * 10  # the tiny tokenizers spell it out: over 77 tokens
 
@@ -107,20 +107,10 @@ def test_train_says_once_which_prompts_are_truncated_and_counts_one_prompt_as_on
     encoder), naming no file or line; and one training prompt was logged as "1 distinct training prompts"."""
     prompts = tmp_path / "p.txt"
     prompts.write_text(f"\n{LONG}\n\n{LONG}\n")  # one distinct prompt, at lines 2 and 4
-    cfg = {
-        "model": {"path": str(sd3_dir)},
-        "prompts": {"source": str(prompts)},
-        "sampling": {"num_steps": 2, "group_size": 2, "samples_per_step": 4, "batch_size": 4},
-        "rewards": {"names": ["imgalign.trainers.testing:red_reward"]},
-        "train": {"max_steps": 1, "micro_batch_size": 2},
-        "eval": {"every": -1},
-        "log": {
-            "output_dir": str(tmp_path / "run"),
-            "sample_every": 0,
-            "trackers": "none",
-            "progress": False,
-        },
-    }
+    cfg = one_step_config(
+        sd3_dir, tmp_path / "run", prompts={"source": str(prompts)}, sampling={"num_steps": 2}
+    )
+    del cfg["prompts"]["tasks"]
     assert main(["train", str(write_config(cfg, tmp_path / "c.yaml"))]) == 0
     err = caplog.text
     assert [r.getMessage()[:40] for r in library_log if r.levelno >= logging.WARNING] == []

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 import torch
-import yaml
+
+from imgalign.trainers.testing import one_step_config, write_config
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -21,23 +22,8 @@ def constant_reward(images: torch.Tensor, prompts: list[str], metadata: object =
 
 @pytest.fixture()
 def tiny_config(sd3_dir: Path, tmp_path: Path) -> Path:
-    cfg = {
-        "model": {"path": str(sd3_dir)},
-        "prompts": {"source": "shapes", "tasks": ["single_object", "colors"]},
-        "sampling": {"num_steps": 3, "group_size": 2, "samples_per_step": 4, "batch_size": 4},
-        "rewards": {"names": ["imgalign.trainers.testing:red_reward"]},
-        "train": {"max_steps": 1, "lr": 1e-3, "micro_batch_size": 2, "updates_per_step": 1},
-        "eval": {"every": -1},
-        "log": {
-            "output_dir": str(tmp_path / "run"),
-            "sample_every": 0,
-            "trackers": "none",
-            "progress": False,
-        },
-    }
-    path = tmp_path / "tiny.yaml"
-    path.write_text(yaml.safe_dump(cfg))
-    return path
+    cfg = one_step_config(sd3_dir, tmp_path / "run")
+    return write_config(cfg, tmp_path / "tiny.yaml")
 
 
 def run_bench(script: str, args: list[str], monkeypatch: pytest.MonkeyPatch, capsys) -> str:

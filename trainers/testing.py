@@ -347,6 +347,24 @@ def scored_rollout(tr: Any, step: int) -> tuple[Any, torch.Tensor, Any, torch.Te
 
 
 # ---- helpers shared by the training tests -------------------------------------------------------------------------
+def one_step_config(model: str | Path, out: str | Path, **sections: dict[str, Any]) -> dict[str, Any]:
+    """A one-step training config dict of a tiny pipeline at `model` into `out`: the shapes prompts, 4 samples in
+    groups of 2, 3 sampling steps, the red reward, no evaluation, samples or trackers; each of `sections` (e.g.
+    ``prompts={"source": FILE}``) updates its section."""
+    cfg: dict[str, Any] = {
+        "model": {"path": str(model)},
+        "prompts": {"source": "shapes", "tasks": ["single_object", "colors"]},
+        "sampling": {"num_steps": 3, "group_size": 2, "samples_per_step": 4, "batch_size": 4},
+        "rewards": {"names": ["imgalign.trainers.testing:red_reward"]},
+        "train": {"max_steps": 1, "lr": 1e-3, "micro_batch_size": 2, "updates_per_step": 1},
+        "eval": {"every": -1},
+        "log": {"output_dir": str(out), "sample_every": 0, "trackers": "none", "progress": False},
+    }
+    for name, values in sections.items():
+        cfg[name].update(values)
+    return cfg
+
+
 def write_config(cfg: dict[str, Any], path: Path) -> Path:
     """Write a training config dict as YAML to `path` and return the path."""
     import yaml
