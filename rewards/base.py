@@ -388,8 +388,11 @@ def _call_factory(
         )
     try:
         return factory(device=device, dtype=dtype, **opts)
+    # the options' names were checked above: a TypeError comes from a value or from inside the reward, and "bad
+    # options ['model']" blamed the model name for a processor file's 'float' object is not iterable
     except TypeError as e:
-        raise ValueError(f"reward {name!r}: bad options {sorted(opts)}: {e}") from None
+        given = ", ".join(f"{k}={v!r}" for k, v in opts.items()) or "no options"
+        raise ValueError(f"reward {name!r} could not be built ({given}): TypeError: {e}") from None
 
 
 def _refuse_non_numbers(name: str, opts: Mapping[str, Any], params: Mapping[str, Any]) -> None:

@@ -932,3 +932,23 @@ def test_two_rewards_in_one_spec_say_to_give_each_its_own() -> None:
     with pytest.raises(ValueError, match="unknown reward ','") as e:
         build_reward(",")
     assert "own spec" not in str(e.value)
+
+
+def test_a_type_error_inside_a_reward_is_not_called_a_bad_option_name(monkeypatch) -> None:
+    """Option names are checked before the reward is built, so a TypeError from inside it (a value of the wrong
+    type, a hand-edited model file) is said as such; it read "bad options ['model']: 'float' object is not
+    iterable", blaming the option's name."""
+    import sys
+    import types
+
+    def picky(device: str = "cpu", dtype: object = None, model: str = "m", size: int = 2) -> object:
+        return list(size)  # a value the reward cannot use
+
+    mod = types.ModuleType("my_picky")
+    mod.picky = picky
+    monkeypatch.setitem(sys.modules, "my_picky", mod)
+    with pytest.raises(ValueError) as e:
+        build_reward("my_picky:picky:model=x,size=3")
+    assert str(e.value) == (
+        "reward 'my_picky:picky' could not be built (model='x', size=3): TypeError: 'int' object is not iterable"
+    )
