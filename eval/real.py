@@ -615,13 +615,19 @@ def check_judge_specs(detector: str, clip: str) -> None:
     import open_clip
     from transformers import AutoConfig
 
-    from imgalign.hub import cannot_load, check_weights, resolve
+    from imgalign.hub import cannot_load, check_weights, has_weight_files, resolve
 
     try:
         AutoConfig.from_pretrained(resolve(detector))
     except (OSError, ValueError) as e:
         raise FileNotFoundError(cannot_load(f"detector {detector!r}", e, resolve(detector))) from None
     check_weights(f"detector {detector!r}", resolve(detector))
+    # a config without weights failed only when the judge was built, after the whole generation
+    if Path(resolve(detector)).is_dir() and not has_weight_files(resolve(detector)):
+        raise FileNotFoundError(
+            f"cannot load detector {detector!r}: folder {resolve(detector)!r} has no weights (model.safetensors); "
+            "copy, download or save the model there again"
+        )
     from imgalign.rewards.clip import (
         check_open_clip_weights,
         missing_processor,
@@ -634,7 +640,7 @@ def check_judge_specs(detector: str, clip: str) -> None:
         check_weights(what, clip)
         # either failed only when the judge was built, after the whole generation
         folder = Path(clip)
-        if folder.is_dir() and not any(f.suffix in (".safetensors", ".bin") for f in folder.iterdir()):
+        if folder.is_dir() and not has_weight_files(folder):
             raise FileNotFoundError(
                 f"cannot load {what}: folder {clip!r} has no weights (model.safetensors); copy, download or save "
                 "the model there again"

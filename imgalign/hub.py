@@ -192,6 +192,18 @@ def weights_do_not_fit(what: str, error: BaseException) -> str:
     )
 
 
+WEIGHT_SUFFIXES = (".safetensors", ".bin")
+"""Suffixes of the weights files the libraries' loaders (diffusers, transformers, open_clip) read from a folder."""
+
+
+def has_weight_files(folder: str | Path, suffixes: tuple[str, ...] = WEIGHT_SUFFIXES) -> bool:
+    """Whether model folder `folder` holds a weights file (one of `suffixes`; not its subfolders). A folder with a
+    config but no weights loads with random weights or fails after the other components loaded; the callers refuse
+    it first by name. False for a path that is no folder."""
+    folder = Path(folder)
+    return folder.is_dir() and any(f.suffix in suffixes and f.is_file() for f in folder.iterdir())
+
+
 def damaged_weights(path: str | Path) -> list[tuple[Path, str]]:
     """(file, safetensors' reason) for each ``*.safetensors`` file in model folder `path` (not its subfolders), or
     for `path` itself when it is such a file, whose header safetensors refuses: a copy or download cut short, an

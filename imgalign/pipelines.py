@@ -30,7 +30,7 @@ from typing import Any
 
 import torch
 
-from imgalign.hub import hub_offline, looks_like_path, tilde_hint
+from imgalign.hub import has_weight_files, hub_offline, looks_like_path, tilde_hint
 
 log = logging.getLogger(__name__)
 
@@ -196,7 +196,7 @@ def check_pipeline_folder(path: Path) -> None:
         if not sub.is_dir() or not any(sub.iterdir()):
             missing.append(f"{name}/")
             continue
-        has_weights = any(sub.glob("*.safetensors")) or any(sub.glob("*.bin"))
+        has_weights = has_weight_files(sub)
         if "model" in name or "encoder" in name or name in ("transformer", "vae"):
             if not (sub / "config.json").is_file():
                 missing.append(f"{name}/config.json")
@@ -359,7 +359,7 @@ def check_model_spec(spec: ModelSpec) -> ModelSpec:
                 "use another checkpoint of the run, or save it again"
             )
         if kind.startswith("transformer"):
-            if not (any(folder.glob("*.safetensors")) or any(folder.glob("*.bin"))):
+            if not has_weight_files(folder):
                 raise IncompleteModelError(
                     f"model {spec.label!r}: fine-tuned transformer folder {str(folder)!r} has a config.json but "
                     "no weights (*.safetensors); use another checkpoint of the run, or save the transformer again"

@@ -72,11 +72,11 @@ def check_open_clip_weights(model_name: str, pretrained: str | None) -> None:
     refused by name: open_clip failed on it with a traceback."""
     import open_clip
 
-    from imgalign.hub import check_weights
+    from imgalign.hub import WEIGHT_SUFFIXES, check_weights, has_weight_files
 
     if model_name.startswith("local-dir:"):
         folder = Path(model_name.split(":", 1)[1])
-        if folder.is_dir() and not any(any(folder.glob(g)) for g in ("*.safetensors", "*.bin", "*.pth")):
+        if folder.is_dir() and not has_weight_files(folder, (*WEIGHT_SUFFIXES, ".pth")):
             raise FileNotFoundError(
                 f"open_clip folder {str(folder)!r} has no weights (*.safetensors, *.bin or *.pth); save the model "
                 "with its weights there, or give ARCH:PRETRAINED"

@@ -153,11 +153,12 @@ def test_a_clip_folder_whose_config_is_not_json_is_named(tmp_path) -> None:
         build_reward(f"clip:model={folder}")
 
 
-def test_the_judge_check_refuses_a_clip_folder_without_weights_or_processor(
+def test_the_judge_check_refuses_a_clip_or_detector_folder_without_weights_or_processor(
     folders: dict[str, Path], tmp_path: Path
 ) -> None:
     """``eval --suite geneval``'s check before generating passed a transformers CLIP folder with no weights file or
-    no processor; the judge failed when it was built, after the whole generation."""
+    no processor, or a detector folder with no weights; the judge failed when it was built, after the whole
+    generation."""
     import shutil
 
     from geneval_real_tiny import build_tiny_detr
@@ -176,6 +177,10 @@ def test_the_judge_check_refuses_a_clip_folder_without_weights_or_processor(
         f.unlink()
     with pytest.raises(FileNotFoundError, match=rf"folder '{empty}' has no weights \(model.safetensors\)"):
         check_judge_specs(detr, str(empty))
+    for f in Path(detr).glob("*.safetensors"):  # a detector folder with its config but no weights
+        f.unlink()
+    with pytest.raises(FileNotFoundError, match=rf"detector '{detr}': folder '{detr}' has no weights"):
+        check_judge_specs(detr, str(whole))
 
 
 def test_a_hand_edited_processor_file_is_read_as_transformers_reads_it_or_named(tmp_path: Path) -> None:
