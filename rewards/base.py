@@ -377,6 +377,19 @@ def _call_factory(
 ) -> Any:
     """``factory(device=, dtype=, **opts)`` (a Reward subclass or a function taking device/dtype); an option it
     does not take is refused by name, with the options it has."""
+    check_factory_options(name, factory, opts)
+    try:
+        return factory(device=device, dtype=dtype, **opts)
+    # the options' names were checked above: a TypeError comes from a value or from inside the reward, and "bad
+    # options ['model']" blamed the model name for a processor file's 'float' object is not iterable
+    except TypeError as e:
+        given = ", ".join(f"{k}={v!r}" for k, v in opts.items()) or "no options"
+        raise ValueError(f"reward {name!r} could not be built ({given}): TypeError: {e}") from None
+
+
+def check_factory_options(name: str, factory: Callable[..., Any], opts: Mapping[str, Any]) -> None:
+    """Refuse, by name and before anything loads, an option `factory` does not take, a number option given as
+    text, or a required option not given."""
     _refuse_unknown_options(name, opts, reward_options(factory), _takes_any_keyword(factory))
     _refuse_non_numbers(name, opts, _parameters(factory))
     missing = [o for o in required_options(factory) if o not in opts]
@@ -386,13 +399,15 @@ def _call_factory(
             f"reward {name!r} needs the option(s) {', '.join(missing)}: give them in the reward spec, e.g. "
             f"{example!r}"
         )
-    try:
-        return factory(device=device, dtype=dtype, **opts)
-    # the options' names were checked above: a TypeError comes from a value or from inside the reward, and "bad
-    # options ['model']" blamed the model name for a processor file's 'float' object is not iterable
-    except TypeError as e:
-        given = ", ".join(f"{k}={v!r}" for k, v in opts.items()) or "no options"
-        raise ValueError(f"reward {name!r} could not be built ({given}): TypeError: {e}") from None
+
+
+def check_reward_options(spec: str) -> None:
+    """The options of registered reward `spec` checked as :func:`build_reward` checks them, without building it
+    (``train --print-config`` and the checks before training). A ``module:attr`` reward is left to its build."""
+    _import_builtin()
+    name, opts = parse_reward_spec(spec)
+    if name in _REGISTRY:
+        check_factory_options(name, _REGISTRY[name][0], opts)
 
 
 def _refuse_non_numbers(name: str, opts: Mapping[str, Any], params: Mapping[str, Any]) -> None:

@@ -89,6 +89,27 @@ def test_train_output_dir_of_spaces_is_refused_as_an_empty_one(capsys):
     assert "--output-dir is empty (an unset shell variable?)" in capsys.readouterr().err
 
 
+def test_print_config_and_the_checks_before_training_refuse_a_reward_option_it_does_not_take(capsys):
+    """``clip:wieght=2`` or ``clip:batch_size=abc`` was shown by --print-config as a config to run, and training
+    refused it only when the rewards were built (after the first reward's model had loaded)."""
+    from imgalign.config import ConfigError
+    from imgalign.trainers.config import FlowGRPOConfig
+    from imgalign.trainers.trainer import check_reward_names
+
+    two = 'rewards.names=[geneval, "clip:wieght=2"]'
+    assert main(["train", "--set", two, "--print-config"]) == 2
+    err = capsys.readouterr().err
+    assert (
+        "rewards.names: 'clip:wieght=2': reward 'clip': unknown option(s) wieght; its options: model" in err
+    )
+    cfg = FlowGRPOConfig()
+    cfg.rewards.names = ["clip:batch_size=abc"]
+    with pytest.raises(ConfigError, match="option batch_size must be a whole number"):
+        check_reward_names(cfg)
+    cfg.rewards.names = ["clip:batch_size=8", "geneval:mode=partial"]
+    check_reward_names(cfg)  # taken: the options it has
+
+
 def test_print_config_keeps_the_sections_in_the_configs_order(capsys):
     """--print-config is for reading: model first, log last, each section's keys as the config class lists them
     (a sorted dump put eval before model and log before train)."""

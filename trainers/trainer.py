@@ -232,7 +232,7 @@ def guidance_settings(cfg: FlowGRPOConfig) -> dict[str, float]:
 def check_reward_names(cfg: FlowGRPOConfig) -> None:
     """Every reward of ``rewards.names`` is known, allowed in training with its options, and given once (no model
     loads; ``train --print-config`` runs it too)."""
-    from imgalign.rewards.base import list_rewards, parse_reward_spec, reward_target
+    from imgalign.rewards.base import check_reward_options, list_rewards, parse_reward_spec, reward_target
 
     known = list_rewards()
     for spec in cfg.rewards.names:
@@ -242,6 +242,10 @@ def check_reward_names(cfg: FlowGRPOConfig) -> None:
                 f"rewards.names: unknown reward {name!r}; valid rewards: {', '.join(sorted(known))} "
                 "(or a 'module:attr' path)"
             )
+        try:  # a misspelt or ill-typed option failed when the rewards were built (--print-config showed it)
+            check_reward_options(spec)
+        except ValueError as e:
+            raise ConfigError(f"rewards.names: {spec!r}: {e}") from None
         why = getattr(reward_target(name), "training_error", lambda _: None)(opts)
         if why:
             raise ConfigError(f"rewards.names: {spec!r}: {why}")
