@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import json
 import logging
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,18 @@ logger = logging.getLogger(__name__)
 
 PROMPT_SUFFIXES = (".txt", ".jsonl", "")
 """Prompt files :func:`load_prompts` reads: .jsonl as JSON lines, .txt (or no suffix) as one prompt per line."""
+
+
+def clean_prompt(text: str) -> str:
+    """`text` without leading or trailing whitespace or invisible format characters (a zero-width space, joiner or
+    word joiner, a BOM: Unicode category Cf), which ``str.strip`` keeps; a line of only those is empty, not a
+    prompt of invisible text."""
+    start, end = 0, len(text)
+    while start < end and (text[start].isspace() or unicodedata.category(text[start]) == "Cf"):
+        start += 1
+    while end > start and (text[end - 1].isspace() or unicodedata.category(text[end - 1]) == "Cf"):
+        end -= 1
+    return text[start:end]
 
 
 class PromptFileError(ValueError):
@@ -97,7 +110,7 @@ def validate_geneval_line(meta: Any, where: str) -> dict[str, Any]:
     for key in ("tag", "prompt", "include"):
         if key not in meta:
             raise PromptFileError(f"{where}: field {key!r} is missing")
-    if not isinstance(meta["prompt"], str) or not meta["prompt"].strip():
+    if not isinstance(meta["prompt"], str) or not clean_prompt(meta["prompt"]):
         raise PromptFileError(f"{where}: field 'prompt' must be a non-empty string")
     check_prompt_text(meta["prompt"], where)
     if not isinstance(meta["include"], list) or not meta["include"]:
@@ -298,12 +311,15 @@ def load_prompts(path: str | Path) -> list[PromptRecord]:
             if (
                 not isinstance(obj, dict)
                 or not isinstance(obj.get("prompt"), str)
-                or not obj["prompt"].strip()
+                or not clean_prompt(obj["prompt"])
             ):
                 raise PromptFileError(f"{path}:{n}: each line needs a non-empty string field 'prompt'")
             check_prompt_text(obj["prompt"], f"{path}:{n}")
             check_geneval_fields(obj, f"{path}:{n}")
-            records.append(PromptRecord(obj["prompt"].strip(), obj, n))
+            # the metadata's prompt as the record's (rewards reading metadata["prompt"] saw the spaces)
+            records.append(
+                PromptRecord(clean_prompt(obj["prompt"]), {**obj, "prompt": clean_prompt(obj["prompt"])}, n)
+            )
     else:
         json_line = next((n for n, line in enumerate(lines, start=1) if _is_json_object(line)), None)
         if json_line is not None:  # each JSON text was trained on as a prompt, without a word
@@ -312,9 +328,9 @@ def load_prompts(path: str | Path) -> list[PromptRecord]:
                 "as one prompt per line (the JSON text would be the prompt): rename the file to .jsonl"
             )
         records = [
-            PromptRecord(line.strip(), {"prompt": line.strip()}, n)
+            PromptRecord(clean_prompt(line), {"prompt": clean_prompt(line)}, n)
             for n, line in enumerate(lines, start=1)
-            if line.strip()
+            if clean_prompt(line)
         ]
         hashed = [n for n, line in enumerate(lines, start=1) if line.lstrip().startswith("#")]
         if hashed:

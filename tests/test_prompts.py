@@ -513,3 +513,28 @@ def test_the_order_prompts_train_in_follows_prompts_seed(tmp_path):
         return s.for_step(0, 11).prompts + s.for_step(1, 11).prompts
 
     assert walk(0) == walk(0) and walk(0) != walk(1) and walk(1) != walk(2)
+
+
+def test_invisible_format_characters_are_no_prompt_and_the_jsonl_metadata_keeps_the_stripped_prompt(tmp_path):
+    """A line holding only a zero-width space (or joiner, or word joiner) was a prompt of invisible text, since
+    ``str.strip`` keeps them; a prompt ending in one kept it. A .jsonl prompt was stripped but its metadata's
+    ``prompt`` kept the spaces, for rewards that read the metadata."""
+    from imgalign.prompts.io import PromptFileError, clean_prompt, load_prompts, validate_geneval_line
+
+    assert clean_prompt(" \u200ba red cube\u2060 \t") == "a red cube"
+    assert clean_prompt("a\u200db") == "a\u200db"  # inside a prompt (an emoji sequence) it stays
+    assert clean_prompt("\u200b\u200c\ufeff ") == ""
+    txt = tmp_path / "p.txt"
+    txt.write_text("a red cube\n\u200b\n \u2060\u200b \nthe blue ball\u200b\n", encoding="utf-8")
+    assert [(r.prompt, r.line) for r in load_prompts(txt)] == [("a red cube", 1), ("the blue ball", 4)]
+    jsonl = tmp_path / "p.jsonl"
+    jsonl.write_text('{"prompt": "  a red cube ", "seed": 3}\n{"prompt": "\\u200b"}\n', encoding="utf-8")
+    with pytest.raises(PromptFileError, match="p.jsonl:2: each line needs a non-empty string field 'prompt'"):
+        load_prompts(jsonl)
+    jsonl.write_text('{"prompt": "  a red cube ", "seed": 3}\n', encoding="utf-8")
+    (record,) = load_prompts(jsonl)
+    assert record.prompt == "a red cube"
+    assert record.metadata == {"prompt": "a red cube", "seed": 3}
+    meta = {"tag": "single_object", "prompt": "\u200b ", "include": [{"class": "cube", "count": 1}]}
+    with pytest.raises(PromptFileError, match="x:1: field 'prompt' must be a non-empty string"):
+        validate_geneval_line(meta, "x:1")
