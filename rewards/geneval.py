@@ -30,9 +30,12 @@ def check_shapes_vocabulary(meta: dict[str, Any]) -> None:
                     f"{side}[{i}].class {c['class']!r} is not a shape the shapes detector finds ({', '.join(W.SHAPES)});"
                     " for real images give geneval:detector=...,clip=..."
                 )
-            if c.get("color") is not None and c["color"] not in W.COLORS:
+            # a "color": None (metadata built in Python; the prompt loaders refuse null) passed here, and the judge
+            # then looked for objects of colour None and scored 0
+            if "color" in c and c["color"] not in W.COLORS:
                 raise ValueError(
                     f"{side}[{i}].color {c['color']!r} is not a shapes-world colour ({', '.join(W.COLORS)})"
+                    + ("; leave the key out for an object of any colour" if c["color"] is None else "")
                 )
 
 

@@ -38,3 +38,15 @@ def test_scoring_a_class_outside_the_vocabulary_names_the_prompt() -> None:
     meta = {"prompt": "a photo of a dog", "tag": "single_object", "include": [{"class": "dog", "count": 1}]}
     with pytest.raises(ValueError, match=r"^geneval reward: prompt 'a photo of a dog': .*circle"):
         GenEvalReward()(torch.zeros(1, 3, 8, 8), ["a photo of a dog"], [meta])
+
+
+def test_a_null_colour_is_refused_with_the_advice_to_leave_the_key_out() -> None:
+    """``"color": None`` (metadata built in Python; the prompt loaders refuse null) passed the check, and the judge
+    then looked for objects of colour None: every image scored 0 ("expected None square>=1, found 0 None")."""
+    with pytest.raises(
+        ValueError, match=r"exclude\[0\].color None is not a shapes-world colour .*leave the key out"
+    ):
+        check_shapes_vocabulary(
+            {"include": [{"class": "circle", "count": 1}], "exclude": [{"class": "square", "color": None}]}
+        )
+    check_shapes_vocabulary({"include": [{"class": "circle", "count": 1}]})  # no colour: any colour
