@@ -299,12 +299,15 @@ def per_channel(proc: Any, key: str, label: str) -> tuple[float, float, float]:
 def image_processor_transform(
     proc: Any, label: str, device: torch.device | str, dtype: torch.dtype
 ) -> Callable[[torch.Tensor], torch.Tensor]:
-    """A transformers image processor's resize, centre crop and normalisation (:func:`processor_geometry`) as a
-    function of [0, 1] images (B, 3, H, W); `label` names the model in the error for a processor without sizes."""
+    """A transformers image processor's resize, centre crop, rescale and normalisation (:func:`processor_geometry`)
+    as a function of [0, 1] images (B, 3, H, W), each step only where its ``do_resize``, ``do_center_crop``,
+    ``do_rescale`` (by ``rescale_factor``, of 0-255 pixels) and ``do_normalize`` flag is on, as the processor does;
+    `label` names the model in the error for a processor without sizes."""
+    do_resize = bool(getattr(proc, "do_resize", True))
     size = getattr(proc, "size", None) or {}
-    shortest = _size_field(size, "shortest_edge")
+    shortest = _size_field(size, "shortest_edge") if do_resize else None
     resize_hw = None
-    if shortest is None:
+    if shortest is None and do_resize:
         resize_hw = _height_width(
             size,
             f"{label}: its image processor's size {size} has neither 'shortest_edge' nor 'height' and 'width'",
@@ -316,15 +319,23 @@ def image_processor_transform(
             crop,
             f"{label}: its image processor centre-crops but its crop_size {crop} lacks 'height' or 'width'",
         )
-    m = torch.tensor(per_channel(proc, "image_mean", label), device=device, dtype=dtype).view(1, 3, 1, 1)
-    s = torch.tensor(per_channel(proc, "image_std", label), device=device, dtype=dtype).view(1, 3, 1, 1)
+    mean, std = (0.0,) * 3, (1.0,) * 3
+    if getattr(proc, "do_normalize", True):
+        mean, std = per_channel(proc, "image_mean", label), per_channel(proc, "image_std", label)
+    m = torch.tensor(mean, device=device, dtype=dtype).view(1, 3, 1, 1)
+    s = torch.tensor(std, device=device, dtype=dtype).view(1, 3, 1, 1)
+    # the model's pixel units: 0-255 pixels times rescale_factor (1/255 gives [0, 1]), or 0-255 without a rescale
+    factor = getattr(proc, "rescale_factor", 1 / 255) if getattr(proc, "do_rescale", True) else 1.0
+    scale = 255.0 * float(factor)
     # PIL's resample codes; a DINO v1 (vit) processor resamples bilinear, and its pixels were bicubic's, up to 0.25
     # away in normalised units. Lanczos, box and Hamming have no torch kernel: bicubic is the nearest.
     resample = getattr(proc, "resample", None)
     mode = "bicubic" if resample is None else {0: "nearest", 2: "bilinear"}.get(int(resample), "bicubic")
 
     def prep(x: torch.Tensor) -> torch.Tensor:
-        return (processor_geometry(x, shortest, resize_hw, crop_hw, mode).clamp(0, 1) - m) / s
+        hw = resize_hw if do_resize else (int(x.shape[-2]), int(x.shape[-1]))  # do_resize off: crop only
+        x = processor_geometry(x, shortest, hw, crop_hw, mode).clamp(0, 1)
+        return ((x * scale if scale != 1.0 else x) - m) / s
 
     return prep
 
