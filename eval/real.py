@@ -615,7 +615,7 @@ def check_judge_specs(detector: str, clip: str) -> None:
     import open_clip
     from transformers import AutoConfig
 
-    from imgalign.hub import cannot_load, check_weights, has_weight_files, resolve
+    from imgalign.hub import cannot_load, check_weights, has_weight_files, names_env_var, resolve, tilde_hint
 
     try:
         AutoConfig.from_pretrained(resolve(detector))
@@ -657,6 +657,12 @@ def check_judge_specs(detector: str, clip: str) -> None:
         if not (Path(name.split(":", 1)[1]) / "open_clip_config.json").is_file():
             raise FileNotFoundError(f"CLIP folder {name.split(':', 1)[1]!r} has no open_clip_config.json")
     elif not name.startswith("hf-hub:"):
+        # a path that is not there was "not a known open_clip ARCH:PRETRAINED pair ..., a folder or hf-hub:"
+        if Path(clip).is_absolute() or clip.startswith((".", "~")) or names_env_var(clip):
+            raise FileNotFoundError(
+                f"CLIP {clip!r}: no such folder{tilde_hint(clip)}; give an open_clip or transformers CLIP folder, "
+                "or ARCH:PRETRAINED"
+            )
         known = {(a.lower(), t.lower()) for a, t in open_clip.list_pretrained()}
         if name not in open_clip.list_models() or (
             pretrained and (name.lower(), pretrained.lower()) not in known

@@ -177,6 +177,14 @@ def test_the_judge_check_refuses_a_clip_or_detector_folder_without_weights_or_pr
         f.unlink()
     with pytest.raises(FileNotFoundError, match=rf"folder '{empty}' has no weights \(model.safetensors\)"):
         check_judge_specs(detr, str(empty))
+    # a CLIP path that is not there was "not a known open_clip ARCH:PRETRAINED pair ..., a folder or hf-hub:"
+    gone = tmp_path / "no-such-clip"
+    with pytest.raises(FileNotFoundError, match=rf"CLIP '{gone}': no such folder; give an open_clip or"):
+        check_judge_specs(detr, str(gone))
+    with pytest.raises(FileNotFoundError, match=r"CLIP '~/x': no such folder \(a quoted ~ is not expanded"):
+        check_judge_specs(detr, "~/x")
+    with pytest.raises(ValueError, match="CLIP 'ViT-Q:openai' is not a known open_clip ARCH:PRETRAINED pair"):
+        check_judge_specs(detr, "ViT-Q:openai")
     for f in Path(detr).glob("*.safetensors"):  # a detector folder with its config but no weights
         f.unlink()
     with pytest.raises(FileNotFoundError, match=rf"detector '{detr}': folder '{detr}' has no weights"):
