@@ -13,6 +13,7 @@ import signal
 import sys
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 from imgalign import __version__
 
@@ -203,6 +204,15 @@ def _run(args: argparse.Namespace) -> int:
                 f"{e.strerror} while writing an output file"
                 + (f" under {str(out)!r}" if out else "")
                 + f": free disk space (or raise the file-size limit, ulimit -f); {hint}"
+            )
+        if isinstance(e, OSError) and e.errno == errno.ENAMETOOLONG:
+            # Python's "[Errno 36] File name too long: '<the whole name>'" said nothing to do
+            name = str(e.filename or "")
+            shown = name if len(name) <= 80 else f"{name[:60]}...{name[-12:]}"
+            longest = max((len(part.encode()) for part in Path(name).parts), default=0)
+            msg = (
+                f"path {shown!r} is too long for the file system (a folder or file name of {longest} bytes; "
+                "most file systems take at most 255 bytes per name): give a shorter name"
             )
         # `imgalign world render: error: ...`, as argparse names the subcommand in its own errors
         print(f"imgalign {_command_name(args)}: error: {msg}", file=sys.stderr)

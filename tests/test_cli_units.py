@@ -227,3 +227,20 @@ def test_train_refuses_an_empty_resume_before_anything_loads(tmp_path, capsys, m
             capsys.readouterr().err
         )
     assert calls == []
+
+
+def test_a_name_longer_than_the_file_system_takes_is_said_so_with_what_to_do(tmp_path, capsys):
+    """A --model or --output-dir with a name over 255 bytes printed Python's "[Errno 36] File name too long: '...'"
+    with the whole name and nothing to do."""
+    long_name = "a" * 300
+    assert main(["eval", "--suite", "shapes", "--model", long_name, "--out", str(tmp_path / "ev")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(
+        f"imgalign eval: error: path '{'a' * 60}...{'a' * 12}' is too long for the file system"
+    )
+    assert (
+        "(a folder or file name of 300 bytes; most file systems take at most 255 bytes per name): give a shorter"
+        in err
+    )
+    assert main(["train", "--max-steps", "1", "--output-dir", str(tmp_path / long_name)]) == 2
+    assert "a folder or file name of 300 bytes" in capsys.readouterr().err
