@@ -184,10 +184,46 @@ def load_head(path: str | Path, task: str | None = None) -> tuple[FeatureHead, d
             f"{path} is a head of the {meta.get('task')!r} reward, not of the {task!r} reward; give one made with "
             f"`imgalign rewards fit-{task}`"
         )
-    head = FeatureHead(int(meta["dim"]), int(meta["hidden"]))
-    head.load_state_dict(load_file(str(path)))
-    meta["extra"] = json.loads(meta.get("extra", "{}"))
+    # a damaged or hand-edited head: metadata missing or unreadable, tensors that do not fit it (a traceback from
+    # load_state_dict, or a bare "dim"), NaN/inf weights (every image got a "non-finite score" row)
+    try:
+        if not meta.get("features"):
+            raise KeyError("features")
+        head = FeatureHead(int(meta["dim"]), int(meta["hidden"]))
+        head.load_state_dict(load_file(str(path)))
+        meta["extra"] = json.loads(meta.get("extra", "{}"))
+    except (KeyError, ValueError, RuntimeError) as e:
+        raise ValueError(
+            f"{path} is a damaged imgalign feature head ({_reason(e)}); {_refit(meta)}"
+        ) from None
+    if not all(torch.isfinite(t).all() for t in head.state_dict().values()):
+        raise ValueError(f"{path} is a damaged imgalign feature head (NaN or inf weights); {_refit(meta)}")
+    if not (head.std > 0).all():  # set_normalisation keeps it >= 1e-4; 0 made every score NaN
+        raise ValueError(
+            f"{path} is a damaged imgalign feature head (a feature scale 'std' <= 0); {_refit(meta)}"
+        )
     return head.eval(), meta
+
+
+def _reason(error: Exception) -> str:
+    """One line saying what is wrong with a head file, from the error reading it raised."""
+    if isinstance(error, KeyError):
+        return f"its metadata has no {error.args[0]!r}"
+    lines = [line.strip().rstrip(".") for line in str(error).splitlines() if line.strip()]
+    if len(lines) > 1 and lines[0].startswith("Error(s) in loading"):  # load_state_dict: one line per tensor
+        lines = lines[1:]
+    return lines[0] + (f" (and {len(lines) - 1} more)" if len(lines) > 1 else "")
+
+
+def _refit(meta: dict[str, Any]) -> str:
+    """What to do about a damaged head file: fit it again, with the command its metadata names when it can."""
+    task = meta.get("task")
+    command = (
+        f"imgalign rewards fit-{task}"
+        if task in ("discriminator", "artifact")
+        else "imgalign rewards fit-..."
+    )
+    return f"fit it again with `{command}`"
 
 
 def head_features(recorded: str, given: str | None, what: str, advice: str) -> str:
