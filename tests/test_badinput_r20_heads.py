@@ -89,3 +89,35 @@ def test_a_damaged_head_file_is_named_with_what_is_wrong_and_what_to_do(
     assert load_head(good, task="discriminator")[1]["extra"] == {
         "real": "r"
     }  # the undamaged file still loads
+
+
+def _no_encoder(*args: object, **kwargs: object) -> None:
+    raise AssertionError("a feature encoder was built before the inputs were checked")
+
+
+def test_fd_and_fid_stats_check_their_inputs_before_any_encoder_loads(
+    tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`fd FOLDER missing` computed the folder's features first (minutes for a reference folder) and then said "path
+    'missing' is not a folder"; `fd FOLDER image.png` said the image was no stats file only after that work too;
+    `fid-stats --images missing` loaded the encoder first. Each is now refused before any encoder is built."""
+    from imgalign.cli import main
+
+    monkeypatch.setattr("imgalign.rewards.features.build_features", _no_encoder)
+    folder = tmp_path / "imgs"
+    folder.mkdir()
+    image = folder / "a.png"
+    image.write_bytes(b"\x89PNG\r\n\x1a\n")
+    missing = str(tmp_path / "missing")
+    for a, b in ((str(folder), missing), (missing, "shapes")):
+        assert main(["rewards", "fd", a, b, "--features", "stats", "--n", "4"]) == 2
+        err = capsys.readouterr().err
+        assert (
+            f"{missing!r} is not a folder, a stats file or 'shapes': give an image folder, a .safetensors"
+            in err
+        )
+    assert main(["rewards", "fd", str(folder), str(image), "--features", "stats"]) == 2
+    assert f"{image} is not an imgalign FID stats file" in capsys.readouterr().err
+    out = tmp_path / "s.safetensors"
+    assert main(["rewards", "fid-stats", "--images", missing, "--features", "stats", "--out", str(out)]) == 2
+    assert f"--images {missing!r} is not a folder" in capsys.readouterr().err and not out.exists()

@@ -352,7 +352,7 @@ def test_fd_of_two_render_sets_and_fid_stats_of_renders(
     assert main(["rewards", "fid-stats", "--images", nope, "--features", "stats", "--out", str(out)]) == 2
     assert f"--images {nope!r} is not a folder" in capsys.readouterr().err
     assert main(["rewards", "fd", nope, "shapes", "--features", "stats", "--n", "4"]) == 2
-    assert f"path {nope!r} is not a folder" in capsys.readouterr().err
+    assert f"{nope!r} is not a folder, a stats file or 'shapes'" in capsys.readouterr().err
 
 
 def test_check_reads_seed_and_kinds_and_reports_each_mean(

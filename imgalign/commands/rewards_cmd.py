@@ -260,6 +260,21 @@ def _stats(src: str, enc, n: int, seed: int):
     return stats_of(folder_features(src, enc))
 
 
+def _check_source(src: str) -> None:
+    """An ``fd`` argument is 'shapes', an image folder or a readable stats file."""
+    from imgalign.rewards.fid import load_stats
+
+    if src == "shapes":
+        return
+    if Path(src).is_file():
+        load_stats(src)  # not a stats file (an image, a head): named before any work
+    elif not Path(src).is_dir():
+        raise CLIError(
+            f"{src!r} is not a folder, a stats file or 'shapes': give an image folder, a .safetensors file from "
+            "`imgalign rewards fid-stats`, or 'shapes' for renders"
+        )
+
+
 def run_fd(args: argparse.Namespace) -> int:
     check_device(args.device)  # a GPU this machine lacks fails before any work
     from imgalign.rewards.features import build_features
@@ -267,6 +282,8 @@ def run_fd(args: argparse.Namespace) -> int:
 
     if "shapes" in (args.a, args.b):
         _check_renders(args.n, "renders for 'shapes'; a covariance needs 2")
+    for src in (args.a, args.b):  # both before any encoder loads: b was read after a's features were computed
+        _check_source(src)
     enc = build_features(args.features, args.device)
     mu_a, sig_a = _stats(args.a, enc, args.n, 0)
     mu_b, sig_b = _stats(args.b, enc, args.n, 1)  # 'shapes' twice gives two independent render sets
@@ -361,11 +378,12 @@ def run_fid_stats(args: argparse.Namespace) -> int:
     check_output_file(Path(args.out))  # before the features are extracted
     if args.images == "shapes":
         _check_renders(args.n, "renders for --images shapes; a covariance needs 2")
+    else:
+        _check_dir(args.images, "--images")  # before the encoder loads
     enc = build_features(args.features, args.device)
     if args.images == "shapes":
         feats = enc(shapes_reference_images(args.n))
     else:
-        _check_dir(args.images, "--images")
         feats = folder_features(args.images, enc)
     mu, sigma = stats_of(feats)
     save_stats(args.out, mu, sigma, feats.shape[0], args.features)
