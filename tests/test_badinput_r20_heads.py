@@ -121,3 +121,29 @@ def test_fd_and_fid_stats_check_their_inputs_before_any_encoder_loads(
     out = tmp_path / "s.safetensors"
     assert main(["rewards", "fid-stats", "--images", missing, "--features", "stats", "--out", str(out)]) == 2
     assert f"--images {missing!r} is not a folder" in capsys.readouterr().err and not out.exists()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["fit-discriminator", "--real", "r", "--fake", "f", "--features", "stats"],
+        ["fit-artifact", "--clean", "r", "--artifact", "f"],
+        ["fid-stats", "--images", "r", "--features", "stats"],
+    ],
+    ids=lambda a: a[0],
+)
+def test_an_out_ending_in_a_slash_is_refused_before_it_is_written_as_a_file(
+    argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--out heads/` (a new folder, meant to hold the result) wrote the head or statistics as a file named
+    `heads`. It is refused, naming the option, before any work."""
+    from imgalign.cli import main
+
+    monkeypatch.setattr("imgalign.rewards.features.build_features", _no_encoder)
+    monkeypatch.chdir(tmp_path)
+    for name in ("r", "f"):
+        Path(name).mkdir()
+    assert main(["rewards", *argv, "--out", "heads/"]) == 2
+    err = capsys.readouterr().err
+    assert "--out 'heads/' ends in a slash, so it names a folder" in err and "give a file name" in err
+    assert not Path("heads").exists()

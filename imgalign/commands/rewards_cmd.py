@@ -138,9 +138,17 @@ def _check_distinct(first: str, first_flag: str, second: str, second_flag: str) 
 
 def _check_not_image_name(out: str, what: str) -> None:
     """--out of a safetensors result must not have an image suffix: ``--out real/0001.png`` overwrote one of the
-    images just read with the result (a file no image reader opens)."""
+    images just read with the result (a file no image reader opens); nor end in a slash: ``--out heads/`` of a new
+    folder wrote the result as a file named ``heads``."""
+    import os
+
     from imgalign.rewards.io import IMAGE_SUFFIXES
 
+    if out.endswith(("/", os.sep)):
+        raise CLIError(
+            f"--out {out!r} ends in a slash, so it names a folder, but the {what} is one file: give a file name "
+            "(.safetensors)"
+        )
     if Path(out).suffix.lower() in IMAGE_SUFFIXES:
         raise CLIError(
             f"--out {out!r} is an image name, but the {what} is written as a safetensors file (it would replace "
