@@ -391,6 +391,7 @@ def check_factory_options(name: str, factory: Callable[..., Any], opts: Mapping[
     """Refuse, by name and before anything loads, an option `factory` does not take, a number option given as
     text, or a required option not given."""
     _refuse_unknown_options(name, opts, reward_options(factory), _takes_any_keyword(factory))
+    _refuse_empty_values(name, opts, _parameters(factory))
     _refuse_non_numbers(name, opts, _parameters(factory))
     missing = [o for o in required_options(factory) if o not in opts]
     if missing:  # was Python's "missing 1 required positional argument: 'path'" after "bad options []"
@@ -408,6 +409,27 @@ def check_reward_options(spec: str) -> None:
     name, opts = parse_reward_spec(spec)
     if name in _REGISTRY:
         check_factory_options(name, _REGISTRY[name][0], opts)
+
+
+def _refuse_empty_values(name: str, opts: Mapping[str, Any], params: Mapping[str, Any]) -> None:
+    """An option given with no value (``fid:ref=``: ``ref=$STATS`` with STATS unset) is refused by name, unless its
+    default is empty too (``vlm_loglik:query=``). Read as a path, '' was the current folder: discriminator and fid
+    ``ref=`` took every image under it as the reference set, silently, and ``head=`` said "head file '.' is a
+    folder"; other options failed in another library's words (a Hub "Repo id must use alphanumeric chars")."""
+    import inspect
+
+    for key, value in opts.items():
+        if not isinstance(value, str) or value.strip() or key not in params:
+            continue
+        default = params[key].default
+        if default == "":
+            continue
+        leave = ""
+        if default is not inspect.Parameter.empty:  # a required option cannot be left out
+            leave = f", or leave {key}= out" + ("" if default is None else f" (default {default!r})")
+        raise ValueError(
+            f"reward {name!r}: option {key}= is empty (an unset shell variable?): give a value{leave}"
+        )
 
 
 def _refuse_non_numbers(name: str, opts: Mapping[str, Any], params: Mapping[str, Any]) -> None:

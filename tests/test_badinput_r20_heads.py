@@ -147,3 +147,47 @@ def test_an_out_ending_in_a_slash_is_refused_before_it_is_written_as_a_file(
     err = capsys.readouterr().err
     assert "--out 'heads/' ends in a slash, so it names a folder" in err and "give a file name" in err
     assert not Path("heads").exists()
+
+
+@pytest.mark.parametrize(
+    ("spec", "option", "leave"),
+    [
+        ("fid:features=stats,ref=", "ref", ", or leave ref= out (default 'shapes')"),
+        ("discriminator:features=stats,online=true,ref=", "ref", ", or leave ref= out (default 'shapes')"),
+        ("discriminator:head=", "head", ", or leave head= out"),
+        ("artifact:model=''", "model", ", or leave model= out (default 'shapes-artifact')"),
+        ("fid:features=stats,init= ", "init", ", or leave init= out"),
+    ],
+)
+def test_a_reward_option_given_empty_is_refused_by_name(
+    spec: str, option: str, leave: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`fid:ref=$STATS` with STATS unset: '' read as a path is the current folder, so fid and the online
+    discriminator took every image under it as their reference set, silently; `head=` said "head file '.' is a
+    folder" and `model=` "head file 'head.safetensors' does not exist". An empty option is now refused by name."""
+    from imgalign.rewards.base import build_reward, to_pil
+
+    monkeypatch.chdir(tmp_path)
+    for i, im in enumerate(to_pil(torch.rand(4, 3, 16, 16))):  # what the current folder's images were read as
+        im.save(tmp_path / f"{i}.png")
+    with pytest.raises(ValueError) as err:
+        build_reward(spec)
+    assert str(err.value) == (
+        f"reward {spec.split(':')[0]!r}: option {option}= is empty (an unset shell variable?): give a value{leave}"
+    )
+
+
+def test_an_option_whose_default_is_empty_may_be_given_empty() -> None:
+    """`vlm_loglik:query=` is its default (no question); a required option given empty cannot be left out."""
+    from imgalign.rewards.base import _call_factory
+
+    def factory(device: str, dtype: torch.dtype, path: str, query: str = "") -> dict[str, str]:
+        return {"path": path, "query": query}
+
+    assert _call_factory("mine", factory, "cpu", torch.float32, {"path": "p", "query": ""})["query"] == ""
+    with pytest.raises(
+        ValueError,
+        match=r"^reward 'mine': option path= is empty \(an unset shell variable\?\): "
+        r"give a value$",
+    ):
+        _call_factory("mine", factory, "cpu", torch.float32, {"path": " "})
