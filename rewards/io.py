@@ -28,7 +28,7 @@ def find_images(paths: Iterable[str | Path]) -> list[Path]:
     """Expand files, folders (recursively, image suffixes only) and globs into a sorted, de-duplicated list.
     Explicitly named files are kept whatever their suffix (so a broken one gets an error row, not silence). A
     glob (quoted, so the shell left it alone) expands as the shell would, to files and folders alike; one that
-    matches nothing is an error, as is a path that does not exist. A folder's hidden files and folders (macOS's
+    matches nothing is an error, as is a path that does not exist or is empty. A folder's hidden files and folders (macOS's
     ``._a.png`` and ``.DS_Store``, ``.git``) are skipped, as ``ls`` and a shell glob skip them; its symlinked
     subfolders are followed (each real folder once, so a link loop ends)."""
 
@@ -55,6 +55,10 @@ def find_images(paths: Iterable[str | Path]) -> list[Path]:
     out: list[Path] = []
     for p in paths:
         s = str(p)
+        if not s.strip():  # Path('') is the current folder: "$DIR" with DIR unset read every image under it
+            raise FileNotFoundError(
+                "an empty path ('', an unset shell variable?) names no file or folder: give the images' folder"
+            )
         path = Path(s)
         if path.is_dir() or path.is_file():
             out += expand(path)

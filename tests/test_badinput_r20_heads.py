@@ -191,3 +191,47 @@ def test_an_option_whose_default_is_empty_may_be_given_empty() -> None:
         r"give a value$",
     ):
         _call_factory("mine", factory, "cpu", torch.float32, {"path": " "})
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (
+            ["rewards", "fit-discriminator", "--real", "", "--fake", "f", "--out", "h.safetensors"],
+            "--real is empty",
+        ),
+        (
+            ["rewards", "fit-artifact", "--clean", "c", "--artifact", " ", "--out", "h.safetensors"],
+            "--artifact is empty",
+        ),
+        (["rewards", "fit-artifact", "--clean", "c", "--artifact", "f", "--out", ""], "--out is empty"),
+        (["rewards", "fid-stats", "--images", "", "--out", "s.safetensors"], "--images is empty"),
+        (["rewards", "fd", "f", ""], "an fd argument is empty ('', an unset shell variable?)"),
+        (
+            ["score", "", "--reward", "artifact", "--out", "s.jsonl"],
+            "an empty path ('', an unset shell variable?)",
+        ),
+        (["score", "f", "--reward", "artifact", "--out", "s.jsonl", "--prompts", ""], "--prompts is empty"),
+        (["score", "f", "--reward", "artifact", "--out", "s.jsonl", "--baseline", ""], "--baseline is empty"),
+    ],
+    ids=lambda a: " ".join(a) if isinstance(a, list) else "",
+)
+def test_an_empty_path_is_refused_not_read_as_the_current_folder(
+    argv: list[str], said: str, tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A path given as "" ("$DIR" with DIR unset) is Path('.'): fid-stats --images "" wrote statistics of every
+    image under the current folder, fd "" compared it, fit-* read it as a class, score "" scored it, and score's
+    --prompts "" / --baseline "" were read as not given. Each is refused by name before any work."""
+    from imgalign.cli import main
+    from imgalign.rewards.base import to_pil
+
+    monkeypatch.setattr("imgalign.rewards.features.build_features", _no_encoder)
+    monkeypatch.setattr("imgalign.rewards.base.build_reward", _no_encoder)
+    monkeypatch.chdir(tmp_path)
+    for name in ("c", "f"):
+        Path(name).mkdir()
+        for i, im in enumerate(to_pil(torch.rand(3, 3, 16, 16))):
+            im.save(Path(name) / f"{i}.png")
+    assert main(argv) == 2
+    assert said in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c", "f"]  # nothing written

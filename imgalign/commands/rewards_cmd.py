@@ -176,11 +176,23 @@ def _check_fit_sizes(args: argparse.Namespace) -> None:
         )
 
 
+def _refuse_empty_paths(args: argparse.Namespace, *folders: str) -> None:
+    """--real "" ("$DIR" with DIR unset) was the current folder: every image under it read as that class (or as
+    the FID reference set); --out "" was called a folder."""
+    from imgalign.commands.world import refuse_empty_options
+
+    refuse_empty_options(
+        args,
+        {**dict.fromkeys(folders, "an image folder"), "out": "a file name for the result (.safetensors)"},
+    )
+
+
 def run_fit_discriminator(args: argparse.Namespace) -> int:
     check_device(args.device)  # a GPU this machine lacks fails before any work
     from imgalign.commands import check_output_file
     from imgalign.rewards.discriminator import fit_discriminator
 
+    _refuse_empty_paths(args, "real", "fake")
     _check_fit_sizes(args)
     _check_dir(args.real, "--real")
     _check_dir(args.fake, "--fake")
@@ -211,6 +223,7 @@ def run_fit_artifact(args: argparse.Namespace) -> int:
     from imgalign.rewards.heads import check_class_folder
     from imgalign.rewards.io import load_image_folder
 
+    _refuse_empty_paths(args, "clean", "artifact")
     _check_fit_sizes(args)
     _check_dir(args.clean, "--clean")
     _check_dir(args.artifact, "--artifact")
@@ -274,6 +287,10 @@ def _check_source(src: str) -> None:
 
     if src == "shapes":
         return
+    if not src.strip():  # Path('') is the current folder: every image under it was read
+        raise CLIError(
+            "an fd argument is empty ('', an unset shell variable?): give an image folder, a stats file or 'shapes'"
+        )
     if Path(src).is_file():
         load_stats(src)  # not a stats file (an image, a head): named before any work
     elif not Path(src).is_dir():
@@ -380,6 +397,7 @@ def run_fid_stats(args: argparse.Namespace) -> int:
     from imgalign.rewards.features import build_features
     from imgalign.rewards.fid import folder_features, save_stats, shapes_reference_images, stats_of
 
+    _refuse_empty_paths(args, "images")
     if Path(args.out).is_dir():
         raise CLIError(f"--out {args.out!r} is a folder; give a file name for the statistics (.safetensors)")
     _check_not_image_name(args.out, "statistics")

@@ -409,11 +409,20 @@ def run_score(args: argparse.Namespace) -> int:
     from tqdm.auto import tqdm
 
     from imgalign.commands import check_device, check_output_file
+    from imgalign.commands.world import refuse_empty_options
     from imgalign.rewards.base import build_reward, reward_key
     from imgalign.rewards.io import ImageReadError, find_images, pil_batch, read_image
 
     if args.batch_size < 1:
         raise CLIError("--batch-size must be at least 1")
+    # read as not given: --prompts "" ("$P" with P unset) scored without prompts, --baseline "" printed no change
+    refuse_empty_options(
+        args,
+        {
+            "prompts": "a JSONL of file/prompt rows, or leave it out",
+            "baseline": "an earlier score JSONL, or leave it out",
+        },
+    )
     out = Path(args.out)
     if out.suffix.lower() not in (".jsonl", ".csv", ".json"):
         raise CLIError(f"--out {args.out!r} must end in .jsonl or .csv (.json is written as JSON lines too)")
