@@ -1,0 +1,86 @@
+"""Bad-input round 20: `imgalign grid` with long and odd prompts."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+
+from imgalign.cli import main
+
+torch.set_num_threads(1)
+LONG = "a red circle " * 10  # the tiny tokenizers spell it out: over 77 tokens
+
+
+@pytest.fixture
+def library_log() -> Iterator[list[logging.LogRecord]]:
+    """The records diffusers' and transformers' loggers handle while the test runs (they do not propagate)."""
+    seen: list[logging.LogRecord] = []
+    catch = logging.Handler()
+    catch.emit = seen.append  # type: ignore[method-assign]
+    loggers = [logging.getLogger("diffusers"), logging.getLogger("transformers")]
+    for log in loggers:
+        log.addHandler(catch)
+    try:
+        yield seen
+    finally:
+        for log in loggers:
+            log.removeHandler(catch)
+
+
+def test_grid_names_the_rows_whose_prompts_are_truncated_once(
+    sd3_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture, library_log: list[logging.LogRecord]
+) -> None:
+    """Long grid prompts were reported by transformers' "Token indices sequence length ... indexing errors" line
+    and one diffusers notice (the rest dropped) showing the first truncated prompt's cut part, naming no row: for
+    a prompt one token over, only '<|endoftext|>', while a far longer row lost nearly every word. The grid names
+    the rows and the first one's token count, once per model, and the libraries' notices are quiet."""
+    out = tmp_path / "g.png"
+    argv = [
+        "grid",
+        "--model",
+        f"a={sd3_dir}",
+        "--prompt",
+        "a red circle",
+        "--prompt",
+        LONG,
+        "--prompt",
+        LONG + "x",
+    ]
+    argv += ["--steps", "1", "--size", "16", "--cell", "16", "--out", str(out)]
+    with caplog.at_level(logging.WARNING):
+        assert main(argv) == 0
+    assert out.is_file()
+    assert [r.getMessage()[:40] for r in library_log if r.levelno >= logging.WARNING] == []
+    said = [r.getMessage() for r in caplog.records if r.name == "imgalign.commands.grid"]
+    assert said == [
+        "a: the prompts of rows 2, 3 (row 2: 102 CLIP tokens) are longer than its text encoders take (CLIP 77 "
+        "tokens): truncated when encoded, so the words past the limit do not steer its images"
+    ]
+    # quieted for the grid only
+    from imgalign.pipelines import MessageFilter
+
+    assert not any(
+        isinstance(f, MessageFilter)
+        for n in list(logging.root.manager.loggerDict)
+        for f in getattr(logging.getLogger(n), "filters", [])
+    )
+
+
+def test_the_long_rows_warning_counts_rows_and_shows_at_most_ten() -> None:
+    from imgalign.commands.grid import long_rows_warning
+
+    prompts = [f"p{i}" for i in range(14)]
+    over = {p: ("T5", 300 + i) for i, p in enumerate(prompts) if i != 1}
+    assert long_rows_warning("m", prompts, over, "CLIP 77, T5 256") == (
+        "m: the prompts of rows 1, 3, 4, 5, 6, 7, 8, 9, 10, 11 and 3 more (row 1: 300 T5 tokens) are longer than "
+        "its text encoders take (CLIP 77, T5 256 tokens): truncated when encoded, so the words past the limit do "
+        "not steer its images"
+    )
+    assert long_rows_warning("m", prompts, {"p1": ("CLIP", 80)}, "CLIP 77") == (
+        "m: the prompt of row 2 (80 CLIP tokens) is longer than its text encoders take (CLIP 77 tokens): "
+        "truncated when encoded, so the words past the limit do not steer its images"
+    )
