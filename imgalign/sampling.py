@@ -14,9 +14,10 @@ square images and :data:`MAX_SEQUENCE_LENGTH` zero context tokens.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,13 @@ import torch
 from PIL import Image
 from tqdm.auto import tqdm
 
-from imgalign.pipelines import TRUNCATION_NOTICE, ignores_guidance, load_pipeline, once_per_call
+from imgalign.pipelines import (
+    TRUNCATION_NOTICE,
+    MessageFilter,
+    ignores_guidance,
+    load_pipeline,
+    once_per_call,
+)
 
 log = logging.getLogger(__name__)
 
@@ -226,6 +233,77 @@ def truncation_said_once(pipe: Any) -> Any:
     return once_per_call(type(pipe).__module__, TRUNCATION_NOTICE)
 
 
+def long_rows_warning(
+    label: str,
+    prompts: Sequence[str],
+    over: dict[str, tuple[str, int]],
+    kept: str,
+    noun: str = "row",
+    names: Sequence[str] | None = None,
+) -> str:
+    """The line saying which of `prompts` model `label`'s text encoders truncate (`over`, from
+    :func:`~imgalign.trainers.prompting.over_limit`; not empty), naming the first one's token count. Each prompt
+    is called `noun` and its name in `names` (by default its 1-based number: a grid row)."""
+    names = names or [str(n) for n in range(1, len(prompts) + 1)]
+    rows = [name for name, p in zip(names, prompts) if p in over]
+    encoder, tokens = over[next(p for p in prompts if p in over)]
+    shown = ", ".join(rows[:10]) + (f" and {len(rows) - 10} more" if len(rows) > 10 else "")
+    which = (
+        f"the prompts of {noun}s {shown} ({noun} {rows[0]}: {tokens} {encoder} tokens) are"
+        if len(rows) > 1
+        else f"the prompt of {noun} {rows[0]} ({tokens} {encoder} tokens) is"
+    )
+    return (
+        f"{label}: {which} longer than its text encoders take ({kept} tokens): truncated when encoded, so the "
+        "words past the limit do not steer its images"
+    )
+
+
+@contextlib.contextmanager
+def long_prompts_said(
+    pipe: Any,
+    label: str,
+    prompts: Sequence[str],
+    max_sequence_length: int | None,
+    noun: str = "row",
+    names: Sequence[str] | None = None,
+) -> Iterator[None]:
+    """A block sampling `prompts` with `pipe`, in which the ones its text encoders truncate are named once, up front
+    (:func:`long_rows_warning`, with `noun` and `names`), and the libraries' own notices are quiet: transformers'
+    "indexing errors" line and diffusers' "The following part of your input was truncated", let through once, named
+    no prompt and showed the first truncated prompt's cut part (only its end token for a 13-token prompt, while a
+    1212-token one lost nearly every word)."""
+    import inspect
+
+    from imgalign.trainers.prompting import over_limit, token_limits
+
+    if max_sequence_length is None:  # the pipeline call's own default (SD3 256, FLUX 512)
+        try:
+            param = inspect.signature(pipe).parameters.get("max_sequence_length")
+        except (TypeError, ValueError):  # not callable, or no signature to read
+            param = None
+        max_sequence_length = param.default if param is not None and isinstance(param.default, int) else 256
+    limits = token_limits(pipe, int(max_sequence_length))
+    over = over_limit(list(prompts), limits)
+    if not over:
+        with truncation_said_once(pipe):
+            yield
+        return
+    kept = ", ".join(dict.fromkeys(f"{e} {n}" for e, _, n in limits))
+    log.warning("%s", long_rows_warning(label, prompts, over, kept, noun, names))
+    # transformers warns once per tokenizer unless told it has
+    for name in ("tokenizer", "tokenizer_2", "tokenizer_3"):
+        tok = getattr(pipe, name, None)
+        if tok is not None:
+            tok.deprecation_warnings["sequence-length-is-longer-than-the-specified-maximum"] = True
+    logger, quiet = logging.getLogger(type(pipe).__module__), MessageFilter(TRUNCATION_NOTICE)
+    logger.addFilter(quiet)
+    try:
+        yield
+    finally:
+        logger.removeFilter(quiet)
+
+
 def generate_folder(
     model: Any,
     metas: Sequence[dict[str, Any]],
@@ -273,8 +351,16 @@ def generate_folder(
         d = out_dir / f"{i:05d}" / "samples"
         jobs += [(i, j) for j in range(images_per_prompt) if not have(d / f"{j:04d}.png")]
     per_batch = max(1, batch_size)
+    prompts = [m["prompt"] for m in metas]
     with (
-        truncation_said_once(pipe),
+        long_prompts_said(
+            pipe,
+            label,
+            prompts,
+            settings.get("max_sequence_length"),
+            "prompt folder",
+            [f"{i:05d}" for i in range(len(metas))],
+        ),
         tqdm(total=len(jobs), desc="sampling", unit="img", disable=not progress) as bar,
     ):
         for k in range(0, len(jobs), per_batch):

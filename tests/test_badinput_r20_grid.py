@@ -55,7 +55,7 @@ def test_grid_names_the_rows_whose_prompts_are_truncated_once(
         assert main(argv) == 0
     assert out.is_file()
     assert [r.getMessage()[:40] for r in library_log if r.levelno >= logging.WARNING] == []
-    said = [r.getMessage() for r in caplog.records if r.name == "imgalign.commands.grid"]
+    said = [r.getMessage() for r in caplog.records if r.name == "imgalign.sampling"]
     assert said == [
         "a: the prompts of rows 2, 3 (row 2: 102 CLIP tokens) are longer than its text encoders take (CLIP 77 "
         "tokens): truncated when encoded, so the words past the limit do not steer its images"
@@ -71,7 +71,7 @@ def test_grid_names_the_rows_whose_prompts_are_truncated_once(
 
 
 def test_the_long_rows_warning_counts_rows_and_shows_at_most_ten() -> None:
-    from imgalign.commands.grid import long_rows_warning
+    from imgalign.sampling import long_rows_warning
 
     prompts = [f"p{i}" for i in range(14)]
     over = {p: ("T5", 300 + i) for i, p in enumerate(prompts) if i != 1}
@@ -84,3 +84,33 @@ def test_the_long_rows_warning_counts_rows_and_shows_at_most_ten() -> None:
         "m: the prompt of row 2 (80 CLIP tokens) is longer than its text encoders take (CLIP 77 tokens): "
         "truncated when encoded, so the words past the limit do not steer its images"
     )
+
+
+def test_eval_names_the_prompt_folders_whose_prompts_are_truncated_once(
+    sd3_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture, library_log: list[logging.LogRecord]
+) -> None:
+    """`imgalign eval --model` (generate_folder) had the grid's notices: transformers' "indexing errors" line and
+    one diffusers notice showing a cut part, naming no prompt. It names the prompt folders, once."""
+    from imgalign.sampling import generate_folder, generate_images
+
+    metas = [
+        {"tag": "single_object", "prompt": p} for p in ("a red circle", LONG, "a blue square", LONG + "y")
+    ]
+    with caplog.at_level(logging.WARNING):
+        generate_folder(
+            str(sd3_dir),
+            metas,
+            tmp_path / "out",
+            1,
+            0,
+            progress=False,
+            sample=generate_images,
+            steps=1,
+            size=16,
+        )
+    assert len(list((tmp_path / "out").glob("*/samples/0000.png"))) == 4
+    assert [r.getMessage()[:40] for r in library_log if r.levelno >= logging.WARNING] == []
+    assert [r.getMessage() for r in caplog.records if r.name == "imgalign.sampling"] == [
+        f"{sd3_dir}: the prompts of prompt folders 00001, 00003 (prompt folder 00001: 102 CLIP tokens) are longer than its text "
+        "encoders take (CLIP 77 tokens): truncated when encoded, so the words past the limit do not steer its images"
+    ]

@@ -14,10 +14,8 @@ Every input is checked before any model loads.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import logging
 import math
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -175,68 +173,6 @@ def read_rows(args: argparse.Namespace) -> tuple[list[str], list[dict[str, Any] 
     return prompts, [None] * len(prompts)
 
 
-def long_rows_warning(label: str, prompts: list[str], over: dict[str, tuple[str, int]], kept: str) -> str:
-    """The line saying which grid rows (1-based) model `label`'s text encoders truncate (`over`, from
-    :func:`~imgalign.trainers.prompting.over_limit`; not empty), naming the first one's token count."""
-    rows = [r for r, p in enumerate(prompts, 1) if p in over]
-    encoder, tokens = over[prompts[rows[0] - 1]]
-    shown = ", ".join(map(str, rows[:10])) + (f" and {len(rows) - 10} more" if len(rows) > 10 else "")
-    several = len(rows) > 1
-    which = (
-        f"the prompts of rows {shown} (row {rows[0]}: {tokens} {encoder} tokens) are"
-        if several
-        else f"the prompt of row {rows[0]} ({tokens} {encoder} tokens) is"
-    )
-    return (
-        f"{label}: {which} longer than its text encoders take ({kept} tokens): truncated when encoded, so the "
-        "words past the limit do not steer its images"
-    )
-
-
-@contextlib.contextmanager
-def long_prompts_said(
-    pipe: Any, label: str, prompts: list[str], max_sequence_length: int | None
-) -> Iterator[None]:
-    """A block sampling `prompts` with `pipe`, in which the rows its text encoders truncate are named once, up front
-    (:func:`long_rows_warning`), and the libraries' own notices are quiet: transformers' "indexing errors" line and
-    diffusers' "The following part of your input was truncated", let through once, named no row and showed the
-    first truncated prompt's cut part (only its end token for a 13-token prompt, while a 1212-token one lost
-    nearly every word)."""
-    import inspect
-
-    from imgalign.pipelines import TRUNCATION_NOTICE, MessageFilter
-    from imgalign.sampling import truncation_said_once
-    from imgalign.trainers.prompting import over_limit, token_limits
-
-    if max_sequence_length is None:  # the pipeline call's own default (SD3 256, FLUX 512)
-        param = inspect.signature(pipe.__call__).parameters.get("max_sequence_length")
-        max_sequence_length = param.default if param is not None and isinstance(param.default, int) else 256
-    limits = token_limits(pipe, int(max_sequence_length))
-    over = over_limit(prompts, limits)
-    if not over:
-        with truncation_said_once(pipe):
-            yield
-        return
-    log.warning(
-        "%s",
-        long_rows_warning(label, prompts, over, ", ".join(dict.fromkeys(f"{e} {n}" for e, _, n in limits))),
-    )
-    for name in (
-        "tokenizer",
-        "tokenizer_2",
-        "tokenizer_3",
-    ):  # transformers warns once per tokenizer unless told
-        tok = getattr(pipe, name, None)
-        if tok is not None:
-            tok.deprecation_warnings["sequence-length-is-longer-than-the-specified-maximum"] = True
-    logger, quiet = logging.getLogger(type(pipe).__module__), MessageFilter(TRUNCATION_NOTICE)
-    logger.addFilter(quiet)
-    try:
-        yield
-    finally:
-        logger.removeFilter(quiet)
-
-
 def run_grid(args: argparse.Namespace) -> int:
     import torch
 
@@ -245,7 +181,7 @@ def run_grid(args: argparse.Namespace) -> int:
     from imgalign.eval.models import sampling_defaults
     from imgalign.pipelines import check_model_spec, load_pipeline, parse_model_arg
     from imgalign.rewards.base import parse_reward_spec
-    from imgalign.sampling import generate_images, warn_unread_guidance
+    from imgalign.sampling import generate_images, long_prompts_said, warn_unread_guidance
 
     # ---- every check first, before any model loads ----
     specs = [parse_model_arg(m) for m in args.model]
