@@ -235,3 +235,32 @@ def test_an_empty_path_is_refused_not_read_as_the_current_folder(
     assert main(argv) == 2
     assert said in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c", "f"]  # nothing written
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["rewards", "fit-discriminator", "--real", "r", "--fake", "f", "--features", "stats"],
+        ["rewards", "fid-stats", "--images", "r", "--features", "stats"],
+    ],
+    ids=lambda a: a[1],
+)
+def test_an_out_that_is_a_pipe_or_device_is_refused_not_replaced(
+    argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--out /dev/null` (to discard the result) wrote the head beside it and moved it onto it: as root that
+    replaced the device with a regular file. Shown with a FIFO, which was replaced the same way."""
+    import os
+    import stat
+
+    from imgalign.cli import main
+
+    monkeypatch.setattr("imgalign.rewards.features.build_features", _no_encoder)
+    monkeypatch.chdir(tmp_path)
+    for name in ("r", "f"):
+        Path(name).mkdir()
+    os.mkfifo("pipe")
+    assert main([*argv, "--out", "pipe"]) == 2
+    err = capsys.readouterr().err
+    assert "--out 'pipe' is not a regular file (a device or a pipe, such as /dev/null)" in err
+    assert stat.S_ISFIFO(os.stat("pipe").st_mode)

@@ -24,11 +24,17 @@ def seed_arg(text: str) -> int:
 
 
 def check_output_file(path: Path, flag: str = "--out") -> None:
-    """Fail before any work when output file `path` cannot be written: it is a folder, a part of its parent path
-    is an existing file, or its nearest existing folder takes no new file."""
+    """Fail before any work when output file `path` cannot be written: it is a folder or another non-regular file (a
+    device, a pipe), a part of its parent path is an existing file, or its nearest existing folder takes no new
+    file."""
     path = Path(path)
     if path.is_dir():
         raise ValueError(f"{flag} {str(path)!r} is a folder; give a file name")
+    if path.exists() and not path.is_file():  # a device or a pipe: the result is moved onto it, replacing it
+        raise ValueError(
+            f"{flag} {str(path)!r} is not a regular file (a device or a pipe, such as /dev/null): the result is "
+            "written beside it and moved onto it, which would replace it; give a file name"
+        )
     _check_nearest_folder(path, path.parents, flag)
 
 
