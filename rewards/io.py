@@ -147,7 +147,7 @@ def load_image_folder(path: str | Path, size: int | None = None, limit: int | No
     if bad:
         log.warning("skipped %d unreadable image(s) under %s, e.g. %s", len(bad), path, bad[0])
     if not ims:
-        raise FileNotFoundError(f"no readable images under {str(path)!r}")
+        raise FileNotFoundError(f"no readable images under {str(path)!r}{other_files_note(path)}")
     return pil_batch(ims, size)
 
 
@@ -184,5 +184,26 @@ def encode_image_folder(
     if bad:
         log.warning("skipped %d unreadable image(s) under %s, e.g. %s", len(bad), path, bad[0])
     if not out:
-        raise FileNotFoundError(f"no readable images under {str(path)!r}")
+        raise FileNotFoundError(f"no readable images under {str(path)!r}{other_files_note(path)}")
     return torch.cat(out)
+
+
+def other_files_note(folder: str | Path) -> str:
+    """'' or a note naming the files under `folder` that are not read because of their suffix (.avif photos, which
+    PIL opens, were skipped without a word: "no readable images" of a folder full of them)."""
+    if not Path(folder).is_dir():
+        return ""
+    others = sorted(
+        p
+        for p in Path(folder).rglob("*")
+        if p.is_file()
+        and not any(part.startswith(".") for part in p.relative_to(folder).parts)
+        and p.suffix.lower() not in IMAGE_SUFFIXES
+    )
+    if not others:
+        return ""
+    kinds = ", ".join(sorted({p.suffix.lower() or "(no suffix)" for p in others})[:5])
+    return (
+        f" (it holds {len(others)} other file(s), e.g. {others[0].name!r}: {kinds}; images are found by their "
+        f"suffix: {', '.join(IMAGE_SUFFIXES)})"
+    )

@@ -264,3 +264,24 @@ def test_an_out_that_is_a_pipe_or_device_is_refused_not_replaced(
     err = capsys.readouterr().err
     assert "--out 'pipe' is not a regular file (a device or a pipe, such as /dev/null)" in err
     assert stat.S_ISFIFO(os.stat("pipe").st_mode)
+
+
+def test_no_readable_images_names_the_files_skipped_for_their_suffix(tmp_path: Path) -> None:
+    """A folder of .avif photos (PIL opens them) gave "no readable images under 'x'", which said nothing of the
+    files there: images are found by their suffix, and the message now names the others."""
+    from imgalign.rewards.base import to_pil
+    from imgalign.rewards.io import encode_image_folder, load_image_folder
+
+    for i, im in enumerate(to_pil(torch.rand(2, 3, 8, 8))):
+        im.save(tmp_path / f"p{i}.png")
+        (tmp_path / f"p{i}.png").rename(tmp_path / f"p{i}.avif")
+    (tmp_path / "notes").write_text("x")
+    (tmp_path / ".DS_Store").write_text("x")  # hidden: neither read nor named
+    want = (
+        f"no readable images under {str(tmp_path)!r} (it holds 3 other file(s), e.g. 'notes': (no suffix), .avif; "
+        "images are found by their suffix: .png, .jpg, .jpeg, .webp, .bmp, .gif, .tif, .tiff)"
+    )
+    for read in (load_image_folder, lambda p: encode_image_folder(p, lambda x: x)):
+        with pytest.raises(FileNotFoundError) as err:
+            read(tmp_path)
+        assert str(err.value) == want
