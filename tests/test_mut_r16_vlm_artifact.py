@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import pytest
@@ -126,3 +127,43 @@ def test_a_bfloat16_reward_scores_with_its_images_in_bfloat16() -> None:
     for d in out.details:
         assert len(d["token_logprobs"]) == len(d["tokens"]) > 1
         assert all(lp < 0 for lp in d["token_logprobs"])
+
+
+# ---- artifact.py ----------------------------------------------------------------------------------------------
+def unchanged_fraction(x: torch.Tensor, y: torch.Tensor) -> float:
+    """The fraction of pixels an artifact left exactly as they were."""
+    return float((y == x).all(0).float().mean())
+
+
+def test_a_smear_blurs_a_region_of_a_textured_image_not_all_of_it() -> None:
+    """On a texture (every pixel differs from its neighbours, so a blur changes each one) a smear still leaves the
+    pixels outside its soft region exactly alone, for some draws a large part of the image."""
+    from imgalign.rewards.artifact import add_artifact
+
+    x = torch.rand(3, 64, 64, generator=torch.Generator().manual_seed(0))
+    kept = [unchanged_fraction(x, add_artifact(x, "smear", random.Random(seed))) for seed in range(6)]
+    assert max(kept) > 0.05 and min(kept) < 0.95
+
+
+def test_a_grid_texture_covers_a_region_or_the_whole_image() -> None:
+    """Half of the draws put the grid inside a soft region (the rest of a flat image kept exactly), half over the
+    whole image."""
+    from imgalign.rewards.artifact import add_artifact
+
+    flat = torch.full((3, 64, 64), 0.5)
+    kept = [unchanged_fraction(flat, add_artifact(flat, "grid", random.Random(seed))) for seed in range(12)]
+    assert min(kept) == 0.0 and max(kept) > 0.05
+
+
+def test_the_noise_of_a_noise_artifact_is_drawn_from_the_rng() -> None:
+    """Each draw has its own noise, not one fixed pattern rescaled: where two draws both add noise to a flat grey
+    image, its sign agrees about half the time."""
+    from imgalign.rewards.artifact import add_artifact
+
+    flat = torch.full((3, 64, 64), 0.5)
+    d0 = add_artifact(flat, "noise", random.Random(0)) - flat
+    d1 = add_artifact(flat, "noise", random.Random(1)) - flat
+    both = (d0 != 0) & (d1 != 0)
+    assert both.sum() > 500
+    agree = float((d0[both].sign() == d1[both].sign()).float().mean())
+    assert 0.3 < agree < 0.7
