@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import json
 import random
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -167,3 +169,50 @@ def test_the_noise_of_a_noise_artifact_is_drawn_from_the_rng() -> None:
     assert both.sum() > 500
     agree = float((d0[both].sign() == d1[both].sign()).float().mean())
     assert 0.3 < agree < 0.7
+
+
+def test_build_shapes_artifact_records_its_fit_in_the_head_and_the_model_card(tmp_path: Path) -> None:
+    """The head's metadata keeps the fit's metrics and the training size; the result carries the fit's metrics; the
+    model card names the head's form, the validation accuracy and the whole result as JSON."""
+    from imgalign.rewards.artifact import build_shapes_artifact
+    from imgalign.rewards.heads import load_head
+
+    res = build_shapes_artifact(tmp_path, n=10, test_n=7, hidden=0)
+    head, meta = load_head(tmp_path / "head.safetensors", task="artifact")
+    assert head.hidden == 0 and meta["extra"] == {"metrics": res["fit_metrics"], "n_train": 10}
+    assert set(res["fit_metrics"]) >= {"val_acc"}
+    card = (tmp_path / "README.md").read_text()
+    assert "- **Head**: a linear layer\n" in card
+    assert f"(validation accuracy {res['fit_metrics']['val_acc']:.3f})" in card
+    assert json.loads(card[card.index("```json\n") + 8 : card.rindex("\n```")]) == res
+
+
+def test_the_model_card_names_an_mlp_head_by_its_hidden_size() -> None:
+    from imgalign.rewards.artifact import ARTIFACT_KINDS, _model_card
+
+    result = {
+        "features": "stats",
+        "hidden": 32,
+        "n_train_per_class": 5,
+        "fit_metrics": {"val_acc": 0.75, "train_acc": 0.5},
+        "test_accuracy": 0.5,
+        "test_clean_accuracy": 0.5,
+        "test_artifact_recall_per_kind": dict.fromkeys(ARTIFACT_KINDS, 0.5),
+    }
+    card = _model_card(result)
+    assert "- **Head**: an MLP with one hidden layer of 32 units\n" in card
+    assert "(validation accuracy 0.750)" in card and "| grid | 0.500 |" in card
+
+
+def test_the_artifact_reward_refuses_other_features_naming_its_head_and_the_advice() -> None:
+    """features= naming another encoder than the head's (not a moved copy of it) is refused: the message names the
+    head as the user gave it and says features= is only for an encoder that moved."""
+    from imgalign.rewards.base import build_reward
+
+    with pytest.raises(ValueError) as e:
+        build_reward("artifact:features=shapes-clip")
+    assert str(e.value) == (
+        "artifact reward: head 'shapes-artifact' was fitted on features 'stats', not 'shapes-clip'; give features= "
+        "only for an encoder that moved (the head's are used)"
+    )
+    assert build_reward("artifact:features=stats").encoder.name == "stats"
