@@ -216,3 +216,12 @@ def test_the_artifact_reward_refuses_other_features_naming_its_head_and_the_advi
         "only for an encoder that moved (the head's are used)"
     )
     assert build_reward("artifact:features=stats").encoder.name == "stats"
+
+
+def test_the_artifact_head_is_moved_to_the_rewards_device() -> None:
+    """The head (weights and its standardisation buffers) lives on the reward's device (meta: no memory), as the
+    scoring moves the features there."""
+    from imgalign.rewards.base import build_reward
+
+    r = build_reward("artifact", device="meta")
+    assert {t.device.type for t in [*r.head.parameters(), *r.head.buffers()]} == {"meta"}
