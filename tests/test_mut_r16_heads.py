@@ -3,8 +3,11 @@ split_encoder_name, moved_encoder, recorded_encoder_gone, per_channel) that no t
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
+from test_rewards_heads import write_folder
 
 from imgalign.rewards.features import per_channel, recorded_encoder_gone, split_encoder_name
 
@@ -14,6 +17,17 @@ torch.set_num_threads(1)
 def _proc(**fields: object) -> object:
     """A stand-in image processor holding `fields` as attributes."""
     return type("P", (), fields)()
+
+
+def test_a_real_folder_of_one_image_is_named_as_the_real_one(tmp_path: Path) -> None:
+    """fit_discriminator names the class folder that is too small by its own flag (--real), not the other's."""
+    from imgalign.rewards.discriminator import fit_discriminator
+
+    g = torch.Generator().manual_seed(0)
+    one = write_folder(tmp_path / "one", torch.rand(1, 3, 16, 16, generator=g))
+    three = write_folder(tmp_path / "three", torch.rand(3, 3, 16, 16, generator=g))
+    with pytest.raises(ValueError, match=rf"^--real {str(one)!r} holds 1 image\(s\)"):
+        fit_discriminator(one, three, "stats", tmp_path / "h.safetensors", epochs=1)
 
 
 def test_an_open_clip_checkpoint_name_splits_at_its_first_at_sign() -> None:
@@ -38,3 +52,33 @@ def test_per_channel_reads_numbers_as_transformers_does_and_names_anything_else(
             ValueError, match=r"^m: its image processor's image_mean .* is not one number or three"
         ):
             per_channel(_proc(image_mean=bad), "image_mean", "m")
+
+
+def test_a_head_names_another_encoder_with_the_callers_advice_and_takes_a_relative_name_of_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """head_features: the same folder given relative to the working folder is the recorded encoder (returned as
+    recorded); another encoder is refused with the caller's advice."""
+    from imgalign.rewards.heads import head_features
+
+    (tmp_path / "dino").mkdir()
+    monkeypatch.chdir(tmp_path)
+    recorded = f"dinov2:{tmp_path / 'dino'}"
+    assert head_features(recorded, "dinov2:dino", "head h", "advice") == recorded
+    with pytest.raises(
+        ValueError,
+        match=r"^head h was fitted on features 'stats', not 'shapes-clip'; do this \(the head's are used\)$",
+    ):
+        head_features("stats", "shapes-clip", "head h", "do this")
+
+
+def test_a_fitted_head_holds_no_optimiser_and_its_state_carries_none(tmp_path: Path) -> None:
+    """A frozen (fitted) head is never trained: the reward builds no optimiser, so its state has no 'opt' entry
+    for an online run resumed from it to take up."""
+    from imgalign.rewards.base import build_reward
+    from imgalign.rewards.features import STATS_DIM
+    from imgalign.rewards.heads import FeatureHead, save_head
+
+    save_head(tmp_path / "h.safetensors", FeatureHead(STATS_DIM), "stats", "discriminator", {})
+    r = build_reward(f"discriminator:head={tmp_path / 'h.safetensors'}")
+    assert r.opt is None and set(r.state_dict()) == {"head", "features", "gen", "trained"}
