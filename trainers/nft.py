@@ -17,13 +17,17 @@ r: L(r) = mean(L-)/beta + mean(r·(L+ - L-))/beta, which is what MARBLE's amorti
 Integration (one NFT update on a batch of B stored samples x0 [B, C, H, W] with advantages A [B]):
 
     r = optimality_probability(A, clip=cfg.adv_clip)                      # [B]
-    t = sample_nft_times(B, cfg, generator, device)                        # [B]
+    t = sample_nft_times(B, cfg.t_min, cfg.t_max, generator, device)       # [B]
     eps = randn_like(x0); x_t = noisy_latent(x0, t, eps)                   # [B, C, H, W]
     v_theta = model(x_t, t)                                                # with grad
     with torch.no_grad(), ema.applied(trainable_params): v_old = model(x_t, t)
     out = nft_loss(v_theta, v_old, x0, x_t, t, r, beta=cfg.beta)
     loss = out.loss (+ cfg.ref_weight * ref_velocity_loss(v_theta, v_ref, valid)) (+ vnorm penalty)
     loss.backward(); optimizer.step(); ema.update(trainable_params, decay=ema_decay(step, cfg))
+
+The trainer's NFT term (:mod:`imgalign.trainers.objectives`) computes the same loss, but draws each sample's t and
+eps from a generator seeded by the sample's id (stratified by its place in the micro-batch), so that a sample's
+noise does not depend on which processes or micro-batches the batch was split into.
 """
 
 from __future__ import annotations
