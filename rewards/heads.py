@@ -169,7 +169,10 @@ def load_head(path: str | Path, task: str | None = None) -> tuple[FeatureHead, d
             f"head file {str(path)!r} is a folder; give the .safetensors file `imgalign rewards fit-...` wrote"
         )
     if not path.is_file():
-        raise FileNotFoundError(f"head file {str(path)!r} does not exist")
+        from imgalign.hub import tilde_hint
+
+        # a quoted ~ or $VAR (a YAML config, a quoted reward spec) named a file that exists once expanded
+        raise FileNotFoundError(f"head file {str(path)!r} does not exist{tilde_hint(str(path))}")
     try:
         with safe_open(str(path), framework="pt") as fh:
             meta = dict(fh.metadata() or {})

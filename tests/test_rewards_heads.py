@@ -875,6 +875,11 @@ def test_online_training_from_a_fitted_head_starts_from_that_head(tmp_path: Path
 def test_a_missing_head_file_is_said_not_to_exist(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="does not exist"):
         load_head(tmp_path / "nope.safetensors")
+    # a quoted ~ (artifact:model=~/h.safetensors in a YAML config) was "does not exist" of a file that may
+    with pytest.raises(
+        FileNotFoundError, match=r"'~/h.safetensors' does not exist \(a quoted ~ is not expanded"
+    ):
+        load_head("~/h.safetensors")
 
 
 def test_fit_head_holds_out_a_split_drawn_with_its_seed() -> None:
