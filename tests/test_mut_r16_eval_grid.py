@@ -1,0 +1,58 @@
+"""``imgalign eval`` (imgalign/commands/evaluate.py) and ``imgalign grid`` (imgalign/commands/grid.py): behaviour
+the earlier tests left unchecked (mutation round 16)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from imgalign.cli import main
+from imgalign.prompts.io import load_geneval_metadata
+from imgalign.prompts.shapes import EVAL_SET_PATH
+
+
+@pytest.fixture()
+def two_prompts(tmp_path: Path) -> Path:
+    p = tmp_path / "two.jsonl"
+    p.write_text("".join(json.dumps(m) + "\n" for m in load_geneval_metadata(EVAL_SET_PATH)[:2]))
+    return p
+
+
+def ground_truth_argv(prompts: Path) -> list[str]:
+    """``imgalign eval`` of the exact renders of `prompts`, one image each (give --out)."""
+    return ["eval", "--ground-truth", "--prompts", str(prompts), "--images-per-prompt", "1", "--no-progress"]
+
+
+def test_the_summary_names_the_source_of_the_images_and_the_evaluations_arguments(tmp_path, two_prompts):
+    """summary.json's "model" says where the judged images came from: "ground-truth" for the exact renders,
+    "images:PATH" for a folder given with --images; its "eval_args" are the shapes suite's eval_args.json."""
+    for name, argv in (
+        ("gt", ground_truth_argv(two_prompts)),
+        ("im", ["eval", "--images", str(tmp_path / "gt" / "images"), "--no-progress"]),
+    ):
+        assert main([*argv, "--out", str(tmp_path / name)]) == 0
+        summary = json.loads((tmp_path / name / "summary.json").read_text())
+        assert summary["eval_args"] == json.loads((tmp_path / name / "eval_args.json").read_text())
+        assert summary["eval_args"]["suite"] == "shapes"
+    assert json.loads((tmp_path / "gt" / "summary.json").read_text())["model"] == "ground-truth"
+    images = str(tmp_path / "gt" / "images")
+    assert json.loads((tmp_path / "im" / "summary.json").read_text())["model"] == f"images:{images}"
+
+
+def test_a_grid_size_below_one_is_refused_as_such_before_loading(tmp_path, monkeypatch, capsys):
+    """--size 0 (or negative) is refused by the range check ("must be at least 1"), before any model loads, not
+    only as a size the model's configs do not list."""
+    import imgalign.pipelines as P
+
+    def load_pipeline(spec, device="cpu", dtype=None):
+        raise AssertionError("a model was loaded before the inputs were checked")
+
+    monkeypatch.setattr(P, "load_pipeline", load_pipeline)
+    argv = ["grid", "--model", "a=shapes", "--prompt", "x", "--out", str(tmp_path / "g.png")]
+    for size in ("0", "-8"):
+        assert main([*argv, "--size", size]) == 2
+        err = capsys.readouterr().err
+        assert f"--size must be at least 1 (got {size})" in err and "Traceback" not in err
+    assert not (tmp_path / "g.png").exists()
