@@ -56,3 +56,14 @@ def test_a_grid_size_below_one_is_refused_as_such_before_loading(tmp_path, monke
         err = capsys.readouterr().err
         assert f"--size must be at least 1 (got {size})" in err and "Traceback" not in err
     assert not (tmp_path / "g.png").exists()
+
+
+def test_zero_images_per_prompt_or_seed_zero_with_images_are_refused_as_not_applying(tmp_path, capsys):
+    """--images-per-prompt and --seed apply to --model and --ground-truth: with --images they are refused as such
+    whatever their value, 0 included (not as a bad count, nor taken without a word)."""
+    for extra in (["--images-per-prompt", "0"], ["--seed", "0"]):
+        argv = ["eval", "--images", str(tmp_path / "none"), *extra, "--out", str(tmp_path / "o")]
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert "--prompts, --images-per-prompt and --seed apply to --model and --ground-truth" in err
+        assert not (tmp_path / "o").exists()
