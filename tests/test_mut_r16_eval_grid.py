@@ -67,3 +67,15 @@ def test_zero_images_per_prompt_or_seed_zero_with_images_are_refused_as_not_appl
         err = capsys.readouterr().err
         assert "--prompts, --images-per-prompt and --seed apply to --model and --ground-truth" in err
         assert not (tmp_path / "o").exists()
+
+
+def test_a_grid_label_used_twice_names_both_model_arguments(tmp_path, capsys):
+    """Two columns with one LABEL are refused naming both --model arguments, so the user sees which to rename;
+    before any model is looked up (the second path need not exist)."""
+    argv = ["grid", "--model", "a=shapes", "--model", "a=/no/such/model", "--prompt", "x"]
+    assert main([*argv, "--out", str(tmp_path / "g.png")]) == 2
+    err = capsys.readouterr().err
+    assert (
+        "label 'a' is used twice (--model 'a=shapes' and --model 'a=/no/such/model'); give each model a distinct "
+        "LABEL=" in err
+    )
