@@ -79,3 +79,22 @@ def test_a_grid_label_used_twice_names_both_model_arguments(tmp_path, capsys):
         "label 'a' is used twice (--model 'a=shapes' and --model 'a=/no/such/model'); give each model a distinct "
         "LABEL=" in err
     )
+
+
+def test_an_out_folder_of_another_evaluation_names_each_setting_there_and_now(tmp_path, two_prompts, capsys):
+    """Refusing an --out that holds another evaluation names what differs with both values, the recorded one and
+    the one given now, so the user can tell which run the folder holds."""
+    assert main([*ground_truth_argv(two_prompts), "--out", str(tmp_path / "ev")]) == 0
+    assert main([*ground_truth_argv(two_prompts), "--seed", "1", "--out", str(tmp_path / "ev")]) == 2
+    assert "holds another evaluation (seed: 0 there, 1 now); its images" in capsys.readouterr().err
+
+
+def test_a_geneval_grid_reward_on_typed_prompts_says_to_give_a_geneval_file(tmp_path, capsys):
+    """--reward geneval judges against GenEval metadata, which typed --prompt rows lack: the error says what to
+    give instead."""
+    argv = ["grid", "--model", "a=shapes", "--prompt", "a red circle", "--reward", "geneval"]
+    assert main([*argv, "--out", str(tmp_path / "g.png")]) == 2
+    assert (
+        "--reward geneval needs GenEval metadata: give --prompts FILE.jsonl with GenEval lines"
+        in capsys.readouterr().err
+    )
