@@ -98,3 +98,33 @@ def test_a_geneval_grid_reward_on_typed_prompts_says_to_give_a_geneval_file(tmp_
         "--reward geneval needs GenEval metadata: give --prompts FILE.jsonl with GenEval lines"
         in capsys.readouterr().err
     )
+
+
+def test_out_and_baseline_refusals_say_what_to_give_instead(tmp_path, two_prompts, capsys):
+    """A non-empty --out without eval_args.json, and a --baseline that is the --out folder itself, are refused
+    with the advice the user acts on."""
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("mine")
+    assert main([*ground_truth_argv(two_prompts), "--out", str(tmp_path / "mine")]) == 2
+    assert (
+        "is not empty and was not written by this evaluation (no eval_args.json); give a new or empty --out folder"
+        in capsys.readouterr().err
+    )
+    out = str(tmp_path / "ev")
+    assert main([*ground_truth_argv(two_prompts), "--out", out, "--baseline", out]) == 2
+    assert (
+        f"--baseline {out!r} is the --out folder: this evaluation would be compared with itself; give the --out "
+        "folder of another, earlier evaluation" in capsys.readouterr().err
+    )
+    assert not (tmp_path / "ev").exists()
+
+
+def test_an_unknown_grid_reward_lists_the_rewards_and_the_module_attr_form():
+    from imgalign.commands.grid import check_reward_spec
+    from imgalign.rewards.base import list_rewards
+
+    with pytest.raises(ValueError) as info:
+        check_reward_spec("nope:x=1")
+    assert str(info.value) == (
+        f"unknown reward 'nope'; valid rewards: {', '.join(list_rewards())} (or a 'module:attr' path)"
+    )
