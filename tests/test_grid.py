@@ -646,6 +646,25 @@ def test_max_prompts_takes_the_first_prompts_of_a_file(tmp_path, caplog):
     assert read_rows(args) == (["a", "b", "c"], [None, None, None]) and not caplog.text
 
 
+def test_max_prompts_with_typed_prompts_is_refused(capsys):
+    """--max-prompts applies to a --prompts file: `--prompt x --max-prompts 0` was taken without a word."""
+    import argparse
+
+    from imgalign.commands.grid import read_rows
+
+    with pytest.raises(
+        ValueError, match="--max-prompts 0 applies to a --prompts file; .*leave --max-prompts out"
+    ):
+        read_rows(argparse.Namespace(prompts=None, prompt=["a red cube"], max_prompts=0))
+    assert read_rows(argparse.Namespace(prompts=None, prompt=["a red cube"], max_prompts=None)) == (
+        ["a red cube"],
+        [None],
+    )
+    argv = ["grid", "--model", "shapes", "--prompt", "a red cube", "--max-prompts", "4", "--out", "g.png"]
+    assert main(argv) == 2
+    assert "imgalign grid: error: --max-prompts 4 applies to a --prompts file" in capsys.readouterr().err
+
+
 def test_grid_puts_each_seed_in_its_column_with_the_given_settings(tmp_path, monkeypatch):
     """images[r][c]: prompt r, model c // len(seeds), seed seeds[c % len(seeds)] as given; --steps and --guidance
     reach the sampler over the model's own settings; one seed needs no seed labels."""

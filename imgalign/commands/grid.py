@@ -22,6 +22,10 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 
+MAX_PROMPTS = 16
+"""The prompts of a --prompts file a grid shows unless --max-prompts says otherwise."""
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "grid",
@@ -51,7 +55,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         type=int,
         help="SD3 text context length (default: the pipeline's; the shapes model's own for the shapes family)",
     )
-    p.add_argument("--max-prompts", type=int, default=16, help="use at most this many prompts of a file")
+    p.add_argument(
+        "--max-prompts",
+        type=int,
+        help=f"use at most this many prompts of a --prompts file (default: {MAX_PROMPTS})",
+    )
     p.add_argument("--cell", type=int, default=160, help="displayed image size in pixels")
     p.add_argument("--device", default="cpu")
     p.add_argument("--dtype", default="float32", choices=("float32", "float16", "bfloat16"))
@@ -128,11 +136,12 @@ def _first_repeat(prompts: list[str]) -> str | None:
 
 def read_rows(args: argparse.Namespace) -> tuple[list[str], list[dict[str, Any] | None]]:
     """Prompts and their metadata (GenEval lines keep theirs; plain prompts have none)."""
+    limit = MAX_PROMPTS if args.max_prompts is None else args.max_prompts
     if args.prompts:
         from imgalign.prompts.io import load_prompts
 
-        if args.max_prompts < 1:
-            raise ValueError(f"--max-prompts must be at least 1 (got {args.max_prompts})")
+        if limit < 1:
+            raise ValueError(f"--max-prompts must be at least 1 (got {limit})")
 
         records = load_prompts(args.prompts)
         firsts: dict[str, Any] = {}  # each prompt's first line, in file order
@@ -146,16 +155,21 @@ def read_rows(args: argparse.Namespace) -> tuple[list[str], list[dict[str, Any] 
                 _first_repeat([r.prompt for r in records]),
             )
             records = list(firsts.values())
-        if len(records) > args.max_prompts:  # said, so that a long file is not taken for a short grid
+        if len(records) > limit:  # said, so that a long file is not taken for a short grid
             log.warning(
                 "%s holds %d prompts; the grid shows its first %d (--max-prompts %d)",
                 args.prompts,
                 len(records),
-                args.max_prompts,
-                args.max_prompts,
+                limit,
+                limit,
             )
-            records = records[: args.max_prompts]
+            records = records[:limit]
         return [r.prompt for r in records], [r.metadata if "include" in r.metadata else None for r in records]
+    if args.max_prompts is not None:  # `--prompt x --max-prompts 0` was taken without a word
+        raise ValueError(
+            f"--max-prompts {args.max_prompts} applies to a --prompts file; the grid shows every --prompt given: "
+            "leave --max-prompts out"
+        )
     prompts = [p.strip() for p in args.prompt or []]
     if not prompts or any(not p for p in prompts):
         raise ValueError("--prompt needs non-empty text; give at least one prompt")
