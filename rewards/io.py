@@ -17,7 +17,8 @@ from PIL import Image, UnidentifiedImageError
 from imgalign.rewards.base import pil_to_rgb
 
 log = logging.getLogger(__name__)
-IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp", ".gif", ".tif", ".tiff")
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp", ".gif", ".tif", ".tiff", ".avif")
+"""Files read as images in folders (Pillow opens AVIF from 11.3 on when built with it, as the wheels are)."""
 
 
 class ImageReadError(ValueError):

@@ -268,20 +268,36 @@ def test_an_out_that_is_a_pipe_or_device_is_refused_not_replaced(
 
 def test_no_readable_images_names_the_files_skipped_for_their_suffix(tmp_path: Path) -> None:
     """A folder of .avif photos (PIL opens them) gave "no readable images under 'x'", which said nothing of the
-    files there: images are found by their suffix, and the message now names the others."""
+    files there: images are found by their suffix, and the message now names the others (.heic here; .avif is
+    read now)."""
+
     from imgalign.rewards.base import to_pil
     from imgalign.rewards.io import encode_image_folder, load_image_folder
 
     for i, im in enumerate(to_pil(torch.rand(2, 3, 8, 8))):
         im.save(tmp_path / f"p{i}.png")
-        (tmp_path / f"p{i}.png").rename(tmp_path / f"p{i}.avif")
+        (tmp_path / f"p{i}.png").rename(tmp_path / f"p{i}.heic")
     (tmp_path / "notes").write_text("x")
     (tmp_path / ".DS_Store").write_text("x")  # hidden: neither read nor named
     want = (
-        f"no readable images under {str(tmp_path)!r} (it holds 3 other file(s), e.g. 'notes': (no suffix), .avif; "
-        "images are found by their suffix: .png, .jpg, .jpeg, .webp, .bmp, .gif, .tif, .tiff)"
+        f"no readable images under {str(tmp_path)!r} (it holds 3 other file(s), e.g. 'notes': (no suffix), .heic; "
+        "images are found by their suffix: .png, .jpg, .jpeg, .webp, .bmp, .gif, .tif, .tiff, .avif)"
     )
     for read in (load_image_folder, lambda p: encode_image_folder(p, lambda x: x)):
         with pytest.raises(FileNotFoundError) as err:
             read(tmp_path)
         assert str(err.value) == want
+
+
+def test_a_folder_of_avif_images_is_read(tmp_path: Path) -> None:
+    """.avif photos (Pillow opens them when built with AVIF, as its wheels are) were skipped for their suffix."""
+    from PIL import features
+
+    from imgalign.rewards.base import to_pil
+    from imgalign.rewards.io import load_image_folder
+
+    if not features.check("avif"):
+        pytest.skip("this Pillow is built without AVIF")
+    for i, im in enumerate(to_pil(torch.rand(2, 3, 16, 16))):
+        im.save(tmp_path / f"p{i}.avif", quality=100)
+    assert load_image_folder(tmp_path).shape == (2, 3, 16, 16)
