@@ -35,6 +35,7 @@ import torch
 from imgalign.files import replacing
 from imgalign.rewards.base import Reward, RewardOutput, as_bool, register_reward
 from imgalign.rewards.features import local_name, moved_encoder, recorded_encoder_gone
+from imgalign.rewards.heads import HEAD_KIND
 
 log = logging.getLogger(__name__)
 
@@ -171,6 +172,10 @@ def replace_one_fd_fast(
 
 
 # ---- reference statistics ------------------------------------------------------------------------------------
+STATS_KIND = "imgalign-fid-stats"
+"""The ``kind`` in the metadata of a file :func:`save_stats` writes (a feature head's is ``HEAD_KIND``)."""
+
+
 def save_stats(path: str | Path, mu: torch.Tensor, sigma: torch.Tensor, n: int, features: str) -> None:
     """Write reference statistics to a safetensors file (atomically), tagged with the encoder name."""
     from safetensors.torch import save_file
@@ -185,7 +190,7 @@ def save_stats(path: str | Path, mu: torch.Tensor, sigma: torch.Tensor, n: int, 
         save_file(
             {"mu": mu.double().contiguous(), "sigma": sigma.double().contiguous()},
             str(tmp),
-            metadata={"n": str(n), "features": local_name(features), "kind": "imgalign-fid-stats"},
+            metadata={"n": str(n), "features": local_name(features), "kind": STATS_KIND},
         )
 
 
@@ -197,7 +202,12 @@ def load_stats(path: str | Path) -> tuple[torch.Tensor, torch.Tensor, int, str]:
     try:
         with safe_open(str(path), framework="pt") as fh:
             meta = fh.metadata() or {}
-            if meta.get("kind") != "imgalign-fid-stats":
+            if meta.get("kind") == HEAD_KIND:  # was only "not an imgalign FID stats file"
+                raise ValueError(
+                    f"{path} is a {meta.get('task', 'feature')} head (`imgalign rewards fit-...`), not FID "
+                    "statistics: give it to that reward's head=, or FID statistics from `imgalign rewards fid-stats`"
+                )
+            if meta.get("kind") != STATS_KIND:
                 raise ValueError(not_stats)
             mu, sigma = fh.get_tensor("mu"), fh.get_tensor("sigma")
     except SafetensorError as e:

@@ -180,6 +180,13 @@ def load_head(path: str | Path, task: str | None = None) -> tuple[FeatureHead, d
         raise ValueError(
             f"{path} is not an imgalign feature head (make one with `imgalign rewards fit-...`): {e}"
         ) from None
+    from imgalign.rewards.fid import STATS_KIND
+
+    if meta.get("kind") == STATS_KIND:  # was only "not an imgalign feature head"
+        raise ValueError(
+            f"{path} holds FID reference statistics (`imgalign rewards fid-stats`), not a feature head: give it as "
+            f"fid:ref={path}, or a head made with `imgalign rewards fit-...`"
+        )
     if meta.get("kind") != HEAD_KIND:
         raise ValueError(f"{path} is not an imgalign feature head (make one with `imgalign rewards fit-...`)")
     if task is not None and meta.get("task") != task:

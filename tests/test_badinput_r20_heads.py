@@ -301,3 +301,23 @@ def test_a_folder_of_avif_images_is_read(tmp_path: Path) -> None:
     for i, im in enumerate(to_pil(torch.rand(2, 3, 16, 16))):
         im.save(tmp_path / f"p{i}.avif", quality=100)
     assert load_image_folder(tmp_path).shape == (2, 3, 16, 16)
+
+
+def test_fid_statistics_given_as_a_head_and_a_head_given_as_statistics_are_named(tmp_path: Path) -> None:
+    """`discriminator:head=STATS` said only "is not an imgalign feature head", and `fid:ref=HEAD` only "is not an
+    imgalign FID stats file": each now says what the file is and where it goes."""
+    from imgalign.rewards.fid import load_stats, save_stats
+    from imgalign.rewards.heads import FeatureHead, load_head, save_head
+
+    stats = tmp_path / "s.safetensors"
+    save_stats(stats, torch.zeros(4), torch.eye(4), 10, "stats")
+    with pytest.raises(
+        ValueError, match=f"{stats} holds FID reference statistics .*give it as fid:ref={stats}"
+    ):
+        load_head(stats)
+    head = tmp_path / "h.safetensors"
+    save_head(head, FeatureHead(4), "stats", "discriminator", {})
+    with pytest.raises(
+        ValueError, match=f"{head} is a discriminator head .*, not FID statistics: give it to"
+    ):
+        load_stats(head)
