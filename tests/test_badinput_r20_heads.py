@@ -321,3 +321,22 @@ def test_fid_statistics_given_as_a_head_and_a_head_given_as_statistics_are_named
         ValueError, match=f"{head} is a discriminator head .*, not FID statistics: give it to"
     ):
         load_stats(head)
+
+
+def test_a_head_whose_metadata_names_no_encoder_is_named(tmp_path: Path) -> None:
+    """A head file whose metadata records features no encoder reads (hand-edited, or written by other code) failed
+    with "unknown feature encoder 'nope:xx'", naming no head."""
+    from imgalign.rewards import build_reward
+    from imgalign.rewards.heads import FeatureHead, save_head
+
+    head = tmp_path / "h.safetensors"
+    save_head(head, FeatureHead(4), "nope:xx", "discriminator", {})
+    with pytest.raises(
+        ValueError, match=f"head '{head}' records features 'nope:xx', which names no feature encoder"
+    ):
+        build_reward(f"discriminator:head={head}")
+    save_head(head, FeatureHead(4), "nope:xx", "artifact", {})
+    with pytest.raises(
+        ValueError, match="records features 'nope:xx', which names no feature encoder .*fit the head"
+    ):
+        build_reward(f"artifact:model={head}")
