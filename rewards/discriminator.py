@@ -159,9 +159,12 @@ class DiscriminatorReward(Reward):
         if self.online:
             imgs = reference_pool(str(ref), int(ref_size))
             if imgs.shape[0] < 2:
+                from imgalign.rewards.io import other_files_note
+
                 raise ValueError(
-                    f"discriminator reward: ref={ref!r} holds {imgs.shape[0]} readable image; online training "
-                    "needs at least 2 reference images: add images to it, or use ref=shapes"
+                    f"discriminator reward: ref={ref!r} holds {imgs.shape[0]} readable image"
+                    f"{other_files_note(str(ref))}; online training needs at least 2 reference images: add images "
+                    "to it, or use ref=shapes"
                 )
             if self.patch_weight > 0:
                 tok = self.encoder.tokens(imgs)

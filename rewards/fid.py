@@ -233,12 +233,13 @@ def folder_features(path: str | Path, encoder: Callable[[torch.Tensor], torch.Te
     """`encoder`'s features [N, D] of the images of a folder, read a batch at a time
     (:func:`~imgalign.rewards.io.encode_image_folder`); a covariance needs at least 2 (the error names the
     folder)."""
-    from imgalign.rewards.io import encode_image_folder
+    from imgalign.rewards.io import encode_image_folder, other_files_note
 
     feats = encode_image_folder(path, encoder)
-    if feats.shape[0] < 2:
+    if feats.shape[0] < 2:  # the files skipped for their suffix named too, as with none readable
         raise ValueError(
-            f"{str(path)!r} holds {feats.shape[0]} readable image; FID statistics need at least 2"
+            f"{str(path)!r} holds {feats.shape[0]} readable image{other_files_note(path)}; FID statistics need at "
+            "least 2"
         )
     return feats
 

@@ -52,6 +52,11 @@ def test_fd_renders_vs_degraded(tmp_path: Path, capsys: pytest.CaptureFixture) -
     one = write_folder(tmp_path / "one", shapes_reference_images(1, seed=4))
     assert main(["rewards", "fd", str(b), str(one), "--features", "stats"]) == 2
     assert f"{str(one)!r} holds 1 readable image; FID statistics need at least 2" in capsys.readouterr().err
+    (one / "b.heic").write_bytes(b"x")  # a second photo of a suffix not read is named
+    assert main(["rewards", "fd", str(b), str(one), "--features", "stats"]) == 2
+    assert "holds 1 readable image (it holds 1 other file(s), e.g. 'b.heic': .heic; images are found by" in (
+        capsys.readouterr().err
+    )
     # a stats file of other dimensions under the same features name: a shape traceback before
     mu, sigma, n, _ = load_stats(stats)
     small = tmp_path / "small.safetensors"
