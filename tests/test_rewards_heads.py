@@ -650,6 +650,11 @@ def test_an_online_discriminator_refuses_a_reference_pool_of_one_image(tmp_path:
         ValueError, match=r"ref='.*one' holds 1 readable image; online training needs at least 2"
     ):
         build_reward(f"discriminator:features=stats,online=true,ref={one}")
+    (one / "b.heic").write_bytes(b"x")  # a photo of a suffix not read is named
+    with pytest.raises(
+        ValueError, match=r"holds 1 readable image \(it holds 1 other file\(s\), e.g. 'b.heic'"
+    ):
+        build_reward(f"discriminator:features=stats,online=true,ref={one}")
     two = write_folder(tmp_path / "two", shapes_reference_images(2))
     r = build_reward(f"discriminator:features=stats,online=true,ref={two},hidden=4")
     assert torch.isfinite(r(shapes_reference_images(2, seed=1), ["", ""]).scores).all()
