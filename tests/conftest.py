@@ -1,3 +1,4 @@
+import json
 import logging
 import os
 from collections.abc import Iterator
@@ -41,15 +42,40 @@ def sd3_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tiny_sd3_pipeline(tmp_path_factory.mktemp("sd3"))
 
 
-@pytest.fixture
-def diffusers_save_log() -> Iterator[list[logging.LogRecord]]:
-    """The records diffusers' pipeline module logs while the test runs (e.g. its warnings on save_pretrained)."""
+def _records_of(*names: str) -> Iterator[list[logging.LogRecord]]:
+    """The records the loggers `names` handle while the test runs (the libraries' loggers do not propagate to the
+    root logger, so caplog misses them, and their own handlers write to the stderr of when they were made)."""
     seen: list[logging.LogRecord] = []
     catch = logging.Handler()
     catch.emit = seen.append  # type: ignore[method-assign]
-    log = logging.getLogger("diffusers.pipelines.pipeline_utils")
-    log.addHandler(catch)
+    loggers = [logging.getLogger(name) for name in names]
+    for log in loggers:
+        log.addHandler(catch)
     try:
         yield seen
     finally:
-        log.removeHandler(catch)
+        for log in loggers:
+            log.removeHandler(catch)
+
+
+@pytest.fixture
+def diffusers_save_log() -> Iterator[list[logging.LogRecord]]:
+    """The records diffusers' pipeline module logs while the test runs (e.g. its warnings on save_pretrained)."""
+    yield from _records_of("diffusers.pipelines.pipeline_utils")
+
+
+@pytest.fixture
+def library_log() -> Iterator[list[logging.LogRecord]]:
+    """The records diffusers' and transformers' loggers handle while the test runs."""
+    yield from _records_of("diffusers", "transformers")
+
+
+@pytest.fixture
+def two_prompts(tmp_path: Path) -> Path:
+    """A GenEval .jsonl of the shapes suite's first two prompts."""
+    from imgalign.prompts.io import load_geneval_metadata
+    from imgalign.prompts.shapes import EVAL_SET_PATH
+
+    p = tmp_path / "two.jsonl"
+    p.write_text("".join(json.dumps(m) + "\n" for m in load_geneval_metadata(EVAL_SET_PATH)[:2]))
+    return p

@@ -4,7 +4,6 @@ options, interrupted runs and output folders of other commands."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -12,14 +11,6 @@ from imgalign import shapes as W
 from imgalign.cli import main
 from imgalign.commands import world
 from imgalign.prompts.io import load_geneval_metadata
-from imgalign.prompts.shapes import EVAL_SET_PATH
-
-
-@pytest.fixture()
-def two_prompts(tmp_path: Path) -> Path:
-    p = tmp_path / "two.jsonl"
-    p.write_text("".join(json.dumps(m) + "\n" for m in load_geneval_metadata(EVAL_SET_PATH)[:2]))
-    return p
 
 
 def test_render_writes_each_image_as_it_is_drawn(tmp_path, two_prompts, monkeypatch, capsys):

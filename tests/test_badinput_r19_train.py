@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
 from types import SimpleNamespace
-
-import pytest
 
 from imgalign.cli import main
 from imgalign.prompts.io import load_prompts
@@ -80,23 +77,6 @@ def test_the_long_prompt_warning_counts_them_and_names_the_first_line():
         "than the text encoders take (CLIP 77, T5 256 tokens); they are truncated when encoded, so their words past "
         "the limit do not steer the images"
     )
-
-
-@pytest.fixture
-def library_log() -> Iterator[list[logging.LogRecord]]:
-    """The records diffusers' and transformers' loggers handle while the test runs (they do not propagate to the
-    root logger, and their own handlers write to the stderr of when they were made)."""
-    seen: list[logging.LogRecord] = []
-    catch = logging.Handler()
-    catch.emit = seen.append  # type: ignore[method-assign]
-    loggers = [logging.getLogger("diffusers"), logging.getLogger("transformers")]
-    for log in loggers:
-        log.addHandler(catch)
-    try:
-        yield seen
-    finally:
-        for log in loggers:
-            log.removeHandler(catch)
 
 
 def test_train_says_once_which_prompts_are_truncated_and_counts_one_prompt_as_one(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,22 +12,6 @@ from imgalign.cli import main
 
 torch.set_num_threads(1)
 LONG = "a red circle " * 10  # the tiny tokenizers spell it out: over 77 tokens
-
-
-@pytest.fixture
-def library_log() -> Iterator[list[logging.LogRecord]]:
-    """The records diffusers' and transformers' loggers handle while the test runs (they do not propagate)."""
-    seen: list[logging.LogRecord] = []
-    catch = logging.Handler()
-    catch.emit = seen.append  # type: ignore[method-assign]
-    loggers = [logging.getLogger("diffusers"), logging.getLogger("transformers")]
-    for log in loggers:
-        log.addHandler(catch)
-    try:
-        yield seen
-    finally:
-        for log in loggers:
-            log.removeHandler(catch)
 
 
 def test_grid_names_the_rows_whose_prompts_are_truncated_once(

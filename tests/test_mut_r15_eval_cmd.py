@@ -11,15 +11,6 @@ from pathlib import Path
 import pytest
 
 from imgalign.cli import main
-from imgalign.prompts.io import load_geneval_metadata
-from imgalign.prompts.shapes import EVAL_SET_PATH
-
-
-@pytest.fixture()
-def two_prompts(tmp_path: Path) -> Path:
-    p = tmp_path / "two.jsonl"
-    p.write_text("".join(json.dumps(m) + "\n" for m in load_geneval_metadata(EVAL_SET_PATH)[:2]))
-    return p
 
 
 def ground_truth_argv(prompts: Path) -> list[str]:

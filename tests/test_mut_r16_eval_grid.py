@@ -4,25 +4,11 @@ the earlier tests left unchecked (mutation round 16)."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
+from test_mut_r15_eval_cmd import ground_truth_argv
 
 from imgalign.cli import main
-from imgalign.prompts.io import load_geneval_metadata
-from imgalign.prompts.shapes import EVAL_SET_PATH
-
-
-@pytest.fixture()
-def two_prompts(tmp_path: Path) -> Path:
-    p = tmp_path / "two.jsonl"
-    p.write_text("".join(json.dumps(m) + "\n" for m in load_geneval_metadata(EVAL_SET_PATH)[:2]))
-    return p
-
-
-def ground_truth_argv(prompts: Path) -> list[str]:
-    """``imgalign eval`` of the exact renders of `prompts`, one image each (give --out)."""
-    return ["eval", "--ground-truth", "--prompts", str(prompts), "--images-per-prompt", "1", "--no-progress"]
 
 
 def test_the_summary_names_the_source_of_the_images_and_the_evaluations_arguments(tmp_path, two_prompts):
