@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from test_rewards_cmd import recording_fitters
 from test_rewards_heads import write_folder
 
 from imgalign.cli import main
@@ -28,24 +29,12 @@ def test_rewards_without_an_action_is_a_usage_error(capsys: pytest.CaptureFixtur
     assert "required: ACTION" in capsys.readouterr().err
 
 
-def _fitters(monkeypatch: pytest.MonkeyPatch) -> dict[str, tuple]:
-    seen: dict[str, tuple] = {}
-    monkeypatch.setattr(
-        "imgalign.rewards.discriminator.fit_discriminator",
-        lambda *a, **k: seen.setdefault("disc", (a, k)) and {},
-    )
-    monkeypatch.setattr(
-        "imgalign.rewards.artifact.fit_artifact", lambda *a, **k: seen.setdefault("art", (a, k)) and {}
-    )
-    return seen
-
-
 def test_fit_commands_default_options(
     tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The documented defaults reach the fitters: fit-discriminator on shapes-clip features, 256 hidden units, 300
     epochs at lr 1e-3; fit-artifact on stats features, 32 hidden units, 500 epochs; both hold out 20% per class."""
-    seen = _fitters(monkeypatch)
+    seen = recording_fitters(monkeypatch)
     real = write_folder(tmp_path / "real", shapes_reference_images(2, seed=1))
     fake = write_folder(tmp_path / "fake", shapes_reference_images(2, seed=2))
     out = str(tmp_path / "h.safetensors")
@@ -66,7 +55,7 @@ def test_fit_commands_advise_a_reward_spec_that_loads_the_result(
     the reward takes (discriminator: head=, artifact: model=)."""
     from imgalign.rewards.base import reward_target
 
-    _fitters(monkeypatch)
+    recording_fitters(monkeypatch)
     real = write_folder(tmp_path / "real", shapes_reference_images(2, seed=1))
     fake = write_folder(tmp_path / "fake", shapes_reference_images(2, seed=2))
     out = str(tmp_path / "h.safetensors")
@@ -86,7 +75,7 @@ def test_a_zero_val_frac_is_allowed_and_an_upper_case_image_out_refused(
 ) -> None:
     """--val-frac 0 (fit on every image, no held-out share) is in [0, 1) and reaches the fitter; --out X.PNG is an
     image name as X.png is (image suffixes are matched without case)."""
-    seen = _fitters(monkeypatch)
+    seen = recording_fitters(monkeypatch)
     real = write_folder(tmp_path / "real", shapes_reference_images(2, seed=1))
     fake = write_folder(tmp_path / "fake", shapes_reference_images(2, seed=2))
     argv = ["rewards", "fit-discriminator", "--real", str(real), "--fake", str(fake), "--features", "stats"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from test_vnorm import _LineAdapter as _Line
 
 from imgalign.trainers.nft import (
     EmaParams,
@@ -85,27 +86,14 @@ def test_meter_and_bucket_means_refuse_more_labels_than_samples():
         bucket_means(torch.ones(2), ["early", "middle", "late"])
 
 
-class _LineAdapter:
-    """A 1-number 'latent' starting at 1 on the schedule 1, 2/3, 1/3, 0: policy v(x) = 2x, reference x + 0.5."""
-
-    device = "cpu"
+class _LineAdapter(_Line):
+    """test_vnorm's 1-number 'latent' (policy v(x) = 2x, reference x + 0.5) in float64, on any schedule."""
 
     def sigmas(self, num_steps):
         return torch.linspace(1.0, 0.0, num_steps + 1, dtype=torch.float64)
 
     def init_noise(self, gens):
         return torch.ones(len(gens), 1, dtype=torch.float64)
-
-    def encode(self, prompts):
-        return None
-
-    def velocity(self, x, sigma, cond, guidance_scale, transformer):
-        return transformer(x)
-
-    def reference(self):
-        import contextlib
-
-        return contextlib.nullcontext(lambda x: x + 0.5)
 
 
 def test_inflation_along_ode_puts_each_of_three_steps_in_its_own_third():

@@ -216,12 +216,8 @@ def test_a_shape_corruption_moves_the_counting_exclude_and_any_coloured_clause_a
     assert set(changed) == {(True, False), (False, True)}
 
 
-def test_fit_commands_pass_every_option_to_the_fitter(
-    tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """fit-discriminator / fit-artifact hand each flag to the fitter under its own name (real and fake, clean and
-    artifact in order); the artifact images load at the clean images' size; --hidden 0 (a linear head) is allowed;
-    a missing folder is named by its flag."""
+def recording_fitters(monkeypatch: pytest.MonkeyPatch) -> dict[str, tuple]:
+    """fit_discriminator and fit_artifact replaced by recorders: ``seen["disc"]`` / ``seen["art"]`` = (args, kwargs)."""
     seen: dict[str, tuple] = {}
     monkeypatch.setattr(
         "imgalign.rewards.discriminator.fit_discriminator",
@@ -230,6 +226,16 @@ def test_fit_commands_pass_every_option_to_the_fitter(
     monkeypatch.setattr(
         "imgalign.rewards.artifact.fit_artifact", lambda *a, **k: seen.setdefault("art", (a, k)) and {}
     )
+    return seen
+
+
+def test_fit_commands_pass_every_option_to_the_fitter(
+    tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """fit-discriminator / fit-artifact hand each flag to the fitter under its own name (real and fake, clean and
+    artifact in order); the artifact images load at the clean images' size; --hidden 0 (a linear head) is allowed;
+    a missing folder is named by its flag."""
+    seen = recording_fitters(monkeypatch)
     real = write_folder(tmp_path / "real", shapes_reference_images(2, seed=1))
     fake = write_folder(tmp_path / "fake", shapes_reference_images(2, seed=2))
     big = write_folder(tmp_path / "big", torch.rand(2, 3, 80, 80))
