@@ -1368,6 +1368,40 @@ def test_an_eval_identity_names_both_judges_and_the_resolved_image_folder(tmp_pa
     assert eval_identity(argparse.Namespace(**{**given, "clip": "ViT-L-14:openai"})) != ident
 
 
+def test_a_judge_folder_is_one_evaluation_however_it_is_named(tmp_path, monkeypatch):
+    """--detector / --clip were recorded as typed: one judge folder named relatively, then absolutely, was refused as
+    another evaluation, and one relative name run from two folders (two judges) resumed the other's verdicts. A
+    folder recorded relatively by an earlier version resumes from the folder it was run in."""
+    import argparse
+
+    from imgalign.commands.evaluate import claim_out_folder, eval_identity
+
+    for where in ("a", "b"):
+        (tmp_path / where / "det").mkdir(parents=True)
+        (tmp_path / where / "imgs").mkdir()
+    out = tmp_path / "out"
+    monkeypatch.chdir(tmp_path / "a")
+    given = dict(
+        suite="geneval", detector="det", clip="ViT-B-32:openai", images=str(tmp_path / "imgs"), model=None
+    )
+    ident = eval_identity(argparse.Namespace(**given))
+    assert ident["detector"] == str(tmp_path / "a" / "det")
+    claim_out_folder(out, ident)
+    (out / "results.jsonl").write_text("{}\n")  # its verdicts
+    absolute = {**given, "detector": str(tmp_path / "a" / "det")}
+    claim_out_folder(out, eval_identity(argparse.Namespace(**absolute)))  # the same evaluation: taken
+    monkeypatch.chdir(tmp_path / "b")  # 'det' is another folder here
+    with pytest.raises(
+        ValueError, match=f"holds another evaluation \\(detector: '{tmp_path / 'a' / 'det'}' there"
+    ):
+        claim_out_folder(out, eval_identity(argparse.Namespace(**given)))
+    # eval_args.json of an earlier version, with the judge as typed: read from the folder it is run in
+    (out / "eval_args.json").write_text(json.dumps({**ident, "detector": "det"}))
+    claim_out_folder(out, eval_identity(argparse.Namespace(**given)))  # run in b: b's det
+    monkeypatch.chdir(tmp_path / "a")
+    claim_out_folder(out, eval_identity(argparse.Namespace(**absolute)))
+
+
 def test_eval_samples_and_renders_with_the_given_seed(tmp_path, small_prompts, monkeypatch):
     import imgalign.sampling as S
 

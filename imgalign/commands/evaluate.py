@@ -135,7 +135,7 @@ def eval_identity(args: argparse.Namespace) -> dict[str, Any]:
     other is refused (it would judge the earlier run's images or reuse its verdicts)."""
     ident: dict[str, Any] = {"suite": args.suite}
     if args.suite == "geneval":  # the judges decide the verdicts, whatever the images' source
-        ident["detector"], ident["clip"] = args.detector, args.clip
+        ident["detector"], ident["clip"] = judge_name(args.detector), judge_name(args.clip)
     if args.images:
         ident["images"] = str(Path(args.images).resolve())
         return ident
@@ -150,6 +150,13 @@ def eval_identity(args: argparse.Namespace) -> dict[str, Any]:
     ident["prompts"] = hashlib.sha256(pf.read_bytes()).hexdigest() if pf.is_file() else prompts
     ident["images_per_prompt"], ident["seed"] = args.images_per_prompt, args.seed
     return ident
+
+
+def judge_name(spec: str | None) -> str | None:
+    """A judge (--detector, --clip) as an ``--out`` folder records it: a local folder or file by its absolute path,
+    anything else as given. Recorded as typed, one folder named relatively and absolutely was two evaluations (the
+    rerun refused), and one relative name run from two folders one (the other judge's verdicts reused)."""
+    return str(Path(spec).resolve()) if spec and Path(spec).exists() else spec
 
 
 def claim_out_folder(out: Path, ident: dict[str, Any]) -> None:
@@ -171,6 +178,8 @@ def claim_out_folder(out: Path, ident: dict[str, Any]) -> None:
                     f"--out {str(out)!r}: {path} is damaged (not valid JSON), so what evaluation the folder holds "
                     "is unknown; give a new --out folder, or delete that one"
                 ) from None
+        # judges recorded as typed (before judge_name), read from this folder as they were run
+        old.update({k: judge_name(old[k]) for k in ("detector", "clip") if isinstance(old.get(k), str)})
         # a folder holding nothing but eval_args.json (the model failed to load) has no images or verdicts to mix
         if old != ident and any(p.name != "eval_args.json" for p in out.iterdir()):
             keys = sorted(k for k in set(old) | set(ident) if old.get(k) != ident.get(k))
