@@ -114,7 +114,7 @@ class DiscriminatorReward(Reward):
         n_patches: int = 64,
     ) -> None:
         super().__init__(device, dtype)
-        from imgalign.rewards.features import build_features
+        from imgalign.rewards.features import build_features, local_name
 
         if reward not in ("logit", "clipped"):
             raise ValueError(f"discriminator reward: reward must be 'logit' or 'clipped', got {reward!r}")
@@ -145,7 +145,9 @@ class DiscriminatorReward(Reward):
                 meta["features"], features, f"discriminator reward: head {head!r}", "leave features= out"
             )
         features = features or "shapes-clip"
-        self.features_name = str(features)
+        # a local encoder by its absolute path, as heads record it: a state saved with a relative name was refused
+        # when resumed with the absolute one, and the other way round
+        self.features_name = local_name(str(features))
         self.encoder = build_features(self.features_name, self.device, dtype)
         if head is not None:
             check_head_fits(self.head, self.encoder, f"discriminator reward: head {head!r}")
@@ -262,7 +264,18 @@ class DiscriminatorReward(Reward):
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        if state.get("features") != self.features_name:
+        from imgalign.rewards.features import local_name, moved_encoder
+
+        saved = state.get("features")
+        if isinstance(saved, str) and moved_encoder(saved, self.features_name):
+            # the encoder folder moved between the save and the resume: the advice named the gone folder
+            log.warning(
+                "discriminator: the saved state's features %r are no longer there; resuming with %r as given (the "
+                "same encoder, moved)",
+                saved,
+                self.features_name,
+            )
+        elif (local_name(saved) if isinstance(saved, str) else saved) != self.features_name:
             raise ValueError(
                 f"discriminator: the saved state uses features {state.get('features')!r}, not "
                 f"{self.features_name!r}; resume with features={state.get('features')}, or start a new run"

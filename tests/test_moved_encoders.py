@@ -102,3 +102,31 @@ def test_fid_stats_whose_encoder_moved_are_used_with_the_new_place(moved, tmp_pa
         r = build_reward(f"fid:ref={stats},features=dinov2:{new},set_size=40")
     assert "which are no longer there; using" in caplog.text
     torch.testing.assert_close(r.mu_ref, torch.zeros(32, dtype=r.mu_ref.dtype))
+
+
+def test_an_online_discriminator_state_resumes_with_its_encoder_named_another_way_or_moved(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The online discriminator's state recorded its features as typed: a run begun with ``dinov2:m/dino`` was
+    refused when resumed as ``dinov2:/abs/m/dino`` (and the other way round), and once the folder moved the advice
+    named the gone folder. The state records the absolute path; a moved folder given anew is warned about."""
+    import logging
+
+    make_tiny_dinov2(tmp_path / "m" / "dino")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("imgalign.rewards.features._CACHE", {})
+    opts = "online=true,ref_size=4,hidden=4"
+    a = build_reward(f"discriminator:features=dinov2:m/dino,{opts}")
+    state = a.state_dict()
+    assert state["features"] == f"dinov2:{tmp_path / 'm' / 'dino'}"
+    b = build_reward(f"discriminator:features=dinov2:{tmp_path / 'm' / 'dino'},{opts}")
+    b.load_state_dict(state)
+    b.load_state_dict({**state, "features": "dinov2:m/dino"})  # a state saved as typed, before
+    with pytest.raises(ValueError, match="the saved state uses features 'stats'"):
+        b.load_state_dict({**state, "features": "stats"})
+    shutil.move(tmp_path / "m", tmp_path / "n")
+    c = build_reward(f"discriminator:features=dinov2:n/dino,{opts}")
+    with caplog.at_level(logging.WARNING, logger="imgalign.rewards.discriminator"):
+        c.load_state_dict(state)
+    assert "are no longer there; resuming with" in caplog.text
+    assert all(torch.equal(x, y) for x, y in zip(c.head.state_dict().values(), a.head.state_dict().values()))
