@@ -283,6 +283,13 @@ def per_channel(proc: Any, key: str, label: str) -> tuple[float, float, float]:
     """An image processor's `key` (image_mean, image_std) for the three channels: transformers takes one number
     for all three too (it raised "'int' object is not iterable", reported as a bad reward option)."""
     value = getattr(proc, key, None)
+    if isinstance(
+        value, str
+    ):  # a hand-edited "0.5": one number; "123" was read character by character as (1, 2, 3)
+        try:
+            value = float(value)
+        except ValueError:
+            pass
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return (float(value),) * 3
     try:

@@ -47,7 +47,10 @@ def test_per_channel_reads_numbers_as_transformers_does_and_names_anything_else(
     """One number or three (numeric strings too) become three floats; a bool, words, or four numbers are named."""
     assert per_channel(_proc(image_std=["0.5", "0.25", 1]), "image_std", "x") == (0.5, 0.25, 1.0)
     assert per_channel(_proc(image_mean=2), "image_mean", "x") == (2.0, 2.0, 2.0)
-    for bad in (True, ["a", "b", "c"], [0.1, 0.2, 0.3, 0.4], None):
+    # a hand-edited "123" was read character by character as (1, 2, 3); "0.5" as one number is taken
+    assert per_channel(_proc(image_mean="0.5"), "image_mean", "x") == (0.5, 0.5, 0.5)
+    assert per_channel(_proc(image_mean="123"), "image_mean", "x") == (123.0, 123.0, 123.0)
+    for bad in (True, ["a", "b", "c"], [0.1, 0.2, 0.3, 0.4], None, "abc"):
         with pytest.raises(
             ValueError, match=r"^m: its image processor's image_mean .* is not one number or three"
         ):
