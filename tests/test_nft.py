@@ -27,6 +27,9 @@ def test_optimality_probability_hand_values():
     assert torch.allclose(r2, torch.tensor([0.0, 0.25, 0.375, 0.5, 0.5625, 0.75, 1.0]))
     with pytest.raises(ValueError):
         optimality_probability(a, clip=0.0)
+    for clip in (float("inf"), float("nan")):  # every r 1/2, or every r NaN, without a word
+        with pytest.raises(ValueError, match="clip must be a finite number > 0"):
+            optimality_probability(a, clip=clip)
 
 
 def test_nft_loss_hand_computed():

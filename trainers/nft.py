@@ -105,8 +105,8 @@ def optimality_probability(advantages: torch.Tensor, clip: float = 1.0) -> torch
 
     advantages: any shape (e.g. [B] or [B, K] for K rewards); returns the same shape in [0, 1].
     """
-    if clip <= 0:
-        raise ValueError(f"optimality_probability: clip must be > 0 (got {clip})")
+    if not (math.isfinite(clip) and clip > 0):  # inf made every r 1/2 and nan every r NaN, without a word
+        raise ValueError(f"optimality_probability: clip must be a finite number > 0 (got {clip})")
     a = advantages.clamp(-clip, clip)
     return (a / (2.0 * clip) + 0.5).clamp(0.0, 1.0)
 
