@@ -207,16 +207,22 @@ def _run(args: argparse.Namespace) -> int:
             )
         if isinstance(e, OSError) and e.errno == errno.ENAMETOOLONG:
             # Python's "[Errno 36] File name too long: '<the whole name>'" said nothing to do
-            name = str(e.filename or "")
-            shown = name if len(name) <= 80 else f"{name[:60]}...{name[-12:]}"
-            longest = max((len(part.encode()) for part in Path(name).parts), default=0)
-            msg = (
-                f"path {shown!r} is too long for the file system (a folder or file name of {longest} bytes; "
-                "most file systems take at most 255 bytes per name): give a shorter name"
-            )
+            msg = name_too_long_message(str(e.filename or ""))
         # `imgalign world render: error: ...`, as argparse names the subcommand in its own errors
         print(f"imgalign {_command_name(args)}: error: {msg}", file=sys.stderr)
         return 2
+
+
+def name_too_long_message(name: str) -> str:
+    """The error line for ENAMETOOLONG on path `name`: the name over 255 bytes, or, where every name is shorter, the
+    whole path's length (Linux takes at most 4096 bytes; the line said "a folder or file name of 13 bytes")."""
+    shown = name if len(name) <= 80 else f"{name[:60]}...{name[-12:]}"
+    longest = max((len(part.encode()) for part in Path(name).parts), default=0)
+    if longest > 255 or not name:
+        why = f"a folder or file name of {longest} bytes; most file systems take at most 255 bytes per name"
+        return f"path {shown!r} is too long for the file system ({why}): give a shorter name"
+    why = f"the whole path is {len(name.encode())} bytes; most systems take at most 4096 bytes in a path"
+    return f"path {shown!r} is too long for the file system ({why}): give a shorter path"
 
 
 @contextlib.contextmanager

@@ -244,3 +244,15 @@ def test_a_name_longer_than_the_file_system_takes_is_said_so_with_what_to_do(tmp
     )
     assert main(["train", "--max-steps", "1", "--output-dir", str(tmp_path / long_name)]) == 2
     assert "a folder or file name of 300 bytes" in capsys.readouterr().err
+
+
+def test_a_path_too_long_of_short_names_is_called_too_long_a_path(tmp_path, capsys):
+    """A path over the system's path limit made of short names (`ab/ab/.../x`) was called "a folder or file name of
+    13 bytes; most file systems take at most 255 bytes per name", which it is not."""
+    long_path = "ab/" * 1500 + "x.safetensors"
+    assert main(["rewards", "fid-stats", "--images", "shapes", "--out", long_path]) == 2
+    err = capsys.readouterr().err
+    assert (
+        "is too long for the file system (the whole path is 4513 bytes; most systems take at most 4096" in err
+    )
+    assert "a folder or file name of" not in err
