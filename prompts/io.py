@@ -25,11 +25,18 @@ def clean_prompt(text: str) -> str:
     word joiner, a BOM: Unicode category Cf), which ``str.strip`` keeps; a line of only those is empty, not a
     prompt of invisible text."""
     start, end = 0, len(text)
-    while start < end and (text[start].isspace() or unicodedata.category(text[start]) == "Cf"):
+    while start < end and _invisible(text[start]):
         start += 1
-    while end > start and (text[end - 1].isspace() or unicodedata.category(text[end - 1]) == "Cf"):
+    # tag characters (U+E0020-U+E007F, also Cf) end a subdivision flag emoji: a prompt ending in the Scotland
+    # flag lost them and showed a black flag
+    while end > start and _invisible(text[end - 1]) and not "\U000e0020" <= text[end - 1] <= "\U000e007f":
         end -= 1
     return text[start:end]
+
+
+def _invisible(char: str) -> bool:
+    """Whether `char` is whitespace or an invisible format character (Unicode category Cf)."""
+    return char.isspace() or unicodedata.category(char) == "Cf"
 
 
 class PromptFileError(ValueError):

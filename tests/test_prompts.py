@@ -538,3 +538,16 @@ def test_invisible_format_characters_are_no_prompt_and_the_jsonl_metadata_keeps_
     meta = {"tag": "single_object", "prompt": "\u200b ", "include": [{"class": "cube", "count": 1}]}
     with pytest.raises(PromptFileError, match="x:1: field 'prompt' must be a non-empty string"):
         validate_geneval_line(meta, "x:1")
+
+
+def test_a_prompt_ending_in_a_subdivision_flag_keeps_its_tag_characters(tmp_path):
+    """Tag characters (U+E0020-U+E007F) are format characters (Cf) too, but they end a subdivision flag emoji: a
+    prompt ending in the Scotland flag lost them, leaving a black flag. A line of only tag characters is no prompt."""
+    from imgalign.prompts.io import clean_prompt, load_prompts
+
+    scotland = "\U0001f3f4\U000e0067\U000e0062\U000e0073\U000e0063\U000e0074\U000e007f"
+    assert clean_prompt(f" a flag {scotland}\u200b ") == f"a flag {scotland}"
+    assert clean_prompt("\U000e0067\U000e007f ") == ""
+    txt = tmp_path / "p.txt"
+    txt.write_text(f"a flag {scotland}\n", encoding="utf-8")
+    assert [r.prompt for r in load_prompts(txt)] == [f"a flag {scotland}"]
