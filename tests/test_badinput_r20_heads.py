@@ -118,6 +118,15 @@ def test_fd_and_fid_stats_check_their_inputs_before_any_encoder_loads(
         )
     assert main(["rewards", "fd", str(folder), str(image), "--features", "stats"]) == 2
     assert f"{image} is not an imgalign FID stats file" in capsys.readouterr().err
+    # a stats file of other features after a folder: the folder's features were computed before it was refused
+    from imgalign.rewards.fid import save_stats
+
+    other = tmp_path / "other.safetensors"
+    save_stats(other, torch.zeros(3), torch.eye(3), 4, "inception")
+    assert main(["rewards", "fd", str(folder), str(other), "--features", "stats"]) == 2
+    assert f"{other} holds 'inception' statistics, not 'stats'; pass --features inception" in (
+        capsys.readouterr().err
+    )
     out = tmp_path / "s.safetensors"
     assert main(["rewards", "fid-stats", "--images", missing, "--features", "stats", "--out", str(out)]) == 2
     assert f"--images {missing!r} is not a folder" in capsys.readouterr().err and not out.exists()

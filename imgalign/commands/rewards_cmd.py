@@ -267,22 +267,20 @@ def run_build_shapes_artifact(args: argparse.Namespace) -> int:
 
 
 def _stats(src: str, enc, n: int, seed: int):
-    from imgalign.rewards.features import local_name
     from imgalign.rewards.fid import folder_features, load_stats, shapes_reference_images, stats_of
 
     if src == "shapes":
         return stats_of(enc(shapes_reference_images(n, seed=seed)))
-    if Path(src).is_file():
-        mu, sigma, _n, feats = load_stats(src)
-        if local_name(feats) != enc.name:
-            raise CLIError(f"{src} holds {feats!r} statistics, not {enc.name!r}; pass --features {feats}")
+    if Path(src).is_file():  # its features checked by _check_source
+        mu, sigma, _n, _feats = load_stats(src)
         return mu, sigma
     _check_dir(src, "path")
     return stats_of(folder_features(src, enc))
 
 
-def _check_source(src: str) -> None:
-    """An ``fd`` argument is 'shapes', an image folder or a readable stats file."""
+def _check_source(src: str, features: str) -> None:
+    """An ``fd`` argument is 'shapes', an image folder or a readable stats file of `features`."""
+    from imgalign.rewards.features import local_name
     from imgalign.rewards.fid import load_stats
 
     if src == "shapes":
@@ -292,7 +290,13 @@ def _check_source(src: str) -> None:
             "an fd argument is empty ('', an unset shell variable?): give an image folder, a stats file or 'shapes'"
         )
     if Path(src).is_file():
-        load_stats(src)  # not a stats file (an image, a head): named before any work
+        # not a stats file (an image, a head), or one of other features: named before any work (the other
+        # argument's features were computed first)
+        feats = load_stats(src)[3]
+        if local_name(feats) != local_name(features):
+            raise CLIError(
+                f"{src} holds {feats!r} statistics, not {local_name(features)!r}; pass --features {feats}"
+            )
     elif not Path(src).is_dir():
         raise CLIError(
             f"{src!r} is not a folder, a stats file or 'shapes': give an image folder, a .safetensors file from "
@@ -308,7 +312,7 @@ def run_fd(args: argparse.Namespace) -> int:
     if "shapes" in (args.a, args.b):
         _check_renders(args.n, "renders for 'shapes'; a covariance needs 2")
     for src in (args.a, args.b):  # both before any encoder loads: b was read after a's features were computed
-        _check_source(src)
+        _check_source(src, args.features)
     enc = build_features(args.features, args.device)
     mu_a, sig_a = _stats(args.a, enc, args.n, 0)
     mu_b, sig_b = _stats(args.b, enc, args.n, 1)  # 'shapes' twice gives two independent render sets
