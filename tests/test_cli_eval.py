@@ -1402,6 +1402,20 @@ def test_a_judge_folder_is_one_evaluation_however_it_is_named(tmp_path, monkeypa
     claim_out_folder(out, eval_identity(argparse.Namespace(**absolute)))
 
 
+def test_an_embedded_judge_is_recorded_by_name_beside_a_folder_of_that_name(tmp_path, monkeypatch):
+    """--clip shapes-clip loads the embedded model (hub.resolve), whatever folder of that name the working folder
+    holds; it was recorded as that folder's absolute path, so a rerun from elsewhere was refused as another
+    evaluation."""
+    import argparse
+
+    from imgalign.commands.evaluate import eval_identity
+
+    (tmp_path / "shapes-clip").mkdir()
+    monkeypatch.chdir(tmp_path)
+    given = dict(suite="geneval", detector="det", clip="shapes-clip", images=str(tmp_path), model=None)
+    assert eval_identity(argparse.Namespace(**given))["clip"] == "shapes-clip"
+
+
 def test_eval_samples_and_renders_with_the_given_seed(tmp_path, small_prompts, monkeypatch):
     import imgalign.sampling as S
 

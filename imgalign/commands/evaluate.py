@@ -155,8 +155,12 @@ def eval_identity(args: argparse.Namespace) -> dict[str, Any]:
 def judge_name(spec: str | None) -> str | None:
     """A judge (--detector, --clip) as an ``--out`` folder records it: a local folder or file by its absolute path,
     anything else as given. Recorded as typed, one folder named relatively and absolutely was two evaluations (the
-    rerun refused), and one relative name run from two folders one (the other judge's verdicts reused)."""
-    return str(Path(spec).resolve()) if spec and Path(spec).exists() else spec
+    rerun refused), and one relative name run from two folders one (the other judge's verdicts reused). An embedded
+    name (shapes-clip) is the embedded model whatever folder of that name the working folder holds, as the judges
+    load it (:func:`imgalign.hub.resolve`)."""
+    from imgalign.hub import EMBEDDED
+
+    return str(Path(spec).resolve()) if spec and spec not in EMBEDDED and Path(spec).exists() else spec
 
 
 def claim_out_folder(out: Path, ident: dict[str, Any]) -> None:
