@@ -23,7 +23,8 @@ Integration (one NFT update on a batch of B stored samples x0 [B, C, H, W] with 
     with torch.no_grad(), ema.applied(trainable_params): v_old = model(x_t, t)
     out = nft_loss(v_theta, v_old, x0, x_t, t, r, beta=cfg.beta)
     loss = out.loss (+ cfg.ref_weight * ref_velocity_loss(v_theta, v_ref, valid)) (+ vnorm penalty)
-    loss.backward(); optimizer.step(); ema.update(trainable_params, decay=ema_decay(step, cfg))
+    loss.backward(); optimizer.step()
+    ema.update(trainable_params, decay=ema_decay(step, cfg.ema_decay_ramp, cfg.ema_decay_max))
 
 The trainer's NFT term (:mod:`imgalign.trainers.objectives`) computes the same loss, but draws each sample's t and
 eps from a generator seeded by the sample's id (stratified by its place in the micro-batch), so that a sample's
