@@ -283,23 +283,27 @@ def per_channel(proc: Any, key: str, label: str) -> tuple[float, float, float]:
     """An image processor's `key` (image_mean, image_std) for the three channels: transformers takes one number
     for all three too (it raised "'int' object is not iterable", reported as a bad reward option)."""
     value = getattr(proc, key, None)
-    if isinstance(
-        value, str
-    ):  # a hand-edited "0.5": one number; "123" was read character by character as (1, 2, 3)
+    # a hand-edited "0.5": one number; "123" was read character by character as (1, 2, 3)
+    if isinstance(value, str):
         try:
             value = float(value)
         except ValueError:
             pass
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return (float(value),) * 3
-    try:
-        values = tuple(float(v) for v in value)
-    except (TypeError, ValueError):
-        values = ()
-    if len(values) == 1:
-        values *= 3
-    if len(values) != 3:
-        raise ValueError(f"{label}: its image processor's {key} {value!r} is not one number or three")
+        values: tuple[float, ...] = (float(value),) * 3
+    else:
+        try:
+            values = tuple(float(v) for v in value)
+        except (TypeError, ValueError):
+            values = ()
+        if len(values) == 1:
+            values *= 3
+        if len(values) != 3:
+            raise ValueError(f"{label}: its image processor's {key} {value!r} is not one number or three")
+    # a NaN (a hand-edited "nan") or a zero std made every image's features NaN or inf
+    if not all(math.isfinite(v) for v in values) or (key == "image_std" and min(values) <= 0):
+        what = "finite numbers above 0" if key == "image_std" else "finite numbers"
+        raise ValueError(f"{label}: its image processor's {key} {value!r} must be {what}")
     return values  # type: ignore[return-value]
 
 

@@ -57,6 +57,17 @@ def test_per_channel_reads_numbers_as_transformers_does_and_names_anything_else(
             per_channel(_proc(image_mean=bad), "image_mean", "m")
 
 
+def test_per_channel_refuses_a_nan_mean_and_a_std_not_above_zero() -> None:
+    """A hand-edited "nan" (read as a number since numeric strings are), or an image_std of 0, made every image's
+    features NaN or inf."""
+    for key, bad in (("image_mean", "nan"), ("image_mean", [0.5, float("inf"), 0.5]), ("image_std", 0)):
+        with pytest.raises(ValueError, match=rf"^m: its image processor's {key} .* must be finite numbers"):
+            per_channel(_proc(**{key: bad}), key, "m")
+    with pytest.raises(ValueError, match=r"image_std \[0.2, -0.1, 0.2\] must be finite numbers above 0"):
+        per_channel(_proc(image_std=[0.2, -0.1, 0.2]), "image_std", "m")
+    assert per_channel(_proc(image_mean=0), "image_mean", "m") == (0.0, 0.0, 0.0)  # a zero mean is fine
+
+
 def test_a_head_names_another_encoder_with_the_callers_advice_and_takes_a_relative_name_of_its_own(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
