@@ -216,9 +216,14 @@ def _run(args: argparse.Namespace) -> int:
 def name_too_long_message(name: str) -> str:
     """The error line for ENAMETOOLONG on path `name`: the name over 255 bytes, or, where every name is shorter, the
     whole path's length (Linux takes at most 4096 bytes; the line said "a folder or file name of 13 bytes")."""
+    if not name:  # the error named no file: "path ''" named nothing
+        return (
+            "a path given is too long for the file system (most take at most 255 bytes per folder or file name, "
+            "4096 in a path): give a shorter one"
+        )
     shown = name if len(name) <= 80 else f"{name[:60]}...{name[-12:]}"
     longest = max((len(part.encode()) for part in Path(name).parts), default=0)
-    if longest > 255 or not name:
+    if longest > 255:
         why = f"a folder or file name of {longest} bytes; most file systems take at most 255 bytes per name"
         return f"path {shown!r} is too long for the file system ({why}): give a shorter name"
     why = f"the whole path is {len(name.encode())} bytes; most systems take at most 4096 bytes in a path"

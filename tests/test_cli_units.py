@@ -256,3 +256,13 @@ def test_a_path_too_long_of_short_names_is_called_too_long_a_path(tmp_path, caps
         "is too long for the file system (the whole path is 4513 bytes; most systems take at most 4096" in err
     )
     assert "a folder or file name of" not in err
+
+
+def test_a_name_too_long_error_without_a_file_name_names_no_empty_path():
+    """An ENAMETOOLONG that carries no file name said "path '' is too long ... (a folder or file name of 0 bytes"."""
+    from imgalign.cli import name_too_long_message
+
+    assert name_too_long_message("") == (
+        "a path given is too long for the file system (most take at most 255 bytes per folder or file name, 4096 "
+        "in a path): give a shorter one"
+    )
