@@ -247,7 +247,9 @@ def head_features(recorded: str, given: str | None, what: str, advice: str) -> s
         if gone:
             raise ValueError(gone)
         # a hand-edited name was "unknown feature encoder 'x'", naming no head
-        if recorded not in ("stats", "shapes-clip") and not split_encoder_name(recorded)[0]:
+        if recorded not in ("stats", "shapes-clip") and not all(
+            split_encoder_name(recorded)
+        ):  # "dinov2:" too
             raise ValueError(
                 f"{what} records features {recorded!r}, which names no feature encoder (its metadata was edited, "
                 "or written by other code); fit the head again"

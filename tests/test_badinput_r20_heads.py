@@ -344,6 +344,9 @@ def test_a_head_whose_metadata_names_no_encoder_is_named(tmp_path: Path) -> None
         ValueError, match=f"head '{head}' records features 'nope:xx', which names no feature encoder"
     ):
         build_reward(f"discriminator:head={head}")
+    save_head(head, FeatureHead(4), "dinov2:", "discriminator", {})  # a kind without its folder
+    with pytest.raises(ValueError, match="records features 'dinov2:', which names no feature encoder"):
+        build_reward(f"discriminator:head={head}")
     save_head(head, FeatureHead(4), "nope:xx", "artifact", {})
     with pytest.raises(
         ValueError, match="records features 'nope:xx', which names no feature encoder .*fit the head"
