@@ -621,13 +621,17 @@ def check_judge_specs(detector: str, clip: str) -> None:
         AutoConfig.from_pretrained(resolve(detector))
     except (OSError, ValueError) as e:
         raise FileNotFoundError(cannot_load(f"detector {detector!r}", e, resolve(detector))) from None
+
+    def check_has_weights(what: str, folder: str) -> None:
+        # a config without weights failed only when the judge was built, after the whole generation
+        if Path(folder).is_dir() and not has_weight_files(folder):
+            raise FileNotFoundError(
+                f"cannot load {what}: folder {folder!r} has no weights (model.safetensors); copy, download or save "
+                "the model there again"
+            )
+
     check_weights(f"detector {detector!r}", resolve(detector))
-    # a config without weights failed only when the judge was built, after the whole generation
-    if Path(resolve(detector)).is_dir() and not has_weight_files(resolve(detector)):
-        raise FileNotFoundError(
-            f"cannot load detector {detector!r}: folder {resolve(detector)!r} has no weights (model.safetensors); "
-            "copy, download or save the model there again"
-        )
+    check_has_weights(f"detector {detector!r}", resolve(detector))
     from imgalign.rewards.clip import (
         check_open_clip_weights,
         missing_processor,
@@ -638,13 +642,8 @@ def check_judge_specs(detector: str, clip: str) -> None:
     if transformers_clip_config(clip) is not None:  # a transformers CLIP folder or cached Hub id
         what = f"transformers CLIP {clip!r}"
         check_weights(what, clip)
-        # either failed only when the judge was built, after the whole generation
-        folder = Path(clip)
-        if folder.is_dir() and not has_weight_files(folder):
-            raise FileNotFoundError(
-                f"cannot load {what}: folder {clip!r} has no weights (model.safetensors); copy, download or save "
-                "the model there again"
-            )
+        check_has_weights(what, clip)
+        # failed only when the judge was built, after the whole generation
         missing = missing_processor(what, clip, CLIP_HINT)
         if missing:
             raise ValueError(missing)
