@@ -499,6 +499,16 @@ class MessageFilter(logging.Filter):
         return self.text not in record.getMessage()
 
 
+def length_warning_said(pipe: Any) -> None:
+    """Mark transformers' "Token indices sequence length is longer than the specified maximum ... indexing errors"
+    line as said for each tokenizer of `pipe` (transformers says it once per tokenizer unless told it has): the
+    caller has named the long prompts itself."""
+    for name in ("tokenizer", "tokenizer_2", "tokenizer_3"):
+        tok = getattr(pipe, name, None)
+        if tok is not None:
+            tok.deprecation_warnings["sequence-length-is-longer-than-the-specified-maximum"] = True
+
+
 @contextlib.contextmanager
 def once_per_call(logger_name: str, text: str) -> Iterator[None]:
     """Within the block, logger `logger_name` passes the first record whose message holds `text` and drops the

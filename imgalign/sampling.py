@@ -29,6 +29,7 @@ from imgalign.pipelines import (
     TRUNCATION_NOTICE,
     MessageFilter,
     ignores_guidance,
+    length_warning_said,
     load_pipeline,
     once_per_call,
 )
@@ -291,11 +292,7 @@ def long_prompts_said(
         return
     kept = ", ".join(dict.fromkeys(f"{e} {n}" for e, _, n in limits))
     log.warning("%s", long_rows_warning(label, prompts, over, kept, noun, names))
-    # transformers warns once per tokenizer unless told it has
-    for name in ("tokenizer", "tokenizer_2", "tokenizer_3"):
-        tok = getattr(pipe, name, None)
-        if tok is not None:
-            tok.deprecation_warnings["sequence-length-is-longer-than-the-specified-maximum"] = True
+    length_warning_said(pipe)
     logger, quiet = logging.getLogger(type(pipe).__module__), MessageFilter(TRUNCATION_NOTICE)
     logger.addFilter(quiet)
     try:

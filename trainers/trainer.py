@@ -36,7 +36,7 @@ from safetensors import SafetensorError
 
 from imgalign.config import ConfigError, leaves, to_dict
 from imgalign.files import atomic_write_text, replacing
-from imgalign.pipelines import TRUNCATION_NOTICE, MessageFilter
+from imgalign.pipelines import TRUNCATION_NOTICE, MessageFilter, length_warning_said
 from imgalign.trainers import checkpoint as C
 from imgalign.trainers.config import FlowGRPOConfig, check_batch_layout, ignored_settings
 from imgalign.trainers.grpo import off_policy_warning
@@ -550,11 +550,7 @@ class FlowGRPOTrainer:
         if self.is_main:
             log.warning("%s", long_prompts_warning(self.cfg.prompts.source, self.sampler.lines, over, limits))
         logging.getLogger(type(self.adapter.pipe).__module__).addFilter(QUIET_TRUNCATION)
-        # transformers warns once per tokenizer (the deduplicated ones too), unless told it has
-        for name in ("tokenizer", "tokenizer_2", "tokenizer_3"):
-            tok = getattr(self.adapter.pipe, name, None)
-            if tok is not None:
-                tok.deprecation_warnings["sequence-length-is-longer-than-the-specified-maximum"] = True
+        length_warning_said(self.adapter.pipe)  # the deduplicated tokenizers too
 
     def _check_prompts(self) -> None:
         """Before any model loads: every reward can score the prompt file's rows (a GenEval class the judge cannot
