@@ -348,15 +348,16 @@ def generate_folder(
         d = out_dir / f"{i:05d}" / "samples"
         jobs += [(i, j) for j in range(images_per_prompt) if not have(d / f"{j:04d}.png")]
     per_batch = max(1, batch_size)
-    prompts = [m["prompt"] for m in metas]
+    # the prompt folders still to sample: a resumed evaluation named the truncated prompts of finished folders again
+    todo = sorted({i for i, _ in jobs})
     with (
         long_prompts_said(
             pipe,
             label,
-            prompts,
+            [metas[i]["prompt"] for i in todo],
             settings.get("max_sequence_length"),
             "prompt folder",
-            [f"{i:05d}" for i in range(len(metas))],
+            [f"{i:05d}" for i in todo],
         ),
         tqdm(total=len(jobs), desc="sampling", unit="img", disable=not progress) as bar,
     ):

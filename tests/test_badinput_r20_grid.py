@@ -97,3 +97,20 @@ def test_eval_names_the_prompt_folders_whose_prompts_are_truncated_once(
         f"{sd3_dir}: the prompts of prompt folders 00001, 00003 (prompt folder 00001: 102 CLIP tokens) are longer than its text "
         "encoders take (CLIP 77 tokens): truncated when encoded, so the words past the limit do not steer its images"
     ]
+    # resumed with folder 00003's image gone: only the folders still to sample are named
+    (tmp_path / "out" / "00003" / "samples" / "0000.png").unlink()
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        generate_folder(
+            str(sd3_dir),
+            metas,
+            tmp_path / "out",
+            1,
+            0,
+            progress=False,
+            sample=generate_images,
+            steps=1,
+            size=16,
+        )
+    said = [r.getMessage() for r in caplog.records if r.name == "imgalign.sampling"]
+    assert len(said) == 1 and said[0].startswith(f"{sd3_dir}: the prompt of prompt folder 00003 (")
