@@ -172,6 +172,8 @@ def claim_out_folder(out: Path, ident: dict[str, Any]) -> None:
     if path.is_file():
         try:
             old = json.loads(path.read_text())
+            if not isinstance(old, dict):  # valid JSON but not a record (`null`, a list): damaged as well
+                raise json.JSONDecodeError("not a JSON object", "", 0)
         except (json.JSONDecodeError, UnicodeDecodeError):
             # read as {} beside other files, every setting was reported as 'None there', as if another evaluation
             # had run; alone, it is taken over below
@@ -179,8 +181,8 @@ def claim_out_folder(out: Path, ident: dict[str, Any]) -> None:
                 old = {}
             else:
                 raise ValueError(
-                    f"--out {str(out)!r}: {path} is damaged (not valid JSON), so what evaluation the folder holds "
-                    "is unknown; give a new --out folder, or delete that one"
+                    f"--out {str(out)!r}: {path} is damaged (not a valid JSON object), so what evaluation the folder "
+                    "holds is unknown; give a new --out folder, or delete that one"
                 ) from None
         # judges recorded as typed (before judge_name), read from this folder as they were run
         old.update({k: judge_name(old[k]) for k in ("detector", "clip") if isinstance(old.get(k), str)})
