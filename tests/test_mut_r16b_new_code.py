@@ -26,3 +26,107 @@ def test_an_eval_args_json_that_is_valid_json_but_no_record_is_damaged_not_a_tra
     (out / "results.jsonl").write_text("{}\n")
     with pytest.raises(ValueError, match="eval_args.json is damaged"):
         claim_out_folder(out, {"suite": "shapes"})
+
+
+def test_a_long_name_is_measured_in_bytes_and_its_longest_part_named(tmp_path: Path, capsys) -> None:
+    """C04: the limit is 255 bytes per name, so 150 'é' (300 bytes, 150 characters) is said to be 300 bytes; the
+    longest part of the path is measured, not the whole path."""
+    from imgalign.cli import main
+
+    name = "é" * 150
+    assert main(["eval", "--suite", "shapes", "--model", name, "--out", str(tmp_path / "ev")]) == 2
+    assert "(a folder or file name of 300 bytes;" in capsys.readouterr().err
+    deep = tmp_path / ("b" * 20) / ("c" * 270)
+    assert main(["train", "--max-steps", "1", "--output-dir", str(deep)]) == 2
+    assert "a folder or file name of 270 bytes" in capsys.readouterr().err
+
+
+def test_generate_folder_names_its_prompt_folders_at_the_given_context_length(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """S09: eval's --max-sequence-length reaches the long-prompt check (a T5 limit of 77 cuts what 256 keeps), and
+    the prompts are named by their folders."""
+    import contextlib
+
+    from PIL import Image
+
+    import imgalign.sampling as S
+
+    seen: list[tuple] = []
+
+    @contextlib.contextmanager
+    def recording(pipe, label, prompts, max_sequence_length, noun="row", names=None):
+        seen.append((label, list(prompts), max_sequence_length, noun, list(names or [])))
+        yield
+
+    def sample(pipe, prompts, seeds, **kw):
+        return [Image.new("RGB", (8, 8)) for _ in prompts]
+
+    monkeypatch.setattr(S, "long_prompts_said", recording)
+    metas = [{"prompt": "a"}, {"prompt": "b"}]
+    S.generate_folder(
+        object(), metas, tmp_path / "o", 1, 0, progress=False, sample=sample, max_sequence_length=99
+    )
+    assert seen == [("the model", ["a", "b"], 99, "prompt folder", ["00000", "00001"])]
+
+
+def test_a_local_clip_judge_is_recorded_by_its_absolute_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """E02: --clip, like --detector, names a folder by its absolute path (relative and absolute: one evaluation);
+    an open_clip ARCH:PRETRAINED is recorded as given."""
+    import argparse
+
+    from imgalign.commands.evaluate import eval_identity
+
+    (tmp_path / "clipdir").mkdir()
+    monkeypatch.chdir(tmp_path)
+    given = dict(suite="geneval", detector="det-hub-id", clip="clipdir", images=str(tmp_path), model=None)
+    ident = eval_identity(argparse.Namespace(**given))
+    assert (ident["detector"], ident["clip"]) == ("det-hub-id", str(tmp_path / "clipdir"))
+    absolute = eval_identity(argparse.Namespace(**{**given, "clip": str(tmp_path / "clipdir")}))
+    assert absolute == ident
+    assert (
+        eval_identity(argparse.Namespace(**{**given, "clip": "ViT-B-32:openai"}))["clip"] == "ViT-B-32:openai"
+    )
+
+
+def test_a_clip_judge_named_with_an_unset_variable_is_no_such_folder(tmp_path: Path) -> None:
+    """R05: a CLIP path holding a $VAR only a shell expands (a YAML config) is 'no such folder' with that hint, not
+    'not a known open_clip ARCH:PRETRAINED pair'."""
+    from geneval_real_tiny import build_tiny_detr
+
+    from imgalign.eval.real import check_judge_specs
+
+    detr = str(build_tiny_detr(tmp_path / "detr"))
+    with pytest.raises(
+        FileNotFoundError,
+        match=r"CLIP .\$CLIPS/x.: no such folder \(environment variables .* are not expanded",
+    ):
+        check_judge_specs(detr, "$CLIPS/x")
+
+
+def test_a_processor_without_the_step_flags_resizes_rescales_and_normalises() -> None:
+    """F02, F04, F05: a processor object that has no do_resize / do_normalize / do_rescale attribute (not every
+    processor class defines them) runs each step, as the transform did before the flags were read."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from imgalign.rewards.features import image_processor_transform
+
+    proc = SimpleNamespace(
+        size={"height": 4, "width": 6},
+        do_center_crop=False,
+        image_mean=[0.5, 0.25, 0.0],
+        image_std=[0.5, 0.5, 2.0],
+    )
+    x = torch.full((1, 3, 8, 12), 0.75)
+    got = image_processor_transform(proc, "x", "cpu", torch.float32)(x)
+    assert got.shape == (1, 3, 4, 6)  # resized
+    want = (
+        torch.tensor([(0.75 - 0.5) / 0.5, (0.75 - 0.25) / 0.5, 0.75 / 2.0])
+        .view(1, 3, 1, 1)
+        .expand(1, 3, 4, 6)
+    )
+    torch.testing.assert_close(got, want)  # [0, 1] pixels (rescaled by 1/255), normalised
