@@ -130,3 +130,62 @@ def test_a_processor_without_the_step_flags_resizes_rescales_and_normalises() ->
         .expand(1, 3, 4, 6)
     )
     torch.testing.assert_close(got, want)  # [0, 1] pixels (rescaled by 1/255), normalised
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("-inf")])
+def test_a_head_file_with_an_infinite_weight_is_damaged(tmp_path: Path, value: float) -> None:
+    """H05: an inf weight, like a NaN one, gave every image a non-finite score; it is named as damaged, with the fit
+    command of the head's task."""
+    from safetensors import safe_open
+    from safetensors.torch import load_file, save_file
+
+    from imgalign.rewards.heads import FeatureHead, load_head, save_head
+
+    good = tmp_path / "good.safetensors"
+    save_head(good, FeatureHead(5, hidden=4), "stats", "artifact", {})
+    tensors = load_file(str(good))
+    with safe_open(str(good), framework="pt") as fh:
+        meta = dict(fh.metadata())
+    tensors["net.0.weight"][1, 2] = value
+    bad = tmp_path / "bad.safetensors"
+    save_file(tensors, str(bad), metadata=meta)
+    with pytest.raises(
+        ValueError,
+        match=r"damaged imgalign feature head \(NaN or inf weights\); fit it again with "
+        r"`imgalign rewards fit-artifact`$",
+    ):
+        load_head(bad)
+
+
+def test_grid_checks_long_prompts_at_the_given_context_length_per_model_label(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """G04: --max-sequence-length reaches the long-prompt check (a T5 limit of 3 cuts what 256 keeps), which names
+    each model by its LABEL."""
+    import contextlib
+
+    from PIL import Image
+
+    import imgalign.eval.gallery as gallery
+    import imgalign.pipelines as P
+    import imgalign.sampling as S
+    from imgalign.cli import main
+
+    seen: list[tuple] = []
+
+    @contextlib.contextmanager
+    def recording(pipe, label, prompts, max_sequence_length, noun="row", names=None):
+        seen.append((label, list(prompts), max_sequence_length))
+        yield
+
+    monkeypatch.setattr(P, "load_pipeline", lambda spec, device, dtype: spec.label)
+    monkeypatch.setattr(S, "long_prompts_said", recording)
+    monkeypatch.setattr(
+        S,
+        "generate_images",
+        lambda pipe, prompts, seeds, batch_size, **kw: [Image.new("RGB", (4, 4))] * len(seeds),
+    )
+    monkeypatch.setattr(gallery, "labelled_grid", lambda *a, **kw: Image.new("RGB", (4, 4)))
+    argv = ["grid", "--model", "a=shapes", "--model", "b=shapes", "--prompt", "x", "--prompt", "y"]
+    assert main(argv + ["--max-sequence-length", "3", "--out", str(tmp_path / "g.png")]) == 0
+    assert seen == [("a", ["x", "y"], 3), ("b", ["x", "y"], 3)]
