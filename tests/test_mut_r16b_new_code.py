@@ -189,3 +189,16 @@ def test_grid_checks_long_prompts_at_the_given_context_length_per_model_label(
     argv = ["grid", "--model", "a=shapes", "--model", "b=shapes", "--prompt", "x", "--prompt", "y"]
     assert main(argv + ["--max-sequence-length", "3", "--out", str(tmp_path / "g.png")]) == 0
     assert seen == [("a", ["x", "y"], 3), ("b", ["x", "y"], 3)]
+
+
+def test_a_prompt_ending_in_a_subdivision_flag_keeps_its_tag_characters(tmp_path: Path) -> None:
+    """clean_prompt stripped every trailing Unicode Cf character, and the tag characters that make a black flag
+    Scotland's (or England's, Wales') flag are Cf: 'a flag 🏴 + six tags' became 'a flag 🏴', another flag. They
+    are kept; a zero-width space after the flag still goes."""
+    from imgalign.prompts.io import clean_prompt, load_prompts
+
+    scotland = "\U0001f3f4\U000e0067\U000e0062\U000e0073\U000e0063\U000e0074\U000e007f"
+    assert clean_prompt(f" a flag {scotland}\u200b ") == f"a flag {scotland}"
+    txt = tmp_path / "p.txt"
+    txt.write_text(f"a flag {scotland}\n", encoding="utf-8")
+    assert [r.prompt for r in load_prompts(txt)] == [f"a flag {scotland}"]
