@@ -9,6 +9,7 @@ What is published gets the permissions a plain ``open()`` gives (:func:`open_mod
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -40,9 +41,18 @@ def open_mode(path: str | Path) -> None:
         os.chmod(f, 0o666 & ~mask)
 
 
+NAME_MAX = 255
+"""The longest file name, in bytes, most file systems take."""
+
+
 def temporary_name(path: Path) -> Path:
-    """The hidden temporary name beside `path` that :func:`replacing` writes to: ``DIR/.NAME.tmp``."""
-    return path.with_name(f".{path.name}.tmp")
+    """The hidden temporary name beside `path` that :func:`replacing` writes to: ``DIR/.NAME.tmp``, or, where that
+    is over :data:`NAME_MAX` bytes (a NAME of 251 to 255 bytes, which the file system takes), ``DIR/.HASH.tmp``:
+    the result was computed and then refused as "a file name of 257 bytes", naming the hidden file."""
+    name = f".{path.name}.tmp"
+    if len(name.encode()) > NAME_MAX:
+        name = f".{hashlib.sha256(path.name.encode()).hexdigest()[:32]}.tmp"
+    return path.with_name(name)
 
 
 @contextlib.contextmanager

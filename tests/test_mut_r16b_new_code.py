@@ -202,3 +202,22 @@ def test_a_prompt_ending_in_a_subdivision_flag_keeps_its_tag_characters(tmp_path
     txt = tmp_path / "p.txt"
     txt.write_text(f"a flag {scotland}\n", encoding="utf-8")
     assert [r.prompt for r in load_prompts(txt)] == [f"a flag {scotland}"]
+
+
+def test_an_out_name_the_file_system_takes_is_written_even_where_its_temporary_name_would_not_be(
+    tmp_path: Path,
+) -> None:
+    """An --out name of 251 to 255 bytes is a valid name, but the hidden '.NAME.tmp' written first is 5 bytes longer:
+    fid-stats computed its statistics and then failed with 'a file name of 257 bytes', naming the hidden file. The
+    temporary name is shortened there (a name the file system refuses still fails, as before)."""
+    from imgalign.files import atomic_write_text, temporary_name
+
+    path = tmp_path / ("a" * 240 + ".safetensors")  # 252 bytes
+    assert len(temporary_name(path).name.encode()) <= 255 and temporary_name(path).name.startswith(".")
+    assert temporary_name(path).parent == tmp_path
+    assert temporary_name(path) != temporary_name(tmp_path / ("b" * 240 + ".safetensors"))
+    atomic_write_text(path, "x")
+    assert path.read_text() == "x" and [p.name for p in tmp_path.iterdir()] == [path.name]
+    assert temporary_name(tmp_path / "r.json") == tmp_path / ".r.json.tmp"  # a short name keeps its form
+    with pytest.raises(OSError, match="too long"):
+        atomic_write_text(tmp_path / ("a" * 256), "x")
