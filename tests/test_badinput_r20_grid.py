@@ -79,38 +79,32 @@ def test_eval_names_the_prompt_folders_whose_prompts_are_truncated_once(
     metas = [
         {"tag": "single_object", "prompt": p} for p in ("a red circle", LONG, "a blue square", LONG + "y")
     ]
-    with caplog.at_level(logging.WARNING):
-        generate_folder(
-            str(sd3_dir),
-            metas,
-            tmp_path / "out",
-            1,
-            0,
-            progress=False,
-            sample=generate_images,
-            steps=1,
-            size=16,
-        )
+
+    def sampled() -> list[str]:
+        """generate_folder into tmp_path/out, one image per prompt; what imgalign.sampling warned."""
+        caplog.clear()
+        with caplog.at_level(logging.WARNING):
+            generate_folder(
+                str(sd3_dir),
+                metas,
+                tmp_path / "out",
+                1,
+                0,
+                progress=False,
+                sample=generate_images,
+                steps=1,
+                size=16,
+            )
+        return [r.getMessage() for r in caplog.records if r.name == "imgalign.sampling"]
+
+    said = sampled()
     assert len(list((tmp_path / "out").glob("*/samples/0000.png"))) == 4
     assert [r.getMessage()[:40] for r in library_log if r.levelno >= logging.WARNING] == []
-    assert [r.getMessage() for r in caplog.records if r.name == "imgalign.sampling"] == [
+    assert said == [
         f"{sd3_dir}: the prompts of prompt folders 00001, 00003 (prompt folder 00001: 102 CLIP tokens) are longer than its text "
         "encoders take (CLIP 77 tokens): truncated when encoded, so the words past the limit do not steer its images"
     ]
     # resumed with folder 00003's image gone: only the folders still to sample are named
     (tmp_path / "out" / "00003" / "samples" / "0000.png").unlink()
-    caplog.clear()
-    with caplog.at_level(logging.WARNING):
-        generate_folder(
-            str(sd3_dir),
-            metas,
-            tmp_path / "out",
-            1,
-            0,
-            progress=False,
-            sample=generate_images,
-            steps=1,
-            size=16,
-        )
-    said = [r.getMessage() for r in caplog.records if r.name == "imgalign.sampling"]
+    said = sampled()
     assert len(said) == 1 and said[0].startswith(f"{sd3_dir}: the prompt of prompt folder 00003 (")
