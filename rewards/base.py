@@ -388,8 +388,8 @@ def _call_factory(
 
 
 def check_factory_options(name: str, factory: Callable[..., Any], opts: Mapping[str, Any]) -> None:
-    """Refuse, by name and before anything loads, an option `factory` does not take, a number option given as
-    text, or a required option not given."""
+    """Refuse, by name and before anything loads, an option `factory` does not take, one given empty, a number
+    option given as text, or a required option not given."""
     _refuse_unknown_options(name, opts, reward_options(factory), _takes_any_keyword(factory))
     _refuse_empty_values(name, opts, _parameters(factory))
     _refuse_non_numbers(name, opts, _parameters(factory))

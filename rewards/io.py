@@ -29,9 +29,9 @@ def find_images(paths: Iterable[str | Path]) -> list[Path]:
     """Expand files, folders (recursively, image suffixes only) and globs into a sorted, de-duplicated list.
     Explicitly named files are kept whatever their suffix (so a broken one gets an error row, not silence). A
     glob (quoted, so the shell left it alone) expands as the shell would, to files and folders alike; one that
-    matches nothing is an error, as is a path that does not exist or is empty. A folder's hidden files and folders (macOS's
-    ``._a.png`` and ``.DS_Store``, ``.git``) are skipped, as ``ls`` and a shell glob skip them; its symlinked
-    subfolders are followed (each real folder once, so a link loop ends)."""
+    matches nothing is an error, as is a path that does not exist or is empty. A folder's hidden files and folders
+    (macOS's ``._a.png`` and ``.DS_Store``, ``.git``) are skipped, as ``ls`` and a shell glob skip them; its
+    symlinked subfolders are followed (each real folder once, so a link loop ends)."""
 
     def expand(path: Path) -> list[Path]:
         if not path.is_dir():
@@ -190,8 +190,8 @@ def encode_image_folder(
 
 
 def other_files_note(folder: str | Path) -> str:
-    """'' or a note naming the files under `folder` that are not read because of their suffix (.avif photos, which
-    PIL opens, were skipped without a word: "no readable images" of a folder full of them)."""
+    """'' or a note naming the files under `folder` that are not read because of their suffix (a folder of .heic
+    photos, or of .avif before they were read, was "no readable images" without a word of the files there)."""
     if not Path(folder).is_dir():
         return ""
     others = sorted(
