@@ -91,7 +91,15 @@ def read_image(path: str | Path) -> Image.Image:
             im.load()
             return pil_to_rgb(im)
     except UnidentifiedImageError:
-        raise ImageReadError(f"{path}: not an image (PIL cannot identify the format)") from None
+        hint = ""
+        if (
+            path.suffix.lower() == ".avif"
+        ):  # an AVIF photo on a Pillow built without it read as "not an image"
+            from PIL import features
+
+            if not features.check("avif"):
+                hint = "; this Pillow is built without AVIF: install Pillow's wheels (pip install -U pillow)"
+        raise ImageReadError(f"{path}: not an image (PIL cannot identify the format){hint}") from None
     except Image.DecompressionBombError as e:  # not an OSError: it stopped the whole run with a traceback
         raise ImageReadError(f"{path}: too large to decode ({e}); downscale it") from None
     except (OSError, SyntaxError, ValueError) as e:

@@ -352,3 +352,22 @@ def test_a_head_whose_metadata_names_no_encoder_is_named(tmp_path: Path) -> None
         ValueError, match="records features 'nope:xx', which names no feature encoder .*fit the head"
     ):
         build_reward(f"artifact:model={head}")
+
+
+def test_an_avif_file_on_a_pillow_without_avif_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a Pillow built without AVIF, an .avif photo (now a suffix read) was 'not an image', no more."""
+    from PIL import features
+
+    from imgalign.rewards.io import ImageReadError, read_image
+
+    bad = tmp_path / "p.avif"
+    bad.write_bytes(b"\x00\x00\x00\x1cftypavif" + bytes(40))  # no decodable image either way
+    monkeypatch.setattr(features, "check", lambda name: name != "avif")
+    with pytest.raises(ImageReadError, match="this Pillow is built without AVIF: install Pillow's wheels"):
+        read_image(bad)
+    monkeypatch.setattr(features, "check", lambda name: True)
+    with pytest.raises(ImageReadError) as err:
+        read_image(bad)
+    assert "without AVIF" not in str(err.value)
