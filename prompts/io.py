@@ -339,7 +339,7 @@ def load_prompts(path: str | Path) -> list[PromptRecord]:
             for n, line in enumerate(lines, start=1)
             if clean_prompt(line)
         ]
-        hashed = [n for n, line in enumerate(lines, start=1) if line.lstrip().startswith("#")]
+        hashed = [n for n, line in enumerate(lines, start=1) if clean_prompt(line).startswith("#")]
         if hashed:
             # a .txt prompt list has no comment syntax (a prompt may start with '#'), so such lines stay prompts
             logger.warning(
