@@ -337,6 +337,9 @@ def image_processor_transform(
     s = torch.tensor(std, device=device, dtype=dtype).view(1, 3, 1, 1)
     # the model's pixel units: 0-255 pixels times rescale_factor (1/255 gives [0, 1]), or 0-255 without a rescale
     factor = getattr(proc, "rescale_factor", 1 / 255) if getattr(proc, "do_rescale", True) else 1.0
+    # a hand-edited null (a TypeError at the first image) or 0 (every pixel black)
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 0 < factor < math.inf:
+        raise ValueError(f"{label}: its image processor's rescale_factor {factor!r} is not a number > 0")
     scale = 255.0 * float(factor)
     # PIL's resample codes; a DINO v1 (vit) processor resamples bilinear, and its pixels were bicubic's, up to 0.25
     # away in normalised units. Lanczos, box and Hamming have no torch kernel: bicubic is the nearest.

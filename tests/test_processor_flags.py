@@ -45,3 +45,20 @@ def test_the_transform_follows_the_processor_s_flags(flags: dict[str, object]) -
     got = image_processor_transform(proc, "x", "cpu", torch.float32)(x)
     assert got.shape == want.shape
     torch.testing.assert_close(got, want.float(), rtol=1e-5, atol=1e-4)
+
+
+def test_a_rescale_factor_that_is_no_positive_number_is_named() -> None:
+    """A hand-edited ``rescale_factor: null`` raised a TypeError at the first image, and 0 made every pixel 0."""
+    from transformers import BitImageProcessor
+
+    from imgalign.rewards.features import image_processor_transform
+
+    for bad in (None, 0, -1.0, "x"):
+        proc = BitImageProcessor(size={"shortest_edge": 8}, crop_size={"height": 8, "width": 8})
+        proc.rescale_factor = bad
+        with pytest.raises(
+            ValueError, match=r"^m: its image processor's rescale_factor .* is not a number > 0"
+        ):
+            image_processor_transform(proc, "m", "cpu", torch.float32)
+    proc.do_rescale = False  # unread then
+    image_processor_transform(proc, "m", "cpu", torch.float32)
