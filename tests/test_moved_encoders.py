@@ -102,6 +102,17 @@ def test_fid_stats_whose_encoder_moved_are_used_with_the_new_place(moved, tmp_pa
         r = build_reward(f"fid:ref={stats},features=dinov2:{new},set_size=40")
     assert "which are no longer there; using" in caplog.text
     torch.testing.assert_close(r.mu_ref, torch.zeros(32, dtype=r.mu_ref.dtype))
+    # `rewards fd STATS FOLDER --features NEW` refused what the fid reward takes
+    from imgalign.cli import main
+    from imgalign.rewards.base import to_pil
+
+    (tmp_path / "imgs").mkdir()
+    for i, im in enumerate(to_pil(x)):
+        im.save(tmp_path / "imgs" / f"{i}.png")
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        assert main(["rewards", "fd", str(stats), str(tmp_path / "imgs"), "--features", f"dinov2:{new}"]) == 0
+    assert "which are no longer there; comparing with" in caplog.text
 
 
 def test_an_online_discriminator_state_resumes_with_its_encoder_named_another_way_or_moved(

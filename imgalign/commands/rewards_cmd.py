@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import math
 from pathlib import Path
 from typing import Any
 
 from imgalign.cli import CLIError
 from imgalign.commands import check_device, seed_arg
+
+log = logging.getLogger(__name__)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -280,7 +283,7 @@ def _stats(src: str, enc, n: int, seed: int):
 
 def _check_source(src: str, features: str) -> None:
     """An ``fd`` argument is 'shapes', an image folder or a readable stats file of `features`."""
-    from imgalign.rewards.features import local_name
+    from imgalign.rewards.features import local_name, moved_encoder
     from imgalign.rewards.fid import load_stats
 
     if src == "shapes":
@@ -293,7 +296,15 @@ def _check_source(src: str, features: str) -> None:
         # not a stats file (an image, a head), or one of other features: named before any work (the other
         # argument's features were computed first)
         feats = load_stats(src)[3]
-        if local_name(feats) != local_name(features):
+        if moved_encoder(feats, features):  # as the fid reward takes it: the encoder folder moved since
+            log.warning(
+                "%s was made with features %r, which are no longer there; comparing with %r as given (the same "
+                "encoder, moved)",
+                src,
+                feats,
+                features,
+            )
+        elif local_name(feats) != local_name(features):
             raise CLIError(
                 f"{src} holds {feats!r} statistics, not {local_name(features)!r}; pass --features {feats}"
             )
