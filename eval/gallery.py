@@ -12,6 +12,8 @@ from imgalign.files import replacing
 
 PAD = 6
 BG = (255, 255, 255)
+LABEL_WIDTH = 180
+"""The default width in pixels of a labelled grid's row-label column."""
 INK = (20, 20, 20)
 MUTED = (90, 90, 90)
 
@@ -56,7 +58,7 @@ def labelled_grid(
     group: int = 1,
     sub_labels: Sequence[str] | None = None,
     cell: int = 160,
-    label_width: int = 180,
+    label_width: int = LABEL_WIDTH,
 ) -> Image.Image:
     """A grid: `images[r][c]`, a label left of each row, a header over each group of `group` columns (e.g. one
     model's seeds), optional `sub_labels` over each column of a group, optional caption under each image."""

@@ -1431,3 +1431,23 @@ def test_sub_labels_may_name_every_column_not_only_one_group(monkeypatch):
     labelled_grid(images, ["p"], ["m1", "m2"], group=2, sub_labels=["a", "b", "c", "d"], cell=16)
     subs = sorted((xy[0], t) for xy, t in texts if t in ("a", "b", "c", "d"))
     assert [t for _, t in subs] == ["a", "b", "c", "d"]
+
+
+def test_a_grid_larger_than_pillow_opens_is_refused_before_any_model_loads(tmp_path, monkeypatch, capsys):
+    """A grid of some 3100 prompts or more was sampled and written, and then no reader (nor imgalign) could open the
+    PNG: Pillow refuses images over twice its MAX_IMAGE_PIXELS (about 179M pixels)."""
+    import imgalign.pipelines as P
+    from imgalign.commands.grid import check_grid_pixels
+
+    monkeypatch.setattr(P, "load_pipeline", lambda *a, **k: pytest.fail("a model loaded"))
+    prompts = tmp_path / "p.txt"
+    prompts.write_text("".join(f"prompt {i}\n" for i in range(3200)))
+    argv = ["grid", "--model", "shapes", "--prompts", str(prompts), "--max-prompts", "3200"]
+    assert main([*argv, "--out", str(tmp_path / "g.png")]) == 2
+    err = capsys.readouterr().err
+    assert (
+        "the grid of 3200 prompts x 1 images would be at least 352 x 531206 pixels, more than Pillow opens"
+        in err
+    )
+    assert "give fewer prompts (--max-prompts), seeds or models, or a smaller --cell" in err
+    check_grid_pixels(3000, 1, 160)  # 352 x 498006, 175M pixels: taken

@@ -187,6 +187,24 @@ def read_rows(args: argparse.Namespace) -> tuple[list[str], list[dict[str, Any] 
     return prompts, [None] * len(prompts)
 
 
+def check_grid_pixels(rows: int, columns: int, cell: int) -> None:
+    """Refuse, before any model loads, a grid larger than Pillow opens (twice ``Image.MAX_IMAGE_PIXELS``, about
+    179M pixels): a 3000-prompt grid was sampled and written, and then no reader (nor ``imgalign``) could open the
+    PNG. The size counted is a lower bound: the row labels' column, cells and padding; no headers or captions."""
+    from PIL import Image
+
+    from imgalign.eval.gallery import LABEL_WIDTH, PAD
+
+    width, height = LABEL_WIDTH + columns * (cell + PAD) + PAD, rows * (cell + PAD) + PAD
+    limit = 2 * (Image.MAX_IMAGE_PIXELS or 0)
+    if limit and width * height > limit:
+        raise ValueError(
+            f"the grid of {rows} prompts x {columns} images would be at least {width} x {height} pixels, more than "
+            f"Pillow opens ({limit / 1e6:.0f}M pixels): give fewer prompts (--max-prompts), seeds or models, or a "
+            "smaller --cell"
+        )
+
+
 def run_grid(args: argparse.Namespace) -> int:
     import torch
 
@@ -229,6 +247,7 @@ def run_grid(args: argparse.Namespace) -> int:
     ):
         if v is not None and v < 1:
             raise ValueError(f"{flag} must be at least 1 (got {v})")
+    check_grid_pixels(len(prompts), len(specs) * len(seeds), args.cell)
     if args.max_sequence_length is not None and args.max_sequence_length > 512:
         raise ValueError(
             f"--max-sequence-length {args.max_sequence_length}: the SD3 and FLUX pipelines take at most 512 T5 "
