@@ -315,18 +315,17 @@ def load_prompts(path: str | Path) -> list[PromptRecord]:
                 obj = json.loads(line)
             except json.JSONDecodeError as e:
                 raise _not_json(path, n, e, lines) from None
-            if (
-                not isinstance(obj, dict)
-                or not isinstance(obj.get("prompt"), str)
-                or not clean_prompt(obj["prompt"])
-            ):
+            prompt = (
+                clean_prompt(obj["prompt"])
+                if isinstance(obj, dict) and isinstance(obj.get("prompt"), str)
+                else ""
+            )
+            if not prompt:
                 raise PromptFileError(f"{path}:{n}: each line needs a non-empty string field 'prompt'")
             check_prompt_text(obj["prompt"], f"{path}:{n}")
             check_geneval_fields(obj, f"{path}:{n}")
             # the metadata's prompt as the record's (rewards reading metadata["prompt"] saw the spaces)
-            records.append(
-                PromptRecord(clean_prompt(obj["prompt"]), {**obj, "prompt": clean_prompt(obj["prompt"])}, n)
-            )
+            records.append(PromptRecord(prompt, {**obj, "prompt": prompt}, n))
     else:
         json_line = next((n for n, line in enumerate(lines, start=1) if _is_json_object(line)), None)
         if json_line is not None:  # each JSON text was trained on as a prompt, without a word
@@ -334,12 +333,9 @@ def load_prompts(path: str | Path) -> list[PromptRecord]:
                 f"{path}:{json_line}: the line is a JSON object, and a {suffix or 'suffix-less'} prompt file is read "
                 "as one prompt per line (the JSON text would be the prompt): rename the file to .jsonl"
             )
-        records = [
-            PromptRecord(clean_prompt(line), {"prompt": clean_prompt(line)}, n)
-            for n, line in enumerate(lines, start=1)
-            if clean_prompt(line)
-        ]
-        hashed = [n for n, line in enumerate(lines, start=1) if clean_prompt(line).startswith("#")]
+        cleaned = [clean_prompt(line) for line in lines]
+        records = [PromptRecord(p, {"prompt": p}, n) for n, p in enumerate(cleaned, start=1) if p]
+        hashed = [n for n, p in enumerate(cleaned, start=1) if p.startswith("#")]
         if hashed:
             # a .txt prompt list has no comment syntax (a prompt may start with '#'), so such lines stay prompts
             logger.warning(
