@@ -96,6 +96,12 @@ def split_encoder_name(name: str) -> tuple[str, str]:
     return f"{prefix}{arch}{at}", path
 
 
+def names_an_encoder(name: str) -> bool:
+    """Whether `name` is of a form :func:`build_features` builds (``stats``, ``shapes-clip``, or a kind prefix with
+    its folder, file or Hub id); whether that model exists is not checked."""
+    return name in ("stats", "shapes-clip") or all(split_encoder_name(name))
+
+
 def moved_encoder(recorded: str, given: str) -> bool:
     """Whether encoder `given` may stand in for `recorded`, the one a head or a stats file was made with: `recorded`
     names a local folder or file (recorded absolute) that is no longer there -- moved, or the head copied to another

@@ -240,16 +240,14 @@ def head_features(recorded: str, given: str | None, what: str, advice: str) -> s
     """The encoder a head fitted on `recorded` features scores with: `recorded`, or `given` when it names the same
     encoder or stands in for a recorded folder that moved (warned). Anything else is refused, `advice` saying what
     to do instead; so is a recorded folder that is gone when nothing stands in for it. `what` names the head."""
-    from imgalign.rewards.features import local_name, moved_encoder, recorded_encoder_gone, split_encoder_name
+    from imgalign.rewards.features import local_name, moved_encoder, names_an_encoder, recorded_encoder_gone
 
     if given is None or local_name(str(given)) == local_name(recorded):
         gone = recorded_encoder_gone(recorded, what, "features")
         if gone:
             raise ValueError(gone)
         # a hand-edited name was "unknown feature encoder 'x'", naming no head
-        if recorded not in ("stats", "shapes-clip") and not all(
-            split_encoder_name(recorded)
-        ):  # "dinov2:" too
+        if not names_an_encoder(recorded):  # "dinov2:" with no folder too
             raise ValueError(
                 f"{what} records features {recorded!r}, which names no feature encoder (its metadata was edited, "
                 "or written by other code); fit the head again"
