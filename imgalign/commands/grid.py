@@ -189,8 +189,9 @@ def read_rows(args: argparse.Namespace) -> tuple[list[str], list[dict[str, Any] 
 
 def check_grid_pixels(rows: int, columns: int, cell: int) -> None:
     """Refuse, before any model loads, a grid larger than Pillow opens (twice ``Image.MAX_IMAGE_PIXELS``, about
-    179M pixels): a 3000-prompt grid was sampled and written, and then no reader (nor ``imgalign``) could open the
-    PNG. The size counted is a lower bound: the row labels' column, cells and padding; no headers or captions."""
+    179M pixels): a grid of some 3100 prompts was sampled and written, and then no reader (nor ``imgalign``) could
+    open the PNG. The size counted is a lower bound: the row labels' column, cells and padding; no headers or
+    captions."""
     from PIL import Image
 
     from imgalign.eval.gallery import LABEL_WIDTH, PAD
