@@ -317,6 +317,11 @@ def test_build_shapes_artifact_command_writes_where_it_is_told(
         (tmp_path, {"n": 7, "features": "x"}),
         (ASSETS / EMBEDDED["shapes-artifact"], {"n": 1400, "features": "stats"}),
     ]
+    capsys.readouterr()
+    # "$OUT" with OUT unset is not "no --out": it overwrote the shipped model
+    assert main(["rewards", "build-shapes-artifact", "--out", ""]) == 2
+    assert "--out is empty (an unset shell variable?)" in capsys.readouterr().err
+    assert len(calls) == 2
 
 
 def test_fd_of_two_render_sets_and_fid_stats_of_renders(

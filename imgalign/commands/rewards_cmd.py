@@ -257,11 +257,14 @@ def run_fit_artifact(args: argparse.Namespace) -> int:
 
 def run_build_shapes_artifact(args: argparse.Namespace) -> int:
     from imgalign.commands import check_output_folder
+    from imgalign.commands.world import refuse_empty_options
     from imgalign.hub import ASSETS, EMBEDDED
     from imgalign.rewards.artifact import build_shapes_artifact
 
+    # --out "" ("$OUT" with OUT unset) was read as not given: the shipped model was overwritten
+    refuse_empty_options(args, {"out": "a folder for the model, or leave it out for the shipped one"})
     _check_renders(args.n, "training images per class")
-    out = Path(args.out) if args.out else ASSETS / EMBEDDED["shapes-artifact"]
+    out = Path(args.out) if args.out is not None else ASSETS / EMBEDDED["shapes-artifact"]
     check_output_folder(out)  # before the renders and the fit
     result = build_shapes_artifact(out, n=args.n, features=args.features)
     print(json.dumps(result, indent=2))
