@@ -217,14 +217,16 @@ def test_a_shape_corruption_moves_the_counting_exclude_and_any_coloured_clause_a
 
 
 def recording_fitters(monkeypatch: pytest.MonkeyPatch) -> dict[str, tuple]:
-    """fit_discriminator and fit_artifact replaced by recorders: ``seen["disc"]`` / ``seen["art"]`` = (args, kwargs)."""
+    """fit_discriminator and fit_artifact_folders replaced by recorders: ``seen["disc"]`` / ``seen["art"]`` = (args,
+    kwargs)."""
     seen: dict[str, tuple] = {}
     monkeypatch.setattr(
         "imgalign.rewards.discriminator.fit_discriminator",
         lambda *a, **k: seen.setdefault("disc", (a, k)) and {},
     )
     monkeypatch.setattr(
-        "imgalign.rewards.artifact.fit_artifact", lambda *a, **k: seen.setdefault("art", (a, k)) and {}
+        "imgalign.rewards.artifact.fit_artifact_folders",
+        lambda *a, **k: seen.setdefault("art", (a, k)) and {},
     )
     return seen
 
@@ -233,8 +235,7 @@ def test_fit_commands_pass_every_option_to_the_fitter(
     tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """fit-discriminator / fit-artifact hand each flag to the fitter under its own name (real and fake, clean and
-    artifact in order); the artifact images load at the clean images' size; --hidden 0 (a linear head) is allowed;
-    a missing folder is named by its flag."""
+    artifact in order); --hidden 0 (a linear head) is allowed; a missing folder is named by its flag."""
     seen = recording_fitters(monkeypatch)
     real = write_folder(tmp_path / "real", shapes_reference_images(2, seed=1))
     fake = write_folder(tmp_path / "fake", shapes_reference_images(2, seed=2))
@@ -249,13 +250,7 @@ def test_fit_commands_pass_every_option_to_the_fitter(
     base = ["rewards", "fit-artifact", "--clean", str(real), "--artifact", str(big), "--out", out]
     assert main([*base, "--hidden", "0", "--epochs", "9", "--val-frac", "0.4"]) == 0
     a, k = seen["art"]
-    assert a[0].shape == (2, 3, 64, 64) and a[1].shape == (
-        2,
-        3,
-        64,
-        64,
-    )  # the artifact images at the clean size
-    assert torch.equal(a[0], shapes_reference_images(2, seed=1)) and a[2:] == ("stats", out)
+    assert a == (str(real), str(big), "stats", out)
     assert k == {
         "hidden": 0,
         "epochs": 9,
@@ -612,6 +607,7 @@ def test_fit_artifact_names_an_unknown_encoder_before_reading_the_folders(
         raise AssertionError("a folder was read before --features was checked")
 
     monkeypatch.setattr("imgalign.rewards.io.load_image_folder", no_reading)
+    monkeypatch.setattr("imgalign.rewards.io.encode_image_folder", no_reading)
     argv = ["rewards", "fit-artifact", "--clean", str(real), "--artifact", str(fake), "--features", "stat"]
     assert main([*argv, "--out", str(tmp_path / "h.safetensors")]) == 2
     assert "unknown feature encoder 'stat'" in capsys.readouterr().err

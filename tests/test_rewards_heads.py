@@ -199,11 +199,12 @@ def test_fit_commands_refuse_an_out_they_cannot_write_before_any_work(
     def no_work(*args, **kwargs):
         raise AssertionError("work began before --out was checked")
 
-    for target in ("fit_discriminator", "fit_artifact", "build_shapes_artifact"):
+    for target in ("fit_discriminator", "fit_artifact_folders", "build_shapes_artifact"):
         monkeypatch.setattr(
             f"imgalign.rewards.{'discriminator' if 'disc' in target else 'artifact'}.{target}", no_work
         )
     monkeypatch.setattr("imgalign.rewards.io.load_image_folder", no_work)
+    monkeypatch.setattr("imgalign.rewards.io.encode_image_folder", no_work)
     for out, message in (
         (note / "h.safetensors", f"'{note}' is a file, not a folder"),
         (Path("/proc/h"), "cannot write in '/proc'"),
@@ -312,6 +313,48 @@ def test_fit_artifact_command(tmp_path: Path) -> None:
         )
         == 2
     )
+
+
+def test_fit_artifact_folders_reads_a_batch_at_a_time_and_fits_the_head_fit_artifact_fits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """fit-artifact read both folders' pixels at once (10,000 images of 512x512 are 31 GB as float32); it now
+    encodes them a batch at a time, with the artifact images resized to the clean images' size, and fits the head
+    fit_artifact fits on the folders loaded whole."""
+    from safetensors.torch import load_file
+
+    from imgalign.rewards import io
+    from imgalign.rewards.artifact import fit_artifact
+
+    clean, art, _ = artifact_dataset(6, seed=5)
+    c = write_folder(tmp_path / "clean", clean)
+    a = write_folder(tmp_path / "art", F.interpolate(art, size=(80, 72), mode="bilinear"))
+    kw = {"hidden": 0, "epochs": 20, "val_frac": 0.0}
+    fit_artifact(
+        io.load_image_folder(c),
+        io.load_image_folder(a, size=64),
+        "stats",
+        tmp_path / "whole.safetensors",
+        **kw,
+    )
+    batches: list[tuple[int, ...]] = []
+    encode = io.encode_image_folder
+
+    def small_batches(path, enc, size=None, batch_size=64):
+        return encode(path, lambda x: batches.append(tuple(x.shape)) or enc(x), size, batch_size=4)
+
+    monkeypatch.setattr(io, "encode_image_folder", small_batches)
+    monkeypatch.setattr(
+        io, "load_image_folder", lambda *args, **kwargs: pytest.fail("a whole folder was loaded")
+    )
+    out = str(tmp_path / "batched.safetensors")
+    argv = ["--clean", str(c), "--artifact", str(a), "--features", "stats", "--out", out]
+    assert main(["rewards", "fit-artifact", *argv, "--hidden", "0", "--epochs", "20", "--val-frac", "0"]) == 0
+    assert batches == [(4, 3, 64, 64), (2, 3, 64, 64)] * 2  # the artifact images at the clean size
+    whole, batched = load_file(tmp_path / "whole.safetensors"), load_file(tmp_path / "batched.safetensors")
+    assert whole.keys() == batched.keys()
+    for k in whole:
+        torch.testing.assert_close(batched[k], whole[k])
 
 
 def test_build_shapes_artifact_reports_its_heads_test_accuracy(tmp_path: Path) -> None:

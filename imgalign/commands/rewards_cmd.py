@@ -221,10 +221,8 @@ def run_fit_discriminator(args: argparse.Namespace) -> int:
 def run_fit_artifact(args: argparse.Namespace) -> int:
     check_device(args.device)  # a GPU this machine lacks fails before any work
     from imgalign.commands import check_output_file
-    from imgalign.rewards.artifact import fit_artifact
+    from imgalign.rewards.artifact import fit_artifact_folders
     from imgalign.rewards.features import build_features
-    from imgalign.rewards.heads import check_class_folder
-    from imgalign.rewards.io import load_image_folder
 
     _refuse_empty_paths(args, "clean", "artifact")
     _check_fit_sizes(args)
@@ -233,15 +231,11 @@ def run_fit_artifact(args: argparse.Namespace) -> int:
     _check_distinct(args.clean, "--clean", args.artifact, "--artifact")
     _check_not_image_name(args.out, "head")
     check_output_file(Path(args.out))
-    # a mistyped --features fails before the folders are read (the encoder is cached for fit_artifact)
+    # a mistyped --features fails before the folders are read (the encoder is cached for the fit)
     build_features(args.features, args.device)
-    clean = check_class_folder(load_image_folder(args.clean), args.clean, "--clean")
-    art = check_class_folder(
-        load_image_folder(args.artifact, size=clean.shape[-1]), args.artifact, "--artifact"
-    )
-    metrics = fit_artifact(
-        clean,
-        art,
+    metrics = fit_artifact_folders(
+        args.clean,
+        args.artifact,
         args.features,
         args.out,
         hidden=args.hidden,
