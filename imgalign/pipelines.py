@@ -499,14 +499,32 @@ class MessageFilter(logging.Filter):
         return self.text not in record.getMessage()
 
 
-def length_warning_said(pipe: Any) -> None:
+LENGTH_WARNING = "sequence-length-is-longer-than-the-specified-maximum"
+"""transformers' key (in a tokenizer's ``deprecation_warnings``) of its "Token indices sequence length is longer
+than the specified maximum ... indexing errors" line, said once per tokenizer."""
+
+
+def length_warning_said(pipe: Any) -> dict[int, tuple[Any, Any]]:
     """Mark transformers' "Token indices sequence length is longer than the specified maximum ... indexing errors"
     line as said for each tokenizer of `pipe` (transformers says it once per tokenizer unless told it has): the
-    caller has named the long prompts itself."""
+    caller has named the long prompts itself. Returns each tokenizer's mark before (id -> (tokenizer, mark or
+    None)), for :func:`restore_length_warning`."""
+    before: dict[int, tuple[Any, Any]] = {}
     for name in ("tokenizer", "tokenizer_2", "tokenizer_3"):
         tok = getattr(pipe, name, None)
         if tok is not None:
-            tok.deprecation_warnings["sequence-length-is-longer-than-the-specified-maximum"] = True
+            before.setdefault(id(tok), (tok, tok.deprecation_warnings.get(LENGTH_WARNING)))
+            tok.deprecation_warnings[LENGTH_WARNING] = True
+    return before
+
+
+def restore_length_warning(before: dict[int, tuple[Any, Any]]) -> None:
+    """Put back the tokenizers' marks :func:`length_warning_said` returned (None: not said yet)."""
+    for tok, mark in before.values():
+        if mark is None:
+            tok.deprecation_warnings.pop(LENGTH_WARNING, None)
+        else:
+            tok.deprecation_warnings[LENGTH_WARNING] = mark
 
 
 @contextlib.contextmanager

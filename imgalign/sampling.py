@@ -32,6 +32,7 @@ from imgalign.pipelines import (
     length_warning_said,
     load_pipeline,
     once_per_call,
+    restore_length_warning,
 )
 
 log = logging.getLogger(__name__)
@@ -292,13 +293,15 @@ def long_prompts_said(
         return
     kept = ", ".join(dict.fromkeys(f"{e} {n}" for e, _, n in limits))
     log.warning("%s", long_rows_warning(label, prompts, over, kept, noun, names))
-    length_warning_said(pipe)
+    # for this block only: a caller's pipeline that samples other long prompts after it gets the line again
+    marks = length_warning_said(pipe)
     logger, quiet = logging.getLogger(type(pipe).__module__), MessageFilter(TRUNCATION_NOTICE)
     logger.addFilter(quiet)
     try:
         yield
     finally:
         logger.removeFilter(quiet)
+        restore_length_warning(marks)
 
 
 def generate_folder(

@@ -108,3 +108,19 @@ def test_eval_names_the_prompt_folders_whose_prompts_are_truncated_once(
     (tmp_path / "out" / "00003" / "samples" / "0000.png").unlink()
     said = sampled()
     assert len(said) == 1 and said[0].startswith(f"{sd3_dir}: the prompt of prompt folder 00003 (")
+
+
+def test_the_length_line_is_quiet_for_the_sampling_block_only(sd3_dir: Path) -> None:
+    """long_prompts_said marked transformers' "indexing errors" line as said on every tokenizer of the pipeline for
+    good: a caller's pipeline, used after it for other long prompts, never said it again. The marks are put back
+    after the block (a tokenizer that had said it stays marked)."""
+    from imgalign.pipelines import LENGTH_WARNING, load_pipeline
+    from imgalign.sampling import long_prompts_said
+
+    pipe = load_pipeline(str(sd3_dir))
+    pipe.tokenizer.deprecation_warnings.pop(LENGTH_WARNING, None)
+    pipe.tokenizer_2.deprecation_warnings[LENGTH_WARNING] = True
+    marks = [pipe.tokenizer.deprecation_warnings, pipe.tokenizer_2.deprecation_warnings]
+    with long_prompts_said(pipe, "m", [LONG], None):
+        assert [m.get(LENGTH_WARNING) for m in marks] == [True, True]
+    assert [m.get(LENGTH_WARNING) for m in marks] == [None, True]
