@@ -70,12 +70,6 @@ def test_param_gram_refuses_a_list_without_trainable_parameters():
         param_gram([frozen.sum()], [frozen])
 
 
-def test_reward_balancing_is_active_with_marble_or_diagnostics():
-    assert RewardBalancing(["a", "b"], marble=True, diagnose=False).active
-    assert RewardBalancing(["a", "b"], marble=False, diagnose=True).active
-    assert not RewardBalancing(["a", "b"], marble=False, diagnose=False).active
-
-
 @pytest.mark.parametrize("space", ["output", "params"])
 def test_reward_balancing_cosines_use_the_reduced_update_gram(space):
     """end_update(reduce) sums the update's diagnostics over processes before the cosines; here the other process

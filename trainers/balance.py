@@ -670,10 +670,6 @@ class RewardBalancing:
         # the Gram matrix alpha* is solved on, from start_update to the first micro_loss of a refresh update
         self._solve: UpdateGram | None = None
 
-    @property
-    def active(self) -> bool:
-        return self.balancer is not None or self.diagnose
-
     def coefficients(self) -> torch.Tensor:
         """Weights c [K] (sum 1) on the per-reward signals; MARBLE only."""
         assert self.balancer is not None
