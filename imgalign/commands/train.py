@@ -8,9 +8,10 @@ partial-credit reward, sized for two CPU cores). Relative paths in a config or `
 prompts.source, log.output_dir) are read from the working folder, not from the config file's folder; ``~`` and
 ``$HOME`` are not expanded there (give the full path). Multi-process: ``accelerate launch --num_processes N -m imgalign
 train CONFIG``; on CPUs ``ACCELERATE_USE_CPU=true accelerate launch --multi_gpu --num_processes N ...`` (accelerate
-starts one process for ``--cpu``). A run writes ``config.yaml``, ``metrics.jsonl``,
-``samples/`` and ``checkpoints/step-NNNNNN/`` (a diffusers-loadable model folder plus ``trainer_state/``; how to
-load one: the README's "Using a checkpoint outside imgalign").
+starts one process for ``--cpu``). A run writes ``config.yaml``, ``metrics.jsonl``, ``eval.jsonl``
+(its in-loop evaluations; none with ``eval.every=-1``), ``samples/`` and ``checkpoints/step-NNNNNN/`` (a
+diffusers-loadable model folder plus ``trainer_state/``; how to load one: the README's "Using a checkpoint outside
+imgalign"); ``imgalign report RUN`` plots and summarises the two JSONL files.
 """
 
 from __future__ import annotations
