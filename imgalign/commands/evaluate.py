@@ -66,7 +66,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "classifier-free guidance for SD3 (1 turns it off), the distilled-guidance value for FLUX.1-dev",
     )
     p.add_argument("--out", required=True, help="output folder")
-    p.add_argument("--no-progress", action="store_true")
+    p.add_argument(
+        "--no-progress", action="store_true", help="no progress bars (the libraries' loading bars included)"
+    )
     p.add_argument(
         "--baseline", help="an earlier eval --out folder: write a per-task delta table and a failure gallery"
     )

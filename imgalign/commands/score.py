@@ -61,7 +61,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="an earlier `imgalign score` JSONL (e.g. the base model on the same prompts and seeds): also print "
         "each reward's paired mean change and its standard error",
     )
-    p.add_argument("--no-progress", action="store_true")
+    p.add_argument(
+        "--no-progress", action="store_true", help="no progress bars (the libraries' loading bars included)"
+    )
     p.set_defaults(func=run_score)
 
 
