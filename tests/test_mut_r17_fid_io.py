@@ -1,0 +1,75 @@
+"""Behaviour of the fid reward, image reading, the reward sanity check, the registries and atomic writes that no
+test checked (mutation round 17)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from test_rewards_tiny import make_tiny_dinov2
+
+from imgalign.rewards.fid import FIDReward, load_stats, save_stats
+
+torch.set_num_threads(1)
+
+
+def test_save_stats_makes_the_folders_of_its_file(tmp_path: Path) -> None:
+    """`fid-stats --out runs/ref/s.safetensors` into a folder that does not exist yet: it is made."""
+    path = tmp_path / "runs" / "ref" / "s.safetensors"
+    save_stats(path, torch.zeros(3), torch.eye(3), 4, "stats")
+    mu, sigma, n, feats = load_stats(path)
+    assert torch.equal(sigma, torch.eye(3, dtype=torch.float64)) and (n, feats) == (4, "stats")
+
+
+def test_stats_of_a_relative_encoder_folder_record_it_absolute_and_match_another_spelling(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """save_stats records `dinov2:dino` as the absolute folder; the fid reward takes those stats with the folder
+    spelt another way (`dinov2:./dino`), as it is the same encoder."""
+    make_tiny_dinov2(tmp_path / "dino")
+    monkeypatch.chdir(tmp_path)
+    stats = tmp_path / "s.safetensors"
+    save_stats(stats, torch.zeros(32), torch.eye(32), 10, "dinov2:dino")
+    assert load_stats(stats)[3] == f"dinov2:{tmp_path / 'dino'}"
+    r = FIDReward(features="dinov2:./dino", ref=str(stats), set_size=40)
+    assert torch.equal(r.mu_ref, torch.zeros(32, dtype=torch.float64))
+
+
+def test_stats_of_a_gone_encoder_are_refused_for_an_encoder_of_other_dimensions(tmp_path: Path) -> None:
+    """A stats file whose recorded encoder folder is gone may be re-pointed at a model of the same kind, but not at
+    one whose features have other dimensions: refused when the reward is built, naming both sizes, not at the
+    first update as "the reference statistics are 16-d"."""
+    dino = make_tiny_dinov2(tmp_path / "dino")
+    stats = tmp_path / "s.safetensors"
+    save_stats(stats, torch.zeros(16), torch.eye(16), 10, f"dinov2:{tmp_path / 'gone'}")
+    with pytest.raises(ValueError, match=r"holds 16-d features; .* gives 32-d ones: it is not the encoder"):
+        FIDReward(features=f"dinov2:{dino}", ref=str(stats), set_size=40)
+
+
+def test_a_blank_path_is_refused_as_empty_and_a_bracket_pattern_is_a_glob(tmp_path: Path) -> None:
+    """A path of spaces ("$DIR " with DIR unset) is the empty path, refused as such; `[ab].png` is a glob (as in
+    the shell), matching a.png and b.png, not a missing file."""
+    from imgalign.rewards.io import find_images
+
+    with pytest.raises(FileNotFoundError, match=r"an empty path \(''"):
+        find_images(["  "])
+    for name in ("a.png", "b.png", "c.png"):
+        (tmp_path / name).write_bytes(b"")
+    assert find_images([str(tmp_path / "[ab].png")]) == [tmp_path / "a.png", tmp_path / "b.png"]
+
+
+def test_the_other_files_note_leaves_out_hidden_files_and_images(tmp_path: Path) -> None:
+    """The note of files skipped for their suffix names neither hidden ones (.DS_Store, a .git folder), which the
+    folder walk skips as `ls` does, nor the images it reads."""
+    from imgalign.rewards.io import other_files_note
+
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".git" / "config").write_text("x")
+    (tmp_path / ".DS_Store").write_bytes(b"x")
+    (tmp_path / "a.PNG").write_bytes(b"x")
+    assert other_files_note(tmp_path) == ""
+    (tmp_path / "notes").write_text("x")
+    assert other_files_note(tmp_path).startswith(
+        " (it holds 1 other file(s), e.g. 'notes': (no suffix); images"
+    )
