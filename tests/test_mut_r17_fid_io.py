@@ -73,3 +73,70 @@ def test_the_other_files_note_leaves_out_hidden_files_and_images(tmp_path: Path)
     assert other_files_note(tmp_path).startswith(
         " (it holds 1 other file(s), e.g. 'notes': (no suffix); images"
     )
+
+
+def test_swap_needs_two_colours_and_a_kind_that_does_not_apply_falls_back_to_a_shape_change() -> None:
+    """Swapping the colours of "a red circle and a red square" changes nothing, so swap does not apply there; a
+    corruption asked only of kinds that do not apply (swap of a counting prompt) changes a shape instead."""
+    import random
+
+    from imgalign import shapes as W
+    from imgalign.rewards.sanity import applicable_kinds, corrupt_spec
+
+    assert applicable_kinds(W.color_attr("red", "circle", "red", "square")) == ["shape", "colour"]
+    assert "swap" in applicable_kinds(W.color_attr("red", "circle", "blue", "square"))
+    bad, kind = corrupt_spec(W.counting("circle", 2), random.Random(0), ("swap",))
+    assert kind == "shape" and bad.tag == "counting" and bad.include[0].shape != "circle"
+
+
+def test_a_registry_whose_call_takes_no_arguments_accepts_a_function_of_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`make()` names no argument: a user's zero-argument function fits it, one that needs an argument does not."""
+    from imgalign.trainers.registry import Registry
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "r17_widgets.py").write_text(
+        "def make():\n    return 1\n\n\ndef make_one(x):\n    return x\n"
+    )
+    reg: Registry[object] = Registry("widget", call="make()")
+    assert reg.get("r17_widgets:make")() == 1
+    with pytest.raises(
+        ValueError, match=r"widget 'r17_widgets:make_one' cannot be called as make\(\): .*'x'"
+    ):
+        reg.get("r17_widgets:make_one")
+
+
+def test_a_name_of_many_multibyte_characters_gets_a_short_temporary_name(tmp_path: Path) -> None:
+    """The file-name limit is in bytes: 129 characters of which 124 are 'é' (253 bytes) is a name the file system
+    takes, but '.NAME.tmp' (258 bytes) is not; the temporary name is shortened by its bytes, not its characters."""
+    from imgalign.files import atomic_write_text, temporary_name
+
+    path = tmp_path / ("é" * 124 + ".json")
+    assert len(path.name) < 250 < len(path.name.encode()) <= 255
+    assert len(temporary_name(path).name.encode()) <= 255
+    atomic_write_text(path, "x")
+    assert path.read_text() == "x" and [p.name for p in tmp_path.iterdir()] == [path.name]
+
+
+def test_open_mode_of_a_folder_leaves_the_targets_of_its_links_alone(tmp_path: Path) -> None:
+    """A link in a published folder (to a file elsewhere, kept private) is not followed: chmod through it would
+    make that other file readable to everyone."""
+    import os
+    import stat
+
+    from imgalign.files import open_mode
+
+    secret = tmp_path / "secret.txt"
+    secret.write_text("x")
+    secret.chmod(0o600)
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "a.txt").write_text("x")
+    (tmp_path / "out" / "link.txt").symlink_to(secret)
+    old = os.umask(0o022)
+    try:
+        open_mode(tmp_path / "out")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(secret.stat().st_mode) == 0o600
+    assert stat.S_IMODE((tmp_path / "out" / "a.txt").stat().st_mode) == 0o644
