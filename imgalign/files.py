@@ -58,17 +58,17 @@ def temporary_name(path: Path) -> Path:
 @contextlib.contextmanager
 def replacing(path: str | Path) -> Iterator[Path]:
     """Yield a temporary path to write `path`'s new content to; when the block ends without an error, move it onto
-    `path`. On any error (KeyboardInterrupt too) the temporary file is removed and the error propagates; `path`
-    keeps its old content, or stays absent."""
+    `path`. On any error (KeyboardInterrupt too), in the block or in the move (`path` a folder), the temporary file
+    is removed and the error propagates; `path` keeps its old content, or stays absent."""
     path = Path(path)
     tmp = temporary_name(path)
     try:
         yield tmp
+        open_mode(tmp)  # a move that fails (onto a folder) left the finished temporary file behind
+        os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    open_mode(tmp)
-    os.replace(tmp, path)
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:

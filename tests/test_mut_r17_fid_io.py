@@ -140,3 +140,16 @@ def test_open_mode_of_a_folder_leaves_the_targets_of_its_links_alone(tmp_path: P
         os.umask(old)
     assert stat.S_IMODE(secret.stat().st_mode) == 0o600
     assert stat.S_IMODE((tmp_path / "out" / "a.txt").stat().st_mode) == 0o644
+
+
+def test_a_write_whose_move_into_place_fails_leaves_no_temporary(tmp_path: Path) -> None:
+    """The move onto the result's name can fail after the whole file was written (the name is a folder): the
+    error propagates, the folder is untouched, and the finished `.NAME.tmp` is removed, not left beside it."""
+    from imgalign.files import atomic_write_text
+
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "kept.txt").write_text("kept")
+    with pytest.raises(IsADirectoryError):
+        atomic_write_text(tmp_path / "out", "x")
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]
+    assert (tmp_path / "out" / "kept.txt").read_text() == "kept"
