@@ -476,6 +476,21 @@ def series_vs(rows: Sequence[dict[str, Any]], key: str, x_key: str = "step") -> 
     return np.asarray([at[steps[i]] for i in keep]), ys[keep]
 
 
+def counter_drop(rows: Sequence[dict[str, Any]], x_key: str) -> tuple[float, float, float, float] | None:
+    """Where the counter `x_key` first goes down in `rows` (in their order): (step, value, next step, its lower
+    value); None when it only grows. ``perf/sec_total`` counts from each resume of a run, so it drops there."""
+    last: tuple[float, float] | None = None
+    for r in rows:
+        v = r.get(x_key)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            continue
+        step = r.get("step", 0)
+        if last is not None and v < last[1]:
+            return last[0], last[1], step, float(v)
+        last = (step, float(v))
+    return None
+
+
 def first_reaching(x: np.ndarray, y: np.ndarray, target: float, window: int = 1) -> float | None:
     """The first x at which the trailing `window`-point mean of y reaches `target` (None if it never does).
 
@@ -528,6 +543,18 @@ def compare_runs(
             f"no run logs {', '.join(map(repr, unknown))}; keys these runs log include: "
             f"{', '.join(sorted(logged)[:25])}{' ...' if len(logged) > 25 else ''}"
         )
+    # a counter that drops (perf/sec_total of a resumed run) gave a curve that runs back, an interpolated group
+    # mean of nothing, and a --target x counted from the resume, silently
+    for items in runs.values():
+        for run, rows in items:
+            drop = counter_drop(rows, x_key) if x_key != "step" else None
+            if drop is not None:
+                raise ValueError(
+                    f"--x {x_key!r} goes down in run {str(run)!r} ({drop[1]:g} at step {drop[0]:g}, then {drop[3]:g} "
+                    f"at step {drop[2]:g}): the x axis must be a counter that only grows, or the run's curve, the "
+                    "group mean and --target would be wrong (perf/sec_total counts from each resume of a run); "
+                    "use --x perf/nfe_total or --x step"
+                )
     out_dir = Path(out_dir)
     make_output_folder(out_dir)
     fig, axes = plt.subplots(1, len(keys), figsize=(5 * len(keys), 3.6), squeeze=False)

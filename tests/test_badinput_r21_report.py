@@ -1,0 +1,60 @@
+"""Bad-input round 21: `imgalign report` and `imgalign score` with odd-but-valid inputs (a resumed run's counters,
+...)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from imgalign.cli import main
+from imgalign.eval.reports import counter_drop
+
+
+def _run(folder: Path, rows: list[dict]) -> Path:
+    folder.mkdir(parents=True)
+    (folder / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return folder
+
+
+def test_compare_refuses_an_x_counter_that_restarts_in_a_resumed_run(tmp_path: Path, capsys) -> None:
+    """--x perf/sec_total (seconds since the process started: it restarts at a resume) of a run resumed at step 10
+    drew a curve that ran back, averaged the group by np.interp over an x that is not increasing, and put the
+    run's --target at "5" (seconds since its resume) beside an unbroken run's 15, with exit 0. Now it is refused
+    naming the run, the step where the counter drops, and the counters to use; nothing is written."""
+    resumed = _run(
+        tmp_path / "resumed",
+        [
+            {"step": s, "reward/r/mean": 0.1 * s, "perf/sec_total": float(s if s <= 10 else s - 10)}
+            for s in range(1, 21)
+        ],
+    )
+    whole = _run(
+        tmp_path / "whole",
+        [{"step": s, "reward/r/mean": 0.1 * s, "perf/sec_total": float(s)} for s in range(1, 21)],
+    )
+    out = tmp_path / "cmp"
+    argv = ["report", "--compare", f"a={resumed},{whole}", "--keys", "reward/r/mean", "--out", str(out)]
+    x = ["--x", "perf/sec_total", "--target", "reward/r/mean=1.5", "--window", "1"]
+    assert main([*argv, *x]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"--x 'perf/sec_total' goes down in run {str(resumed)!r} (10 at step 10, then 1 at step 11)" in err
+    assert "use --x perf/nfe_total or --x step" in err
+    assert not out.exists()
+    # the same runs against the step (or a counter that only grows) are compared as before
+    assert main([*argv, "--target", "reward/r/mean=1.5", "--window", "1"]) == 0
+    assert "| a | 15, 15 | 15 (2/2) |" in (out / "compare.md").read_text()
+
+
+def test_counter_drop_skips_rows_without_a_number() -> None:
+    """Rows without the counter (or with NaN, null, a bool) are passed over; equal values are no drop."""
+    rows = [
+        {"step": 1, "c": 1.0},
+        {"step": 2},
+        {"step": 3, "c": float("nan")},
+        {"step": 4, "c": None},
+        {"step": 5, "c": True},
+        {"step": 6, "c": 1.0},
+        {"step": 7, "c": 3},
+    ]
+    assert counter_drop(rows, "c") is None
+    assert counter_drop([*rows, {"step": 8, "c": 2.5}], "c") == (7, 3.0, 8, 2.5)
