@@ -136,9 +136,25 @@ def _lookup(file: Path, mapping: dict[str, dict[str, Any]], base: Path | None) -
     for k in keys:
         if unicodedata.normalize("NFC", k) in mapping:
             return mapping[unicodedata.normalize("NFC", k)]
+    # by name alone only a row whose file is not another image: a row of d0/0000.png took d1/0000.png too, over
+    # d1's own GenEval metadata.jsonl, and scored it against d0's prompt (images of a copied folder still match)
     name = unicodedata.normalize("NFC", file.name)
-    by_name = [r for k, r in mapping.items() if Path(k).name == name]
+    by_name = [
+        r for k, r in mapping.items() if Path(k).name == name and not _names_another_file(k, file, base)
+    ]
     return by_name[0] if len(by_name) == 1 else None
+
+
+def _names_another_file(key: str, file: Path, base: Path | None) -> bool:
+    """Whether a prompt row's ``file`` `key`, as given or relative to the prompt file's folder `base`, is an existing
+    file and none of those is `file`."""
+    found = [
+        p for p in dict.fromkeys([Path(key), *([base / key] if base is not None else [])]) if p.is_file()
+    ]
+    try:
+        return bool(found) and not any(p.samefile(file) for p in found)
+    except OSError:  # (`file` is gone: it gets its error row when read)
+        return False
 
 
 def _in_geneval_layout(file: Path) -> bool:
@@ -524,7 +540,11 @@ def run_score(args: argparse.Namespace) -> int:
                 )
                 # 'IMG_1.jpg' typed for IMG_1.JPG: a case-insensitive macOS or Windows disk hides the typo
                 near = [k for k in mapping or {} if Path(k).name.lower() == f.name.lower()]
-                if near:
+                # a row of another image of this very name: it said "differs in letter case" of it
+                same = [k for k in near if Path(k).name == f.name]
+                if same:
+                    hint = f"--prompts' row {same[0]!r} is another image of this name; add a row for this one"
+                elif near:
                     hint = f"--prompts has {near[0]!r}, which differs in letter case; correct its 'file'"
                 row["error"] = f"no prompt for {f}: {hint} (or use the GenEval folder layout)"
                 continue

@@ -1,0 +1,53 @@
+"""Bad-input round 21: `imgalign score --prompts` whose rows name some of the images only."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from imgalign import shapes as W
+from imgalign.cli import main
+from imgalign.eval.suite import write_prompt_folder
+
+SPECS = [W.single_object("circle"), W.colors("red", "square")]
+
+
+def _scored(out: Path) -> list[dict]:
+    return [json.loads(line) for line in out.read_text().splitlines()]
+
+
+def test_a_prompt_row_of_another_image_with_the_same_name_is_not_taken(tmp_path: Path) -> None:
+    """--prompts with rows for gen/00000/samples/0000.png only: gen/00001/samples/0000.png (same file name) matched
+    that row "by name" over its own folder's metadata.jsonl, and was scored against prompt 0's text (strict
+    geneval 0 instead of 1), exit 0. Now a row whose file is another existing image is not taken by name: the image
+    keeps its folder's metadata, or, outside the GenEval layout, gets an error row that says so."""
+    gen = tmp_path / "gen"
+    for i, spec in enumerate(SPECS):
+        write_prompt_folder(gen, i, spec.to_metadata(), [W.render(spec, 0)[0]])
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text(json.dumps({"file": "gen/00000/samples/0000.png", **SPECS[0].to_metadata()}) + "\n")
+    out = tmp_path / "s.jsonl"
+    argv = ["score", str(gen), "--prompts", str(prompts), "--reward", "geneval:mode=strict", "--no-progress"]
+    assert main([*argv, "--out", str(out)]) == 0
+    rows = _scored(out)
+    assert [r["prompt"] for r in rows] == [SPECS[0].prompt(), SPECS[1].prompt()]
+    assert [r["scores"] for r in rows] == [{"geneval:mode=strict": 1.0}] * 2
+    # outside the layout: b/x.png has no row of its own; the hint said "differs in letter case"
+    for d, spec in zip("ab", SPECS):
+        (tmp_path / d).mkdir()
+        W.render(spec, 0)[0].save(tmp_path / d / "x.png")
+    prompts.write_text(json.dumps({"file": "a/x.png", **SPECS[0].to_metadata()}) + "\n")
+    argv = ["score", str(tmp_path / "a"), str(tmp_path / "b"), "--prompts", str(prompts), "--no-progress"]
+    assert main([*argv, "--reward", "geneval:mode=strict", "--out", str(out)]) == 1
+    rows = _scored(out)
+    assert rows[0]["scores"] == {"geneval:mode=strict": 1.0} and rows[1]["scores"] == {}
+    assert rows[1]["error"] == (
+        f"no prompt for {tmp_path / 'b' / 'x.png'}: --prompts' row 'a/x.png' is another image of this name; add a "
+        "row for this one (or use the GenEval folder layout)"
+    )
+    # a row whose file is no longer there (the images were moved) still matches by name
+    shutil.move(tmp_path / "a", tmp_path / "moved")
+    argv = ["score", str(tmp_path / "moved"), "--prompts", str(prompts), "--no-progress"]
+    assert main([*argv, "--reward", "geneval:mode=strict", "--out", str(out)]) == 0
+    assert _scored(out)[0]["prompt"] == SPECS[0].prompt()
