@@ -1,4 +1,5 @@
-"""Bad-input round 21: `imgalign score --prompts` whose rows name some of the images only."""
+"""Bad-input round 21: `imgalign score --prompts` whose rows name some of the images only, and an --out that is
+another file."""
 
 from __future__ import annotations
 
@@ -51,3 +52,30 @@ def test_a_prompt_row_of_another_image_with_the_same_name_is_not_taken(tmp_path:
     argv = ["score", str(tmp_path / "moved"), "--prompts", str(prompts), "--no-progress"]
     assert main([*argv, "--reward", "geneval:mode=strict", "--out", str(out)]) == 0
     assert _scored(out)[0]["prompt"] == SPECS[0].prompt()
+
+
+def test_an_out_that_is_not_a_score_output_is_not_replaced(tmp_path: Path, capsys) -> None:
+    """`--out prompts.jsonl` (typed for --prompts) or `--out gen/00000/metadata.jsonl` replaced that file with the
+    scores, exit 0: a prompt set or a folder's GenEval metadata was lost. An existing --out is now replaced only
+    when it is empty or an earlier score output (JSONL or CSV); anything else is refused naming it, unchanged."""
+    gen = tmp_path / "gen"
+    write_prompt_folder(gen, 0, SPECS[0].to_metadata(), [W.render(SPECS[0], 0)[0]])
+    meta = gen / "00000" / "metadata.jsonl"
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text(meta.read_text())
+    argv = ["score", str(gen), "--reward", "geneval:mode=strict", "--no-progress", "--out"]
+    for other in (prompts, meta):
+        before = other.read_text()
+        assert main([*argv, str(other)]) == 2
+        err = " ".join(capsys.readouterr().err.split())
+        assert f"--out {str(other)!r} exists and is not an `imgalign score` output" in err
+        assert "give a new file name, or delete that file first" in err
+        assert other.read_text() == before
+    # an earlier output (or an empty file) is replaced, as before: the same command runs again
+    for name in ("s.jsonl", "s.csv", "empty.jsonl"):
+        out = tmp_path / name
+        out.touch()
+        assert main([*argv, str(out)]) == 0 and main([*argv, str(out)]) == 0
+        assert "geneval:mode=strict" in out.read_text()
+    (tmp_path / "other.csv").write_text("a,b\n1,2\n")
+    assert main([*argv, str(tmp_path / "other.csv")]) == 2

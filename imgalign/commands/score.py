@@ -5,7 +5,8 @@ images in the GenEval folder layout (``<index>/samples/<n>.png``), from ``<index
 per image ``{"file", "prompt", "scores": {reward: value}, "error": null | text}`` as JSONL (CSV when ``--out`` ends
 in ``.csv``), and a summary table on stdout. Unreadable files and files without a prompt get an error row; every
 other file is still scored; the exit status is 1 when any file failed. A folder ``metadata.jsonl`` that cannot be read
-is refused before any reward loads.
+is refused before any reward loads. An existing ``--out`` is replaced only when it is an earlier ``imgalign score`` output
+(or empty).
 
 ``--baseline EARLIER.jsonl`` (an earlier ``imgalign score`` output, e.g. of the base model on the same prompts and
 seeds) adds a paired table: per reward, the mean change over the images both files scored and the standard error of
@@ -376,6 +377,35 @@ def write_rows(path: Path, rows: list[dict[str, Any]], keys: list[str]) -> None:
     atomic_write_text(path, text)
 
 
+def check_replaceable(out: Path) -> None:
+    """An existing --out is replaced only when it is empty or an ``imgalign score`` output (its first line a score row,
+    or the CSV header): ``--out prompts.jsonl`` typed for ``--prompts`` replaced that prompt set with the scores,
+    and ``--out gen/00000/metadata.jsonl`` a folder's GenEval metadata."""
+    try:
+        if not out.is_file() or out.stat().st_size == 0:
+            return
+        with out.open("rb") as fh:
+            first = b""
+            while not first.strip() and (line := fh.readline(1 << 20)):
+                first = line
+    except OSError:
+        return  # (a file that cannot be written is named by check_output_file)
+    text = first.decode("utf-8", errors="replace").strip()
+    if out.suffix.lower() == ".csv":
+        ours = text.startswith("file,prompt,")
+    else:
+        try:
+            row = json.loads(text)
+        except json.JSONDecodeError:
+            row = None
+        ours = isinstance(row, dict) and {"file", "scores"} <= row.keys()
+    if not ours:
+        raise CLIError(
+            f"--out {str(out)!r} exists and is not an `imgalign score` output (its first line is not one it "
+            "writes): the scores would replace it; give a new file name, or delete that file first"
+        )
+
+
 def partial_path(out: Path) -> Path:
     """Where an interrupted run keeps the images it fully scored (see the module docstring)."""
     return out.with_name(f".{out.name}.partial.jsonl")
@@ -450,6 +480,7 @@ def run_score(args: argparse.Namespace) -> int:
         raise CLIError(f"--out {args.out!r} is the --baseline file; write the new scores to another file")
     if args.prompts and out.exists() and Path(args.prompts).exists() and out.samefile(args.prompts):
         raise CLIError(f"--out {args.out!r} is the --prompts file; write the scores to another file")
+    check_replaceable(out)
     files = find_images(args.paths)
     if not files:
         raise CLIError(f"no image files found in {' '.join(args.paths)}")
