@@ -5,8 +5,8 @@ images in the GenEval folder layout (``<index>/samples/<n>.png``), from ``<index
 per image ``{"file", "prompt", "scores": {reward: value}, "error": null | text}`` as JSONL (CSV when ``--out`` ends
 in ``.csv``), and a summary table on stdout. Unreadable files and files without a prompt get an error row; every
 other file is still scored; the exit status is 1 when any file failed. A folder ``metadata.jsonl`` that cannot be read
-is refused before any reward loads. An existing ``--out`` is replaced only when it is an earlier ``imgalign score`` output
-(or empty).
+is refused before any reward loads. An existing ``--out`` is replaced only when it is an earlier ``imgalign score``
+output (or empty).
 
 ``--baseline EARLIER.jsonl`` (an earlier ``imgalign score`` output, e.g. of the base model on the same prompts and
 seeds) adds a paired table: per reward, the mean change over the images both files scored and the standard error of
