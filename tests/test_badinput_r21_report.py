@@ -1,5 +1,5 @@
-"""Bad-input round 21: `imgalign report` and `imgalign score` with odd-but-valid inputs (a resumed run's counters,
-...)."""
+"""Bad-input round 21: `imgalign report --compare` over a counter that restarts at a resume, and
+`python -m imgalign.trainers.plots --out` naming a folder."""
 
 from __future__ import annotations
 
@@ -58,3 +58,22 @@ def test_counter_drop_skips_rows_without_a_number() -> None:
     ]
     assert counter_drop(rows, "c") is None
     assert counter_drop([*rows, {"step": 8, "c": 2.5}], "c") == (7, 3.0, 8, 2.5)
+
+
+def test_plots_out_as_a_folder_or_without_a_suffix_names_the_file_written(tmp_path: Path, capsys) -> None:
+    """`python -m imgalign.trainers.plots RUN --out DIR` (an existing folder, or `new/`) wrote DIR.png beside the
+    folder and printed "DIR", a path that is no PNG; `--out curves` wrote curves.png and printed "curves". A folder
+    now gets DIR/curves.png, a name without a suffix NAME.png, and the path printed is the file written."""
+    from imgalign.trainers.plots import main as plots_main
+
+    run = _run(tmp_path / "run", [{"step": s, "reward/r/mean": 0.1 * s} for s in (1, 2)])
+    (tmp_path / "figs").mkdir()
+    for out, written in (
+        (tmp_path / "figs", tmp_path / "figs" / "curves.png"),
+        (f"{tmp_path / 'new'}/", tmp_path / "new" / "curves.png"),
+        (tmp_path / "curves", tmp_path / "curves.png"),
+        (tmp_path / "c.pdf", tmp_path / "c.pdf"),
+    ):
+        assert plots_main([str(run), "--out", str(out)]) == 0
+        assert capsys.readouterr().out.strip() == str(written) and written.is_file()
+    assert not (tmp_path / "figs.png").exists() and not (tmp_path / "new.png").exists()

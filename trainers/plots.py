@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 from pathlib import Path
 
@@ -29,6 +30,18 @@ def _finite_number(value: object) -> bool:
     """Whether a logged value is plotted: a finite number. A null or NaN/inf value is left out, as `imgalign report`
     leaves it out (a null broke the moving average with a TypeError; a NaN blanked `smooth` points of it)."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def plot_target(path: str | Path, out: str | Path | None) -> Path:
+    """Where the curves are written: `out`, ``OUT/curves.png`` for a folder (one that exists, or a name ending in a
+    slash), ``OUT.png`` for a name without a suffix (matplotlib adds it; the path printed lacked it); by default
+    ``RUN/curves.png``."""
+    if not out:
+        return (Path(path) if Path(path).is_dir() else Path(path).parent) / "curves.png"
+    target = Path(out)
+    if target.is_dir() or str(out).endswith(("/", os.sep)):  # it wrote DIR.png beside the folder
+        return target / "curves.png"
+    return target if target.suffix else target.with_name(target.name + ".png")
 
 
 def plot_metrics(
@@ -67,7 +80,7 @@ def plot_metrics(
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)
     fig.tight_layout()
-    target = Path(out) if out else (Path(path) if Path(path).is_dir() else Path(path).parent) / "curves.png"
+    target = plot_target(path, out)
     target.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(target, dpi=110)
     plt.close(fig)
@@ -78,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("run", help="run folder or metrics.jsonl")
     p.add_argument("keys", nargs="*", help="metric keys (default: reward means and eval overall)")
-    p.add_argument("--out", help="PNG path (default: RUN/curves.png)")
+    p.add_argument("--out", help="PNG path, or a folder for FOLDER/curves.png (default: RUN/curves.png)")
     a = p.parse_args(argv)
     try:
         print(plot_metrics(a.run, a.keys or None, a.out))
