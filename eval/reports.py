@@ -539,9 +539,13 @@ def compare_runs(
     wanted = list(keys) + [x_key] + ([target[0]] if target else [])
     unknown = [k for k in dict.fromkeys(wanted) if k not in logged]
     if unknown:
+        # those of the same kind first (reward/...): the first 25 in order were eval/* and perf/* of a run that logs
+        # 40 keys, and never the reward means a misspelt reward key was meant as
+        kinds = {k.split("/", 1)[0] for k in unknown}
+        shown = sorted(logged, key=lambda k: (k.split("/", 1)[0] not in kinds, k))
         raise ValueError(
             f"no run logs {', '.join(map(repr, unknown))}; keys these runs log include: "
-            f"{', '.join(sorted(logged)[:25])}{' ...' if len(logged) > 25 else ''}"
+            f"{', '.join(shown[:25])}{' ...' if len(logged) > 25 else ''}"
         )
     # a counter that drops (perf/sec_total of a resumed run) gave a curve that runs back, an interpolated group
     # mean of nothing, and a --target x counted from the resume, silently

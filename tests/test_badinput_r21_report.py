@@ -77,3 +77,19 @@ def test_plots_out_as_a_folder_or_without_a_suffix_names_the_file_written(tmp_pa
         assert plots_main([str(run), "--out", str(out)]) == 0
         assert capsys.readouterr().out.strip() == str(written) and written.is_file()
     assert not (tmp_path / "figs.png").exists() and not (tmp_path / "new.png").exists()
+
+
+def test_an_unknown_compare_key_lists_the_logged_keys_of_its_kind_first(tmp_path: Path, capsys) -> None:
+    """A misspelt reward key: the list of logged keys showed the first 25 in sorted order, which for a run that logs
+    some 40 (eval/*, nft/*, perf/*, ...) never reached the reward/* keys the user meant. Keys of the same kind (the
+    part before the first slash) now come first."""
+    row = {f"eval/shapes/t{i}": 0.5 for i in range(20)} | {f"perf/p{i}": 1.0 for i in range(10)}
+    run = _run(tmp_path / "run", [{"step": 1, **row, "reward/geneval/mean": 0.5}])
+    argv = ["report", "--compare", f"a={run}", "--keys", "reward/genevl/mean", "--out", str(tmp_path / "c")]
+    assert main(argv) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert (
+        "no run logs 'reward/genevl/mean'; keys these runs log include: reward/geneval/mean, eval/shapes/t0,"
+        in err
+    )
+    assert err.endswith(" ...")
