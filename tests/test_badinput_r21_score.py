@@ -79,3 +79,28 @@ def test_an_out_that_is_not_a_score_output_is_not_replaced(tmp_path: Path, capsy
         assert "geneval:mode=strict" in out.read_text()
     (tmp_path / "other.csv").write_text("a,b\n1,2\n")
     assert main([*argv, str(tmp_path / "other.csv")]) == 2
+
+
+def test_a_row_relative_to_another_folder_is_named_with_the_path_to_write(tmp_path: Path) -> None:
+    """Rows written relative to the images' folder (`00000/samples/0000.png`) while the prompt file lies above it
+    match no image: the error row said "--prompts has '00000/samples/0000.png', which differs in letter case". Now
+    it says the row ends like the image's path and gives the name to write, which then matches."""
+    gen = tmp_path / "gen"
+    for i, spec in enumerate(SPECS):
+        write_prompt_folder(gen, i, spec.to_metadata(), [W.render(spec, 0)[0]])
+        (gen / f"{i:05d}" / "metadata.jsonl").unlink()  # images from elsewhere: no folder metadata
+    prompts = tmp_path / "p.jsonl"
+    rows = [{"file": f"{i:05d}/samples/0000.png", **s.to_metadata()} for i, s in enumerate(SPECS)]
+    prompts.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "s.jsonl"
+    argv = ["score", str(gen), "--prompts", str(prompts), "--reward", "geneval:mode=strict", "--no-progress"]
+    assert main([*argv, "--out", str(out)]) == 1
+    scored = _scored(out)
+    assert scored[0]["error"] == (
+        f"no prompt for {gen / '00000' / 'samples' / '0000.png'}: --prompts' row '00000/samples/0000.png' ends like "
+        f"its path, but a row names its file as given here or relative to the prompt file's folder ({str(tmp_path)!r}): "
+        "write 'gen/00000/samples/0000.png' (or use the GenEval folder layout)"
+    )
+    prompts.write_text("".join(json.dumps({**r, "file": "gen/" + r["file"]}) + "\n" for r in rows))
+    assert main([*argv, "--out", str(out)]) == 0
+    assert [r["prompt"] for r in _scored(out)] == [s.prompt() for s in SPECS]

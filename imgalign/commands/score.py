@@ -158,6 +158,14 @@ def _names_another_file(key: str, file: Path, base: Path | None) -> bool:
         return False
 
 
+def _row_name(file: Path, base: Path | None) -> str:
+    """How a --prompts row names `file`: relative to the prompt file's folder `base` where it lies inside it."""
+    try:
+        return str(file.resolve().relative_to(base.resolve())) if base is not None else str(file)
+    except ValueError:
+        return str(file)
+
+
 def _in_geneval_layout(file: Path) -> bool:
     """True for ``<index>/samples/<n>.png``: a digit folder holding a ``samples`` folder."""
     return file.parent.name == "samples" and file.parent.parent.name.isdigit()
@@ -573,7 +581,18 @@ def run_score(args: argparse.Namespace) -> int:
                 near = [k for k in mapping or {} if Path(k).name.lower() == f.name.lower()]
                 # a row of another image of this very name: it said "differs in letter case" of it
                 same = [k for k in near if Path(k).name == f.name]
-                if same:
+                # a row of this very image, relative to another folder (GenEval's 00000/samples/0000.png)
+                tail = [
+                    k
+                    for k in same
+                    if not Path(k).is_absolute() and f.parts[-len(Path(k).parts) :] == Path(k).parts
+                ]
+                if tail:
+                    hint = (
+                        f"--prompts' row {tail[0]!r} ends like its path, but a row names its file as given here or "
+                        f"relative to the prompt file's folder ({str(base)!r}): write {_row_name(f, base)!r}"
+                    )
+                elif same:
                     hint = f"--prompts' row {same[0]!r} is another image of this name; add a row for this one"
                 elif near:
                     hint = f"--prompts has {near[0]!r}, which differs in letter case; correct its 'file'"
