@@ -115,6 +115,8 @@ class Config:
             raise ValueError("clip: pool_size must be at least batch_size")
         check_caption_weights(self, "clip")
         check_at_least(self, 1, "eval_images", "checkpoint_every", "threads")
+        # (as t2i: a warm-up of -1 trained with none and eval_every=-2 evaluated every 2 steps, silently)
+        check_at_least(self, 0, "warmup", "eval_every")
         check_rates(self, "lr")
         check_weights(self, "weight_decay")
         if self.vision_arch not in ("resnet", "vit"):

@@ -145,6 +145,8 @@ class Config:
             raise ValueError("vlm: text_heads must be a multiple of text_kv_heads")
         check_caption_weights(self, "vlm")
         check_at_least(self, 1, "eval_pairs", "checkpoint_every", "threads")
+        # (as t2i: a warm-up of -1 trained with none and eval_every=-2 evaluated every 2 steps, silently)
+        check_at_least(self, 0, "warmup", "eval_every")
         check_rates(self, "lr")
         check_weights(self, "weight_decay")
         if not 0.0 <= self.query_prob <= 1.0:
