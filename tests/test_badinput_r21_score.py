@@ -7,6 +7,8 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
+
 from imgalign import shapes as W
 from imgalign.cli import main
 from imgalign.eval.suite import write_prompt_folder
@@ -104,3 +106,17 @@ def test_a_row_relative_to_another_folder_is_named_with_the_path_to_write(tmp_pa
     prompts.write_text("".join(json.dumps({**r, "file": "gen/" + r["file"]}) + "\n" for r in rows))
     assert main([*argv, "--out", str(out)]) == 0
     assert [r["prompt"] for r in _scored(out)] == [s.prompt() for s in SPECS]
+
+
+def test_prompts_as_a_json_array_says_to_write_one_object_per_line(tmp_path: Path) -> None:
+    """A --prompts file holding one JSON array of rows (a .json export) was refused with "each row needs string
+    fields 'file' and 'prompt'", though every element has both; it now says it is an array and how to write JSONL."""
+    from imgalign.cli import CLIError
+    from imgalign.commands.score import load_prompt_map
+
+    p = tmp_path / "p.json"
+    p.write_text(json.dumps([{"file": "a.png", "prompt": "a photo of a red circle"}]))
+    with pytest.raises(CLIError) as e:
+        load_prompt_map(p)
+    assert str(e.value).startswith(f"{p}:1: a JSON array, and --prompts takes JSONL, one object per line")
+    assert str(e.value).endswith("write it so, e.g. with jq -c '.[]' FILE")

@@ -90,6 +90,13 @@ def load_prompt_map(path: str | Path) -> dict[str, dict[str, Any]]:
                 f"{path}:{n}: not valid JSON ({e.msg}); --prompts takes JSONL, one row per image such as "
                 '{"file": "a.png", "prompt": "a photo of a red circle"}'
             ) from None
+        if isinstance(
+            row, list
+        ):  # it said "each row needs string fields 'file' and 'prompt'" of a JSON array
+            raise CLIError(
+                f"{path}:{n}: a JSON array, and --prompts takes JSONL, one object per line such as "
+                '{"file": "a.png", "prompt": "a photo of a red circle"}; write it so, e.g. with jq -c \'.[]\' FILE'
+            )
         if (
             not isinstance(row, dict)
             or not isinstance(row.get("file"), str)
