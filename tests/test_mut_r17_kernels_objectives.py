@@ -1,0 +1,131 @@
+"""Mutation round 17 (stop 54): kernels.py and objectives.py behaviour no other test pinned down."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from imgalign.trainers import kernels as K
+
+torch.set_num_threads(1)
+
+
+def test_sde_step_at_noise_level_zero_samples_the_ode_step_with_log_density_zero():
+    """noise_level 0 with neither `noise` nor `prev_sample`: the Euler ODE step x + v·dt (x = 2, v = −1, σ 0.5 ->
+    0.25: 2.25), std 0 and log-density 0, as a deterministic step has (not 1, nor a refusal for want of noise)."""
+    x, v = torch.full((2, 1, 2, 2), 2.0), torch.full((2, 1, 2, 2), -1.0)
+    out = K.flow_sde_step(x, v, 0.5, 0.25, 0.0, 0.9)
+    torch.testing.assert_close(out.prev_sample, torch.full_like(x, 2.25))
+    assert out.log_prob.tolist() == [0.0, 0.0] and out.std.tolist() == [0.0, 0.0]
+
+
+def test_a_bfloat16_stored_sample_is_evaluated_in_float32_also_with_block_noise():
+    """A stored x' in bf16 (a bf16 rollout's latents): the step returns it as float32 and its block-noise log-density
+    is that of the float32 values, the block sums taken in float32 (in bf16 each 2x2 block sum carries ~1e-2
+    relative rounding, which moves the summed log-density far beyond a PPO clip range)."""
+    g = torch.Generator().manual_seed(11)
+    x, v, y = (torch.randn(2, 2, 4, 4, generator=g) for _ in range(3))
+    y16 = y.bfloat16()
+    out = K.flow_sde_step(x, v, 0.6, 0.4, 0.7, 0.9, prev_sample=y16, block=2)
+    ref = K.flow_sde_step(x, v, 0.6, 0.4, 0.7, 0.9, prev_sample=y16.float(), block=2)
+    assert torch.equal(out.log_prob, ref.log_prob)
+    assert out.prev_sample.dtype == torch.float32
+
+
+def test_an_unknown_kernel_has_no_score_scale_nor_step_weights():
+    """velocity_score_scale / velocity_step_weights of a kernel other than sde / cps raise naming the valid ones
+    (objective.step_weight: velocity with a typo would otherwise weight the steps by an arbitrary number)."""
+    with pytest.raises(ValueError, match="unknown kernel 'cpss'; valid: sde, cps"):
+        K.velocity_score_scale("cpss", 0.5, 0.25, 0.7, 0.9)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="unknown kernel 'ode'"):
+        K.velocity_step_weights("ode", [1.0, 0.5, 0.0], [0], 0.7)  # type: ignore[arg-type]
+
+
+# ---- objectives.py on the tiny SD3 model ----------------------------------------------------------------------------
+def _trainer(
+    sd3_dir: Path, tmp_path: Path, off_base: bool = False, **sections: dict[str, Any]
+) -> tuple[Any, Any, torch.Tensor]:
+    """A set-up trainer on the tiny SD3 model (3 sampling steps, 4 samples in groups of 2; `sections` update the
+    config's sections) and its first rollout: (trainer, rollout, group ids). `off_base`: the weights are moved off
+    the base model (the reference) before the rollout, which stays on-policy."""
+    from imgalign.config import load_config
+    from imgalign.trainers.config import FlowGRPOConfig
+    from imgalign.trainers.testing import first_rollout, one_step_config, write_config
+    from imgalign.trainers.trainer import FlowGRPOTrainer
+
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    cfg_d = one_step_config(sd3_dir, tmp_path / "run")
+    for name, values in sections.items():  # one_step_config has no objective section
+        cfg_d.setdefault(name, {}).update(values)
+    tr = FlowGRPOTrainer(
+        load_config(FlowGRPOConfig, write_config(cfg_d, tmp_path / "c.yaml")), tmp_path / "run"
+    )
+    tr.setup()
+    if off_base:
+        _nudge_off_base(tr.model)
+    return (tr, *first_rollout(tr))
+
+
+def _nudge_off_base(model: torch.nn.Module, seed: int = 0) -> None:
+    """Add N(0, 0.02²) seeded noise to every weight: the policy leaves the base model (KL > 0, ratio ≠ 1)."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.02 * torch.randn(p.shape, generator=g).to(p))
+
+
+def test_grpo_off_policy_metrics_use_the_configured_clip_range_and_the_valid_rows(sd3_dir, tmp_path):
+    """Stored log-densities moved by −0.5, +0.5, 0, +3 (ratios e^0.5, e^−0.5, 1, e^−3), row 3 masked: ratio_min /
+    ratio_max / ratio_mean are those of rows 0-2, clipfrac (objective.clip_range 0.2: rows 0 and 1 outside) 2/3 and the
+    loss the clipped surrogate hand-computed; the logged KL to the base is the valid rows' mean of the per-row KLs."""
+    from imgalign.trainers.objectives import TrainContext
+
+    tr, ro, _ = _trainer(
+        sd3_dir,
+        tmp_path,
+        off_base=True,
+        sampling={"sde_window": 1, "sde_window_max_start": 0},
+        objective={"clip_range": 0.2, "kl_beta": 0.1},
+    )
+    assert ro.train_steps == [0]
+    ctx = TrainContext(tr.adapter, tr.model, 0)
+    idx, adv = torch.arange(4), torch.tensor([1.0, -1.0, 0.5, 2.0])
+    ones = torch.ones(4, dtype=torch.bool)
+    per_row = [tr.objective.loss(ctx, ro, idx, 0, adv, ones)[1]]  # every row: the on-policy ratios
+    kls = [tr.objective.loss(ctx, ro, torch.tensor([k]), 0, adv, ones)[1]["policy/kl"] for k in range(4)]
+    ratio0 = [per_row[0]["policy/ratio_min"], per_row[0]["policy/ratio_max"]]
+    assert ratio0 == pytest.approx([1.0, 1.0], abs=1e-4) and min(kls) > 0
+    kl_valid = sum(kls[:3]) / 3
+    assert abs(kl_valid - sum(kls) / 4) > 2e-3 * kl_valid  # row 3's KL moves the mean: the mask shows
+    shift = torch.tensor([-0.5, 0.5, 0.0, 3.0], dtype=ro.log_probs.dtype)
+    ro.log_probs[:, 0] += shift
+    valid = torch.tensor([True, True, True, False])
+    loss, m = tr.objective.loss(ctx, ro, idx, 0, adv, valid)
+    lo, hi = math.exp(-0.5), math.exp(0.5)
+    assert m["policy/ratio_min"] == pytest.approx(lo, rel=1e-4)
+    assert m["policy/ratio_max"] == pytest.approx(hi, rel=1e-4)
+    assert m["policy/ratio_mean"] == pytest.approx((lo + hi + 1) / 3, rel=1e-4)
+    assert m["policy/clipfrac"] == pytest.approx(2 / 3, rel=1e-6)
+    # max(−A·ρ, −A·clip(ρ, 0.8, 1.2)): row 0 (A 1, ρ e^0.5) −1.2; row 1 (A −1, ρ e^−0.5) 0.8; row 2 −0.5
+    surrogate = (-1.2 + 0.8 - 0.5) / 3
+    assert m["policy/kl"] == pytest.approx(kl_valid, rel=1e-4)
+    assert float(loss.detach()) == pytest.approx(surrogate + 0.1 * kl_valid, rel=1e-4)
+
+
+def test_the_logged_norm_ratio_of_a_zero_reference_velocity_is_finite():
+    """add_penalty's logged ‖v_θ‖/‖v_ref‖ divides by the reference norm floored at 1e-12: a sample whose reference
+    velocity is exactly 0 logs a large finite ratio, not inf (nor NaN for 0/0)."""
+    from imgalign.trainers.config import ObjectiveConfig
+    from imgalign.trainers.objectives import add_penalty
+
+    v = torch.tensor([[3.0, 4.0], [0.0, 0.0]])
+    v_ref = torch.zeros(2, 2)
+    metrics: dict[str, Any] = {}
+    loss = add_penalty(ObjectiveConfig(), torch.zeros(()), v, v_ref, torch.tensor([1.0, 0.0]), metrics)
+    assert float(loss) == 0.0 and metrics["policy/vnorm_ratio"] == pytest.approx(5e12, rel=1e-6)
+    add_penalty(ObjectiveConfig(), torch.zeros(()), v, v_ref, torch.tensor([0.0, 1.0]), metrics)
+    assert metrics["policy/vnorm_ratio"] == 0.0
