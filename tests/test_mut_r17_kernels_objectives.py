@@ -129,3 +129,44 @@ def test_the_logged_norm_ratio_of_a_zero_reference_velocity_is_finite():
     assert float(loss) == 0.0 and metrics["policy/vnorm_ratio"] == pytest.approx(5e12, rel=1e-6)
     add_penalty(ObjectiveConfig(), torch.zeros(()), v, v_ref, torch.tensor([0.0, 1.0]), metrics)
     assert metrics["policy/vnorm_ratio"] == 0.0
+
+
+def test_a_plugin_penalty_of_one_value_for_all_or_of_shape_b_by_1_trains(monkeypatch):
+    """A velocity penalty may return one value for the whole micro-batch (a scalar) or one per sample as [b, 1]: the
+    loss gains λ·that value, resp. λ·the valid rows' mean (rows 4 and 1 of 4, 9 masked: 2.5), not a refusal nor a
+    [b, b] broadcast."""
+    import sys
+    import types
+
+    from imgalign.trainers.config import ObjectiveConfig
+    from imgalign.trainers.objectives import add_penalty
+
+    mod = types.ModuleType("my_lab_pen_r17")
+    mod.batch_mean = lambda v, v_ref: ((v - v_ref) ** 2).sum(1).mean()
+    mod.column = lambda v, v_ref: ((v - v_ref) ** 2).sum(1, keepdim=True)
+    monkeypatch.setitem(sys.modules, "my_lab_pen_r17", mod)
+    v = torch.tensor([[2.0, 0.0], [0.0, 1.0], [3.0, 0.0]], requires_grad=True)
+    v_ref, w = torch.zeros(3, 2), torch.tensor([1.0, 1.0, 0.0])
+    m: dict[str, Any] = {}
+    cfg = ObjectiveConfig(penalty="my_lab_pen_r17:batch_mean", penalty_weight=0.5)
+    assert float(add_penalty(cfg, torch.zeros(()), v, v_ref, w, m).detach()) == pytest.approx(0.5 * 14 / 3)
+    cfg = ObjectiveConfig(penalty="my_lab_pen_r17:column", penalty_weight=0.5)
+    assert float(add_penalty(cfg, torch.zeros(()), v, v_ref, w, m).detach()) == pytest.approx(0.5 * 2.5)
+    assert m["policy/penalty"] == pytest.approx(2.5)
+
+
+def test_check_loss_takes_one_element_tensor_metrics_as_numbers_and_refuses_booleans():
+    """check_loss: a one-element tensor metric is read as a float; a bool metric (a flag, not a mean over samples)
+    is refused like any non-number, and so are a 3-tuple and metrics that are not a dict."""
+    from imgalign.trainers.objectives import check_loss
+
+    loss = torch.ones((), requires_grad=True) * 2
+    out, metrics = check_loss("mine", (loss, {"my/a": torch.tensor([0.5]), "my/b": 3}))
+    assert out is loss and metrics == {"my/a": 0.5, "my/b": 3.0}
+    assert all(type(v) is float for v in metrics.values())
+    with pytest.raises(ValueError, match="returned metric 'my/flag' as a bool; metrics must be numbers"):
+        check_loss("mine", (loss, {"my/flag": True}))
+    with pytest.raises(ValueError, match="returned a tuple; it must return \\(loss, metrics\\)"):
+        check_loss("mine", (loss, {}, {}))
+    with pytest.raises(ValueError, match="returned metrics as a list, not a dict"):
+        check_loss("mine", (loss, [("my/a", 1.0)]))
