@@ -45,6 +45,29 @@ def test_an_unknown_kernel_has_no_score_scale_nor_step_weights():
         K.velocity_step_weights("ode", [1.0, 0.5, 0.0], [0], 0.7)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("kernel", ["sde", "cps"])
+def test_per_row_sigmas_give_each_row_its_own_step(kernel: str):
+    """Tree rollouts step rows at different noise levels in one call (σ [B], σ' [B], one row at σ = 1): each row's
+    mean, std and log-density equal those of the row stepped alone with scalar σ, σ' (σ = 1 only uses the
+    schedule's next sigma in the SDE's noise scale; no row borrows another row's std or noise scale)."""
+    g = torch.Generator().manual_seed(13)
+    x, v, y = (torch.randn(3, 2, 2, 2, generator=g) for _ in range(3))
+    sig, sig_n = torch.tensor([1.0, 0.6, 0.3]), torch.tensor([0.8, 0.4, 0.1])
+
+    def step(rows: slice, s: torch.Tensor | float, sn: torch.Tensor | float) -> K.StepOutput:
+        if kernel == "sde":
+            return K.flow_sde_step(x[rows], v[rows], s, sn, 0.7, 0.8, prev_sample=y[rows])
+        return K.cps_step(x[rows], v[rows], s, sn, 0.7, prev_sample=y[rows])
+
+    together = step(slice(None), sig, sig_n)
+    for k in range(3):
+        alone = step(slice(k, k + 1), float(sig[k]), float(sig_n[k]))
+        torch.testing.assert_close(together.mean[k : k + 1], alone.mean, msg=f"{kernel} row {k}")
+        torch.testing.assert_close(together.std[k : k + 1], alone.std, msg=f"{kernel} row {k}")
+        torch.testing.assert_close(together.log_prob[k : k + 1], alone.log_prob, msg=f"{kernel} row {k}")
+    assert len(set(together.std.tolist())) == 3
+
+
 # ---- objectives.py on the tiny SD3 model ----------------------------------------------------------------------------
 def _trainer(
     sd3_dir: Path, tmp_path: Path, off_base: bool = False, **sections: dict[str, Any]
