@@ -193,3 +193,24 @@ def test_check_loss_takes_one_element_tensor_metrics_as_numbers_and_refuses_bool
         check_loss("mine", (loss, {}, {}))
     with pytest.raises(ValueError, match="returned metrics as a list, not a dict"):
         check_loss("mine", (loss, [("my/a", 1.0)]))
+
+
+def test_a_train_mask_leaves_a_row_out_of_the_step_it_masks_only(sd3_dir, tmp_path):
+    """Rollout.train_mask [B, S]: row 1 masked at trained step 1 only is out of step 1's loss (as valid False would
+    leave it out) and in step 0's."""
+    from imgalign.trainers.objectives import TrainContext
+
+    tr, ro, _ = _trainer(sd3_dir, tmp_path, sampling={"sde_window": 2})
+    assert ro.train_steps == [0, 1]
+    ctx = TrainContext(tr.adapter, tr.model, 0)
+    idx, adv = torch.arange(4), torch.tensor([1.0, 0.5, 0.2, -0.1])
+    ones = torch.ones(4, dtype=torch.bool)
+    no_row_1 = torch.tensor([True, False, True, True])
+    by_valid = [float(tr.objective.loss(ctx, ro, idx, i, adv, no_row_1)[0].detach()) for i in (0, 1)]
+    assert by_valid == pytest.approx(
+        [-(1.0 + 0.2 - 0.1) / 3] * 2, rel=1e-4
+    )  # on-policy: −mean(A) of the rest
+    ro.train_mask = torch.ones(4, ro.log_probs.shape[1], dtype=torch.bool)
+    ro.train_mask[1, 1] = False
+    by_mask = [float(tr.objective.loss(ctx, ro, idx, i, adv, ones)[0].detach()) for i in (0, 1)]
+    assert by_mask == pytest.approx([-0.4, by_valid[1]], rel=1e-4)
