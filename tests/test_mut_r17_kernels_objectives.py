@@ -214,3 +214,24 @@ def test_a_train_mask_leaves_a_row_out_of_the_step_it_masks_only(sd3_dir, tmp_pa
     ro.train_mask[1, 1] = False
     by_mask = [float(tr.objective.loss(ctx, ro, idx, i, adv, ones)[0].detach()) for i in (0, 1)]
     assert by_mask == pytest.approx([-0.4, by_valid[1]], rel=1e-4)
+
+
+def test_nft_builds_its_implicit_policies_with_the_configured_beta(sd3_dir, tmp_path, monkeypatch):
+    """objective.nft.beta is the guidance strength of v± = v_old ± β·(v_θ − v_old) inside the loss terms, not only
+    the loss's divisor: the head hands it to nft_loss_terms (at β = 1 the two are indistinguishable, and at
+    initialisation v_θ = v_old hides any β)."""
+    from imgalign.trainers import nft
+    from imgalign.trainers.objectives import TrainContext
+
+    seen: list[float] = []
+    terms = nft.nft_loss_terms
+
+    def spy(v, v_old, x0, x_t, t, beta, *rest):
+        seen.append(beta)
+        return terms(v, v_old, x0, x_t, t, beta, *rest)
+
+    monkeypatch.setattr(nft, "nft_loss_terms", spy)
+    tr, ro, _ = _trainer(sd3_dir, tmp_path, objective={"name": "nft", "nft": {"beta": 0.5}})
+    valid = torch.ones(4, dtype=torch.bool)
+    tr.objective.head(TrainContext(tr.adapter, tr.model, 0), ro, torch.arange(4), 0, valid)
+    assert seen == [0.5]
