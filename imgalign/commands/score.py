@@ -90,9 +90,8 @@ def load_prompt_map(path: str | Path) -> dict[str, dict[str, Any]]:
                 f"{path}:{n}: not valid JSON ({e.msg}); --prompts takes JSONL, one row per image such as "
                 '{"file": "a.png", "prompt": "a photo of a red circle"}'
             ) from None
-        if isinstance(
-            row, list
-        ):  # it said "each row needs string fields 'file' and 'prompt'" of a JSON array
+        # a JSON array was told "each row needs string fields 'file' and 'prompt'"
+        if isinstance(row, list):
             raise CLIError(
                 f"{path}:{n}: a JSON array, and --prompts takes JSONL, one object per line such as "
                 '{"file": "a.png", "prompt": "a photo of a red circle"}; write it so, e.g. with jq -c \'.[]\' FILE'
