@@ -23,3 +23,15 @@ def test_a_negative_warmup_or_eval_every_is_refused(
     err = capsys.readouterr().err
     assert f"{key} must be at least 0 (got -" in err and f"--set {key}=N" in err
     assert not out.exists()
+
+
+def test_print_config_needs_no_out_and_a_run_without_out_is_refused(capsys) -> None:
+    """`world pretrain --print-config` was refused by argparse without --out, though it reads no folder; a run
+    without --out is still refused, by name, before anything trains."""
+    import yaml
+
+    argv = ["world", "pretrain", "--component", "clip", "--set", "steps=3"]
+    assert main([*argv, "--print-config"]) == 0
+    assert yaml.safe_load(capsys.readouterr().out)["clip"]["steps"] == 3
+    assert main(argv) == 2
+    assert "--out is required: the pretraining folder" in capsys.readouterr().err

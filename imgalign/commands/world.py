@@ -37,7 +37,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.set_defaults(func=run_render)
     pt = wsub.add_parser("pretrain", help="train the embedded models on shapes data (seeded, resumable)")
     pt.add_argument("--component", required=True, choices=["t2i", "clip", "vlm", "all"])
-    pt.add_argument("--out", required=True, help="output folder; one sub-folder per component")
+    pt.add_argument(
+        "--out", help="output folder; one sub-folder per component (required unless --print-config)"
+    )
     pt.add_argument(
         "--set",
         action="append",
@@ -293,11 +295,16 @@ def run_pretrain(args: argparse.Namespace) -> int:
     jobs = args.jobs if args.jobs is not None else min(2, os.cpu_count() or 1)
     if jobs < 1:
         raise ValueError(f"--jobs must be at least 1, got {jobs}")
-    if args.print_config:
+    if args.print_config:  # reads no folder: --out is not needed to see a config
         import yaml
 
         print(yaml.safe_dump({n: to_dict(c) for n, c in cfgs.items()}, sort_keys=False))
         return 0
+    if args.out is None:
+        raise ValueError(
+            "--out is required: the pretraining folder (new, or an earlier run's to resume); --print-config "
+            "alone shows the config"
+        )
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise ValueError(
