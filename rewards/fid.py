@@ -318,14 +318,20 @@ class FIDReward(Reward):
         p = Path(ref)
         if p.is_file():
             mu, sigma, _n, feats = load_stats(p)
+            # the encoder named as recorded (or moved) but of another size: refused here, not when the first
+            # samples are added, after the model loaded and a rollout was drawn
+            other_size = mu.shape[0] != self.encoder.dim and (
+                local_name(feats) == local_name(self.features_name)
+                or moved_encoder(feats, self.features_name)
+            )
+            if other_size:
+                raise ValueError(
+                    f"fid reward: stats file {ref} holds {mu.shape[0]}-d features; {self.features_name!r} gives "
+                    f"{self.encoder.dim}-d ones: it is not the encoder the stats were computed with; recompute "
+                    f"them with `imgalign rewards fid-stats --features {self.features_name}`"
+                )
             if local_name(feats) != local_name(self.features_name):
                 if moved_encoder(feats, self.features_name):
-                    if mu.shape[0] != self.encoder.dim:
-                        raise ValueError(
-                            f"fid reward: stats file {ref} holds {mu.shape[0]}-d features; "
-                            f"{self.features_name!r} gives {self.encoder.dim}-d ones: it is not the encoder the "
-                            "stats were computed with"
-                        )
                     log.warning(
                         "fid reward: stats file %s was computed with features %r, which are no longer there; "
                         "using %r as given (the same encoder, moved)",
