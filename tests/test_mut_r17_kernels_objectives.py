@@ -154,6 +154,22 @@ def test_the_logged_norm_ratio_of_a_zero_reference_velocity_is_finite():
     assert metrics["policy/vnorm_ratio"] == 0.0
 
 
+def test_the_logged_norm_ratio_of_bf16_velocities_is_taken_in_float32():
+    """add_penalty took the logged ‖v_θ‖/‖v_ref‖ of a bf16 model's velocities in bf16 (each norm rounded to 8
+    bits: the ratio off by up to ~0.4%); it is taken in float32 from the same bf16 values, as vnorm.norm_ratio
+    takes it."""
+    from imgalign.trainers.config import ObjectiveConfig
+    from imgalign.trainers.objectives import add_penalty
+
+    g = torch.Generator().manual_seed(3)
+    v, v_ref = (torch.randn(4, 4096, generator=g).bfloat16() for _ in range(2))
+    metrics: dict[str, Any] = {}
+    add_penalty(ObjectiveConfig(), torch.zeros(()), v, v_ref, torch.ones(4), metrics, ["early"] * 4)
+    want = float((v.double().norm(dim=1) / v_ref.double().norm(dim=1)).mean())
+    assert metrics["policy/vnorm_ratio"] == pytest.approx(want, rel=1e-6)
+    assert metrics["vnorm/norm_ratio/early"] == pytest.approx(want, rel=1e-6)
+
+
 def test_a_plugin_penalty_of_one_value_for_all_or_of_shape_b_by_1_trains(monkeypatch):
     """A velocity penalty may return one value for the whole micro-batch (a scalar) or one per sample as [b, 1]: the
     loss gains λ·that value, resp. λ·the valid rows' mean (rows 4 and 1 of 4, 9 masked: 2.5), not a refusal nor a

@@ -94,12 +94,12 @@ def add_penalty(
 ) -> torch.Tensor:
     """loss + λ·mean_b(penalty(v_θ, v_ref)); logs the penalty and the norm ratio ‖v_θ‖/‖v_ref‖ (overall, and per
     step bucket early/middle/late when `buckets` [b] names each row's bucket: ``vnorm/norm_ratio/<bucket>``)."""
-    with torch.no_grad():
-        ratio = v.flatten(1).norm(dim=1) / v_ref.flatten(1).norm(dim=1).clamp_min(1e-12)
-        metrics["policy/vnorm_ratio"] = float(_masked_mean(ratio, w))
-        if buckets is not None:
-            from imgalign.trainers.vnorm import bucket_means
+    from imgalign.trainers.vnorm import bucket_means, norm_ratio
 
+    with torch.no_grad():
+        ratio = norm_ratio(v, v_ref)  # [b], in float32 (a bf16 model's norms were bf16: off by up to ~0.4%)
+        metrics["policy/vnorm_ratio"] = float(_masked_mean(ratio, w.float()))
+        if buckets is not None:
             metrics.update(bucket_means(ratio, buckets, valid=w > 0))
     if cfg.penalty_weight <= 0:
         return loss
