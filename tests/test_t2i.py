@@ -421,14 +421,19 @@ def test_the_card_command_names_the_settings_that_differ_from_the_defaults():
     parse back to the same config."""
     import dataclasses
     import re
+    import shlex
 
     from imgalign.config import load_config
 
-    cfg = dataclasses.replace(t2i.Config(), steps=3, vae_channels=[4, 8, 16], bf16=True, init_from="shapes")
+    cfg = dataclasses.replace(
+        t2i.Config(), steps=3, vae_channels=[4, 8, 16], bf16=True, init_from="my runs/t2i"
+    )
     card = t2i.card_command(cfg)
     assert "(defaults" not in card
-    sets = re.findall(r"--set (\S+?)(?=`| --set)", card)
-    assert sets == ["init_from=shapes", "bf16=True", "vae_channels=[4,8,16]", "steps=3"]
+    # as a shell splits the command (an init_from folder with a space was two words)
+    words = shlex.split(re.fullmatch(r"`(.+)` \(.*", card).group(1))
+    sets = [w for prev, w in zip(words, words[1:]) if prev == "--set"]
+    assert sets == ["init_from=my runs/t2i", "bf16=True", "vae_channels=[4,8,16]", "steps=3"]
     assert load_config(t2i.Config, None, sets) == cfg
     assert "(defaults" in t2i.card_command(t2i.Config())
 

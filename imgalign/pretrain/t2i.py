@@ -826,15 +826,17 @@ def pretrain(cfg: Config, out_dir: Path, progress: bool = True) -> dict[str, flo
 
 def card_command(cfg: Config) -> str:
     """The card's command line: each setting that differs from its default as a ``--set``, so the command reproduces
-    the model (a card said "defaults" for a model pretrained with overrides)."""
+    the model (a card said "defaults" for a model pretrained with overrides), quoted for a POSIX shell where it
+    needs to be (an ``init_from`` folder with a space split in two; a list's brackets are a glob)."""
+    import shlex
+
     default = Config()
     sets = ""
     for f in dataclasses.fields(cfg):
         v = getattr(cfg, f.name)
         if v != getattr(default, f.name):
-            sets += f" --set {f.name}=" + (
-                "[" + ",".join(map(str, v)) + "]" if isinstance(v, list) else str(v)
-            )
+            value = "[" + ",".join(map(str, v)) + "]" if isinstance(v, list) else str(v)
+            sets += f" --set {shlex.quote(f'{f.name}={value}')}"
     return (
         f"`imgalign world pretrain --component t2i --out DIR{sets}` ({'settings as below' if sets else 'defaults'};"
         f" seed {cfg.seed})"
