@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,16 @@ def reference_pool(ref: str, n: int) -> torch.Tensor:
     from imgalign.rewards.io import load_image_folder
 
     return load_image_folder(ref, limit=n)
+
+
+def reference_features(ref: str, n: int, encode: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
+    """``encode`` of the images :func:`reference_pool` gives, [N, ...]; a folder's are read and encoded a batch at
+    a time (its pool of 512 photos of 1024x1024 was 6.4 GB of float32 pixels at once)."""
+    if ref == "shapes":
+        return encode(reference_pool(ref, n))
+    from imgalign.rewards.io import encode_image_folder
+
+    return encode_image_folder(ref, encode, limit=n)
 
 
 def fit_discriminator(
@@ -159,20 +170,21 @@ class DiscriminatorReward(Reward):
         self.pos_patches: torch.Tensor | None = None  # (N, K, D) a fixed random subset of their patch tokens
         self.gen = torch.Generator().manual_seed(0)
         if self.online:
-            imgs = reference_pool(str(ref), int(ref_size))
-            if imgs.shape[0] < 2:
+            if self.patch_weight > 0:
+                feats = reference_features(
+                    str(ref), int(ref_size), self._cls_and_some_patches
+                )  # (N, 1 + K, D)
+                self.pos_pool, self.pos_patches = feats[:, 0], feats[:, 1:]
+            else:
+                self.pos_pool = reference_features(str(ref), int(ref_size), self.encoder)  # (N, D)
+            if self.pos_pool.shape[0] < 2:
                 from imgalign.rewards.io import other_files_note
 
                 raise ValueError(
-                    f"discriminator reward: ref={ref!r} holds {imgs.shape[0]} readable image"
+                    f"discriminator reward: ref={ref!r} holds {self.pos_pool.shape[0]} readable image"
                     f"{other_files_note(str(ref))}; online training needs at least 2 reference images: add images "
                     "to it, or use ref=shapes"
                 )
-            if self.patch_weight > 0:
-                tok = self.encoder.tokens(imgs)
-                self.pos_pool, self.pos_patches = tok[:, 0], self._some_patches(tok[:, 1:])
-            else:
-                self.pos_pool = self.encoder(imgs)
             if head is None:
                 with torch.random.fork_rng(devices=[]):  # the same fresh head in every run (resume is exact)
                     torch.manual_seed(0)
@@ -190,6 +202,11 @@ class DiscriminatorReward(Reward):
         self.trained = head is not None  # a fresh online head scores noise until update()
         self.lr = float(lr)
         self.opt = torch.optim.AdamW(self.head.parameters(), lr=self.lr) if self.online else None
+
+    def _cls_and_some_patches(self, images: torch.Tensor) -> torch.Tensor:
+        """The CLS token and `n_patches` random patch tokens of each image: (B, 3, H, W) -> (B, 1 + K, D)."""
+        tok = self.encoder.tokens(images)
+        return torch.cat([tok[:, :1], self._some_patches(tok[:, 1:])], 1)
 
     def _some_patches(self, patches: torch.Tensor) -> torch.Tensor:
         """A random subset of `n_patches` patch tokens per image: (B, P, D) -> (B, K, D)."""

@@ -160,11 +160,12 @@ def load_image_folder(path: str | Path, size: int | None = None, limit: int | No
     return pil_batch(ims, size)
 
 
-def folder_image_size(path: str | Path) -> tuple[int, int] | None:
-    """The (width, height) :func:`load_image_folder` batches a folder's images at without a size: the size most of
-    them have (:func:`common_size`), read from the files' headers only; None when no header can be read."""
+def folder_image_size(path: str | Path, limit: int | None = None) -> tuple[int, int] | None:
+    """The (width, height) :func:`load_image_folder` batches a folder's images (its first `limit` files, sorted,
+    when given) at without a size: the size most of them have (:func:`common_size`), read from the files' headers
+    only; None when no header can be read."""
     sizes: Counter[tuple[int, int]] = Counter()
-    for f in find_images([path]):
+    for f in find_images([path])[:limit]:
         # an unreadable file is named when it is read
         with contextlib.suppress(OSError, SyntaxError, ValueError, Image.DecompressionBombError):
             with Image.open(f) as im:
@@ -177,15 +178,18 @@ def encode_image_folder(
     encode: Callable[[torch.Tensor], torch.Tensor],
     size: int | tuple[int, int] | None = None,
     batch_size: int = 64,
+    limit: int | None = None,
 ) -> torch.Tensor:
     """``encode(images)`` of every readable image under a folder, [N, ...], `batch_size` images at a time, so that
     memory holds one batch of pixels rather than the folder (10,000 images of 512x512 are 31 GB as float32: FID
     reference folders ran out of memory). Images are resized as :func:`load_image_folder` resizes them: to `size`
     (a side, or (width, height)), or, when their sizes differ, to the size most of them have
-    (:func:`folder_image_size`), so the result equals ``encode(load_image_folder(path, size))`` for encoders that
-    work image by image."""
-    files = find_images([path])
-    target = (size, size) if isinstance(size, int) else size or folder_image_size(path)
+    (:func:`folder_image_size`), so the result equals ``encode(load_image_folder(path, size, limit))`` for encoders
+    that work image by image (`limit`: the first that many files, sorted)."""
+    if limit is not None and limit < 1:
+        raise ValueError(f"limit must be a positive number of images, got {limit} (None reads them all)")
+    files = find_images([path])[:limit]
+    target = (size, size) if isinstance(size, int) else size or folder_image_size(path, limit)
     out, chunk, bad = [], [], []
     for i, f in enumerate(files):
         try:

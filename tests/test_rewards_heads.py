@@ -952,6 +952,30 @@ def test_a_reference_folder_pool_holds_ref_size_images(tmp_path: Path) -> None:
     assert r.pos_pool.shape[0] == 3
 
 
+def test_a_reference_folder_is_encoded_a_batch_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The online discriminator read its ref=FOLDER pool's pixels at once (512 photos of 1024x1024 are 6.4 GB as
+    float32); it encodes them a batch at a time, into the features the whole pool gives, the first ref_size files."""
+    from imgalign.rewards import io
+
+    folder = write_folder(tmp_path / "ref", shapes_reference_images(7, seed=1))
+    whole = build_features("stats")(io.load_image_folder(folder, limit=6))
+    batches: list[int] = []
+    encode = io.encode_image_folder
+
+    def small_batches(path, enc, size=None, batch_size=64, limit=None):
+        return encode(path, lambda x: batches.append(x.shape[0]) or enc(x), size, batch_size=4, limit=limit)
+
+    monkeypatch.setattr(io, "encode_image_folder", small_batches)
+    monkeypatch.setattr(
+        io, "load_image_folder", lambda *args, **kwargs: pytest.fail("the whole pool was loaded")
+    )
+    r = build_reward(f"discriminator:features=stats,ref={folder},ref_size=6,hidden=4")
+    assert batches == [4, 2]
+    torch.testing.assert_close(r.pos_pool, whole)
+
+
 def test_online_patch_update_loss_pairs_drawn_positives_with_their_patches(tmp_path: Path) -> None:
     """With patch tokens the update's loss is loss(CLS) + w x loss(patches), where the positive patches are those
     of the drawn reference images (pos_patches[idx]) and the negative ones the batch's patch tokens only (not its
