@@ -56,6 +56,36 @@ def test_a_prompt_row_of_another_image_with_the_same_name_is_not_taken(tmp_path:
     assert _scored(out)[0]["prompt"] == SPECS[0].prompt()
 
 
+def test_rows_of_the_base_models_images_still_give_the_prompts_of_another_folders_by_name(
+    tmp_path: Path,
+) -> None:
+    """The rows written for base/x.png are the prompts of trained/x.png (the same prompts and seeds, another
+    model): scoring trained/ with them matched by name, until a row naming another existing image was never taken
+    ("'base/x.png' is another image of this name; add a row for this one", exit 1). Only a row of another image
+    scored in the same run, or, in the GenEval layout, of another existing image, is left out by name."""
+    for d in ("base", "trained"):
+        (tmp_path / d).mkdir()
+        W.render(SPECS[0], 0)[0].save(tmp_path / d / "x.png")
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text(
+        json.dumps({"file": str(tmp_path / "base" / "x.png"), **SPECS[0].to_metadata()}) + "\n"
+    )
+    out = tmp_path / "s.jsonl"
+    argv = ["score", str(tmp_path / "trained"), "--prompts", str(prompts), "--reward", "geneval:mode=strict"]
+    assert main([*argv, "--no-progress", "--out", str(out)]) == 0
+    assert [(r["prompt"], r["error"]) for r in _scored(out)] == [(SPECS[0].prompt(), None)]
+    # a GenEval folder's image scored alone keeps its own metadata over the row of another prompt's image
+    gen = tmp_path / "gen"
+    for i, spec in enumerate(SPECS):
+        write_prompt_folder(gen, i, spec.to_metadata(), [W.render(spec, 0)[0]])
+    prompts.write_text(
+        json.dumps({"file": str(gen / "00000/samples/0000.png"), **SPECS[0].to_metadata()}) + "\n"
+    )
+    argv = ["score", str(gen / "00001"), "--prompts", str(prompts), "--reward", "geneval:mode=strict"]
+    assert main([*argv, "--no-progress", "--out", str(out)]) == 0
+    assert [r["prompt"] for r in _scored(out)] == [SPECS[1].prompt()]
+
+
 def test_an_out_that_is_not_a_score_output_is_not_replaced(tmp_path: Path, capsys) -> None:
     """`--out prompts.jsonl` (typed for --prompts) or `--out gen/00000/metadata.jsonl` replaced that file with the
     scores, exit 0: a prompt set or a folder's GenEval metadata was lost. An existing --out is now replaced only

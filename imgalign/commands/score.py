@@ -132,8 +132,12 @@ def _check_geneval_row(row: dict[str, Any], where: str) -> None:
         raise CLIError(str(e)) from None
 
 
-def _lookup(file: Path, mapping: dict[str, dict[str, Any]], base: Path | None) -> dict[str, Any] | None:
-    """Match a file to a prompt row: as given, resolved, relative to the prompt file's folder, or by name."""
+def _lookup(
+    file: Path, mapping: dict[str, dict[str, Any]], base: Path | None, scored: frozenset[Path] = frozenset()
+) -> dict[str, Any] | None:
+    """Match a file to a prompt row: as given, resolved, relative to the prompt file's folder, or by name (not a
+    row of another image `scored` (resolved paths) in the same run, nor, in the GenEval layout, of another existing
+    image: see :func:`_row_of_another_image`)."""
     keys = [str(file), str(file.resolve())]
     if base is not None:
         try:
@@ -143,23 +147,29 @@ def _lookup(file: Path, mapping: dict[str, dict[str, Any]], base: Path | None) -
     for k in keys:
         if unicodedata.normalize("NFC", k) in mapping:
             return mapping[unicodedata.normalize("NFC", k)]
-    # by name alone only a row whose file is not another image: a row of d0/0000.png took d1/0000.png too, over
-    # d1's own GenEval metadata.jsonl, and scored it against d0's prompt (images of a copied folder still match)
+    # by name alone only a row that is not another image's: a row of d0/0000.png took d1/0000.png too, over d1's
+    # own GenEval metadata.jsonl, and scored it against d0's prompt (the images of another folder, such as the
+    # trained model's beside the base model's, still match the rows written for the base model's)
     name = unicodedata.normalize("NFC", file.name)
     by_name = [
-        r for k, r in mapping.items() if Path(k).name == name and not _names_another_file(k, file, base)
+        r
+        for k, r in mapping.items()
+        if Path(k).name == name and not _row_of_another_image(k, file, base, scored)
     ]
     return by_name[0] if len(by_name) == 1 else None
 
 
-def _names_another_file(key: str, file: Path, base: Path | None) -> bool:
+def _row_of_another_image(key: str, file: Path, base: Path | None, scored: frozenset[Path]) -> bool:
     """Whether a prompt row's ``file`` `key`, as given or relative to the prompt file's folder `base`, is an existing
-    file and none of those is `file`."""
+    file other than `file` that is scored in the same run (`scored`: resolved paths), or any other existing file
+    when `file` is in the GenEval layout (whose file names repeat in every prompt's folder)."""
     found = [
         p for p in dict.fromkeys([Path(key), *([base / key] if base is not None else [])]) if p.is_file()
     ]
     try:
-        return bool(found) and not any(p.samefile(file) for p in found)
+        if not found or any(p.samefile(file) for p in found):
+            return False
+        return _in_geneval_layout(file) or any(p.resolve() in scored for p in found)
     except OSError:  # (`file` is gone: it gets its error row when read)
         return False
 
@@ -504,8 +514,9 @@ def run_score(args: argparse.Namespace) -> int:
     # every image's prompt row before any reward loads: a folder metadata.jsonl that cannot be read (and that
     # --prompts does not stand in for) is refused now, not after the images before it were scored
     cache: dict[Path, dict[str, Any] | None] = {}
+    scored = frozenset(f.resolve() for f in files)
     prompt_rows = {
-        f: (_lookup(f, mapping, base) if mapping is not None else None) or _geneval_meta(f, cache)
+        f: (_lookup(f, mapping, base, scored) if mapping is not None else None) or _geneval_meta(f, cache)
         for f in files
     }
 
