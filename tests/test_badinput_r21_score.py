@@ -111,6 +111,11 @@ def test_an_out_that_is_not_a_score_output_is_not_replaced(tmp_path: Path, capsy
         assert "geneval:mode=strict" in out.read_text()
     (tmp_path / "other.csv").write_text("a,b\n1,2\n")
     assert main([*argv, str(tmp_path / "other.csv")]) == 2
+    # a CSV of file/prompt rows with columns of its own starts as score's header does: it is not replaced either
+    own = tmp_path / "list.csv"
+    own.write_text("file,prompt,category\na.png,a photo of a circle,single_object\n")
+    assert main([*argv, str(own)]) == 2
+    assert own.read_text() == "file,prompt,category\na.png,a photo of a circle,single_object\n"
 
 
 def test_a_row_relative_to_another_folder_is_named_with_the_path_to_write(tmp_path: Path) -> None:

@@ -403,8 +403,8 @@ def write_rows(path: Path, rows: list[dict[str, Any]], keys: list[str]) -> None:
 
 def check_replaceable(out: Path) -> None:
     """An existing --out is replaced only when it is empty or an ``imgalign score`` output (its first line a score row,
-    or the CSV header): ``--out prompts.jsonl`` typed for ``--prompts`` replaced that prompt set with the scores,
-    and ``--out gen/00000/metadata.jsonl`` a folder's GenEval metadata."""
+    or its CSV header, file,prompt,...,error): ``--out prompts.jsonl`` typed for ``--prompts`` replaced that prompt
+    set with the scores, and ``--out gen/00000/metadata.jsonl`` a folder's GenEval metadata."""
     try:
         if not out.is_file() or out.stat().st_size == 0:
             return
@@ -416,7 +416,10 @@ def check_replaceable(out: Path) -> None:
         return  # (a file that cannot be written is named by check_output_file)
     text = first.decode("utf-8", errors="replace").strip()
     if out.suffix.lower() == ".csv":
-        ours = text.startswith("file,prompt,")
+        # the whole header, as write_rows writes it: a CSV of file/prompt rows with columns of its own (a prompt
+        # list) starts the same way
+        header = next(csv.reader([text]), [])
+        ours = len(header) >= 3 and header[:2] == ["file", "prompt"] and header[-1] == "error"
     else:
         try:
             row = json.loads(text)
