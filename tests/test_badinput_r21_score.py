@@ -155,3 +155,12 @@ def test_prompts_as_a_json_array_says_to_write_one_object_per_line(tmp_path: Pat
         load_prompt_map(p)
     assert str(e.value).startswith(f"{p}:1: a JSON array, and --prompts takes JSONL, one object per line")
     assert str(e.value).endswith("write it so, e.g. with jq -c '.[]' FILE")
+    # indented (json.dump with indent=2): its first line "[" was "not valid JSON (Expecting value)"
+    p.write_text(json.dumps([{"file": "a.png", "prompt": "a photo of a red circle"}], indent=2))
+    with pytest.raises(CLIError) as e:
+        load_prompt_map(p)
+    assert str(e.value).startswith(f"{p}: a JSON array over several lines, and --prompts takes JSONL")
+    assert str(e.value).endswith("write it so, e.g. with jq -c '.[]' FILE")
+    p.write_text('[\n{"file": "a.png",\n')  # a cut-off array is still named by its line
+    with pytest.raises(CLIError, match=r":1: not valid JSON \(Expecting value\); --prompts takes JSONL"):
+        load_prompt_map(p)

@@ -79,23 +79,24 @@ def load_prompt_map(path: str | Path) -> dict[str, dict[str, Any]]:
 
     out: dict[str, dict[str, Any]] = {}
     lines: dict[str, int] = {}  # file -> the line that gave its row
+    text = read_text(path, "prompt file", CLIError)
     # only \n ends a row: str.splitlines also splits at U+2028, U+0085 and form feeds, which a JSON string may hold
-    for n, line in enumerate(read_text(path, "prompt file", CLIError).split("\n"), start=1):
+    for n, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         try:
             row = json.loads(line)
         except json.JSONDecodeError as e:
+            # an indented JSON array (json.dump(rows, f, indent=2)) fails at its first line, "["
+            if _json_array(text):
+                raise CLIError(_array_message(f"{path}: a JSON array over several lines")) from None
             raise CLIError(
                 f"{path}:{n}: not valid JSON ({e.msg}); --prompts takes JSONL, one row per image such as "
                 '{"file": "a.png", "prompt": "a photo of a red circle"}'
             ) from None
         # a JSON array was told "each row needs string fields 'file' and 'prompt'"
         if isinstance(row, list):
-            raise CLIError(
-                f"{path}:{n}: a JSON array, and --prompts takes JSONL, one object per line such as "
-                '{"file": "a.png", "prompt": "a photo of a red circle"}; write it so, e.g. with jq -c \'.[]\' FILE'
-            )
+            raise CLIError(_array_message(f"{path}:{n}: a JSON array"))
         if (
             not isinstance(row, dict)
             or not isinstance(row.get("file"), str)
@@ -119,6 +120,22 @@ def load_prompt_map(path: str | Path) -> dict[str, dict[str, Any]]:
     if not out:
         raise CLIError(f"prompt file {str(path)!r} holds no rows")
     return out
+
+
+def _json_array(text: str) -> bool:
+    """Whether `text` as a whole is one JSON array."""
+    try:
+        return isinstance(json.loads(text), list)
+    except json.JSONDecodeError:
+        return False
+
+
+def _array_message(what: str) -> str:
+    """The error for a --prompts file that is a JSON array (`what` names it), with how to write it as JSONL."""
+    return (
+        f"{what}, and --prompts takes JSONL, one object per line such as "
+        '{"file": "a.png", "prompt": "a photo of a red circle"}; write it so, e.g. with jq -c \'.[]\' FILE'
+    )
 
 
 def _check_geneval_row(row: dict[str, Any], where: str) -> None:
