@@ -104,9 +104,9 @@ def test_an_out_that_is_not_a_score_output_is_not_replaced(tmp_path: Path, capsy
         assert "give a new file name, or delete that file first" in err
         assert other.read_text() == before
     # an earlier output (or an empty file) is replaced, as before: the same command runs again
-    for name in ("s.jsonl", "s.csv", "empty.jsonl"):
+    for name in ("s.jsonl", "s.csv", "empty.jsonl", "blank.jsonl"):
         out = tmp_path / name
-        out.touch()
+        out.write_text("\n \n" if name.startswith("blank") else "")
         assert main([*argv, str(out)]) == 0 and main([*argv, str(out)]) == 0
         assert "geneval:mode=strict" in out.read_text()
     (tmp_path / "other.csv").write_text("a,b\n1,2\n")

@@ -419,9 +419,9 @@ def write_rows(path: Path, rows: list[dict[str, Any]], keys: list[str]) -> None:
 
 
 def check_replaceable(out: Path) -> None:
-    """An existing --out is replaced only when it is empty or an ``imgalign score`` output (its first line a score row,
-    or its CSV header, file,prompt,...,error): ``--out prompts.jsonl`` typed for ``--prompts`` replaced that prompt
-    set with the scores, and ``--out gen/00000/metadata.jsonl`` a folder's GenEval metadata."""
+    """An existing --out is replaced only when it is empty (or blank) or an ``imgalign score`` output (its first line
+    a score row, or its CSV header, file,prompt,...,error): ``--out prompts.jsonl`` typed for ``--prompts`` replaced
+    that prompt set with the scores, and ``--out gen/00000/metadata.jsonl`` a folder's GenEval metadata."""
     try:
         if not out.is_file() or out.stat().st_size == 0:
             return
@@ -432,6 +432,8 @@ def check_replaceable(out: Path) -> None:
     except OSError:
         return  # (a file that cannot be written is named by check_output_file)
     text = first.decode("utf-8", errors="replace").strip()
+    if not text:  # blank lines only (`echo > s.jsonl`): as empty, nothing to lose
+        return
     if out.suffix.lower() == ".csv":
         # the whole header, as write_rows writes it: a CSV of file/prompt rows with columns of its own (a prompt
         # list) starts the same way
