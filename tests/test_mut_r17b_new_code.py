@@ -99,6 +99,7 @@ def test_a_row_names_another_file_as_given_or_beside_the_prompt_file(
     """A row's file is looked for as given (from the working folder) and relative to the prompt file's folder; it
     is another image's row when that image is scored in the same run; a file that is gone (or was never there) is
     no other file, so the row may still match by name."""
+    from imgalign.commands.score import _row_name
     from imgalign.commands.score import _row_of_another_image as another
 
     a, b = _save(tmp_path / "a" / "x.png", (4, 4)), _save(tmp_path / "b" / "x.png", (4, 4))
@@ -109,6 +110,9 @@ def test_a_row_names_another_file_as_given_or_beside_the_prompt_file(
     assert not another("a/x.png", a, None, scored)
     assert another("x.png", b, tmp_path / "a", scored)
     assert not another("gone/x.png", b, None, scored)
+    # the path to write for an image outside the prompt file's folder is the path as given
+    assert _row_name(b, tmp_path / "a") == str(b) and _row_name(Path("b/x.png"), None) == "b/x.png"
+    assert _row_name(tmp_path / "a" / "x.png", tmp_path) == str(Path("a/x.png"))
     # the image scored is gone: its error row comes when it is read
     assert not another("a/x.png", tmp_path / "c" / "x.png", None, scored)
 
@@ -128,6 +132,8 @@ def test_folder_image_size_is_the_size_most_images_have(tmp_path: Path) -> None:
     feats = encode_image_folder(tmp_path / "d", lambda x: x, (10, 4))
     assert tuple(feats.shape) == (3, 3, 4, 10)
     assert tuple(encode_image_folder(tmp_path / "d", lambda x: x, 5).shape) == (3, 3, 5, 5)
+    # without a size: the size most images of the folder have, not of each batch (here of one image)
+    assert tuple(encode_image_folder(tmp_path / "d", lambda x: x, batch_size=1).shape) == (3, 3, 6, 8)
 
 
 def test_fit_artifact_folders_reads_the_artifacts_at_the_clean_size_as_the_negatives(
