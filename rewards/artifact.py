@@ -111,8 +111,8 @@ def artifact_dataset(
 
 # ---- fitting --------------------------------------------------------------------------------------------------
 def fit_artifact(
-    clean: torch.Tensor,
-    artifact: torch.Tensor,
+    clean: torch.Tensor | str | Path,
+    artifact: torch.Tensor | str | Path,
     features: str,
     out: str | Path,
     hidden: int = 0,
@@ -122,52 +122,24 @@ def fit_artifact(
     device: str = "cpu",
     extra: dict[str, Any] | None = None,
 ) -> dict[str, float]:
-    """Fit the clean(positive)-vs-artifact head on features of two image batches and save it; returns metrics."""
-    from imgalign.rewards.features import build_features
-
-    enc = build_features(features, device)
-    return _fit_on_features(enc(clean), enc(artifact), features, out, hidden, epochs, lr, val_frac, extra)
-
-
-def fit_artifact_folders(
-    clean: str | Path,
-    artifact: str | Path,
-    features: str,
-    out: str | Path,
-    hidden: int = 0,
-    epochs: int = 500,
-    lr: float = 1e-2,
-    val_frac: float = 0.2,
-    device: str = "cpu",
-    extra: dict[str, Any] | None = None,
-) -> dict[str, float]:
-    """:func:`fit_artifact` on two image folders (``imgalign rewards fit-artifact``), read and encoded a batch at a
-    time (the folders' pixels were held at once: 10,000 images of 512x512 are 31 GB as float32, as
-    :func:`~imgalign.rewards.discriminator.fit_discriminator` found). The artifact images are resized to the
-    clean images' size."""
+    """Fit the clean(positive)-vs-artifact head on features of two image batches [N, 3, H, W] or two image folders
+    (``imgalign rewards fit-artifact``) and save it; returns the metrics. Folders are read and encoded a batch at a
+    time (their pixels were held at once: 10,000 images of 512x512 are 31 GB as float32, as
+    :func:`~imgalign.rewards.discriminator.fit_discriminator` found), the artifact images resized to the clean
+    images' size; a folder of fewer than 2 readable images is named by its flag."""
     from imgalign.rewards.features import build_features
     from imgalign.rewards.heads import check_class_folder
     from imgalign.rewards.io import encode_image_folder, folder_image_size
 
     enc = build_features(features, device)
-    size = folder_image_size(clean)
-    pos = check_class_folder(encode_image_folder(clean, enc, size), clean, "--clean")
-    neg = check_class_folder(encode_image_folder(artifact, enc, size), artifact, "--artifact")
-    return _fit_on_features(pos, neg, features, out, hidden, epochs, lr, val_frac, extra)
-
-
-def _fit_on_features(
-    pos: torch.Tensor,
-    neg: torch.Tensor,
-    features: str,
-    out: str | Path,
-    hidden: int,
-    epochs: int,
-    lr: float,
-    val_frac: float,
-    extra: dict[str, Any] | None,
-) -> dict[str, float]:
-    """Fit the clean(pos)-vs-artifact(neg) head on features [N, D] and save it; returns the metrics."""
+    if isinstance(clean, torch.Tensor) and isinstance(artifact, torch.Tensor):
+        pos, neg = enc(clean), enc(artifact)
+    elif isinstance(clean, (str, Path)) and isinstance(artifact, (str, Path)):
+        size = folder_image_size(clean)
+        pos = check_class_folder(encode_image_folder(clean, enc, size), clean, "--clean")
+        neg = check_class_folder(encode_image_folder(artifact, enc, size), artifact, "--artifact")
+    else:
+        raise TypeError("fit_artifact: give clean and artifact both as image batches or both as folders")
     res = fit_head(pos, neg, hidden=hidden, epochs=epochs, lr=lr, val_frac=val_frac, weight_decay=1e-4)
     save_head(out, res.head, features, "artifact", {"metrics": res.metrics, **(extra or {})})
     return res.metrics

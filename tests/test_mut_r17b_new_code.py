@@ -136,7 +136,7 @@ def test_folder_image_size_is_the_size_most_images_have(tmp_path: Path) -> None:
     assert tuple(encode_image_folder(tmp_path / "d", lambda x: x, batch_size=1).shape) == (3, 3, 6, 8)
 
 
-def test_fit_artifact_folders_reads_the_artifacts_at_the_clean_size_as_the_negatives(
+def test_fit_artifact_on_folders_reads_the_artifacts_at_the_clean_size_as_the_negatives(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The artifact images are resized to the clean images' size, the clean ones are the positives, and a folder of
@@ -162,9 +162,7 @@ def test_fit_artifact_folders_reads_the_artifacts_at_the_clean_size_as_the_negat
 
     monkeypatch.setattr(A, "fit_head", fit)
     monkeypatch.setattr(A, "save_head", lambda *a, **k: None)
-    assert A.fit_artifact_folders(tmp_path / "clean", tmp_path / "art", "stats", tmp_path / "h") == {
-        "val_acc": 1.0
-    }
+    assert A.fit_artifact(tmp_path / "clean", tmp_path / "art", "stats", tmp_path / "h") == {"val_acc": 1.0}
     assert set(seen) == {(6, 8)}
     assert (
         got["pos"][:, 0].min() > 0.5 and got["neg"][:, 2].min() > 0.5
@@ -172,7 +170,7 @@ def test_fit_artifact_folders_reads_the_artifacts_at_the_clean_size_as_the_negat
     for f in list((tmp_path / "art").iterdir())[1:]:
         f.unlink()
     with pytest.raises(ValueError, match=r"^--artifact '.*art' holds 1 image\(s\)"):
-        A.fit_artifact_folders(str(tmp_path / "clean"), str(tmp_path / "art"), "stats", tmp_path / "h")
+        A.fit_artifact(str(tmp_path / "clean"), str(tmp_path / "art"), "stats", tmp_path / "h")
 
 
 def test_fid_stats_of_more_dimensions_than_the_encoder_are_refused_when_built(tmp_path: Path) -> None:

@@ -217,7 +217,7 @@ def test_a_shape_corruption_moves_the_counting_exclude_and_any_coloured_clause_a
 
 
 def recording_fitters(monkeypatch: pytest.MonkeyPatch) -> dict[str, tuple]:
-    """fit_discriminator and fit_artifact_folders replaced by recorders: ``seen["disc"]`` / ``seen["art"]`` = (args,
+    """fit_discriminator and fit_artifact replaced by recorders: ``seen["disc"]`` / ``seen["art"]`` = (args,
     kwargs)."""
     seen: dict[str, tuple] = {}
     monkeypatch.setattr(
@@ -225,7 +225,7 @@ def recording_fitters(monkeypatch: pytest.MonkeyPatch) -> dict[str, tuple]:
         lambda *a, **k: seen.setdefault("disc", (a, k)) and {},
     )
     monkeypatch.setattr(
-        "imgalign.rewards.artifact.fit_artifact_folders",
+        "imgalign.rewards.artifact.fit_artifact",
         lambda *a, **k: seen.setdefault("art", (a, k)) and {},
     )
     return seen

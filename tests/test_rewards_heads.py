@@ -199,7 +199,7 @@ def test_fit_commands_refuse_an_out_they_cannot_write_before_any_work(
     def no_work(*args, **kwargs):
         raise AssertionError("work began before --out was checked")
 
-    for target in ("fit_discriminator", "fit_artifact_folders", "build_shapes_artifact"):
+    for target in ("fit_discriminator", "fit_artifact", "build_shapes_artifact"):
         monkeypatch.setattr(
             f"imgalign.rewards.{'discriminator' if 'disc' in target else 'artifact'}.{target}", no_work
         )
@@ -315,7 +315,7 @@ def test_fit_artifact_command(tmp_path: Path) -> None:
     )
 
 
-def test_fit_artifact_folders_reads_a_batch_at_a_time_and_fits_the_head_fit_artifact_fits(
+def test_fit_artifact_on_folders_reads_a_batch_at_a_time_and_fits_the_head_fit_artifact_fits(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """fit-artifact read both folders' pixels at once (10,000 images of 512x512 are 31 GB as float32); it now
@@ -351,6 +351,8 @@ def test_fit_artifact_folders_reads_a_batch_at_a_time_and_fits_the_head_fit_arti
     argv = ["--clean", str(c), "--artifact", str(a), "--features", "stats", "--out", out]
     assert main(["rewards", "fit-artifact", *argv, "--hidden", "0", "--epochs", "20", "--val-frac", "0"]) == 0
     assert batches == [(4, 3, 64, 64), (2, 3, 64, 64)] * 2  # the artifact images at the clean size
+    with pytest.raises(TypeError, match="both as image batches or both as folders"):
+        fit_artifact(c, clean, "stats", tmp_path / "x.safetensors")
     whole, batched = load_file(tmp_path / "whole.safetensors"), load_file(tmp_path / "batched.safetensors")
     assert whole.keys() == batched.keys()
     for k in whole:

@@ -221,7 +221,7 @@ def run_fit_discriminator(args: argparse.Namespace) -> int:
 def run_fit_artifact(args: argparse.Namespace) -> int:
     check_device(args.device)  # a GPU this machine lacks fails before any work
     from imgalign.commands import check_output_file
-    from imgalign.rewards.artifact import fit_artifact_folders
+    from imgalign.rewards.artifact import fit_artifact
     from imgalign.rewards.features import build_features
 
     _refuse_empty_paths(args, "clean", "artifact")
@@ -233,7 +233,7 @@ def run_fit_artifact(args: argparse.Namespace) -> int:
     check_output_file(Path(args.out))
     # a mistyped --features fails before the folders are read (the encoder is cached for the fit)
     build_features(args.features, args.device)
-    metrics = fit_artifact_folders(
+    metrics = fit_artifact(
         args.clean,
         args.artifact,
         args.features,
