@@ -530,6 +530,7 @@ def compare_runs(
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from imgalign.eval.suite import table_cell
     from imgalign.files import atomic_write_text
 
     if not groups or not keys:
@@ -609,14 +610,16 @@ def compare_runs(
     ]
     for label, items in runs.items():
         for run, rows in items:
+            # a '|' or a line break in a label or folder name split or ended the row
+            who = f"| {table_cell(label)} | `{table_cell(run.name)}` |"
             for key in keys:
                 _, y = series(rows, key)
                 if len(y):
-                    lines.append(f"| {label} | `{run.name}` | `{key}` | {y[0]:.4g} | {y[-1]:.4g} |")
+                    lines.append(f"{who} `{key}` | {y[0]:.4g} | {y[-1]:.4g} |")
                 elif any(key in row for row in rows):  # logged as NaN/inf only (a diverged KL)
-                    lines.append(f"| {label} | `{run.name}` | `{key}` | no finite value | — |")
+                    lines.append(f"{who} `{key}` | no finite value | — |")
                 else:  # e.g. balance/* of a run without rewards.diagnose_cosines: named, not left out silently
-                    lines.append(f"| {label} | `{run.name}` | `{key}` | not logged | — |")
+                    lines.append(f"{who} `{key}` | not logged | — |")
     # NaN/inf rows are left out of the table and the plot: each run's are named (they vanished silently)
     for label, items in runs.items():
         for run, rows in items:
@@ -665,7 +668,8 @@ def compare_runs(
                 for h, (_, y), (_, rows) in zip(hits, logged, items)
             )
             lines.append(
-                f"| {label} | {cells} | {'—' if not got else f'{means[label]:.6g} ({len(got)}/{len(hits)})'} |"
+                f"| {table_cell(label)} | {cells} | "
+                f"{'—' if not got else f'{means[label]:.6g} ({len(got)}/{len(hits)})'} |"
             )
         labels = list(means)
         if len(labels) >= 2 and all(means[k] is not None for k in labels[:2]):

@@ -354,11 +354,11 @@ def render_report(summary: dict[str, Any], rows: Sequence[dict[str, Any]], max_f
         ]
         for r in fails:
             why = r.get("error") or r.get("reason") or ""
-            lines.append(f"| {_table_cell(r['file'])} | {_table_cell(r['prompt'])} | {_table_cell(why)} |")
+            lines.append(f"| {table_cell(r['file'])} | {table_cell(r['prompt'])} | {table_cell(why)} |")
     return "\n".join(lines) + "\n"
 
 
-def _table_cell(text: Any) -> str:
+def table_cell(text: Any) -> str:
     """`text` as one markdown table cell: a line break or a '|' in it (a prompt "line one\\nline two", "a | b")
     ended the row or split it into more columns."""
     return "; ".join(str(text).splitlines()).replace("|", "/")

@@ -93,3 +93,16 @@ def test_an_unknown_compare_key_lists_the_logged_keys_of_its_kind_first(tmp_path
         in err
     )
     assert err.endswith(" ...")
+
+
+def test_a_compare_label_with_a_bar_keeps_its_table_rows_whole(tmp_path: Path) -> None:
+    """`report --compare "lr 1e-4 | warm-up=RUN"`: the '|' in the label split compare.md's rows into more columns
+    (the first-last table and the --target table); it is written as '/' in a cell, as eval's report.md does."""
+    run = _run(tmp_path / "run", [{"step": s, "reward/r/mean": 0.1 * s} for s in (1, 2, 3)])
+    out = tmp_path / "c"
+    argv = ["report", "--compare", f"lr 1e-4 | warm-up={run}", "--keys", "reward/r/mean", "--out", str(out)]
+    assert main([*argv, "--target", "reward/r/mean=0.2", "--window", "1"]) == 0
+    rows = [line for line in (out / "compare.md").read_text().splitlines() if line.startswith("| lr 1e-4")]
+    assert len(rows) == 2
+    assert rows[0] == "| lr 1e-4 / warm-up | `run` | `reward/r/mean` | 0.1 | 0.3 |"
+    assert rows[1].startswith("| lr 1e-4 / warm-up | ") and rows[1].count("|") == 4  # group, x per run, mean
