@@ -106,3 +106,13 @@ def test_a_compare_label_with_a_bar_keeps_its_table_rows_whole(tmp_path: Path) -
     assert len(rows) == 2
     assert rows[0] == "| lr 1e-4 / warm-up | `run` | `reward/r/mean` | 0.1 | 0.3 |"
     assert rows[1].startswith("| lr 1e-4 / warm-up | ") and rows[1].count("|") == 4  # group, x per run, mean
+
+
+def test_an_empty_report_out_is_refused(tmp_path: Path, capsys) -> None:
+    """`report RUN --out "$OUT"` with OUT unset was read as no --out and wrote RUN/report without a word, where the
+    other commands refuse an empty --out; it is refused by name, nothing written."""
+    run = _run(tmp_path / "run", [{"step": s, "reward/r/mean": 0.1 * s} for s in (1, 2)])
+    assert main(["report", str(run), "--out", ""]) == 2
+    assert "--out is empty (an unset shell variable?): give an output folder" in capsys.readouterr().err
+    assert not (run / "report").exists()
+    assert main(["report", str(run)]) == 0 and (run / "report").is_dir()

@@ -47,8 +47,11 @@ def compare_only_flags(args: argparse.Namespace) -> dict[str, bool]:
 
 
 def run_report(args: argparse.Namespace) -> int:
+    from imgalign.commands.world import refuse_empty_options
     from imgalign.eval.reports import compare_runs, write_run_report
 
+    # --out "" ("$OUT" with OUT unset) was read as not given: the report went into the run folder, without a word
+    refuse_empty_options(args, {"out": "an output folder, or leave it out (RUN_DIR/report)"})
     if args.compare and args.run_dir:
         raise ValueError(
             f"RUN_DIR ({args.run_dir}) and --compare are exclusive: name every run in --compare LABEL=RUN[,RUN...]"
