@@ -7,7 +7,7 @@ import glob
 import logging
 import os
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -144,9 +144,7 @@ def pil_batch(images: list[Image.Image], size: int | tuple[int, int] | None = No
 def load_image_folder(path: str | Path, size: int | None = None, limit: int | None = None) -> torch.Tensor:
     """Every readable image under a folder as one batch [N, 3, S, S] (the first `limit` files, sorted, when given);
     raise if none can be read."""
-    if limit is not None and limit < 1:
-        raise ValueError(f"limit must be a positive number of images, got {limit} (None reads them all)")
-    files = find_images([path])[:limit]
+    files = _first_images(path, limit)
     ims, bad = [], []
     for f in files:
         try:
@@ -160,12 +158,24 @@ def load_image_folder(path: str | Path, size: int | None = None, limit: int | No
     return pil_batch(ims, size)
 
 
+def _first_images(path: str | Path, limit: int | None) -> list[Path]:
+    """The image files under `path`, sorted; the first `limit` of them when given."""
+    if limit is not None and limit < 1:
+        raise ValueError(f"limit must be a positive number of images, got {limit} (None reads them all)")
+    return find_images([path])[:limit]
+
+
 def folder_image_size(path: str | Path, limit: int | None = None) -> tuple[int, int] | None:
     """The (width, height) :func:`load_image_folder` batches a folder's images (its first `limit` files, sorted,
     when given) at without a size: the size most of them have (:func:`common_size`), read from the files' headers
     only; None when no header can be read."""
+    return _headers_size(_first_images(path, limit))
+
+
+def _headers_size(files: Sequence[Path]) -> tuple[int, int] | None:
+    """:func:`common_size` of `files`, read from their headers only; None when no header can be read."""
     sizes: Counter[tuple[int, int]] = Counter()
-    for f in find_images([path])[:limit]:
+    for f in files:
         # an unreadable file is named when it is read
         with contextlib.suppress(OSError, SyntaxError, ValueError, Image.DecompressionBombError):
             with Image.open(f) as im:
@@ -186,10 +196,8 @@ def encode_image_folder(
     (a side, or (width, height)), or, when their sizes differ, to the size most of them have
     (:func:`folder_image_size`), so the result equals ``encode(load_image_folder(path, size, limit))`` for encoders
     that work image by image (`limit`: the first that many files, sorted)."""
-    if limit is not None and limit < 1:
-        raise ValueError(f"limit must be a positive number of images, got {limit} (None reads them all)")
-    files = find_images([path])[:limit]
-    target = (size, size) if isinstance(size, int) else size or folder_image_size(path, limit)
+    files = _first_images(path, limit)  # (the folder walked once: its sizes come from these files' headers)
+    target = (size, size) if isinstance(size, int) else size or _headers_size(files)
     out, chunk, bad = [], [], []
     for i, f in enumerate(files):
         try:
