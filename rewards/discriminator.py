@@ -170,10 +170,8 @@ class DiscriminatorReward(Reward):
         self.pos_patches: torch.Tensor | None = None  # (N, K, D) a fixed random subset of their patch tokens
         self.gen = torch.Generator().manual_seed(0)
         if self.online:
-            if self.patch_weight > 0:
-                feats = reference_features(
-                    str(ref), int(ref_size), self._cls_and_some_patches
-                )  # (N, 1 + K, D)
+            if self.patch_weight > 0:  # the CLS token and K patch tokens per image: (N, 1 + K, D)
+                feats = reference_features(str(ref), int(ref_size), self._cls_and_some_patches)
                 self.pos_pool, self.pos_patches = feats[:, 0], feats[:, 1:]
             else:
                 self.pos_pool = reference_features(str(ref), int(ref_size), self.encoder)  # (N, D)
