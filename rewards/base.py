@@ -203,6 +203,19 @@ def to_pil(images: torch.Tensor) -> list[Image.Image]:
     return [Image.fromarray(a) for a in arr]
 
 
+def excerpt(text: str, width: int = 100) -> str:
+    """`text` on one line (white space runs collapsed), cut to at most `width` characters with " ..." at the end,
+    for naming a long prompt in a warning. It cuts at a word boundary where one falls in the second half of the
+    cut; otherwise mid-word (``textwrap.shorten`` gave only "..." for a prompt without spaces: Chinese or Japanese
+    text, or a long run of one word)."""
+    flat = " ".join(text.split())
+    if len(flat) <= width:
+        return flat
+    keep = max(width - 4, 1)  # room for " ..."
+    space = flat.rfind(" ", 0, keep + 1)  # a word that ends right at the cut is kept whole
+    return (flat[:space] if space >= keep // 2 else flat[:keep]) + " ..."
+
+
 # ---- registry -----------------------------------------------------------------------------------------------
 _REGISTRY: dict[str, tuple[Callable[..., Reward], str]] = {}
 

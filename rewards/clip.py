@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import logging
 import os
-import textwrap
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -29,7 +28,7 @@ from typing import Any
 import torch
 
 from imgalign.hub import load_error_reason, quiet_open_clip_errors, tilde_hint
-from imgalign.rewards.base import Reward, RewardOutput, as_bool, check_at_least, register_reward
+from imgalign.rewards.base import Reward, RewardOutput, as_bool, check_at_least, excerpt, register_reward
 
 log = logging.getLogger(__name__)
 CLIPSCORE_W = 2.5  # Hessel et al. 2021
@@ -497,7 +496,7 @@ class CLIPReward(Reward):
                 self.model_name,
                 self.tokenizer.context_length,
                 # the whole prompt filled the terminal (a 300-token one: 1,700 characters)
-                textwrap.shorten(prompts[cut[0]], 100, placeholder=" ..."),
+                excerpt(prompts[cut[0]]),
             )
         txt = self.model.encode_text(self.tokenizer(prompts).to(self.device))
         return img, txt

@@ -10,14 +10,21 @@ Per-token log-probs come back in the details. Batched with right padding.
 from __future__ import annotations
 
 import logging
-import textwrap
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from imgalign.hub import check_weights, load_error_reason, tilde_hint
-from imgalign.rewards.base import Reward, RewardOutput, as_bool, check_at_least, register_reward, to_pil
+from imgalign.rewards.base import (
+    Reward,
+    RewardOutput,
+    as_bool,
+    check_at_least,
+    excerpt,
+    register_reward,
+    to_pil,
+)
 
 log = logging.getLogger(__name__)
 
@@ -207,7 +214,7 @@ class VLMLogLikReward(Reward):
             self.model_name,
             int(lengths[first]),
             self.max_positions,
-            textwrap.shorten(prompts[first], 100, placeholder=" ..."),
+            excerpt(prompts[first]),
         )
 
     @torch.no_grad()

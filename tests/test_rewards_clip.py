@@ -508,3 +508,22 @@ def test_a_transformers_clip_hub_id_in_the_local_cache_is_read_as_one(
         build_reward("clip:model=org/never-downloaded")
     (snap / "config.json").write_text(json.dumps({"model_type": "siglip"}))
     assert transformers_clip_config("org/tiny-clip") is None and transformers_clip_config(str(snap)) is None
+
+
+def test_a_long_prompt_without_spaces_is_named_by_its_start_in_the_warning(caplog) -> None:
+    """A prompt without spaces (Chinese or Japanese text, one long run) was named as "..." alone: textwrap.shorten
+    drops a word that does not fit whole. Its first characters are shown."""
+    from imgalign.rewards.base import excerpt
+
+    r = build_reward("clip")
+    long = "红色的圆形在蓝色的正方形左边" * 20
+    x = torch.rand(1, 3, 32, 32, generator=torch.Generator().manual_seed(0))
+    with caplog.at_level("WARNING"):
+        r(x, [long])
+    (msg,) = [m for m in caplog.messages if "context" in m]
+    assert msg.endswith(f"e.g. '{long[:96]} ...'")
+    assert excerpt("a  b\n c") == "a b c"  # one line
+    assert excerpt("x" * 100) == "x" * 100  # fits: kept whole
+    assert excerpt("x" * 101) == "x" * 96 + " ..."  # 100 characters with the mark
+    assert excerpt("ab " + "x" * 200, 10) == "ab xxx ..."  # the only word boundary is too early: cut mid-word
+    assert excerpt("abcd efgh ijkl", 12) == "abcd ..."  # a boundary in the second half: cut there
