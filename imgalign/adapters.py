@@ -33,7 +33,7 @@ from typing import Any
 
 import torch
 
-from imgalign.hub import naming_pipeline
+from imgalign.hub import naming_pipeline, resolve
 from imgalign.pipelines import absent_components, ignores_guidance, quiet_absent_components
 
 log = logging.getLogger(__name__)
@@ -435,7 +435,7 @@ class FlowAdapter:
                 self.pipe.save_pretrained(str(out))
             # keep the base model's component index (how it declares absent parts such as T5), so whatever loads
             # the base model loads the fine-tune the same way
-            base_index = Path(base_model) / "model_index.json" if base_model else None
+            base_index = Path(resolve(base_model)) / "model_index.json" if base_model else None
             if base_index is not None and base_index.is_file():
                 shutil.copyfile(base_index, out / "model_index.json")
         info = {"family": self.family, "base_model": base_model, "lora": self.lora_config}

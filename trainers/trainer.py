@@ -328,6 +328,16 @@ def preflight(cfg: FlowGRPOConfig, num_processes: int = 1, output_dir: str | Pat
     return str(Path(base).resolve()) if Path(base).is_dir() else base
 
 
+def recorded_base_name(configured: str, resolved: str) -> str:
+    """The base model a checkpoint records in its imgalign_model.json: an embedded model by its name (``shapes``),
+    which loads wherever imgalign is installed, not by its folder inside this install (a checkpoint copied to
+    another machine or virtual environment, or read after imgalign moved, named a folder that was gone); any other
+    model by `resolved` (an absolute folder or a Hub id)."""
+    from imgalign.hub import EMBEDDED
+
+    return configured if configured in EMBEDDED else resolved
+
+
 def update_advantages(
     ro: Rollout, scores: torch.Tensor, bal: Any, sl: slice = slice(None)
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -1332,7 +1342,7 @@ class FlowGRPOTrainer:
             swap = self.ema.swapped_in() if self.ema is not None else contextlib.nullcontext()
             try:
                 with swap:
-                    self.adapter.save(tmp, base_model=self.model_path)
+                    self.adapter.save(tmp, base_model=recorded_base_name(cfg.model.path, self.model_path))
             # a full disk in save_pretrained: one line, no traceback
             except (RuntimeError, SafetensorError) as e:
                 raise C.unwritable(tmp, e) from e

@@ -1,0 +1,50 @@
+"""Bad-input round 22: `imgalign train` with multi-reward settings, and `imgalign eval` / `imgalign grid` on the
+checkpoints of a run."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from imgalign import hub
+from imgalign.cli import main
+from imgalign.pipelines import ModelSpec, check_model_spec
+from imgalign.trainers.testing import one_step_config, write_config
+
+
+@pytest.fixture
+def embedded_tiny(sd3_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The tiny SD3 pipeline as an embedded model named 'tiny', in an assets folder of its own."""
+    assets = tmp_path / "install" / "assets"
+    shutil.copytree(sd3_dir, assets / "tiny-t2i")
+    monkeypatch.setattr(hub, "ASSETS", assets)
+    monkeypatch.setitem(hub.EMBEDDED, "tiny", "tiny-t2i")
+    return "tiny"
+
+
+@pytest.mark.parametrize("rank", [2, 0])
+def test_a_checkpoint_of_an_embedded_model_records_its_name_and_loads_after_the_install_moves(
+    embedded_tiny: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rank: int
+) -> None:
+    """A run of model.path=shapes recorded its base as the model's folder inside the imgalign install
+    (.../imgalign/assets/models/shapes-t2i); with imgalign installed elsewhere (another virtual environment, a
+    reinstall, the checkpoint copied to another machine) `eval --model CKPT` and `grid` refused the LoRA
+    checkpoint: 'names its base model ... which cannot load'. It records the embedded name."""
+    cfg = one_step_config(embedded_tiny, tmp_path / "run")
+    cfg["model"]["lora_rank"] = rank
+    assert main(["train", str(write_config(cfg, tmp_path / "c.yaml"))]) == 0
+    ckpt = tmp_path / "run" / "checkpoints" / "step-000001"
+    assert json.loads((ckpt / "imgalign_model.json").read_text())["base_model"] == "tiny"
+    if rank == 0:  # a full fine-tune keeps its base's component index (found through the name)
+        assert (ckpt / "model_index.json").read_text() == (
+            hub.ASSETS / "tiny-t2i" / "model_index.json"
+        ).read_text()
+        return
+    moved = tmp_path / "moved" / "assets"
+    shutil.move(str(hub.ASSETS), str(moved))
+    monkeypatch.setattr(hub, "ASSETS", moved)
+    spec = check_model_spec(ModelSpec("x", str(ckpt)))
+    assert (spec.base, spec.overlay) == ("tiny", str(ckpt))
