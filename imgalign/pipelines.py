@@ -243,14 +243,18 @@ def missing_shards(folder: Path) -> list[str]:
 def truncated_weights(folder: Path) -> list[str]:
     """The ``*.safetensors`` files in a component folder that end before the data their header describes (a copy
     or download cut short): the loader failed only once other components had loaded, with "Unable to load weights
-    from checkpoint file" and no reason. A file cut inside its header is named too; one whose first 8 bytes give
-    no plausible header size (a Git LFS pointer, which diffusers names itself) is left to the loader."""
+    from checkpoint file" and no reason. A file cut inside its header is named too, and so is an empty one; one whose
+    first 8 bytes give no plausible header size (a Git LFS pointer, which diffusers names itself) is left to the
+    loader."""
     cut = []
     for f in sorted(folder.glob("*.safetensors")):
         try:
             with open(f, "rb") as fh:
                 first = fh.read(8)
                 n = int.from_bytes(first, "little")
+                if not first:  # an empty file (a save killed, or a full disk, before its first byte)
+                    cut.append(f"the rest of {folder.name}/{f.name} (0 bytes there: the file is empty)")
+                    continue
                 if len(first) < 8 or not 0 < n < 100_000_000:
                     continue
                 raw = fh.read(n)

@@ -48,3 +48,26 @@ def test_a_checkpoint_of_an_embedded_model_records_its_name_and_loads_after_the_
     monkeypatch.setattr(hub, "ASSETS", moved)
     spec = check_model_spec(ModelSpec("x", str(ckpt)))
     assert (spec.base, spec.overlay) == ("tiny", str(ckpt))
+
+
+@pytest.mark.parametrize("command", ["grid", "eval"])
+def test_a_lora_checkpoint_with_an_empty_weights_file_is_refused_before_the_base_loads(
+    sd3_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    """A save killed (or a full disk) right after creating pytorch_lora_weights.safetensors left it empty; grid and
+    eval loaded the base model, then failed with diffusers' "Unable to load weights from checkpoint file" naming no
+    reason nor what to do (eval after claiming --out)."""
+    ckpt = tmp_path / "run" / "checkpoints" / "step-000001"
+    ckpt.mkdir(parents=True)
+    (ckpt / "pytorch_lora_weights.safetensors").write_bytes(b"")
+    (ckpt / "imgalign_model.json").write_text(json.dumps({"family": "sd3", "base_model": str(sd3_dir)}))
+    out = tmp_path / ("g.png" if command == "grid" else "ev")
+    args = ["--prompt", "a red circle"] if command == "grid" else []
+    assert main([command, "--model", f"x={ckpt}", *args, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert (
+        f"model 'x': fine-tuned folder {str(ckpt)!r} is incomplete; missing: the rest of "
+        "step-000001/pytorch_lora_weights.safetensors (0 bytes there: the file is empty); use another checkpoint of "
+        "the run, or save it again\n"
+    ) in err
+    assert not out.exists()

@@ -162,7 +162,7 @@ def test_a_fine_tune_of_another_family_is_refused_before_the_base_loads(tmp_path
 
     ckpt = tmp_path / "flux-lora"
     ckpt.mkdir()
-    (ckpt / P.LORA_FILES[0]).write_bytes(b"")
+    (ckpt / P.LORA_FILES[0]).write_bytes(b"stub")  # not empty: an empty weights file is refused first
     info = {"family": "flux", "base_model": "runs/flux-base", "lora": {}}
     (ckpt / "imgalign_model.json").write_text(json.dumps(info))
     with pytest.raises(
@@ -828,7 +828,7 @@ def test_a_sharded_component_missing_a_shard_or_its_index_is_named_before_loadin
     (folder / "transformer" / b).unlink()
     with pytest.raises(P.IncompleteModelError, match=f"missing: transformer/{b}; recreate it"):
         P.check_pipeline_folder(folder)
-    (folder / "transformer" / b).write_bytes(b"")
+    (folder / "transformer" / b).write_bytes(b"stub")  # not empty: an empty weights file is refused first
     (folder / "transformer" / index).unlink()
     with pytest.raises(P.IncompleteModelError, match=f"missing: transformer/{index}"):
         P.check_pipeline_folder(folder)

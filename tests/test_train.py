@@ -184,7 +184,9 @@ def test_bad_input_fails_before_model_loads(sd3_dir, tmp_path, capsys, monkeypat
     (incomplete / "model_index.json").write_bytes((sd3_dir / "model_index.json").read_bytes())
     lora = tmp_path / "lora_ckpt"  # what a LoRA run's checkpoint holds: adapter weights naming their base
     lora.mkdir()
-    (lora / "pytorch_lora_weights.safetensors").write_bytes(b"")
+    (lora / "pytorch_lora_weights.safetensors").write_bytes(
+        b"stub"
+    )  # not empty: an empty weights file is refused first
     (lora / "imgalign_model.json").write_text(json.dumps({"base_model": str(sd3_dir)}))
     txt = tmp_path / "p.txt"
     txt.write_text("a photo of a circle\n")
