@@ -156,6 +156,11 @@ def check_pipeline_folder(path: Path) -> None:
             f"({LORA_FILES[0]}) nor a model_index.json; use another checkpoint of the run, or resume the run to "
             "write it again"
         )
+    if not index.is_file() and path.name == "trainer_state" and (path / "state.json").is_file():
+        raise IncompleteModelError(  # (the folder inside a checkpoint, for a resume)
+            f"{str(path)!r} is the training state of checkpoint {str(path.parent)!r}, which imgalign train --resume "
+            f"reads, not a model; give the checkpoint itself, {str(path.parent)!r}"
+        )
     if not index.is_file():
         # e.g. the --out of `imgalign world pretrain`, which holds its model in shapes-t2i/ (and a .tmp while writing)
         found = path.glob("*/model_index.json")  # glob passes over a folder it cannot read

@@ -71,3 +71,19 @@ def test_a_lora_checkpoint_with_an_empty_weights_file_is_refused_before_the_base
         "the run, or save it again\n"
     ) in err
     assert not out.exists()
+
+
+def test_a_checkpoints_trainer_state_folder_given_as_a_model_names_the_checkpoint(tmp_path: Path) -> None:
+    """`--model RUN/checkpoints/step-N/trainer_state` (the folder --resume also takes) said only that its
+    model_index.json was missing and that it was no diffusers pipeline folder."""
+    from imgalign.pipelines import IncompleteModelError
+
+    st = tmp_path / "step-000002" / "trainer_state"
+    st.mkdir(parents=True)
+    (st / "state.json").write_text("{}")
+    with pytest.raises(IncompleteModelError) as e:
+        check_model_spec(ModelSpec("x", str(st)))
+    assert str(e.value) == (
+        f"{str(st)!r} is the training state of checkpoint {str(st.parent)!r}, which imgalign train --resume reads, "
+        f"not a model; give the checkpoint itself, {str(st.parent)!r}"
+    )
