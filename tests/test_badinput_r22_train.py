@@ -87,3 +87,38 @@ def test_a_checkpoints_trainer_state_folder_given_as_a_model_names_the_checkpoin
         f"{str(st)!r} is the training state of checkpoint {str(st.parent)!r}, which imgalign train --resume reads, "
         f"not a model; give the checkpoint itself, {str(st.parent)!r}"
     )
+
+
+def test_resume_auto_with_a_run_folders_config_naming_another_folder_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`cp -r runs/a runs/b`, edit runs/b/config.yaml, `imgalign train runs/b/config.yaml --resume auto`: the copy's
+    log.output_dir still named runs/a, so the edited config continued run a and wrote its steps into it (and a hand
+    edit of log.output_dir started a fresh run elsewhere, said only at INFO level)."""
+    from imgalign.commands.train import other_runs_config
+
+    monkeypatch.chdir(tmp_path)
+    for name in ("a", "b"):
+        (tmp_path / "runs" / name / "checkpoints").mkdir(parents=True)
+        cfg = one_step_config("shapes", "runs/a")
+        write_config(cfg, tmp_path / "runs" / name / "config.yaml")
+    assert main(["train", "runs/b/config.yaml", "--resume", "auto"]) == 2
+    assert capsys.readouterr().err == (
+        "imgalign train: error: runs/b/config.yaml is the config of run folder 'runs/b', but its log.output_dir is "
+        "'runs/a', so --resume auto would continue the run in that folder, writing into it, not continue 'runs/b' "
+        "(a copied run folder keeps the log.output_dir of the run it was copied from): add --output-dir runs/b to "
+        "continue 'runs/b', or --output-dir runs/a to go on in that folder\n"
+    )
+    assert not (tmp_path / "runs" / "a" / "metrics.jsonl").exists()
+    # a folder that holds no run: the resume would start afresh there
+    assert "so --resume auto would start a new run there, not continue 'runs/b'" in str(
+        other_runs_config("runs/b/config.yaml", "runs/c", "auto", False)
+    )
+    # the folder chosen on the command line, the run's own folder (also through another spelling), no resume, or a
+    # config outside a run folder: nothing to say
+    assert other_runs_config("runs/b/config.yaml", "runs/a", "auto", True) is None
+    assert other_runs_config("runs/b/config.yaml", str(tmp_path / "runs" / "b"), "auto", False) is None
+    assert other_runs_config("runs/b/config.yaml", "runs/a", None, False) is None
+    assert other_runs_config("runs/b/config.yaml", "runs/a", "runs/a", False) is None
+    write_config(cfg, tmp_path / "config.yaml")
+    assert other_runs_config("config.yaml", "runs/a", "auto", False) is None

@@ -132,6 +132,10 @@ def run_train(args: argparse.Namespace) -> int:
         raise ConfigError(
             "--resume is empty (an unset shell variable?): give auto, or the run or checkpoint folder to continue"
         )
+    folder_given = args.output_dir is not None or any(x.startswith("log.output_dir=") for x in args.set)
+    other = other_runs_config(args.config, cfg.log.output_dir, args.resume, folder_given)
+    if other:
+        raise ConfigError(other)
     # the run folder as the config gives it, for the CLI's error lines (a full disk named no folder without
     # --output-dir)
     args.output_dir = cfg.log.output_dir
@@ -151,6 +155,33 @@ def run_train(args: argparse.Namespace) -> int:
         print(f"  {line}")
     print(f"  curves and a summary: imgalign report {cfg.log.output_dir}")
     return 0
+
+
+def holds_run(folder: Path) -> bool:
+    """Whether `folder` holds a training run (its checkpoints or its log)."""
+    return (folder / "checkpoints").is_dir() or (folder / "metrics.jsonl").is_file()
+
+
+def other_runs_config(
+    config: str | None, output_dir: str, resume: str | None, folder_given: bool
+) -> str | None:
+    """Why ``imgalign train RUN/config.yaml --resume auto`` must not go on, or None: the config is a run folder's
+    own and its ``log.output_dir`` names another folder (a copied run folder keeps the folder of the run it was
+    copied from, a hand edit may change it), so the resume would continue that other run, writing into it, or start
+    afresh there, not continue RUN. Only when neither ``--output-dir`` nor ``--set log.output_dir`` chose the
+    folder."""
+    if resume != "auto" or folder_given or config is None or Path(config).name != "config.yaml":
+        return None
+    run, out = Path(config).parent, Path(output_dir)
+    if not holds_run(run) or run.resolve() == out.resolve():
+        return None
+    there = "continue the run in that folder, writing into it" if holds_run(out) else "start a new run there"
+    return (
+        f"{config} is the config of run folder {str(run)!r}, but its log.output_dir is {output_dir!r}, so --resume "
+        f"auto would {there}, not continue {str(run)!r} (a copied run folder keeps the log.output_dir of the run it "
+        f"was copied from): add --output-dir {str(run)} to continue {str(run)!r}, or --output-dir {output_dir} to go "
+        "on in that folder"
+    )
 
 
 def interrupted_line(out: Path, resume: str | None) -> str:
