@@ -122,3 +122,33 @@ def test_resume_auto_with_a_run_folders_config_naming_another_folder_is_refused(
     assert other_runs_config("runs/b/config.yaml", "runs/a", "runs/a", False) is None
     write_config(cfg, tmp_path / "config.yaml")
     assert other_runs_config("config.yaml", "runs/a", "auto", False) is None
+
+
+def test_resume_of_a_run_without_config_is_refused_not_trained_with_the_default_settings(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`imgalign train --resume runs/a` (no CONFIG) trained examples/shapes/flow_grpo.yaml's settings into
+    runs/shapes_flow_grpo from run a's checkpoint, warning of a changed config with every setting the default differs
+    in; its user expected run a to continue."""
+    from imgalign.commands.train import default_config_resume, run_folder_of
+
+    monkeypatch.chdir(tmp_path)
+    run = tmp_path / "runs" / "a"
+    st = run / "checkpoints" / "step-000001" / "trainer_state"
+    st.mkdir(parents=True)
+    write_config(one_step_config("shapes", "runs/a"), run / "config.yaml")
+    assert main(["train", "--resume", "runs/a/checkpoints/step-000001"]) == 2
+    assert capsys.readouterr().err == (
+        "imgalign train: error: --resume runs/a/checkpoints/step-000001 without CONFIG would train the default "
+        "config's settings (flow_grpo.yaml) into its folder 'runs/shapes_flow_grpo', not continue 'runs/a': to "
+        "continue that run with its own settings, give its config: imgalign train runs/a/config.yaml --resume "
+        "runs/a/checkpoints/step-000001; to start a new run from it with the default's settings, name that config "
+        "and a new --output-dir\n"
+    )
+    assert not (tmp_path / "runs" / "shapes_flow_grpo").exists()
+    for given in ("runs/a", "runs/a/checkpoints", str(st.parent), str(st)):
+        assert run_folder_of(given).resolve() == run.resolve()
+    assert run_folder_of(str(tmp_path)) is None
+    # the default's own run folder resumes as before
+    assert default_config_resume("runs/a", "runs/a") is None
+    assert default_config_resume(str(tmp_path), "runs/shapes_flow_grpo") is None

@@ -134,6 +134,8 @@ def run_train(args: argparse.Namespace) -> int:
         )
     folder_given = args.output_dir is not None or any(x.startswith("log.output_dir=") for x in args.set)
     other = other_runs_config(args.config, cfg.log.output_dir, args.resume, folder_given)
+    if args.config is None and args.resume not in (None, "auto") and not folder_given:
+        other = other or default_config_resume(args.resume, cfg.log.output_dir)
     if other:
         raise ConfigError(other)
     # the run folder as the config gives it, for the CLI's error lines (a full disk named no folder without
@@ -181,6 +183,30 @@ def other_runs_config(
         f"auto would {there}, not continue {str(run)!r} (a copied run folder keeps the log.output_dir of the run it "
         f"was copied from): add --output-dir {str(run)} to continue {str(run)!r}, or --output-dir {output_dir} to go "
         "on in that folder"
+    )
+
+
+def run_folder_of(resume: str) -> Path | None:
+    """The run folder a ``--resume`` path lies in (the run itself, its checkpoints/, a checkpoint or a checkpoint's
+    trainer_state/): the nearest of it and its two parents that holds a run and its config.yaml, or None."""
+    for folder in [Path(resume), *Path(resume).parents][:4]:
+        if holds_run(folder) and (folder / "config.yaml").is_file():
+            return folder
+    return None
+
+
+def default_config_resume(resume: str, output_dir: str) -> str | None:
+    """Why ``imgalign train --resume RUN`` without CONFIG must not go on, or None: it would train the default
+    config's settings into the default's folder, branching RUN there, where its user expects RUN to continue with
+    its own settings (the resume warned of a changed config, listing every setting the default differs in)."""
+    run = run_folder_of(resume)
+    if run is None or run.resolve() == Path(output_dir).resolve():
+        return None
+    return (
+        f"--resume {resume} without CONFIG would train the default config's settings ({DEFAULT_CONFIG.name}) into "
+        f"its folder {output_dir!r}, not continue {str(run)!r}: to continue that run with its own settings, give its "
+        f"config: imgalign train {run / 'config.yaml'} --resume {resume}; to start a new run from it with the "
+        f"default's settings, name that config and a new --output-dir"
     )
 
 
