@@ -44,7 +44,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--resume",
         help="'auto' (latest checkpoint in the output dir, if any), or a run or checkpoint folder; the run goes on "
         "in --output-dir (log.output_dir), which must hold no other run, and later checkpoints of its own folder are "
-        "set aside as superseded-step-N",
+        "set aside as superseded-step-N. To continue a run with its own settings, give its config: imgalign train "
+        "RUN/config.yaml --resume auto",
     )
     p.add_argument("--max-steps", type=int, help="override train.max_steps")
     p.add_argument(
