@@ -47,8 +47,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--seeds", default="0", help="comma-separated seeds, the same for every model (default 0)")
     p.add_argument("--reward", help="reward spec (e.g. geneval, clip:model=...) to print under each image")
-    p.add_argument("--steps", type=int, help="sampling steps (default: the pipeline's)")
-    p.add_argument("--guidance", type=float, help="guidance scale (default: the pipeline's)")
+    p.add_argument(
+        "--steps",
+        type=int,
+        help="sampling steps (default: the pipeline's; the shapes model's evaluation setting for the shapes family)",
+    )
+    p.add_argument(
+        "--guidance",
+        type=float,
+        help="guidance scale (default: the pipeline's; the shapes model's evaluation setting for the shapes family)",
+    )
     p.add_argument("--size", type=int, help="image height and width (default: the pipeline's)")
     p.add_argument(
         "--max-sequence-length",
