@@ -18,7 +18,8 @@ log = logging.getLogger(__name__)
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
-        "rewards", help="list rewards; fit discriminator / artifact heads; FID reference stats"
+        "rewards",
+        help="list rewards; fit discriminator / artifact heads; FID reference stats and distances; check a reward",
     )
     rs = p.add_subparsers(dest="rewards_command", metavar="ACTION")
     rs.required = True
@@ -66,7 +67,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--out", help="output folder (default: the embedded imgalign/assets/models/shapes-artifact)"
     )
     q.add_argument("--n", type=int, default=1400, help="training images per class")
-    q.add_argument("--features", default="stats")
+    q.add_argument(
+        "--features",
+        default="stats",
+        help="feature encoder (stats, shapes-clip, open_clip:..., dinov2:..., clip:...)",
+    )
     q.set_defaults(func=run_build_shapes_artifact)
 
     q = rs.add_parser(
@@ -74,13 +79,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     q.add_argument("a", help="image folder, stats file (.safetensors from fid-stats), or 'shapes' (renders)")
     q.add_argument("b", help="image folder, stats file, or 'shapes'")
-    q.add_argument("--features", default="shapes-clip")
+    q.add_argument(
+        "--features",
+        default="shapes-clip",
+        help="feature encoder (stats, shapes-clip, open_clip:..., dinov2:..., clip:...)",
+    )
     q.add_argument("--n", type=int, default=2000, help="number of renders for 'shapes'")
     q.add_argument("--device", default="cpu")
     q.set_defaults(func=run_fd)
 
     q = rs.add_parser("check", help="shapes sanity check: true prompt scored above a corrupted one?")
-    q.add_argument("--reward", action="append", required=True, metavar="NAME[:key=value,...]")
+    q.add_argument(
+        "--reward",
+        action="append",
+        required=True,
+        metavar="NAME[:key=value,...]",
+        help="a reward that reads the prompt (repeatable), e.g. clip, vlm_loglik; see `imgalign rewards list`",
+    )
     q.add_argument("--n", type=int, default=240, help="number of rendered prompt pairs")
     q.add_argument("--seed", type=seed_arg, default=0)
     q.add_argument(
@@ -96,7 +111,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "fid-stats", help="write FID reference statistics (mean, covariance) of an image folder"
     )
     q.add_argument("--images", required=True, help="folder of reference images, or 'shapes' for renders")
-    q.add_argument("--features", default="shapes-clip")
+    q.add_argument(
+        "--features",
+        default="shapes-clip",
+        help="feature encoder (stats, shapes-clip, open_clip:..., dinov2:..., clip:...)",
+    )
     q.add_argument("--n", type=int, default=2000, help="number of renders when --images shapes")
     q.add_argument("--out", required=True, help="output stats file (.safetensors)")
     q.add_argument("--device", default="cpu")

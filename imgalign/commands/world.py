@@ -36,7 +36,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     r.set_defaults(func=run_render)
     pt = wsub.add_parser("pretrain", help="train the embedded models on shapes data (seeded, resumable)")
-    pt.add_argument("--component", required=True, choices=["t2i", "clip", "vlm", "all"])
+    pt.add_argument(
+        "--component",
+        required=True,
+        choices=["t2i", "clip", "vlm", "all"],
+        help="the model to train: t2i (the shapes text-to-image pipeline), clip, vlm, or all three",
+    )
     pt.add_argument(
         "--out", help="output folder; one sub-folder per component (required unless --print-config)"
     )
