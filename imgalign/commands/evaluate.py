@@ -57,13 +57,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--steps",
         type=int,
-        help="sampler steps with --model (default: the shapes model's evaluation setting, else the pipeline's own)",
+        help="sampler steps with --model (default: the shapes model's evaluation setting in the shapes suite, and for "
+        "a shapes-family model in the geneval suite; else the pipeline's own)",
     )
     p.add_argument(
         "--guidance-scale",
         type=float,
-        help="guidance scale with --model (default: the shapes model's evaluation setting, else the pipeline's own): "
-        "classifier-free guidance for SD3 (1 turns it off), the distilled-guidance value for FLUX.1-dev",
+        help="guidance scale with --model (default: as --steps): classifier-free guidance for SD3 (1 turns it off), "
+        "the distilled-guidance value for FLUX.1-dev",
     )
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument(
