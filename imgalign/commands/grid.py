@@ -73,7 +73,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dtype", default="float32", choices=("float32", "float16", "bfloat16"))
     p.add_argument("--out", required=True, help="output PNG")
     p.add_argument(
-        "--no-progress", action="store_true", help="no progress bars (the libraries' loading bars)"
+        "--no-progress", action="store_true", help="no progress bars (the libraries' loading bars included)"
     )
     p.set_defaults(func=run_grid)
 
