@@ -188,7 +188,10 @@ def _coerce(value: Any, tp: Any, key: str, specs: bool = False) -> Any:
         if origin in (list, tuple) and (args[0] if args else Any) is str:
             if text.startswith("["):
                 if isinstance(value.parsed, list):
-                    return [str(v) for v in (_text_items(value.parsed) if specs else value.parsed)]
+                    # each item as a file's list item reads (a null or mapping item is refused, not 'None')
+                    items = _text_items(value.parsed) if specs else value.parsed
+                    listed = [_coerce(v, str, f"{key}[{i}]") for i, v in enumerate(items)]
+                    return listed if origin is list else tuple(listed)
                 # a regular expression's backslash is an escape inside YAML's double quotes ("a\.b" is refused)
                 quoting = (
                     f"in single quotes, which keep backslashes as typed: {key}=\"['a\\.b', 'c{{1,2}}']\""
@@ -198,7 +201,8 @@ def _coerce(value: Any, tp: Any, key: str, specs: bool = False) -> Any:
                 raise ConfigError(
                     f"{key}: {text!r} is not a valid YAML list; quote items with special characters, {quoting}"
                 )
-            return _split_list_text(text) if specs else [p.strip() for p in text.split(",") if p.strip()]
+            split = _split_list_text(text) if specs else [p.strip() for p in text.split(",") if p.strip()]
+            return split if origin is list else tuple(split)
         # a union's members each read the override themselves (a str member keeps the text)
         if origin not in (typing.Union, types.UnionType):
             value = value.parsed
