@@ -25,6 +25,8 @@ def test_a_set_list_of_strings_reads_its_items_as_a_config_files_list_does(tmp_p
         names = load_config(_Lists, None, sets).names
         assert isinstance(names, tuple) and names[0] == "a", sets
     assert load_config(_Lists, None, ["names=[a, 12:30]"]).names == ("a", "12:30")  # the text as typed
+    with pytest.raises(ConfigError, match=r"names: '\[a' is not a valid YAML list"):  # not the item '[a'
+        load_config(_Lists, None, ["names=[a"])
     with pytest.raises(ConfigError, match=r"plain\[1\] has no value .* remove the item"):
         load_config(_Lists, None, ["plain=[to_k, null]"])
     p = tmp_path / "c.yaml"
