@@ -175,3 +175,113 @@ def test_a_checkpoint_of_another_config_says_how_to_start_over(tmp_path):
         f"clip: the checkpoint in {ckpt.parent} was written with a different config (steps: 5 -> 6); use another "
         "--out or delete that folder to start over"
     )
+
+
+# ---- mutation round 18 ----------------------------------------------------------------------------------------
+def test_describe_puts_an_before_a_vowel_and_falls_back_to_s_for_a_noun_without_a_plural():
+    """The shapes world has no vowel-initial colour or shape, but describe is general: "an oval", "two ovals"."""
+    oval = W.PlacedObject("oval", "orange", (0, 0, 1, 1), 0)
+    assert C.describe([oval], with_colour=False) == "a photo of an oval"
+    assert C.describe([oval]) == "a photo of an orange oval"
+    assert C.describe([oval, oval], with_colour=False) == "a photo of two ovals"
+
+
+def test_lr_stays_at_the_floor_after_the_last_step():
+    """Past `total` the cosine is clamped at its end (it would climb back towards the peak otherwise)."""
+    assert C.lr_at(100, 100, 1.0, 10) == pytest.approx(0.1)
+    assert C.lr_at(150, 100, 1.0, 10) == pytest.approx(0.1)
+    assert C.lr_at(190, 100, 1.0, 10) == pytest.approx(0.1)
+
+
+def test_final_metrics_take_the_last_finite_logged_loss(tmp_path):
+    """A rerun whose checkpoint has no running loss reports the latest logged loss, not the first, and passes
+    over a NaN one."""
+    import time
+
+    history = [
+        {"step": 2, "train/loss": 3.0},
+        {"step": 4, "train/loss": 2.0},
+        {"step": 6, "train/loss": float("nan")},
+    ]
+    assert C.final_metrics(lambda: {}, None, time.time(), 8, history, tmp_path)[0]["train/loss"] == 2.0
+
+
+def test_final_metrics_report_minutes_and_a_rerun_replaces_the_final_row(tmp_path):
+    """`train/minutes` is the elapsed time in minutes; a rerun of a finished run (its last row is the final step)
+    replaces that row instead of adding a second one."""
+    import json
+    import time
+
+    history = [{"step": 4, "train/loss": 2.0}, {"step": 8, "train/loss": 1.0, "acc": 0.1}]
+    metrics, elapsed = C.final_metrics(lambda: {"acc": 0.5}, 1.5, time.time() - 120, 8, history, tmp_path)
+    assert elapsed == pytest.approx(120, abs=5) and metrics["train/minutes"] == pytest.approx(2.0, abs=0.1)
+    assert [h["step"] for h in history] == [4, 8] and history[-1]["acc"] == 0.5
+    assert json.loads((tmp_path / "history.json").read_text()) == history
+
+
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        ({"lr": 0.0}, r"lr must be > 0 and finite \(got 0.0\)"),
+        ({"lr": float("inf")}, r"lr must be > 0 and finite \(got inf\)"),
+        ({"weight_decay": -0.1}, r"weight_decay must be >= 0 and finite"),
+        ({"weight_decay": float("inf")}, r"weight_decay must be >= 0 and finite"),
+        ({"warmup": -1}, "warmup must be at least 0"),
+        ({"eval_every": -2}, "eval_every must be at least 0"),
+    ],
+)
+@pytest.mark.parametrize("module", ["clip", "vlm"])
+def test_encoder_rates_decays_and_intervals_out_of_range_are_refused(module, bad, message):
+    from test_encoders import TINY_VLM
+
+    from imgalign.pretrain import vlm as vlm_pt
+
+    cfg = clip_pt.Config(**{**TINY_CLIP, **bad}) if module == "clip" else vlm_pt.Config(**{**TINY_VLM, **bad})
+    with pytest.raises(ValueError, match=message):
+        cfg.validate()
+
+
+def test_check_weights_refuses_0_only_when_positive():
+    from types import SimpleNamespace
+
+    C.check_weights(SimpleNamespace(w=0.0), "w")
+    with pytest.raises(ValueError, match=r"w must be > 0 and finite \(got 0.0\)"):
+        C.check_weights(SimpleNamespace(w=0.0), "w", positive=True)
+    with pytest.raises(ValueError, match=r"w must be > 0 and finite \(got nan\)"):
+        C.check_weights(SimpleNamespace(w=float("nan")), "w", positive=True)
+
+
+def test_replace_dir_keeps_the_previous_model_when_moving_the_new_one_in_fails(tmp_path, monkeypatch):
+    """The old folder is set aside (``m.old``), not deleted, until the new one is in place."""
+    import os
+
+    tmp, final = tmp_path / "m.tmp", tmp_path / "m"
+    for d in (tmp, final):
+        d.mkdir()
+        (d / "weights").write_text(d.name)
+    real = os.replace
+
+    def replace(src, dst):
+        if src == tmp:
+            raise OSError("disk full")
+        real(src, dst)
+
+    monkeypatch.setattr(C.os, "replace", replace)
+    with pytest.raises(OSError, match="disk full"):
+        C.replace_dir(tmp, final)
+    assert (tmp_path / "m.old" / "weights").read_text() == "m"
+
+
+def test_replace_dir_gives_the_exported_files_the_mode_open_gives(tmp_path):
+    """safetensors writes 0600 files: the folder moved in has them readable as ``open()`` makes them."""
+    import os
+    import stat
+
+    tmp, final = tmp_path / "m.tmp", tmp_path / "m"
+    tmp.mkdir()
+    (tmp / "model.safetensors").write_bytes(b"w")
+    os.chmod(tmp / "model.safetensors", 0o600)
+    C.replace_dir(tmp, final)
+    mask = os.umask(0)
+    os.umask(mask)
+    assert stat.S_IMODE((final / "model.safetensors").stat().st_mode) == 0o666 & ~mask
