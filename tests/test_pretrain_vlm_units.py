@@ -94,6 +94,11 @@ def test_vlm_resnet_tower_strides_by_the_patch_size() -> None:
             assert torch.isfinite(vlm_pt.token_logprobs(model, enc)).all(), patch
 
 
+@pytest.mark.parametrize("stride", [8, 16, 32])
+def test_each_documented_resnet_output_stride_is_a_valid_patch_size(stride: int) -> None:
+    vlm_pt.Config(**{**TINY_VLM, "vision_arch": "resnet", "patch_size": stride}).validate()
+
+
 # ---- the training loop's seeding, modes and evaluation -----------------------------------------------------
 def test_vlm_weights_are_initialised_from_the_configured_seed(tmp_path, monkeypatch) -> None:
     seeds = []

@@ -126,6 +126,18 @@ def test_the_vocabulary_covers_every_eval_prompt_and_merges_txt_keeps_its_header
     assert lines[0] == "#version: 0.2" and [tuple(line.split()) for line in lines[1:]] == merges
 
 
+def test_the_tokenizer_folder_holds_the_standard_vocab_json_of_the_vocabulary(tmp_path):
+    """vocab.json is written beside tokenizer.json (transformers' save_pretrained writes only the latter), for the
+    readers that look for the slow-tokenizer files."""
+    import json
+
+    from imgalign.pretrain.tokenizer import build_vocab
+
+    save_tokenizer(tmp_path / "tok", 12)
+    vocab, _ = build_vocab(tuple(shapes_words()))
+    assert json.loads((tmp_path / "tok" / "vocab.json").read_text()) == vocab
+
+
 # ---- pure maths -----------------------------------------------------------------------------------------------
 def test_flow_matching_pair_hand_values():
     x0 = torch.tensor([2.0]).view(1, 1, 1, 1)
