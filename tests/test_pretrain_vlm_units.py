@@ -99,6 +99,25 @@ def test_each_documented_resnet_output_stride_is_a_valid_patch_size(stride: int)
     vlm_pt.Config(**{**TINY_VLM, "vision_arch": "resnet", "patch_size": stride}).validate()
 
 
+def test_vlm_tokenizer_takes_as_many_tokens_as_the_model_has_positions() -> None:
+    """A longer model_max_length would let prompts through that the model cannot embed; a shorter one warned
+    "sequence length is longer than the specified maximum" on every training conversation (64 image tokens)."""
+    tok = vlm_pt.build_tokenizer()
+    model = vlm_pt.build_model(vlm_pt.Config(**TINY_VLM), tok)
+    assert tok.model_max_length == model.config.text_config.max_position_embeddings == 128
+
+
+@pytest.mark.parametrize("arch", ["resnet", "vit"])
+def test_vlm_config_states_as_many_image_tokens_as_the_processor_puts_in(arch: str) -> None:
+    from PIL import Image
+
+    tok = vlm_pt.build_tokenizer()
+    model = vlm_pt.build_model(vlm_pt.Config(**{**TINY_VLM, "vision_arch": arch}), tok)
+    enc = vlm_pt.encode(vlm_pt.build_processor(tok, 16, arch), [Image.new("RGB", (64, 64))], ["a cross"])
+    n = int((enc["input_ids"] == tok.convert_tokens_to_ids("<image>")).sum())
+    assert model.config.image_seq_length == n == (64 // 16) ** 2
+
+
 # ---- the training loop's seeding, modes and evaluation -----------------------------------------------------
 def test_vlm_weights_are_initialised_from_the_configured_seed(tmp_path, monkeypatch) -> None:
     seeds = []
