@@ -118,6 +118,19 @@ def test_vlm_config_states_as_many_image_tokens_as_the_processor_puts_in(arch: s
     assert model.config.image_seq_length == n == (64 // 16) ** 2
 
 
+def test_an_empty_or_absent_query_leaves_the_user_turn_the_image_alone() -> None:
+    from PIL import Image
+
+    tok = vlm_pt.build_tokenizer()
+    proc = vlm_pt.build_processor(tok, 16)
+    im = Image.new("RGB", (64, 64))
+    expected = ["<s>", "<|user|>", *["<image>"] * 16, "<|end|>", "<|assistant|>", "a", "cross", "<|end|>"]
+    for queries in (None, [None], [""]):
+        ids = vlm_pt.encode(proc, [im], ["a cross"], queries)["input_ids"][0]
+        assert tok.convert_ids_to_tokens(ids.tolist()) == expected, queries
+    assert vlm_pt.conversation("a cross", "")[0]["content"] == [{"type": "image"}]
+
+
 # ---- the training loop's seeding, modes and evaluation -----------------------------------------------------
 def test_vlm_weights_are_initialised_from_the_configured_seed(tmp_path, monkeypatch) -> None:
     seeds = []
