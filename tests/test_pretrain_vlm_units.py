@@ -132,6 +132,21 @@ def test_an_empty_or_absent_query_leaves_the_user_turn_the_image_alone() -> None
 
 
 # ---- the training loop's seeding, modes and evaluation -----------------------------------------------------
+def test_vlm_adamw_runs_with_the_configured_weight_decay_and_betas(tmp_path, monkeypatch) -> None:
+    """weight_decay reaches AdamW (its default 0.01 equalled the old hard-coded value, so no run showed it)."""
+    seen = []
+
+    class Spy(torch.optim.AdamW):
+        def __init__(self, params, **kw):
+            seen.append(kw)
+            raise _Stop
+
+    monkeypatch.setattr(torch.optim, "AdamW", Spy)
+    with pytest.raises(_Stop):
+        vlm_pt.pretrain(vlm_pt.Config(**{**TINY_VLM, "weight_decay": 0.25}), tmp_path, progress=False)
+    assert seen == [{"lr": TINY_VLM.get("lr", 2e-3), "betas": (0.9, 0.98), "weight_decay": 0.25}]
+
+
 def test_vlm_weights_are_initialised_from_the_configured_seed(tmp_path, monkeypatch) -> None:
     seeds = []
 
