@@ -285,3 +285,24 @@ def test_replace_dir_gives_the_exported_files_the_mode_open_gives(tmp_path):
     mask = os.umask(0)
     os.umask(mask)
     assert stat.S_IMODE((final / "model.safetensors").stat().st_mode) == 0o666 & ~mask
+
+
+def test_clip_weights_are_initialised_from_the_configured_seed(tmp_path, monkeypatch):
+    import open_clip
+
+    seeds = []
+
+    class Stop(Exception):
+        pass
+
+    def built(*a, **k):
+        seeds.append(torch.initial_seed())
+        raise Stop
+
+    monkeypatch.setattr(open_clip, "create_model_and_transforms", built)
+    for seed in (0, 5):
+        with pytest.raises(Stop):
+            clip_pt.pretrain(
+                clip_pt.Config(**{**TINY_CLIP, "seed": seed}), tmp_path / str(seed), progress=False
+            )
+    assert seeds == [0, 5]
