@@ -131,6 +131,19 @@ def test_an_empty_or_absent_query_leaves_the_user_turn_the_image_alone() -> None
     assert vlm_pt.conversation("a cross", "")[0]["content"] == [{"type": "image"}]
 
 
+def test_corruptions_reach_the_second_clause_too() -> None:
+    """A colour corruption recolours the coloured clause wherever it is; a shape corruption picks either clause."""
+    spec = W.Spec("colors", (W.Clause("circle"), W.Clause("square", color="blue")))
+    rng, changed = random.Random(0), set()
+    for _ in range(60):
+        bad, kind = vlm_pt.corrupt(spec, rng)
+        if kind == "colour":
+            assert bad.include[0] == spec.include[0] and bad.include[1].color not in (None, "blue")
+        else:
+            changed |= {i for i in (0, 1) if bad.include[i].shape != spec.include[i].shape}
+    assert changed == {0, 1}
+
+
 # ---- the training loop's seeding, modes and evaluation -----------------------------------------------------
 def test_vlm_adamw_runs_with_the_configured_weight_decay_and_betas(tmp_path, monkeypatch) -> None:
     """weight_decay reaches AdamW (its default 0.01 equalled the old hard-coded value, so no run showed it)."""
