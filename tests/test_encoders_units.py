@@ -306,3 +306,21 @@ def test_clip_weights_are_initialised_from_the_configured_seed(tmp_path, monkeyp
                 clip_pt.Config(**{**TINY_CLIP, "seed": seed}), tmp_path / str(seed), progress=False
             )
     assert seeds == [0, 5]
+
+
+def test_clip_trains_in_train_mode_and_evaluates_in_eval_mode(tmp_path, monkeypatch):
+    """BatchNorm: the zero-shot evaluation runs in eval mode and the steps after it in train mode again."""
+    modes, real_loss = [], clip_pt.batch_loss
+
+    def evaluate(model, preprocess, tokenizer, n, seed):
+        modes.append(("eval", model.training))
+        return {"acc": 0.5}
+
+    def loss(model, x, tok, texts):
+        modes.append(("step", model.training))
+        return real_loss(model, x, tok, texts)
+
+    monkeypatch.setattr(clip_pt, "zero_shot_accuracy", evaluate)
+    monkeypatch.setattr(clip_pt, "batch_loss", loss)
+    clip_pt.pretrain(clip_pt.Config(**{**TINY_CLIP, "steps": 3, "eval_every": 1}), tmp_path, progress=False)
+    assert modes == [("step", True), ("eval", False)] * 2 + [("step", True), ("eval", False)]

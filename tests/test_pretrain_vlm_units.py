@@ -144,6 +144,16 @@ def test_corruptions_reach_the_second_clause_too() -> None:
     assert changed == {0, 1}
 
 
+def test_pair_accuracy_averages_the_true_prompts_loglik_over_every_pair(monkeypatch) -> None:
+    def loglik(model, processor, images, captions, query=None):
+        n = len(captions) // 2
+        return torch.tensor([-float(k + 1) for k in range(n)] + [-9.0] * n)
+
+    monkeypatch.setattr(vlm_pt, "caption_loglik", loglik)
+    res = vlm_pt.pair_accuracy(None, None, n=4, batch_size=4)
+    assert res["pairs/true_loglik"] == pytest.approx(-2.5) and res["pairs/accuracy"] == 1.0
+
+
 # ---- the training loop's seeding, modes and evaluation -----------------------------------------------------
 def test_vlm_adamw_runs_with_the_configured_weight_decay_and_betas(tmp_path, monkeypatch) -> None:
     """weight_decay reaches AdamW (its default 0.01 equalled the old hard-coded value, so no run showed it)."""
