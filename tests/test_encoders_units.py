@@ -324,3 +324,19 @@ def test_clip_trains_in_train_mode_and_evaluates_in_eval_mode(tmp_path, monkeypa
     monkeypatch.setattr(clip_pt, "batch_loss", loss)
     clip_pt.pretrain(clip_pt.Config(**{**TINY_CLIP, "steps": 3, "eval_every": 1}), tmp_path, progress=False)
     assert modes == [("step", True), ("eval", False)] * 2 + [("step", True), ("eval", False)]
+
+
+@pytest.mark.parametrize("start, clamped", [(6.0, 4.6052), (-1.0, 0.0)])
+def test_clip_pretraining_keeps_the_temperature_between_1_and_100(tmp_path, monkeypatch, start, clamped):
+    """After each step the learnt log-scale is clamped to [0, ln 100] (CLIP's cap at 100)."""
+    real_loss = clip_pt.batch_loss
+
+    def loss(model, x, tok, texts):
+        with torch.no_grad():
+            model.logit_scale.fill_(start)
+        return real_loss(model, x, tok, texts)
+
+    monkeypatch.setattr(clip_pt, "batch_loss", loss)
+    clip_pt.pretrain(clip_pt.Config(**{**TINY_CLIP, "steps": 1, "eval_every": 0}), tmp_path, progress=False)
+    state = C.load_checkpoint(tmp_path / clip_pt.WORK / "checkpoint.pt")["model"]
+    assert state["logit_scale"].item() == pytest.approx(clamped)
