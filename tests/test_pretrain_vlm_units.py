@@ -152,6 +152,8 @@ def test_pair_accuracy_averages_the_true_prompts_loglik_over_every_pair(monkeypa
     monkeypatch.setattr(vlm_pt, "caption_loglik", loglik)
     res = vlm_pt.pair_accuracy(None, None, n=4, batch_size=4)
     assert res["pairs/true_loglik"] == pytest.approx(-2.5) and res["pairs/accuracy"] == 1.0
+    # 5 pairs in chunks of 4: the last chunk holds a single pair, and it counts (-1 -2 -3 -4, then -1)
+    assert vlm_pt.pair_accuracy(None, None, n=5, batch_size=4)["pairs/true_loglik"] == pytest.approx(-11 / 5)
 
 
 # ---- the training loop's seeding, modes and evaluation -----------------------------------------------------
