@@ -340,3 +340,28 @@ def test_clip_pretraining_keeps_the_temperature_between_1_and_100(tmp_path, monk
     clip_pt.pretrain(clip_pt.Config(**{**TINY_CLIP, "steps": 1, "eval_every": 0}), tmp_path, progress=False)
     state = C.load_checkpoint(tmp_path / clip_pt.WORK / "checkpoint.pt")["model"]
     assert state["logit_scale"].item() == pytest.approx(clamped)
+
+
+def test_final_metrics_create_the_work_folder_for_the_history(tmp_path):
+    import json
+    import time
+
+    work = tmp_path / "new" / "clip.train"
+    C.final_metrics(lambda: {"acc": 1.0}, 0.5, time.time(), 3, [], work)
+    assert json.loads((work / "history.json").read_text())[0]["acc"] == 1.0
+
+
+def test_clip_model_card_counts_the_models_parameters(tmp_path, monkeypatch):
+    import open_clip
+
+    counts = []
+
+    def card(cfg, metrics, n_params, seconds, history=None):
+        counts.append(n_params)
+        return "card"
+
+    monkeypatch.setattr(clip_pt, "model_card", card)
+    cfg = clip_pt.Config(**{**TINY_CLIP, "steps": 1, "eval_every": 0})
+    clip_pt.pretrain(cfg, tmp_path, progress=False)
+    model = open_clip.create_model(clip_pt.MODEL_NAME)
+    assert counts == [sum(p.numel() for p in model.parameters())] and counts[0] > 1000

@@ -105,6 +105,15 @@ def test_vlm_tokenizer_takes_as_many_tokens_as_the_model_has_positions() -> None
     tok = vlm_pt.build_tokenizer()
     model = vlm_pt.build_model(vlm_pt.Config(**TINY_VLM), tok)
     assert tok.model_max_length == model.config.text_config.max_position_embeddings == 128
+    assert model.config.text_config.vocab_size == len(tok)  # no untrained ids for the softmax to leak mass to
+
+
+def test_the_vlm_tokenizer_alone_formats_the_chat() -> None:
+    """AutoTokenizer users get the same conversation format as the processor's."""
+    text = vlm_pt.build_tokenizer().apply_chat_template(
+        vlm_pt.conversation("a cross", vlm_pt.QUERY), tokenize=False
+    )
+    assert text == "<s><|user|><image> describe this image.<|end|><|assistant|> a cross<|end|>"
 
 
 @pytest.mark.parametrize("arch", ["resnet", "vit"])
