@@ -140,6 +140,17 @@ def test_an_empty_or_absent_query_leaves_the_user_turn_the_image_alone() -> None
     assert vlm_pt.conversation("a cross", "")[0]["content"] == [{"type": "image"}]
 
 
+def test_a_colour_corruption_keeps_the_specs_excluded_objects() -> None:
+    spec = W.Spec("counting", (W.Clause("circle", 2, "red"),), (("circle", 3),))
+    rng, seen = random.Random(0), 0
+    for _ in range(40):
+        bad, kind = vlm_pt.corrupt(spec, rng)
+        if kind == "colour":
+            seen += 1
+            assert bad.exclude == spec.exclude and bad.include[0].color not in (None, "red")
+    assert seen > 5
+
+
 def test_corruptions_reach_the_second_clause_too() -> None:
     """A colour corruption recolours the coloured clause wherever it is; a shape corruption picks either clause."""
     spec = W.Spec("colors", (W.Clause("circle"), W.Clause("square", color="blue")))
