@@ -374,6 +374,16 @@ def test_encoder_model_card_lists_the_metrics_size_time_config_and_history(modul
     assert "| step | train/loss | acc |" in card and "| 5 | 1.250 | 0.500 |" in card
     assert any("parameters: 12,345" in line for line in card)
     assert any("run time: 2.5 min" in line for line in card)
+    # a card said "(defaults below)" for a model pretrained with overrides: its command gives them
+    assert (
+        f"- command: `imgalign world pretrain --component {module} --out DIR --set steps=7` (settings as below; "
+        "resumable)" in card
+    )
+    default = mod.model_card(mod.Config(), {}, 1, 60.0).splitlines()
+    assert (
+        f"- command: `imgalign world pretrain --component {module} --out DIR` (defaults; resumable)"
+        in default
+    )
 
 
 # ---- bad input

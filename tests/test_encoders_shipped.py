@@ -82,7 +82,7 @@ def test_shapes_vlm_true_beats_corrupted_on_heldout_sample():
 
 @pytest.mark.parametrize("module", ["clip", "vlm"])
 def test_the_shipped_encoders_were_trained_with_the_current_defaults(module):
-    """Each card's command is `imgalign world pretrain --component X` "(defaults below)": its Config block must
+    """Each card's command is `imgalign world pretrain --component X` "(defaults; ...)": its Config block must
     equal today's defaults, or rerunning the command would not rebuild the shipped model."""
     from dataclasses import asdict
 

@@ -436,18 +436,19 @@ def test_the_card_command_names_the_settings_that_differ_from_the_defaults():
     import shlex
 
     from imgalign.config import load_config
+    from imgalign.pretrain import card_command
 
     cfg = dataclasses.replace(
         t2i.Config(), steps=3, vae_channels=[4, 8, 16], bf16=True, init_from="my runs/t2i"
     )
-    card = t2i.card_command(cfg)
+    card = card_command(cfg, "t2i")
     assert "(defaults" not in card
     # as a shell splits the command (an init_from folder with a space was two words)
     words = shlex.split(re.fullmatch(r"`(.+)` \(.*", card).group(1))
     sets = [w for prev, w in zip(words, words[1:]) if prev == "--set"]
     assert sets == ["init_from=my runs/t2i", "bf16=True", "vae_channels=[4,8,16]", "steps=3"]
     assert load_config(t2i.Config, None, sets) == cfg
-    assert "(defaults" in t2i.card_command(t2i.Config())
+    assert "(defaults" in card_command(t2i.Config(), "t2i")
 
 
 def test_init_from_is_checked_before_any_model_loads(tmp_path, tiny_pipeline_dir, monkeypatch):

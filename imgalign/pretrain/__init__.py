@@ -53,6 +53,28 @@ def config_changes(old: dict[str, Any], new: dict[str, Any]) -> str:
     return "; ".join(f"{k}: {show(old, k)} -> {show(new, k)}" for k in keys)
 
 
+def card_command(cfg: Any, component: str, note: str = "") -> str:
+    """A model card's command line: `imgalign world pretrain --component COMPONENT` with each setting of `cfg` (a
+    component's ``Config``) that differs from its default as a ``--set``, so the command reproduces the model (the
+    cards said "defaults" for a model pretrained with overrides), quoted for a POSIX shell where it needs to be (an
+    ``init_from`` folder with a space split in two; a list's brackets are a glob). `note` follows the word
+    "defaults" or "settings as below" in the parentheses."""
+    import dataclasses
+    import shlex
+
+    default = type(cfg)()
+    sets = ""
+    for f in dataclasses.fields(cfg):
+        v = getattr(cfg, f.name)
+        if v != getattr(default, f.name):
+            value = "[" + ",".join(map(str, v)) + "]" if isinstance(v, (list, tuple)) else str(v)
+            sets += f" --set {shlex.quote(f'{f.name}={value}')}"
+    return (
+        f"`imgalign world pretrain --component {component} --out DIR{sets}` "
+        f"({'settings as below' if sets else 'defaults'}{note})"
+    )
+
+
 def read_failure(e: Exception) -> str:
     """Why torch.load could not read a file, in one line: the error's type and the first line of its message. A cut
     zip archive is a RuntimeError, an empty file an EOFError with no message, other bytes weights_only's multi-line

@@ -26,8 +26,8 @@ from typing import Any
 
 from imgalign import shapes as W
 from imgalign.config import field
+from imgalign.pretrain import card_command, restores_torch_threads, writing
 from imgalign.pretrain import encoder_common as C
-from imgalign.pretrain import restores_torch_threads, writing
 
 MODEL_NAME = "shapes-clip-tiny"
 """The open_clip config name of the embedded shapes CLIP (the registry JSON shipped next to the weights)."""
@@ -330,7 +330,7 @@ def model_card(
         "```",
         "",
         "## Training",
-        "- command: `imgalign world pretrain --component clip --out DIR` (defaults below; resumable)",
+        f"- command: {card_command(cfg, 'clip', '; resumable')}",
         "- data: a pool of `pool_size` renders of `imgalign.prompts.shapes.sample_training_specs` (all six tasks;",
         "  held-out colour x shape pairs kept out of colour prompts), rendered by `imgalign.shapes.render`; each",
         "  step samples a batch and a caption per image (kind weights `caption_weights`): the GenEval prompt, a",

@@ -37,7 +37,7 @@ from tqdm.auto import tqdm
 
 from imgalign.config import field
 from imgalign.files import atomic_write_text
-from imgalign.pretrain import config_changes, load_state, restores_torch_threads, writing
+from imgalign.pretrain import card_command, config_changes, load_state, restores_torch_threads, writing
 from imgalign.shapes import IMAGE_SIZE
 
 FOLDER = "shapes-t2i"
@@ -824,25 +824,6 @@ def pretrain(cfg: Config, out_dir: Path, progress: bool = True) -> dict[str, flo
     return metrics
 
 
-def card_command(cfg: Config) -> str:
-    """The card's command line: each setting that differs from its default as a ``--set``, so the command reproduces
-    the model (a card said "defaults" for a model pretrained with overrides), quoted for a POSIX shell where it
-    needs to be (an ``init_from`` folder with a space split in two; a list's brackets are a glob)."""
-    import shlex
-
-    default = Config()
-    sets = ""
-    for f in dataclasses.fields(cfg):
-        v = getattr(cfg, f.name)
-        if v != getattr(default, f.name):
-            value = "[" + ",".join(map(str, v)) + "]" if isinstance(v, list) else str(v)
-            sets += f" --set {shlex.quote(f'{f.name}={value}')}"
-    return (
-        f"`imgalign world pretrain --component t2i --out DIR{sets}` ({'settings as below' if sets else 'defaults'};"
-        f" seed {cfg.seed})"
-    )
-
-
 def write_card(folder: Path, cfg: Config, metrics: dict[str, float], log_rows: list[dict]) -> None:
     from imgalign.sampling import GUIDANCE_SCALE, NUM_INFERENCE_STEPS
 
@@ -863,7 +844,7 @@ def write_card(folder: Path, cfg: Config, metrics: dict[str, float], log_rows: l
         "",
         "## Training",
         "",
-        f"- command: {card_command(cfg)}; folder written to `DIR/{FOLDER}`",
+        f"- command: {card_command(cfg, 't2i', f'; seed {cfg.seed}')}; folder written to `DIR/{FOLDER}`",
         f"- data: {cfg.n_images} renders of `imgalign.prompts.shapes.sample_training_specs({cfg.n_images}, "
         f"seed={cfg.seed})` (held-out colour x shape pairs never named in a training prompt)",
         (

@@ -31,8 +31,8 @@ from typing import Any
 
 from imgalign import shapes as W
 from imgalign.config import field
+from imgalign.pretrain import card_command, restores_torch_threads, writing
 from imgalign.pretrain import encoder_common as C
-from imgalign.pretrain import restores_torch_threads, writing
 
 FOLDER = "shapes-vlm"
 WORK = f"{FOLDER}.train"  # checkpoints and caches; the same command resumes from it
@@ -449,7 +449,7 @@ def model_card(
         f"the optional query used in training is {QUERY!r}. Words outside the vocabulary map to `<unk>`.",
         "",
         "## Training",
-        "- command: `imgalign world pretrain --component vlm --out DIR` (defaults below; resumable)",
+        f"- command: {card_command(cfg, 'vlm', '; resumable')}",
         "- data: a pool of `pool_size` renders of `imgalign.prompts.shapes.sample_training_specs` (all six tasks;",
         "  held-out colour x shape pairs kept out of colour prompts), rendered by `imgalign.shapes.render`; the",
         "  assistant turn is the spec's GenEval prompt or a full caption naming every object's colour and shape",
