@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
+import os
 import re
 import types
 import typing
@@ -59,6 +60,9 @@ def import_user_module(module: str, what: str) -> types.ModuleType:
                 f"; put the folder holding {top!r} on the import path (PYTHONPATH=FOLDER imgalign ...) or pip "
                 "install its package"
             )
+        elif e.name and e.name.split(".")[0] == top and not module.startswith(e.name + "."):
+            # a module of the user's own package: "pip install it" sent them looking for a package
+            hint = f"; {module} imports {e.name!r}, which package {top!r} does not have: check that name"
         elif e.name and not (module == e.name or module.startswith(e.name + ".")):
             hint = f"; {module} imports {e.name!r}, which is not installed here: pip install it"
         else:
@@ -72,11 +76,30 @@ def import_user_module(module: str, what: str) -> types.ModuleType:
             frames = [
                 f for f in traceback.extract_tb(e.__traceback__) if not f.filename.startswith("<frozen")
             ]
+            # the user's line, not the library's line their code called (torch's, numpy's, imgalign's)
+            frames = [f for f in frames if not _library_file(f.filename)] or frames
             where = f" ({frames[-1].filename}, line {frames[-1].lineno})" if frames else ""
         raise ValueError(
             f"cannot import {what}: importing {module} raised {type(e).__name__}: {text}{where}; fix that module "
             f"(python -c 'import {module}' shows the traceback)"
         ) from e
+
+
+def _library_file(filename: str) -> bool:
+    """Whether `filename` is part of Python, an installed package or imgalign itself, not a user's own code."""
+    import site
+    import sys
+    import sysconfig
+
+    roots = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    roots.update(site.getsitepackages() if hasattr(site, "getsitepackages") else [])
+    roots.update(
+        str(Path(m.__file__).parent)
+        for name, m in list(sys.modules.items())
+        if name.split(".")[0] == "imgalign" and getattr(m, "__file__", None)
+    )
+    path = str(Path(filename).resolve())
+    return any(path.startswith(str(Path(r).resolve()) + os.sep) for r in roots)
 
 
 def field(  # noqa: A002 -- `help=` mirrors argparse and the dataclass metadata key

@@ -202,3 +202,36 @@ def test_a_user_module_importing_a_missing_module_of_a_similar_name_says_which(t
     monkeypatch.syspath_prepend(str(tmp_path))
     with pytest.raises(ValueError, match=r"cfgtest_s55_pkg\.scorer_v2 imports 'cfgtest_s55_pkg\.scorer'"):
         import_user_module("cfgtest_s55_pkg.scorer_v2", "reward 'cfgtest_s55_pkg.scorer_v2:score'")
+
+
+def test_a_user_module_importing_a_missing_module_of_its_own_package_is_not_told_to_pip_install_it(
+    tmp_path, monkeypatch
+):
+    """pkg.scorer importing pkg.helpers, which the package lacks (a typo, a file not written yet), was told
+    "not installed here: pip install it", which sends a user looking for a package on PyPI."""
+    from imgalign.config import import_user_module
+
+    pkg = tmp_path / "cfgtest_s55_own"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "scorer.py").write_text("import cfgtest_s55_own.helpers\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ValueError) as e:
+        import_user_module("cfgtest_s55_own.scorer", "reward 'cfgtest_s55_own.scorer:score'")
+    assert (
+        "cfgtest_s55_own.scorer imports 'cfgtest_s55_own.helpers', which package 'cfgtest_s55_own' does not "
+        "have: check that name" in str(e.value)
+    )
+    assert "pip install" not in str(e.value)
+
+
+def test_a_user_module_failing_inside_a_library_call_names_the_users_line(tmp_path, monkeypatch):
+    """A module whose line 3 gives json a bad argument: the error named json's own file and line
+    (json/decoder.py), not the user's line 3 that the docstring promises."""
+    from imgalign.config import import_user_module
+
+    (tmp_path / "cfgtest_s55_lib.py").write_text("import json\n\nW = json.loads('{')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ValueError) as e:
+        import_user_module("cfgtest_s55_lib", "reward 'cfgtest_s55_lib:score'")
+    assert f"({tmp_path / 'cfgtest_s55_lib.py'}, line 3)" in str(e.value)
