@@ -29,3 +29,12 @@ def test_a_gallery_row_starts_below_the_captions_of_the_row_above() -> None:
     caption_bottom = ink[ink < blue_top].max()
     assert red_rows.max() < caption_bottom  # the first caption is under its image
     assert blue_top - caption_bottom - 1 >= PAD
+
+
+def test_wrap_keeps_a_blank_line_between_paragraphs() -> None:
+    """A caption's blank line (a paragraph break, as in a judge's reason) stays a blank line; an empty text is
+    an empty caption (mutation round 18)."""
+    from imgalign.eval.gallery import font, wrap
+
+    assert wrap("first\n\nsecond", 400, font()) == "first\n\nsecond"
+    assert wrap("", 400, font()) == ""
