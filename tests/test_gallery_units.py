@@ -38,3 +38,17 @@ def test_wrap_keeps_a_blank_line_between_paragraphs() -> None:
 
     assert wrap("first\n\nsecond", 400, font()) == "first\n\nsecond"
     assert wrap("", 400, font()) == ""
+
+
+def test_fit_filters_a_palette_image_it_shrinks_as_it_does_an_rgb_one() -> None:
+    """A palette ("P") image, as a GIF or an 8-bit PNG reads, is made RGB before it is resized: PIL resizes a
+    palette image with nearest-neighbour whatever it is asked, so a fine checkerboard shrunk by half stayed black
+    and white instead of the grey an RGB image gives (mutation round 18)."""
+    import numpy as np
+
+    board = (np.indices((32, 32)).sum(0) % 2 * 255).astype(np.uint8)
+    rgb = Image.fromarray(np.stack([board] * 3, -1))
+    small = fit(rgb.convert("P"), 16)
+    assert small.mode == "RGB"
+    assert np.array_equal(np.asarray(small), np.asarray(fit(rgb, 16)))
+    assert 0 < np.asarray(small).mean() < 255 and not np.isin(np.asarray(small), (0, 255)).all()
