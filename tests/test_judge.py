@@ -413,6 +413,10 @@ def test_a_class_that_must_be_absent_and_is_not_included_is_its_own_clause():
     assert soft_credit(None, three, meta) == 0.0
     ok = {"square": [D(0, 0, 9, 9)]}
     assert judge(None, ok, meta).correct and soft_credit(None, ok, meta) == 1.0
+    # with two crosses allowed short of failing (count 2), one confident cross costs half the clause: the sum of
+    # the ramps is over the exclude's count, (0 + (1 - 1/2)) / 2 (mutation round 18)
+    two = {**meta, "exclude": [{"class": "cross", "count": 2}]}
+    assert soft_credit(None, {"cross": [D(20, 0, 29, 9)]}, two) == pytest.approx(0.25)
 
 
 def test_shapes_detector_reports_every_class_confidence():
