@@ -243,6 +243,12 @@ def test_a_failed_position_gives_one_reason():
     j = judge(None, raw, meta)
     assert j.reason.splitlines() == ["expected square left of target, found right of target"]
     assert j.partial == pytest.approx(0.5)
+    # a square on top of the circle is in no relation to it: the reason says it overlaps (mutation round 18)
+    on_top = {"circle": [D(20, 20, 30, 30)], "square": [D(21, 21, 31, 31)]}
+    reason = judge(
+        None, on_top, {**meta, "include": [meta["include"][0], {**meta["include"][1], "count": 1}]}
+    ).reason
+    assert reason == "expected square left of target, found overlapping target"
 
 
 def test_summary_is_mean_of_task_scores():
