@@ -52,3 +52,16 @@ def test_fit_filters_a_palette_image_it_shrinks_as_it_does_an_rgb_one() -> None:
     assert small.mode == "RGB"
     assert np.array_equal(np.asarray(small), np.asarray(fit(rgb, 16)))
     assert 0 < np.asarray(small).mean() < 255 and not np.isin(np.asarray(small), (0, 255)).all()
+
+
+def test_a_grid_whose_columns_are_not_whole_groups_is_refused() -> None:
+    """Three images a row in groups of two (one model's two seeds): one header covers two columns, the third has
+    none; the grid is refused, not drawn with a headless column (mutation round 18)."""
+    import pytest
+
+    from imgalign.eval.gallery import labelled_grid
+
+    ims = [[Image.new("RGB", (8, 8)) for _ in range(3)]]
+    with pytest.raises(ValueError, match="do not line up"):
+        labelled_grid(ims, ["p"], ["m1"], group=2, cell=16)
+    assert labelled_grid([row[:2] for row in ims], ["p"], ["m1"], group=2, cell=16)
