@@ -199,6 +199,13 @@ def test_eval_set_has_all_tasks_and_held_out_pairs():
     assert len(held) >= 30
 
 
+def test_the_eval_set_seed_sets_the_draw():
+    """build_eval_set's seed chooses the prompts: the same seed builds the same set, another seed another set
+    (mutation round 18)."""
+    assert P.build_eval_set(per_task=6, seed=7) == P.build_eval_set(per_task=6, seed=7)
+    assert P.build_eval_set(per_task=6, seed=7) != P.build_eval_set(per_task=6)
+
+
 def test_training_prompts_exclude_held_out_colour_pairs():
     specs = P.sample_training_specs(3000, seed=0)
     assert {s.tag for s in specs} == set(W.TASKS)
