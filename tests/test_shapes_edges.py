@@ -125,3 +125,22 @@ def test_image_digest_ignores_metadata_key_order_and_is_empty_for_an_unreadable_
     b = image_digest(png, {"include": [{"class": "circle"}], "tag": "single_object"})
     assert a == b and len(a) == 64
     assert image_digest(tmp_path / "missing.png", {"tag": "single_object"}) == ""
+
+
+def test_boxes_are_clear_from_a_gap_of_three_pixels_on_either_side_of_either_axis():
+    """Two boxes on one row (or one column) are clear of each other once MIN_GAP pixels lie between them, whichever
+    comes first; one pixel less and they are not (mutation round 18: a one-sided check refused every layout with
+    an object beside another)."""
+    box = (20, 20, 30, 30)  # 10 px wide
+    for dx, dy in ((1, 0), (-1, 0), (0, 1), (0, -1)):
+        clear = tuple(v + d * (10 + W.MIN_GAP) for v, d in zip(box, (dx, dy, dx, dy)))
+        near = tuple(v + d * (10 + W.MIN_GAP - 1) for v, d in zip(box, (dx, dy, dx, dy)))
+        assert W._boxes_clear(box, [clear]), clear
+        assert not W._boxes_clear(box, [near]), near
+
+
+def test_a_shape_outside_the_vocabulary_is_refused_not_drawn_as_a_circle():
+    """shape_polygon and shape_mask name an unknown shape instead of falling through to the circle's ellipse
+    (mutation round 18)."""
+    with pytest.raises(W.SpecError, match="unknown shape 'star'"):
+        W.shape_mask("star", 8, 8)
