@@ -65,3 +65,14 @@ def test_a_grid_whose_columns_are_not_whole_groups_is_refused() -> None:
     with pytest.raises(ValueError, match="do not line up"):
         labelled_grid(ims, ["p"], ["m1"], group=2, cell=16)
     assert labelled_grid([row[:2] for row in ims], ["p"], ["m1"], group=2, cell=16)
+
+
+def test_a_grid_caption_keeps_three_lines() -> None:
+    """A grid's captions are cut to three lines: a caption of five lines makes the grid no taller than one of
+    three, and one of two lines leaves it shorter (mutation round 18)."""
+    from imgalign.eval.gallery import labelled_grid
+
+    def height(caption: str) -> int:
+        return labelled_grid([[Image.new("RGB", (8, 8))]], ["p"], ["m"], captions=[[caption]], cell=16).height
+
+    assert height("a\nb\nc\nd\ne") == height("a\nb\nc") > height("a\nb")
