@@ -76,3 +76,16 @@ def test_a_grid_caption_keeps_three_lines() -> None:
         return labelled_grid([[Image.new("RGB", (8, 8))]], ["p"], ["m"], captions=[[caption]], cell=16).height
 
     assert height("a\nb\nc\nd\ne") == height("a\nb\nc") > height("a\nb")
+
+
+def test_a_long_row_label_is_wrapped_inside_its_column_and_its_pads() -> None:
+    """A row label is wrapped to the label column less a PAD either side: a long run of letters of average width
+    stops a PAD short of the images (mutation round 18; wrapped to the whole column it ran into the images' pad)."""
+    import numpy as np
+
+    from imgalign.eval.gallery import LABEL_WIDTH, PAD, labelled_grid
+
+    white = Image.new("RGB", (8, 8), (255, 255, 255))
+    g = np.asarray(labelled_grid([[white]], ["abcdefghijklmnopqrstuvwxyz" * 3], ["m"], cell=16))
+    ink = np.nonzero((g[:, :LABEL_WIDTH] != 255).any(-1).any(0))[0]
+    assert ink.min() >= PAD and ink.max() < LABEL_WIDTH - PAD
