@@ -144,3 +144,13 @@ def test_a_shape_outside_the_vocabulary_is_refused_not_drawn_as_a_circle():
     (mutation round 18)."""
     with pytest.raises(W.SpecError, match="unknown shape 'star'"):
         W.shape_mask("star", 8, 8)
+
+
+def test_objects_drawn_at_a_larger_size_keep_anti_aliased_edges():
+    """draw_objects(size=256) super-samples at 4x the size asked for, as at 64: a circle's rim has pixels between
+    the background and its colour (mutation round 18: drawn at 4x 64 and resized, it had none)."""
+    circle = W.PlacedObject("circle", "white", (10, 10, 30, 30), 0)
+    for size in (64, 256):
+        grey = np.asarray(W.draw_objects([circle], size=size))[..., 0]
+        assert grey.shape == (size, size)
+        assert ((grey > W.BACKGROUND[0]) & (grey < W.COLORS["white"][0])).sum() >= size // 2, size
