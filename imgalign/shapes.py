@@ -115,7 +115,12 @@ class Spec:
                 raise SpecError(f"include[{i}] must be an object with a 'class' field")
             pos = d.get("position")
             if pos is not None:
-                if not (isinstance(pos, (list, tuple)) and len(pos) == 2 and isinstance(pos[1], int)):
+                if not (
+                    isinstance(pos, (list, tuple))
+                    and len(pos) == 2
+                    and isinstance(pos[1], int)
+                    and not isinstance(pos[1], bool)
+                ):
                     raise SpecError(f"include[{i}].position must be [relation, target index], got {pos!r}")
                 pos = (pos[0], pos[1])
             count = d.get("count", 1)
@@ -155,7 +160,7 @@ def validate_spec(spec: Spec) -> None:
             raise SpecError(
                 f"include[{i}].class: unknown shape {c.shape!r}; valid shapes: {', '.join(SHAPES)}"
             )
-        if c.color is not None and c.color not in COLORS:
+        if c.color is not None and (not isinstance(c.color, str) or c.color not in COLORS):
             raise SpecError(
                 f"include[{i}].color: unknown colour {c.color!r}; valid colours: {', '.join(COLORS)}"
             )

@@ -154,3 +154,13 @@ def test_objects_drawn_at_a_larger_size_keep_anti_aliased_edges():
         grey = np.asarray(W.draw_objects([circle], size=size))[..., 0]
         assert grey.shape == (size, size)
         assert ((grey > W.BACKGROUND[0]) & (grey < W.COLORS["white"][0])).sum() >= size // 2, size
+
+
+def test_a_colour_that_is_not_a_string_and_a_boolean_target_index_are_refused_by_name():
+    """Spec.from_metadata raises SpecError naming the field: a list as the colour was a bare "unhashable type"
+    TypeError, and `true` as a position's target index was read as clause 1 (mutation round 18)."""
+    _raises({"tag": "colors", "include": [{"class": "circle", "color": ["red"]}]}, r"include\[0\]\.color")
+    three = [{"class": "circle"}, {"class": "square"}, {"class": "cross", "position": ["left of", True]}]
+    _raises(
+        {"tag": "position", "include": three}, r"include\[2\]\.position must be \[relation, target index\]"
+    )
