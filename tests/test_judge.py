@@ -391,6 +391,17 @@ def test_soft_credit_reads_the_colour_of_each_object_still_free():
     assert soft_credit(None, raw, meta) == pytest.approx((1.0 + 0.2 / 0.3) / 2)
 
 
+def test_an_exclude_of_null_is_no_exclude():
+    """An "exclude" of null (a writer's empty field) is read as no exclude clause by the strict rules and by the soft
+    credit (mutation round 18)."""
+    meta = {"tag": "two_object", "include": [{"class": "square", "count": 1}, {"class": "cross", "count": 1}]}
+    raw = {"square": [D(0, 0, 9, 9)]}
+    for m in (meta, {**meta, "exclude": None}):
+        j = judge(None, raw, m)
+        assert not j.correct and j.partial == pytest.approx(0.5)
+        assert soft_credit(None, raw, m) == pytest.approx(0.5)
+
+
 def test_a_class_that_must_be_absent_and_is_not_included_is_its_own_clause():
     """For "a square, no cross" the exclude clause for the cross (a class no include clause names) is a clause of its
     own. Partial credit: 1 when fewer than `count` crosses survive the threshold, else 0. Soft credit: 1 - min(1,
