@@ -167,6 +167,9 @@ def test_layout_keeps_sizes_a_border_and_a_gap_between_objects():
                 gap_x = max(p.box[0] - x1, x0 - p.box[2])
                 gap_y = max(p.box[1] - y1, y0 - p.box[3])
                 assert max(gap_x, gap_y) >= 3, (seed, o.box, p.box)
+    # the sizes span the whole range (mutation round 18: every object drawn at the smallest size passed)
+    sizes = {o.box[2] - o.box[0] for seed in range(40) for o in W.render(W.counting("square", 4), seed)[1]}
+    assert sizes == set(range(W.MIN_SIZE, W.MAX_SIZE + 1))
 
 
 def test_palette_distance_is_euclidean_to_each_colour_then_the_background():
