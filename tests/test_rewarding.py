@@ -5,6 +5,9 @@ import torch
 
 from imgalign.trainers.grpo import group_advantages
 from imgalign.trainers.rewarding import (
+    Balanced,
+    build_rewards,
+    check_balanced,
     gdpo,
     group_norm_weighted,
     marble,
@@ -114,3 +117,78 @@ def test_group_norm_weighted_gives_a_reward_that_ties_in_a_group_zero_there_and_
     clipped = group_norm_weighted(r, torch.ones(2), GID, FIN, "group", 1.0)
     assert clipped.advantages.abs().max() == 1.0 and out.advantages.abs().max() > 1.2
     torch.testing.assert_close(clipped.advantages, want.clamp(-1.0, 1.0))
+
+
+def test_check_balanced_refuses_advantages_or_valid_of_another_shape_or_dtype():
+    """advantages must be float [N] and valid bool [N]: an [N, 1] column (same number of elements), integer
+    advantages or a float valid mask are refused by name; a right one is returned as it is."""
+    adv, valid = torch.zeros(4), torch.ones(4, dtype=torch.bool)
+    good = Balanced(adv, valid, 0.0)
+    assert check_balanced("b", good, 4) is good
+    for bal, msg in (
+        (
+            Balanced(adv[:, None], valid, 0.0),
+            r"returned advantages as torch.float32 \(4, 1\); it must be a float",
+        ),
+        (Balanced(adv.long(), valid, 0.0), r"returned advantages as torch.int64 \(4,\)"),
+        (Balanced(adv, valid[:, None], 0.0), r"returned valid as torch.bool \(4, 1\); it must be a bool"),
+        (Balanced(adv, valid.float(), 0.0), r"returned valid as torch.float32 \(4,\)"),
+        (Balanced(adv, [True] * 4, 0.0), r"returned valid as list;"),
+        (adv, r"returned a Tensor, not a Balanced"),
+    ):
+        with pytest.raises(ValueError, match=r"reward balancer 'b' " + msg):
+            check_balanced("b", bal, 4)  # type: ignore[arg-type]
+
+
+def test_score_all_gives_detached_float32_rows_of_one_score_per_image():
+    """A reward returning float64 scores, a [B, 1] column, or scores that still carry autograd history gives a
+    detached float32 row of B scores (the trainer's [K, B] layout, gathered over processes as float32)."""
+    from imgalign.rewards.base import RewardOutput
+
+    w = torch.ones((), requires_grad=True)
+
+    def column(images, prompts, metadata):
+        return RewardOutput(torch.arange(3, dtype=torch.float64)[:, None] * w)
+
+    s = score_all({"col": column}, torch.zeros(3, 3, 4, 4), ["x", "y", "z"], [{}] * 3)
+    assert s.shape == (1, 3) and s.dtype == torch.float32 and not s.requires_grad
+    assert s.tolist() == [[0.0, 1.0, 2.0]]
+
+
+def test_build_rewards_builds_each_reward_on_the_given_device(monkeypatch):
+    import imgalign.rewards.base as base
+
+    seen = []
+
+    def fake_build(spec, device="cpu"):
+        seen.append((spec, device))
+        return type("R", (), {"name": spec})()
+
+    monkeypatch.setattr(base, "build_reward", fake_build)
+    assert list(build_rewards(["a", "b"], device="meta")) == ["a", "b"]
+    assert seen == [("a", "meta"), ("b", "meta")]
+
+
+def test_gdpo_per_reward_with_the_batch_std_keeps_a_tied_group_in_the_std():
+    """gdpo's per-reward advantages use every finite sample for the batch std, a tied group included (as
+    group_advantages' "batch" mode does), while the tied group itself is dropped from the advantages."""
+    r = torch.tensor([[0.0, 1.0, 2.0, 3.0, 5.0, 5.0, 5.0, 5.0]])
+    out = gdpo(r, torch.ones(1), GID, torch.ones(1, 8, dtype=torch.bool), "batch", 0.0)
+    want = group_advantages(r[0], GID, "batch", None).advantages
+    torch.testing.assert_close(out.per_reward[0], want, atol=1e-3, rtol=0)  # type: ignore[index]
+    assert out.valid.tolist() == [True] * 4 + [False] * 4 and out.zero_std_ratio == 0.5
+
+
+def test_marble_placeholder_advantages_are_the_weight_normalised_mean_of_the_per_reward_ones():
+    """With weights [1, 3] the placeholder advantages are 1/4 of reward 0's plus 3/4 of reward 1's."""
+    out = marble(R, torch.tensor([1.0, 3.0]), GID, FIN, "group", 5.0)
+    per = torch.stack([group_advantages(R[k], GID, "group", 5.0).advantages for k in range(2)])
+    torch.testing.assert_close(out.advantages, 0.25 * per[0] + 0.75 * per[1])
+
+
+def test_reward_means_by_tag_leaves_out_samples_with_an_empty_tag():
+    """A tag of "" is no tag: no ``reward_by_tag/<name>/`` entry (a metric name ending in a slash)."""
+    scores = torch.tensor([[1.0, 2.0]])
+    assert reward_means_by_tag(scores, torch.isfinite(scores), ["a"], [{"tag": ""}, {"tag": "colors"}]) == {
+        "reward_by_tag/a/colors": 2.0
+    }
