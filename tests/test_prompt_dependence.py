@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from imgalign.trainers.config import ConfigError, EvalConfig
-from imgalign.trainers.evaluation import prompt_dependence
+from imgalign.trainers.evaluation import prompt_dependence, shapes_eval_set
 
 
 def test_hand_computed_two_prompts_two_seeds():
@@ -274,3 +274,49 @@ def test_every_suite_samples_at_its_steps_and_guidance_and_rewards_read_each_ima
     ev.eval_prompt_dependence(None, None, cfg, 4.5, [("a", {}), ("b", {})])
     assert calls == [(3, 2.5), (3, 3.5), (3, 4.5)]
     assert seen["ms"] == [{"k": 1}, {"k": 1}, {"k": 2}, {"k": 2}]
+
+
+def test_the_shapes_subset_cycles_a_tasks_distinct_prompts_evenly():
+    """single_object has 4 distinct prompts: 10 of them are those 4 in turn (3, 3, 2, 2), not the last one
+    repeated."""
+    ms = [m["prompt"] for m in shapes_eval_set(10) if m["tag"] == "single_object"]
+    first = list(dict.fromkeys(ms))
+    assert len(ms) == 10 and len(first) == 4
+    assert ms == [first[i % 4] for i in range(10)]
+
+
+def test_the_shapes_subset_keeps_the_files_order_within_each_task():
+    """Held-out and other prompts each in file order, the held-out ones first as the file lists them (colors: 2 of
+    6 held out, no prompt repeated)."""
+    from imgalign.prompts.io import load_geneval_metadata
+    from imgalign.prompts.shapes import EVAL_SET_PATH
+
+    line = {}
+    for i, m in enumerate(load_geneval_metadata(EVAL_SET_PATH)):
+        line.setdefault(m["prompt"], i)
+    for tag in ("colors", "color_attr"):
+        ms = [m["prompt"] for m in shapes_eval_set(6) if m["tag"] == tag]
+        assert len(set(ms)) == 6
+        assert [line[p] for p in ms] == sorted(line[p] for p in ms), tag
+
+
+def test_prompt_dependence_of_uint8_images_is_that_of_the_same_images_as_floats():
+    """Differences are taken in float: uint8 pixels (a decoded PNG batch) would wrap around below 0."""
+    g = torch.Generator().manual_seed(0)
+    images = torch.randint(0, 256, (3, 2, 3, 4, 4), generator=g, dtype=torch.uint8)
+    got, want = prompt_dependence(images), prompt_dependence(images.float())
+    assert got == want and want["prompt"] > 0
+
+
+def test_reward_suite_means_low_precision_scores_in_float32(monkeypatch):
+    """A reward scoring in bfloat16 (a half-precision judge) is averaged in float32: the mean of 1, 0, 0 is 1/3, not
+    bfloat16's 0.334."""
+    import imgalign.trainers.evaluation as ev
+    from imgalign.rewards.base import RewardOutput
+
+    monkeypatch.setattr(ev, "ode_sample", lambda adapter, model, ps, seeds, *a: torch.zeros(len(ps), 3, 2, 2))
+    rewards = {"bf16": lambda im, ps, ms: RewardOutput(torch.tensor([1.0, 0.0, 0.0], dtype=torch.bfloat16))}
+    out, _ = ev.reward_suite(
+        None, None, EvalConfig(suite="reward", images_per_prompt=1), 1.0, rewards, [("a", {})] * 3
+    )
+    assert out["eval/reward/bf16/mean"] == pytest.approx(1 / 3, rel=1e-6)
