@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import argparse
 import concurrent.futures
+import json
 from pathlib import Path
 
 import pytest
@@ -159,3 +161,67 @@ def test_render_and_grid_take_no_progress(tmp_path, capsys) -> None:
     for flag, shown in (([], True), (["--no-progress"], False)):
         assert main([*argv, *flag]) == 0
         assert ("Loading pipeline components" in capsys.readouterr().err) is shown
+
+
+def test_an_empty_option_is_named_as_its_flag_is_written():
+    """A dest with an underscore is named by its flag (--output-dir), and a value of spaces is empty too."""
+    args = argparse.Namespace(output_dir="  ", out="o")
+    with pytest.raises(
+        ValueError, match=r"^--output-dir is empty \(an unset shell variable\?\): give a run folder$"
+    ):
+        world.refuse_empty_options(args, {"out": "a folder", "output_dir": "a run folder"})
+
+
+def test_a_render_interrupted_before_its_first_folder_says_none_was_begun(tmp_path, two_prompts, monkeypatch):
+    """Ctrl-C before the first prompt folder was written (--out not made yet) is told as such, not a
+    FileNotFoundError of the missing --out."""
+    from imgalign.cli import Interrupted
+
+    def stop(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(world, "render_folder", stop)
+    out = tmp_path / "r"
+    with pytest.raises(Interrupted, match=r"holds an incomplete render \(0 of 2 prompt folders begun"):
+        main(["world", "render", "--prompts", str(two_prompts), "--out", str(out)])
+    assert not out.exists()
+
+
+def test_render_folder_checks_every_line_before_it_writes_anything(tmp_path, two_prompts):
+    """A bad second line is refused before the first prompt's folder is written (eval --ground-truth renders
+    through it too)."""
+    from imgalign import shapes as W
+    from imgalign.prompts.io import load_geneval_metadata
+
+    metas = load_geneval_metadata(two_prompts)
+    bad = {**metas[1], "include": [{"class": "circle", "count": 1, "color": "teal"}]}
+    out = tmp_path / "r"
+    with pytest.raises(W.SpecError, match="teal"):
+        world.render_folder([metas[0], bad], out, 1, 0, progress=False)
+    assert not out.exists()
+
+
+def test_with_several_components_a_plain_key_whose_value_has_a_dot_asks_for_the_prefix():
+    """steps=0.5 under --component all is a key without its component (not a component named 'steps=0')."""
+    with pytest.raises(
+        ValueError, match=r"--set 'lr=0.5': with --component all, prefix the key .*--set t2i\.lr="
+    ):
+        world.split_component_overrides(["t2i", "clip"], ["lr=0.5"])
+
+
+def test_an_open_clip_model_folder_as_out_is_refused(tmp_path, capsys, monkeypatch):
+    """--out holding open_clip_config.json (a saved CLIP) is a model folder, as one with config.json is."""
+    monkeypatch.setattr(world, "_pretrain_one", lambda module, cfg, out, progress: {"trained": True})
+    (tmp_path / "open_clip_config.json").write_text(json.dumps({}))
+    assert main(["world", "pretrain", "--component", "clip", "--out", str(tmp_path)]) == 2
+    assert "is a model folder (it holds open_clip_config.json)" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["open_clip_config.json"]
+
+
+def test_a_refused_run_keeps_an_empty_out_that_was_there(tmp_path: Path) -> None:
+    """An empty --out made by the user before the run is theirs: a refusal removes only what the run made."""
+    out = tmp_path / "mine"
+    out.mkdir()
+    with pytest.raises(ValueError, match="bad init_from"), world.component_locks(out, {"t2i": "t2i-work"}):
+        raise ValueError("bad init_from")
+    assert out.is_dir() and not any(out.iterdir())
