@@ -266,3 +266,23 @@ def test_a_name_too_long_error_without_a_file_name_names_no_empty_path():
         "a path given is too long for the file system (most take at most 255 bytes per folder or file name, 4096 "
         "in a path): give a shorter one"
     )
+
+
+def test_an_interrupted_train_begun_from_another_checkpoint_says_to_resume_from_it_again(
+    tmp_path, monkeypatch
+):
+    """Ctrl-C before the first save of a run begun with --resume CHECKPOINT (of another folder): the line names
+    that checkpoint (--resume auto would find none in the new folder and start from the base model)."""
+    import imgalign.trainers.trainer as trainer
+    from imgalign.cli import Interrupted
+
+    def interrupted(cfg, out, resume):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(trainer, "preflight", lambda cfg: None)
+    monkeypatch.setattr(trainer, "run", interrupted)
+    other = tmp_path / "old" / "checkpoints" / "step-000002"
+    out = tmp_path / "run"
+    with pytest.raises(Interrupted, match=f"with --resume {other}\\) to start it again from there"):
+        main(["train", "--output-dir", str(out), "--resume", str(other), "--max-steps", "1"])
+    assert not Path(out).exists()
