@@ -142,10 +142,17 @@ def test_resume_of_a_run_without_config_is_refused_not_trained_with_the_default_
         "imgalign train: error: --resume runs/a/checkpoints/step-000001 without CONFIG would train the default "
         "config's settings (flow_grpo.yaml) into its folder 'runs/shapes_flow_grpo', not continue 'runs/a': to "
         "continue that run with its own settings, give its config: imgalign train runs/a/config.yaml --resume "
-        "runs/a/checkpoints/step-000001; to start a new run from it with the default's settings, name that config "
-        "and a new --output-dir\n"
+        "runs/a/checkpoints/step-000001; to start a new run from it with the default's settings, add --output-dir "
+        "NEW_FOLDER\n"
     )
     assert not (tmp_path / "runs" / "shapes_flow_grpo").exists()
+    # what the refusal offers for a new run with the default's settings is taken
+    import imgalign.trainers.trainer as T
+
+    started = []
+    monkeypatch.setattr(T, "run", lambda cfg, out, resume: started.append((out, resume)))
+    assert main(["train", "--resume", "runs/a/checkpoints/step-000001", "--output-dir", "runs/new"]) == 0
+    assert started == [("runs/new", "runs/a/checkpoints/step-000001")]
     for given in ("runs/a", "runs/a/checkpoints", str(st.parent), str(st)):
         assert run_folder_of(given).resolve() == run.resolve()
     assert run_folder_of(str(tmp_path)) is None

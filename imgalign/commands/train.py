@@ -207,7 +207,7 @@ def default_config_resume(resume: str, output_dir: str) -> str | None:
         f"--resume {resume} without CONFIG would train the default config's settings ({DEFAULT_CONFIG.name}) into "
         f"its folder {output_dir!r}, not continue {str(run)!r}: to continue that run with its own settings, give its "
         f"config: imgalign train {run / 'config.yaml'} --resume {resume}; to start a new run from it with the "
-        f"default's settings, name that config and a new --output-dir"
+        "default's settings, add --output-dir NEW_FOLDER"
     )
 
 
