@@ -15,6 +15,9 @@ from imgalign.commands import check_device, seed_arg
 
 log = logging.getLogger(__name__)
 
+FEATURES_HELP = "feature encoder (stats, shapes-clip, open_clip:..., dinov2:..., clip:...)"
+"""The --features help of every subcommand that encodes images."""
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -33,7 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument(
         "--features",
         default="shapes-clip",
-        help="feature encoder (stats, shapes-clip, open_clip:..., dinov2:..., clip:...)",
+        help=FEATURES_HELP,
     )
     q.add_argument("--out", required=True, help="output head file (.safetensors)")
     q.add_argument("--hidden", type=int, default=256, help="MLP hidden units (0: linear)")
@@ -51,7 +54,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument(
         "--features",
         default="stats",
-        help="feature encoder (stats, shapes-clip, open_clip:..., dinov2:..., clip:...)",
+        help=FEATURES_HELP,
     )
     q.add_argument("--out", required=True, help="output head file (.safetensors)")
     q.add_argument("--hidden", type=int, default=32, help="MLP hidden units (0: linear)")
@@ -70,7 +73,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument(
         "--features",
         default="stats",
-        help="feature encoder (stats, shapes-clip, open_clip:..., dinov2:..., clip:...)",
+        help=FEATURES_HELP,
     )
     q.set_defaults(func=run_build_shapes_artifact)
 
@@ -82,7 +85,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument(
         "--features",
         default="shapes-clip",
-        help="feature encoder (stats, shapes-clip, open_clip:..., dinov2:..., clip:...)",
+        help=FEATURES_HELP,
     )
     q.add_argument("--n", type=int, default=2000, help="number of renders for 'shapes'")
     q.add_argument("--device", default="cpu")
@@ -114,7 +117,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument(
         "--features",
         default="shapes-clip",
-        help="feature encoder (stats, shapes-clip, open_clip:..., dinov2:..., clip:...)",
+        help=FEATURES_HELP,
     )
     q.add_argument("--n", type=int, default=2000, help="number of renders when --images shapes")
     q.add_argument("--out", required=True, help="output stats file (.safetensors)")
