@@ -116,6 +116,8 @@ def caption_grid(
     """Images in rows of `ncols`, each with a multi-line caption under it (a gallery)."""
     if not images:
         raise ValueError("a gallery needs at least one image")
+    if ncols < 1:
+        raise ValueError(f"a gallery needs at least one column (got ncols={ncols})")
     # zip dropped the images past the last caption silently, and no caption at all was a bare max() error
     if len(captions) != len(images):
         raise ValueError(

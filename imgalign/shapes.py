@@ -358,7 +358,10 @@ def _clear_relation(box: tuple[int, ...], target: tuple[int, ...], rel: str) -> 
 
 def draw_objects(objs: list[PlacedObject], size: int = IMAGE_SIZE) -> Image.Image:
     """Draw placed objects on the background, super-sampled and box-filtered down to `size`."""
-    ss = SUPERSAMPLE * size // IMAGE_SIZE
+    if size < 1:
+        raise ValueError(f"an image size must be at least 1 pixel (got {size})")
+    # below size 16 the factor was 0: a 0x0 canvas, and every object vanished from the image without a word
+    ss = max(1, SUPERSAMPLE * size // IMAGE_SIZE)
     img = Image.new("RGB", (IMAGE_SIZE * ss, IMAGE_SIZE * ss), BACKGROUND)
     draw = ImageDraw.Draw(img)
     for o in objs:
@@ -378,6 +381,8 @@ def render_tensor(specs: list[Spec], seed: int = 0):
     """Render a batch to a float tensor [B, 3, 64, 64] in [0, 1] (the reward contract's image format)."""
     import torch
 
+    if not specs:
+        raise ValueError("render_tensor needs at least one Spec (got none)")
     rng = random.Random(seed)
     arrs = [np.asarray(render(s, rng)[0], dtype=np.float32) / 255.0 for s in specs]
     return torch.from_numpy(np.stack(arrs)).permute(0, 3, 1, 2).contiguous()

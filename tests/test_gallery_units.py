@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from PIL import Image
 
 from imgalign.eval.gallery import fit
@@ -89,3 +90,11 @@ def test_a_long_row_label_is_wrapped_inside_its_column_and_its_pads() -> None:
     g = np.asarray(labelled_grid([[white]], ["abcdefghijklmnopqrstuvwxyz" * 3], ["m"], cell=16))
     ink = np.nonzero((g[:, :LABEL_WIDTH] != 255).any(-1).any(0))[0]
     assert ink.min() >= PAD and ink.max() < LABEL_WIDTH - PAD
+
+
+def test_a_caption_grid_of_no_columns_is_refused_by_name():
+    """ncols=0 was a bare ZeroDivisionError from the row count."""
+    from imgalign.eval.gallery import caption_grid
+
+    with pytest.raises(ValueError, match=r"at least one column \(got ncols=0\)"):
+        caption_grid([Image.new("RGB", (8, 8))], ["a"], ncols=0)

@@ -164,3 +164,19 @@ def test_a_colour_that_is_not_a_string_and_a_boolean_target_index_are_refused_by
     _raises(
         {"tag": "position", "include": three}, r"include\[2\]\.position must be \[relation, target index\]"
     )
+
+
+def test_objects_drawn_below_size_16_stay_in_the_image_and_a_size_below_1_is_refused():
+    """The super-sampling factor was SUPERSAMPLE * size // 64, 0 below size 16: a 0 x 0 canvas, so a red square
+    filling the image came out as a blank background; it is now drawn at 64 px and box-filtered down."""
+    objs = [W.PlacedObject("square", "red", (0, 0, 64, 64), 0)]
+    for size in (8, 15):
+        px = np.asarray(W.draw_objects(objs, size))
+        assert px.shape == (size, size, 3) and (px == W.COLORS["red"]).all()
+    with pytest.raises(ValueError, match=r"at least 1 pixel \(got 0\)"):
+        W.draw_objects(objs, 0)
+
+
+def test_render_tensor_of_no_specs_is_refused_by_name():
+    with pytest.raises(ValueError, match="render_tensor needs at least one Spec"):
+        W.render_tensor([])
