@@ -124,15 +124,23 @@ def common_size(sizes: Counter[tuple[int, int]]) -> tuple[int, int]:
     return target
 
 
+def _as_size(size: int | tuple[int, int] | None) -> tuple[int, int] | None:
+    """`size` (a side, or (width, height)) as (width, height), None for None; a side below 1 is refused by name
+    (size 0 was PIL's bare 'height and width must be > 0', or a folder's own size when given as (0, 0))."""
+    if size is None:
+        return None
+    target = (size, size) if isinstance(size, int) else tuple(size)
+    if len(target) != 2 or min(target) < 1:
+        raise ValueError(f"an image size must be a side or (width, height) of at least 1 pixel, got {size!r}")
+    return target  # type: ignore[return-value]
+
+
 def pil_batch(images: list[Image.Image], size: int | tuple[int, int] | None = None) -> torch.Tensor:
     """RGB PIL images -> float32 [B, 3, H, W] in [0, 1]; resized (bicubic) to `size` (a side, or (width, height)),
     or, when images differ and no size is given, to the size most of them have (:func:`common_size`)."""
     if not images:
         raise ValueError("no images to batch")
-    if isinstance(size, int):
-        target = (size, size)
-    else:
-        target = size or common_size(Counter(im.size for im in images))
+    target = _as_size(size) or common_size(Counter(im.size for im in images))
     arrs = []
     for im in images:
         if im.size != target:
@@ -197,7 +205,7 @@ def encode_image_folder(
     (:func:`folder_image_size`), so the result equals ``encode(load_image_folder(path, size, limit))`` for encoders
     that work image by image (`limit`: the first that many files, sorted)."""
     files = _first_images(path, limit)  # (the folder walked once: its sizes come from these files' headers)
-    target = (size, size) if isinstance(size, int) else size or _headers_size(files)
+    target = _as_size(size) or _headers_size(files)
     out, chunk, bad = [], [], []
     for i, f in enumerate(files):
         try:

@@ -27,3 +27,22 @@ def test_an_empty_file_is_named_once_with_its_own_reason(tmp_path: Path) -> None
     with pytest.raises(ImageReadError) as e:
         read_image(empty)
     assert str(e.value) == f"{empty}: empty file (0 bytes)"
+
+
+def test_an_image_size_below_one_pixel_is_refused_by_name(tmp_path: Path) -> None:
+    """size 0 (or a 0 side) was PIL's bare 'height and width must be > 0' from deep in the resize, in both the
+    one-batch and the batch-at-a-time readers; (0, 0) and (4, 0) are refused before any image is read."""
+    from PIL import Image
+
+    from imgalign.rewards.io import encode_image_folder, pil_batch
+
+    (tmp_path / "d").mkdir()
+    Image.new("RGB", (6, 4)).save(tmp_path / "d" / "a.png")
+    for size in (0, (4, 0), (0, 0), (4, 4, 4)):
+        with pytest.raises(
+            ValueError, match=r"image size must be a side or \(width, height\) of at least 1 pixel"
+        ):
+            pil_batch([Image.new("RGB", (4, 4))], size)
+        with pytest.raises(ValueError, match="at least 1 pixel"):
+            encode_image_folder(tmp_path / "d", lambda x: x, size)
+    assert tuple(pil_batch([Image.new("RGB", (4, 4))], [3, 2]).shape) == (1, 3, 2, 3)
