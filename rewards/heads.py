@@ -222,6 +222,8 @@ def _reason(error: Exception) -> str:
     lines = [line.strip().rstrip(".") for line in str(error).splitlines() if line.strip()]
     if len(lines) > 1 and lines[0].startswith("Error(s) in loading"):  # load_state_dict: one line per tensor
         lines = lines[1:]
+    if not lines:  # an error without a message (an IndexError of its own, and the damage went unnamed)
+        return f"{type(error).__name__} while reading it"
     return lines[0] + (f" (and {len(lines) - 1} more)" if len(lines) > 1 else "")
 
 

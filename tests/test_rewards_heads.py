@@ -1001,3 +1001,12 @@ def test_online_patch_update_loss_pairs_drawn_positives_with_their_patches(tmp_p
             head(r.pos_patches[idx].flatten(0, 1)), head(tok[:, 1:].flatten(0, 1)), "hinge"
         )
     assert r.update(x)["disc/loss"] == pytest.approx(want.item(), rel=1e-5)
+
+
+def test_a_head_read_error_without_a_message_is_named_by_its_type():
+    """An error with an empty message made `_reason` fail with an IndexError of its own."""
+    from imgalign.rewards.heads import _reason
+
+    assert _reason(OSError()) == "OSError while reading it"
+    assert _reason(ValueError("  \n ")) == "ValueError while reading it"
+    assert _reason(ValueError("bad header.\nmore")) == "bad header (and 1 more)"
