@@ -24,7 +24,9 @@ import numpy as np
 log = logging.getLogger(__name__)
 
 REWARD_MEAN = re.compile(r"^reward/(.+)/mean$")
-REWARD_NONFINITE = re.compile(r"^reward/(.+)/nonfinite$")  # samples masked for a NaN/inf score, per step
+# samples a reward's NaN/inf scores masked, per step: /masked (a reward of weight 0 masks none), or /nonfinite in
+# logs written before /masked was
+REWARD_MASKED = re.compile(r"^reward/(.+)/(masked|nonfinite)$")
 KL_KEYS = ("policy/kl", "policy/approx_kl", "policy/anchor_kl")
 # multi-reward balancing (trainers/balance.py): MARBLE's alpha per reward, each reward's gradient cosine with the
 # update, the worst cosine and the running share of updates where it was negative (rewards.diagnose_cosines)
@@ -265,20 +267,24 @@ def reward_change_lines(rows: Sequence[dict[str, Any]], groups: dict[str, list[s
 
 def masking_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
     """Warnings for a run that trained on less than it sampled: samples masked for a non-finite reward score
-    (``reward/<name>/nonfinite``, naming the rewards), optimizer updates without a valid sample
+    (``reward/<name>/masked``, or ``/nonfinite`` in older logs, naming the rewards), optimizer updates without a valid sample
     (``train/empty_updates``) or with a non-finite gradient (``train/skipped_updates``), both skipped."""
     n = len(rows)
-    masked = []
-    for key in sorted({k for r in rows for k in r if REWARD_NONFINITE.match(k)}):
+    keys = {k for r in rows for k in r if REWARD_MASKED.match(k)}
+    masked, read = [], set()
+    for key in sorted(keys):
+        name, kind = REWARD_MASKED.match(key).groups()  # type: ignore[union-attr]
+        if kind == "nonfinite" and f"reward/{name}/masked" in keys:
+            continue
         _, y = series(rows, key)
         if y.sum() > 0:
-            name = REWARD_NONFINITE.match(key).group(1)  # type: ignore[union-attr]
             masked.append(f"{name} {int(y.sum())} in {int((y > 0).sum())} of {n} steps")
+            read.add(kind)
     lines = []
     if masked:
         lines.append(
             "WARNING: samples masked for a non-finite (NaN/inf) reward score, left out of the advantages and the "
-            f"loss (reward/<name>/nonfinite): {', '.join(masked)}"
+            f"loss (reward/<name>/{'|'.join(sorted(read))}): {', '.join(masked)}"
         )
     for key, why in (
         ("train/empty_updates", "no valid sample (every group tied or masked), nothing to train on"),

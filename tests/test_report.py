@@ -1187,3 +1187,20 @@ def test_trainer_curves_write_to_out_name_an_absent_key_and_refuse_a_run_without
     (tmp_path / "metrics.jsonl").write_text(json.dumps({"step": 0, "loss": 1.0}) + "\n")
     with pytest.raises(ValueError, match="no metric keys to plot"):
         plot_metrics(tmp_path)
+
+
+def test_masked_samples_are_read_from_masked_when_logged_and_a_reward_of_weight_0_masks_none():
+    """reward/<name>/masked (0 for a logged-only reward of weight 0) is read in place of /nonfinite when a row has
+    it; logs written before it still warn from /nonfinite."""
+    from imgalign.eval.reports import masking_lines
+
+    rows = [
+        {"step": s, "reward/w0/nonfinite": 3.0, "reward/w0/masked": 0.0, "reward/w1/nonfinite": v, "reward/w1/masked": v}
+        for s, v in ((1, 0.0), (2, 2.0))
+    ]  # fmt: skip
+    (line,) = masking_lines(rows)
+    assert line.endswith("(reward/<name>/masked): w1 2 in 1 of 2 steps")
+    assert masking_lines([{k: v for k, v in r.items() if k != "reward/w1/masked"} for r in rows[:1]]) == []
+    old = [{k: v for k, v in r.items() if not k.endswith("/masked")} for r in rows]
+    (line,) = masking_lines(old)
+    assert line.endswith("(reward/<name>/nonfinite): w0 6 in 2 of 2 steps, w1 2 in 1 of 2 steps")

@@ -192,3 +192,35 @@ def test_reward_means_by_tag_leaves_out_samples_with_an_empty_tag():
     assert reward_means_by_tag(scores, torch.isfinite(scores), ["a"], [{"tag": ""}, {"tag": "colors"}]) == {
         "reward_by_tag/a/colors": 2.0
     }
+
+
+def test_balancer_inputs_unmask_only_the_non_finite_scores_of_a_reward_of_weight_0():
+    """Reward 0 (weight 1) is NaN on sample 1, reward 1 (weight 0) NaN or inf on samples 0 and 2: sample 1 stays masked,
+    samples 0 and 2 are given as 0 and finite; every balancer then masks only sample 1, and reward 1's placeholder
+    0s move no advantage (the result is reward 0's alone)."""
+    from imgalign.trainers.rewarding import balancer_inputs, gdpo, reward_stats
+
+    nan = float("nan")
+    scores = torch.tensor([[1.0, nan, 3.0, 4.0, 6.0, 5.0], [nan, 2.0, float("inf"), 5.0, 1.0, 0.0]])
+    finite = torch.isfinite(scores)
+    w = torch.tensor([1.0, 0.0])
+    s, f = balancer_inputs(scores, finite, w)
+    assert f.tolist() == [[True, False, True, True, True, True], [True] * 6]
+    assert s[1].tolist() == [0.0, 2.0, 0.0, 5.0, 1.0, 0.0] and s[0, 0] == 1.0 and s[0, 1].isnan()
+    gid = torch.tensor([0, 0, 0, 1, 1, 1])
+    for balancer in (group_norm_weighted, weighted_sum, gdpo):
+        both = balancer(s, w, gid, f, "group", None)
+        alone = balancer(s[:1], w[:1], gid, f[:1], "group", None)
+        assert both.valid.tolist() == [True, False, True, True, True, True]
+        # (group_norm_weighted normalises a sum of several rewards once more: equal up to its eps)
+        assert torch.allclose(both.advantages, alone.advantages, atol=1e-3)
+    # weights > 0 change nothing
+    s1, f1 = balancer_inputs(scores, finite, torch.tensor([1.0, 2.0]))
+    assert torch.equal(f1, finite)
+    torch.testing.assert_close(s1, scores, equal_nan=True, rtol=0, atol=0)
+    stats = reward_stats(scores, finite, ["a", "b"], w)
+    assert (stats["reward/a/nonfinite"], stats["reward/a/masked"]) == (1.0, 1.0)
+    assert (stats["reward/b/nonfinite"], stats["reward/b/masked"]) == (2.0, 0.0)
+    assert (
+        reward_stats(scores, finite, ["a", "b"])["reward/b/masked"] == 2.0
+    )  # no weights: every reward masks

@@ -561,6 +561,35 @@ def test_nan_reward_is_masked(sd3_dir, tmp_path, caplog, capsys):
     assert all(torch.isfinite(t).all() for t in w.values())
 
 
+def test_a_nan_score_of_a_reward_with_weight_0_masks_no_sample(sd3_dir, tmp_path, caplog, capsys):
+    """A reward of weight 0 is only logged: its NaN scores are counted (reward/<name>/nonfinite) but mask no sample
+    (reward/<name>/masked 0, every sample valid), its warning says so and the end-of-run summary warns of no
+    masking. It used to mask a third of the samples here (and a reward NaN on every sample stopped all training)."""
+    out = tmp_path / "run"
+    cfg = tiny_config(
+        sd3_dir,
+        out,
+        rewards__names=[
+            "imgalign.trainers.testing:brightness_reward",
+            "imgalign.trainers.testing:nan_every_third_reward",
+        ],
+        rewards__weights=[1.0, 0.0],
+        train__max_steps=1,
+    )
+    cfg["sampling"].update(samples_per_step=6, group_size=3, batch_size=6)
+    with caplog.at_level("WARNING"):
+        assert main(["train", str(write(cfg, tmp_path / "c.yaml"))]) == 0
+    assert "'nan_every_third_reward' returned 2 non-finite score(s)" in caplog.text
+    assert "it has weight 0 (logged only), so no sample is masked for them" in caplog.text
+    assert "samples masked" not in capsys.readouterr().out.split("done:")[-1]
+    (r,) = rows(out)
+    assert (
+        r["reward/nan_every_third_reward/nonfinite"] == 2 and r["reward/nan_every_third_reward/masked"] == 0
+    )
+    assert r["reward/brightness_reward/masked"] == 0
+    assert r["train/valid_ratio"] == 1.0
+
+
 @pytest.mark.parametrize(("suite", "held"), [("shapes", 0), ("reward", 1)])
 def test_prompts_are_held_out_only_for_the_reward_suite(sd3_dir, tmp_path, suite, held):
     """Only eval.suite=reward scores held-out prompts; under the shapes suite a 2-prompt file trains on both."""

@@ -344,7 +344,7 @@ class RewardConfig:
     weights: list[float] = field(
         default_factory=list,
         help="one weight per reward, in the order of rewards.names (>= 0, at least one > 0); empty = all 1; not "
-        "with rewards.balancer=marble",
+        "with rewards.balancer=marble. A reward of weight 0 is only logged: its NaN scores mask no sample",
     )
     balancer: str = field(
         "group_norm_weighted",

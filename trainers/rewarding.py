@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -127,9 +128,11 @@ def score_all(
     prompts: list[str],
     metadata: list[dict[str, Any]],
     known_bad: torch.Tensor | None = None,
+    logged_only: Collection[str] = (),
 ) -> torch.Tensor:
     """[K, B] float32 scores; a NaN or infinite score stays in place (the caller masks it) and is warned about by
-    reward name, except on the rows of `known_bad` [B] (non-finite images, already warned about)."""
+    reward name, except on the rows of `known_bad` [B] (non-finite images, already warned about). The rewards named
+    in `logged_only` (weight 0) mask no sample, and their warning says so (:func:`balancer_inputs`)."""
     rows = []
     for name, r in rewards.items():
         s = r(images, prompts, metadata).scores.detach().float().reshape(-1).cpu()
@@ -138,25 +141,44 @@ def score_all(
             bad &= ~known_bad.cpu()
         if bad.any():
             log.warning(
-                "reward %r returned %d non-finite score(s) (NaN/inf) for prompt(s) %s; those samples are masked "
-                "out of the advantages and the loss",
+                "reward %r returned %d non-finite score(s) (NaN/inf) for prompt(s) %s; %s",
                 name,
                 int(bad.sum()),
                 sorted({prompts[i] for i in bad.nonzero().flatten().tolist()})[:3],
+                "it has weight 0 (logged only), so no sample is masked for them"
+                if name in logged_only
+                else "those samples are masked out of the advantages and the loss",
             )
         rows.append(s)
     return torch.stack(rows)
 
 
-def reward_stats(scores: torch.Tensor, finite: torch.Tensor, names: list[str]) -> dict[str, float]:
-    """Per-reward batch statistics over the finite scores: ``reward/<name>/mean``, ``/std`` (population) and
-    ``/nonfinite`` (how many were masked). scores, finite: [K, N]; a reward with no finite score has NaN mean/std."""
+def balancer_inputs(
+    scores: torch.Tensor, finite: torch.Tensor, weights: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The scores and finite mask [K, N] a balancer is given. A reward of weight 0 is only logged: its non-finite
+    scores mask no sample (one that failed on every sample stopped all training). They enter as 0, marked finite,
+    and a weight of 0 takes them out of every built-in balancer's combination; a non-finite score of a reward with
+    weight > 0 still masks its sample. scores, finite: [K, N]; weights: [K]."""
+    skip = (weights.view(-1, 1) == 0) & ~finite  # [K, N]
+    return torch.where(skip, torch.zeros_like(scores), scores), finite | skip
+
+
+def reward_stats(
+    scores: torch.Tensor, finite: torch.Tensor, names: list[str], weights: torch.Tensor | None = None
+) -> dict[str, float]:
+    """Per-reward batch statistics over the finite scores: ``reward/<name>/mean``, ``/std`` (population),
+    ``/nonfinite`` (how many scores were NaN or inf) and ``/masked`` (how many samples those masked: all of them, or
+    none for a reward of weight 0 in `weights` [K], which is only logged). scores, finite: [K, N]; a reward with no
+    finite score has NaN mean/std."""
     out: dict[str, float] = {}
     for k, name in enumerate(names):
         s = scores[k][finite[k]].float()
         out[f"reward/{name}/mean"] = float(s.mean()) if s.numel() else float("nan")
         out[f"reward/{name}/std"] = float(s.std(unbiased=False)) if s.numel() else float("nan")
         out[f"reward/{name}/nonfinite"] = float((~finite[k]).sum())
+        logged_only = weights is not None and float(weights[k]) == 0
+        out[f"reward/{name}/masked"] = 0.0 if logged_only else out[f"reward/{name}/nonfinite"]
     return out
 
 

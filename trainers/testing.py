@@ -333,14 +333,15 @@ def scored_rollout(tr: Any, step: int) -> tuple[Any, torch.Tensor, Any, torch.Te
     the balancer's [N], or a tree rollout's per-edge credit [M, k]) and the update's ``TrainContext``; leaves the
     model in train mode, ready for the objective's backward passes."""
     from imgalign.trainers.objectives import TrainContext
-    from imgalign.trainers.rewarding import score_all
+    from imgalign.trainers.rewarding import balancer_inputs, score_all
     from imgalign.trainers.trainer import update_advantages
 
     o = tr.cfg.objective
     tr.model.eval()
     ro, gid = first_rollout(tr, step)
     scores = score_all(tr.rewards, ro.images, ro.prompts, ro.metadata)  # [K, N]
-    bal = tr.balancer(scores, tr.reward_weights, gid, torch.isfinite(scores), o.std_mode, o.adv_clip)
+    scores, finite = balancer_inputs(scores, torch.isfinite(scores), tr.reward_weights)
+    bal = tr.balancer(scores, tr.reward_weights, gid, finite, o.std_mode, o.adv_clip)
     adv, valid = update_advantages(ro, scores, bal)
     tr.model.train()
     return ro, scores, bal, adv, valid, TrainContext(tr.adapter, tr.model, step)

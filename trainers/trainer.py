@@ -51,6 +51,7 @@ from imgalign.trainers.prompting import (
 )
 from imgalign.trainers.registry import ROLLOUTS
 from imgalign.trainers.rewarding import (
+    balancer_inputs,
     build_balancer,
     build_rewards,
     check_balanced,
@@ -908,23 +909,25 @@ class FlowGRPOTrainer:
         if diverged.any():
             shown = ro.images.clone()
             shown[diverged] = float("nan")
-        scores = score_all(self.rewards, shown, ro.prompts, ro.metadata, diverged)  # [K, b]
+        logged_only = [n for n, w in zip(self.rewards, self.reward_weights.tolist()) if w == 0]
+        scores = score_all(self.rewards, shown, ro.prompts, ro.metadata, diverged, logged_only)  # [K, b]
         scores[:, diverged] = float("nan")  # masked like a non-finite reward
         scores_all = self.acc.gather(scores.to(self.acc.device).T.contiguous()).T.cpu()  # [K, N]
         self._update_stateful_rewards(ro, all_prompts, all_meta, m, diverged)
         m["perf/sec_reward"] = time.perf_counter() - t
         finite = torch.isfinite(scores_all)
         gid_all = torch.arange(cfg.sampling.samples_per_step) // G
-        bal = self.balancer(
-            scores_all, self.reward_weights, gid_all, finite, cfg.objective.std_mode, cfg.objective.adv_clip
-        )
+        # a reward of weight 0 is only logged: its NaN scores mask no sample
+        bal_scores, bal_finite = balancer_inputs(scores_all, finite, self.reward_weights)  # [K, N] each
+        o = cfg.objective
+        bal = self.balancer(bal_scores, self.reward_weights, gid_all, bal_finite, o.std_mode, o.adv_clip)
         bal = check_balanced(cfg.rewards.balancer, bal, scores_all.shape[1])
-        adv_local, valid_local = update_advantages(ro, scores_all, bal, sl)
+        adv_local, valid_local = update_advantages(ro, bal_scores, bal, sl)
         per_reward_local = None
         if self.balancing is not None:  # MARBLE / cosine diagnostics: each reward's own advantage [b, K]
-            per_reward_local = self._per_reward_advantages(ro, scores_all, gid_all, finite)[:, sl].T
+            per_reward_local = self._per_reward_advantages(ro, bal_scores, gid_all, bal_finite)[:, sl].T
         m.update(ro.extras.get("metrics", {}))  # strategy metrics (tree: NFE report, edge credit statistics)
-        m.update(reward_stats(scores_all, finite, list(self.rewards)))
+        m.update(reward_stats(scores_all, finite, list(self.rewards), self.reward_weights))
         m.update(reward_means_by_tag(scores_all, finite, list(self.rewards), all_meta))
         m["train/zero_std_ratio"] = bal.zero_std_ratio
         m["train/valid_ratio"] = float(bal.valid.float().mean())
