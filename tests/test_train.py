@@ -2527,6 +2527,13 @@ def test_resuming_with_a_changed_config_names_the_changes(sd3_dir, tmp_path, cap
     assert f"prompts.source {str(prompts)!r} changed since checkpoint" in caplog.text
     assert yaml.safe_load((out / "config.until-step-000001.yaml").read_text())["train"]["lr"] == 0.001
     assert yaml.safe_load((out / "config.yaml").read_text())["train"]["lr"] == 0.002
+    # resumed from that run's checkpoint into a new --output-dir: the config it was trained with is kept there too
+    new = tmp_path / "new"
+    ckpt = out / "checkpoints" / "step-000002"
+    argv = ["train", str(path), "--resume", str(ckpt), "--output-dir", str(new), "--max-steps", "3"]
+    assert main([*argv, "--set", "train.lr=0.003"]) == 0
+    assert yaml.safe_load((new / "config.until-step-000002.yaml").read_text())["train"]["lr"] == 0.002
+    assert not (out / "config.until-step-000002.yaml").exists()
 
 
 def test_a_resume_continues_the_runs_nfe_total(sd3_dir, tmp_path):

@@ -1396,8 +1396,9 @@ class FlowGRPOTrainer:
                 except (yaml.YAMLError, AttributeError):
                     keys = None
                 keep = self.out / f"config.until-step-{int(state['step']):06d}.yaml"
-                if self.is_main and ckpt.parent.parent == self.out and not keep.exists():
-                    # never overwritten: a later resume from the same step keeps it
+                if self.is_main and not keep.exists():
+                    # never overwritten: a later resume from the same step keeps it; kept in a new --output-dir
+                    # too (a resume from another run's checkpoint wrote none, so the new run lost its lineage)
                     shutil.copy2(old_path, keep)
             if keys == []:  # the hash differs but no setting does (a checkpoint hashed by an older imgalign)
                 log.debug("resuming %s: config hash differs, no setting changed", ckpt)
