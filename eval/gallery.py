@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import textwrap
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from PIL import Image, ImageDraw, ImageFont
@@ -31,15 +30,47 @@ def text_size(draw: ImageDraw.ImageDraw, text: str, f: ImageFont.ImageFont) -> t
 
 
 def wrap(text: str, width_px: int, f: ImageFont.ImageFont, max_lines: int = 6) -> str:
-    """Wrap `text` to lines that fit `width_px` (estimated from the font's average glyph width)."""
+    """Wrap `text` to lines that fit `width_px` as the font measures them: words greedily, a word wider than a line
+    broken between characters (at least 4 a line); more than `max_lines` lines end in '…'. (Wrapping by the
+    alphabet's average glyph width let a label of wide letters, or of 26 'a's, run over into the images.)"""
     probe = ImageDraw.Draw(Image.new("RGB", (1, 1)))
-    avg = max(text_size(probe, "abcdefghijklmnopqrstuvwxyz", f)[0] / 26, 1)
+
+    def fits(line: str) -> bool:
+        return probe.textlength(line, font=f) <= width_px
+
     lines: list[str] = []
     for para in text.splitlines() or [""]:
-        lines += textwrap.wrap(para, width=max(int(width_px / avg), 4)) or [""]
+        line = ""
+        for word in para.split():
+            if fits(f"{line} {word}" if line else word):
+                line = f"{line} {word}" if line else word
+                continue
+            if line:
+                lines.append(line)
+            while len(word) > 4 and not fits(word):
+                k = max(_fitting_prefix(word, fits), 4)
+                lines.append(word[:k])
+                word = word[k:]
+            line = word
+        lines.append(line)
     if len(lines) > max_lines:
-        lines = lines[: max_lines - 1] + [lines[max_lines - 1][:-1] + "…"]
+        last = lines[max_lines - 1][:-1]
+        while last and not fits(last + "…"):
+            last = last[:-1]
+        lines = lines[: max_lines - 1] + [last + "…"]
     return "\n".join(lines)
+
+
+def _fitting_prefix(word: str, fits: Callable[[str], bool]) -> int:
+    """The length of the longest prefix of `word` that `fits` (0 when not even its first character does)."""
+    lo, hi = 0, len(word)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if fits(word[:mid]):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 def fit(img: Image.Image, cell: int) -> Image.Image:

@@ -98,3 +98,21 @@ def test_a_caption_grid_of_no_columns_is_refused_by_name():
 
     with pytest.raises(ValueError, match=r"at least one column \(got ncols=0\)"):
         caption_grid([Image.new("RGB", (8, 8))], ["a"], ncols=0)
+
+
+def test_wrapped_lines_fit_their_width_as_measured_for_wide_letters_and_long_words() -> None:
+    """wrap measured the alphabet's average glyph width: 26 'W's (286 px) or 26 'a's (182 px) were one line of a
+    168 px row label and ran over into the grid's images. Every line now fits as the font measures it; a cut line
+    ends in '…' and fits too."""
+    from PIL import ImageDraw
+
+    from imgalign.eval.gallery import font, wrap
+
+    f = font(12)
+    probe = ImageDraw.Draw(Image.new("RGB", (1, 1)))
+    for text in ("W" * 40, "MMMM WWWW " * 4, "a" * 60, "checkpoint step-000300 of run W"):
+        lines = wrap(text, 168, f, 10).split("\n")
+        assert all(probe.textlength(line, font=f) <= 168 for line in lines)
+        assert "".join(lines).replace(" ", "") == text.replace(" ", "")  # nothing lost but spaces at breaks
+    cut = wrap("W" * 100, 60, f, 2).split("\n")
+    assert len(cut) == 2 and cut[1].endswith("…") and probe.textlength(cut[1], font=f) <= 60
