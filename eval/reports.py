@@ -518,6 +518,19 @@ def group_mean(curves: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndar
     return grid, np.mean([np.interp(grid, cx, cy) for cx, cy in curves], axis=0)
 
 
+def run_names(runs: Sequence[Path]) -> dict[Path, str]:
+    """Each run folder's name in compare.md: its folder name, or as many of its last path parts as tell it apart from
+    the other runs' (``exp1/flow_grpo`` and ``exp2/flow_grpo`` were both `flow_grpo`, their rows alike). A run given
+    twice (in two groups) keeps one name."""
+    full = {Path(r): Path(r).resolve().parts for r in runs}
+    names = {}
+    for run, parts in full.items():
+        others = {p for p in full.values() if p != parts}
+        n = next(n for n in range(1, len(parts) + 1) if all(o[-n:] != parts[-n:] for o in others))
+        names[run] = str(Path(*parts[-n:]))
+    return names
+
+
 def compare_runs(
     groups: dict[str, list[Path]],
     keys: Sequence[str],
@@ -566,6 +579,7 @@ def compare_runs(
                     "group mean and --target would be wrong (perf/sec_total counts from each resume of a run); "
                     "use --x perf/nfe_total or --x step"
                 )
+    names = run_names([run for items in runs.values() for run, _ in items])
     out_dir = Path(out_dir)
     make_output_folder(out_dir)
     fig, axes = plt.subplots(1, len(keys), figsize=(5 * len(keys), 3.6), squeeze=False)
@@ -617,7 +631,7 @@ def compare_runs(
     for label, items in runs.items():
         for run, rows in items:
             # a '|' or a line break in a label or folder name split or ended the row
-            who = f"| {table_cell(label)} | `{table_cell(run.name)}` |"
+            who = f"| {table_cell(label)} | `{table_cell(names[run])}` |"
             for key in keys:
                 _, y = series(rows, key)
                 if len(y):
@@ -629,10 +643,10 @@ def compare_runs(
     # NaN/inf rows are left out of the table and the plot: each run's are named (they vanished silently)
     for label, items in runs.items():
         for run, rows in items:
-            lines += [f"\n{label} `{run.name}`: {w}" for w in nonfinite_lines(rows, keys)]
+            lines += [f"\n{label} `{names[run]}`: {w}" for w in nonfinite_lines(rows, keys)]
     # a run without the x counter (--x perf/nfe_total for a run that predates it) has no curve in the plot
     no_x = [
-        f"{label} `{run.name}`"
+        f"{label} `{names[run]}`"
         for label, items in runs.items()
         for run, rows in items
         if x_key != "step" and not any(x_key in row for row in rows)
@@ -659,11 +673,13 @@ def compare_runs(
             hits = [first_reaching(x, y, tval, window) for x, y in logged]
             got = [h for h in hits if h is not None]
             means[label] = float(np.mean(got)) if got else None
+            # which run is which: "8 logged points, ..., 8 logged points, ..." named none of a group's runs
             cells = ", ".join(
-                f"{h:.6g}"
-                if h is not None
-                else (
-                    f"does not log `{x_key}`"
+                (f"`{table_cell(names[run])}`: " if len(items) > 1 else "")
+                + (
+                    f"{h:.6g}"
+                    if h is not None
+                    else f"does not log `{x_key}`"
                     if x_key != "step" and not any(x_key in row for row in rows)
                     else f"does not log `{tkey}`"
                     if not any(tkey in row for row in rows)
@@ -671,7 +687,7 @@ def compare_runs(
                     if len(y) < window
                     else "not reached"
                 )
-                for h, (_, y), (_, rows) in zip(hits, logged, items)
+                for h, (_, y), (run, rows) in zip(hits, logged, items)
             )
             lines.append(
                 f"| {table_cell(label)} | {cells} | "

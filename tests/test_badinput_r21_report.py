@@ -42,7 +42,7 @@ def test_compare_refuses_an_x_counter_that_restarts_in_a_resumed_run(tmp_path: P
     assert not out.exists()
     # the same runs against the step (or a counter that only grows) are compared as before
     assert main([*argv, "--target", "reward/r/mean=1.5", "--window", "1"]) == 0
-    assert "| a | 15, 15 | 15 (2/2) |" in (out / "compare.md").read_text()
+    assert "| a | `resumed`: 15, `whole`: 15 | 15 (2/2) |" in (out / "compare.md").read_text()
 
 
 def test_counter_drop_skips_rows_without_a_number() -> None:

@@ -586,8 +586,8 @@ def test_report_compare_groups_of_runs_and_nfe_to_target(tmp_path, capsys):
     assert main(args) == 0
     md = (tmp_path / "cmp" / "compare.md").read_text()
     # reward 0.1 * step reaches 0.5 at step 5: 500 NFEs flat, 250 tree
-    assert "| flat | 500, 500 | 500 (2/2) |" in md
-    assert "| tree | 250, 250 | 250 (2/2) |" in md
+    assert "| flat | `flat0`: 500, `flat1`: 500 | 500 (2/2) |" in md
+    assert "| tree | `tree0`: 250, `tree1`: 250 | 250 (2/2) |" in md
     assert "Ratio flat/tree of the mean perf/nfe_total to the target: **2.00**" in md
     assert "| flat | `flat0` | `eval/shapes/overall` | 0.1 | 0.1 |" in md
     with Image.open(tmp_path / "cmp" / "compare.png") as im:
@@ -610,8 +610,8 @@ def test_report_compare_groups_of_runs_and_nfe_to_target(tmp_path, capsys):
     )
     md = (tmp_path / "w" / "compare.md").read_text()
     assert (
-        "| flat | 10 logged points, fewer than --window 20, 10 logged points, fewer than --window 20 | — |"
-        in md
+        "| flat | `flat0`: 10 logged points, fewer than --window 20, `flat1`: 10 logged points, fewer than --window 20 "
+        "| — |" in md
     )
     # a group that meets the target at x = 0 (the base model's evaluation) gives no ratio, and says why
     target = ["--target", "eval/shapes/overall=0.05", "--window", "1", "--out", str(tmp_path / "z")]
@@ -622,7 +622,7 @@ def test_report_compare_groups_of_runs_and_nfe_to_target(tmp_path, capsys):
     never = ["report", "--compare", f"flat={flat[0]},{flat[1]}", f"slow={slow[0]},{slow[1]}", *args[4:-1]]
     assert main([*never, str(tmp_path / "n")]) == 0
     md = (tmp_path / "n" / "compare.md").read_text()
-    assert "| slow | not reached, not reached | — |" in md and "Ratio" not in md
+    assert "| slow | `slow0`: not reached, `slow1`: not reached | — |" in md and "Ratio" not in md
 
 
 def test_report_compare_table_gives_each_runs_first_and_last_value_not_its_best(tmp_path):
@@ -969,12 +969,14 @@ def test_compare_runs_with_eval_keys_in_metrics_and_runs_that_miss_the_target(tm
     md, _ = compare_runs(
         {"g": [fast, slow]}, ["reward/r/mean"], tmp_path / "out", target=("reward/r/mean", 0.5), window=1
     )
-    assert "| g | 2, not reached | 2 (1/2) |" in md.read_text()  # fast: 0.5 at step 2; slow: at most 0.4
+    assert (
+        "| g | `fast`: 2, `slow`: not reached | 2 (1/2) |" in md.read_text()
+    )  # fast: 0.5 at step 2; slow: at most 0.4
     # trailing 4-point means: fast (0.25+0.5+0.75+1)/4 = 0.625 at step 4; slow 0.25, with just the 4 points needed
     md, _ = compare_runs(
         {"g": [fast, slow]}, ["reward/r/mean"], tmp_path / "o2", target=("reward/r/mean", 0.5), window=4
     )
-    assert "| g | 4, not reached | 4 (1/2) |" in md.read_text()
+    assert "| g | `fast`: 4, `slow`: not reached | 4 (1/2) |" in md.read_text()
 
 
 def test_comparison_notes_name_what_is_not_like_for_like():
