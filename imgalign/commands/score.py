@@ -176,6 +176,17 @@ def _lookup(
     return by_name[0] if len(by_name) == 1 else None
 
 
+def rows_of_absent_files(mapping: dict[str, dict[str, Any]], taken: set[int], base: Path) -> list[str]:
+    """The 'file' of each --prompts row that no scored image took (`taken`: the ids of the rows taken) and that
+    names no existing file, as given or relative to the prompt file's folder `base`. A row of an existing image that
+    is not among those scored is not one: a prompt file may cover more images than a run scores."""
+    return [
+        k
+        for k, row in mapping.items()
+        if id(row) not in taken and not Path(k).is_file() and not (base / k).is_file()
+    ]
+
+
 def _row_of_another_image(key: str, file: Path, base: Path | None, scored: frozenset[Path]) -> bool:
     """Whether a prompt row's ``file`` `key`, as given or relative to the prompt file's folder `base`, is an existing
     file other than `file` that is scored in the same run (`scored`: resolved paths), or any other existing file
@@ -541,6 +552,19 @@ def run_score(args: argparse.Namespace) -> int:
         f: (_lookup(f, mapping, base, scored) if mapping is not None else None) or _geneval_meta(f, cache)
         for f in files
     }
+    if mapping is not None:
+        absent = rows_of_absent_files(mapping, {id(r) for r in prompt_rows.values()}, base or Path())
+        if (
+            absent
+        ):  # the images of a generation cut short: the summary counted the files found, without a word
+            log.warning(
+                "%d of %d --prompts rows name an image that is not there (e.g. %r, found neither as given nor in "
+                "%r); it is not scored: check that the images are all there, or correct the rows' 'file'",
+                len(absent),
+                len(mapping),
+                absent[0],
+                str(base),
+            )
 
     # a reward's column is its canonical key (name and non-default options: `geneval:mode=strict`, not `geneval`),
     # so a --baseline pairs only scores of the same reward and options
