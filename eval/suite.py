@@ -154,9 +154,11 @@ def load_image(path: Path) -> Image.Image:
     """Open an image fully (so truncation errors surface here) and convert it to RGB. 16-bit and float images are
     scaled to 8 bits as the rewards do (PIL's convert clips them at 255: a 16-bit PNG was judged as a white image)."""
     from imgalign.rewards.base import pil_to_rgb
+    from imgalign.rewards.io import upright
 
     with Image.open(path) as im:
         im.load()
+        im = upright(im)
         return pil_to_rgb(im) if im.mode.startswith("I") or im.mode == "F" else im.convert("RGB")
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from PIL import Image, UnidentifiedImageError
+from PIL import Image, ImageOps, UnidentifiedImageError
 
 from imgalign.rewards.base import pil_to_rgb
 
@@ -80,6 +80,21 @@ def find_images(paths: Iterable[str | Path]) -> list[Path]:
     return uniq
 
 
+ORIENTATION_TAG = 0x0112  # EXIF Orientation: 1 upright; 5 to 8 a quarter turn (transposed or not)
+
+
+def upright(im: Image.Image) -> Image.Image:
+    """`im` turned as its EXIF orientation tag says a viewer shows it: a phone's portrait photo is stored sideways with
+    such a tag, and was scored and judged sideways ("left of" read as "above")."""
+    return ImageOps.exif_transpose(im)
+
+
+def upright_size(im: Image.Image) -> tuple[int, int]:
+    """The (width, height) :func:`upright` gives `im`, from its header: a quarter turn swaps them."""
+    turned = im.getexif().get(ORIENTATION_TAG) in (5, 6, 7, 8)
+    return (im.height, im.width) if turned else im.size
+
+
 def read_image(path: str | Path) -> Image.Image:
     """Decode an image fully (truncation surfaces here) and convert any mode to 8-bit RGB.
     Raises :class:`ImageReadError` naming the file for empty, truncated, corrupt or non-image files."""
@@ -89,7 +104,7 @@ def read_image(path: str | Path) -> Image.Image:
             raise ImageReadError(f"{path}: empty file (0 bytes)")
         with Image.open(path) as im:
             im.load()
-            return pil_to_rgb(im)
+            return pil_to_rgb(upright(im))
     except UnidentifiedImageError:
         hint = ""
         if (
@@ -187,7 +202,7 @@ def _headers_size(files: Sequence[Path]) -> tuple[int, int] | None:
         # an unreadable file is named when it is read
         with contextlib.suppress(OSError, SyntaxError, ValueError, Image.DecompressionBombError):
             with Image.open(f) as im:
-                sizes[im.size] += 1
+                sizes[upright_size(im)] += 1
     return common_size(sizes) if sizes else None
 
 
