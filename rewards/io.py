@@ -71,11 +71,14 @@ def find_images(paths: Iterable[str | Path]) -> list[Path]:
                 out += expand(Path(q))
         else:
             raise FileNotFoundError(f"{s!r} is not a file, folder or glob that matches anything")
+    # one file spelt two ways (a/x.png, /abs/a/x.png, a/b/../x.png) was scored twice and counted twice in the means;
+    # its folder is resolved, not the file: a symlink to another image (one image in two prompt folders) stays
     seen: set[Path] = set()
     uniq = []
     for p in out:
-        if p not in seen:
-            seen.add(p)
+        key = p.parent.resolve() / p.name
+        if key not in seen:
+            seen.add(key)
             uniq.append(p)
     return uniq
 

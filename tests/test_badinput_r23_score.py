@@ -43,3 +43,16 @@ def test_prompt_rows_of_images_that_are_not_there_are_named(tmp_path: Path, capl
     assert "1 of 4 --prompts rows name an image that is not there (e.g. 'imgs/d.png'" in warned
     assert str(tmp_path) in warned and "check that the images are all there" in warned
     assert len((tmp_path / "s2.jsonl").read_text().splitlines()) == 2  # the images there are scored as before
+
+
+def test_one_image_spelt_two_ways_is_scored_once(tmp_path: Path, monkeypatch) -> None:
+    """`score a/x.png /abs/a/x.png a/sub/../x.png` scored one image three times, each counted in the summary's
+    mean; it is scored once (as first spelt). A symlink to it under another name is another image and stays."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a" / "sub").mkdir(parents=True)
+    W.render(SPECS[0], 0)[0].save(tmp_path / "a" / "x.png")
+    (tmp_path / "a" / "y.png").symlink_to(tmp_path / "a" / "x.png")
+    out = tmp_path / "s.jsonl"
+    paths = ["a/x.png", str(tmp_path / "a" / "x.png"), "a/sub/../x.png", "a"]
+    assert main(["score", *paths, "--reward", "artifact", "--no-progress", "--out", str(out)]) == 0
+    assert [json.loads(line)["file"] for line in out.read_text().splitlines()] == ["a/x.png", "a/y.png"]
