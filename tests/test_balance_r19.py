@@ -3,13 +3,19 @@ hand-written mutations of imgalign.trainers.balance."""
 
 from __future__ import annotations
 
+import logging
 import sys
 import uuid
 from pathlib import Path
 
 import pytest
+import torch
 
+from imgalign.trainers.balance import RewardBalancing
+from imgalign.trainers.objectives import LossHead
 from imgalign.trainers.rewarding import BALANCER_CONTRACT, build_balancer
+
+torch.set_num_threads(1)
 
 
 def _user_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str) -> str:
@@ -74,3 +80,42 @@ def test_build_balancer_returns_every_built_in(name: str) -> None:
 def test_build_balancer_refuses_an_unknown_name_with_the_valid_ones() -> None:
     with pytest.raises(ValueError, match="unknown reward balancer 'nope'.*gdpo.*marble"):
         build_balancer("nope")
+
+
+def _counting_head(x: torch.Tensor, z: torch.Tensor, weight: torch.Tensor, calls: list[int]) -> LossHead:
+    """A GRPO-like LossHead (v = x W^T, policy loss mean_i(-s_i <v_i, z_i>)) that counts its policy-loss calls."""
+    v = x @ weight.T
+
+    def policy(s: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
+        calls.append(1)
+        return (-s * (v * z).sum(1)).mean(), {}
+
+    return LossHead(v, lambda a: a.float(), policy, torch.zeros(()), {})
+
+
+@pytest.mark.parametrize("space", ["output", "params"])
+def test_marble_with_one_reward_warns_once_and_spends_no_gradient_probe(
+    caplog: pytest.LogCaptureFixture, space: str
+) -> None:
+    """balancer: marble with a single reward: alpha is [1] whatever the gradients, so the Gram probes (K autograd
+    calls, or K backward passes in params space) bought nothing. The run is told once, when the balancing is
+    built, and each micro-batch forms only its training loss, which is the plain single-reward loss."""
+    torch.manual_seed(0)
+    weight = torch.nn.Parameter(torch.randn(5, 6))
+    per = torch.randn(4, 1)
+    with caplog.at_level(logging.WARNING, logger="imgalign.trainers.balance"):
+        rb = RewardBalancing(["only"], marble=True, diagnose=False, space=space)
+        for _ in range(3):
+            rb.start_update()
+            assert not rb.solving
+            calls: list[int] = []
+            x, z = torch.randn(4, 6), torch.randn(4, 5)
+            loss, _ = rb.micro_loss(_counting_head(x, z, weight, calls), per, per[:, 0], [weight])
+            assert len(calls) == 1  # the training loss only: no per-reward probe
+            torch.testing.assert_close(loss, (-per[:, 0] * ((x @ weight.T) * z).sum(1)).mean())
+            rb.end_update()
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warned) == 1 and "'only'" in warned[0] and "one reward" in warned[0], warned
+    m = rb.step_metrics()
+    assert m["balance/alpha/only"] == 1.0 and m["balance/coef/only"] == 1.0
+    assert rb.updates == 3

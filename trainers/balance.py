@@ -93,6 +93,7 @@ Diagnostics: each reward's gradient cosine with the final update, from the Gram 
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -102,6 +103,8 @@ import numpy as np
 import torch
 
 from imgalign.config import field
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -659,6 +662,13 @@ class RewardBalancing:
             if marble
             else None
         )
+        if marble and self.k == 1:
+            log.warning(
+                "rewards.balancer=marble with one reward (%r): its weight is 1 whatever the gradients, so this run "
+                "trains on that reward alone and skips MARBLE's gradient probes; name two or more rewards for MARBLE "
+                "to balance",
+                self.names[0],
+            )
         self.diagnose = diagnose
         self.space = space
         self.updates = 0  # optimizer updates seen (MARBLE's refresh clock)
@@ -677,7 +687,8 @@ class RewardBalancing:
 
     def start_update(self) -> None:
         self._acc = UpdateGram(self.space) if self.diagnose else None
-        refresh = self.balancer is not None and self.balancer.needs_refresh(self.updates)
+        # one reward: alpha* is [1] on any Gram matrix, so its K probes would be spent for nothing
+        refresh = self.balancer is not None and self.k > 1 and self.balancer.needs_refresh(self.updates)
         self._solve = UpdateGram(self.space) if refresh else None
 
     @property
