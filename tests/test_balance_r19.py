@@ -119,3 +119,39 @@ def test_marble_with_one_reward_warns_once_and_spends_no_gradient_probe(
     m = rb.step_metrics()
     assert m["balance/alpha/only"] == 1.0 and m["balance/coef/only"] == 1.0
     assert rb.updates == 3
+
+
+def test_zero_std_ratio_of_a_single_group_is_its_own_tie():
+    """One prompt group: the share is 1 when its values tie and 0 when they do not (not halved by a floor of two
+    groups in the denominator)."""
+    from imgalign.trainers.balance import zero_std_ratio
+
+    one = torch.zeros(3, dtype=torch.long)
+    assert zero_std_ratio(torch.tensor([0.5, 0.5, 0.5]), one) == 1.0
+    assert zero_std_ratio(torch.tensor([0.5, 0.5, 0.7]), one) == 0.0
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+@pytest.mark.parametrize("k", [2, 3])
+def test_min_norm_simplex_refuses_a_gram_with_one_non_finite_entry(bad: float, k: int):
+    """A single overflowed cross term among finite ones is refused by name, not solved (K = 2 closed form and
+    the K = 3 enumeration alike)."""
+    from imgalign.trainers.balance import min_norm_simplex
+
+    gram = torch.eye(k, dtype=torch.float64)
+    gram[0, 1] = gram[1, 0] = bad
+    with pytest.raises(ValueError, match="gram has non-finite entries"):
+        min_norm_simplex(gram)
+
+
+def test_marble_coefficients_fall_back_to_uniform_when_every_gradient_norm_is_zero():
+    """A state whose gradient norms are all 0 (every reward's gradient vanished) leaves no weight to normalise: the
+    coefficients fall back to uniform (summing to 1, as mix's [0, 1] range needs), not to all zeros, which would
+    train on a constant signal."""
+    from imgalign.trainers.balance import MarbleBalancer
+
+    mb = MarbleBalancer(2, names=["a", "b"])
+    mb.load_state_dict({"alpha": [0.3, 0.7], "grad_norms": [0.0, 0.0], "steps": 1, "names": ["a", "b"]})
+    assert mb.coefficients().tolist() == [0.5, 0.5]
+    r = torch.tensor([[0.2, 0.8], [1.0, 0.0]])
+    torch.testing.assert_close(mb.mix(r), torch.tensor([0.5, 0.5]))
