@@ -22,3 +22,13 @@ def test_an_empty_target_of_one_run_is_refused_as_a_compare_option(tmp_path: Pat
     assert main(["report", str(run), "--target", ""]) == 2
     assert "--target apply to --compare only" in capsys.readouterr().err
     assert not (run / "report").exists()
+
+
+def test_compare_without_keys_is_refused_saying_what_it_needs(tmp_path: Path, capsys) -> None:
+    """--compare with --out but no --keys is refused naming what it needs, before anything is written (only a
+    missing --out was tested: without the --keys half of the check, the duplicate-key check read a None list)."""
+    run = _run(tmp_path / "run")
+    out = tmp_path / "c"
+    assert main(["report", "--compare", f"a={run}", "--out", str(out)]) == 2
+    assert "--compare needs --keys KEY [KEY ...] and --out DIR" in capsys.readouterr().err
+    assert not out.exists()
