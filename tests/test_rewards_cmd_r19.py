@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import sys
+import types
+
 import pytest
+import torch
 
 from imgalign.cli import main
+from imgalign.rewards.sanity import PairResult
 
 
 @pytest.mark.parametrize("blank", ["", " ", "\t"])
@@ -13,3 +18,23 @@ def test_an_fd_argument_of_blanks_is_named_as_empty(blank: str, capsys: pytest.C
     not as a folder that does not exist."""
     assert main(["rewards", "fd", blank, "shapes", "--features", "stats"]) == 2
     assert "an fd argument is empty" in capsys.readouterr().err
+
+
+def test_check_kinds_may_have_blanks_after_the_commas(
+    capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--kinds "shape, colour"` (a blank after the comma) names the kinds shape and colour;
+    it is not refused as the unknown kind ' colour'."""
+    calls: list[tuple[str, ...]] = []
+
+    def fake_check(reward, n, seed, kinds):
+        calls.append(kinds)
+        return PairResult(accuracy=1.0, n=n, per_task={}, per_kind={}, mean_true=1.0, mean_corrupted=0.0)
+
+    monkeypatch.setattr("imgalign.rewards.sanity.true_vs_corrupted", fake_check)
+    mod = types.ModuleType("my_lab.r19_kinds")
+    mod.f = lambda images, prompts, metadata=None: torch.zeros(len(prompts))
+    monkeypatch.setitem(sys.modules, "my_lab.r19_kinds", mod)
+    argv = ["rewards", "check", "--reward", "my_lab.r19_kinds:f", "--n", "2", "--kinds", " shape,  colour "]
+    assert main(argv) == 0, capsys.readouterr().err
+    assert calls == [("shape", "colour")]
