@@ -38,3 +38,20 @@ def test_check_kinds_may_have_blanks_after_the_commas(
     argv = ["rewards", "check", "--reward", "my_lab.r19_kinds:f", "--n", "2", "--kinds", " shape,  colour "]
     assert main(argv) == 0, capsys.readouterr().err
     assert calls == [("shape", "colour")]
+
+
+def test_fid_stats_records_the_features_it_was_given(
+    tmp_path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The stats file names the --features given (the fid reward and fd check it against theirs), whatever they
+    are: the other tests wrote 'stats' only. The encoder is stood in for by 'stats' (no model loads)."""
+    import imgalign.rewards.features as F
+    from imgalign.rewards.fid import load_stats
+
+    real = F.build_features
+    monkeypatch.setattr(F, "build_features", lambda name, device="cpu": real("stats", device))
+    out = tmp_path / "s.safetensors"
+    argv = ["rewards", "fid-stats", "--images", "shapes", "--n", "3", "--features", "shapes-clip"]
+    assert main([*argv, "--out", str(out)]) == 0
+    assert load_stats(out)[3] == "shapes-clip"
+    assert "shapes-clip features" in capsys.readouterr().out
