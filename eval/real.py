@@ -201,15 +201,46 @@ def load_prompt_set(spec: str) -> list[dict[str, Any]]:
     return load_geneval_metadata(spec)
 
 
+def clause_lists(meta: dict[str, Any]) -> list[tuple[str, Any]]:
+    """(field, value) of a metadata row's include and exclude clause lists (an absent or null exclude: none)."""
+    return [("include", meta.get("include", [])), ("exclude", meta.get("exclude") or [])]
+
+
 def metadata_classes(metas: Sequence[dict[str, Any]]) -> list[str]:
-    """Every class named by a prompt set (include and exclude clauses), sorted."""
-    names = {c["class"] for m in metas for c in list(m.get("include", [])) + list(m.get("exclude", []) or [])}
+    """Every class named by a prompt set (include and exclude clauses), sorted. A clause without a class name (a
+    hand-made folder's metadata) names none: :func:`validate_real_metadata` refuses its prompt."""
+    names = {
+        c["class"]
+        for m in metas
+        for _, clauses in clause_lists(m)
+        if isinstance(clauses, list)
+        for c in clauses
+        if isinstance(c, dict) and isinstance(c.get("class"), str)
+    }
     return sorted(names)
 
 
+def check_clauses(meta: dict[str, Any]) -> None:
+    """Raise ValueError naming the field when the include or exclude clauses are not a list of objects with a
+    string 'class' (metadata of an --images folder is read as it is: a clause without one stopped the whole
+    evaluation with "error: class", and 'include' as a string with a TypeError traceback)."""
+    for key, clauses in clause_lists(meta):
+        if not isinstance(clauses, list):
+            raise ValueError(
+                f'{key!r} is {clauses!r}; it must be a list of clauses such as {{"class": "cat", "count": 1}}'
+            )
+        for i, c in enumerate(clauses):
+            if not isinstance(c, dict) or not isinstance(c.get("class"), str):
+                raise ValueError(
+                    f"{key}[{i}] is {c!r}; each clause needs a 'class' naming the object (e.g. \"cat\")"
+                )
+
+
 def validate_real_metadata(meta: dict[str, Any], classes: Sequence[str]) -> None:
-    """Raise ValueError when a prompt names a class the detector cannot find or a colour outside GenEval's 10."""
-    for c in list(meta.get("include", [])) + list(meta.get("exclude", []) or []):
+    """Raise ValueError when a prompt's clauses are malformed (:func:`check_clauses`), or it names a class the
+    detector cannot find or a colour outside GenEval's 10."""
+    check_clauses(meta)
+    for c in list(meta.get("include", [])) + list(meta.get("exclude") or []):
         if c["class"] not in classes:
             raise ValueError(
                 f"class {c['class']!r} is not one the detector can find; use GenEval's COCO class names "
@@ -692,7 +723,11 @@ def build_judge(
     loaded when no prompt of `metas` has a colour clause (the colour function is then never called)."""
     classes = metadata_classes(metas) if metas else list(COCO_CLASSES)
     det = HFDetector(detector, device=device, dtype=dtype, classes=classes, nms_iou=nms_iou)
-    needs_color = metas is None or any("color" in c for m in metas for c in m.get("include", []))
+    needs_color = metas is None or any(
+        isinstance(c, dict) and "color" in c
+        for m in metas
+        for c in (m.get("include") if isinstance(m.get("include"), list) else [])
+    )
     color: ColorFn = ClipColorClassifier(clip, device=device, dtype=dtype) if needs_color else no_color
     known = list(det.classes)
     return det, color, lambda meta: validate_real_metadata(meta, known)

@@ -1,0 +1,61 @@
+"""eval/real.py, mutation round 19: metadata of an --images folder whose clauses are malformed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from imgalign.eval.real import COCO_CLASSES, metadata_classes, validate_real_metadata
+
+CAT = {"tag": "single_object", "include": [{"class": "cat", "count": 1}], "prompt": "a photo of a cat"}
+BAD = [
+    ({**CAT, "include": [{"count": 1}]}, "include[0] is {'count': 1}; each clause needs a 'class'"),
+    ({**CAT, "include": "cat"}, "'include' is 'cat'; it must be a list of clauses"),
+    ({**CAT, "include": 5}, "'include' is 5; it must be a list of clauses"),
+    ({**CAT, "include": [["cat"]]}, "include[0] is ['cat']; each clause needs a 'class'"),
+    ({**CAT, "exclude": [{"class": 3, "count": 2}]}, "exclude[0] is {'class': 3, 'count': 2}; each clause"),
+    ({**CAT, "exclude": {"class": "dog"}}, "'exclude' is {'class': 'dog'}; it must be a list of clauses"),
+]
+
+
+@pytest.mark.parametrize(("meta", "message"), BAD)
+def test_a_malformed_clause_is_refused_naming_the_field(meta, message) -> None:
+    """A clause without a class stopped the evaluation with "error: class", an 'include' that is no list with a
+    TypeError traceback; each is a ValueError naming the field (a failure row of its prompt folder)."""
+    with pytest.raises(ValueError) as e:
+        validate_real_metadata(meta, COCO_CLASSES)
+    assert message in str(e.value)
+    validate_real_metadata({**CAT, "exclude": None}, COCO_CLASSES)  # null exclude: none
+
+
+def test_the_classes_of_a_prompt_set_skip_clauses_without_a_class_name() -> None:
+    metas = [meta for meta, _ in BAD] + [{**CAT, "exclude": [{"class": "dog", "count": 1}]}]
+    assert metadata_classes(metas) == ["cat", "dog"]
+
+
+def test_an_images_folder_with_a_malformed_clause_is_judged_with_a_failure_row(tmp_path: Path) -> None:
+    """`imgalign eval --suite geneval --images DIR`: the prompt folders whose 'include' is no list or whose clause
+    has no class get a failure row naming their metadata file; the other prompts are judged (exit status 1)."""
+    import geneval_real_tiny as T
+    from PIL import Image
+
+    from imgalign.cli import main
+    from imgalign.eval.suite import write_prompt_folder
+
+    detr, clip = T.build_tiny_detr(tmp_path / "detr"), T.build_tiny_open_clip(tmp_path / "clip")
+    img = Image.new("RGB", (32, 32), (100, 100, 100))
+    write_prompt_folder(tmp_path / "imgs", 0, CAT, [img])
+    write_prompt_folder(tmp_path / "imgs", 1, {**CAT, "include": 5}, [img])
+    write_prompt_folder(tmp_path / "imgs", 2, {**CAT, "include": [{"count": 1}]}, [img])
+    argv = ["eval", "--suite", "geneval", "--images", str(tmp_path / "imgs"), "--detector", str(detr)]
+    assert main([*argv, "--clip", str(clip), "--no-progress", "--out", str(tmp_path / "ev")]) == 1
+    rows = [json.loads(line) for line in (tmp_path / "ev" / "results.jsonl").read_text().splitlines()]
+    assert [r["error"] for r in rows] == [
+        None,
+        f"{tmp_path / 'imgs' / '00001' / 'metadata.jsonl'}: 'include' is 5; it must be a list of clauses "
+        'such as {"class": "cat", "count": 1}',
+        f"{tmp_path / 'imgs' / '00002' / 'metadata.jsonl'}: include[0] is {{'count': 1}}; each clause needs a "
+        "'class' naming the object (e.g. \"cat\")",
+    ]
