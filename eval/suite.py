@@ -192,9 +192,11 @@ def judge_folder(
         for line in results_path.read_text().splitlines():
             try:
                 row = json.loads(line)
-                done[row["file"]] = row
-            except (json.JSONDecodeError, KeyError):
+            except json.JSONDecodeError:
                 continue  # a line cut short by a crash: judged again below
+            # JSON that is no verdict ('[1]', a row without its file: a hand edit) raised TypeError here
+            if isinstance(row, dict) and isinstance(row.get("file"), str):
+                done[row["file"]] = row
         # rewrite without any partial line
         atomic_write_text(results_path, "".join(json.dumps(r) + "\n" for r in done.values()))
     folders = list(read_folder(images_dir))

@@ -27,3 +27,35 @@ def test_short_prompt_folders_names_three_and_counts_the_rest() -> None:
     head = short_prompt_folders(_folders([4, 1, 3, 2, 0])).split(";")[0]
     assert head.endswith(": 00001 (1), 00002 (3), 00003 (2) and 1 more")
     assert head.startswith("4 of 5 prompt folders hold fewer images than the 4 of the others")
+
+
+def test_a_rerun_reuses_every_verdict_past_a_damaged_or_foreign_line_of_results(tmp_path: Path) -> None:
+    """results.jsonl with a line cut short or a JSON line that is no verdict object ('[1]', 'null', a hand edit)
+    before its rows: the rows after it are still reused (not judged again), and such a line is dropped. A line that
+    was JSON but no object stopped the rerun with a TypeError traceback."""
+    from PIL import Image
+
+    from imgalign import shapes as W
+    from imgalign.eval.shapes_detector import ShapesDetector
+    from imgalign.eval.suite import judge_folder, write_prompt_folder
+
+    imgs, ev = tmp_path / "imgs", tmp_path / "ev"
+    for i, meta in enumerate(
+        [W.single_object("circle").to_metadata(), W.colors("red", "square").to_metadata()]
+    ):
+        write_prompt_folder(imgs, i, meta, [Image.new("RGB", (64, 64), (255, 255, 255))])
+    calls = []
+    detector = ShapesDetector()
+
+    def counting(image: Image.Image):  # noqa: ANN202
+        calls.append(1)
+        return detector(image)
+
+    first = judge_folder(imgs, ev, counting, progress=False)
+    assert len(calls) == 2
+    results = ev / "results.jsonl"
+    rows = results.read_text()
+    results.write_text('{"file": "00000/samp\n[1]\nnull\n{"file": ["a"], "sha256": ""}\n' + rows)
+    again = judge_folder(imgs, ev, counting, progress=False)
+    assert len(calls) == 2 and again == first
+    assert results.read_text() == rows
