@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from imgalign.eval.suite import PromptFolder, short_prompt_folders
@@ -59,3 +60,28 @@ def test_a_rerun_reuses_every_verdict_past_a_damaged_or_foreign_line_of_results(
     again = judge_folder(imgs, ev, counting, progress=False)
     assert len(calls) == 2 and again == first
     assert results.read_text() == rows
+
+
+def test_a_prompt_its_validator_refuses_counts_as_one_incorrect_image_per_image(tmp_path: Path) -> None:
+    """validate_metadata refusing a prompt gives each of its images a failure row (incorrect, partial 0, the
+    error naming the user's metadata file through source_dir) and counts them as incorrect in the scores."""
+    from PIL import Image
+
+    from imgalign import shapes as W
+    from imgalign.eval.shapes_detector import ShapesDetector
+    from imgalign.eval.suite import judge_folder, write_prompt_folder
+
+    imgs = tmp_path / "imgs"
+    meta = W.single_object("circle").to_metadata()
+    blank = Image.new("RGB", (64, 64), (255, 255, 255))
+    write_prompt_folder(imgs, 0, meta, [blank, blank])
+
+    def refuse(m: dict) -> None:
+        raise ValueError("no such class")
+
+    s = judge_folder(imgs, tmp_path / "ev", ShapesDetector(), validate_metadata=refuse, progress=False,
+                     source_dir=tmp_path / "mine")  # fmt: skip
+    rows = [json.loads(x) for x in (tmp_path / "ev" / "results.jsonl").read_text().splitlines()]
+    error = f"{tmp_path / 'mine' / '00000' / 'metadata.jsonl'}: no such class"
+    assert [(r["correct"], r["partial"], r["error"]) for r in rows] == [(False, 0.0, error)] * 2
+    assert (s["overall"], s["tasks"], s["n_errors"], s["n_images"]) == (0.0, {meta["tag"]: 0.0}, 2, 2)
