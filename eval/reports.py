@@ -844,7 +844,7 @@ def failure_gallery(
     Failures are spread over tasks (round-robin by task, in file order), so one bad task does not fill the page.
     Returns 0 when nothing failed, and then removes an `out_png` left by an earlier evaluation."""
     from imgalign.eval.gallery import caption_grid, save_png
-    from imgalign.eval.suite import load_image
+    from imgalign.eval.suite import UNREADABLE_IMAGE, load_image
 
     eval_dir = Path(eval_dir)
     images_dir = Path(images_dir) if images_dir else eval_dir / "images"
@@ -862,7 +862,7 @@ def failure_gallery(
         why = r.get("error") or r.get("reason") or "incorrect"
         try:
             img = load_image(images_dir / r["file"])
-        except (OSError, ValueError):
+        except UNREADABLE_IMAGE:  # (a broken PNG's SyntaxError stopped --baseline with a traceback)
             from PIL import Image
 
             img = Image.new("RGB", (cell, cell), (200, 200, 200))

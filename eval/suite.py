@@ -29,6 +29,8 @@ from imgalign.files import atomic_write_text, replacing
 from imgalign.prompts.io import first_line
 
 log = logging.getLogger(__name__)
+# what opening and loading an unreadable image file raises (PIL raises SyntaxError for a PNG with a broken chunk)
+UNREADABLE_IMAGE = (OSError, UnidentifiedImageError, SyntaxError, ValueError, Image.DecompressionBombError)
 
 
 @dataclass
@@ -244,13 +246,7 @@ def judge_folder(
                 else:
                     try:
                         img = load_image(s)
-                    except (
-                        OSError,
-                        UnidentifiedImageError,
-                        SyntaxError,
-                        ValueError,
-                        Image.DecompressionBombError,
-                    ) as e:
+                    except UNREADABLE_IMAGE as e:
                         img = None
                         shown = Path(source_dir) / key if source_dir else s  # the user's file, not our copy
                         why = (  # PIL's own text names our copy
