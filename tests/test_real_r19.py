@@ -59,3 +59,13 @@ def test_an_images_folder_with_a_malformed_clause_is_judged_with_a_failure_row(t
         f"{tmp_path / 'imgs' / '00002' / 'metadata.jsonl'}: include[0] is {{'count': 1}}; each clause needs a "
         "'class' naming the object (e.g. \"cat\")",
     ]
+
+
+@pytest.mark.parametrize("seed", ["\u0663", "\u00b2", "\uff15"])
+def test_a_generated_prompt_set_takes_ascii_digits_only(seed: str) -> None:
+    """generate:SEED with a digit that is not ASCII (Arabic-Indic 3, superscript 2, full-width 5) is refused by
+    name: int() read "٣" as seed 3, another spelling of a set, and "²" failed with int()'s own message."""
+    from imgalign.eval.real import load_prompt_set
+
+    with pytest.raises(ValueError, match=r"expected generate:SEED with an integer seed \(digits only\)"):
+        load_prompt_set(f"generate:{seed}")
