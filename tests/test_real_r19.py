@@ -69,3 +69,34 @@ def test_a_generated_prompt_set_takes_ascii_digits_only(seed: str) -> None:
 
     with pytest.raises(ValueError, match=r"expected generate:SEED with an integer seed \(digits only\)"):
         load_prompt_set(f"generate:{seed}")
+
+
+def test_grounding_dino_reads_each_class_from_the_tokens_after_cls(tmp_path: Path) -> None:
+    """A query whose logits are high only on "cat" (token 1, after [CLS]) is a cat, one high only on "computer
+    mouse" (tokens 3-4) a computer mouse: a span shifted onto [CLS] gave each class its neighbour's tokens."""
+    from types import SimpleNamespace
+
+    import geneval_real_tiny as T
+    import torch
+    from PIL import Image
+
+    from imgalign.eval.real import HFDetector
+
+    d = HFDetector(str(T.build_tiny_grounding_dino(tmp_path / "gd")), classes=["cat", "computer mouse"])
+    n_text = d._inputs(text="cat. computer mouse.", images=Image.new("RGB", (40, 40)))["input_ids"].shape[1]
+    logits = torch.full((1, 2, n_text), -6.0)
+    logits[0, 0, 1] = 6.0  # [CLS] cat . computer mouse . [SEP]
+    logits[0, 1, [3, 4]] = 6.0
+    boxes = torch.tensor([[[0.25, 0.25, 0.5, 0.5], [0.75, 0.75, 0.5, 0.5]]])
+
+    class Stub:
+        config = d.model.config
+
+        def __call__(self, **kw: object) -> SimpleNamespace:
+            return SimpleNamespace(logits=logits, pred_boxes=boxes)
+
+    d.model = Stub()
+    out = d(Image.new("RGB", (40, 40)))
+    assert sorted(out) == ["cat", "computer mouse"]
+    assert [x.box for x in out["cat"]] == [(0.0, 0.0, 20.0, 20.0)]
+    assert [x.box for x in out["computer mouse"]] == [(20.0, 20.0, 40.0, 40.0)]
