@@ -1216,7 +1216,7 @@ def test_grid_passes_the_dtype_size_context_length_and_cell_on(tmp_path, monkeyp
     assert main(argv + ["--max-sequence-length", "3", "--cell", "40", "--out", str(tmp_path / "g.png")]) == 0
     # the LABEL, not the path
     assert loaded == [torch.bfloat16] and got["cell"] == 40 and got["labels"] == ["a"]
-    assert "(1 prompts x 1 models x 1 seeds)" in capsys.readouterr().out
+    assert "(1 prompt x 1 model x 1 seed)" in capsys.readouterr().out
     assert calls == [{"steps": 20, "guidance": 4.0, "max_sequence_length": 3, "size": 32}]
     # the largest bounds are allowed: 512 T5 tokens (513 is refused) and seed 2**63 - 1 (a 64-bit generator seed)
     top = [

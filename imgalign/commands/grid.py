@@ -78,6 +78,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_grid)
 
 
+def counted(n: int, noun: str) -> str:
+    """``1 prompt``, ``2 prompts``: `n` and the (regular) `noun`, plural unless `n` is 1."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def parse_seeds(text: str) -> list[int]:
     try:
         seeds = [int(s) for s in text.split(",") if s.strip()]
@@ -315,5 +320,9 @@ def run_grid(args: argparse.Namespace) -> int:
         cell=args.cell,
     )
     save_png(grid, out)
-    print(f"wrote {out} ({len(prompts)} prompts x {len(specs)} models x {len(seeds)} seeds)")
+    # (it said "1 prompts x 1 models x 1 seeds")
+    sizes = (
+        f"{counted(len(prompts), 'prompt')} x {counted(len(specs), 'model')} x {counted(len(seeds), 'seed')}"
+    )
+    print(f"wrote {out} ({sizes})")
     return 0

@@ -126,7 +126,10 @@ def run_render(args: argparse.Namespace) -> int:
             f"interrupted; --out {str(out)!r} holds an incomplete render ({started} of {len(metas)} prompt folders "
             "begun, the last may lack images): delete it and run the same command again"
         ) from None
-    print(f"wrote {len(metas)} prompts x {args.images_per_prompt} images to {args.out}")
+    from imgalign.commands.grid import counted
+
+    # (it said "wrote 1 prompts x 1 images")
+    print(f"wrote {counted(len(metas), 'prompt')} x {counted(args.images_per_prompt, 'image')} to {args.out}")
     return 0
 
 
