@@ -3,6 +3,7 @@ world.py)."""
 
 from __future__ import annotations
 
+import concurrent.futures
 from pathlib import Path
 
 import pytest
@@ -34,3 +35,35 @@ def test_a_components_own_set_hint_is_prefixed_and_gets_no_second_one(tmp_path: 
         "vlm: steps: expected an integer, got 'abc' (--set vlm.KEY=VALUE)\n"
     )
     assert not (tmp_path / "pt").exists()
+
+
+class _QueuePool:
+    """A ProcessPoolExecutor stand-in whose jobs have finished at once; records its shutdowns."""
+
+    shutdowns: list[dict] = []
+
+    def __init__(self, max_workers: int, mp_context: object = None) -> None:
+        pass
+
+    def submit(self, fn, *a):
+        f: concurrent.futures.Future = concurrent.futures.Future()
+        f.set_result({})
+        return f
+
+    def shutdown(self, wait: bool = True, cancel_futures: bool = False) -> None:
+        self.shutdowns.append({"wait": wait, "cancel_futures": cancel_futures})
+
+
+def test_an_error_while_reporting_the_pools_results_cancels_the_queued_components(monkeypatch) -> None:
+    """An error other than Ctrl-C while the results are reported (stdout's reader gone) leaves the pool with its
+    queued components cancelled: a plain shutdown would wait for each of them to train to the end."""
+    monkeypatch.setattr(_QueuePool, "shutdowns", [])
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", _QueuePool)
+
+    def gone(*a, **kw):
+        raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(world, "print", gone, raising=False)
+    with pytest.raises(BrokenPipeError):
+        world.pretrain_in_pool({"t2i": ("m", None), "clip": ("m", None)}, Path("out"), 1)
+    assert _QueuePool.shutdowns == [{"wait": True, "cancel_futures": True}]
