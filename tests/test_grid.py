@@ -1446,7 +1446,7 @@ def test_a_grid_larger_than_pillow_opens_is_refused_before_any_model_loads(tmp_p
     assert main([*argv, "--out", str(tmp_path / "g.png")]) == 2
     err = capsys.readouterr().err
     assert (
-        "the grid of 3200 prompts x 1 images would be at least 352 x 531206 pixels, more than Pillow opens"
+        "the grid of 3200 prompts x 1 image would be at least 352 x 531206 pixels, more than Pillow opens"
         in err
     )
     assert "give fewer prompts (--max-prompts), seeds or models, or a smaller --cell" in err

@@ -73,3 +73,16 @@ def test_world_render_says_one_prompt_and_one_image_in_the_singular(tmp_path, ca
         == 0
     )
     assert capsys.readouterr().out.strip() == f"wrote 3 prompts x 2 images to {out3}"
+
+
+def test_a_grid_too_large_through_its_seed_columns_alone_is_refused(tmp_path, monkeypatch, capsys):
+    """Every seed of every model is a column: the pixel check counts models x seeds columns, not models alone."""
+    import imgalign.pipelines as P
+    from imgalign.commands.grid import check_grid_pixels
+
+    monkeypatch.setattr(P, "load_pipeline", lambda *a, **k: pytest.fail("a model loaded"))
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 60_000)  # Pillow opens 120,000 pixels
+    check_grid_pixels(1, 2, 160)  # two columns: taken
+    argv = ["grid", "--model", "a=shapes", "--model", "b=shapes", "--prompt", "x", "--seeds", "0,1,2"]
+    assert main([*argv, "--out", str(tmp_path / "g.png")]) == 2
+    assert "the grid of 1 prompt x 6 images would be at least" in capsys.readouterr().err

@@ -213,7 +213,8 @@ def check_grid_pixels(rows: int, columns: int, cell: int) -> None:
     limit = 2 * (Image.MAX_IMAGE_PIXELS or 0)
     if limit and width * height > limit:
         raise ValueError(
-            f"the grid of {rows} prompts x {columns} images would be at least {width} x {height} pixels, more than "
+            f"the grid of {counted(rows, 'prompt')} x {counted(columns, 'image')} would be at least {width} x {height} "
+            f"pixels, more than "
             f"Pillow opens ({limit / 1e6:.0f}M pixels): give fewer prompts (--max-prompts), seeds or models, or a "
             "smaller --cell"
         )
