@@ -1,0 +1,44 @@
+"""imgalign.pipelines, mutation round 19: behaviour no other test pinned down (the weight-file check on a real
+model's header size, and on a file cut one byte short of its header's end)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+
+def _save(folder: Path, tensors: int) -> tuple[Path, int]:
+    """A safetensors file of `tensors` small tensors; returns it and its header size (its first 8 bytes)."""
+    from safetensors.torch import save_file
+
+    f = folder / "w.safetensors"
+    save_file(
+        {f"transformer_blocks.{i:04d}.attn.to_q.weight": torch.zeros(2) for i in range(tensors)}, str(f)
+    )
+    return f, int.from_bytes(f.read_bytes()[:8], "little")
+
+
+def test_a_cut_short_weights_file_with_a_header_of_a_real_models_size_is_named(tmp_path: Path) -> None:
+    """A real transformer's header describes hundreds of tensors (tens of kilobytes, 100 kB for SD3's): a copy of it
+    cut short is named, not taken for an implausible header and left to the loader."""
+    from imgalign.pipelines import truncated_weights
+
+    f, n = _save(tmp_path, 400)
+    assert n > 20_000
+    whole = f.read_bytes()
+    f.write_bytes(whole[:-8])
+    assert truncated_weights(tmp_path) == [
+        f"the rest of {tmp_path.name}/w.safetensors ({len(whole) - 8} of {len(whole)} bytes there: truncated)"
+    ]
+
+
+def test_a_weights_file_cut_one_byte_inside_its_header_is_named(tmp_path: Path) -> None:
+    """A file that ends one byte before its header does is named as cut inside its header."""
+    from imgalign.pipelines import truncated_weights
+
+    f, n = _save(tmp_path, 4)
+    f.write_bytes(f.read_bytes()[: 8 + n - 1])
+    assert truncated_weights(tmp_path) == [
+        f"the rest of {tmp_path.name}/w.safetensors ({8 + n - 1} of more than {8 + n} bytes there: truncated)"
+    ]
