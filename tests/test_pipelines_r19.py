@@ -42,3 +42,33 @@ def test_a_weights_file_cut_one_byte_inside_its_header_is_named(tmp_path: Path) 
     assert truncated_weights(tmp_path) == [
         f"the rest of {tmp_path.name}/w.safetensors ({8 + n - 1} of more than {8 + n} bytes there: truncated)"
     ]
+
+
+def test_a_weights_file_one_byte_short_of_its_data_is_named(tmp_path: Path) -> None:
+    """A copy that lost only its last byte is named as cut short too."""
+    from imgalign.pipelines import truncated_weights
+
+    f, _ = _save(tmp_path, 4)
+    whole = f.read_bytes()
+    f.write_bytes(whole[:-1])
+    assert truncated_weights(tmp_path) == [
+        f"the rest of {tmp_path.name}/w.safetensors ({len(whole) - 1} of {len(whole)} bytes there: truncated)"
+    ]
+
+
+def test_a_cut_short_transformer_in_an_overlays_transformer_subfolder_is_refused_before_loading(
+    tmp_path: Path,
+) -> None:
+    """BASE+OVERLAY whose overlay holds its transformer in a transformer/ subfolder: weights cut short there are
+    named before the base loads, as for a transformer at the overlay's top."""
+    import pytest
+
+    from imgalign.pipelines import ModelSpec, check_model_spec
+
+    sub = tmp_path / "ft" / "transformer"
+    sub.mkdir(parents=True)
+    (sub / "config.json").write_text('{"_class_name": "SD3Transformer2DModel"}')
+    f, _ = _save(sub, 4)
+    f.write_bytes(f.read_bytes()[:-8])
+    with pytest.raises(ValueError, match=r"is incomplete; missing: the rest of transformer/w\.safetensors"):
+        check_model_spec(ModelSpec("ft", "shapes", str(tmp_path / "ft")))
