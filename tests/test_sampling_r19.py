@@ -29,3 +29,13 @@ def test_generate_samples_32_prompts_per_pipeline_call_by_default() -> None:
     pipe = _Pipe()
     generate(pipe, ["a"] * 33, list(range(33)))
     assert [len(p) for p in pipe.prompts] == [32, 1]
+
+
+def test_ten_truncated_rows_are_all_named_without_an_and_more() -> None:
+    """Up to 10 truncated rows are listed whole; "and N more" comes only past 10."""
+    from imgalign.sampling import long_rows_warning
+
+    prompts = [f"p{i}" for i in range(10)]
+    line = long_rows_warning("m", prompts, {p: ("CLIP", 80) for p in prompts}, "CLIP 77")
+    assert "rows 1, 2, 3, 4, 5, 6, 7, 8, 9, 10 (row 1: 80 CLIP tokens)" in line
+    assert "more" not in line
