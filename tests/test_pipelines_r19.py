@@ -72,3 +72,18 @@ def test_a_cut_short_transformer_in_an_overlays_transformer_subfolder_is_refused
     f.write_bytes(f.read_bytes()[:-8])
     with pytest.raises(ValueError, match=r"is incomplete; missing: the rest of transformer/w\.safetensors"):
         check_model_spec(ModelSpec("ft", "shapes", str(tmp_path / "ft")))
+
+
+def test_a_fine_tune_on_a_base_of_a_family_imgalign_does_not_train_is_left_to_the_loader(
+    tmp_path: Path,
+) -> None:
+    """The family check compares two known families only: a base pipeline of another class (a UNet pipeline) is
+    not refused as "a None pipeline"; the loader speaks for it."""
+    from imgalign.pipelines import ModelSpec, check_overlay_family
+
+    base, ft = tmp_path / "base", tmp_path / "ft"
+    base.mkdir()
+    ft.mkdir()
+    (base / "model_index.json").write_text('{"_class_name": "StableDiffusionPipeline"}')
+    (ft / "imgalign_model.json").write_text('{"family": "sd3", "base_model": "shapes"}')
+    assert check_overlay_family(ModelSpec("ft", str(base), str(ft)), ft) is None
