@@ -1916,6 +1916,7 @@ def test_the_time_budget_reserves_the_measured_evaluation_from_the_at_start_one_
             _out_of_time=out_of_time,
             _log=lambda step, m: None,
             save=lambda step: None,
+            _check_trained=lambda steps: None,
         )
         T.FlowGRPOTrainer.train(tr)
         return seen

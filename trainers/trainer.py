@@ -364,6 +364,30 @@ def _step_rows(path: Path) -> list[tuple[int, str]]:
     return rows
 
 
+class NothingTrained(ValueError):
+    """A run that trained nothing because a reward scored none of its samples (the CLI's one-line error, exit 2)."""
+
+
+def unscored_rewards(names: list[str], finite: torch.Tensor, scorable: int) -> list[str]:
+    """The rewards of `names` that gave no finite score over a run: `finite` [K] counts each reward's finite scores
+    of the `scorable` samples that did not diverge. None when no sample could be scored (a diverged policy is not a
+    reward's fault)."""
+    if scorable == 0:
+        return []
+    return [n for n, c in zip(names, finite.tolist()) if c == 0]
+
+
+def nothing_trained_error(names: list[str], steps: int, samples: int) -> NothingTrained:
+    """The error of a run whose every step had no sample to train on because rewards `names` were never finite."""
+    which = f"reward {names[0]!r}" if len(names) == 1 else "rewards " + ", ".join(repr(n) for n in names)
+    return NothingTrained(
+        f"{which} gave no finite score (each was NaN or inf) to any of the {samples} sample(s) of the {steps} step(s) "
+        "this run trained, so every sample was masked and no weight was updated: the checkpoints hold the weights "
+        "the run started from. Fix the reward (the warnings above name the prompts), then train again with a new "
+        "--output-dir (or delete this run folder)"
+    )
+
+
 def any_process(acc: Any, flag: bool) -> bool:
     """Whether `flag` is true on any process (a collective: every process must call it at the same point)."""
     t = torch.tensor([float(flag)], device=acc.device)
@@ -455,6 +479,10 @@ class FlowGRPOTrainer:
             cfg.rewards.weights or [1.0] * len(self.rewards), dtype=torch.float32
         )
         self.balancing = self._build_balancing()
+        # over the steps of train(), this process's: each reward's finite scores of samples that did not diverge,
+        # then the number of those samples; and the steps that had no sample to train on (on every process alike)
+        self.scored = torch.zeros(len(self.rewards) + 1)
+        self.idle_steps = 0
 
         self.out.mkdir(parents=True, exist_ok=True)
         self._lock_output_dir()
@@ -804,6 +832,7 @@ class FlowGRPOTrainer:
         eval_cost = 0.0
         if self.start_step == 0 and cfg.eval.at_start and cfg.eval.every >= 0:
             eval_cost = self.evaluate(0).get("perf/sec_eval", 0.0)  # the base model, for before/after
+        ran = 0  # the steps of this call
         for step in range(self.start_step, cfg.train.max_steps):
             t0 = time.perf_counter()
             # a reward or plug-in raising mid-run: its traceback alone said nothing of resuming
@@ -819,6 +848,7 @@ class FlowGRPOTrainer:
                         newest if newest is not None else "none yet, so the run starts again",
                     )
                 raise
+            ran += 1
             metrics["perf/sec_step"] = time.perf_counter() - t0
             done = step + 1
             final = done == cfg.train.max_steps or self._out_of_time(
@@ -862,7 +892,19 @@ class FlowGRPOTrainer:
         bar.close()
         self.acc.wait_for_everyone()
         self.acc.end_training()
+        self._check_trained(ran)
         return last
+
+    def _check_trained(self, steps: int) -> None:
+        """After the loop: a run of `steps` steps none of which had a sample to train on, because a reward scored no
+        sample finite, is an error naming the reward (it ended in success, exit status 0, having trained nothing).
+        Every process counts the same idle steps, so all of them reach the sum over processes, or none."""
+        if steps == 0 or self.idle_steps < steps:
+            return
+        totals = self._reduce_sum(self.scored)
+        names = unscored_rewards(list(self.rewards), totals[:-1], int(totals[-1]))
+        if names:
+            raise nothing_trained_error(names, steps, int(totals[-1]))
 
     def _out_of_time(self, t_start: float, step_sec: float, eval_sec: float) -> bool:
         """True when another step (plus the final evaluation and save) would overrun ``train.time_budget_min``;
@@ -912,6 +954,7 @@ class FlowGRPOTrainer:
         logged_only = [n for n, w in zip(self.rewards, self.reward_weights.tolist()) if w == 0]
         scores = score_all(self.rewards, shown, ro.prompts, ro.metadata, diverged, logged_only)  # [K, b]
         scores[:, diverged] = float("nan")  # masked like a non-finite reward
+        self.scored += torch.cat([torch.isfinite(scores).sum(1), (~diverged).sum().reshape(1)]).float()
         scores_all = self.acc.gather(scores.to(self.acc.device).T.contiguous()).T.cpu()  # [K, N]
         self._update_stateful_rewards(ro, all_prompts, all_meta, m, diverged)
         m["perf/sec_reward"] = time.perf_counter() - t
@@ -947,6 +990,7 @@ class FlowGRPOTrainer:
         t = time.perf_counter()
         m.update(self._update(step, ro, adv_local, valid_local, per_reward_local))
         m["perf/sec_train"] = time.perf_counter() - t
+        self.idle_steps += m["train/empty_updates"] == cfg.train.updates_per_step
         return m
 
     def _mask_diverged(self, ro: Rollout, step: int) -> torch.Tensor:

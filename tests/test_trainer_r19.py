@@ -1,0 +1,91 @@
+"""trainers/trainer.py, mutation round 19: a run that trained nothing because a reward was never finite ends in an
+error naming it, and behaviour the round's surviving mutants showed untested."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from imgalign.cli import main
+from imgalign.trainers.testing import one_step_config, write_config
+from imgalign.trainers.trainer import FlowGRPOTrainer
+
+torch.set_num_threads(1)
+
+ALL_NAN_REWARD = """
+import torch
+
+
+def all_nan(images, prompts, metadata=None):
+    return torch.full((len(images),), float("nan"))
+"""
+
+
+def test_a_run_whose_reward_is_never_finite_fails_naming_that_reward(sd3_dir, tmp_path, monkeypatch, capsys):
+    """Every score NaN: every sample is masked and every update skipped; the run said so in warnings and still
+    exited 0. It now ends in a one-line error (exit 2) naming the reward that was never finite, not the other."""
+    (tmp_path / "r19_rewards.py").write_text(ALL_NAN_REWARD)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    out = tmp_path / "run"
+    cfg = one_step_config(
+        sd3_dir,
+        out,
+        train={"max_steps": 2},
+        rewards={"names": ["r19_rewards:all_nan", "imgalign.trainers.testing:red_reward"]},
+    )
+    assert main(["train", str(write_config(cfg, tmp_path / "c.yaml"))]) == 2
+    err = capsys.readouterr().err
+    assert "reward 'all_nan' gave no finite score" in err and "red_reward" not in err, err
+    assert "any of the 8 sample(s) of the 2 step(s)" in err and "--output-dir" in err, err
+    assert (out / "checkpoints" / "step-000002" / "trainer_state" / "state.json").is_file()
+
+
+def _idle_trainer(names: list[str], scored: list[float], idle: int) -> SimpleNamespace:
+    return SimpleNamespace(
+        rewards=dict.fromkeys(names),
+        scored=torch.tensor(scored),
+        idle_steps=idle,
+        _reduce_sum=lambda t: t,
+    )
+
+
+def test_only_a_run_idle_at_every_step_with_a_reward_never_finite_fails():
+    """A step that trained (one not idle), a run of no step (a resume at train.max_steps), ties of finite rewards, or
+    a policy whose every sample diverged are not a reward's fault: no error. Every reward never finite is named."""
+    from imgalign.trainers.trainer import NothingTrained, unscored_rewards
+
+    check = FlowGRPOTrainer._check_trained
+    check(_idle_trainer(["a", "b"], [0.0, 5.0, 8.0], idle=1), 2)  # one of the 2 steps trained
+    check(_idle_trainer(["a"], [0.0, 8.0], idle=0), 0)  # no step ran
+    check(_idle_trainer(["a", "b"], [8.0, 8.0, 8.0], idle=2), 2)  # every group tied
+    check(_idle_trainer(["a"], [0.0, 0.0], idle=2), 2)  # every sample diverged
+    with pytest.raises(
+        NothingTrained, match=r"rewards 'a', 'c' gave no finite score .* of the 8 sample\(s\) of the 2"
+    ):
+        check(_idle_trainer(["a", "b", "c"], [0.0, 3.0, 0.0, 8.0], idle=2), 2)
+    assert unscored_rewards(["a", "b"], torch.tensor([0.0, 1.0]), 4) == ["a"]
+    assert unscored_rewards(["a", "b"], torch.tensor([0.0, 0.0]), 0) == []
+    assert issubclass(NothingTrained, ValueError)  # the CLI's one-line error, exit status 2
+
+
+def test_the_counts_cover_every_step_and_leave_out_diverged_samples(sd3_dir, tmp_path, monkeypatch) -> None:
+    """train_step adds each reward's finite scores of the samples that did not diverge, and those samples, to
+    `scored`; a step whose every update had no valid sample adds one idle step; _check_trained gets the steps run."""
+    from imgalign.config import load_config
+    from imgalign.trainers.config import FlowGRPOConfig
+    from imgalign.trainers.trainer import run
+
+    out = tmp_path / "run"
+    path = write_config(one_step_config(sd3_dir, out, train={"max_steps": 2}), tmp_path / "c.yaml")
+    seen: dict[str, object] = {}
+    original = FlowGRPOTrainer._check_trained
+
+    def spy(self: FlowGRPOTrainer, steps: int) -> None:
+        seen.update(steps=steps, scored=self.scored.tolist(), idle=self.idle_steps)
+        original(self, steps)
+
+    monkeypatch.setattr(FlowGRPOTrainer, "_check_trained", spy)
+    run(load_config(FlowGRPOConfig, str(path), []), out)
+    assert seen == {"steps": 2, "scored": [8.0, 8.0], "idle": 0}
