@@ -1340,7 +1340,7 @@ def test_mask_diverged_zeroes_every_tensor_of_a_diverged_sample_in_place(caplog)
         bad = FlowGRPOTrainer._mask_diverged(None, ro, 7)
     assert bad.tolist() == [True, True, True, False]
     assert (
-        "step 7: 3 sample(s) of the rollout are not finite" in caplog.text
+        "step 8: 3 sample(s) of the rollout are not finite" in caplog.text  # 0-based step 7: metrics row 8
         and "['p0', 'p1', 'p2']" in caplog.text
     )
     for t in (ro.images, ro.latents, ro.log_probs):
@@ -1363,7 +1363,8 @@ def test_a_non_finite_gradient_skips_the_optimizer_update(sd3_dir, tmp_path, cap
     start = [p.detach().clone() for p in tr.params]
     with caplog.at_level("WARNING"):
         m = tr._update(0, ro, adv, torch.ones(8, dtype=torch.bool))
-    assert "the gradient is not finite" in caplog.text and m["train/skipped_updates"] == 1
+    # the run's first step (0-based 0) is named as its metrics.jsonl row and samples are: step 1
+    assert "step 1: the gradient is not finite" in caplog.text and m["train/skipped_updates"] == 1
     assert all(torch.equal(p, p0) for p, p0 in zip(tr.params, start))
 
 

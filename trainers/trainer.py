@@ -1006,7 +1006,7 @@ class FlowGRPOTrainer:
             log.warning(
                 "step %d: %d sample(s) of the rollout are not finite (NaN/inf latents or images) for prompt(s) %s; "
                 "they are masked like a NaN reward. A policy that diverges: lower train.lr",
-                step,
+                step + 1,  # the metrics.jsonl row of this step, as every message names it
                 int(bad.sum()),
                 sorted({ro.prompts[i] for i in bad.nonzero().flatten().tolist()})[:3],
             )
@@ -1145,7 +1145,7 @@ class FlowGRPOTrainer:
                     "step %d: the gradient is not finite (norm %s); this optimizer update is skipped. A rollout "
                     "with non-finite latents, a reward that breaks the loss, or a plug-in objective or penalty "
                     "with a non-finite loss would cause it; if it repeats, lower train.lr or check the rewards",
-                    step,
+                    step + 1,
                     gn,
                 )
             self.optimizer.zero_grad(set_to_none=True)
