@@ -89,3 +89,14 @@ def test_the_counts_cover_every_step_and_leave_out_diverged_samples(sd3_dir, tmp
     monkeypatch.setattr(FlowGRPOTrainer, "_check_trained", spy)
     run(load_config(FlowGRPOConfig, str(path), []), out)
     assert seen == {"steps": 2, "scored": [8.0, 8.0], "idle": 0}
+
+
+def test_any_accumulation_of_accelerates_own_is_refused_two_steps_too():
+    """ACCELERATE_GRADIENT_ACCUMULATION_STEPS=2 halves every gradient as 4 quarters it (the check tested 4 alone);
+    1, accelerate's default, is no accumulation."""
+    from imgalign.config import ConfigError
+    from imgalign.trainers.trainer import check_accelerator
+
+    with pytest.raises(ConfigError, match=r"STEPS=2\) and would divide every gradient by 2"):
+        check_accelerator("no", "cpu", 2, False, None)
+    assert check_accelerator("no", "cpu", 1, False, None) is None
