@@ -100,3 +100,38 @@ def test_any_accumulation_of_accelerates_own_is_refused_two_steps_too():
     with pytest.raises(ConfigError, match=r"STEPS=2\) and would divide every gradient by 2"):
         check_accelerator("no", "cpu", 2, False, None)
     assert check_accelerator("no", "cpu", 1, False, None) is None
+
+
+def _loop(max_steps: int, every: int, checkpoint_every: int, at_start: bool = False) -> tuple[list, list]:
+    """The steps FlowGRPOTrainer.train evaluates after and saves, on a trainer whose steps do nothing."""
+    evaluated: list[int] = []
+    saved: list[int] = []
+    cfg = SimpleNamespace(
+        train=SimpleNamespace(max_steps=max_steps, time_budget_min=0),
+        eval=SimpleNamespace(at_start=at_start, every=every),
+        log=SimpleNamespace(progress=False, checkpoint_every=checkpoint_every),
+    )
+    tr = SimpleNamespace(
+        cfg=cfg,
+        start_step=0,
+        is_main=True,
+        acc=SimpleNamespace(wait_for_everyone=lambda: None, end_training=lambda: None),
+        evaluate=lambda step: evaluated.append(step) or {},
+        train_step=lambda step: {},
+        _out_of_time=lambda *a: False,
+        _log=lambda step, m: None,
+        save=saved.append,
+        _check_trained=lambda steps: None,
+    )
+    FlowGRPOTrainer.train(tr)
+    return evaluated, saved
+
+
+def test_evaluations_and_checkpoints_follow_the_steps_they_end_and_the_last_step_has_both():
+    """eval.every 2 evaluates after steps 2, 4 (the metrics rows' numbers) and the last; eval.every 0 the last only
+    (and with eval.at_start the base model first); log.checkpoint_every 2 saves steps 2, 4 and the last, 0 the last
+    only; eval.every -1 never evaluates."""
+    assert _loop(5, every=2, checkpoint_every=2) == ([2, 4, 5], [2, 4, 5])
+    assert _loop(5, every=0, checkpoint_every=0) == ([5], [5])
+    assert _loop(3, every=0, checkpoint_every=3, at_start=True) == ([0, 3], [3])
+    assert _loop(4, every=-1, checkpoint_every=3) == ([], [3, 4])
