@@ -3,6 +3,7 @@ error naming it, and behaviour the round's surviving mutants showed untested."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -20,14 +21,24 @@ import torch
 
 def all_nan(images, prompts, metadata=None):
     return torch.full((len(images),), float("nan"))
+
+
+def inf_first(images, prompts, metadata=None):
+    r = images.float().mean(dim=(1, 2, 3))
+    r[0] = float("inf")
+    return r
 """
+
+
+def _rewards_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "r19_rewards.py").write_text(ALL_NAN_REWARD)
+    monkeypatch.syspath_prepend(str(tmp_path))
 
 
 def test_a_run_whose_reward_is_never_finite_fails_naming_that_reward(sd3_dir, tmp_path, monkeypatch, capsys):
     """Every score NaN: every sample is masked and every update skipped; the run said so in warnings and still
     exited 0. It now ends in a one-line error (exit 2) naming the reward that was never finite, not the other."""
-    (tmp_path / "r19_rewards.py").write_text(ALL_NAN_REWARD)
-    monkeypatch.syspath_prepend(str(tmp_path))
+    _rewards_module(tmp_path, monkeypatch)
     out = tmp_path / "run"
     cfg = one_step_config(
         sd3_dir,
@@ -135,3 +146,28 @@ def test_evaluations_and_checkpoints_follow_the_steps_they_end_and_the_last_step
     assert _loop(5, every=0, checkpoint_every=0) == ([5], [5])
     assert _loop(3, every=0, checkpoint_every=3, at_start=True) == ([0, 3], [3])
     assert _loop(4, every=-1, checkpoint_every=3) == ([], [3, 4])
+
+
+def test_an_infinite_score_is_masked_like_nan_and_grids_start_at_the_first_step(
+    sd3_dir, tmp_path, monkeypatch
+):
+    """A reward's +inf is masked as its NaN is (counted in reward/<name>/nonfinite, its group left out: one of the
+    two groups of each step is valid), never trained on; log.sample_every 2 saves the rollout grid of steps 1 and 3
+    (the first step's, the base model's images, then every 2 steps), named by their metrics rows."""
+    from imgalign.trainers.testing import metric_rows
+
+    _rewards_module(tmp_path, monkeypatch)
+    out = tmp_path / "run"
+    cfg = one_step_config(
+        sd3_dir,
+        out,
+        train={"max_steps": 3},
+        rewards={"names": ["r19_rewards:inf_first"]},
+        log={"sample_every": 2},
+    )
+    assert main(["train", str(write_config(cfg, tmp_path / "c.yaml"))]) == 0
+    rows = metric_rows(out)
+    assert [r["reward/inf_first/nonfinite"] for r in rows] == [1, 1, 1]
+    assert [r["train/valid_ratio"] for r in rows] == [0.5, 0.5, 0.5]
+    assert all(r["train/empty_updates"] == 0 and r["train/skipped_updates"] == 0 for r in rows)
+    assert sorted(p.name for p in (out / "samples").glob("*.png")) == ["step-000001.png", "step-000003.png"]
