@@ -171,3 +171,27 @@ def test_an_infinite_score_is_masked_like_nan_and_grids_start_at_the_first_step(
     assert [r["train/valid_ratio"] for r in rows] == [0.5, 0.5, 0.5]
     assert all(r["train/empty_updates"] == 0 and r["train/skipped_updates"] == 0 for r in rows)
     assert sorted(p.name for p in (out / "samples").glob("*.png")) == ["step-000001.png", "step-000003.png"]
+
+
+def test_a_checkpoint_of_fewer_processes_or_another_lora_rank_either_way_is_refused(tmp_path):
+    """_check_resume_fits refuses a checkpoint of 1 process resumed by 2 as one of 2 resumed by 1, and a LoRA rank
+    smaller or larger than the one the checkpoint's saved config was trained with."""
+    import json
+
+    import yaml
+
+    from imgalign.config import ConfigError
+
+    ckpt = tmp_path / "checkpoints" / "step-000003"
+    (ckpt / "trainer_state").mkdir(parents=True)
+    (ckpt / "trainer_state" / "state.json").write_text(json.dumps({"step": 3, "num_processes": 1}))
+    tr = SimpleNamespace(resume_from=ckpt, world=2, cfg=SimpleNamespace(model=SimpleNamespace(lora_rank=2)))
+    with pytest.raises(ConfigError, match="was written by 1 processes; resume with the same number"):
+        FlowGRPOTrainer._check_resume_fits(tr)
+    tr.world = 1
+    (ckpt / "trainer_state" / "config.yaml").write_text(yaml.safe_dump({"model": {"lora_rank": 2}}))
+    FlowGRPOTrainer._check_resume_fits(tr)
+    for rank in (1, 4):
+        tr.cfg.model.lora_rank = rank
+        with pytest.raises(ConfigError, match=f"trained with model.lora_rank=2 and this run sets {rank}:"):
+            FlowGRPOTrainer._check_resume_fits(tr)
