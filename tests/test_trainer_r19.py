@@ -53,11 +53,14 @@ def test_a_run_whose_reward_is_never_finite_fails_naming_that_reward(sd3_dir, tm
     assert (out / "checkpoints" / "step-000002" / "trainer_state" / "state.json").is_file()
 
 
-def _idle_trainer(names: list[str], scored: list[float], idle: int) -> SimpleNamespace:
+def _idle_trainer(
+    names: list[str], scored: list[float], idle: int, weights: list[float] | None = None
+) -> SimpleNamespace:
     return SimpleNamespace(
         rewards=dict.fromkeys(names),
         scored=torch.tensor(scored),
         idle_steps=idle,
+        reward_weights=torch.tensor(weights or [1.0] * len(names)),
         _reduce_sum=lambda t: t,
     )
 
@@ -76,6 +79,10 @@ def test_only_a_run_idle_at_every_step_with_a_reward_never_finite_fails():
         NothingTrained, match=r"rewards 'a', 'c' gave no finite score .* of the 8 sample\(s\) of the 2"
     ):
         check(_idle_trainer(["a", "b", "c"], [0.0, 3.0, 0.0, 8.0], idle=2), 2)
+    # a reward of weight 0 masks no sample, so it is not why nothing trained (here b's groups all tied)
+    check(_idle_trainer(["a", "b"], [0.0, 8.0, 8.0], idle=2, weights=[0.0, 1.0]), 2)
+    with pytest.raises(NothingTrained, match=r"reward 'c' gave no finite score"):
+        check(_idle_trainer(["a", "b", "c"], [0.0, 8.0, 0.0, 8.0], idle=2, weights=[0.0, 1.0, 1.0]), 2)
     assert unscored_rewards(["a", "b"], torch.tensor([0.0, 1.0]), 4) == ["a"]
     assert unscored_rewards(["a", "b"], torch.tensor([0.0, 0.0]), 0) == []
     assert issubclass(NothingTrained, ValueError)  # the CLI's one-line error, exit status 2

@@ -902,7 +902,9 @@ class FlowGRPOTrainer:
         if steps == 0 or self.idle_steps < steps:
             return
         totals = self._reduce_sum(self.scored)
-        names = unscored_rewards(list(self.rewards), totals[:-1], int(totals[-1]))
+        weighed = self.reward_weights > 0  # [K]; a reward of weight 0 is only logged and masks no sample
+        names = [n for n, w in zip(self.rewards, weighed.tolist()) if w]
+        names = unscored_rewards(names, totals[:-1][weighed], int(totals[-1]))
         if names:
             raise nothing_trained_error(names, steps, int(totals[-1]))
 
