@@ -267,8 +267,8 @@ def reward_change_lines(rows: Sequence[dict[str, Any]], groups: dict[str, list[s
 
 def masking_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
     """Warnings for a run that trained on less than it sampled: samples masked for a non-finite reward score
-    (``reward/<name>/masked``, or ``/nonfinite`` in older logs, naming the rewards), optimizer updates without a valid sample
-    (``train/empty_updates``) or with a non-finite gradient (``train/skipped_updates``), both skipped."""
+    (``reward/<name>/masked``, or ``/nonfinite`` in older logs, naming the rewards), optimizer updates without a
+    valid sample (``train/empty_updates``) or with a non-finite gradient (``train/skipped_updates``), both skipped."""
     n = len(rows)
     keys = {k for r in rows for k in r if REWARD_MASKED.match(k)}
     masked, read = [], set()

@@ -9,7 +9,7 @@ import pytest
 from PIL import Image
 
 from imgalign.cli import main
-from imgalign.commands.grid import counted
+from imgalign.commands import counted
 
 
 @pytest.mark.parametrize(("n", "text"), [(0, "0 seeds"), (1, "1 seed"), (2, "2 seeds"), (11, "11 seeds")])

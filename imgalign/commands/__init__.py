@@ -8,6 +8,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 
+def counted(n: int, noun: str) -> str:
+    """``1 prompt``, ``2 prompts``: `n` and the (regular) `noun`, plural unless `n` is 1."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def seed_arg(text: str) -> int:
     """argparse type of a ``--seed``: an integer from 0 to 2**63 - 1 (see :func:`imgalign.config.check_seed`)."""
     from imgalign.config import ConfigError, check_seed

@@ -19,6 +19,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+from imgalign.commands import counted
+
 log = logging.getLogger(__name__)
 
 
@@ -76,11 +78,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--no-progress", action="store_true", help="no progress bars (the libraries' loading bars included)"
     )
     p.set_defaults(func=run_grid)
-
-
-def counted(n: int, noun: str) -> str:
-    """``1 prompt``, ``2 prompts``: `n` and the (regular) `noun`, plural unless `n` is 1."""
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -213,10 +210,9 @@ def check_grid_pixels(rows: int, columns: int, cell: int) -> None:
     limit = 2 * (Image.MAX_IMAGE_PIXELS or 0)
     if limit and width * height > limit:
         raise ValueError(
-            f"the grid of {counted(rows, 'prompt')} x {counted(columns, 'image')} would be at least {width} x {height} "
-            f"pixels, more than "
-            f"Pillow opens ({limit / 1e6:.0f}M pixels): give fewer prompts (--max-prompts), seeds or models, or a "
-            "smaller --cell"
+            f"the grid of {counted(rows, 'prompt')} x {counted(columns, 'image')} would be at least {width} x "
+            f"{height} pixels, more than Pillow opens ({limit / 1e6:.0f}M pixels): give fewer prompts "
+            "(--max-prompts), seeds or models, or a smaller --cell"
         )
 
 
@@ -321,9 +317,6 @@ def run_grid(args: argparse.Namespace) -> int:
         cell=args.cell,
     )
     save_png(grid, out)
-    # (it said "1 prompts x 1 models x 1 seeds")
-    sizes = (
-        f"{counted(len(prompts), 'prompt')} x {counted(len(specs), 'model')} x {counted(len(seeds), 'seed')}"
-    )
-    print(f"wrote {out} ({sizes})")
+    sizes = [counted(len(prompts), "prompt"), counted(len(specs), "model"), counted(len(seeds), "seed")]
+    print(f"wrote {out} ({' x '.join(sizes)})")
     return 0

@@ -553,10 +553,9 @@ def run_score(args: argparse.Namespace) -> int:
         for f in files
     }
     if mapping is not None:
+        # the images of a generation cut short: the summary counted the files found, without a word
         absent = rows_of_absent_files(mapping, {id(r) for r in prompt_rows.values()}, base or Path())
-        if (
-            absent
-        ):  # the images of a generation cut short: the summary counted the files found, without a word
+        if absent:
             log.warning(
                 "%d of %d --prompts rows name an image that is not there (e.g. %r, found neither as given nor in "
                 "%r); it is not scored: check that the images are all there, or correct the rows' 'file'",

@@ -12,7 +12,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from imgalign import shapes as W
-from imgalign.commands import check_output_folder, seed_arg
+from imgalign.commands import check_output_folder, counted, seed_arg
 from imgalign.eval.suite import write_prompt_folder, write_sample
 from imgalign.prompts.io import load_geneval_metadata
 from imgalign.sampling import image_seed
@@ -126,9 +126,6 @@ def run_render(args: argparse.Namespace) -> int:
             f"interrupted; --out {str(out)!r} holds an incomplete render ({started} of {len(metas)} prompt folders "
             "begun, the last may lack images): delete it and run the same command again"
         ) from None
-    from imgalign.commands.grid import counted
-
-    # (it said "wrote 1 prompts x 1 images")
     print(f"wrote {counted(len(metas), 'prompt')} x {counted(args.images_per_prompt, 'image')} to {args.out}")
     return 0
 
