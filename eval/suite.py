@@ -99,6 +99,11 @@ def write_sample(root: Path, index: int, j: int, image: Image.Image) -> None:
         image.save(tmp, format="PNG")
 
 
+def _number_order(path: Path) -> tuple[int, str]:
+    """Sort key of a numbered prompt folder or sample: its number, then its name (0007 and 7 both present)."""
+    return int(path.stem), path.name
+
+
 def read_folder(root: Path) -> Iterator[PromptFolder]:
     """Iterate prompt folders of a GenEval-layout directory; a bad metadata file raises naming the file."""
     root = Path(root)
@@ -109,7 +114,8 @@ def read_folder(root: Path) -> Iterator[PromptFolder]:
         )
     if not root.is_dir():
         raise FileNotFoundError(f"image folder {str(root)!r} does not exist")
-    dirs = sorted(p for p in root.iterdir() if p.is_dir() and p.name.isdigit())
+    # in number order: past 99999 prompts or 9999 images the names grow a digit (10000.png sorted before 1001.png)
+    dirs = sorted((p for p in root.iterdir() if p.is_dir() and p.name.isdigit()), key=_number_order)
     if not dirs:
         # e.g. the --out of `imgalign eval --model`, whose generated images are in its images/ folder
         inner = [
@@ -145,7 +151,7 @@ def read_folder(root: Path) -> Iterator[PromptFolder]:
             )
         # like the official evaluator, only numbered samples count (a stray grid.png does not)
         samples = (
-            sorted(p for p in (d / "samples").glob("*.png") if p.stem.isdigit())
+            sorted((p for p in (d / "samples").glob("*.png") if p.stem.isdigit()), key=_number_order)
             if (d / "samples").is_dir()
             else []
         )
