@@ -240,13 +240,27 @@ def first_line(path: str | Path, what: str, error: type[Exception] = PromptFileE
     return read_text(path, what, error).strip().split("\n")[0]
 
 
-def _not_json(path: Path, n: int, e: json.JSONDecodeError, lines: list[str]) -> PromptFileError:
+# what a line of plain text in a .jsonl is told (a prompt list saved under the wrong suffix, or a line typed by hand)
+PROMPTS_PLAIN = (
+    'each .jsonl line is a JSON object such as {"prompt": "a photo of a cat"}; a list of plain prompts, one per '
+    "line, goes in a .txt file"
+)
+GENEVAL_PLAIN = (
+    'each line is a GenEval metadata object such as {"tag": "single_object", "include": [{"class": "cat", '
+    '"count": 1}], "prompt": "a photo of a cat"}'
+)
+
+
+def _not_json(path: Path, n: int, e: json.JSONDecodeError, lines: list[str], plain: str) -> PromptFileError:
     """The error for line `n` that is not JSON; a file that is one JSON document over several lines (an array, a
-    pretty-printed object) is named as such: its first line was said to be "not valid JSON" and no more."""
+    pretty-printed object) is named as such: its first line was said to be "not valid JSON" and no more. A line of
+    plain text (a prompt list saved as .jsonl) gets `plain`, what the file should hold instead."""
     message = f"{path}:{n}: not valid JSON ({e.msg})"
     try:
         json.loads("\n".join(lines))
     except json.JSONDecodeError:
+        if not lines[n - 1].lstrip().startswith(("{", "[", '"')):
+            message += f"; the line is plain text, and {plain}"
         return PromptFileError(message)
     return PromptFileError(
         f"{message}: the file is one JSON document over several lines (an array or an indented object), and a "
@@ -274,7 +288,7 @@ def load_geneval_metadata(path: str | Path) -> list[dict[str, Any]]:
         try:
             meta = json.loads(line)
         except json.JSONDecodeError as e:
-            raise _not_json(path, n, e, lines) from None
+            raise _not_json(path, n, e, lines, GENEVAL_PLAIN) from None
         out.append(validate_geneval_line(meta, f"{path}:{n}"))
     if not out:
         raise PromptFileError(f"metadata file {str(path)!r} holds no prompts")
@@ -314,7 +328,7 @@ def load_prompts(path: str | Path) -> list[PromptRecord]:
             try:
                 obj = json.loads(line)
             except json.JSONDecodeError as e:
-                raise _not_json(path, n, e, lines) from None
+                raise _not_json(path, n, e, lines, PROMPTS_PLAIN) from None
             prompt = (
                 clean_prompt(obj["prompt"])
                 if isinstance(obj, dict) and isinstance(obj.get("prompt"), str)
