@@ -654,6 +654,7 @@ class RewardBalancing:
         ema: float = 0.9,
         refresh_every: int = 1,
         solver: Literal["auto", "projected_gradient"] = "auto",
+        quiet: bool = False,
     ) -> None:
         self.names = list(names)
         self.k = len(self.names)
@@ -662,7 +663,7 @@ class RewardBalancing:
             if marble
             else None
         )
-        if marble and self.k == 1:
+        if marble and self.k == 1 and not quiet:  # quiet: a process other than the main one of a launch
             log.warning(
                 "rewards.balancer=marble with one reward (%r): its weight is 1 whatever the gradients, so this run "
                 "trains on that reward alone and skips MARBLE's gradient probes; name two or more rewards for MARBLE "

@@ -733,7 +733,12 @@ def ignored_settings(cfg: FlowGRPOConfig) -> list[str]:
     from dataclasses import fields
 
     o, s, r = cfg.objective, cfg.sampling, cfg.rewards
-    unmarbled = r.balancer in ("weighted_sum", "gdpo", "group_norm_weighted")
+    # MARBLE with one reward trains on it alone and reads none of its settings (RewardBalancing warns of it)
+    one_marbled = r.balancer == "marble" and len(r.names) == 1
+    unmarbled = r.balancer in ("weighted_sum", "gdpo", "group_norm_weighted") or one_marbled
+    marble_reader = (
+        "rewards.balancer=marble and two or more rewards" if one_marbled else "rewards.balancer=marble"
+    )
     # (key prefix, section, its defaults, ignored, what reads it); rewards.marble.gram is also the space of
     # rewards.diagnose_cosines
     groups = [
@@ -741,7 +746,7 @@ def ignored_settings(cfg: FlowGRPOConfig) -> list[str]:
         ("objective.", o, ObjectiveConfig(), o.name == "grpo", "objective.name=nft"),
         ("objective.nft.", o.nft, NFTConfig(), o.name == "grpo", "objective.name=nft"),
         ("sampling.tree.", s.tree, TreeConfig(), s.rollout == "flat", "sampling.rollout=tree"),
-        ("rewards.marble.", r.marble, MarbleConfig(), unmarbled, "rewards.balancer=marble"),
+        ("rewards.marble.", r.marble, MarbleConfig(), unmarbled, marble_reader),
         ("eval.", cfg.eval, EvalConfig(), cfg.eval.every == -1, "eval.every >= 0"),
     ]
     out = []

@@ -636,6 +636,7 @@ class FlowGRPOTrainer:
             ema=rc.marble.ema,
             refresh_every=rc.marble.refresh_every,
             solver=rc.marble.solver,
+            quiet=not self.is_main,  # the one-reward warning once per run, not once per process
         )
 
     def _reduce_sum(self, t: torch.Tensor) -> torch.Tensor:
