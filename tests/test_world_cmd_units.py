@@ -116,8 +116,8 @@ def test_no_progress_turns_the_bars_off_in_every_pretraining_process(tmp_path, m
     assert main([*argv, "all", "--jobs", "2"]) == 0
     out = capsys.readouterr().out
     assert "training t2i, clip, vlm in 2 processes\n" in out and "'progress': True" not in out
-    for jobs in ("1", "2"):
-        assert main([*argv, "clip", "--jobs", jobs]) == 0
+    for jobs in ([], ["--jobs", "1"]):  # (--jobs 2 with one component is refused: it trains in one process)
+        assert main([*argv, "clip", *jobs]) == 0
         assert "clip: {'progress': False}" in capsys.readouterr().out
     assert main([*argv, "all", "--jobs", "1"]) == 0
     assert "'progress': True" not in capsys.readouterr().out
@@ -225,3 +225,18 @@ def test_a_refused_run_keeps_an_empty_out_that_was_there(tmp_path: Path) -> None
     with pytest.raises(ValueError, match="bad init_from"), world.component_locks(out, {"t2i": "t2i-work"}):
         raise ValueError("bad init_from")
     assert out.is_dir() and not any(out.iterdir())
+
+
+def test_jobs_with_one_component_is_refused_and_points_to_threads(tmp_path, monkeypatch, capsys) -> None:
+    """--jobs is how many components train at once; with one component it was ignored without a word (own fixes,
+    stop 57). It is refused before anything trains, naming --set threads; --jobs 1 stays accepted."""
+    trained = []
+    monkeypatch.setattr(
+        world, "_pretrain_one", lambda module, cfg, out, progress: trained.append(module) or {}
+    )
+    argv = ["world", "pretrain", "--component", "clip", "--out", str(tmp_path / "p"), "--no-progress"]
+    assert main([*argv, "--jobs", "3"]) == 2
+    err = capsys.readouterr().err
+    assert "--jobs 3 is how many components train at once (with --component all)" in err
+    assert "--set threads=3" in err and trained == [] and not (tmp_path / "p").exists()
+    assert main([*argv, "--jobs", "1"]) == 0 and len(trained) == 1

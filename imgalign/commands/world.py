@@ -300,6 +300,11 @@ def run_pretrain(args: argparse.Namespace) -> int:
     jobs = args.jobs if args.jobs is not None else min(2, os.cpu_count() or 1)
     if jobs < 1:
         raise ValueError(f"--jobs must be at least 1, got {jobs}")
+    if len(names) == 1 and jobs > 1 and args.jobs is not None:  # it was ignored without a word
+        raise ValueError(
+            f"--jobs {jobs} is how many components train at once (with --component all); one component trains in "
+            f"one process: leave --jobs out, and give it more threads with --set threads={jobs}"
+        )
     if args.print_config:  # reads no folder: --out is not needed to see a config
         import yaml
 
