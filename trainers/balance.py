@@ -372,6 +372,8 @@ def _min_norm_enumerate(g: torch.Tensor) -> torch.Tensor:
             a_s = np.linalg.lstsq(kkt, rhs, rcond=None)[0][:m]
         if not np.isfinite(a_s).all():
             continue
+        # a face whose affine minimiser leaves the simplex is skipped: its clipped point below would be feasible
+        # and scored exactly, so it could never win over the optimum's own face; skipping only saves time
         if a_s.min() < -1e-12 or abs(a_s.sum() - 1.0) > 1e-9:
             continue
         a = np.zeros(k)
