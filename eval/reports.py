@@ -41,6 +41,10 @@ def load_metrics(path: Path) -> list[dict[str, Any]]:
     """Rows of a metrics.jsonl. A cut-off last line (a run still writing, or killed) is skipped with a warning; a
     malformed line elsewhere is an error naming the file and line."""
     path = Path(path)
+    if path.is_dir():  # it said "does not exist" of a folder that does
+        raise ValueError(
+            f"{path} is a folder; `imgalign report` reads the file metrics.jsonl a training run writes"
+        )
     if not path.is_file():
         folder, hint = path.parent, ""
         if (folder / "trainer_state").is_dir() and folder.parent.name == "checkpoints":
