@@ -86,6 +86,7 @@ def load_metrics(path: Path) -> list[dict[str, Any]]:
                 f"{path}:{n}: key 'step' is {step!r}; it must be a number (the training step), or leave the key out"
             )
         rows.append(row)
+    _warn_of_steps_out_of_order(path, [(n, r["step"]) for (n, _), r in zip(numbered, rows) if "step" in r])
     if not rows:
         why = "its only line is incomplete" if numbered else "it is empty"
         if path.name == "eval.jsonl":  # it said "one per step", of the in-loop evaluation's log
@@ -95,6 +96,28 @@ def load_metrics(path: Path) -> list[dict[str, Any]]:
             "has finished a step"
         )
     return rows
+
+
+def _warn_of_steps_out_of_order(path: Path, steps: Sequence[tuple[int, float]]) -> None:
+    """Warn once when a step is not after the one before it ((line, step) pairs): the trainer writes them in order
+    and trims them when it resumes, so the file was edited or two runs were pasted into one; rows are read in file
+    order, so its curves double back."""
+    for (_, before), (n, step) in zip(steps, steps[1:]):
+        if step <= before:
+            log.warning(
+                "%s:%d: step %s comes after step %s (a training run writes each step once, in order): were two runs "
+                "pasted into one file? Its rows are read in file order; report each run from its own folder",
+                path,
+                n,
+                _plain(step),
+                _plain(before),
+            )
+            return
+
+
+def _plain(step: float) -> str:
+    """12 for 12.0: steps are integers unless a user wrote otherwise."""
+    return str(int(step)) if float(step).is_integer() else str(step)
 
 
 def series(rows: Sequence[dict[str, Any]], key: str) -> tuple[np.ndarray, np.ndarray]:
