@@ -240,6 +240,23 @@ def first_line(path: str | Path, what: str, error: type[Exception] = PromptFileE
     return read_text(path, what, error).strip().split("\n")[0]
 
 
+class _DuplicateKey(ValueError):
+    """A JSON object names a key twice (json.loads keeps the last without a word)."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``object_pairs_hook`` refusing a key given twice in one object: {"prompt": "a cat", ..., "prompt": "a dog"}
+    trained on the dog, silently (a line merged from two files, or edited by hand)."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(
+                f"key {key!r} appears twice in one object ({out[key]!r} and {value!r}); keep the one you mean"
+            )
+        out[key] = value
+    return out
+
+
 # what a line of plain text in a .jsonl is told (a prompt list saved under the wrong suffix, or a line typed by hand)
 PROMPTS_PLAIN = (
     'each .jsonl line is a JSON object such as {"prompt": "a photo of a cat"}; a list of plain prompts, one per '
@@ -286,9 +303,11 @@ def load_geneval_metadata(path: str | Path) -> list[dict[str, Any]]:
         if not line.strip():
             continue
         try:
-            meta = json.loads(line)
+            meta = json.loads(line, object_pairs_hook=_unique_keys)
         except json.JSONDecodeError as e:
             raise _not_json(path, n, e, lines, GENEVAL_PLAIN) from None
+        except _DuplicateKey as e:
+            raise PromptFileError(f"{path}:{n}: {e}") from None
         out.append(validate_geneval_line(meta, f"{path}:{n}"))
     if not out:
         raise PromptFileError(f"metadata file {str(path)!r} holds no prompts")
@@ -326,9 +345,11 @@ def load_prompts(path: str | Path) -> list[PromptRecord]:
             if not line.strip():
                 continue
             try:
-                obj = json.loads(line)
+                obj = json.loads(line, object_pairs_hook=_unique_keys)
             except json.JSONDecodeError as e:
                 raise _not_json(path, n, e, lines, PROMPTS_PLAIN) from None
+            except _DuplicateKey as e:
+                raise PromptFileError(f"{path}:{n}: {e}") from None
             prompt = (
                 clean_prompt(obj["prompt"])
                 if isinstance(obj, dict) and isinstance(obj.get("prompt"), str)

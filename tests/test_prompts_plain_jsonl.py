@@ -40,3 +40,20 @@ def test_a_damaged_json_line_gets_no_plain_text_hint(tmp_path: Path) -> None:
     with pytest.raises(PromptFileError) as e:
         load_prompts(path)
     assert "not valid JSON" in str(e.value) and "plain text" not in str(e.value)
+
+
+def test_a_key_given_twice_in_one_line_is_refused_naming_both_values(tmp_path: Path) -> None:
+    """json.loads keeps the last of two equal keys: {"prompt": "a cat", "prompt": "a dog"} trained on the dog,
+    silently; also a GenEval clause naming two classes."""
+    path = tmp_path / "prompts.jsonl"
+    path.write_text('{"prompt": "a cat"}\n{"prompt": "a cat", "prompt": "a dog"}\n')
+    with pytest.raises(
+        PromptFileError, match=rf"{path}:2: key 'prompt' appears twice in one object \('a cat' and "
+    ):
+        load_prompts(path)
+    meta = tmp_path / "meta.jsonl"
+    meta.write_text(
+        '{"tag": "single_object", "include": [{"class": "cat", "class": "dog", "count": 1}], "prompt": "a cat"}\n'
+    )
+    with pytest.raises(PromptFileError, match=rf"{meta}:1: key 'class' appears twice"):
+        load_geneval_metadata(meta)
