@@ -1898,7 +1898,7 @@ def test_the_time_budget_reserves_the_measured_evaluation_from_the_at_start_one_
         seen: list[float] = []
         evals = iter([12.0, 7.0, 5.0])
         cfg = SimpleNamespace(
-            train=SimpleNamespace(max_steps=4),
+            train=SimpleNamespace(max_steps=4, unscored_stop_steps=0),
             eval=SimpleNamespace(at_start=at_start, every=2),
             log=SimpleNamespace(progress=False, checkpoint_every=0),
         )

@@ -56,13 +56,17 @@ def test_a_run_whose_reward_is_never_finite_fails_naming_that_reward(sd3_dir, tm
 def _idle_trainer(
     names: list[str], scored: list[float], idle: int, weights: list[float] | None = None
 ) -> SimpleNamespace:
-    return SimpleNamespace(
+    stand_in = SimpleNamespace(
         rewards=dict.fromkeys(names),
         scored=torch.tensor(scored),
         idle_steps=idle,
         reward_weights=torch.tensor(weights or [1.0] * len(names)),
         _reduce_sum=lambda t: t,
     )
+    stand_in._nothing_trained = lambda steps, early=False: FlowGRPOTrainer._nothing_trained(
+        stand_in, steps, early
+    )
+    return stand_in
 
 
 def test_only_a_run_idle_at_every_step_with_a_reward_never_finite_fails():
@@ -125,7 +129,7 @@ def _loop(max_steps: int, every: int, checkpoint_every: int, at_start: bool = Fa
     evaluated: list[int] = []
     saved: list[int] = []
     cfg = SimpleNamespace(
-        train=SimpleNamespace(max_steps=max_steps, time_budget_min=0),
+        train=SimpleNamespace(max_steps=max_steps, time_budget_min=0, unscored_stop_steps=0),
         eval=SimpleNamespace(at_start=at_start, every=every),
         log=SimpleNamespace(progress=False, checkpoint_every=checkpoint_every),
     )

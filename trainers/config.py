@@ -485,6 +485,12 @@ class TrainConfig:
         help="stop early (with the final eval and checkpoint) when the next step would pass this many minutes "
         "of training wall time; 0 = no limit; `--resume auto` continues toward max_steps",
     )
+    unscored_stop_steps: int = field(
+        5,
+        help="stop with an error after this many steps of a run (or of a resumed run) none of which trained, when a "
+        "reward of weight > 0 has given no finite score to any of their samples (a broken reward); 0 = run on and "
+        "raise the error at the end",
+    )
 
     def validate(self) -> None:
         check_seed("train.seed", self.seed)
@@ -514,6 +520,10 @@ class TrainConfig:
             )
         if not 0.0 <= self.ema_decay < 1.0:
             raise ConfigError("train.ema_decay must be in [0, 1)")
+        if self.unscored_stop_steps < 0:
+            raise ConfigError(
+                f"train.unscored_stop_steps must be >= 0 (0 = check only at the end), got {self.unscored_stop_steps}"
+            )
 
 
 @dataclass

@@ -111,7 +111,7 @@ def lr_lambda_factory(warmup: int, total: int, schedule: str):  # noqa: ANN201
     return fn
 
 
-IGNORED_ON_RESUME = ("train.max_steps", "train.time_budget_min")
+IGNORED_ON_RESUME = ("train.max_steps", "train.time_budget_min", "train.unscored_stop_steps")
 """Settings a resumed run may change without changing what the steps compute (besides the ``log`` section);
 ``train.max_steps`` only while the LR schedule does not depend on it (:func:`ignored_on_resume`)."""
 
@@ -377,14 +377,19 @@ def unscored_rewards(names: list[str], finite: torch.Tensor, scorable: int) -> l
     return [n for n, c in zip(names, finite.tolist()) if c == 0]
 
 
-def nothing_trained_error(names: list[str], steps: int, samples: int) -> NothingTrained:
-    """The error of a run whose every step had no sample to train on because rewards `names` were never finite."""
+def nothing_trained_error(names: list[str], steps: int, samples: int, early: bool = False) -> NothingTrained:
+    """The error of a run whose every step had no sample to train on because rewards `names` were never finite;
+    `early`: raised after train.unscored_stop_steps steps, before the run's end (and its last checkpoint)."""
     which = f"reward {names[0]!r}" if len(names) == 1 else "rewards " + ", ".join(repr(n) for n in names)
+    kept = (
+        "the run stopped there (train.unscored_stop_steps) rather than run on without training"
+        if early
+        else "the checkpoints hold the weights the run started from"
+    )
     return NothingTrained(
         f"{which} gave no finite score (each was NaN or inf) to any of the {samples} sample(s) of the {steps} step(s) "
-        "this run trained, so every sample was masked and no weight was updated: the checkpoints hold the weights "
-        "the run started from. Fix the reward (the warnings above name the prompts), then train again with a new "
-        "--output-dir (or delete this run folder)"
+        f"this run trained, so every sample was masked and no weight was updated: {kept}. Fix the reward (the "
+        "warnings above name the prompts), then train again with a new --output-dir (or delete this run folder)"
     )
 
 
@@ -834,6 +839,7 @@ class FlowGRPOTrainer:
         if self.start_step == 0 and cfg.eval.at_start and cfg.eval.every >= 0:
             eval_cost = self.evaluate(0).get("perf/sec_eval", 0.0)  # the base model, for before/after
         ran = 0  # the steps of this call
+        stopped: NothingTrained | None = None  # train.unscored_stop_steps' early error
         for step in range(self.start_step, cfg.train.max_steps):
             t0 = time.perf_counter()
             # a reward or plug-in raising mid-run: its traceback alone said nothing of resuming
@@ -890,24 +896,35 @@ class FlowGRPOTrainer:
                         cfg.train.time_budget_min,
                     )
                 break
+            # a broken reward: every later step would be masked whole too (a 2-hour GPU run ended in this error)
+            if ran == cfg.train.unscored_stop_steps and (stopped := self._nothing_trained(ran, early=True)):
+                break
         bar.close()
         self.acc.wait_for_everyone()
         self.acc.end_training()
+        if stopped is not None:
+            raise stopped
         self._check_trained(ran)
         return last
 
     def _check_trained(self, steps: int) -> None:
         """After the loop: a run of `steps` steps none of which had a sample to train on, because a reward scored no
-        sample finite, is an error naming the reward (it ended in success, exit status 0, having trained nothing).
-        Every process counts the same idle steps, so all of them reach the sum over processes, or none."""
+        sample finite, is an error naming the reward (it ended in success, exit status 0, having trained nothing)."""
+        error = self._nothing_trained(steps)
+        if error is not None:
+            raise error
+
+    def _nothing_trained(self, steps: int, early: bool = False) -> NothingTrained | None:
+        """The error for a run of `steps` steps none of which trained because a reward of weight > 0 scored no sample
+        finite, or None. Every process counts the same idle steps, so all of them reach the sum over processes, or
+        none."""
         if steps == 0 or self.idle_steps < steps:
-            return
+            return None
         totals = self._reduce_sum(self.scored)
         weighed = self.reward_weights > 0  # [K]; a reward of weight 0 is only logged and masks no sample
         names = [n for n, w in zip(self.rewards, weighed.tolist()) if w]
         names = unscored_rewards(names, totals[:-1][weighed], int(totals[-1]))
-        if names:
-            raise nothing_trained_error(names, steps, int(totals[-1]))
+        return nothing_trained_error(names, steps, int(totals[-1]), early) if names else None
 
     def _out_of_time(self, t_start: float, step_sec: float, eval_sec: float) -> bool:
         """True when another step (plus the final evaluation and save) would overrun ``train.time_budget_min``;
