@@ -896,7 +896,7 @@ class FlowGRPOTrainer:
                         cfg.train.time_budget_min,
                     )
                 break
-            # a broken reward: every later step would be masked whole too (a 2-hour GPU run ended in this error)
+            # a broken reward: every later step would be masked whole too, and a long run spent its hours on them
             if ran == cfg.train.unscored_stop_steps and (stopped := self._nothing_trained(ran, early=True)):
                 break
         bar.close()
