@@ -11,12 +11,14 @@ from pathlib import Path
 from typing import Any
 
 from imgalign.cli import CLIError
-from imgalign.commands import check_device, seed_arg
+from imgalign.commands import check_device, counted, seed_arg
 
 log = logging.getLogger(__name__)
 
 FEATURES_HELP = "feature encoder (stats, shapes-clip, open_clip:..., dinov2:..., clip:...)"
 """The --features help of every subcommand that encodes images."""
+HEAD_NEEDS = "a head needs at least 2 per class (and more for a useful held-out val_acc): add images to it"
+STATS_NEED = "FID statistics need at least 2"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -181,6 +183,19 @@ def _check_not_image_name(out: str, what: str) -> None:
         )
 
 
+def _check_image_files(folder: str, what: str, why: str, noun: str) -> None:
+    """`folder` (an image folder: `what`, e.g. "--fake 'gen'") holds at least 2 image files, the fewest `why` needs:
+    counted by name, before any encoder loads, and named as the error on reading them names them (`noun`: "image(s)",
+    or a noun made plural as needed). One image was refused only once it was read, after the encoder had loaded and
+    the other folder's images were encoded (minutes for a reference folder)."""
+    from imgalign.rewards.io import find_images, other_files_note
+
+    found = len(find_images([folder]))
+    if found < 2:
+        count = f"{found} {noun}" if noun.endswith("(s)") else counted(found, noun)
+        raise CLIError(f"{what} holds {count}{other_files_note(folder)}; {why}")
+
+
 def _check_renders(n: int, why: str) -> None:
     """--n renders: at least 2 (one image has no covariance), before any encoder loads or image renders."""
     if n < 2:
@@ -224,6 +239,8 @@ def run_fit_discriminator(args: argparse.Namespace) -> int:
     _check_distinct(args.real, "--real", args.fake, "--fake")
     _check_not_image_name(args.out, "head")
     check_output_file(Path(args.out))  # before any image is read or a head fitted
+    for flag, folder in (("--real", args.real), ("--fake", args.fake)):
+        _check_image_files(folder, f"{flag} {folder!r}", HEAD_NEEDS, "image(s)")
     metrics = fit_discriminator(
         args.real,
         args.fake,
@@ -253,6 +270,8 @@ def run_fit_artifact(args: argparse.Namespace) -> int:
     _check_distinct(args.clean, "--clean", args.artifact, "--artifact")
     _check_not_image_name(args.out, "head")
     check_output_file(Path(args.out))
+    for flag, folder in (("--clean", args.clean), ("--artifact", args.artifact)):
+        _check_image_files(folder, f"{flag} {folder!r}", HEAD_NEEDS, "image(s)")
     # a mistyped --features fails before the folders are read (the encoder is cached for the fit)
     build_features(args.features, args.device)
     metrics = fit_artifact(
@@ -343,6 +362,9 @@ def run_fd(args: argparse.Namespace) -> int:
         _check_renders(args.n, "renders for 'shapes'; a covariance needs 2")
     for src in (args.a, args.b):  # both before any encoder loads: b was read after a's features were computed
         _check_source(src, args.features)
+    for src in (args.a, args.b):
+        if src != "shapes" and Path(src).is_dir():
+            _check_image_files(src, repr(src), STATS_NEED, "readable image")
     enc = build_features(args.features, args.device)
     mu_a, sig_a = _stats(args.a, enc, args.n, 0)
     mu_b, sig_b = _stats(args.b, enc, args.n, 1)  # 'shapes' twice gives two independent render sets
@@ -440,6 +462,7 @@ def run_fid_stats(args: argparse.Namespace) -> int:
         _check_renders(args.n, "renders for --images shapes; a covariance needs 2")
     else:
         _check_dir(args.images, "--images")  # before the encoder loads
+        _check_image_files(args.images, f"--images {args.images!r}", STATS_NEED, "readable image")
     enc = build_features(args.features, args.device)
     if args.images == "shapes":
         feats = enc(shapes_reference_images(args.n))
