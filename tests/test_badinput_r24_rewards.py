@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -64,3 +65,41 @@ def test_a_folder_of_fewer_than_two_images_is_refused_before_any_encoder_loads(
     assert "\n" not in err.strip() and not out.exists()
     if "{none}" in argv:  # the files it does hold are named
         assert "it holds 1 other file(s), e.g. 'notes.txt'" in err
+
+
+@pytest.mark.parametrize("command", ["fd", "fid-stats"])
+def test_a_folder_named_shapes_in_the_working_folder_is_said_not_to_be_read(
+    command: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """'shapes' means renders; a user's own folder ./shapes was passed over without a word (`fd shapes gen` gave the
+    FD of gen to renders, 115 where the folder gave 0.04). The renders are still used, and the folder is named with
+    how to read it."""
+    monkeypatch.chdir(tmp_path)
+    _images(tmp_path / "shapes", 3)
+    gen = _images(tmp_path / "gen", 3, seed=1)
+    argv = (
+        ["fd", "shapes", str(gen)]
+        if command == "fd"
+        else ["fid-stats", "--images", "shapes", "--out", str(tmp_path / "s.safetensors")]
+    )
+    with caplog.at_level(logging.WARNING, logger="imgalign.commands.rewards_cmd"):
+        assert main(["rewards", *argv, "--features", "stats", "--n", "4"]) == 0
+    said = [r.getMessage() for r in caplog.records if r.name == "imgalign.commands.rewards_cmd"]
+    flag = "fd argument" if command == "fd" else "--images"
+    assert said == [
+        f"{flag} 'shapes' means renders of the shapes world, not the folder named 'shapes' in this folder; to read "
+        "that, give it as ./shapes"
+    ]
+    renders_out = capsys.readouterr().out
+    caplog.clear()
+    # ./shapes reads the folder, with nothing to say
+    argv[argv.index("shapes")] = "./shapes"
+    with caplog.at_level(logging.WARNING, logger="imgalign.commands.rewards_cmd"):
+        assert main(["rewards", *argv, "--features", "stats", "--n", "4"]) == 0
+    assert not [r for r in caplog.records if r.name == "imgalign.commands.rewards_cmd"]
+    if command == "fid-stats":  # 4 renders, then the folder's 3 images
+        assert "(4 images," in renders_out and "(3 images," in capsys.readouterr().out

@@ -196,6 +196,19 @@ def _check_image_files(folder: str, what: str, why: str, noun: str) -> None:
         raise CLIError(f"{what} holds {count}{other_files_note(folder)}; {why}")
 
 
+def _warn_if_shapes_is_a_path(src: str, what: str) -> None:
+    """'shapes' names the shapes world's renders, so a file or folder of that name in the working folder is not
+    read: say so (``fd shapes gen`` with a folder ./shapes of the user's images compared gen with renders, with no
+    word of the folder)."""
+    if src == "shapes" and Path(src).exists():
+        log.warning(
+            "%s 'shapes' means renders of the shapes world, not the %s named 'shapes' in this folder; to read that, "
+            "give it as ./shapes",
+            what,
+            "folder" if Path(src).is_dir() else "file",
+        )
+
+
 def _check_renders(n: int, why: str) -> None:
     """--n renders: at least 2 (one image has no covariance), before any encoder loads or image renders."""
     if n < 2:
@@ -325,6 +338,7 @@ def _check_source(src: str, features: str) -> None:
     from imgalign.rewards.fid import load_stats
 
     if src == "shapes":
+        _warn_if_shapes_is_a_path(src, "fd argument")
         return
     if not src.strip():  # Path('') is the current folder: every image under it was read
         raise CLIError(
@@ -460,6 +474,7 @@ def run_fid_stats(args: argparse.Namespace) -> int:
     check_output_file(Path(args.out))  # before the features are extracted
     if args.images == "shapes":
         _check_renders(args.n, "renders for --images shapes; a covariance needs 2")
+        _warn_if_shapes_is_a_path(args.images, "--images")
     else:
         _check_dir(args.images, "--images")  # before the encoder loads
         _check_image_files(args.images, f"--images {args.images!r}", STATS_NEED, "readable image")
