@@ -364,6 +364,23 @@ def _step_rows(path: Path) -> list[tuple[int, str]]:
     return rows
 
 
+def missing_log_rows(logged: list[int], step: int, exists: bool) -> str | None:
+    """Why the rows of metrics.jsonl (`logged`: their steps; `exists`: whether the file is there) do not reach
+    `step`, the step of the run's own checkpoint a resume starts from, or None when they do. A run logs each step
+    before it saves its checkpoint, so rows missing at the end were cut, replaced or deleted since: the resumed run
+    went on without a word and its log had a gap (steps 1 and 3 of 3)."""
+    last = max((k for k in logged if k <= step), default=0)
+    if last >= step:
+        return None
+    has = f"its rows end at step {last}" if last else ("it holds no rows" if exists else "it is not there")
+    steps = f"step {step}" if last + 1 == step else f"steps {last + 1} to {step}"
+    return (
+        f"resuming from step {step}, but {has} (cut, replaced or deleted since the checkpoint was written): {steps} "
+        "will be missing from the log and from the curves of `imgalign report` (to keep them, stop this run, put "
+        "back the run's own metrics.jsonl and resume again)"
+    )
+
+
 class NothingTrained(ValueError):
     """A run that trained nothing because a reward scored none of its samples (the CLI's one-line error, exit 2)."""
 
@@ -810,6 +827,15 @@ class FlowGRPOTrainer:
         """metrics.jsonl, eval.jsonl and rollouts.jsonl keep only the steps up to the one this run starts from: a
         resumed run writes the later ones again (a fresh start, every one), so a step is never logged twice."""
         keep = self.start_step if self.resume_from is not None else -1
+        metrics = self.out / "metrics.jsonl"
+        own = (
+            self.resume_from is not None
+            and self.resume_from.resolve().parent == (self.out / "checkpoints").resolve()
+        )
+        # (a checkpoint of another run folder starts this folder's log after its step)
+        why = missing_log_rows([k for k, _ in _step_rows(metrics)], keep, metrics.is_file()) if own else None
+        if why is not None:
+            log.warning("%s: %s", metrics, why)
         # every row names the step it ends (1-based), as the checkpoints do
         for name, last in (("metrics.jsonl", keep), ("eval.jsonl", keep), ("rollouts.jsonl", keep)):
             path = self.out / name
