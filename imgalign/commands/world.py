@@ -324,9 +324,10 @@ def run_pretrain(args: argparse.Namespace) -> int:
     check_output_folder(out)
     # a model folder given as --out (e.g. a finished shapes-clip/): the run would nest its own folders inside it
     marker = next((f for f in MODEL_MARKERS if (out / f).is_file()), None)
-    # a component's work folder (e.g. t2i-work/, with its config.json) was called "a model folder"
-    works = {importlib.import_module(m).WORK: n for n, m in COMPONENTS.items()} if marker else {}
-    if out.name in works:
+    # a component's work folder (e.g. t2i-work/, with its config.json) was called "a model folder"; the CLIP's and
+    # the VLM's (shapes-clip.train/: a checkpoint.pt, no model file) had a new pretraining nested inside them
+    works = {importlib.import_module(m).WORK: n for n, m in COMPONENTS.items()}
+    if out.name in works and out.is_dir() and any(out.iterdir()):
         raise ValueError(
             f"--out {str(out)!r} is the work folder of pretraining {works[out.name]} (checkpoints and caches); "
             f"give the folder above it ({str(out.parent)!r}), which holds the work and model folders"
