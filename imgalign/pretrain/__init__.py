@@ -84,6 +84,20 @@ def read_failure(e: Exception) -> str:
     return f"{type(e).__name__}: {first}" if first else type(e).__name__
 
 
+def cut_archive(path: Path) -> bool:
+    """Whether `path` (a file torch.save wrote: a zip archive) is not a whole zip archive, whose directory at its end
+    is read first; False when it cannot be opened at all (the file system's error, not its content)."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path):
+            return False
+    except zipfile.BadZipFile:
+        return True
+    except OSError:
+        return False
+
+
 def load_state(path: Path, required: tuple[str, ...] = ()) -> dict[str, Any] | None:
     """The training checkpoint at `path` (``weights_only=True``: tensors and plain data), or None when there is
     none. A damaged one (truncated, overwritten, not a checkpoint) or one without the entries `required` (another
@@ -95,8 +109,14 @@ def load_state(path: Path, required: tuple[str, ...] = ()) -> dict[str, Any] | N
         return None
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
-    except OSError:
-        raise  # the file system's error (permissions, I/O), not the file's content
+    except OSError as e:
+        if not cut_archive(path):  # the file system's error (permissions, I/O), not the file's content
+            raise
+        # some cuts reach torch's zip reader as an OSError: a bare "[Errno 22] Invalid argument" named no file
+        raise ValueError(
+            f"{path}: damaged training checkpoint, cannot be read (cut short: {read_failure(e)}); delete it to start "
+            "this stage over from step 0, or use another --out"
+        ) from None
     except Exception as e:  # noqa: BLE001 - whatever bytes are there: see read_failure
         raise ValueError(
             f"{path}: damaged training checkpoint, cannot be read ({read_failure(e)}); delete it to start this "
