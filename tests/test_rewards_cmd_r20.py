@@ -30,3 +30,23 @@ def test_fit_discriminator_refuses_an_empty_fake_by_name(
     assert main([*argv, "--out", "h.safetensors"]) == 2
     assert "--fake is empty" in capsys.readouterr().err
     assert list(work.iterdir()) == []
+
+
+def test_fd_takes_a_stats_file_whose_encoder_folder_is_named_another_way(
+    tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stats file records its encoder folder as an absolute path; `fd FILE ... --features dinov2:models/dino`
+    (the same folder, relative) is the same encoder and is compared, not refused as other statistics. The encoder
+    is stood in for by 'stats' (no model loads)."""
+    import imgalign.rewards.features as F
+    from imgalign.rewards.fid import save_stats, shapes_reference_images, stats_of
+
+    real = F.build_features
+    monkeypatch.setattr(F, "build_features", lambda name, device="cpu": real("stats", device))
+    (tmp_path / "models" / "dino").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    mu, sigma = stats_of(real("stats")(shapes_reference_images(4, seed=5)))
+    save_stats(tmp_path / "ref.safetensors", mu, sigma, 4, f"dinov2:{tmp_path / 'models' / 'dino'}")
+    argv = ["rewards", "fd", "ref.safetensors", "shapes", "--features", "dinov2:models/dino", "--n", "4"]
+    assert main(argv) == 0, capsys.readouterr().err
+    assert "FD(ref.safetensors, shapes) in dinov2:models/dino features:" in capsys.readouterr().out
