@@ -274,7 +274,6 @@ def run_fit_artifact(args: argparse.Namespace) -> int:
     check_device(args.device)  # a GPU this machine lacks fails before any work
     from imgalign.commands import check_output_file
     from imgalign.rewards.artifact import fit_artifact
-    from imgalign.rewards.features import build_features
 
     _refuse_empty_paths(args, "clean", "artifact")
     _check_fit_sizes(args)
@@ -285,8 +284,7 @@ def run_fit_artifact(args: argparse.Namespace) -> int:
     check_output_file(Path(args.out))
     for flag, folder in (("--clean", args.clean), ("--artifact", args.artifact)):
         _check_image_files(folder, f"{flag} {folder!r}", HEAD_NEEDS, "image(s)")
-    # a mistyped --features fails before the folders are read (the encoder is cached for the fit)
-    build_features(args.features, args.device)
+    # (fit_artifact builds the encoder before it reads a folder: a mistyped --features fails first)
     metrics = fit_artifact(
         args.clean,
         args.artifact,
@@ -399,7 +397,6 @@ def run_check(args: argparse.Namespace) -> int:
     from imgalign.rewards.base import build_reward, parse_reward_spec, reward_target
     from imgalign.rewards.sanity import KINDS, true_vs_corrupted
 
-    results = {}
     if args.n < 1:
         raise CLIError(f"--n must be at least 1 (got {args.n})")
     for spec in args.reward:
@@ -430,7 +427,6 @@ def run_check(args: argparse.Namespace) -> int:
                 f"{spec} returned non-finite scores (NaN or inf) for all {res.n} pairs, so there is no verdict; "
                 "the reward must return a finite score for every image"
             )
-        results[spec] = res.__dict__
         tasks = ", ".join(f"{k} {v:.2f}" for k, v in res.per_task.items())
         tasks += "; by corruption: " + ", ".join(f"{k} {v:.2f}" for k, v in res.per_kind.items())
         nonfinite = (
