@@ -1104,7 +1104,7 @@ def test_help_shows_no_none_or_false_default_and_no_second_default(capsys):
         return " ".join(capsys.readouterr().out.split())  # argparse wraps lines at the terminal width
 
     assert "(default: False)" not in help_of("train")  # --print-config, --describe
-    assert "(default: None)" not in help_of("world", "pretrain")  # --component has no help text of its own
+    assert "(default: None)" not in help_of("world", "pretrain")  # --jobs and --out default to None
     grid = help_of("grid")
     assert "(default 0)" in grid and "(default: 0)" not in grid
 
