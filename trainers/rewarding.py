@@ -257,7 +257,7 @@ def gdpo(
 ) -> Balanced:
     """GDPO (algorithms.md §6; :func:`imgalign.trainers.balance.gdpo_advantages`): each reward normalised within
     its group, weighted sum, then normalised over the batch. Non-finite samples are left out of every statistic, and
-    a group in which every reward ties is dropped (not valid, out of the batch statistics), as every other balancer
+    a group in which every reward of weight > 0 ties is dropped (not valid, out of the batch statistics), as every other balancer
     drops it: it carries no signal, and keeping it would dilute the masked means and shrink the batch std."""
     from imgalign.trainers.balance import gdpo_advantages, group_normalize
 
@@ -266,11 +266,16 @@ def gdpo(
     per = torch.zeros_like(rewards)
     groups = torch.unique(group_ids)
     valid = ok.clone()
+    # a reward of weight 0 (logged only) gives no signal: one that varies in a group whose weighted rewards all tie
+    # kept that group, its 0 advantages in the batch statistics (the other groups' advantages scaled up)
+    weighted = (weights != 0).to(rewards.device)  # [K]
+    if not bool(weighted.any()):
+        weighted = torch.ones_like(weighted)
     for g in groups:
         m = (group_ids == g) & ok
-        r_g = rewards[:, m]  # [K, n_g]
+        r_g = rewards[weighted][:, m]  # [K', n_g]: the rewards of weight > 0
         if r_g.shape[1] < 2 or bool((r_g.amax(dim=1) == r_g.amin(dim=1)).all()):
-            valid[group_ids == g] = False  # every reward ties (or a single finite member): no signal
+            valid[group_ids == g] = False  # every weighted reward ties (or a single finite member): no signal
     std = "group" if std_mode == "group" else "global"
     idx = ok.nonzero().flatten()
     if idx.numel():
