@@ -24,3 +24,64 @@ def test_gdpo_with_a_logged_only_reward_trains_as_without_it(std_mode: str) -> N
     # a reward of weight > 0 that varies there keeps the group
     kept = gdpo(scores, torch.tensor([1.0, 0.5]), gid, finite, std_mode, None)
     assert kept.valid.all() and kept.zero_std_ratio == 0.0
+
+
+def test_reward_stats_read_only_the_finite_scores() -> None:
+    """mean and population std over the finite scores (1 and 3: 2 and 1), not NaN from the masked one."""
+    from imgalign.trainers.rewarding import reward_stats
+
+    scores = torch.tensor([[1.0, float("nan"), 3.0]])
+    stats = reward_stats(scores, torch.isfinite(scores), ["r"])
+    assert (stats["reward/r/mean"], stats["reward/r/std"], stats["reward/r/nonfinite"]) == (2.0, 1.0, 1.0)
+
+
+def _nan_on(rows: list[int], n: int):
+    from imgalign.rewards.base import RewardOutput
+
+    def fn(images, prompts, metadata):
+        s = torch.ones(n)
+        s[rows] = float("nan")
+        return RewardOutput(s)
+
+    return fn
+
+
+def test_score_all_warns_only_of_the_non_finite_scores_of_images_not_known_bad(caplog) -> None:
+    """Row 0 is a known-bad (diverged) image, already warned about: only row 2's NaN is counted and named; a batch
+    whose only NaN score is on a known-bad row gives no warning."""
+    from imgalign.trainers.rewarding import score_all
+
+    known = torch.tensor([True, False, False])
+    with caplog.at_level("WARNING", logger="imgalign.trainers.rewarding"):
+        s = score_all(
+            {"judge": _nan_on([0, 2], 3)}, torch.zeros(3, 3, 2, 2), ["p0", "p1", "p2"], [{}] * 3, known
+        )
+    assert s.shape == (1, 3) and s[0, 0].isnan() and s[0, 2].isnan()
+    assert "'judge' returned 1 non-finite score(s)" in caplog.text and "['p2']" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="imgalign.trainers.rewarding"):
+        score_all({"judge": _nan_on([0], 3)}, torch.zeros(3, 3, 2, 2), ["p0", "p1", "p2"], [{}] * 3, known)
+    assert caplog.text == ""
+
+
+def test_score_all_says_a_logged_only_rewards_non_finite_scores_mask_no_sample(caplog) -> None:
+    """A reward of weight 0 (in logged_only): its warning says no sample is masked; another reward's says they are."""
+    from imgalign.trainers.rewarding import score_all
+
+    rewards = {"judge": _nan_on([1], 2), "side": _nan_on([0], 2)}
+    with caplog.at_level("WARNING", logger="imgalign.trainers.rewarding"):
+        score_all(rewards, torch.zeros(2, 3, 2, 2), ["a", "b"], [{}] * 2, logged_only=["side"])
+    judge, side = (r.getMessage() for r in caplog.records)
+    assert "'judge'" in judge and "masked out of the advantages" in judge and "logged only" not in judge
+    assert "'side'" in side and "weight 0 (logged only), so no sample is masked" in side
+
+
+def test_reward_means_by_tag_leaves_out_a_sample_without_metadata() -> None:
+    """A sample whose metadata row is None (a prompt without GenEval metadata) has no tag: left out, no error."""
+    from imgalign.trainers.rewarding import reward_means_by_tag
+
+    scores = torch.tensor([[1.0, 5.0, 3.0]])
+    m = reward_means_by_tag(
+        scores, torch.isfinite(scores), ["r"], [{"tag": "colors"}, None, {"tag": "colors"}]
+    )
+    assert m == {"reward_by_tag/r/colors": 2.0}
