@@ -71,18 +71,34 @@ class PairResult:
     n_nonfinite: int = 0  # pairs with a NaN/inf score (either prompt); they count as failures
 
 
+def checkable_specs(n: int, seed: int, kinds: tuple[str, ...]) -> list[W.Spec]:
+    """`n` seeded training specs that one of `kinds` applies to, from the tasks it applies to. A task may hold specs
+    it does not apply to (swap: color_attr prompts of one colour twice); those are drawn again, with the next seed,
+    instead of falling back to a shape change (``--kinds swap`` measured 16% shape changes). With the default kinds,
+    the specs of :func:`imgalign.prompts.shapes.sample_training_specs` as they are."""
+    from imgalign.prompts.shapes import all_specs, sample_training_specs
+
+    def applies(spec: W.Spec) -> bool:
+        return bool(set(applicable_kinds(spec)) & set(kinds))
+
+    tasks = [t for t in W.TASKS if any(applies(s) for s in all_specs(t, "train"))]
+    specs: list[W.Spec] = []
+    draw = seed
+    while len(specs) < n:  # each task holds a spec a kind applies to: every draw keeps some
+        specs += [s for s in sample_training_specs(n, seed=draw, tasks=tasks) if applies(s)]
+        draw += 1
+    return specs[:n]
+
+
 def true_vs_corrupted(
     reward: Any, n: int = 240, seed: int = 0, batch_size: int = 32, kinds: tuple[str, ...] = KINDS
 ) -> PairResult:
     """Render `n` seeded training specs, score each image with its true prompt and with a corrupted one
-    (:func:`corrupt_spec` restricted to `kinds`); ties and non-finite scores count as failures. The specs come from
-    the tasks that one of `kinds` applies to (all six for the default kinds; counting alone for ``("count",)``),
-    so a restricted check measures those corruptions, not shape changes of the other tasks."""
-    from imgalign.prompts.shapes import all_specs, sample_training_specs
-
+    (:func:`corrupt_spec` restricted to `kinds`); ties and non-finite scores count as failures. The specs are those
+    one of `kinds` applies to (:func:`checkable_specs`: all six tasks for the default kinds; counting alone for
+    ``("count",)``), so a restricted check measures those corruptions, not shape changes."""
     rng = random.Random(seed)
-    tasks = [t for t in W.TASKS if any(set(applicable_kinds(s)) & set(kinds) for s in all_specs(t, "train"))]
-    specs = sample_training_specs(n, seed=seed, tasks=tasks)
+    specs = checkable_specs(n, seed, kinds)
     pairs = [corrupt_spec(s, rng, kinds) for s in specs]
     bad, bad_kinds = [p[0] for p in pairs], [p[1] for p in pairs]
     images = W.render_tensor(specs, seed=seed)
