@@ -85,3 +85,57 @@ def test_reward_means_by_tag_leaves_out_a_sample_without_metadata() -> None:
         scores, torch.isfinite(scores), ["r"], [{"tag": "colors"}, None, {"tag": "colors"}]
     )
     assert m == {"reward_by_tag/r/colors": 2.0}
+
+
+def test_gdpo_drops_a_group_whose_finite_members_tie_beside_a_non_finite_one() -> None:
+    """Group 0: two finite scores that tie and a NaN one (masked): no signal, dropped, as a group that ties. The NaN
+    member read into the tie check made max and min NaN, so the group was kept with advantages 0."""
+    nan = float("nan")
+    scores = torch.tensor([[1.0, 1.0, nan, 0.0, 1.0, 2.0]])
+    res = gdpo(
+        scores, torch.tensor([1.0]), torch.tensor([0, 0, 0, 1, 1, 1]), torch.isfinite(scores), "group", None
+    )
+    assert res.valid.tolist() == [False, False, False, True, True, True] and res.zero_std_ratio == 0.5
+
+
+def test_a_rewards_metric_name_is_its_own_name_unless_another_reward_shares_it() -> None:
+    """geneval:mode=strict alone logs as reward/geneval/*; beside plain geneval, by its tracker-safe key."""
+    from imgalign.trainers.rewarding import metric_names
+
+    assert metric_names(["geneval:mode=strict"], ["geneval"]) == ["geneval"]
+    assert metric_names(["geneval", "geneval:mode=strict"], ["geneval", "geneval"]) == [
+        "geneval",
+        "geneval:mode_strict",
+    ]
+    assert metric_names(["geneval:mode=strict"], [None]) == ["geneval:mode_strict"]  # no name: its key
+    # two rewards sharing a name go by their keys; a third with its own name keeps it
+    assert metric_names(
+        ["geneval", "geneval:mode=strict", "clip:batch_size=3"], ["geneval", "geneval", "clip"]
+    ) == ["geneval", "geneval:mode_strict", "clip"]
+
+
+def test_a_unique_name_equal_to_another_rewards_key_puts_every_reward_by_its_key() -> None:
+    """A user reward named 'geneval:mode_strict' beside geneval:mode=strict and geneval (both named geneval, so by
+    their keys): two metrics would share a name, so every reward goes by its key."""
+    from imgalign.trainers.rewarding import metric_names
+
+    specs = ["clip:batch_size=3", "geneval:mode=strict", "geneval"]
+    assert metric_names(specs, ["geneval:mode_strict", "geneval", "geneval"]) == [
+        "clip:batch_size_3",
+        "geneval:mode_strict",
+        "geneval",
+    ]
+
+
+def test_keys_made_equal_by_metric_safe_are_numbered_from_2() -> None:
+    """Two options differing only in characters a tracker refuses (b/c, b'c) give one safe name: the second is _2."""
+    from imgalign.trainers.rewarding import metric_names
+
+    assert metric_names(["x.y:f:a=b/c", "x.y:f:a=b'c"], [None, None]) == ["x.y:f:a_b_c", "x.y:f:a_b_c_2"]
+
+
+def test_build_rewards_refuses_the_same_reward_twice_before_building_either() -> None:
+    from imgalign.trainers.rewarding import build_rewards
+
+    with pytest.raises(ValueError, match=r"'geneval' and 'geneval: mode=partial' are the same reward"):
+        build_rewards(["geneval", "geneval: mode=partial"])
