@@ -139,3 +139,12 @@ def test_build_rewards_refuses_the_same_reward_twice_before_building_either() ->
 
     with pytest.raises(ValueError, match=r"'geneval' and 'geneval: mode=partial' are the same reward"):
         build_rewards(["geneval", "geneval: mode=partial"])
+
+
+def test_a_user_rewards_own_name_is_made_tracker_safe_too() -> None:
+    """A Reward subclass named 'judge/v2=big' logged reward/judge/v2=big/mean: a metric nested one level deeper, with
+    an '=' MLflow refuses. Its name goes through metric_safe as a key does."""
+    from imgalign.trainers.rewarding import metric_names
+
+    assert metric_names(["x.y:Judge"], ["judge/v2=big"]) == ["judge_v2_big"]
+    assert metric_names(["x.y:Judge", "x.z:Judge"], ["judge/v2", "judge/v2"]) == ["x.y:Judge", "x.z:Judge"]

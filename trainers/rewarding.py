@@ -94,13 +94,13 @@ def metric_safe(key: str) -> str:
 
 def metric_names(specs: list[str], names: list[str | None]) -> list[str]:
     """The metric name of each reward (``reward/<name>/mean``, rewards.pt, balance/*): its ``name`` attribute
-    (``geneval``) when no other reward of the run has that name, else its canonical key made tracker-safe
-    (:func:`metric_safe`: ``geneval:mode_strict`` and ``geneval``), so a name never depends on the order of the
-    list. specs: distinct rewards."""
+    (``geneval``) when no other reward of the run has that name, else its canonical key, each made tracker-safe
+    (:func:`metric_safe`: ``geneval:mode_strict`` and ``geneval``; a user reward's ``name='judge/v2'`` is
+    ``judge_v2``), so a name never depends on the order of the list. specs: distinct rewards."""
     from imgalign.rewards.base import reward_key
 
     keys = [metric_safe(reward_key(s)) for s in specs]
-    own = [n or k for k, n in zip(keys, names)]
+    own = [metric_safe(n) if n else k for k, n in zip(keys, names)]  # a name 'judge/v2' nested the metric
     out = [n if own.count(n) == 1 else k for k, n in zip(keys, own)]
     if len(set(out)) < len(out):  # a unique name equal to another reward's key: every reward by its key
         out = list(keys)
