@@ -284,7 +284,8 @@ def _option_value(text: str) -> Any:
     if re.fullmatch(r"[+-]?0\d+", v):  # leading zeros: an identifier, not a number
         return v
     if re.fullmatch(r"[+-]?(\d+\.?\d*|\.\d+)[eE][+-]?\d+", v):  # 1e-3 (YAML 1.1 reads it as a string)
-        return float(v)
+        # 1e999 overflows to inf: left as written, as .inf is (a number option then refuses it by name)
+        return float(v) if math.isfinite(float(v)) else v
     try:
         val = yaml.safe_load(v)
     except yaml.YAMLError:

@@ -54,3 +54,13 @@ def test_each_details_row_stays_with_its_image_when_a_leading_image_is_not_finit
     bad = {"error": "non-finite image"}
     assert out.details == [bad, {"prompt": "b"}, bad, {"prompt": "d"}]
     assert out.scores[[1, 3]].tolist() == [0.25, 0.75] and out.scores[[0, 2]].isnan().all()
+
+
+def test_an_exponent_that_overflows_is_text_and_a_number_option_refuses_it() -> None:
+    """1e999 was read as inf and taken by a number option (discriminator:clip=1e999); it is now left as written,
+    as .inf is, so the option is refused by name before anything loads. 1e-3 stays a number."""
+    from imgalign.rewards.base import check_reward_options, parse_reward_spec
+
+    assert parse_reward_spec("discriminator:clip=1e999,lr=1e-3")[1] == {"clip": "1e999", "lr": 0.001}
+    with pytest.raises(ValueError, match=r"option clip must be a number .*got '1e999'"):
+        check_reward_options("discriminator:clip=1e999")
