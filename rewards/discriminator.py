@@ -238,7 +238,6 @@ class DiscriminatorReward(Reward):
         """Adv-GRPO step(s): current samples are negatives, a same-sized draw from the reference pool positives."""
         if not self.online or self.opt is None or self.pos_pool is None:
             raise RuntimeError("discriminator: update() needs online=true (a fitted head is frozen)")
-        self.trained = True
         x = to_tensor(images)
         if self.patch_weight > 0:
             tok = self.encoder.tokens(x)
@@ -261,6 +260,7 @@ class DiscriminatorReward(Reward):
                 loss = loss + self.patch_weight * head_loss(self.head(pos_p), self.head(neg_p), self.loss)
             loss.backward()
             self.opt.step()
+        self.trained = True  # after its steps: an update that failed left a fresh head marked ready
         self.head.eval()
         lp, ln = lp.detach(), ln.detach()
         acc = float(((lp > 0).float().mean() + (ln <= 0).float().mean()) / 2)
