@@ -24,3 +24,48 @@ def test_resume_auto_without_config_from_inside_a_run_folder_is_not_taken_for_a_
     monkeypatch.setattr(trainer, "run", lambda cfg, out, resume: started.append((out, resume)))
     assert main(["train", "--resume", "auto", "--max-steps", "1", "--no-progress"]) == 0
     assert started == [("runs/shapes_flow_grpo", "auto")]
+
+
+def test_set_log_output_dir_chooses_the_folder_as_output_dir_does_so_a_resume_of_another_run_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--set log.output_dir=NEW` chooses the run folder as `--output-dir NEW` does: a resume of another run's
+    checkpoint without CONFIG, or of a copied run folder's config, starts there and is not refused."""
+    import imgalign.trainers.trainer as trainer
+
+    run = tmp_path / "runs" / "a"
+    (run / "checkpoints" / "step-000001").mkdir(parents=True)
+    (run / "config.yaml").write_text("log:\n  output_dir: runs/a\n")
+    copy = tmp_path / "runs" / "b"
+    (copy / "checkpoints").mkdir(parents=True)
+    (copy / "config.yaml").write_text("log:\n  output_dir: runs/a\n")
+    monkeypatch.chdir(tmp_path)
+    started = []
+    monkeypatch.setattr(trainer, "preflight", lambda cfg: None)
+    monkeypatch.setattr(trainer, "run", lambda cfg, out, resume: started.append((out, resume)))
+    ckpt = "runs/a/checkpoints/step-000001"
+    assert main(["train", "--resume", ckpt, "--set", "log.output_dir=runs/new", "--no-progress"]) == 0
+    assert main(["train", "runs/b/config.yaml", "--resume", "auto", "--set", "log.output_dir=runs/b"]) == 0
+    assert started == [("runs/new", ckpt), ("runs/b", "auto")]
+
+
+def test_a_run_interrupted_before_its_first_checkpoint_is_a_run_folder_by_its_metrics(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run folder holding metrics.jsonl and config.yaml but no checkpoints/ (stopped before its first save) is a
+    run: `train RUN/config.yaml --resume auto` whose copied log.output_dir names another folder is refused."""
+    import imgalign.trainers.trainer as trainer
+    from imgalign.commands.train import run_folder_of
+
+    run = tmp_path / "runs" / "b"
+    run.mkdir(parents=True)
+    (run / "metrics.jsonl").write_text('{"step": 1}\n')
+    (run / "config.yaml").write_text("log:\n  output_dir: runs/a\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(trainer, "preflight", lambda cfg: None)
+    monkeypatch.setattr(trainer, "run", lambda cfg, out, resume: pytest.fail("trained"))
+    assert main(["train", "runs/b/config.yaml", "--resume", "auto"]) == 2
+    assert (
+        "is the config of run folder 'runs/b', but its log.output_dir is 'runs/a'" in capsys.readouterr().err
+    )
+    assert run_folder_of("runs/b/metrics.jsonl") == Path("runs/b")
