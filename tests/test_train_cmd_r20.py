@@ -69,3 +69,22 @@ def test_a_run_interrupted_before_its_first_checkpoint_is_a_run_folder_by_its_me
         "is the config of run folder 'runs/b', but its log.output_dir is 'runs/a'" in capsys.readouterr().err
     )
     assert run_folder_of("runs/b/metrics.jsonl") == Path("runs/b")
+
+
+def test_a_resume_without_config_of_a_run_lacking_its_config_yaml_is_not_refused_with_a_config_that_is_not_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The no-CONFIG refusal offers `imgalign train RUN/config.yaml`; a run folder without config.yaml (a copy of
+    its checkpoints alone) has none to offer, so its checkpoint resumes with the default's settings as asked."""
+    import imgalign.trainers.trainer as trainer
+    from imgalign.commands.train import run_folder_of
+
+    (tmp_path / "runs" / "a" / "checkpoints" / "step-000001").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    started = []
+    monkeypatch.setattr(trainer, "preflight", lambda cfg: None)
+    monkeypatch.setattr(trainer, "run", lambda cfg, out, resume: started.append((out, resume)))
+    ckpt = "runs/a/checkpoints/step-000001"
+    assert run_folder_of(ckpt) is None
+    assert main(["train", "--resume", ckpt, "--no-progress"]) == 0
+    assert started == [("runs/shapes_flow_grpo", ckpt)]
