@@ -257,8 +257,9 @@ def gdpo(
 ) -> Balanced:
     """GDPO (algorithms.md §6; :func:`imgalign.trainers.balance.gdpo_advantages`): each reward normalised within
     its group, weighted sum, then normalised over the batch. Non-finite samples are left out of every statistic, and
-    a group in which every reward of weight > 0 ties is dropped (not valid, out of the batch statistics), as every other balancer
-    drops it: it carries no signal, and keeping it would dilute the masked means and shrink the batch std."""
+    a group in which every reward of weight > 0 ties is dropped (not valid, out of the batch statistics), as every
+    other balancer drops it: it carries no signal, and keeping it would dilute the masked means and shrink the batch
+    std."""
     from imgalign.trainers.balance import gdpo_advantages, group_normalize
 
     ok = finite.all(dim=0)
