@@ -56,25 +56,6 @@ def test_each_image_is_scored_against_its_own_prompt(
     assert {k: r["prompt"] for k, r in got.items()} == prompts
 
 
-def test_an_out_whose_rows_follow_blank_lines_is_judged_by_its_first_row(tmp_path: Path, capsys) -> None:
-    """An existing --out that starts with blank lines is judged by its first line that is not blank: a prompt list
-    with a blank first line is refused and kept, not replaced as if it were blank throughout."""
-    from imgalign import shapes as W
-    from imgalign.eval.suite import write_prompt_folder
-
-    spec = W.single_object("circle")
-    gen = tmp_path / "gen"
-    write_prompt_folder(gen, 0, spec.to_metadata(), [W.render(spec, 0)[0]])
-    rows = tmp_path / "rows.jsonl"
-    before = "\n  \n" + json.dumps({"file": "gen/00000/samples/0000.png", "prompt": spec.prompt()}) + "\n"
-    rows.write_text(before)
-    argv = ["score", str(gen), "--reward", "geneval:mode=strict", "--no-progress", "--out", str(rows)]
-    assert main(argv) == 2
-    err = " ".join(capsys.readouterr().err.split())
-    assert f"--out {str(rows)!r} exists and is not an `imgalign score` output" in err
-    assert rows.read_text() == before
-
-
 def test_a_missing_prompts_file_is_named_as_missing(tmp_path: Path, capsys) -> None:
     """`--prompts none.jsonl` (a typo) is named as a file that does not exist, before any reward loads and with no
     --out written, not as an unreadable file with the system's errno text."""
