@@ -117,7 +117,10 @@ def test_fd_and_fid_stats_check_their_inputs_before_any_encoder_loads(
             in err
         )
     assert main(["rewards", "fd", str(folder), str(image), "--features", "stats"]) == 2
-    assert f"{image} is not an imgalign FID stats file" in capsys.readouterr().err
+    assert (
+        f"{str(image)!r} is an image file; fd compares two image folders or stats files"
+        in capsys.readouterr().err
+    )
     # a stats file of other features after a folder: the folder's features were computed before it was refused
     from imgalign.rewards.fid import save_stats
 

@@ -343,8 +343,17 @@ def _check_source(src: str, features: str) -> None:
             "an fd argument is empty ('', an unset shell variable?): give an image folder, a stats file or 'shapes'"
         )
     if Path(src).is_file():
-        # not a stats file (an image, a head), or one of other features: named before any work (the other
-        # argument's features were computed first)
+        from imgalign.rewards.io import IMAGE_SUFFIXES
+
+        if (
+            Path(src).suffix.lower() in IMAGE_SUFFIXES
+        ):  # it was "not an imgalign FID stats file: header too large"
+            raise CLIError(
+                f"{src!r} is an image file; fd compares two image folders or stats files: give the folder that holds "
+                f"it ({str(Path(src).parent)!r}), or its stats from `imgalign rewards fid-stats`"
+            )
+        # not a stats file (a head), or one of other features: named before any work (the other argument's
+        # features were computed first)
         feats = load_stats(src)[3]
         if moved_encoder(feats, features):  # as the fid reward takes it: the encoder folder moved since
             log.warning(
