@@ -403,11 +403,17 @@ def run_fd(args: argparse.Namespace) -> int:
 
 def run_check(args: argparse.Namespace) -> int:
     check_device(args.device)  # a GPU this machine lacks fails before any work
-    from imgalign.rewards.base import build_reward, parse_reward_spec, reward_target
+    from imgalign.rewards.base import build_reward, parse_reward_spec, reward_key, reward_target
     from imgalign.rewards.sanity import KINDS, true_vs_corrupted
 
     if args.n < 1:
         raise CLIError(f"--n must be at least 1 (got {args.n})")
+    keys = [reward_key(spec) for spec in args.reward]
+    for i, (spec, key) in enumerate(zip(args.reward, keys)):  # one reward given twice was scored twice
+        if key in keys[:i]:
+            first = args.reward[keys.index(key)]
+            same = "twice" if first == spec else f"as {first!r} does (the same reward and options)"
+            raise CLIError(f"--reward {spec!r} is given {same}; give each reward once")
     for spec in args.reward:
         kinds = tuple(k.strip() for k in args.kinds.split(",") if k.strip())
         if not kinds:  # an empty tuple fell back to shape corruptions silently
