@@ -345,9 +345,8 @@ def _check_source(src: str, features: str) -> None:
     if Path(src).is_file():
         from imgalign.rewards.io import IMAGE_SUFFIXES
 
-        if (
-            Path(src).suffix.lower() in IMAGE_SUFFIXES
-        ):  # it was "not an imgalign FID stats file: header too large"
+        # an image was "not an imgalign FID stats file: header too large"
+        if Path(src).suffix.lower() in IMAGE_SUFFIXES:
             raise CLIError(
                 f"{src!r} is an image file; fd compares two image folders or stats files: give the folder that holds "
                 f"it ({str(Path(src).parent)!r}), or its stats from `imgalign rewards fid-stats`"
@@ -403,17 +402,17 @@ def run_fd(args: argparse.Namespace) -> int:
 
 def run_check(args: argparse.Namespace) -> int:
     check_device(args.device)  # a GPU this machine lacks fails before any work
-    from imgalign.rewards.base import build_reward, parse_reward_spec, reward_key, reward_target
+    from imgalign.rewards.base import build_reward, parse_reward_spec, reward_target
     from imgalign.rewards.sanity import KINDS, true_vs_corrupted
+    from imgalign.trainers.rewarding import same_reward_twice
 
     if args.n < 1:
         raise CLIError(f"--n must be at least 1 (got {args.n})")
-    keys = [reward_key(spec) for spec in args.reward]
-    for i, (spec, key) in enumerate(zip(args.reward, keys)):  # one reward given twice was scored twice
-        if key in keys[:i]:
-            first = args.reward[keys.index(key)]
-            same = "twice" if first == spec else f"as {first!r} does (the same reward and options)"
-            raise CLIError(f"--reward {spec!r} is given {same}; give each reward once")
+    # one reward given twice (also spelt otherwise) was scored twice
+    if twice := same_reward_twice(list(args.reward)):
+        first, spec = twice
+        same = "twice" if first == spec else f"as {first!r} does (the same reward and options)"
+        raise CLIError(f"--reward {spec!r} is given {same}; give each reward once")
     for spec in args.reward:
         kinds = tuple(k.strip() for k in args.kinds.split(",") if k.strip())
         if not kinds:  # an empty tuple fell back to shape corruptions silently
