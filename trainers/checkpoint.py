@@ -398,6 +398,11 @@ def read_state(ckpt: Path, needs: tuple[str, ...] = ("step",)) -> dict[str, Any]
     path = ckpt / "trainer_state" / "state.json"
     state = read_json(path)
     why = state_problem(state, needs)
+    named = STEP_RE.match(ckpt.name) or SUPERSEDED_RE.match(ckpt.name)
+    if why is None and named and "step" in state and state["step"] != int(named.group(1)):
+        # a hand edit or a file copied from another checkpoint: resumed, the run restarted at the file's step and
+        # set aside its own later checkpoints, this one among them (supersede_after)
+        why = f"its 'step' is {state['step']}, but the folder {ckpt.name} is step {int(named.group(1))}"
     if why is not None:
         raise _unreadable(path, ValueError(why))
     return state
