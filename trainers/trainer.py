@@ -1495,6 +1495,16 @@ class FlowGRPOTrainer:
             else:
                 log.warning("resuming %s with a changed config (%s)", ckpt, changed)
         weights = C.load_tensors(st / "trainable.safetensors")
+        # the exported model (the folder's weights for from_pretrained or load_lora_weights) is not read here: a cut
+        # copy of it resumed without a word, and the checkpoint kept looking whole to its user
+        exported = [f for f in C.damaged_files(ckpt) if st not in f.parents]
+        if exported and self.is_main:
+            log.warning(
+                "checkpoint %s: its exported model is damaged (%s); the resume reads trainer_state/ and goes on, "
+                "but that folder no longer loads outside imgalign: use the next checkpoint this run writes",
+                ckpt,
+                exported[0],
+            )
         # another trainable set (model.lora_rank, lora_targets or trainable_modules changed) failed inside torch's
         # optimizer.load_state_dict with a message that named no setting, or dropped the other weights' training
         missing = [n for n in self.param_names if n not in weights]
