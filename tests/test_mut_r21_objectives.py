@@ -1,8 +1,7 @@
-"""Mutation round 21 (stop 58): the GRPO objective's KL, anchor and step-weight terms on a closed-form flow model.
-
-The policy and the frozen reference are two tiny velocity fields v = a·x + b·(1 + σ)·c (c the prompt's code), so
-every expected value is computed here from :mod:`imgalign.trainers.kernels` directly, in well under a second (the
-tiny SD3 tests of these terms take minutes)."""
+"""Mutation round 21 (stop 58): the GRPO objective's KL, anchor and step-weight terms on a closed-form flow
+model. The policy and the frozen reference are two tiny velocity fields v = a·x + b·(1 + σ)·c (c the prompt's
+code), so every expected value is computed here from :mod:`imgalign.trainers.kernels` directly, in well under
+a second (the tiny SD3 tests of these terms take minutes)."""
 
 from __future__ import annotations
 
@@ -114,9 +113,9 @@ def _valid_mean(x: torch.Tensor) -> float:
 def test_the_kl_term_is_beta_times_the_valid_rows_mean_kl_reduced_and_blocked_as_configured(
     reduce: str, block: int
 ):
-    """kl_beta·KL: the loss with objective.kl_beta 0.3 minus the loss without is 0.3 × the valid rows' mean of the
-    per-row closed-form KL, with the configured log-density reduction and, with sampling.noise_block 2, the KL of
-    the block-noise Gaussian (in block coordinates); the logged policy/kl is that mean."""
+    """kl_beta·KL: the loss with objective.kl_beta 0.3 minus the loss without is 0.3 × the valid rows' mean of
+    the per-row closed-form KL, with the configured log-density reduction and, with sampling.noise_block 2,
+    the KL of the block-noise Gaussian (in block coordinates); the logged policy/kl is that mean."""
     adapter, s, ro = _setup({"num_steps": 3, "noise_block": block}, reduce=reduce)
     with_kl = GRPOObjective(ObjectiveConfig(kl_beta=0.3, logprob_reduce=reduce), s)  # type: ignore[arg-type]
     without = GRPOObjective(ObjectiveConfig(logprob_reduce=reduce), s)  # type: ignore[arg-type]
@@ -128,10 +127,10 @@ def test_the_kl_term_is_beta_times_the_valid_rows_mean_kl_reduced_and_blocked_as
 
 
 def test_the_anchor_is_n_times_beta_times_the_kl_of_the_untrained_step_of_this_update_on_the_first_term():
-    """objective.anchor_beta: 5 steps, SDE window [0, 1] (n = 2 trained steps), untrained steps 2 and 3 taken in
-    turn by training step (step 1: step 3). The first term's loss gains n·β·(valid rows' mean KL at step 3, the
-    policy's velocity at σ_3, the configured reduction); the second term gains nothing (the trainer averages terms:
-    the anchor counts once per update)."""
+    """objective.anchor_beta: 5 steps, SDE window [0, 1] (n = 2 trained steps), untrained steps 2 and 3 taken
+    in turn by training step (step 1: step 3). The first term's loss gains n·β·(valid rows' mean KL at step 3,
+    the policy's velocity at σ_3, the configured reduction); the second term gains nothing (the trainer
+    averages terms: the anchor counts once per update)."""
     adapter, s, ro = _setup(
         {"num_steps": 5, "sde_window": 2, "sde_window_max_start": 0}, step=1, reduce="mean"
     )
@@ -151,8 +150,8 @@ def test_the_anchor_is_n_times_beta_times_the_kl_of_the_untrained_step_of_this_u
 
 
 def test_velocity_step_weights_scale_each_terms_policy_loss_by_its_own_steps_weight():
-    """objective.step_weight velocity: the loss of trained step i is w_i (kernels.velocity_step_weights over the
-    update's trained steps) times its uniform-weight loss, for the second trained step too."""
+    """objective.step_weight velocity: the loss of trained step i is w_i (kernels.velocity_step_weights over
+    the update's trained steps) times its uniform-weight loss, for the second trained step too."""
     adapter, s, ro = _setup({"num_steps": 5, "sde_window": 2, "sde_window_max_start": 0})
     weights = K.velocity_step_weights("sde", [float(x) for x in ro.sigmas], ro.train_steps, s.noise_level)
     assert abs(weights[0] - weights[1]) > 0.05
@@ -165,8 +164,8 @@ def test_velocity_step_weights_scale_each_terms_policy_loss_by_its_own_steps_wei
 
 
 def test_every_setting_that_reads_the_frozen_reference_asks_for_it():
-    """needs_reference (a full fine-tune keeps a frozen copy only then): GRPO with the anchor or vnorm_log alone,
-    NFT with a velocity penalty alone, and neither objective by default."""
+    """needs_reference (a full fine-tune keeps a frozen copy only then): GRPO with the anchor or vnorm_log
+    alone, NFT with a velocity penalty alone, and neither objective by default."""
     s = SamplingConfig()
     assert GRPOObjective(ObjectiveConfig(anchor_beta=0.1), s).needs_reference
     assert GRPOObjective(ObjectiveConfig(vnorm_log=True), s).needs_reference
@@ -174,3 +173,37 @@ def test_every_setting_that_reads_the_frozen_reference_asks_for_it():
     nft = ObjectiveConfig(name="nft", penalty="vnorm", penalty_weight=0.1)
     assert NFTObjective(nft, s).needs_reference
     assert not NFTObjective(ObjectiveConfig(name="nft"), s).needs_reference
+
+
+def test_nft_draws_stratified_noise_levels_and_its_loss_is_the_valid_rows_mix_over_beta(monkeypatch):
+    """objective nft (t in [0.2, 0.6], β 0.5, adv_clip 2): sample k of the 4-row micro-batch draws its t in
+    the k-th quarter of [t_min, t_max]; the loss is the valid rows' mean of r·L⁺ + (1 − r)·L⁻ divided by β, r
+    = clip(A, ±2)/4 + 1/2 (the optimality probability with the configured clip), once the policy has left the
+    old policy (L⁺ ≠ L⁻)."""
+    from imgalign.trainers import nft
+
+    seen: dict[str, torch.Tensor] = {}
+    terms = nft.nft_loss_terms
+
+    def spy(v, v_old, x0, x_t, t, beta, *rest):  # noqa: ANN001, ANN202
+        lp, lm = terms(v, v_old, x0, x_t, t, beta, *rest)
+        seen.update(t=t.detach().clone(), lp=lp.detach().clone(), lm=lm.detach().clone())
+        return lp, lm
+
+    monkeypatch.setattr(nft, "nft_loss_terms", spy)
+    adapter, s, ro = _setup({"num_steps": 3})
+    from imgalign.trainers.nft import NFTConfig
+
+    cfg = ObjectiveConfig(name="nft", nft=NFTConfig(t_min=0.2, t_max=0.6, beta=0.5, adv_clip=2.0))
+    obj = NFTObjective(cfg, s)
+    _loss(obj, adapter, ro, 0)  # the old policy is a copy of the weights here; the policy then moves off it
+    with torch.no_grad():
+        adapter.transformer.a.add_(0.2)
+    loss = _loss(obj, adapter, ro, 0)[0]
+    t = seen["t"].double()
+    lo = 0.2 + 0.1 * torch.arange(4, dtype=torch.float64)
+    assert bool(((t >= lo - 1e-6) & (t <= lo + 0.1 + 1e-6)).all()), t
+    r = (torch.tensor([1.0, -1.0, 0.5, 0.25]) / 4 + 0.5).double()
+    per = r * seen["lp"].double() + (1 - r) * seen["lm"].double()
+    assert float((seen["lp"] - seen["lm"]).abs().min()) > 1e-3  # L⁺ ≠ L⁻: the mix shows
+    assert loss == pytest.approx(_valid_mean(per) / 0.5, rel=1e-4)

@@ -1,6 +1,6 @@
-"""Mutation round 21 (stop 58): flat-rollout behaviour on a closed-form flow adapter (no model loads): antithetic
-pairs, NFE counts, block noise and the CPS reduction in the sampler, the σ = 1 guard of the step dispatch, and the
-shared initial noise across forward batches and training steps."""
+"""Mutation round 21 (stop 58): flat-rollout behaviour on a closed-form flow adapter (no model loads):
+antithetic pairs, NFE counts, block noise and the CPS reduction in the sampler, the σ = 1 guard of the step
+dispatch, and the shared initial noise across forward batches and training steps."""
 
 from __future__ import annotations
 
@@ -50,9 +50,9 @@ def _rollout(n: int, prompt: str = "", step: int = 0, **over) -> Rollout:
 
 
 def test_antithetic_pairs_are_exact_mirrors_within_each_group_and_the_odd_one_out_is_not():
-    """sampling.antithetic with groups of 3 (ids 0-2, 3-5): pairs (0, 1) and (3, 4) mirror their start and every
-    SDE noise, so under an odd velocity field the trajectories are exact negatives with equal log-densities;
-    samples 2 and 5 pair with nobody (2 is not 3's partner across the group boundary)."""
+    """sampling.antithetic with groups of 3 (ids 0-2, 3-5): pairs (0, 1) and (3, 4) mirror their start and
+    every SDE noise, so under an odd velocity field the trajectories are exact negatives with equal
+    log-densities; samples 2 and 5 pair with nobody (2 is not 3's partner across the group boundary)."""
     ro = _rollout(6, group_size=3, antithetic=True)
     lat, lp = ro.latents, ro.log_probs
     assert ro.train_steps == [0, 1]
@@ -65,8 +65,8 @@ def test_antithetic_pairs_are_exact_mirrors_within_each_group_and_the_odd_one_ou
 
 
 def test_antithetic_with_a_shared_start_mirrors_only_the_sde_noise():
-    """antithetic + shared_init_noise: a group's members all start from the group's noise (unflipped), and the pair's
-    first SDE steps land symmetrically about the common step mean."""
+    """antithetic + shared_init_noise: a group's members all start from the group's noise (unflipped), and the
+    pair's first SDE steps land symmetrically about the common step mean."""
     ro = _rollout(4, antithetic=True, shared_init_noise=True)
     lat = ro.latents
     assert torch.equal(lat[0, 0], lat[1, 0]) and not torch.equal(lat[0, 0], lat[2, 0])
@@ -78,15 +78,15 @@ def test_antithetic_with_a_shared_start_mirrors_only_the_sde_noise():
 
 
 def test_the_nfe_of_a_rollout_is_every_sample_times_every_step_times_the_cfg_multiplier_over_all_batches():
-    """8 samples in forward batches of 3, 3 steps, CFG (2 evaluations a step): 8·3·2 = 48 transformer evaluations;
-    without CFG 24."""
+    """8 samples in forward batches of 3, 3 steps, CFG (2 evaluations a step): 8·3·2 = 48 transformer
+    evaluations; without CFG 24."""
     assert _rollout(8, batch_size=3, guidance_scale=4.5).nfe == 48
     assert _rollout(8, batch_size=3, guidance_scale=1.0).nfe == 24
 
 
 def test_block_noise_reaches_the_sampler_and_its_stored_log_density_is_the_block_gaussians():
-    """sampling.noise_block 2: every SDE step moves off its mean by a block-constant (2×2) displacement, and the
-    stored log-density is kernels.flow_sde_step's block-coordinate density of the stored next latent."""
+    """sampling.noise_block 2: every SDE step moves off its mean by a block-constant (2×2) displacement, and
+    the stored log-density is kernels.flow_sde_step's block-coordinate density of the stored next latent."""
     ro = _rollout(2, "ab", noise_block=2)
     f = _Flow()
     cond = f.encode(["ab"] * 2)
@@ -112,8 +112,8 @@ def test_cps_rollouts_store_the_reduction_the_objective_asks_for():
 
 
 def test_the_step_from_sigma_one_uses_the_schedules_next_sigma_in_its_noise_scale():
-    """step_kernel at i = 0 (σ = 1) is kernels.flow_sde_step with sigma_next_of_one = sigmas[1]: finite std and
-    log-density, equal to the kernel's."""
+    """step_kernel at i = 0 (σ = 1) is kernels.flow_sde_step with sigma_next_of_one = sigmas[1]: finite std
+    and log-density, equal to the kernel's."""
     g = torch.Generator().manual_seed(5)
     x, v, y = (torch.randn(2, 4, 4, 4, generator=g) for _ in range(3))
     sig = torch.tensor([1.0, 0.6, 0.3, 0.0])
@@ -126,8 +126,8 @@ def test_the_step_from_sigma_one_uses_the_schedules_next_sigma_in_its_noise_scal
 
 @pytest.mark.parametrize("batch_size", [1, 2, 3])
 def test_shared_initial_noise_is_the_groups_in_any_forward_batching(batch_size: int):
-    """shared_init_noise: a group's members start from one noise, the same whether the 4 samples are sampled in
-    forward batches of 1, 2, 3 or 4 (each batch uses its own rows' group ids)."""
+    """shared_init_noise: a group's members start from one noise, the same whether the 4 samples are sampled
+    in forward batches of 1, 2, 3 or 4 (each batch uses its own rows' group ids)."""
     whole = _rollout(4, shared_init_noise=True, batch_size=4)
     split = _rollout(4, shared_init_noise=True, batch_size=batch_size)
     assert torch.equal(whole.latents[0, 0], whole.latents[1, 0])
@@ -136,8 +136,8 @@ def test_shared_initial_noise_is_the_groups_in_any_forward_batching(batch_size: 
 
 
 def test_shared_initial_noise_changes_every_step_and_is_apart_from_the_per_sample_streams():
-    """The group start is drawn anew each training step, and from a stream other than any sample's own (sample g's
-    start without shared_init_noise is not group g's start)."""
+    """The group start is drawn anew each training step, and from a stream other than any sample's own (sample
+    g's start without shared_init_noise is not group g's start)."""
     s0, s1 = _rollout(4, shared_init_noise=True), _rollout(4, step=1, shared_init_noise=True)
     own = _rollout(4)
     assert not torch.equal(s0.latents[0, 0], s1.latents[0, 0])
