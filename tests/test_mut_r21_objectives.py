@@ -207,3 +207,40 @@ def test_nft_draws_stratified_noise_levels_and_its_loss_is_the_valid_rows_mix_ov
     per = r * seen["lp"].double() + (1 - r) * seen["lm"].double()
     assert float((seen["lp"] - seen["lm"]).abs().min()) > 1e-3  # L⁺ ≠ L⁻: the mix shows
     assert loss == pytest.approx(_valid_mean(per) / 0.5, rel=1e-4)
+
+
+def test_grpo_ratios_are_the_policys_over_the_stored_density_on_valid_unmasked_rows_and_a_nan_row_stays_out():
+    """Off the base policy, the logged ratios are exp(log π_θ(x_{i+1}) − stored log-density) of the rows that
+    are valid and not train-masked at this step (rows 0 and 3 here: row 2 invalid with a NaN stored density,
+    row 1 masked by train_mask); the NaN leaves the loss and every ratio metric finite."""
+    adapter, s, ro = _setup({"num_steps": 3})
+    i = 1
+    x, y, sig = ro.latents[:, i], ro.latents[:, i + 1], ro.sigmas
+    with torch.no_grad():
+        v = adapter.transformer(x, sig[i], ro.cond)
+    lp = K.flow_sde_step(x, v, sig[i], sig[i + 1], s.noise_level, sig[1], prev_sample=y).log_prob
+    ratio = torch.exp(lp - ro.log_probs[:, i])
+    ro.log_probs[2, i] = float("nan")
+    ro.train_mask = torch.ones(4, ro.log_probs.shape[1], dtype=torch.bool)
+    ro.train_mask[1, i] = False
+    loss, m = _loss(GRPOObjective(ObjectiveConfig(clip_range=10.0), s), adapter, ro, i)
+    keep = ratio[[0, 3]]
+    assert abs(float(keep[0] - keep[1])) > 1e-3 and abs(float(ratio[1] - keep.mean())) > 1e-3
+    assert m["policy/ratio_min"] == pytest.approx(float(keep.min()), rel=1e-5)
+    assert m["policy/ratio_max"] == pytest.approx(float(keep.max()), rel=1e-5)
+    assert m["policy/ratio_mean"] == pytest.approx(float(keep.mean()), rel=1e-5)
+    adv = torch.tensor([1.0, 0.25])
+    assert loss == pytest.approx(float(-(adv * keep).mean()), rel=1e-5)
+
+
+def test_the_velocity_penalty_is_weighted_and_averaged_over_the_valid_rows_only():
+    """add_penalty with the vnorm hinge (λ 0.5): rows with ‖v_θ‖/‖v_ref‖ = 3, 2 and 5, the last masked: the
+    loss gains 0.5 × mean(2, 1) and policy/penalty logs 1.5."""
+    from imgalign.trainers.objectives import add_penalty
+
+    v = torch.tensor([[3.0, 0.0], [0.0, 2.0], [5.0, 0.0]], requires_grad=True)
+    v_ref, w = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0]]), torch.tensor([1.0, 1.0, 0.0])
+    m: dict[str, Any] = {}
+    cfg = ObjectiveConfig(penalty="vnorm", penalty_weight=0.5)
+    assert float(add_penalty(cfg, torch.zeros(()), v, v_ref, w, m).detach()) == pytest.approx(0.75)
+    assert m["policy/penalty"] == pytest.approx(1.5)
