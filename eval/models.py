@@ -32,10 +32,22 @@ def is_shapes_family(spec: ModelSpec) -> bool:
     if not (ref.is_file() and cfg.is_file()):
         return False
 
-    def arch(path: Path) -> dict[str, Any]:
-        return {k: v for k, v in json.loads(path.read_text()).items() if not k.startswith("_")}
+    return architecture(ref) == architecture(cfg)
 
-    return arch(ref) == arch(cfg)
+
+def architecture(config: Path) -> dict[str, Any]:
+    """The settings of a transformer's ``config.json`` without diffusers' bookkeeping (``_class_name``, ...). A
+    damaged file (cut short, hand-edited) is named: it failed with a bare "Expecting value: line 1 column 1" or, a
+    JSON list, an AttributeError traceback, before the loader could say which folder was wrong."""
+    try:
+        cfg = json.loads(config.read_text(encoding="utf-8"))
+    except ValueError as e:  # JSONDecodeError and UnicodeDecodeError
+        raise ValueError(f"{config} is damaged: not valid JSON ({e}); copy or save the model again") from None
+    if not isinstance(cfg, dict):
+        raise ValueError(
+            f"{config} is damaged: a JSON {type(cfg).__name__}, not an object; copy or save the model again"
+        )
+    return {k: v for k, v in cfg.items() if not k.startswith("_")}
 
 
 def shapes_max_sequence_length(path: str) -> int | None:
