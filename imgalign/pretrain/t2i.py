@@ -164,6 +164,13 @@ class Config:
         )
         # -1 final images passed and the card reported a shapes overall of 0.000 from no image at all
         check_at_least(self, 0, "final_eval_images", "eval_every", "warmup")
+        # an odd width passed and the text encoders (2 attention heads each) failed to build only after the renders
+        # and the whole autoencoder stage, with a StrictDataclassClassValidationError traceback
+        if self.text_width % 2:
+            raise ValueError(
+                f"text_width must be even (got {self.text_width}): each text encoder has 2 attention heads; set "
+                "it with --set text_width=N"
+            )
         if self.t5_tokens < 0:
             raise ValueError(
                 f"t5_tokens must be at least 0 (got {self.t5_tokens}); set it with --set t5_tokens=N"
