@@ -56,3 +56,10 @@ def test_cannot_load_names_the_kind_of_folder_only_when_given(kind: str) -> None
     said = hub.cannot_load("reward 'clip'", ValueError("bad config."), "org/model", kind=kind)
     want = f"Give a {kind} folder" if kind else "Give a folder"
     assert said.startswith("cannot load reward 'clip': bad config. ") and want in said
+
+
+def test_an_invalid_config_error_without_a_name_is_named_by_its_type() -> None:
+    """A KeyError with no key (no args) still gives one line: its type, not an IndexError from reading the key."""
+    said = hub.invalid_config("M", KeyError())
+    assert said.startswith("cannot load M: its config.json fails transformers' checks (KeyError);")
+    assert "(transformers knows no 'gelu_x')" in hub.invalid_config("M", KeyError("gelu_x"))
