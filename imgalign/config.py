@@ -239,6 +239,12 @@ def _coerce(value: Any, tp: Any, key: str, specs: bool = False) -> Any:
                 f"{key}: YAML reads {text} as the octal number {value}; write {int(text.replace('_', ''))} "
                 "without the leading 0"
             )
+        # YAML 1.1 reads 1:30 as the base-60 number 90: `time_budget_min: 1:30` was 90 minutes, not 1.5
+        if tp in (int, float) and ":" in text and isinstance(value, (int, float)):
+            raise ConfigError(
+                f"{key}: YAML reads {text} as the base-60 number {value}; write a plain number ({value} if that is "
+                "what you meant)"
+            )
     if tp is Any:
         return value
     if origin in (typing.Union, types.UnionType):
@@ -429,6 +435,12 @@ def parse_override(item: str) -> tuple[list[str], Any]:
     key = key.strip()
     if not key:
         raise ConfigError(f"override {item!r} has an empty key")
+    parts = [p.strip() for p in key.split(".")]
+    if "" in parts:  # train..lr, train.lr., .lr: read as a key named '' (or 'train.'), named as no key
+        raise ConfigError(
+            f"override {item!r}: the key {key!r} has an empty part between its dots; write each section and key "
+            "once, separated by single dots (e.g. train.lr=1e-4)"
+        )
     try:  # the file's loader: a str field inside a mapping or list keeps its text ({output_dir: 12:30})
         value = yaml.load(raw, Loader=_UniqueKeyLoader) if raw.strip() else ""
     except yaml.YAMLError:
@@ -447,7 +459,7 @@ def parse_override(item: str) -> tuple[list[str], Any]:
             pass
     text = _Override(raw.strip())
     text.parsed = value
-    return key.split("."), text
+    return parts, text
 
 
 def _merged(base: dict[Any, Any], update: dict[Any, Any]) -> dict[Any, Any]:
