@@ -230,6 +230,16 @@ def register_reward(name: str, description: str) -> Callable[[Callable[..., Rewa
     return deco
 
 
+def did_you_mean(name: str, names: Sequence[str]) -> str:
+    """``" (did you mean 'geneval'?)"`` when `name` is most likely a misspelling or another casing of one of `names`
+    (``GenEval``, ``genval``, ``MODE``), else ``""``."""
+    import difflib
+
+    lowered = {n.lower(): n for n in names}
+    close = difflib.get_close_matches(name.strip().lower(), list(lowered), n=1, cutoff=0.75)
+    return f" (did you mean {lowered[close[0]]!r}?)" if close else ""
+
+
 def list_rewards() -> dict[str, str]:
     """name -> one-line description of every registered reward."""
     _import_builtin()
@@ -370,8 +380,8 @@ def build_reward(
         parts = [x.strip() for x in name.split(",") if x.strip()]
         several = bool(parts) and "," in name and all(x in _REGISTRY for x in parts)  # 'clip,geneval'
         raise ValueError(
-            f"unknown reward {name!r}; valid rewards: {', '.join(sorted(_REGISTRY))} "
-            "(or a 'module:attr' path to your own)"
+            f"unknown reward {name!r}{did_you_mean(name, list(_REGISTRY))}; valid rewards: "
+            f"{', '.join(sorted(_REGISTRY))} (or a 'module:attr' path to your own)"
             + (
                 f"; for several rewards give each its own spec ({' '.join('--reward ' + x for x in parts)}, "
                 "or one list entry each in a config)"
@@ -469,8 +479,10 @@ def _refuse_unknown_options(
     """An option the reward does not take (and it takes no ``**kwargs``: ``open_ended``), refused by name."""
     unknown = sorted(set(opts) - set(options))
     if unknown and not open_ended:
+        hint = did_you_mean(unknown[0], options) if len(unknown) == 1 else ""
         raise ValueError(
-            f"reward {name!r}: unknown option(s) {', '.join(unknown)}; its options: {', '.join(options) or 'none'}"
+            f"reward {name!r}: unknown option(s) {', '.join(unknown)}{hint}; its options: "
+            f"{', '.join(options) or 'none'}"
         )
 
 

@@ -58,3 +58,56 @@ def test_a_base_60_number_in_set_is_refused_also_inside_a_list(capsys: pytest.Ca
     assert main(["train", "--set", "rewards.weights=[1:30]", "--print-config"]) == 2
     assert "rewards.weights[0]: YAML reads 1:30 as the base-60 number 90" in capsys.readouterr().err
     assert main(["train", "--set", "rewards.weights=[1.5]", "--print-config"]) == 0
+
+
+@pytest.mark.parametrize(
+    "argv, said",
+    [
+        (
+            ["train", "--set", "rewards.names=GenEval", "--print-config"],
+            "unknown reward 'GenEval' (did you mean",
+        ),
+        (
+            ["score", "IMAGES", "--reward", "genval", "--out", "OUT.jsonl"],
+            "unknown reward 'genval' (did you mean",
+        ),
+        (
+            ["grid", "--model", "a=shapes", "--prompt", "x", "--reward", "Clip", "--out", "OUT"],
+            "'Clip' (did you",
+        ),
+        (
+            ["score", "IMAGES", "--reward", "geneval:MODE=strict", "--out", "OUT.jsonl"],
+            "MODE (did you mean 'mode'?)",
+        ),
+    ],
+)
+def test_a_misspelt_or_odd_cased_reward_or_option_name_gets_the_name_meant(
+    argv: list[str], said: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--reward GenEval` (as papers write it) or `genval` listed the six rewards and `geneval:MODE=strict` the
+    three options, without saying which was meant; each now names it, in train, score and grid alike."""
+    from PIL import Image
+
+    (tmp_path / "images").mkdir()
+    Image.new("RGB", (8, 8)).save(tmp_path / "images" / "a.png")
+    argv = [
+        str(tmp_path / "images")
+        if a == "IMAGES"
+        else str(tmp_path / a.replace("OUT", "o.png"))
+        if "OUT" in a
+        else a
+        for a in argv
+    ]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert said in err and "Traceback" not in err
+    meant = "mode" if "MODE" in said else "clip" if "Clip" in said else "geneval"
+    assert f"(did you mean {meant!r}?)" in err
+    assert list(tmp_path.iterdir()) == [tmp_path / "images"]
+
+
+def test_a_name_far_from_every_reward_gets_no_guess() -> None:
+    from imgalign.rewards.base import did_you_mean
+
+    assert did_you_mean("vlm", ["clip", "geneval", "vlm_loglik"]) == ""
+    assert did_you_mean(" GENEVAL ", ["clip", "geneval"]) == " (did you mean 'geneval'?)"

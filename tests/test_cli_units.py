@@ -100,7 +100,8 @@ def test_print_config_and_the_checks_before_training_refuse_a_reward_option_it_d
     assert main(["train", "--set", two, "--print-config"]) == 2
     err = capsys.readouterr().err
     assert (
-        "rewards.names: 'clip:wieght=2': reward 'clip': unknown option(s) wieght; its options: model" in err
+        "rewards.names: 'clip:wieght=2': reward 'clip': unknown option(s) wieght (did you mean 'weight'?); its "
+        "options: model" in err
     )
     cfg = FlowGRPOConfig()
     cfg.rewards.names = ["clip:batch_size=abc"]

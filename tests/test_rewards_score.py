@@ -452,7 +452,7 @@ def test_unknown_reward_fails_up_front(
     out = tmp_path / "x.jsonl"
     rc = main(["score", str(d), "--reward", "clipp", "--prompts", str(prompts), "--out", str(out)])
     assert rc == 2 and not out.exists()
-    assert "unknown reward 'clipp'; valid rewards:" in capsys.readouterr().err
+    assert "unknown reward 'clipp' (did you mean 'clip'?); valid rewards:" in capsys.readouterr().err
     assert main(["score", str(tmp_path / "missing"), "--reward", "artifact", "--out", str(out)]) == 2
     (tmp_path / "afile").write_text("x")  # an output path under a file: refused before any scoring
     assert main(["score", str(d), "--reward", "artifact", "--out", str(tmp_path / "afile" / "s.jsonl")]) == 2

@@ -233,15 +233,21 @@ def guidance_settings(cfg: FlowGRPOConfig) -> dict[str, float]:
 def check_reward_names(cfg: FlowGRPOConfig) -> None:
     """Every reward of ``rewards.names`` is known, allowed in training with its options, and given once (no model
     loads; ``train --print-config`` runs it too)."""
-    from imgalign.rewards.base import check_reward_options, list_rewards, parse_reward_spec, reward_target
+    from imgalign.rewards.base import (
+        check_reward_options,
+        did_you_mean,
+        list_rewards,
+        parse_reward_spec,
+        reward_target,
+    )
 
     known = list_rewards()
     for spec in cfg.rewards.names:
         name, opts = parse_reward_spec(spec)
         if name not in known and ":" not in name:
             raise ConfigError(
-                f"rewards.names: unknown reward {name!r}; valid rewards: {', '.join(sorted(known))} "
-                "(or a 'module:attr' path)"
+                f"rewards.names: unknown reward {name!r}{did_you_mean(name, list(known))}; valid rewards: "
+                f"{', '.join(sorted(known))} (or a 'module:attr' path)"
             )
         try:  # a misspelt or ill-typed option failed when the rewards were built (--print-config showed it)
             check_reward_options(spec)
