@@ -246,7 +246,11 @@ def run_grid(args: argparse.Namespace) -> int:
             raise ValueError(
                 "--reward geneval needs GenEval metadata: give --prompts FILE.jsonl with GenEval lines"
             )
+    if not args.out.strip():  # "$OUT" with OUT unset: "use a .png name" said nothing of why
+        raise ValueError("--out is empty (an unset shell variable?): give the output PNG, e.g. grid.png")
     out = Path(args.out)
+    if out.name.lower() == ".png":  # Path('.png').suffix is '': it said "use a .png name"
+        raise ValueError(f"--out {args.out!r} has no name before {out.name}: give one, e.g. grid{out.name}")
     if out.suffix.lower() != ".png":
         raise ValueError(f"--out {args.out!r}: the grid is written as PNG; use a .png name")
     check_output_file(out)

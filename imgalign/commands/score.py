@@ -526,9 +526,12 @@ def run_score(args: argparse.Namespace) -> int:
         {
             "prompts": "a JSONL of file/prompt rows, or leave it out",
             "baseline": "an earlier score JSONL, or leave it out",
+            "out": "the output file, e.g. scores.jsonl",
         },
     )
     out = Path(args.out)
+    if out.name.lower() in (".jsonl", ".csv", ".json"):  # Path('.jsonl').suffix is '': "must end in .jsonl"
+        raise CLIError(f"--out {args.out!r} has no name before {out.name}: give one, e.g. scores{out.name}")
     if out.suffix.lower() not in (".jsonl", ".csv", ".json"):
         raise CLIError(f"--out {args.out!r} must end in .jsonl or .csv (.json is written as JSON lines too)")
     check_output_file(out)
