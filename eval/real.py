@@ -41,6 +41,7 @@ import torch
 from PIL import Image
 
 from imgalign.eval.geneval import GENEVAL_CLIP, GENEVAL_COLORS, ColorFn, Detection, Detections
+from imgalign.rewards.base import did_you_mean
 
 log = logging.getLogger(__name__)
 
@@ -243,24 +244,14 @@ def validate_real_metadata(meta: dict[str, Any], classes: Sequence[str]) -> None
     for c in list(meta.get("include", [])) + list(meta.get("exclude") or []):
         if c["class"] not in classes:
             raise ValueError(
-                f"class {c['class']!r} is not one the detector can find{_did_you_mean(c['class'], classes)}; use "
+                f"class {c['class']!r} is not one the detector can find{did_you_mean(c['class'], classes)}; use "
                 "GenEval's COCO class names (imgalign.eval.real.COCO_CLASSES) or a zero-shot detector"
             )
         if "color" in c and c["color"] not in GENEVAL_COLORS:
             raise ValueError(
                 f"colour {c['color']!r} is not one of GenEval's {', '.join(GENEVAL_COLORS)}"
-                f"{_did_you_mean(c['color'], GENEVAL_COLORS)}"
+                f"{did_you_mean(c['color'], GENEVAL_COLORS)}"
             )
-
-
-def _did_you_mean(value: str, known: Sequence[str]) -> str:
-    """ " (did you mean 'cat'?)" for 'Cat', ' cat' or 'cats' when 'cat' is known; "" when nothing is close."""
-    import difflib
-
-    folded = {k.lower(): k for k in known}
-    key = value.strip().lower()
-    close = [key] if key in folded else difflib.get_close_matches(key, list(folded), n=1, cutoff=0.75)
-    return f" (did you mean {folded[close[0]]!r}?)" if close else ""
 
 
 # ---- detection ----------------------------------------------------------------------------------------------
