@@ -1,0 +1,72 @@
+"""Mutation round 21: behaviour of the synthetic artifacts and the artifact reward (rewards/artifact.py) that no
+test checked before."""
+
+from __future__ import annotations
+
+import random
+
+import torch
+
+from imgalign.rewards.artifact import add_artifact
+
+torch.set_num_threads(1)
+
+
+def test_a_smear_keeps_the_brightness_of_a_flat_image() -> None:
+    """A motion blur averages neighbours: on a flat image it changes nothing (an unnormalised kernel brightened
+    every smear to white)."""
+    flat = torch.full((3, 32, 32), 0.4)
+    for seed in range(3):
+        torch.testing.assert_close(add_artifact(flat, "smear", random.Random(seed)), flat)
+
+
+def test_broken_edges_reach_the_pixels_beside_an_edge() -> None:
+    """The cut along an edge is widened to its neighbours (a 3x3 max pool): on a black | white step the white
+    column next to the edge column is broken too, to the background (black)."""
+    x = torch.zeros(3, 32, 32)
+    x[:, :, 16:] = 1.0
+    changed = torch.zeros(32, dtype=torch.bool)
+    for seed in range(3):
+        y = add_artifact(x, "broken_edges", random.Random(seed))
+        changed |= (y[:, :, 17] != x[:, :, 17]).any(0)
+        assert torch.equal(y[:, :, 18:], x[:, :, 18:])  # no further than one pixel
+    assert changed.any()
+
+
+def test_a_doubled_edge_adds_a_ghost_and_never_darkens() -> None:
+    """The ghost copy is blended in by the maximum: pixels only get brighter, and some do."""
+    x = torch.zeros(3, 32, 32)
+    x[:, 10:20, 10:20] = 0.9
+    for seed in range(4):
+        y = add_artifact(x, "doubled_edges", random.Random(seed))
+        assert bool((y >= x).all()) and bool((y > x).any())
+
+
+def _centroid(weight: torch.Tensor) -> torch.Tensor:
+    """The (row, column) centroid of a non-negative (H, W) weight."""
+    h, w = weight.shape
+    yy, xx = torch.meshgrid(torch.arange(h).float(), torch.arange(w).float(), indexing="ij")
+    return torch.stack([(weight * yy).sum(), (weight * xx).sum()]) / weight.sum()
+
+
+def test_colour_bleed_shifts_the_colour_away_from_its_shape() -> None:
+    """The chroma is blurred and moved by 2 or 3 pixels in both directions: the colour of a red square on grey ends
+    up off the square's centre, while the brightness stays where it was."""
+    x = torch.full((3, 40, 40), 0.5)
+    x[:, 16:24, 16:24] = torch.tensor([0.8, 0.3, 0.3]).view(3, 1, 1)
+    centre = torch.tensor([19.5, 19.5])
+    for seed in range(3):
+        y = add_artifact(x, "colour_bleed", random.Random(seed))
+        chroma = (y - y.mean(0, keepdim=True)).abs().sum(0)
+        shift = (_centroid(chroma) - centre).abs()
+        assert bool((shift > 1.5).all()), shift
+
+
+def test_oversaturation_pushes_colours_away_from_grey() -> None:
+    """Each channel's distance from the pixel's grey (mean) grows: a muted colour gets more saturated."""
+    x = torch.tensor([0.45, 0.35, 0.3]).view(3, 1, 1).expand(3, 8, 8).clone()
+    for seed in range(3):
+        y = add_artifact(x, "oversaturate", random.Random(seed))
+        spread_in = (x - x.mean(0)).abs().sum(0)
+        spread_out = (y - y.mean(0)).abs().sum(0)
+        assert bool((spread_out > 1.5 * spread_in).all())
