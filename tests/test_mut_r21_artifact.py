@@ -4,7 +4,9 @@ test checked before."""
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
+import pytest
 import torch
 
 from imgalign.rewards.artifact import add_artifact
@@ -70,3 +72,24 @@ def test_oversaturation_pushes_colours_away_from_grey() -> None:
         spread_in = (x - x.mean(0)).abs().sum(0)
         spread_out = (y - y.mean(0)).abs().sum(0)
         assert bool((spread_out > 1.5 * spread_in).all())
+
+
+def _folder(path: Path, images: torch.Tensor) -> Path:
+    """`images` (N, 3, H, W) saved as PNGs in a new folder `path`."""
+    from imgalign.rewards.base import to_pil
+
+    path.mkdir()
+    for i, im in enumerate(to_pil(images)):
+        im.save(path / f"{i}.png")
+    return path
+
+
+@pytest.mark.parametrize("short", ["clean", "artifact"])
+def test_a_folder_of_one_image_is_named_by_its_own_flag(tmp_path: Path, short: str) -> None:
+    """fit_artifact on folders: the folder with too few images is named with the flag that gave it."""
+    from imgalign.rewards.artifact import fit_artifact
+
+    x = torch.rand(3, 3, 16, 16, generator=torch.Generator().manual_seed(0))
+    folders = {k: _folder(tmp_path / k, x[:1] if k == short else x) for k in ("clean", "artifact")}
+    with pytest.raises(ValueError, match=rf"^--{short} '{folders[short]}' holds 1 image\(s\)"):
+        fit_artifact(folders["clean"], folders["artifact"], "stats", tmp_path / "h.safetensors", epochs=1)
