@@ -93,3 +93,18 @@ def test_a_folder_of_one_image_is_named_by_its_own_flag(tmp_path: Path, short: s
     folders = {k: _folder(tmp_path / k, x[:1] if k == short else x) for k in ("clean", "artifact")}
     with pytest.raises(ValueError, match=rf"^--{short} '{folders[short]}' holds 1 image\(s\)"):
         fit_artifact(folders["clean"], folders["artifact"], "stats", tmp_path / "h.safetensors", epochs=1)
+
+
+def test_imgalign_score_scores_images_without_prompts_with_the_artifact_reward(tmp_path: Path) -> None:
+    """The artifact reward reads no prompt: `imgalign score` scores a folder of images that have none (a reward
+    said to read one is refused there, as no prompt is given), each row with its score."""
+    import json
+
+    from imgalign.cli import main
+
+    d = _folder(tmp_path / "ims", torch.rand(2, 3, 16, 16, generator=torch.Generator().manual_seed(1)))
+    out = tmp_path / "r.jsonl"
+    assert main(["score", str(d), "--reward", "artifact", "--out", str(out), "--no-progress"]) == 0
+    rows = [json.loads(r) for r in out.read_text().splitlines()]
+    assert len(rows) == 2 and all(r["error"] is None and r["prompt"] is None for r in rows), rows
+    assert all(r["scores"]["artifact"] <= 0 for r in rows)  # log p(clean)
