@@ -178,3 +178,30 @@ def test_a_rescale_factor_of_true_is_no_number() -> None:
     )
     with pytest.raises(ValueError, match="rescale_factor True is not a number > 0"):
         image_processor_transform(proc, "enc", "cpu", torch.float32)
+
+
+def test_stats_features_refuse_images_below_three_pixels_a_side() -> None:
+    """The 3x3 Laplacian needs 3 pixels a side: a 2-pixel-high image is refused naming its size."""
+    with pytest.raises(ValueError, match="at least 3x3 pixels, not 2x5"):
+        image_stats(torch.rand(1, 3, 2, 5))
+
+
+def test_stats_features_clamp_pixels_slightly_outside_the_unit_range() -> None:
+    """Images a little outside [0, 1] (a decoder's overshoot) have the statistics of their clamped pixels."""
+    x = torch.rand(2, 3, 16, 16, generator=torch.Generator().manual_seed(4)) * 1.2 - 0.1
+    assert torch.equal(image_stats(x), image_stats(x.clamp(0, 1)))
+
+
+def test_the_saturation_histogram_is_of_chroma_over_value() -> None:
+    """Saturation is (max - min) / max: a flat (0.5, 0.25, 0.25) image has 0.5, half in each of the two bins around
+    it (centres 3/7 and 4/7 of 8 on [0, 1]), not its chroma 0.25."""
+    x = torch.tensor([0.5, 0.25, 0.25]).view(1, 3, 1, 1).expand(1, 3, 8, 8)
+    sat = image_stats(x)[0, 24:32]
+    assert torch.allclose(sat, torch.tensor([0, 0, 0, 0.5, 0.5, 0, 0, 0]), atol=1e-4)
+
+
+def test_the_laplacian_energies_are_of_three_scales() -> None:
+    """The three Laplacian energies are of the image halved twice (8 pixels or more a side): pixel noise has most
+    at the finest scale, and averaging 2x2 blocks lowers it, so the three differ and fall."""
+    lap = image_stats(torch.rand(1, 3, 32, 32, generator=torch.Generator().manual_seed(5)))[0, 48:51]
+    assert lap[0] > lap[1] > lap[2]
