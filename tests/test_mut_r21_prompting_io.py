@@ -6,7 +6,32 @@ from __future__ import annotations
 import json
 
 from imgalign.trainers.config import PromptConfig
-from imgalign.trainers.prompting import PromptSampler
+from imgalign.trainers.prompting import PromptSampler, conflicting_metadata
+
+
+def _geneval(exclude: object = "absent") -> dict[str, object]:
+    row: dict[str, object] = {
+        "tag": "counting",
+        "include": [{"class": "circle", "count": 2}],
+        "prompt": "two circles",
+    }
+    if exclude != "absent":
+        row["exclude"] = exclude
+    return row
+
+
+def test_an_exclude_left_out_null_or_empty_is_one_spec_and_not_a_conflict(tmp_path):
+    """The judge reads a missing, null and empty 'exclude' alike (no exclusion): the same prompt listed with two of
+    them was warned of as "judged two ways"."""
+    rows = [_geneval(), _geneval(None), _geneval([])]
+    assert conflicting_metadata([("two circles", r) for r in rows], [1, 2, 3]) is None
+    path = tmp_path / "p.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    assert PromptSampler(PromptConfig(source=str(path)), hold_out=False).conflict is None
+    # an exclusion given on one line only still is one
+    other = _geneval([{"class": "circle", "count": 3}])
+    found = conflicting_metadata([("two circles", r) for r in (*rows, other)], [1, 2, 3, 5])
+    assert found == ("two circles", 1, 5)
 
 
 class T5EncoderModel:  # the class name is what token_limits reads

@@ -115,10 +115,11 @@ def conflicting_metadata(
     records: Sequence[tuple[str, dict[str, Any]]], numbers: Sequence[int]
 ) -> tuple[str, int, int] | None:
     """The first prompt listed twice with other GenEval fields (tag, include, exclude), and its two lines: each
-    line's fields judge that line's draws, so the same prompt was judged two ways without a word."""
+    line's fields judge that line's draws, so the same prompt was judged two ways without a word. An 'exclude' left
+    out, null or empty is one spec (the judge reads them alike: no exclusion)."""
     seen: dict[str, tuple[int, list[Any]]] = {}
     for (p, m), n in zip(records, numbers):
-        spec = [m.get(k) for k in ("tag", "include", "exclude")]
+        spec = [m.get("tag"), m.get("include"), m.get("exclude") or []]
         if p in seen and seen[p][1] != spec:
             return p, seen[p][0], n
         seen.setdefault(p, (n, spec))
