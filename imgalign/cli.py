@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     saved = root.level, own.level
     root.setLevel(logging.DEBUG if args.verbose else logging.WARNING)
     own.setLevel(logging.DEBUG if args.verbose else logging.INFO)
-    bars = _library_bars_off() if getattr(args, "no_progress", False) else contextlib.nullcontext()
+    bars = library_bars_off() if getattr(args, "no_progress", False) else contextlib.nullcontext()
     try:
         with bars:
             return _run(args)
@@ -153,9 +153,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 @contextlib.contextmanager
-def _library_bars_off() -> Iterator[None]:
-    """``--no-progress`` also silences the libraries' own bars for this call (diffusers' "Loading pipeline
-    components", transformers' "Loading weights" and checkpoint shards); the caller's settings come back after."""
+def library_bars_off() -> Iterator[None]:
+    """``--no-progress`` (and a training config's ``log.progress: false``) also silences the libraries' own bars for
+    this call (diffusers' "Loading pipeline components", transformers' "Loading weights" and checkpoint shards); the
+    caller's settings come back after."""
     from diffusers.utils import logging as diffusers_logging
     from transformers.utils import logging as transformers_logging
 

@@ -17,6 +17,7 @@ imgalign"); ``imgalign report RUN`` plots and summarises the two JSONL files.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 from pathlib import Path
 
@@ -143,8 +144,13 @@ def run_train(args: argparse.Namespace) -> int:
     # --output-dir)
     args.output_dir = cfg.log.output_dir
     preflight(cfg)
+    from imgalign.cli import library_bars_off
+
+    # log.progress: false in a config left the libraries' bars (checkpoint shards at every save) to --no-progress
+    bars = contextlib.nullcontext() if cfg.log.progress else library_bars_off()
     try:
-        run(cfg, cfg.log.output_dir, args.resume)
+        with bars:
+            run(cfg, cfg.log.output_dir, args.resume)
     except KeyboardInterrupt:
         from imgalign.cli import Interrupted
 
