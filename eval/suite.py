@@ -26,7 +26,7 @@ from tqdm.auto import tqdm
 
 from imgalign.eval.geneval import ColorFn, Detections, color_from_detection, judge, summarize
 from imgalign.files import atomic_write_text, replacing
-from imgalign.prompts.io import first_line
+from imgalign.prompts.io import DuplicateKey, first_line, unique_keys
 
 log = logging.getLogger(__name__)
 # what opening and loading an unreadable image file raises (PIL raises SyntaxError for a PNG with a broken chunk)
@@ -142,9 +142,12 @@ def read_folder(root: Path) -> Iterator[PromptFolder]:
             raise FileNotFoundError(f"{meta_path} is missing: every prompt folder needs its metadata.jsonl")
         text = first_line(meta_path, "metadata file", ValueError)  # a BOM from an editor is not an error
         try:
-            meta = json.loads(text) if text else None
+            meta = json.loads(text, object_pairs_hook=unique_keys) if text else None
         except json.JSONDecodeError as e:
             raise ValueError(f"{meta_path}: line 1 is not valid JSON ({e.msg})") from None
+        except DuplicateKey as e:
+            # {"include": [...], ..., "include": [...]} was judged by the last, without a word
+            raise ValueError(f"{meta_path}: line 1: {e}") from None
         if not isinstance(meta, dict) or "tag" not in meta or "include" not in meta:
             raise ValueError(
                 f"{meta_path}: line 1 must be a GenEval metadata object with 'tag' and 'include'"

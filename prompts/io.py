@@ -240,17 +240,17 @@ def first_line(path: str | Path, what: str, error: type[Exception] = PromptFileE
     return read_text(path, what, error).strip().split("\n")[0]
 
 
-class _DuplicateKey(ValueError):
+class DuplicateKey(ValueError):
     """A JSON object names a key twice (json.loads keeps the last without a word)."""
 
 
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     """``object_pairs_hook`` refusing a key given twice in one object: {"prompt": "a cat", ..., "prompt": "a dog"}
     trained on the dog, silently (a line merged from two files, or edited by hand)."""
     out: dict[str, Any] = {}
     for key, value in pairs:
         if key in out:
-            raise _DuplicateKey(
+            raise DuplicateKey(
                 f"key {key!r} appears twice in one object ({out[key]!r} and {value!r}); keep the one you mean"
             )
         out[key] = value
@@ -303,10 +303,10 @@ def load_geneval_metadata(path: str | Path) -> list[dict[str, Any]]:
         if not line.strip():
             continue
         try:
-            meta = json.loads(line, object_pairs_hook=_unique_keys)
+            meta = json.loads(line, object_pairs_hook=unique_keys)
         except json.JSONDecodeError as e:
             raise _not_json(path, n, e, lines, GENEVAL_PLAIN) from None
-        except _DuplicateKey as e:
+        except DuplicateKey as e:
             raise PromptFileError(f"{path}:{n}: {e}") from None
         out.append(validate_geneval_line(meta, f"{path}:{n}"))
     if not out:
@@ -345,10 +345,10 @@ def load_prompts(path: str | Path) -> list[PromptRecord]:
             if not line.strip():
                 continue
             try:
-                obj = json.loads(line, object_pairs_hook=_unique_keys)
+                obj = json.loads(line, object_pairs_hook=unique_keys)
             except json.JSONDecodeError as e:
                 raise _not_json(path, n, e, lines, PROMPTS_PLAIN) from None
-            except _DuplicateKey as e:
+            except DuplicateKey as e:
                 raise PromptFileError(f"{path}:{n}: {e}") from None
             prompt = (
                 clean_prompt(obj["prompt"])

@@ -75,7 +75,7 @@ def load_prompt_map(path: str | Path) -> dict[str, dict[str, Any]]:
         raise CLIError(f"prompt file {str(path)!r} is a folder; give a JSONL file with file/prompt rows")
     if not path.is_file():
         raise CLIError(f"prompt file {str(path)!r} does not exist")
-    from imgalign.prompts.io import read_text
+    from imgalign.prompts.io import DuplicateKey, read_text, unique_keys
 
     out: dict[str, dict[str, Any]] = {}
     lines: dict[str, int] = {}  # file -> the line that gave its row
@@ -85,7 +85,9 @@ def load_prompt_map(path: str | Path) -> dict[str, dict[str, Any]]:
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
+            row = json.loads(line, object_pairs_hook=unique_keys)
+        except DuplicateKey as e:  # {"file": "a.png", ..., "file": "b.png"} scored b.png without a word
+            raise CLIError(f"{path}:{n}: {e}") from None
         except json.JSONDecodeError as e:
             # an indented JSON array (json.dump(rows, f, indent=2)) fails at its first line, "["
             if _json_array(text):
@@ -229,13 +231,15 @@ def _geneval_meta(file: Path, cache: dict[Path, dict[str, Any] | None]) -> dict[
 def _read_geneval_meta(meta: Path) -> dict[str, Any] | None:
     if not meta.is_file():
         return None
-    from imgalign.prompts.io import first_line
+    from imgalign.prompts.io import DuplicateKey, first_line, unique_keys
 
     text = first_line(meta, "metadata file", CLIError)
     try:
-        row = json.loads(text) if text else None
+        row = json.loads(text, object_pairs_hook=unique_keys) if text else None
     except json.JSONDecodeError as e:
         raise CLIError(f"{meta}:1: not valid JSON ({e.msg})") from None
+    except DuplicateKey as e:
+        raise CLIError(f"{meta}:1: {e}") from None
     if not isinstance(row, dict) or not isinstance(row.get("prompt"), str) or not row["prompt"].strip():
         raise CLIError(
             f"{meta}:1: expected a GenEval metadata object with a string 'prompt' that is not empty"

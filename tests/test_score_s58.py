@@ -1,0 +1,70 @@
+"""`imgalign score` reading a JSON object that names one key twice (stop 58; left alone by round 25)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from imgalign.cli import main
+
+
+def test_score_refuses_a_prompt_row_naming_a_key_twice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """json.loads keeps the last of two equal keys: a --prompts row {"file": "a.png", ..., "file": "b.png"} scored
+    b.png under a.png's prompt, without a word (prompt files for `train` already refused it). The line and the key
+    are named; nothing is written."""
+    monkeypatch.chdir(tmp_path)
+    for name in ("a.png", "b.png"):
+        Image.new("RGB", (8, 8)).save(tmp_path / name)
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(
+        '{"file": "a.png", "prompt": "a cat"}\n{"file": "a.png", "prompt": "a dog", "file": "b.png"}\n'
+    )
+    argv = ["score", "a.png", "b.png", "--prompts", str(rows), "--reward", "artifact", "--out", "s.jsonl"]
+    assert main(argv) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert (
+        f"{rows}:2: key 'file' appears twice in one object ('a.png' and 'b.png'); keep the one you mean"
+        in err
+    )
+    assert not (tmp_path / "s.jsonl").exists()
+
+
+def test_score_refuses_geneval_metadata_naming_a_key_twice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A GenEval folder's metadata.jsonl with "prompt" twice paired its images with the second, without a word."""
+    monkeypatch.chdir(tmp_path)
+    sample = tmp_path / "gen" / "00000" / "samples"
+    sample.mkdir(parents=True)
+    Image.new("RGB", (8, 8)).save(sample / "0000.png")
+    head = json.dumps({"tag": "single_object", "include": [{"class": "cat", "count": 1}]})[:-1]
+    line = head + ', "prompt": "a photo of a cat", "prompt": "a photo of a dog"}\n'
+    (tmp_path / "gen" / "00000" / "metadata.jsonl").write_text(line)
+    assert main(["score", "gen", "--reward", "artifact", "--out", "g.jsonl"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "gen/00000/metadata.jsonl:1: key 'prompt' appears twice in one object" in err
+    assert not (tmp_path / "g.jsonl").exists()
+
+
+def test_eval_images_refuses_geneval_metadata_naming_a_key_twice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`eval --images` judged a prompt folder whose metadata.jsonl gives "include" twice by the last one."""
+    monkeypatch.chdir(tmp_path)
+    sample = tmp_path / "gen" / "00000" / "samples"
+    sample.mkdir(parents=True)
+    Image.new("RGB", (8, 8)).save(sample / "0000.png")
+    include = json.dumps([{"class": "circle", "count": 1}])
+    line = (
+        f'{{"tag": "single_object", "include": {include}, "prompt": "a photo of a circle", "include": []}}\n'
+    )
+    (tmp_path / "gen" / "00000" / "metadata.jsonl").write_text(line)
+    assert main(["eval", "--suite", "shapes", "--images", "gen", "--out", "ev", "--no-progress"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "gen/00000/metadata.jsonl: line 1: key 'include' appears twice in one object" in err
+    assert not (tmp_path / "ev" / "results.jsonl").exists()
