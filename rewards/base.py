@@ -240,6 +240,16 @@ def did_you_mean(name: str, names: Sequence[str]) -> str:
     return f" (did you mean {lowered[close[0]]!r}?)" if close else ""
 
 
+def unknown_reward(name: str) -> str:
+    """The error for a reward name no reward is registered under: a close spelling (:func:`did_you_mean`) and the
+    valid names."""
+    known = sorted(list_rewards())
+    return (
+        f"unknown reward {name!r}{did_you_mean(name, known)}; valid rewards: {', '.join(known)} (or a "
+        "'module:attr' path)"
+    )
+
+
 def list_rewards() -> dict[str, str]:
     """name -> one-line description of every registered reward."""
     _import_builtin()
@@ -380,8 +390,7 @@ def build_reward(
         parts = [x.strip() for x in name.split(",") if x.strip()]
         several = bool(parts) and "," in name and all(x in _REGISTRY for x in parts)  # 'clip,geneval'
         raise ValueError(
-            f"unknown reward {name!r}{did_you_mean(name, list(_REGISTRY))}; valid rewards: "
-            f"{', '.join(sorted(_REGISTRY))} (or a 'module:attr' path to your own)"
+            unknown_reward(name)
             + (
                 f"; for several rewards give each its own spec ({' '.join('--reward ' + x for x in parts)}, "
                 "or one list entry each in a config)"

@@ -235,20 +235,17 @@ def check_reward_names(cfg: FlowGRPOConfig) -> None:
     loads; ``train --print-config`` runs it too)."""
     from imgalign.rewards.base import (
         check_reward_options,
-        did_you_mean,
         list_rewards,
         parse_reward_spec,
         reward_target,
+        unknown_reward,
     )
 
     known = list_rewards()
     for spec in cfg.rewards.names:
         name, opts = parse_reward_spec(spec)
         if name not in known and ":" not in name:
-            raise ConfigError(
-                f"rewards.names: unknown reward {name!r}{did_you_mean(name, list(known))}; valid rewards: "
-                f"{', '.join(sorted(known))} (or a 'module:attr' path)"
-            )
+            raise ConfigError(f"rewards.names: {unknown_reward(name)}")
         try:  # a misspelt or ill-typed option failed when the rewards were built (--print-config showed it)
             check_reward_options(spec)
         except ValueError as e:

@@ -100,14 +100,11 @@ def parse_seeds(text: str) -> list[int]:
 
 def check_reward_spec(spec: str) -> None:
     """Fail early on an unknown reward name (the reward itself is built after this check)."""
-    from imgalign.rewards.base import did_you_mean, list_rewards, parse_reward_spec
+    from imgalign.rewards.base import list_rewards, parse_reward_spec, unknown_reward
 
     name, _ = parse_reward_spec(spec)
     if name not in list_rewards() and ":" not in name:
-        raise ValueError(
-            f"unknown reward {name!r}{did_you_mean(name, list(list_rewards()))}; valid rewards: "
-            f"{', '.join(list_rewards())} (or a 'module:attr' path)"
-        )
+        raise ValueError(unknown_reward(name))
 
 
 def check_size_before_loading(spec: Any, size: int) -> None:
