@@ -1500,8 +1500,8 @@ class FlowGRPOTrainer:
         weights = C.load_tensors(st / "trainable.safetensors")
         # the exported model (the folder's weights for from_pretrained or load_lora_weights) is not read here: a cut
         # copy of it resumed without a word, and the checkpoint kept looking whole to its user
-        exported = [f for f in C.damaged_files(ckpt) if st not in f.parents]
-        if exported and self.is_main:
+        exported = [f for f in C.damaged_files(ckpt) if st not in f.parents] if self.is_main else []
+        if exported:
             log.warning(
                 "checkpoint %s: its exported model is damaged (%s); the resume reads trainer_state/ and goes on, "
                 "but that folder no longer loads outside imgalign: use the next checkpoint this run writes",
