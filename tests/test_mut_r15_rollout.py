@@ -8,7 +8,6 @@ import random
 import pytest
 import torch
 
-from imgalign.adapters import Cond
 from imgalign.trainers.config import SamplingConfig
 from imgalign.trainers.rollout import (
     Rollout,
@@ -21,34 +20,12 @@ from imgalign.trainers.rollout import (
     step_kernel,
     trained_steps,
 )
-
-
-class _Flow:
-    """A flow adapter of closed form: v = -x/2 plus a pull toward the prompt's code, latents [4, 4, 4]."""
-
-    def init_noise(self, gens: list[torch.Generator]) -> torch.Tensor:
-        return torch.stack([torch.randn(4, 4, 4, generator=g) for g in gens])
-
-    def sigmas(self, n: int) -> torch.Tensor:
-        return torch.linspace(1.0, 0.0, n + 1)
-
-    def encode(self, prompts: list[str]) -> Cond:
-        code = torch.tensor([float(len(p)) for p in prompts])
-        return Cond(code.view(-1, 1, 1), code.view(-1, 1))
-
-    def velocity(self, x, sigma, cond, scale, transformer=None):  # noqa: ANN001, ANN201
-        return -0.5 * x + 0.1 * cond.pooled.view(-1, 1, 1, 1)
-
-    def decode(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.sigmoid(x[:, :3])
-
-    def nfe_per_step(self, scale: float) -> int:
-        return 2 if scale > 1 else 1
+from imgalign.trainers.testing import ClosedFormFlow
 
 
 def _ctx(step: int = 0, reduce: str = "sum", **over) -> RolloutContext:
     cfg = SamplingConfig(**{"num_steps": 3, "group_size": 2, **over})
-    return RolloutContext(_Flow(), None, cfg, 0, step, reduce)
+    return RolloutContext(ClosedFormFlow(), None, cfg, 0, step, reduce)
 
 
 def _rollout(n: int, **over) -> Rollout:
@@ -85,7 +62,7 @@ def test_a_rollouts_rows_are_its_samples_unless_it_names_its_train_rows_and_x0_i
     ro.train_rows = 7
     assert ro.num_rows == 7
     assert torch.equal(ro.x0, ro.latents[:, -1]) and not torch.equal(ro.x0, ro.latents[:, 0])
-    torch.testing.assert_close(ro.images, _Flow().decode(ro.x0))
+    torch.testing.assert_close(ro.images, ClosedFormFlow().decode(ro.x0))
 
 
 def test_an_unknown_kernel_is_refused_by_the_step_and_the_mean_std():
@@ -123,12 +100,12 @@ def test_a_trajectory_draws_only_from_its_own_generators_not_the_global_rng():
     ids = torch.arange(4)
     torch.manual_seed(1)
     random.seed(1)
-    a, lp_a, _ = sample_trajectories(ctx, _Flow().encode(["ab"] * 4), ids, [0, 1], ids // 2)
+    a, lp_a, _ = sample_trajectories(ctx, ClosedFormFlow().encode(["ab"] * 4), ids, [0, 1], ids // 2)
     torch.manual_seed(2)
     random.seed(2)
-    b, lp_b, _ = sample_trajectories(ctx, _Flow().encode(["ab"] * 4), ids, [0, 1], ids // 2)
+    b, lp_b, _ = sample_trajectories(ctx, ClosedFormFlow().encode(["ab"] * 4), ids, [0, 1], ids // 2)
     assert torch.equal(a, b) and torch.equal(lp_a, lp_b)
-    c, lp_c, _ = sample_trajectories(ctx, _Flow().encode(["ab"] * 2), ids[2:], [0, 1], ids[2:] // 2)
+    c, lp_c, _ = sample_trajectories(ctx, ClosedFormFlow().encode(["ab"] * 2), ids[2:], [0, 1], ids[2:] // 2)
     assert torch.equal(c, a[2:]) and torch.equal(lp_c, lp_a[2:])
 
 
@@ -136,7 +113,7 @@ def test_sample_trajectories_stores_each_log_density_at_its_own_step_reduced_as_
     """With only step 1 of 3 trained, lps[:, 1] holds the SDE step's log-density and the Euler steps 0 and 2 hold
     0; objective.logprob_reduce=mean stores the summed density over D = 64 latent elements."""
     ids = torch.arange(2)
-    cond = _Flow().encode(["ab"] * 2)
+    cond = ClosedFormFlow().encode(["ab"] * 2)
     _, lp_sum, _ = sample_trajectories(_ctx(), cond, ids, [1], ids // 2)
     _, lp_mean, _ = sample_trajectories(_ctx(reduce="mean"), cond, ids, [1], ids // 2)
     assert (lp_sum[:, 1] != 0).all() and (lp_sum[:, [0, 2]] == 0).all()

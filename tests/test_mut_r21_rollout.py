@@ -7,40 +7,17 @@ from __future__ import annotations
 import pytest
 import torch
 
-from imgalign.adapters import Cond
 from imgalign.trainers import kernels as K
 from imgalign.trainers.config import SamplingConfig
 from imgalign.trainers.rollout import Rollout, RolloutContext, flat_rollout, sample_trajectories, step_kernel
+from imgalign.trainers.testing import ClosedFormFlow
 
 torch.set_num_threads(1)
 
 
-class _Flow:
-    """v = −x/2 + 0.1·c (c = the prompt's length): odd in x for empty prompts; latents [4, 4, 4]."""
-
-    def init_noise(self, gens: list[torch.Generator]) -> torch.Tensor:
-        return torch.stack([torch.randn(4, 4, 4, generator=g) for g in gens])
-
-    def sigmas(self, n: int) -> torch.Tensor:
-        return torch.linspace(1.0, 0.0, n + 1)
-
-    def encode(self, prompts: list[str]) -> Cond:
-        code = torch.tensor([float(len(p)) for p in prompts])
-        return Cond(code.view(-1, 1, 1), code.view(-1, 1))
-
-    def velocity(self, x, sigma, cond, scale, transformer=None):  # noqa: ANN001, ANN201
-        return -0.5 * x + 0.1 * cond.pooled.view(-1, 1, 1, 1)
-
-    def decode(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.sigmoid(x[:, :3])
-
-    def nfe_per_step(self, scale: float) -> int:
-        return 2 if scale > 1 else 1
-
-
 def _ctx(step: int = 0, reduce: str = "sum", **over) -> RolloutContext:
     cfg = SamplingConfig(**{"num_steps": 3, "group_size": 2, "sde_window": 0, **over})
-    return RolloutContext(_Flow(), None, cfg, 0, step, reduce)
+    return RolloutContext(ClosedFormFlow(), None, cfg, 0, step, reduce)
 
 
 def _rollout(n: int, prompt: str = "", step: int = 0, **over) -> Rollout:
@@ -71,7 +48,7 @@ def test_antithetic_with_a_shared_start_mirrors_only_the_sde_noise():
     lat = ro.latents
     assert torch.equal(lat[0, 0], lat[1, 0]) and not torch.equal(lat[0, 0], lat[2, 0])
     x0, sig, level = lat[:1, 0], ro.sigmas, _ctx().cfg.noise_level
-    v = _Flow().velocity(x0, sig[0], _Flow().encode([""]), 1.0)
+    v = ClosedFormFlow().velocity(x0, sig[0], ClosedFormFlow().encode([""]), 1.0)
     mean, _ = K.flow_sde_mean_std(x0, v, sig[0], sig[1], level, sig[1])
     torch.testing.assert_close((lat[0, 1] + lat[1, 1]) / 2, mean[0])
     assert not torch.allclose(lat[0, 1], mean[0])
@@ -88,7 +65,7 @@ def test_block_noise_reaches_the_sampler_and_its_stored_log_density_is_the_block
     """sampling.noise_block 2: every SDE step moves off its mean by a block-constant (2×2) displacement, and
     the stored log-density is kernels.flow_sde_step's block-coordinate density of the stored next latent."""
     ro = _rollout(2, "ab", noise_block=2)
-    f = _Flow()
+    f = ClosedFormFlow()
     cond = f.encode(["ab"] * 2)
     for i in ro.train_steps:
         x, y = ro.latents[:, i], ro.latents[:, i + 1]
@@ -104,7 +81,7 @@ def test_block_noise_reaches_the_sampler_and_its_stored_log_density_is_the_block
 def test_cps_rollouts_store_the_reduction_the_objective_asks_for():
     """kernel cps with objective.logprob_reduce mean: the stored log-density is the summed one over D = 64."""
     ids = torch.arange(2)
-    cond = _Flow().encode(["ab"] * 2)
+    cond = ClosedFormFlow().encode(["ab"] * 2)
     _, lp_sum, _ = sample_trajectories(_ctx(kernel="cps"), cond, ids, [0, 1], ids // 2)
     _, lp_mean, _ = sample_trajectories(_ctx(kernel="cps", reduce="mean"), cond, ids, [0, 1], ids // 2)
     assert (lp_sum[:, :2] != 0).all()

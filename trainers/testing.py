@@ -197,6 +197,34 @@ def tiny_flux_pipeline(out_dir: str | Path, size: int = 8, guidance_embeds: bool
     return Path(out_dir)
 
 
+class ClosedFormFlow:
+    """A flow adapter of closed form for rollout tests (no model): v = -x/2 plus 0.1 times the prompt's code (its
+    length), latents [4, 4, 4], sigmas from 1 to 0, CFG counting 2 evaluations."""
+
+    def init_noise(self, gens: list[torch.Generator]) -> torch.Tensor:
+        return torch.stack([torch.randn(4, 4, 4, generator=g) for g in gens])
+
+    def sigmas(self, n: int) -> torch.Tensor:
+        return torch.linspace(1.0, 0.0, n + 1)
+
+    def encode(self, prompts: list[str]) -> Any:
+        from imgalign.adapters import Cond
+
+        code = torch.tensor([float(len(p)) for p in prompts])
+        return Cond(code.view(-1, 1, 1), code.view(-1, 1))
+
+    def velocity(
+        self, x: torch.Tensor, sigma: Any, cond: Any, scale: float, transformer: Any = None
+    ) -> torch.Tensor:
+        return -0.5 * x + 0.1 * cond.pooled.view(-1, 1, 1, 1)
+
+    def decode(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.sigmoid(x[:, :3])
+
+    def nfe_per_step(self, scale: float) -> int:
+        return 2 if scale > 1 else 1
+
+
 def brightness_reward(images: torch.Tensor, prompts: list[str], metadata: Any = None) -> torch.Tensor:
     """Toy reward for tests: mean brightness of each image [B, 3, H, W] -> [B]."""
     return images.float().mean(dim=(1, 2, 3))
