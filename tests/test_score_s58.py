@@ -11,6 +11,14 @@ from PIL import Image
 from imgalign.cli import main
 
 
+def _geneval_folder(root: Path, metadata_line: str) -> None:
+    """A GenEval-layout folder of one prompt: root/00000/metadata.jsonl holding `metadata_line`, and one sample."""
+    sample = root / "00000" / "samples"
+    sample.mkdir(parents=True)
+    Image.new("RGB", (8, 8)).save(sample / "0000.png")
+    (root / "00000" / "metadata.jsonl").write_text(metadata_line)
+
+
 def test_score_refuses_a_prompt_row_naming_a_key_twice(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -39,12 +47,10 @@ def test_score_refuses_geneval_metadata_naming_a_key_twice(
 ) -> None:
     """A GenEval folder's metadata.jsonl with "prompt" twice paired its images with the second, without a word."""
     monkeypatch.chdir(tmp_path)
-    sample = tmp_path / "gen" / "00000" / "samples"
-    sample.mkdir(parents=True)
-    Image.new("RGB", (8, 8)).save(sample / "0000.png")
     head = json.dumps({"tag": "single_object", "include": [{"class": "cat", "count": 1}]})[:-1]
-    line = head + ', "prompt": "a photo of a cat", "prompt": "a photo of a dog"}\n'
-    (tmp_path / "gen" / "00000" / "metadata.jsonl").write_text(line)
+    _geneval_folder(
+        tmp_path / "gen", head + ', "prompt": "a photo of a cat", "prompt": "a photo of a dog"}\n'
+    )
     assert main(["score", "gen", "--reward", "artifact", "--out", "g.jsonl"]) == 2
     err = " ".join(capsys.readouterr().err.split())
     assert "gen/00000/metadata.jsonl:1: key 'prompt' appears twice in one object" in err
@@ -56,14 +62,11 @@ def test_eval_images_refuses_geneval_metadata_naming_a_key_twice(
 ) -> None:
     """`eval --images` judged a prompt folder whose metadata.jsonl gives "include" twice by the last one."""
     monkeypatch.chdir(tmp_path)
-    sample = tmp_path / "gen" / "00000" / "samples"
-    sample.mkdir(parents=True)
-    Image.new("RGB", (8, 8)).save(sample / "0000.png")
     include = json.dumps([{"class": "circle", "count": 1}])
     line = (
         f'{{"tag": "single_object", "include": {include}, "prompt": "a photo of a circle", "include": []}}\n'
     )
-    (tmp_path / "gen" / "00000" / "metadata.jsonl").write_text(line)
+    _geneval_folder(tmp_path / "gen", line)
     assert main(["eval", "--suite", "shapes", "--images", "gen", "--out", "ev", "--no-progress"]) == 2
     err = " ".join(capsys.readouterr().err.split())
     assert "gen/00000/metadata.jsonl: line 1: key 'include' appears twice in one object" in err
