@@ -51,7 +51,13 @@ def run_report(args: argparse.Namespace) -> int:
     from imgalign.eval.reports import compare_runs, write_run_report
 
     # --out "" ("$OUT" with OUT unset) was read as not given: the report went into the run folder, without a word
-    refuse_empty_options(args, {"out": "an output folder, or leave it out (RUN_DIR/report)"})
+    refuse_empty_options(
+        args,
+        {
+            "out": "an output folder, or leave it out (RUN_DIR/report)",
+            "x": "step, or a counter the runs log such as perf/nfe_total, or leave --x out",
+        },
+    )
     if args.compare and args.run_dir:
         raise ValueError(
             f"RUN_DIR ({args.run_dir}) and --compare are exclusive: name every run in --compare LABEL=RUN[,RUN...]"
