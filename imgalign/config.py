@@ -320,7 +320,7 @@ def _coerce(value: Any, tp: Any, key: str, specs: bool = False) -> Any:
         if isinstance(value, str) and re.fullmatch(r"[-+]?\d+(\.\d*)?[eE][-+]?\d+", value.strip()):
             value = float(value)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value:
-            quoted = isinstance(value, str) and re.fullmatch(r"[-+]?\d+", value.strip())
+            quoted = isinstance(value, str) and re.fullmatch(r"[-+]?[0-9]+", value.strip())
             hint = " (a quoted number is text in YAML: remove the quotes)" if quoted else ""
             raise ConfigError(f"{key}: expected an integer, got {value!r}{hint}")
         return int(value)
