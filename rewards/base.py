@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib
 import math
+import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -544,14 +545,26 @@ def reward_key(spec: str) -> str:
     those equal to the reward's default (``geneval``, ``geneval:mode=partial`` and ``geneval: mode=partial`` are all
     ``geneval``; ``geneval:mode=strict`` stays). A ``module:attr`` reward's defaults are read from its signature
     (importing the module; one that does not import keeps every option). Values as :func:`_key_text` writes them:
-    ``weight=3.0`` is ``weight=3``, and the string ``'1'`` is ``"1"``, not the number 1."""
+    ``weight=3.0`` is ``weight=3``, and the string ``'1'`` is ``"1"``, not the number 1. A value naming an existing
+    folder ends without a slash (``DIR/`` is ``DIR``); paths are not made absolute."""
     _import_builtin()
     name, opts = parse_reward_spec(spec)
     params = _parameters(reward_target(name)) if opts else {}
     opts = {k: v for k, v in opts.items() if not (k in params and _same_default(params[k].default, v))}
     if not opts:
         return name
+    # a folder as the user wrote it, without the trailing slash a shell's completion adds (model=DIR/ is model=DIR):
+    # a score file's columns keyed by one spelling did not pair with a --baseline's keyed by the other
+    opts = {k: _without_trailing_slash(v) for k, v in opts.items()}
     return f"{name}:{','.join(f'{k}={_key_text(v)}' for k, v in sorted(opts.items()))}"
+
+
+def _without_trailing_slash(value: Any) -> Any:
+    """`value` without trailing slashes when it is a string naming an existing folder (``DIR/`` -> ``DIR``; ``/``
+    stays), else as it is."""
+    if isinstance(value, str) and value.endswith(("/", os.sep)) and len(value) > 1 and Path(value).is_dir():
+        return value.rstrip("/" + os.sep) or value
+    return value
 
 
 def same_reward_key(spec: str) -> str:
