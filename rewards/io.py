@@ -107,6 +107,14 @@ def read_image(path: str | Path) -> Image.Image:
             raise ImageReadError(f"{path}: empty file (0 bytes)")
         with Image.open(path) as im:
             im.load()
+            # an animated GIF or WebP, a multi-page TIFF: the other frames were left out without a word
+            frames = getattr(im, "n_frames", 1)
+            if frames > 1:
+                log.warning(
+                    "%s holds %d frames; only the first is read (save the frame you mean as its own image)",
+                    path,
+                    frames,
+                )
             return pil_to_rgb(upright(im))
     except UnidentifiedImageError:
         hint = ""

@@ -1,4 +1,5 @@
-"""`imgalign score` reading a JSON object that names one key twice (stop 58; left alone by round 25)."""
+"""Images and metadata `imgalign score` and `eval --images` read: a JSON key given twice, an image of several frames
+(stop 58; left alone by round 25 and carried from earlier stops)."""
 
 from __future__ import annotations
 
@@ -71,3 +72,25 @@ def test_eval_images_refuses_geneval_metadata_naming_a_key_twice(
     err = " ".join(capsys.readouterr().err.split())
     assert "gen/00000/metadata.jsonl: line 1: key 'include' appears twice in one object" in err
     assert not (tmp_path / "ev" / "results.jsonl").exists()
+
+
+def test_an_image_of_several_frames_is_read_by_its_first_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An animated GIF (or a multi-page TIFF) was scored by its first frame without a word; read_image now names
+    the file and its frame count. A single-frame image gives no word."""
+    from imgalign.rewards.io import read_image
+
+    frames = [Image.new("RGB", (8, 8), c) for c in ("red", "blue", "green")]
+    frames[0].save(tmp_path / "a.gif", save_all=True, append_images=frames[1:])
+    frames[0].save(tmp_path / "b.tif", save_all=True, append_images=frames[1:2])
+    frames[0].save(tmp_path / "c.gif")
+    with caplog.at_level("WARNING", logger="imgalign.rewards.io"):
+        first = read_image(tmp_path / "a.gif")
+        read_image(tmp_path / "b.tif")
+        read_image(tmp_path / "c.gif")
+    assert first.getpixel((0, 0))[0] > 200  # the first frame (red)
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{tmp_path / 'a.gif'} holds 3 frames; only the first is read (save the frame you mean as its own image)",
+        f"{tmp_path / 'b.tif'} holds 2 frames; only the first is read (save the frame you mean as its own image)",
+    ]
