@@ -15,3 +15,25 @@ def test_an_empty_list_of_images_is_refused_in_plain_words() -> None:
     reward = FunctionReward(lambda images, prompts, metadata: torch.zeros(len(prompts)), name="zeros")
     with pytest.raises(ValueError, match="^no images given$"):
         reward([], [])
+
+
+def test_a_module_callable_taking_dtype_but_not_device_by_name_is_built_as_a_factory(monkeypatch) -> None:
+    """``make(dtype=..., **kwargs)`` takes device/dtype, so it builds a Reward; read as a scoring function it was
+    refused as "cannot be called as fn(images, prompts, metadata)" (B69)."""
+    import sys
+    import types
+
+    from imgalign.rewards.base import Reward, build_reward
+
+    seen: dict[str, object] = {}
+
+    def make(dtype: torch.dtype = torch.float32, **kwargs: object) -> Reward:
+        seen.update(dtype=dtype, **kwargs)
+        return FunctionReward(lambda images, prompts, metadata: images.mean(dim=(1, 2, 3)), name="mean")
+
+    mod = types.ModuleType("my_lab_r21b.factories")
+    mod.make = make
+    monkeypatch.setitem(sys.modules, "my_lab_r21b.factories", mod)
+    reward = build_reward("my_lab_r21b.factories:make", dtype=torch.float64)
+    assert seen == {"dtype": torch.float64, "device": "cpu"}
+    torch.testing.assert_close(reward(torch.full((2, 3, 4, 4), 0.5), ["", ""]).scores, torch.full((2,), 0.5))
