@@ -37,3 +37,13 @@ def test_a_module_callable_taking_dtype_but_not_device_by_name_is_built_as_a_fac
     reward = build_reward("my_lab_r21b.factories:make", dtype=torch.float64)
     assert seen == {"dtype": torch.float64, "device": "cpu"}
     torch.testing.assert_close(reward(torch.full((2, 3, 4, 4), 0.5), ["", ""]).scores, torch.full((2,), 0.5))
+
+
+def test_a_registered_factory_without_a_readable_signature_is_left_its_options(monkeypatch) -> None:
+    """A factory Python cannot read the signature of (a C callable; `dict` here) cannot be checked before it is
+    built, so its options are left to the build instead of being refused as unknown with "its options: none"
+    (B76)."""
+    from imgalign.rewards import base
+
+    monkeypatch.setitem(base._REGISTRY, "r21b_opaque", (dict, "a factory with no readable signature"))
+    base.check_reward_options("r21b_opaque:threshold=0.5,mode=strict")
