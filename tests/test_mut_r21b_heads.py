@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
+from safetensors import safe_open
 
-from imgalign.rewards.heads import fit_head
+from imgalign.rewards.heads import FeatureHead, fit_head, load_head, save_head
 
 
 def _separable(n: int, sign: float, seed: int) -> torch.Tensor:
@@ -40,3 +43,21 @@ def test_no_val_acc_when_nothing_is_held_out() -> None:
     """val_frac 0 trains on every example and reports no val_acc."""
     fit = fit_head(_separable(4, 1.0, 0), _separable(4, -1.0, 1), epochs=5, val_frac=0.0)
     assert "val_acc" not in fit.metrics
+
+
+def test_a_head_of_a_relative_encoder_folder_records_it_absolute(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """save_head records `dinov2:enc` (a folder of the working folder) as the absolute folder, so the head finds
+    its encoder when read from another working folder."""
+    (tmp_path / "enc").mkdir()
+    monkeypatch.chdir(tmp_path)
+    save_head("h.safetensors", FeatureHead(4), "dinov2:enc", "drl", {})
+    with safe_open(str(tmp_path / "h.safetensors"), framework="pt") as fh:
+        assert (fh.metadata() or {})["features"] == f"dinov2:{tmp_path / 'enc'}"
+
+
+def test_loading_a_folder_as_a_head_says_it_is_a_folder(tmp_path: Path) -> None:
+    """A head= naming a folder that exists is refused as a folder (not as a file that "does not exist")."""
+    with pytest.raises(FileNotFoundError, match="is a folder; give the .safetensors file"):
+        load_head(tmp_path)

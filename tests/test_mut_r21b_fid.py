@@ -1,0 +1,26 @@
+"""rewards/fid.py: behaviour mutation round 21 (second pass) found unchecked."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import save_file
+
+from imgalign.rewards.fid import STATS_KIND, load_stats
+
+
+@pytest.mark.parametrize(
+    ("mu", "shape"),
+    [(torch.zeros(3, 3), r"\(3, 3\)"), (torch.tensor(0.0), r"\(\)")],
+    ids=["matrix", "scalar"],
+)
+def test_stats_whose_mean_is_not_a_vector_are_refused(tmp_path: Path, mu: torch.Tensor, shape: str) -> None:
+    """A hand-edited stats file whose mu is a (3, 3) matrix (next to a (3, 3) sigma) or a scalar is refused as
+    not FID statistics, naming the shapes it wants (a (d, d) mu was read as d = 3 and taken)."""
+    path = tmp_path / "s.safetensors"
+    meta = {"n": "4", "features": "stats", "kind": STATS_KIND}
+    save_file({"mu": mu.double(), "sigma": torch.eye(3, dtype=torch.float64)}, str(path), metadata=meta)
+    with pytest.raises(ValueError, match=rf"not an imgalign FID stats file .*: mu {shape}, .*want mu \(d,\)"):
+        load_stats(path)
