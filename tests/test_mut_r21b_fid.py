@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from PIL import Image
 from safetensors.torch import save_file
 
-from imgalign.rewards.fid import STATS_KIND, load_stats
+from imgalign.rewards.fid import STATS_KIND, folder_features, load_stats
 
 
 @pytest.mark.parametrize(
@@ -24,3 +25,12 @@ def test_stats_whose_mean_is_not_a_vector_are_refused(tmp_path: Path, mu: torch.
     save_file({"mu": mu.double(), "sigma": torch.eye(3, dtype=torch.float64)}, str(path), metadata=meta)
     with pytest.raises(ValueError, match=rf"not an imgalign FID stats file .*: mu {shape}, .*want mu \(d,\)"):
         load_stats(path)
+
+
+def test_a_folder_of_one_image_is_refused_for_statistics(tmp_path: Path) -> None:
+    """One readable image gives no covariance: folder_features refuses it naming the folder and the count."""
+    Image.new("RGB", (8, 8), (200, 10, 10)).save(tmp_path / "a.png")
+    with pytest.raises(ValueError, match=r"holds 1 readable image.*FID statistics need at least 2"):
+        folder_features(tmp_path, lambda x: x.flatten(1)[:, :4])
+    Image.new("RGB", (8, 8), (10, 200, 10)).save(tmp_path / "b.png")
+    assert folder_features(tmp_path, lambda x: x.flatten(1)[:, :4]).shape == (2, 4)

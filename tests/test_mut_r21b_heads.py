@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors import safe_open
+from safetensors.torch import load_file, save_file
 
 from imgalign.rewards.heads import FeatureHead, fit_head, load_head, save_head
 
@@ -61,3 +62,29 @@ def test_loading_a_folder_as_a_head_says_it_is_a_folder(tmp_path: Path) -> None:
     """A head= naming a folder that exists is refused as a folder (not as a file that "does not exist")."""
     with pytest.raises(FileNotFoundError, match="is a folder; give the .safetensors file"):
         load_head(tmp_path)
+
+
+def _rewrite(path: Path, change: dict[str, torch.Tensor], drop: str = "") -> None:
+    """Write the head file at `path` again with tensors `change`d and metadata key `drop` left out."""
+    with safe_open(str(path), framework="pt") as fh:
+        meta = {k: v for k, v in (fh.metadata() or {}).items() if k != drop}
+    save_file({**load_file(str(path)), **change}, str(path), metadata=meta)
+
+
+def test_a_head_without_extra_metadata_reads_as_no_extra(tmp_path: Path) -> None:
+    """`extra` is optional in a head's metadata: a head without it loads with extra {} (not as damaged)."""
+    path = tmp_path / "h.safetensors"
+    save_head(path, FeatureHead(4), "stats", "drl", {"val_acc": 0.9})
+    _rewrite(path, {}, drop="extra")
+    assert load_head(path)[1]["extra"] == {}
+
+
+@pytest.mark.parametrize("buffer", ["mean", "std"])
+def test_a_head_with_nan_standardisation_is_refused(tmp_path: Path, buffer: str) -> None:
+    """A NaN in the head's feature mean or scale (buffers, not weights of its net) makes every score NaN: the head
+    is refused as damaged (a NaN mean was taken)."""
+    path = tmp_path / "h.safetensors"
+    save_head(path, FeatureHead(4), "stats", "drl", {})
+    _rewrite(path, {buffer: torch.tensor([0.5, float("nan"), 1.0, 1.0])})
+    with pytest.raises(ValueError, match=r"damaged imgalign feature head \(NaN or inf weights\)"):
+        load_head(path)
