@@ -88,3 +88,12 @@ def test_a_head_with_nan_standardisation_is_refused(tmp_path: Path, buffer: str)
     _rewrite(path, {buffer: torch.tensor([0.5, float("nan"), 1.0, 1.0])})
     with pytest.raises(ValueError, match=r"damaged imgalign feature head \(NaN or inf weights\)"):
         load_head(path)
+
+
+def test_a_loaded_head_is_in_eval_mode(tmp_path: Path) -> None:
+    """load_head returns the head in eval mode, as its docstring says (a Dropout layer of the hidden head would
+    otherwise be active when it scores)."""
+    path = tmp_path / "h.safetensors"
+    save_head(path, FeatureHead(4, hidden=3), "stats", "drl", {})
+    head, _ = load_head(path)
+    assert not head.training and not any(m.training for m in head.modules())
