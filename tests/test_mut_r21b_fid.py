@@ -34,3 +34,18 @@ def test_a_folder_of_one_image_is_refused_for_statistics(tmp_path: Path) -> None
         folder_features(tmp_path, lambda x: x.flatten(1)[:, :4])
     Image.new("RGB", (8, 8), (10, 200, 10)).save(tmp_path / "b.png")
     assert folder_features(tmp_path, lambda x: x.flatten(1)[:, :4]).shape == (2, 4)
+
+
+def test_features_of_another_size_than_the_stats_are_refused_when_pushed(tmp_path: Path) -> None:
+    """An encoder whose features do not have the reference statistics' size (one that gives other features than
+    its declared size) is refused naming both sizes and the fid-stats command (not a torch shape error)."""
+    from imgalign.rewards.features import build_features
+    from imgalign.rewards.fid import FIDReward, save_stats
+
+    d = build_features("stats", "cpu", torch.float32).dim
+    path = tmp_path / "s.safetensors"
+    save_stats(path, torch.zeros(d), torch.eye(d), 4, "stats")
+    r = FIDReward(features="stats", ref=str(path), set_size=4)
+    r.encoder = lambda images: torch.zeros(images.shape[0], d + 1)
+    with pytest.raises(ValueError, match=rf"statistics are {d}-d but the 'stats' features .* are {d + 1}-d"):
+        r.update(torch.rand(2, 3, 16, 16))
