@@ -97,3 +97,16 @@ def test_a_loaded_head_is_in_eval_mode(tmp_path: Path) -> None:
     save_head(path, FeatureHead(4, hidden=3), "stats", "drl", {})
     head, _ = load_head(path)
     assert not head.training and not any(m.training for m in head.modules())
+
+
+@pytest.mark.parametrize(
+    ("task", "command"),
+    [("artifact", "fit-artifact"), ("discriminator", "fit-discriminator"), ("drl", r"fit-\.\.\.")],
+)
+def test_a_damaged_head_names_the_command_that_fits_its_task(tmp_path: Path, task: str, command: str) -> None:
+    """A damaged artifact or discriminator head says which `imgalign rewards fit-...` command fits it again."""
+    path = tmp_path / "h.safetensors"
+    save_head(path, FeatureHead(4), "stats", task, {})
+    _rewrite(path, {"std": torch.tensor([1.0, float("inf"), 1.0, 1.0])})
+    with pytest.raises(ValueError, match=rf"fit it again with `imgalign rewards {command}`"):
+        load_head(path)
