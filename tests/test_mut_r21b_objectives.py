@@ -120,3 +120,18 @@ def test_nft_reference_pull_is_the_valid_rows_mean_squared_velocity_gap(monkeypa
         gap = (adapter.transformer(x_t, t, ro.cond) - adapter.ref(x_t, t, ro.cond)).pow(2).flatten(1).mean(1)
     assert abs(float(gap[2] - gap[VALID].mean())) > 1e-3 * float(gap.mean())
     assert a - b == pytest.approx(0.5 * _valid_mean(gap), rel=1e-4)
+
+
+def test_nft_warns_when_it_trains_at_another_cfg_than_the_rollouts_sample_at_and_only_then(caplog):
+    """Rollouts at CFG 4.5 and objective.nft.guidance_scale 1: one warning naming both scales; equal scales: none."""
+    from imgalign.trainers.config import SamplingConfig
+
+    with caplog.at_level("WARNING", logger="imgalign.trainers.objectives"):
+        NFTObjective(ObjectiveConfig(name="nft"), SamplingConfig(guidance_scale=4.5))
+    assert [r.getMessage() for r in caplog.records if "trains the velocity at CFG 1 but" in r.getMessage()]
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="imgalign.trainers.objectives"):
+        NFTObjective(
+            ObjectiveConfig(name="nft", nft=NFTConfig(guidance_scale=4.5)), SamplingConfig(guidance_scale=4.5)
+        )
+    assert not caplog.records
