@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 import torch
-from test_mut_r21_objectives import VALID, _loss, _setup, _valid_mean
+from test_mut_r21_objectives import VALID, _loss, _Net, _setup, _valid_mean
 
 from imgalign.trainers import kernels as K
 from imgalign.trainers.config import ObjectiveConfig
@@ -135,3 +135,38 @@ def test_nft_warns_when_it_trains_at_another_cfg_than_the_rollouts_sample_at_and
             ObjectiveConfig(name="nft", nft=NFTConfig(guidance_scale=4.5)), SamplingConfig(guidance_scale=4.5)
         )
     assert not caplog.records
+
+
+def test_nft_noises_the_final_sample_to_its_t_and_compares_the_policy_with_the_old_policy_there(monkeypatch):
+    """NFT's draw for (seed 0, step 0, term 0, sample i): u then ε from the sample's generator; x_t = (1 − t)·x0 +
+    t·ε with x0 the rollout's final latent; nft_loss_terms gets v_θ (with a graph, the current weights) first
+    and the old policy's velocity (the weights at the first loss, no graph) second."""
+    from imgalign.trainers import nft
+    from imgalign.trainers.prompting import _mix
+
+    adapter, s, ro = _setup({"num_steps": 3})
+    obj = NFTObjective(ObjectiveConfig(name="nft"), s)
+    _loss(obj, adapter, ro, 0)  # the old policy: a copy of (−0.4, 0.9)
+    with torch.no_grad():
+        adapter.transformer.a.add_(0.2)
+    seen: list[Any] = []
+    terms = nft.nft_loss_terms
+
+    def spy(v, v_old, x0, x_t, t, beta, *rest):  # noqa: ANN001, ANN202
+        seen[:] = [v, v_old, x0, x_t, t]
+        return terms(v, v_old, x0, x_t, t, beta, *rest)
+
+    monkeypatch.setattr(nft, "nft_loss_terms", spy)
+    _loss(obj, adapter, ro, 0)
+    v, v_old, x0, x_t, t = seen
+    assert torch.equal(x0, ro.latents[:, -1])
+    gens = [torch.Generator().manual_seed(_mix(0, 0, 0, i, 4242)) for i in range(4)]
+    for g in gens:
+        torch.rand((), generator=g, dtype=torch.float64)
+    eps = torch.stack([torch.randn(x0.shape[1:], generator=g) for g in gens])
+    tb = t.view(-1, 1, 1, 1)
+    torch.testing.assert_close(x_t, (1 - tb) * x0 + tb * eps)
+    assert v.requires_grad and not v_old.requires_grad
+    with torch.no_grad():
+        torch.testing.assert_close(v, adapter.transformer(x_t, t, ro.cond))
+        torch.testing.assert_close(v_old, _Net(-0.4, 0.9)(x_t, t, ro.cond))
