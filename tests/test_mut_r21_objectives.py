@@ -105,6 +105,14 @@ def _kl(adapter: _Adapter, ro: Rollout, s: SamplingConfig, j: int, reduce: str) 
     return K.gaussian_kl_equal_std(mp, mq, std, reduce, s.noise_block)  # type: ignore[arg-type]
 
 
+def _step_log_density(adapter: _Adapter, s: SamplingConfig, ro: Rollout, i: int) -> torch.Tensor:
+    """log π_θ(x_{i+1} | x_i) of every row at step i under the adapter's current transformer. [B]"""
+    x, y, sig = ro.latents[:, i], ro.latents[:, i + 1], ro.sigmas
+    with torch.no_grad():
+        v = adapter.transformer(x, sig[i], ro.cond)
+    return K.flow_sde_step(x, v, sig[i], sig[i + 1], s.noise_level, sig[1], prev_sample=y).log_prob
+
+
 def _valid_mean(x: torch.Tensor) -> float:
     return float(x[VALID].double().mean())
 
@@ -215,10 +223,7 @@ def test_grpo_ratios_are_the_policys_over_the_stored_density_on_valid_unmasked_r
     row 1 masked by train_mask); the NaN leaves the loss and every ratio metric finite."""
     adapter, s, ro = _setup({"num_steps": 3})
     i = 1
-    x, y, sig = ro.latents[:, i], ro.latents[:, i + 1], ro.sigmas
-    with torch.no_grad():
-        v = adapter.transformer(x, sig[i], ro.cond)
-    lp = K.flow_sde_step(x, v, sig[i], sig[i + 1], s.noise_level, sig[1], prev_sample=y).log_prob
+    lp = _step_log_density(adapter, s, ro, i)
     ratio = torch.exp(lp - ro.log_probs[:, i])
     ro.log_probs[2, i] = float("nan")
     ro.train_mask = torch.ones(4, ro.log_probs.shape[1], dtype=torch.bool)

@@ -9,9 +9,8 @@ from typing import Any
 
 import pytest
 import torch
-from test_mut_r21_objectives import VALID, _loss, _Net, _setup, _valid_mean
+from test_mut_r21_objectives import VALID, _loss, _Net, _setup, _step_log_density, _valid_mean
 
-from imgalign.trainers import kernels as K
 from imgalign.trainers.config import ObjectiveConfig
 from imgalign.trainers.nft import NFTConfig
 from imgalign.trainers.objectives import GRPOObjective, NFTObjective
@@ -24,10 +23,7 @@ def test_the_logged_log_density_is_the_policys_mean_over_the_valid_rows():
     """policy/logprob is the mean of log π_θ(x_{i+1} | x_i) over the valid rows (row 2 left out)."""
     adapter, s, ro = _setup({"num_steps": 3})
     i = 1
-    x, y, sig = ro.latents[:, i], ro.latents[:, i + 1], ro.sigmas
-    with torch.no_grad():
-        v = adapter.transformer(x, sig[i], ro.cond)
-    lp = K.flow_sde_step(x, v, sig[i], sig[i + 1], s.noise_level, sig[1], prev_sample=y).log_prob
+    lp = _step_log_density(adapter, s, ro, i)
     assert abs(float(lp[2] - lp[VALID].mean())) > 1e-2  # the invalid row would move the mean
     _, m = _loss(GRPOObjective(ObjectiveConfig(), s), adapter, ro, i)
     assert m["policy/logprob"] == pytest.approx(_valid_mean(lp), rel=1e-5)
