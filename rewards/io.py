@@ -239,7 +239,11 @@ def encode_image_folder(
         except ImageReadError as e:
             bad.append(str(e))
         if chunk and (len(chunk) == batch_size or i == len(files) - 1):
-            out.append(encode(pil_batch(chunk, target)))
+            try:
+                out.append(encode(pil_batch(chunk, target)))
+            except ValueError as e:
+                # the encoder sees pixels, not files: "stats features need images of at least 3x3" named no folder
+                raise ValueError(f"{e} (the images under {str(path)!r})") from None
             chunk = []
     if bad:
         log.warning("skipped %d unreadable image(s) under %s, e.g. %s", len(bad), path, bad[0])

@@ -1,5 +1,5 @@
-"""Images and metadata `imgalign score` and `eval --images` read: a JSON key given twice, an image of several frames
-(stop 58; left alone by round 25 and carried from earlier stops)."""
+"""Images and metadata `imgalign score` and `eval --images` read: a JSON key given twice, an image of several frames,
+a folder of images too small to encode (stop 58; left alone by round 25 and carried from earlier stops)."""
 
 from __future__ import annotations
 
@@ -94,3 +94,21 @@ def test_an_image_of_several_frames_is_read_by_its_first_with_a_warning(
         f"{tmp_path / 'a.gif'} holds 3 frames; only the first is read (save the frame you mean as its own image)",
         f"{tmp_path / 'b.tif'} holds 2 frames; only the first is read (save the frame you mean as its own image)",
     ]
+
+
+def test_encoding_a_folder_of_too_small_images_names_the_folder(tmp_path: Path) -> None:
+    """The stats features refuse images under 3x3 with the size only: the encoder sees pixels, not files, so
+    `rewards fid-stats --images DIR` (or a fit) named no folder. encode_image_folder adds it."""
+    from imgalign.rewards.features import image_stats
+    from imgalign.rewards.io import encode_image_folder
+
+    folder = tmp_path / "thumbs"
+    folder.mkdir()
+    for n in range(2):
+        Image.new("RGB", (2, 2)).save(folder / f"{n}.png")
+    with pytest.raises(ValueError) as e:
+        encode_image_folder(folder, image_stats)
+    assert (
+        str(e.value)
+        == f"stats features need images of at least 3x3 pixels, not 2x2 (the images under {str(folder)!r})"
+    )
