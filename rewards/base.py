@@ -399,7 +399,15 @@ def build_reward(
                 else ""
             )
         )
-    return _call_factory(name, factory, device, dtype, opts)
+    built = _call_factory(name, factory, device, dtype, opts)
+    # a plug-in registered with @register_reward on a function that returns something else failed at its first score
+    if not isinstance(built, Reward):
+        what = getattr(factory, "__qualname__", type(factory).__name__)
+        raise ValueError(
+            f"reward {name!r} is registered with {what}, which returned a {type(built).__name__}, not a Reward; "
+            "register a Reward subclass, or a function that takes device and dtype and returns a Reward"
+        )
+    return built
 
 
 def _call_factory(
