@@ -58,6 +58,7 @@ def test_register_reward_lists_the_reward_with_its_description(monkeypatch: pyte
     """`imgalign rewards list` shows each reward's one-line description as registered, by name."""
     import imgalign.rewards.base as base
 
+    base._import_builtin()  # into the real registry: a copy made first would keep the built-in rewards to itself
     monkeypatch.setattr(base, "_REGISTRY", dict(base._REGISTRY))
     base.register_reward("my_listed", "scores how listed an image is")(base.FunctionReward)
     listed = base.list_rewards()
