@@ -97,6 +97,12 @@ def true_vs_corrupted(
     (:func:`corrupt_spec` restricted to `kinds`); ties and non-finite scores count as failures. The specs are those
     one of `kinds` applies to (:func:`checkable_specs`: all six tasks for the default kinds; counting alone for
     ``("count",)``), so a restricted check measures those corruptions, not shape changes."""
+    # n=0 failed inside torch.cat ("expected a non-empty list of Tensors"), batch_size=0 inside range()
+    for label, value in (("n", n), ("batch_size", batch_size)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(
+                f"true_vs_corrupted: {label} must be a whole number of at least 1 (got {value!r})"
+            )
     rng = random.Random(seed)
     specs = checkable_specs(n, seed, kinds)
     pairs = [corrupt_spec(s, rng, kinds) for s in specs]

@@ -1,4 +1,4 @@
-"""A reward registered with ``@register_reward`` on a function must give a Reward (stop 59)."""
+"""Stop 59: a reward registered on a function must give a Reward; the sanity check refuses an empty run."""
 
 from __future__ import annotations
 
@@ -39,3 +39,15 @@ def test_a_registered_factory_that_returns_a_reward_is_built() -> None:
     assert isinstance(reward, base.Reward)
     out = reward(torch.full((2, 3, 8, 8), 0.25), ["a", "b"], [{}, {}])
     assert torch.allclose(out.scores, torch.full((2,), 0.25))
+
+
+@pytest.mark.parametrize(("opts", "label"), [({"n": 0}, "n"), ({"n": 4, "batch_size": 0}, "batch_size")])
+def test_true_vs_corrupted_refuses_an_empty_check_by_name(opts: dict[str, int], label: str) -> None:
+    """n=0 failed inside torch.cat and batch_size=0 inside range(), naming neither (left alone since stop 55)."""
+    from imgalign.rewards.sanity import true_vs_corrupted
+
+    def never_called(images: torch.Tensor, prompts: list[str], metadata: list[dict]) -> base.RewardOutput:
+        raise AssertionError("the reward must not be called")
+
+    with pytest.raises(ValueError, match=rf"true_vs_corrupted: {label} must be a whole number of at least 1"):
+        true_vs_corrupted(never_called, **opts)
