@@ -176,7 +176,8 @@ def to_tensor(images: ImagesLike) -> torch.Tensor:
 
 
 def pil_to_rgb(im: Image.Image) -> Image.Image:
-    """Convert any PIL mode (L, LA, P, RGBA, I;16, I, F, CMYK) to 8-bit RGB; transparency composited on black."""
+    """Convert any PIL mode (L, LA, La, P, RGBA, RGBa, I;16, I, F, CMYK, LAB, HSV) to 8-bit RGB; transparency
+    composited on black."""
     if im.mode == "RGB":
         return im
     if im.mode in ("I;16", "I;16B", "I;16L", "I"):
@@ -189,6 +190,12 @@ def pil_to_rgb(im: Image.Image) -> Image.Image:
         return Image.fromarray(
             np.clip(a * (255.0 if a.max() <= 1.0 else 1.0), 0, 255).astype(np.uint8)
         ).convert("RGB")
+    # premultiplied alpha: the colour channels already are the image composited on black ("La" failed in PIL's
+    # convert, "RGBa" was un-premultiplied and its transparency dropped)
+    if im.mode == "La":
+        return im.split()[0].convert("RGB")
+    if im.mode == "RGBa":
+        return Image.merge("RGB", im.split()[:3])
     if im.mode in ("RGBA", "LA", "PA") or (im.mode == "P" and "transparency" in im.info):
         rgba = im.convert("RGBA")
         bg = Image.new("RGBA", rgba.size, (0, 0, 0, 255))

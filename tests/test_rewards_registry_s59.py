@@ -1,9 +1,11 @@
-"""Stop 59: a reward registered on a function must give a Reward; the sanity check refuses an empty run."""
+"""Stop 59: registered rewards give a Reward; the sanity check refuses an empty run; premultiplied alpha."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
+from PIL import Image
 
 import imgalign.rewards.base as base
 
@@ -51,3 +53,23 @@ def test_true_vs_corrupted_refuses_an_empty_check_by_name(opts: dict[str, int], 
 
     with pytest.raises(ValueError, match=rf"true_vs_corrupted: {label} must be a whole number of at least 1"):
         true_vs_corrupted(never_called, **opts)
+
+
+@pytest.mark.parametrize(
+    ("premultiplied", "straight"),
+    [
+        (Image.new("RGBa", (2, 2), (100, 50, 20, 128)), Image.new("RGBA", (2, 2), (199, 100, 40, 128))),
+        (Image.new("La", (2, 2), (100, 128)), Image.new("LA", (2, 2), (199, 128))),
+    ],
+    ids=["RGBa", "La"],
+)
+def test_premultiplied_alpha_is_composited_on_black_as_straight_alpha_is(
+    premultiplied: Image.Image, straight: Image.Image
+) -> None:
+    """An in-memory image with premultiplied alpha scores as the same image with straight alpha: 'La' failed in
+    PIL's convert ("conversion from La to L not supported"), 'RGBa' was un-premultiplied and lost its transparency
+    (199, not 100)."""
+    got = base.pil_to_rgb(premultiplied)
+    assert got.mode == "RGB"
+    assert np.asarray(got).tolist() == np.asarray(base.pil_to_rgb(straight)).tolist()
+    assert got.getpixel((0, 0))[0] == 100
