@@ -183,6 +183,52 @@ def _check_not_image_name(out: str, what: str) -> None:
         )
 
 
+def existing_result(path: Path) -> tuple[str, str] | None:
+    """(kind, task) in the safetensors metadata of the existing file `path` (each "" when missing); None when it is
+    not a safetensors file."""
+    from safetensors import SafetensorError, safe_open
+
+    try:
+        with safe_open(str(path), framework="pt") as fh:
+            meta = fh.metadata() or {}
+    except (SafetensorError, OSError, ValueError):
+        return None
+    return meta.get("kind", ""), meta.get("task", "")
+
+
+def other_result(path: Path, kind: str, task: str = "") -> str | None:
+    """What the existing file `path` holds, when a result of `kind` (and `task`, a head's reward) written there would
+    replace something else; None when it is free, empty, or an earlier result of the same kind (a fit run again)."""
+    from imgalign.rewards.fid import STATS_KIND
+    from imgalign.rewards.heads import HEAD_KIND
+
+    if not path.is_file() or path.stat().st_size == 0:
+        return None
+    found = existing_result(path)
+    if found is None:
+        return "a file that is not safetensors (imgalign wrote no result there)"
+    found_kind, found_task = found
+    if (found_kind, found_task) == (kind, task):
+        return None
+    if found_kind == STATS_KIND:
+        return "FID reference statistics (`imgalign rewards fid-stats`)"
+    if found_kind == HEAD_KIND:
+        return f"a head of the {found_task!r} reward (`imgalign rewards fit-{found_task}`)"
+    return "a safetensors file imgalign did not write (a model's weights?)"
+
+
+def _check_not_other_result(out: str, kind: str, task: str, what: str) -> None:
+    """--out may replace an earlier result of its own kind only: ``fid-stats --out model/model.safetensors``
+    replaced a model's weights with the statistics, and a fit replaced FID statistics or another reward's head,
+    without a word."""
+    held = other_result(Path(out), kind, task)
+    if held is not None:
+        raise CLIError(
+            f"--out {out!r} already holds {held}; the {what} written there would replace it: give a new file "
+            "name, or delete that file first if it is no longer needed"
+        )
+
+
 def _check_image_files(folder: str, what: str, why: str, noun: str) -> None:
     """`folder` (an image folder: `what`, e.g. "--fake 'gen'") holds at least 2 image files, the fewest `why` needs:
     counted by name, before any encoder loads, and named as the error on reading them names them (`noun`: "image(s)",
@@ -244,6 +290,7 @@ def run_fit_discriminator(args: argparse.Namespace) -> int:
     check_device(args.device)  # a GPU this machine lacks fails before any work
     from imgalign.commands import check_output_file
     from imgalign.rewards.discriminator import fit_discriminator
+    from imgalign.rewards.heads import HEAD_KIND
 
     _refuse_empty_paths(args, "real", "fake")
     _check_fit_sizes(args)
@@ -252,6 +299,7 @@ def run_fit_discriminator(args: argparse.Namespace) -> int:
     _check_distinct(args.real, "--real", args.fake, "--fake")
     _check_not_image_name(args.out, "head")
     check_output_file(Path(args.out))  # before any image is read or a head fitted
+    _check_not_other_result(args.out, HEAD_KIND, "discriminator", "discriminator head")
     for flag, folder in (("--real", args.real), ("--fake", args.fake)):
         _check_image_files(folder, f"{flag} {folder!r}", HEAD_NEEDS, "image(s)")
     metrics = fit_discriminator(
@@ -274,6 +322,7 @@ def run_fit_artifact(args: argparse.Namespace) -> int:
     check_device(args.device)  # a GPU this machine lacks fails before any work
     from imgalign.commands import check_output_file
     from imgalign.rewards.artifact import fit_artifact
+    from imgalign.rewards.heads import HEAD_KIND
 
     _refuse_empty_paths(args, "clean", "artifact")
     _check_fit_sizes(args)
@@ -282,6 +331,7 @@ def run_fit_artifact(args: argparse.Namespace) -> int:
     _check_distinct(args.clean, "--clean", args.artifact, "--artifact")
     _check_not_image_name(args.out, "head")
     check_output_file(Path(args.out))
+    _check_not_other_result(args.out, HEAD_KIND, "artifact", "artifact head")
     for flag, folder in (("--clean", args.clean), ("--artifact", args.artifact)):
         _check_image_files(folder, f"{flag} {folder!r}", HEAD_NEEDS, "image(s)")
     # (fit_artifact builds the encoder before it reads a folder: a mistyped --features fails first)
@@ -475,13 +525,20 @@ def run_fid_stats(args: argparse.Namespace) -> int:
     check_device(args.device)  # a GPU this machine lacks fails before any work
     from imgalign.commands import check_output_file
     from imgalign.rewards.features import build_features
-    from imgalign.rewards.fid import folder_features, save_stats, shapes_reference_images, stats_of
+    from imgalign.rewards.fid import (
+        STATS_KIND,
+        folder_features,
+        save_stats,
+        shapes_reference_images,
+        stats_of,
+    )
 
     _refuse_empty_paths(args, "images")
     if Path(args.out).is_dir():
         raise CLIError(f"--out {args.out!r} is a folder; give a file name for the statistics (.safetensors)")
     _check_not_image_name(args.out, "statistics")
     check_output_file(Path(args.out))  # before the features are extracted
+    _check_not_other_result(args.out, STATS_KIND, "", "statistics")
     if args.images == "shapes":
         _check_renders(args.n, "renders for --images shapes; a covariance needs 2")
         _warn_if_shapes_is_a_path(args.images, "--images")

@@ -1,0 +1,106 @@
+"""Bad-input round 26: `imgalign rewards fid-stats`, `fit-discriminator` and `fit-artifact` given an --out that
+already holds something else, and image folders of symlinks."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from imgalign.cli import main
+
+torch.set_num_threads(1)
+
+
+def _images(folder: Path, n: int, seed: int = 0) -> Path:
+    """`n` random 16x16 RGB PNGs in `folder` (made)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    for i in range(n):
+        Image.fromarray((rng.random((16, 16, 3)) * 255).astype(np.uint8)).save(folder / f"{i:03d}.png")
+    return folder
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _model_weights(path: Path) -> Path:
+    """A safetensors file as a model's weights are saved: tensors, no imgalign metadata."""
+    from safetensors.torch import save_file
+
+    save_file({"w": torch.ones(3)}, str(path), metadata={"format": "pt"})
+    return path
+
+
+FIT = {
+    "fid-stats": ["fid-stats", "--images", "{a}"],
+    "fit-discriminator": ["fit-discriminator", "--real", "{a}", "--fake", "{b}", "--epochs", "2"],
+    "fit-artifact": ["fit-artifact", "--clean", "{a}", "--artifact", "{b}", "--epochs", "2"],
+}
+
+
+def _run(command: str, out: Path, tmp_path: Path) -> int:
+    folders = {"a": str(_images(tmp_path / "a", 3)), "b": str(_images(tmp_path / "b", 3, seed=1))}
+    argv = [a.format(**folders) for a in FIT[command]]
+    return main(["rewards", *argv, "--features", "stats", "--out", str(out)])
+
+
+@pytest.mark.parametrize("command", sorted(FIT))
+def test_an_out_holding_a_model_s_weights_is_not_replaced(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`fid-stats --out model/model.safetensors` replaced a model's weights with the statistics without a word (as
+    did a fit's head): an --out that holds a file imgalign did not write is refused, named, before any work."""
+
+    def no_encoder(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a feature encoder was built before --out was checked")
+
+    monkeypatch.setattr("imgalign.rewards.features.build_features", no_encoder)
+    out = _model_weights(tmp_path / "model.safetensors")
+    before = _digest(out)
+    assert _run(command, out, tmp_path) == 2
+    err = capsys.readouterr().err
+    assert f"--out {str(out)!r} already holds a safetensors file imgalign did not write" in err, err
+    assert "give a new file name, or delete that file first" in err
+    assert _digest(out) == before
+    notes = tmp_path / "notes.safetensors"
+    notes.write_text("my notes")
+    assert _run(command, notes, tmp_path) == 2
+    assert "already holds a file that is not safetensors" in capsys.readouterr().err
+    assert notes.read_text() == "my notes"
+
+
+@pytest.mark.parametrize(
+    ("writer", "command", "held"),
+    [
+        ("fid-stats", "fit-discriminator", "FID reference statistics (`imgalign rewards fid-stats`)"),
+        (
+            "fit-artifact",
+            "fit-discriminator",
+            "a head of the 'artifact' reward (`imgalign rewards fit-artifact`)",
+        ),
+        ("fit-discriminator", "fid-stats", "a head of the 'discriminator' reward"),
+    ],
+)
+def test_an_out_holding_another_kind_of_result_is_not_replaced(
+    writer: str, command: str, held: str, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """A head written over FID statistics (or another reward's head, or statistics over a head) lost the earlier
+    result; an earlier result of the same kind is replaced, as a fit run again replaces its head."""
+    out = tmp_path / "result.safetensors"
+    assert _run(writer, out, tmp_path) == 0
+    before = _digest(out)
+    capsys.readouterr()
+    assert _run(command, out, tmp_path) == 2
+    err = capsys.readouterr().err
+    assert f"--out {str(out)!r} already holds {held}" in err, err
+    assert _digest(out) == before
+    assert _run(writer, out, tmp_path) == 0  # its own kind: run again
+    empty = tmp_path / "empty.safetensors"
+    empty.write_bytes(b"")  # (touched beforehand: nothing to lose)
+    assert _run(command, empty, tmp_path) == 0 and empty.stat().st_size > 0
