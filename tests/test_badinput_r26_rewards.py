@@ -104,3 +104,38 @@ def test_an_out_holding_another_kind_of_result_is_not_replaced(
     empty = tmp_path / "empty.safetensors"
     empty.write_bytes(b"")  # (touched beforehand: nothing to lose)
     assert _run(command, empty, tmp_path) == 0 and empty.stat().st_size > 0
+
+
+def test_build_shapes_artifact_does_not_replace_a_folder_s_own_readme_or_weights(
+    tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`build-shapes-artifact --out .` in a project replaced its README.md with the model card (and a folder's
+    head.safetensors with the head) without a word; such a folder is refused before the renders and the fit. The
+    shipped model's folder (an earlier build) and an empty one are taken."""
+
+    def no_build(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the model was built into a folder whose files it replaces")
+
+    monkeypatch.setattr("imgalign.rewards.artifact.build_shapes_artifact", no_build)
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "README.md").write_text("# my project\n")
+    assert main(["rewards", "build-shapes-artifact", "--n", "2", "--out", str(project)]) == 2
+    err = capsys.readouterr().err
+    assert (
+        f"--out {str(project)!r} already holds a README.md that is not the shapes artifact model's card"
+        in err
+    )
+    assert (project / "README.md").read_text() == "# my project\n"
+    weights = tmp_path / "weights"
+    weights.mkdir()
+    _model_weights(weights / "head.safetensors")
+    assert main(["rewards", "build-shapes-artifact", "--n", "2", "--out", str(weights)]) == 2
+    assert (
+        "already holds head.safetensors (a safetensors file imgalign did not write" in capsys.readouterr().err
+    )
+    from imgalign.commands.rewards_cmd import artifact_folder_clash
+    from imgalign.hub import ASSETS, EMBEDDED
+
+    assert artifact_folder_clash(ASSETS / EMBEDDED["shapes-artifact"]) is None
+    assert artifact_folder_clash(tmp_path / "new") is None

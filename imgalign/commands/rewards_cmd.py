@@ -351,6 +351,38 @@ def run_fit_artifact(args: argparse.Namespace) -> int:
     return 0
 
 
+ARTIFACT_CARD = "# shapes-artifact"
+"""The first line of the README.md the shapes artifact model is written with (rewards.artifact._model_card)."""
+
+
+def artifact_folder_clash(out: Path) -> str | None:
+    """What in the folder `out` the shapes artifact model (``head.safetensors`` and ``README.md``) would replace that
+    is not an earlier build of it; None when nothing would be lost."""
+    from imgalign.rewards.heads import HEAD_KIND
+
+    held = other_result(out / "head.safetensors", HEAD_KIND, "artifact")
+    if held is not None:
+        return f"head.safetensors ({held})"
+    card = out / "README.md"
+    if card.is_file() and card.stat().st_size:
+        first = card.read_text(encoding="utf-8", errors="replace").splitlines()[:1]
+        if first != [ARTIFACT_CARD]:
+            return "a README.md that is not the shapes artifact model's card"
+    return None
+
+
+def _check_artifact_folder(out: Path) -> None:
+    """``build-shapes-artifact --out .`` in a project replaced its README.md with the model card (and a model folder's
+    head.safetensors with the head) without a word: a folder holding either, not from an earlier build, is refused
+    before the renders and the fit."""
+    clash = artifact_folder_clash(out)
+    if clash is not None:
+        raise CLIError(
+            f"--out {str(out)!r} already holds {clash}, which the model would replace (it writes head.safetensors "
+            "and README.md): give a new or empty folder, or one an earlier build-shapes-artifact wrote"
+        )
+
+
 def run_build_shapes_artifact(args: argparse.Namespace) -> int:
     from imgalign.commands import check_output_folder
     from imgalign.commands.world import refuse_empty_options
@@ -362,6 +394,7 @@ def run_build_shapes_artifact(args: argparse.Namespace) -> int:
     _check_renders(args.n, "training images per class")
     out = Path(args.out) if args.out is not None else ASSETS / EMBEDDED["shapes-artifact"]
     check_output_folder(out)  # before the renders and the fit
+    _check_artifact_folder(out)
     result = build_shapes_artifact(out, n=args.n, features=args.features)
     print(json.dumps(result, indent=2))
     print(f"wrote {out}")
