@@ -36,7 +36,9 @@ def find_images(paths: Iterable[str | Path]) -> list[Path]:
     def expand(path: Path) -> list[Path]:
         if not path.is_dir():
             return [path] if path.is_file() else []
-        found, seen_dirs = [], set()
+        found: list[Path] = []
+        dangling: list[Path] = []
+        seen_dirs = set()
         for root, dirs, names in os.walk(path, followlinks=True):
             st = os.stat(root)
             if (st.st_dev, st.st_ino) in seen_dirs:
@@ -44,13 +46,14 @@ def find_images(paths: Iterable[str | Path]) -> list[Path]:
                 continue
             seen_dirs.add((st.st_dev, st.st_ino))
             dirs[:] = [d for d in dirs if not d.startswith(".")]
-            found += [
+            named = [
                 Path(root) / n
                 for n in names
-                if not n.startswith(".")
-                and Path(n).suffix.lower() in IMAGE_SUFFIXES
-                and (Path(root) / n).is_file()
+                if not n.startswith(".") and Path(n).suffix.lower() in IMAGE_SUFFIXES
             ]
+            found += [f for f in named if f.is_file()]
+            dangling += [f for f in named if f.is_symlink() and not f.exists()]
+        _warn_of_dangling_links(path, dangling)
         return sorted(found)
 
     out: list[Path] = []
@@ -81,6 +84,28 @@ def find_images(paths: Iterable[str | Path]) -> list[Path]:
             seen.add(key)
             uniq.append(p)
     return uniq
+
+
+_DANGLING_WARNED: set[tuple[Path, ...]] = set()
+"""The sets of dangling links already named: a command walks its folder more than once (counted, then read)."""
+
+
+def _warn_of_dangling_links(folder: Path, links: Sequence[Path]) -> None:
+    """Name the image-named symlinks under `folder` whose target is gone (a dataset of links on a disk that is not
+    mounted, or moved), once per process: they are no image file, so a folder walk leaves them out, but without a
+    word the folder read as fewer images, or as "0 readable images", with no hint why."""
+    key = tuple(sorted(p.absolute() for p in links))
+    if links and key not in _DANGLING_WARNED:
+        _DANGLING_WARNED.add(key)
+        first = sorted(links)[0]
+        log.warning(
+            "skipped %d symlink(s) under %s whose target does not exist, e.g. %s -> %s: restore or mount their "
+            "targets, or remove the links",
+            len(links),
+            folder,
+            first,
+            os.readlink(first),
+        )
 
 
 ORIENTATION_TAG = 0x0112  # EXIF Orientation: 1 upright; 5 to 8 a quarter turn (transposed or not)

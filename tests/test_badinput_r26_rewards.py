@@ -139,3 +139,37 @@ def test_build_shapes_artifact_does_not_replace_a_folder_s_own_readme_or_weights
 
     assert artifact_folder_clash(ASSETS / EMBEDDED["shapes-artifact"]) is None
     assert artifact_folder_clash(tmp_path / "new") is None
+
+
+def test_a_folder_of_links_to_missing_images_names_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A folder of symlinks to images on a disk that is not mounted read as "0 readable images" (or as fewer images,
+    when some links were good) without a word of the links; they are still left out, and named once."""
+    from imgalign.rewards.io import find_images
+
+    links = tmp_path / "links"
+    links.mkdir()
+    for i in range(3):
+        (links / f"{i}.png").symlink_to(tmp_path / "unmounted" / f"{i}.png")
+    with caplog.at_level("WARNING"):
+        assert (
+            main(["rewards", "fid-stats", "--images", str(links), "--out", str(tmp_path / "s.safetensors")])
+            == 2
+        )
+    assert "holds 0 readable images" in capsys.readouterr().err
+    said = [r.getMessage() for r in caplog.records if "symlink" in r.getMessage()]
+    assert said == [
+        f"skipped 3 symlink(s) under {links} whose target does not exist, e.g. {links / '0.png'} -> "
+        f"{tmp_path / 'unmounted' / '0.png'}: restore or mount their targets, or remove the links"
+    ]
+    good = _images(tmp_path / "good", 1)
+    (links / "ok.png").symlink_to(good / "000.png")
+    (links / "2.png").unlink()
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        assert find_images([links]) == [links / "ok.png"]
+        assert find_images([links]) == [links / "ok.png"]  # (a command walks its folder more than once)
+    assert [r.getMessage().split(",")[0] for r in caplog.records] == [
+        f"skipped 2 symlink(s) under {links} whose target does not exist"
+    ]
