@@ -99,6 +99,13 @@ def load_train_config(args: argparse.Namespace):  # noqa: ANN201 - FlowGRPOConfi
         ) from None
 
 
+def launched_processes() -> int:
+    """The process count the launcher started (``WORLD_SIZE``, set by ``accelerate launch`` and torchrun); 1 for a
+    plain ``imgalign train`` or a value that is not a positive integer (the trainer names a bad one)."""
+    text = os.environ.get("WORLD_SIZE") or "1"
+    return int(text) if text.isdigit() and int(text) > 0 else 1
+
+
 def run_train(args: argparse.Namespace) -> int:
     from imgalign.config import ConfigError, describe, leaves, to_dict
     from imgalign.trainers.config import FlowGRPOConfig, check_batch_layout
@@ -124,9 +131,11 @@ def run_train(args: argparse.Namespace) -> int:
 
     if args.print_config:
         check_reward_names(cfg)  # a misspelt reward is not a config to show (the model path may be elsewhere)
-        # nor a batch that does not split (what fails on 1 process fails on every process count)
-        check_batch_layout(cfg, 1)
-        print(yaml.safe_dump(to_dict(cfg), sort_keys=False), end="")
+        # nor a batch that does not split over the processes it is launched on (`accelerate launch --num_processes
+        # 3 ... --print-config` showed, three times, a config whose batch fails on 3 processes)
+        check_batch_layout(cfg, launched_processes())
+        if int(os.environ.get("RANK") or 0) == 0:  # one copy, from the main process
+            print(yaml.safe_dump(to_dict(cfg), sort_keys=False), end="")
         return 0
 
     # "" trained from the base model, as without --resume
