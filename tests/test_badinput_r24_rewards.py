@@ -96,10 +96,10 @@ def test_a_folder_named_shapes_in_the_working_folder_is_said_not_to_be_read(
     ]
     renders_out = capsys.readouterr().out
     caplog.clear()
-    # ./shapes reads the folder, with nothing to say
+    # ./shapes reads the folder, with nothing to say (whole: --n counts renders only)
     argv[argv.index("shapes")] = "./shapes"
     with caplog.at_level(logging.WARNING, logger="imgalign.commands.rewards_cmd"):
-        assert main(["rewards", *argv, "--features", "stats", "--n", "4"]) == 0
+        assert main(["rewards", *argv, "--features", "stats"]) == 0
     assert not [r for r in caplog.records if r.name == "imgalign.commands.rewards_cmd"]
     if command == "fid-stats":  # 4 renders, then the folder's 3 images
         assert "(4 images," in renders_out and "(3 images," in capsys.readouterr().out

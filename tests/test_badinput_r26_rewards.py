@@ -173,3 +173,27 @@ def test_a_folder_of_links_to_missing_images_names_them(
     assert [r.getMessage().split(",")[0] for r in caplog.records] == [
         f"skipped 2 symlink(s) under {links} whose target does not exist"
     ]
+
+
+@pytest.mark.parametrize("command", ["fd", "fid-stats"])
+def test_n_without_shapes_is_refused_not_ignored(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`fd gen ref --n 500` (or `fid-stats --images ref --n 500`) read the folders whole and gave the statistics of
+    every image, without a word that --n counts the renders of 'shapes' only; it is refused before any encoder
+    loads. With 'shapes' on either side it still counts the renders."""
+
+    def no_encoder(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a feature encoder was built before --n was checked")
+
+    monkeypatch.setattr("imgalign.rewards.features.build_features", no_encoder)
+    a, b = str(_images(tmp_path / "a", 3)), str(_images(tmp_path / "b", 3, seed=1))
+    out = str(tmp_path / "s.safetensors")
+    argv = ["fd", a, b] if command == "fd" else ["fid-stats", "--images", a, "--out", out]
+    assert main(["rewards", *argv, "--features", "stats", "--n", "5"]) == 2
+    err = capsys.readouterr().err
+    assert "--n 5 counts the renders of 'shapes', but " in err and "leave --n out" in err, err
+    monkeypatch.undo()
+    assert main(["rewards", *argv, "--features", "stats"]) == 0
+    shapes = ["fd", a, "shapes"] if command == "fd" else ["fid-stats", "--images", "shapes", "--out", out]
+    assert main(["rewards", *shapes, "--features", "stats", "--n", "5"]) == 0

@@ -19,6 +19,8 @@ FEATURES_HELP = "feature encoder (stats, shapes-clip, open_clip:..., dinov2:...,
 """The --features help of every subcommand that encodes images."""
 HEAD_NEEDS = "a head needs at least 2 per class (and more for a useful held-out val_acc): add images to it"
 STATS_NEED = "FID statistics need at least 2"
+SHAPES_RENDERS = 2000
+"""The renders 'shapes' stands for in `fd` and `fid-stats` (--n)."""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -89,7 +91,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         default="shapes-clip",
         help=FEATURES_HELP,
     )
-    q.add_argument("--n", type=int, default=2000, help="number of renders for 'shapes'")
+    q.add_argument("--n", type=int, default=SHAPES_RENDERS, help="number of renders for 'shapes'")
     q.add_argument("--device", default="cpu")
     q.set_defaults(func=run_fd)
 
@@ -121,7 +123,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         default="shapes-clip",
         help=FEATURES_HELP,
     )
-    q.add_argument("--n", type=int, default=2000, help="number of renders when --images shapes")
+    q.add_argument("--n", type=int, default=SHAPES_RENDERS, help="number of renders when --images shapes")
     q.add_argument("--out", required=True, help="output stats file (.safetensors)")
     q.add_argument("--device", default="cpu")
     q.set_defaults(func=run_fid_stats)
@@ -456,6 +458,16 @@ def _check_source(src: str, features: str) -> None:
         )
 
 
+def _check_n_applies(n: int, sources: tuple[str, ...], why: str) -> None:
+    """--n counts the renders of 'shapes' only: ``fd gen ref --n 500`` read both folders whole, and the FD was of
+    every image, without a word that --n was not used."""
+    if "shapes" not in sources and n != SHAPES_RENDERS:
+        raise CLIError(
+            f"--n {n} counts the renders of 'shapes', but {why}: an image folder is read whole (every image under "
+            "it) and a stats file as written; leave --n out, or make a folder of the images to use"
+        )
+
+
 def run_fd(args: argparse.Namespace) -> int:
     check_device(args.device)  # a GPU this machine lacks fails before any work
     from imgalign.rewards.features import build_features
@@ -465,6 +477,7 @@ def run_fd(args: argparse.Namespace) -> int:
         _check_renders(args.n, "renders for 'shapes'; a covariance needs 2")
     for src in (args.a, args.b):  # both before any encoder loads: b was read after a's features were computed
         _check_source(src, args.features)
+    _check_n_applies(args.n, (args.a, args.b), "neither side is 'shapes'")
     for src in (args.a, args.b):
         if src != "shapes" and Path(src).is_dir():
             _check_image_files(src, repr(src), STATS_NEED, "readable image")
@@ -577,6 +590,7 @@ def run_fid_stats(args: argparse.Namespace) -> int:
         _warn_if_shapes_is_a_path(args.images, "--images")
     else:
         _check_dir(args.images, "--images")  # before the encoder loads
+        _check_n_applies(args.n, (args.images,), "--images is not 'shapes'")
         _check_image_files(args.images, f"--images {args.images!r}", STATS_NEED, "readable image")
     enc = build_features(args.features, args.device)
     if args.images == "shapes":
