@@ -120,8 +120,19 @@ def check_size(pipe, height: int, width: int) -> None:
             raise ValueError(message)
 
 
+def unknown_token_words(tok: Any, words: Sequence[str]) -> list[str]:
+    """The `words` that tokenizer `tok` maps, in part, to its unknown token (characters outside its vocabulary, such
+    as ``&`` or ``é`` for the shapes model's); none for a tokenizer without one or that is not callable."""
+    unk = getattr(tok, "unk_token_id", None)
+    if unk is None or not callable(tok):
+        return []
+    return [w for w in words if unk in tok(w, add_special_tokens=False)["input_ids"]]
+
+
 def warn_unknown_words(pipe, prompts: Sequence[str]) -> None:
-    """Warn (once per call) about prompt words outside the tokenizer's whole-word vocabulary."""
+    """Warn (once per call) about prompt words outside the tokenizer's whole-word vocabulary, and apart about the
+    words with characters it cannot tokenise: the shapes tokenizer reads those as its unknown token, which is its
+    end-of-text token, and the CLIP text encoders' pooled embedding stops at the first one."""
     tok = pipe.tokenizer
     vocab = tok.get_vocab()
     unknown = sorted(
@@ -132,10 +143,22 @@ def warn_unknown_words(pipe, prompts: Sequence[str]) -> None:
             if w and w + "</w>" not in vocab
         }
     )
-    if unknown:
+    lost = unknown_token_words(tok, unknown)
+    pieces = [w for w in unknown if w not in lost]
+    if pieces:
         log.warning(
             "words outside the model's vocabulary (tokenised as pieces the model never learned): %s",
-            ", ".join(unknown),
+            ", ".join(pieces),
+        )
+    if lost:
+        ends = getattr(tok, "unk_token_id", None) == getattr(tok, "eos_token_id", None)
+        why = " (its end-of-text token: the text encoders' pooled embedding ignores every word after it)"
+        log.warning(
+            "words with characters outside the model's tokenizer, read as its unknown token %s%s: %s; leave those "
+            "characters out (e.g. write 'and' for '&')",
+            tok.unk_token,
+            why if ends else "",
+            ", ".join(lost),
         )
 
 

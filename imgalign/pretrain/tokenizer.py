@@ -3,7 +3,8 @@
 The files are the standard ``vocab.json`` + ``merges.txt`` that :class:`transformers.CLIPTokenizer` reads, so the
 tokenizer loads offline with ``CLIPTokenizer.from_pretrained(folder)`` like any CLIP tokenizer. Single characters
 (letters, digits, common punctuation; with and without the end-of-word marker ``</w>``) stay in the vocabulary, so
-an unknown word still tokenises (into pieces) instead of failing.
+an unknown word still tokenises (into pieces) instead of failing. A character outside that set (``&``, ``é``) becomes
+the unknown token, which is the end-of-text token: :func:`imgalign.sampling.warn_unknown_words` names such words.
 
 Merges are built greedily: for each word in turn, simulate BPE with the merges so far and append merges for the
 adjacent pairs until the word is a single token. New merges rank below all earlier ones and an earlier word is

@@ -1,0 +1,44 @@
+"""imgalign.sampling, mutation round 22: the prompt words the shapes model's tokenizer cannot read."""
+
+from __future__ import annotations
+
+import logging
+from types import SimpleNamespace
+
+import pytest
+from transformers import CLIPTokenizer
+
+from imgalign.hub import embedded_path
+from imgalign.sampling import warn_unknown_words
+
+
+def test_a_character_the_shapes_tokenizer_reads_as_end_of_text_is_named_as_such(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """'&' or 'é' is no piece the shapes tokenizer knows: it becomes its unknown token, <|endoftext|>, and the CLIP
+    encoders' pooled embedding of 'a red circle & a blue square' is that of 'a red circle'. The warning said such
+    words were 'tokenised as pieces'; now it names them apart, with the token they become."""
+    tok = CLIPTokenizer.from_pretrained(embedded_path("shapes") / "tokenizer")
+    assert tok.unk_token_id in tok("a red circle & a blue square", add_special_tokens=False)["input_ids"]
+    with caplog.at_level(logging.WARNING, logger="imgalign.sampling"):
+        warn_unknown_words(
+            SimpleNamespace(tokenizer=tok), ["a red circle & a blue square", "a zebra", "a crème"]
+        )
+    pieces, lost = caplog.messages
+    assert pieces.endswith("never learned): zebra")
+    assert lost.startswith("words with characters outside the model's tokenizer, read as its unknown token ")
+    assert (
+        "<|endoftext|> (its end-of-text token: the text encoders' pooled embedding ignores every word" in lost
+    )
+    assert lost.split("after it): ")[1].startswith("&, crème; leave those characters out")
+
+
+def test_a_prompt_of_known_pieces_only_gives_no_unknown_token_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    tok = CLIPTokenizer.from_pretrained(embedded_path("shapes") / "tokenizer")
+    with caplog.at_level(logging.WARNING, logger="imgalign.sampling"):
+        warn_unknown_words(SimpleNamespace(tokenizer=tok), ["a photo of a red circle.", "two zebras"])
+    assert caplog.messages == [
+        "words outside the model's vocabulary (tokenised as pieces the model never learned): zebras"
+    ]
