@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import logging
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from transformers import CLIPTokenizer
 
 from imgalign.hub import embedded_path
-from imgalign.sampling import warn_unknown_words
+from imgalign.sampling import generate_images, warn_unknown_words
 
 
 def test_a_character_the_shapes_tokenizer_reads_as_end_of_text_is_named_as_such(
@@ -42,3 +43,15 @@ def test_a_prompt_of_known_pieces_only_gives_no_unknown_token_warning(
     assert caplog.messages == [
         "words outside the model's vocabulary (tokenised as pieces the model never learned): zebras"
     ]
+
+
+def test_generate_images_passes_the_callers_output_type_and_other_settings_as_they_are() -> None:
+    """'pil' is only the default: a caller asking for latents or arrays gets them, with every other setting."""
+    calls: list[dict[str, Any]] = []
+
+    def pipe(prompt: list[str], generator: list[Any], **kw: Any) -> SimpleNamespace:
+        calls.append(kw)
+        return SimpleNamespace(images=list(prompt))
+
+    assert generate_images(pipe, ["a", "b"], [1, 2], output_type="latent", negative_prompt="x") == ["a", "b"]
+    assert calls == [{"output_type": "latent", "negative_prompt": "x"}]
