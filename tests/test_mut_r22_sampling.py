@@ -55,3 +55,11 @@ def test_generate_images_passes_the_callers_output_type_and_other_settings_as_th
 
     assert generate_images(pipe, ["a", "b"], [1, 2], output_type="latent", negative_prompt="x") == ["a", "b"]
     assert calls == [{"output_type": "latent", "negative_prompt": "x"}]
+
+
+def test_more_than_ten_truncated_rows_name_the_first_ten_and_count_the_rest() -> None:
+    from imgalign.sampling import long_rows_warning
+
+    prompts = [f"prompt {n}" for n in range(12)]
+    line = long_rows_warning("m", prompts, {p: ("CLIP", 80) for p in prompts}, "CLIP 77")
+    assert "rows 1, 2, 3, 4, 5, 6, 7, 8, 9, 10 and 2 more (row 1: 80 CLIP tokens) are longer" in line
