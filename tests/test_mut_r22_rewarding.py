@@ -64,3 +64,56 @@ def test_group_norm_weighted_with_one_reward_is_its_plain_grpo_advantage_also_fo
     want = group_advantages(r[0], GID, "group", 5.0)
     torch.testing.assert_close(out.advantages, want.advantages)
     assert out.advantages[:4].abs().max() < 0.6
+
+
+# two rewards, two groups of four; reward 0 has a large outlier so the clip at 1 bites and the batch std differs
+R = torch.tensor([[0.0, 1.0, 2.0, 9.0, 4.0, 0.0, 1.0, 3.0], [1.0, 0.0, 0.5, 2.0, 0.0, 3.0, 1.0, 1.0]])
+FIN = torch.ones(2, 8, dtype=torch.bool)
+
+
+def test_gdpo_passes_std_mode_and_adv_clip() -> None:
+    """gdpo normalises with the configured std (group: each group's std; batch: the batch's) and clips to
+    adv_clip, as GDPO's reference function does with the same arguments."""
+    from imgalign.trainers.balance import gdpo_advantages, group_normalize
+    from imgalign.trainers.rewarding import gdpo
+
+    results = {}
+    for std_mode, std, clip in (("group", "group", 5.0), ("batch", "global", 5.0), ("group", "group", 1.0)):
+        out = gdpo(R, torch.ones(2), GID, FIN, std_mode, clip)
+        assert out.per_reward is not None and out.valid.all()
+        torch.testing.assert_close(out.per_reward, group_normalize(R.T, GID, std=std).T)  # type: ignore[arg-type]
+        torch.testing.assert_close(out.advantages, gdpo_advantages(R.T, GID, [1.0, 1.0], std=std, clip=clip))  # type: ignore[arg-type]
+        results[std_mode, clip] = out.advantages
+    assert not torch.allclose(results["group", 5.0], results["batch", 5.0])
+    assert results["group", 1.0].abs().max() == 1.0 and results["group", 5.0].abs().max() > 1.2
+
+
+def test_gdpo_counts_a_group_with_one_masked_member_as_not_tied() -> None:
+    """A NaN on one sample masks that sample only: its group's other members still vary, so the group trains and
+    zero_std_ratio stays 0."""
+    from imgalign.trainers.rewarding import gdpo
+
+    r = R.clone()
+    r[0, 1] = float("nan")
+    out = gdpo(r, torch.ones(2), GID, torch.isfinite(r))
+    assert out.valid.tolist() == [True, False] + [True] * 6 and out.zero_std_ratio == 0.0
+
+
+def test_per_reward_advantages_mark_the_finite_samples_of_varying_groups_valid_and_mask_across_rewards() -> (
+    None
+):
+    """Every finite sample of a group in which some reward varies is valid (MARBLE trains on them); a sample with
+    one non-finite reward is left out of every reward's group statistics, as in the other balancers."""
+    from imgalign.trainers.rewarding import marble, per_reward_advantages
+
+    per, valid, tied = per_reward_advantages(R, GID, FIN)
+    assert valid.all() and tied == 0.0
+    assert marble(R, torch.ones(2), GID, FIN).valid.all()
+    r = R.clone()
+    r[0, 3] = float("nan")
+    per, valid, _ = per_reward_advantages(r, GID, torch.isfinite(r), "group", None)
+    assert valid.tolist() == [True, True, True, False] + [True] * 4 and (per[:, 3] == 0).all()
+    keep = torch.tensor([0, 1, 2, 4, 5, 6, 7])
+    torch.testing.assert_close(
+        per[1, keep], group_advantages(R[1, keep], GID[keep], "group", None).advantages
+    )
