@@ -56,3 +56,20 @@ def test_a_prune_killed_while_deleting_leaves_no_partial_checkpoint_listed(tmp_p
     assert all((p / "trainer_state" / "trainable.safetensors").is_file() for p in listed)
     C.prune(tmp_path, 2)
     assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["step-000002", "step-000003"]
+
+
+def test_a_second_run_into_a_locked_output_folder_is_refused(tmp_path, monkeypatch):
+    """While one run holds out/.lock, a second run's lock_output_dir (another process: its own open of the file and
+    no lock of its own on record) is refused, not granted a lock shared with the first."""
+    out = tmp_path / "run"
+    out.mkdir()
+    assert C.lock_output_dir(out) is True
+    try:
+        with monkeypatch.context() as m:
+            m.setattr(C, "_HELD_LOCKS", {})  # the second process has taken no lock yet
+            assert C.lock_output_dir(out) is False
+            assert C._HELD_LOCKS == {}
+    finally:
+        C.unlock_output_dir(out)
+    assert C.lock_output_dir(out) is True  # freed by unlock: the next run takes it
+    C.unlock_output_dir(out)
