@@ -47,3 +47,11 @@ def test_each_check_refuses_its_bad_value_and_loads_its_edge(bad, good, message)
     with pytest.raises(ConfigError, match=re.escape(message)):
         load_config(FlowGRPOConfig, None, bad)
     load_config(FlowGRPOConfig, None, good)
+
+
+def test_an_override_whose_key_ends_in_a_dot_is_refused_as_an_empty_part():
+    """`--set train.lr.=1e-4` (a trailing dot) names no key: refused as the other empty parts are, not read as a
+    section `train.lr` holding a key ''."""
+    for item in ("train.lr.=1e-4", ".train.lr=1e-4", "train..lr=1e-4"):
+        with pytest.raises(ConfigError, match="has an empty part between its dots"):
+            load_config(FlowGRPOConfig, None, [item])
