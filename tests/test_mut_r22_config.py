@@ -55,3 +55,31 @@ def test_an_override_whose_key_ends_in_a_dot_is_refused_as_an_empty_part():
     for item in ("train.lr.=1e-4", ".train.lr=1e-4", "train..lr=1e-4"):
         with pytest.raises(ConfigError, match="has an empty part between its dots"):
             load_config(FlowGRPOConfig, None, [item])
+
+
+def test_a_held_out_share_is_an_unused_setting_with_the_shapes_generator_even_under_the_reward_suite():
+    """prompts.test_fraction splits a prompt file or generate:SEED; the shapes generator holds out colour pairs
+    instead, so a changed test_fraction with prompts.source=shapes is listed as unused, whatever eval.suite says."""
+    from imgalign.trainers.config import ignored_settings
+
+    sets = ["eval.suite=reward", "eval.every=-1", "prompts.test_fraction=0.2"]
+    assert "prompts.test_fraction (read with eval.suite=reward and a prompt file or generate:SEED)" in (
+        ignored_settings(load_config(FlowGRPOConfig, None, sets))
+    )
+    filed = load_config(FlowGRPOConfig, None, [*sets, "prompts.source=generate:0"])
+    assert not any(s.startswith("prompts.test_fraction") for s in ignored_settings(filed))
+
+
+def test_a_base_60_number_is_refused_for_a_float_setting_too():
+    """YAML 1.1 reads 1:30 as the base-60 number 90: `train.time_budget_min=1:30` was 90 minutes, not 1.5."""
+    with pytest.raises(ConfigError, match="YAML reads 1:30 as the base-60 number 90"):
+        load_config(FlowGRPOConfig, None, ["train.time_budget_min=1:30"])
+    with pytest.raises(ConfigError, match="YAML reads 1:30 as the base-60 number 90"):
+        load_config(FlowGRPOConfig, None, ["train.max_steps=1:30"])
+
+
+def test_a_reward_list_may_start_with_an_item_holding_an_equals_sign():
+    """A first item that looks like an option (key=value) has no spec before it to join: it is an item of its own
+    (the reward registry says what it is when the rewards are built), not an IndexError; a later one joins its spec."""
+    cfg = load_config(FlowGRPOConfig, None, ["rewards.names=mode=strict,geneval,weight=2"])
+    assert cfg.rewards.names == ["mode=strict", "geneval,weight=2"]
