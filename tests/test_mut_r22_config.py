@@ -83,3 +83,29 @@ def test_a_reward_list_may_start_with_an_item_holding_an_equals_sign():
     (the reward registry says what it is when the rewards are built), not an IndexError; a later one joins its spec."""
     cfg = load_config(FlowGRPOConfig, None, ["rewards.names=mode=strict,geneval,weight=2"])
     assert cfg.rewards.names == ["mode=strict", "geneval,weight=2"]
+
+
+def test_a_missing_top_package_of_a_dotted_user_module_says_to_put_its_folder_on_the_import_path():
+    """reward 'mypkg.rewards:fn' where mypkg is not importable: the hint names the folder to put on the path, as for
+    a module without dots."""
+    from imgalign.config import import_user_module
+
+    with pytest.raises(ValueError, match=r"put the folder holding 'no_such_pkg_r22' on the import path"):
+        import_user_module("no_such_pkg_r22.rewards", "reward 'no_such_pkg_r22.rewards:fn'")
+
+
+def test_a_user_file_beside_a_library_folder_with_a_longer_name_is_the_users(tmp_path, monkeypatch):
+    """A folder is a library root only as a whole path part: a user's lib2/ next to an imgalign module's lib/ is
+    the user's code (its line is the one an import error names)."""
+    import sys
+    import types
+
+    from imgalign.config import _library_file
+
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib2").mkdir()
+    fake = types.ModuleType("imgalign._r22_fake")
+    fake.__file__ = str(tmp_path / "lib" / "m.py")
+    monkeypatch.setitem(sys.modules, "imgalign._r22_fake", fake)
+    assert _library_file(str(tmp_path / "lib" / "m.py"))
+    assert not _library_file(str(tmp_path / "lib2" / "u.py"))
