@@ -26,6 +26,14 @@ from imgalign.trainers.config import FlowGRPOConfig
         ),
         # the first (here the only) task is checked too
         (["prompts.tasks=[colour]"], ["prompts.tasks=[colors]"], "prompts.tasks: unknown task(s) ['colour']"),
+        # -1 read as "check only at the end" (0) silently
+        (
+            ["train.unscored_stop_steps=-1"],
+            ["train.unscored_stop_steps=0"],
+            "train.unscored_stop_steps must be >= 0",
+        ),
+        # a blank folder name wrote the run's files into the working folder
+        (["log.output_dir='  '"], ["log.output_dir=runs/r22"], "log.output_dir is empty"),
         # fewer leaves than images per prompt left part of every group without a tree
         (
             [
