@@ -117,3 +117,16 @@ def test_a_user_file_beside_a_library_folder_with_a_longer_name_is_the_users(tmp
     monkeypatch.setitem(sys.modules, "imgalign._r22_fake", fake)
     assert _library_file(str(tmp_path / "lib" / "m.py"))
     assert not _library_file(str(tmp_path / "lib2" / "u.py"))
+
+
+def test_tree_rollouts_refuse_a_process_share_that_is_not_whole_trees():
+    """Every tree (a prompt's group) lives on one process: 48 images of groups of 8 over 4 processes is 12 per
+    process, one and a half trees, refused before any model loads; over 3 processes (16 each, two trees) it splits."""
+    from imgalign.trainers.config import check_batch_layout
+
+    cfg = load_config(FlowGRPOConfig, None, ["sampling.rollout=tree", "sampling.samples_per_step=48"])
+    with pytest.raises(
+        ConfigError, match="12 samples per process is not a whole number of trees of group_size=8"
+    ):
+        check_batch_layout(cfg, 4)
+    assert check_batch_layout(cfg, 3)["samples_per_process"] == 16
