@@ -204,9 +204,16 @@ def test_report_of_one_run_refuses_the_compare_options_it_ignored(tmp_path, caps
     """--keys, --x, --target and --window shape --compare only; with RUN_DIR they were ignored, silently."""
     run = write_run(tmp_path / "run", n=4)
     assert main(["report", str(run), *extra]) == 2
-    assert f"{named} apply to --compare only" in capsys.readouterr().err
+    assert f"{named} applies to --compare only" in capsys.readouterr().err
     assert not (run / "report").exists()
     assert main(["report", str(run), "--window", "10", "--x", "step"]) == 0  # their defaults, written out
+
+
+def test_report_of_one_run_names_every_compare_option_it_was_given(tmp_path, capsys):
+    """Two such options are named together, with the plural verb (one takes 'applies')."""
+    run = write_run(tmp_path / "run", n=4)
+    assert main(["report", str(run), "--window", "3", "--x", "perf/nfe_total"]) == 2
+    assert "--x, --window apply to --compare only" in capsys.readouterr().err
 
 
 def test_a_short_series_compares_windows_of_two():

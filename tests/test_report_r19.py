@@ -20,7 +20,7 @@ def test_an_empty_target_of_one_run_is_refused_as_a_compare_option(tmp_path: Pat
     not given, the report would be written as if the option were left out."""
     run = _run(tmp_path / "run")
     assert main(["report", str(run), "--target", ""]) == 2
-    assert "--target apply to --compare only" in capsys.readouterr().err
+    assert "--target applies to --compare only" in capsys.readouterr().err
     assert not (run / "report").exists()
 
 

@@ -109,7 +109,7 @@ def run_report(args: argparse.Namespace) -> int:
     given = [f for f, on in compare_only_flags(args).items() if on]
     if given:  # they were ignored: a report of every known metric against the step
         raise ValueError(
-            f"{', '.join(given)} apply to --compare only; `imgalign report RUN_DIR` plots every known metric against "
+            f"{', '.join(given)} {'apply' if len(given) > 1 else 'applies'} to --compare only; `imgalign report RUN_DIR` plots every known metric against "
             "the step: leave them out, or give --compare LABEL=RUN_DIR --keys KEY ... --out DIR"
         )
     md, plots = write_run_report(args.run_dir, args.out)
