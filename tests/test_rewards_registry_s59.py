@@ -1,6 +1,8 @@
-"""Stop 59: registered rewards give a Reward; the sanity check refuses an empty run; premultiplied alpha."""
+"""Stop 59 fixes: registered factories, the sanity check, premultiplied alpha, one folder as both classes."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -73,3 +75,36 @@ def test_premultiplied_alpha_is_composited_on_black_as_straight_alpha_is(
     assert got.mode == "RGB"
     assert np.asarray(got).tolist() == np.asarray(base.pil_to_rgb(straight)).tolist()
     assert got.getpixel((0, 0))[0] == 100
+
+
+def test_one_folder_as_both_classes_names_both_spellings(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--fake LINK (a symlink to the --real folder) is refused naming both names and the folder they lead to; it
+    named the --real folder only, and the user could not see why. One name given twice is named once."""
+    from imgalign.cli import main
+
+    real = tmp_path / "a"
+    real.mkdir()
+    (tmp_path / "link").symlink_to(real, target_is_directory=True)
+    out = str(tmp_path / "head.safetensors")
+    argv = [
+        "rewards",
+        "fit-discriminator",
+        "--real",
+        str(real),
+        "--fake",
+        str(tmp_path / "link"),
+        "--out",
+        out,
+    ]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert (
+        f"--real and --fake are the same folder ({str(real)!r} and {str(tmp_path / 'link')!r}, both " in err
+    )
+    assert main(["rewards", "fit-artifact", "--clean", str(real), "--artifact", str(real), "--out", out]) == 2
+    assert (
+        f"--clean and --artifact are the same folder ({str(real)!r}): the head learns"
+        in capsys.readouterr().err
+    )

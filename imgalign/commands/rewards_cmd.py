@@ -144,6 +144,14 @@ def _check_dir(path: str, flag: str) -> None:
         raise CLIError(f"{flag} {path!r} is not a folder")
 
 
+def _same_folder_names(first: str, second: str, resolved: Path) -> str:
+    """One folder given to both flags, as the refusal names it: once when both name it alike (``'a'``), else both
+    names and where they lead (``'a' and 'link', both '/data/a'``; a symlink was named by the first name only)."""
+    if Path(first) == Path(second):
+        return repr(first)
+    return f"{first!r} and {second!r}, both {str(resolved)!r}"
+
+
 def _check_distinct(first: str, first_flag: str, second: str, second_flag: str) -> None:
     """The two classes of a fitted head come from two different folders (one folder as both fits a head on noise),
     neither inside the other: a folder is read with its subfolders, so the outer class held the inner one's images
@@ -151,8 +159,8 @@ def _check_distinct(first: str, first_flag: str, second: str, second_flag: str) 
     a, b = Path(first).resolve(), Path(second).resolve()
     if a == b:
         raise CLIError(
-            f"{first_flag} and {second_flag} are the same folder ({first!r}): the head learns to tell the two apart, "
-            f"so give {second_flag} the other class's images"
+            f"{first_flag} and {second_flag} are the same folder ({_same_folder_names(first, second, a)}): the head "
+            f"learns to tell the two apart, so give {second_flag} the other class's images"
         )
     for outer, inner, outer_flag, inner_flag, given in (
         (a, b, first_flag, second_flag, second),
