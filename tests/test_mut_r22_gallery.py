@@ -173,3 +173,19 @@ def test_save_png_makes_the_folders_it_writes_into(tmp_path) -> None:
     save_png(Image.new("RGB", (4, 4), COLOURS[1]), target)
     with Image.open(target) as im:
         assert im.size == (4, 4) and im.getpixel((0, 0)) == COLOURS[1]
+
+
+def test_a_gallery_caption_is_written_under_its_image() -> None:
+    from imgalign.eval.gallery import caption_grid
+
+    red = COLOURS[0]
+    a = np.asarray(caption_grid([Image.new("RGB", (16, 16), red)], ["Ag"], cell=16))
+    rows = np.nonzero((a == red).all(-1).any(1))[0]
+    cols = np.nonzero((a == red).all(-1).any(0))[0]
+    assert (a[rows.min() : rows.max() + 1, cols.min() : cols.max() + 1] == red).all()
+    assert len(rows) == 16 and (a[rows.max() + 1 :] != WHITE).any()
+
+
+def test_a_grid_of_rows_without_images_is_refused_by_name() -> None:
+    with pytest.raises(ValueError, match="at least one row and one column"):
+        labelled_grid([[]], ["p"], [], cell=16)
