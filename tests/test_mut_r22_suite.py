@@ -236,3 +236,14 @@ def test_the_report_lists_failures_with_their_error_first_and_at_most_the_cap() 
     assert "| f0 | p | e |" in md and "| f1 | p | r1 |" in md and "| f2 | p | r2 |" in md
     assert "f3" not in md and "| ok |" not in md
     assert "| a | 0.5000 | 5 |" in md
+
+
+def test_unread_samples_leave_out_the_images_read_and_hidden_files(tmp_path: Path) -> None:
+    from imgalign.eval.suite import _unread_samples
+
+    for name in ("0000.png", ".0001.png", "0002.PNG"):
+        (tmp_path / name).write_bytes(b"")
+    said = _unread_samples(tmp_path, frozenset({"0000.png"}))
+    assert said.startswith("; it holds 0002.PNG, but the GenEval layout reads only")
+    (tmp_path / "0002.PNG").unlink()
+    assert _unread_samples(tmp_path, frozenset({"0000.png"})) == ""
