@@ -344,6 +344,24 @@ def nonfinite_lines(rows: Sequence[dict[str, Any]], keys: Sequence[str]) -> list
     ]
 
 
+def non_number_lines(rows: Sequence[dict[str, Any]], keys: Sequence[str]) -> list[str]:
+    """A warning naming each of `keys` logged in some rows as something other than a number (text such as
+    ``"0.5"``, a list, true/false: a custom logger's value), with how many of the rows that carry it: the table said
+    "no finite value" and the warning above it counted NaN/inf only."""
+    found = []
+    for k in keys:
+        vals = [r[k] for r in rows if k in r and r[k] is not None]
+        bad = sum(isinstance(v, bool) or not isinstance(v, (int, float)) for v in vals)
+        if bad:
+            found.append(f"`{k}` {bad} of {len(vals)} rows")
+    if not found:
+        return []
+    return [
+        "WARNING: values that are not numbers (text, lists, true/false) logged, left out of the table and the "
+        "plots: " + ", ".join(found)
+    ]
+
+
 def summarize_run(
     rows: Sequence[dict[str, Any]], run_name: str = "run", evals: Sequence[dict[str, Any]] = ()
 ) -> str:
@@ -358,6 +376,7 @@ def summarize_run(
     lines += [x for line in masking_lines(rows) for x in (line, "")]
     shown = [k for g in GROUP_TITLES for k in groups.get(g, [])]
     lines += [x for line in nonfinite_lines(rows, shown) for x in (line, "")]
+    lines += [x for line in non_number_lines(rows, shown) for x in (line, "")]
     evaluated = eval_lines(evals)
     if not shown:
         lines.append("No reward, KL, clip-fraction, norm-inflation, penalty or balance metrics were logged.")
