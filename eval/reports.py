@@ -180,27 +180,50 @@ def plot_run(rows: Sequence[dict[str, Any]], out_dir: Path) -> list[Path]:
     for group, ks in metric_groups(sorted(keys)).items():
         n = len(ks) if group == "rewards" else 1
         fig, axes = plt.subplots(n, 1, figsize=(7, 2.6 * n), squeeze=False, sharex=True)
-        for i, k in enumerate(ks):
-            ax = axes[i if group == "rewards" else 0][0]
-            x, y = series(rows, k)
-            if not len(y):
-                continue
-            alpha = min(1.0, 10.0 / len(y))
-            (line,) = ax.plot(x, y, lw=0.8, alpha=0.45 if alpha < 1 else 1.0, label=None if alpha < 1 else k)
-            if alpha < 1:
-                ax.plot(x, ema(y, alpha), lw=2, color=line.get_color(), label=k)
-            std_key = k[: -len("/mean")] + "/std" if group == "rewards" else None
-            if std_key and std_key in keys:
-                xs, s = series(rows, std_key)
-                if len(s) == len(y) and np.array_equal(xs, x):
-                    ax.fill_between(x, y - s, y + s, color=line.get_color(), alpha=0.15, lw=0)
-            ax.set_ylabel(k[len("reward/") : -len("/mean")] if group == "rewards" else group)
-            ax.grid(alpha=0.3)
-            ax.legend(loc="best", fontsize=8)
-        axes[-1][0].set_xlabel("step")
-        fig.suptitle(GROUP_TITLES[group])
-        written.append(_save_figure(fig, out_dir / f"{group}.png"))
+        try:
+            with np.errstate(over="ignore", invalid="ignore"):
+                _draw_group(axes, rows, group, ks, keys)
+                written.append(_save_figure(fig, out_dir / f"{group}.png"))
+        # a value near the float limit (1e308, a diverged metric) overflows matplotlib's axis range: "arange: cannot
+        # compute length", naming nothing, and no report.md
+        except (ValueError, OverflowError) as e:
+            plt.close(fig)
+            largest = max((float(np.abs(series(rows, k)[1]).max(initial=0.0)) for k in ks), default=0.0)
+            log.warning(
+                "left out %s.png: matplotlib could not draw %s (%s; the largest |value| is %.3g, a diverged "
+                "metric?); report.md still lists them",
+                group,
+                ", ".join(ks),
+                e,
+                largest,
+            )
     return written
+
+
+def _draw_group(
+    axes: Any, rows: Sequence[dict[str, Any]], group: str, ks: Sequence[str], keys: set[str]
+) -> None:
+    """Draw the metrics `ks` of one plot group on `axes` (one panel per reward, one panel for the other groups):
+    raw values thin, smoothed thick, a reward's ``mean ± std`` band."""
+    for i, k in enumerate(ks):
+        ax = axes[i if group == "rewards" else 0][0]
+        x, y = series(rows, k)
+        if not len(y):
+            continue
+        alpha = min(1.0, 10.0 / len(y))
+        (line,) = ax.plot(x, y, lw=0.8, alpha=0.45 if alpha < 1 else 1.0, label=None if alpha < 1 else k)
+        if alpha < 1:
+            ax.plot(x, ema(y, alpha), lw=2, color=line.get_color(), label=k)
+        std_key = k[: -len("/mean")] + "/std" if group == "rewards" else None
+        if std_key and std_key in keys:
+            xs, s = series(rows, std_key)
+            if len(s) == len(y) and np.array_equal(xs, x):
+                ax.fill_between(x, y - s, y + s, color=line.get_color(), alpha=0.15, lw=0)
+        ax.set_ylabel(k[len("reward/") : -len("/mean")] if group == "rewards" else group)
+        ax.grid(alpha=0.3)
+        ax.legend(loc="best", fontsize=8)
+    axes[-1][0].set_xlabel("step")
+    axes[0][0].figure.suptitle(GROUP_TITLES[group])
 
 
 def _save_figure(fig: Any, path: Path) -> Path:
@@ -270,7 +293,9 @@ def window_change(y: np.ndarray, frac: float = 0.1) -> tuple[float, float, int]:
     One row per step is far too noisy to compare (a rollout batch's mean reward), so the windows are at least 2."""
     m = max(2, int(len(y) * frac))
     head, tail = y[:m], y[-m:]
-    se = float(np.sqrt((head.var(ddof=1) + tail.var(ddof=1)) / m))
+    # values near 1e308 (a diverged metric): an inf standard error, without numpy's overflow warning
+    with np.errstate(over="ignore", invalid="ignore"):
+        se = float(np.sqrt((head.var(ddof=1) + tail.var(ddof=1)) / m))
     return float(tail.mean() - head.mean()), se, m
 
 
@@ -363,10 +388,14 @@ def non_number_lines(rows: Sequence[dict[str, Any]], keys: Sequence[str]) -> lis
 
 
 def summarize_run(
-    rows: Sequence[dict[str, Any]], run_name: str = "run", evals: Sequence[dict[str, Any]] = ()
+    rows: Sequence[dict[str, Any]],
+    run_name: str = "run",
+    evals: Sequence[dict[str, Any]] = (),
+    plots: Sequence[str] | None = None,
 ) -> str:
     """A short markdown summary: steps covered, then first / last / best / last-10% mean of the key metrics, and
-    the in-loop evaluations `evals` (``eval.jsonl`` rows) when there are any."""
+    the in-loop evaluations `evals` (``eval.jsonl`` rows) when there are any. `plots`: the names of the plots
+    written (``rewards`` for rewards.png), when they are known; by default every plot the metrics call for."""
     steps = [r["step"] for r in rows if isinstance(r.get("step"), (int, float))]
     keys = sorted({k for r in rows for k in r})
     groups = metric_groups(keys)
@@ -382,7 +411,8 @@ def summarize_run(
         lines.append("No reward, KL, clip-fraction, norm-inflation, penalty or balance metrics were logged.")
         if evaluated:
             lines += ["", *evaluated]
-        if eval_overall_keys(evals):  # plot_evals draws only the suites' overall scores (none: no eval.png)
+        # plot_evals draws only the suites' overall scores (none: no eval.png)
+        if eval_overall_keys(evals) and (plots is None or "eval" in plots):
             lines += ["", "Plots: [eval](eval.png)"]
         return "\n".join(lines) + "\n"
     lines += ["| metric | first | last | best | mean of last 10% |", "| --- | ---: | ---: | ---: | ---: |"]
@@ -398,9 +428,15 @@ def summarize_run(
         lines += ["", line]
     if evaluated:
         lines += ["", *evaluated]
-    plots = [g for g in GROUP_TITLES if g in groups]
-    plots += ["eval"] if eval_overall_keys(evals) else []
-    lines += ["", "Plots: " + ", ".join(f"[{g}]({g}.png)" for g in plots)]
+    drawn = [g for g in GROUP_TITLES if g in groups]
+    drawn += ["eval"] if eval_overall_keys(evals) else []
+    missing = [g for g in drawn if plots is not None and g not in plots]
+    links = ", ".join(f"[{g}]({g}.png)" for g in drawn if g not in missing) or "none"
+    lines += [
+        "",
+        f"Plots: {links}"
+        + (f" (not drawn: {', '.join(missing)}; the command's warning says why)" if missing else ""),
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -486,7 +522,7 @@ def write_run_report(run_dir: Path, out_dir: Path | None = None) -> tuple[Path, 
     plots = plot_run(rows, out_dir)
     plots += [p for p in [plot_evals(evals, out_dir)] if p is not None]
     md = out_dir / "report.md"
-    atomic_write_text(md, summarize_run(rows, run_dir.name, evals))
+    atomic_write_text(md, summarize_run(rows, run_dir.name, evals, plots=[p.stem for p in plots]))
     return md, plots
 
 
