@@ -1,0 +1,56 @@
+"""Round 22 mutations of `imgalign world` (`imgalign.commands.world`): what `world render` writes with its defaults
+(four images per prompt, seed 0, image j of prompt i from `image_seed(0, i, j)`, each prompt's metadata line as
+given), what it says, the line a bad prompt is named by, and how `--set` keys reach their component."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from imgalign import shapes as W
+from imgalign.cli import main
+from imgalign.commands.world import split_component_overrides
+from imgalign.prompts.io import load_geneval_metadata
+from imgalign.sampling import image_seed
+
+
+def test_render_defaults_write_four_seeded_images_and_the_metadata_of_each_prompt(
+    tmp_path: Path, two_prompts: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "gt"
+    assert main(["world", "render", "--prompts", str(two_prompts), "--out", str(out), "--no-progress"]) == 0
+    assert f"wrote 2 prompts x 4 images to {out}" in capsys.readouterr().out
+    metas = load_geneval_metadata(two_prompts)
+    assert sorted(p.name for p in out.iterdir()) == ["00000", "00001"]
+    for i, meta in enumerate(metas):
+        folder = out / f"{i:05d}"
+        assert json.loads((folder / "metadata.jsonl").read_text()) == meta
+        assert sorted(p.name for p in (folder / "samples").iterdir()) == [f"{j:04d}.png" for j in range(4)]
+        spec = W.Spec.from_metadata(meta)
+        for j in range(4):
+            want = np.asarray(W.render(spec, random.Random(image_seed(0, i, j)))[0])
+            got = np.asarray(Image.open(folder / "samples" / f"{j:04d}.png").convert("RGB"))
+            assert np.array_equal(got, want), (i, j)
+
+
+def test_render_names_the_line_of_a_prompt_the_shapes_world_cannot_draw(
+    tmp_path: Path, two_prompts: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = {"tag": "single_object", "include": [{"class": "star", "count": 1}], "prompt": "a photo of a star"}
+    prompts = tmp_path / "three.jsonl"
+    prompts.write_text(two_prompts.read_text() + json.dumps(bad) + "\n")
+    assert main(["world", "render", "--prompts", str(prompts), "--out", str(tmp_path / "o")]) == 2
+    assert f"{prompts}:3: include[0].class: unknown shape 'star'" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_component_prefixed_set_reaches_that_component_without_its_prefix() -> None:
+    per = split_component_overrides(["t2i", "clip"], ["clip.steps=5", "t2i.lr=0.1"], ("t2i", "clip", "vlm"))
+    assert per == {"t2i": ["lr=0.1"], "clip": ["steps=5"]}
+    with pytest.raises(ValueError, match="setting of the vlm component"):
+        split_component_overrides(["t2i"], ["vlm.steps=5"], ("t2i", "clip", "vlm"))
