@@ -54,3 +54,24 @@ def test_a_component_prefixed_set_reaches_that_component_without_its_prefix() ->
     assert per == {"t2i": ["lr=0.1"], "clip": ["steps=5"]}
     with pytest.raises(ValueError, match="setting of the vlm component"):
         split_component_overrides(["t2i"], ["vlm.steps=5"], ("t2i", "clip", "vlm"))
+
+
+@pytest.mark.parametrize("count", ["0", "-1"])
+def test_render_refuses_fewer_than_one_image_per_prompt(
+    tmp_path: Path, two_prompts: Path, capsys: pytest.CaptureFixture[str], count: str
+) -> None:
+    argv = ["world", "render", "--prompts", str(two_prompts), "--out", str(tmp_path / "o")]
+    assert main([*argv, "--images-per-prompt", count]) == 2
+    assert "--images-per-prompt must be at least 1" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
+def test_render_refuses_an_out_folder_that_holds_something(
+    tmp_path: Path, two_prompts: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine\n")
+    assert main(["world", "render", "--prompts", str(two_prompts), "--out", str(out)]) == 2
+    assert "is not empty" in capsys.readouterr().err
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
