@@ -4,7 +4,9 @@ given), what it says, the line a bad prompt is named by, and how `--set` keys re
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
+import os
 import random
 from pathlib import Path
 
@@ -14,9 +16,11 @@ from PIL import Image
 
 from imgalign import shapes as W
 from imgalign.cli import main
+from imgalign.commands import world
 from imgalign.commands.world import split_component_overrides
 from imgalign.prompts.io import load_geneval_metadata
 from imgalign.sampling import image_seed
+from tests.test_world_cmd_units import _InlinePool
 
 
 def test_render_defaults_write_four_seeded_images_and_the_metadata_of_each_prompt(
@@ -75,3 +79,23 @@ def test_render_refuses_an_out_folder_that_holds_something(
     assert main(["world", "render", "--prompts", str(two_prompts), "--out", str(out)]) == 2
     assert "is not empty" in capsys.readouterr().err
     assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
+
+
+@pytest.mark.parametrize("cpus, line", [(8, "training t2i, clip, vlm in 2 processes"), (1, None)])
+def test_pretrain_all_without_jobs_trains_two_components_at_once_where_two_cpus_allow(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    cpus: int,
+    line: str | None,
+) -> None:
+    monkeypatch.setattr(_InlinePool, "workers", [])
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", _InlinePool)
+    monkeypatch.setattr(world, "_pretrain_one", lambda module, cfg, out, progress: {"progress": progress})
+    monkeypatch.setattr(os, "cpu_count", lambda: cpus)
+    assert main(["world", "pretrain", "--component", "all", "--out", str(tmp_path), "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    if line is None:  # one CPU: one component after the other, no pool
+        assert "processes" not in out and _InlinePool.workers == []
+    else:
+        assert line in out and _InlinePool.workers == [2]
