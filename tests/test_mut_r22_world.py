@@ -99,3 +99,12 @@ def test_pretrain_all_without_jobs_trains_two_components_at_once_where_two_cpus_
         assert "processes" not in out and _InlinePool.workers == []
     else:
         assert line in out and _InlinePool.workers == [2]
+
+
+def test_pretrain_refuses_jobs_below_one_before_it_writes_anything(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "pre"
+    assert main(["world", "pretrain", "--component", "all", "--out", str(out), "--jobs", "0"]) == 2
+    assert "--jobs must be at least 1, got 0" in capsys.readouterr().err
+    assert not out.exists()
