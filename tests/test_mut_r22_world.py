@@ -108,3 +108,30 @@ def test_pretrain_refuses_jobs_below_one_before_it_writes_anything(
     assert main(["world", "pretrain", "--component", "all", "--out", str(out), "--jobs", "0"]) == 2
     assert "--jobs must be at least 1, got 0" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_pretrain_refuses_a_file_where_a_component_writes_its_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "shapes-clip").write_text("not a folder\n")
+    assert main(["world", "pretrain", "--component", "clip", "--out", str(tmp_path)]) == 2
+    assert (
+        "holds a file named 'shapes-clip', where pretraining clip writes a folder" in capsys.readouterr().err
+    )
+
+
+def test_pretrain_without_out_says_it_is_required(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["world", "pretrain", "--component", "clip"]) == 2
+    assert "--out is required" in capsys.readouterr().err
+
+
+def test_only_the_first_component_in_the_pool_shows_a_bar(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(_InlinePool, "workers", [])
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", _InlinePool)
+    monkeypatch.setattr(world, "_pretrain_one", lambda module, cfg, out, progress: {"progress": progress})
+    assert main(["world", "pretrain", "--component", "all", "--out", str(tmp_path), "--jobs", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "t2i: {'progress': True}" in out
+    assert "clip: {'progress': False}" in out and "vlm: {'progress': False}" in out
