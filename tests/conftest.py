@@ -15,6 +15,19 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 
 
+def noise_pngs(folder: Path, n: int, seed: int = 0) -> Path:
+    """`n` random 16x16 RGB PNGs in `folder` (made), named 000.png, 001.png, ...: a class folder for the
+    rewards commands' folder checks."""
+    import numpy as np
+    from PIL import Image
+
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    for i in range(n):
+        Image.fromarray((rng.random((16, 16, 3)) * 255).astype(np.uint8)).save(folder / f"{i:03d}.png")
+    return folder
+
+
 @pytest.fixture(autouse=True)
 def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")

@@ -6,23 +6,13 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
-from PIL import Image
 
 from imgalign.cli import main
+from tests.conftest import noise_pngs
 
 torch.set_num_threads(1)
-
-
-def _images(folder: Path, n: int, seed: int = 0) -> Path:
-    """`n` random 16x16 RGB PNGs in `folder` (made)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    rng = np.random.default_rng(seed)
-    for i in range(n):
-        Image.fromarray((rng.random((16, 16, 3)) * 255).astype(np.uint8)).save(folder / f"{i:03d}.png")
-    return folder
 
 
 def _no_encoder(*args: object, **kwargs: object) -> None:
@@ -51,7 +41,7 @@ def test_a_folder_of_fewer_than_two_images_is_refused_before_any_encoder_loads(
     encoder had loaded and the other folder's images were all encoded (minutes for a reference folder). Its image
     files are now counted first; a folder of other files names them."""
     monkeypatch.setattr("imgalign.rewards.features.build_features", _no_encoder)
-    folders = {"many": _images(tmp_path / "many", 3), "one": _images(tmp_path / "one", 1, seed=1)}
+    folders = {"many": noise_pngs(tmp_path / "many", 3), "one": noise_pngs(tmp_path / "one", 1, seed=1)}
     (tmp_path / "none").mkdir()
     (tmp_path / "none" / "notes.txt").write_text("x")
     folders["none"] = tmp_path / "none"
@@ -79,8 +69,8 @@ def test_a_folder_named_shapes_in_the_working_folder_is_said_not_to_be_read(
     FD of gen to renders, 115 where the folder gave 0.04). The renders are still used, and the folder is named with
     how to read it."""
     monkeypatch.chdir(tmp_path)
-    _images(tmp_path / "shapes", 3)
-    gen = _images(tmp_path / "gen", 3, seed=1)
+    noise_pngs(tmp_path / "shapes", 3)
+    gen = noise_pngs(tmp_path / "gen", 3, seed=1)
     argv = (
         ["fd", "shapes", str(gen)]
         if command == "fd"

@@ -6,23 +6,13 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
-from PIL import Image
 
 from imgalign.cli import main
+from tests.conftest import noise_pngs
 
 torch.set_num_threads(1)
-
-
-def _images(folder: Path, n: int, seed: int = 0) -> Path:
-    """`n` random 16x16 RGB PNGs in `folder` (made)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    rng = np.random.default_rng(seed)
-    for i in range(n):
-        Image.fromarray((rng.random((16, 16, 3)) * 255).astype(np.uint8)).save(folder / f"{i:03d}.png")
-    return folder
 
 
 def _digest(path: Path) -> str:
@@ -45,7 +35,7 @@ FIT = {
 
 
 def _run(command: str, out: Path, tmp_path: Path) -> int:
-    folders = {"a": str(_images(tmp_path / "a", 3)), "b": str(_images(tmp_path / "b", 3, seed=1))}
+    folders = {"a": str(noise_pngs(tmp_path / "a", 3)), "b": str(noise_pngs(tmp_path / "b", 3, seed=1))}
     argv = [a.format(**folders) for a in FIT[command]]
     return main(["rewards", *argv, "--features", "stats", "--out", str(out)])
 
@@ -163,7 +153,7 @@ def test_a_folder_of_links_to_missing_images_names_them(
         f"skipped 3 symlink(s) under {links} whose target does not exist, e.g. {links / '0.png'} -> "
         f"{tmp_path / 'unmounted' / '0.png'}: restore or mount their targets, or remove the links"
     ]
-    good = _images(tmp_path / "good", 1)
+    good = noise_pngs(tmp_path / "good", 1)
     (links / "ok.png").symlink_to(good / "000.png")
     (links / "2.png").unlink()
     caplog.clear()
@@ -187,7 +177,7 @@ def test_n_without_shapes_is_refused_not_ignored(
         raise AssertionError("a feature encoder was built before --n was checked")
 
     monkeypatch.setattr("imgalign.rewards.features.build_features", no_encoder)
-    a, b = str(_images(tmp_path / "a", 3)), str(_images(tmp_path / "b", 3, seed=1))
+    a, b = str(noise_pngs(tmp_path / "a", 3)), str(noise_pngs(tmp_path / "b", 3, seed=1))
     out = str(tmp_path / "s.safetensors")
     argv = ["fd", a, b] if command == "fd" else ["fid-stats", "--images", a, "--out", out]
     assert main(["rewards", *argv, "--features", "stats", "--n", "5"]) == 2
