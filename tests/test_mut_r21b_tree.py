@@ -14,8 +14,7 @@ from imgalign.trainers.config import ObjectiveConfig, SamplingConfig
 from imgalign.trainers.objectives import GRPOObjective, TrainContext
 from imgalign.trainers.rewarding import Balanced
 from imgalign.trainers.rollout import ROLLOUTS, Rollout, RolloutContext, kernel_mean_std
-from imgalign.trainers.testing import ClosedFormFlow
-from imgalign.trainers.tree import TreeConfig
+from imgalign.trainers.testing import ClosedFormFlow, tree_sampling
 
 torch.set_num_threads(1)
 
@@ -23,17 +22,7 @@ PROMPTS = ("ab", "cdef")
 
 
 def _sampling(group_size: int = 4, guidance: float = 1.0, **tree) -> SamplingConfig:
-    s = SamplingConfig(
-        num_steps=5,
-        group_size=group_size,
-        samples_per_step=2 * group_size,
-        batch_size=3,
-        rollout="tree",
-        guidance_scale=guidance,
-        tree=TreeConfig(**{"branch_steps": [0, 2], "branch_factors": [2], **tree}),
-    )
-    s.validate()
-    return s
+    return tree_sampling(group_size, guidance, **{"branch_steps": [0, 2], "branch_factors": [2], **tree})
 
 
 def _roll(s: SamplingConfig, step: int = 0, reduce: str = "sum") -> Rollout:

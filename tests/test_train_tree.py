@@ -112,21 +112,9 @@ PROMPTS = ("a red circle", "two blue squares")  # the two trees of _roll, one pe
 
 def _setup(sd3_dir, guidance: float, group_size: int = 4, **tree):
     from imgalign.adapters import load_adapter
-    from imgalign.trainers.config import SamplingConfig
-    from imgalign.trainers.tree import TreeConfig
+    from imgalign.trainers.testing import tree_sampling
 
-    a = load_adapter(sd3_dir)
-    s = SamplingConfig(
-        num_steps=5,
-        group_size=group_size,
-        samples_per_step=2 * group_size,
-        batch_size=3,
-        rollout="tree",
-        guidance_scale=guidance,
-        tree=TreeConfig(**tree),
-    )
-    s.validate()
-    return a, s
+    return load_adapter(sd3_dir), tree_sampling(group_size, guidance, **tree)
 
 
 def _roll(a, s, step: int = 0, reduce: str = "sum"):

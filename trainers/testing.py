@@ -279,6 +279,25 @@ class RunningMeanReward(Reward):
         self.count = int(state["count"])
 
 
+def tree_sampling(group_size: int = 4, guidance: float = 1.0, **tree: Any) -> Any:
+    """A validated tree-rollout SamplingConfig of two prompt groups per step: 5 steps, batches of 3, `group_size`
+    leaves per tree, `tree` the TreeConfig's fields."""
+    from imgalign.trainers.config import SamplingConfig
+    from imgalign.trainers.tree import TreeConfig
+
+    s = SamplingConfig(
+        num_steps=5,
+        group_size=group_size,
+        samples_per_step=2 * group_size,
+        batch_size=3,
+        rollout="tree",
+        guidance_scale=guidance,
+        tree=TreeConfig(**tree),
+    )
+    s.validate()
+    return s
+
+
 def counting_grpo(cfg: Any, sampling: Any) -> Any:
     """Toy plug-in objective for tests (given as ``objective.name: imgalign.trainers.testing:counting_grpo``):
     GRPO that counts optimizer steps through the ``after_update`` hook and checkpoints the count."""
