@@ -213,12 +213,19 @@ class FlowAdapter:
         default = self.default_resolution()
         self.height = height or default
         self.width = width or default
-        m = self.resolution_multiple()
+        m, top = self.resolution_multiple(), self.max_resolution()
         for what, v in (("height", self.height), ("width", self.width)):
             if v % m or v <= 0:
                 raise ValueError(
                     f"{what} {v} does not fit this model: use a multiple of {m} (VAE factor x patch size), e.g. "
                     f"{max(m, v // m * m)} (model.resolution)"
+                )
+            # it failed at the first forward pass, after the model loaded, in diffusers' words ("Height (16) cannot
+            # be greater than `pos_embed_max_size`: 8"), naming no setting
+            if top is not None and v > top:
+                raise ValueError(
+                    f"{what} {v} is larger than this model can take: at most {top} (its positional-embedding grid "
+                    f"of {top // m} patches of {m} pixels); use a multiple of {m} up to {top} (model.resolution)"
                 )
         self._cache: dict[str, Cond] = {}
         self._reference: torch.nn.Module | None = None
@@ -245,6 +252,12 @@ class FlowAdapter:
     def resolution_multiple(self) -> int:
         """Image sides must be multiples of this (the pipeline's own check)."""
         return self.vae_scale_factor * int(getattr(self.transformer.config, "patch_size", 1) or 1)
+
+    def max_resolution(self) -> int | None:
+        """The largest image side the transformer takes: SD3's positional-embedding grid (``pos_embed_max_size``
+        patches) in pixels; None when unbounded (no grid set: SD3 computes its embedding for any size; FLUX: RoPE)."""
+        grid = getattr(self.transformer.config, "pos_embed_max_size", None)
+        return int(grid) * self.resolution_multiple() if grid else None
 
     @property
     def vae_scale_factor(self) -> int:
