@@ -31,20 +31,9 @@ def test_the_shapes_model_refuses_a_side_beyond_its_grid_and_takes_its_largest()
 
 def test_a_grid_of_none_leaves_the_side_unbounded(sd3_dir: Path) -> None:
     """Without pos_embed_max_size diffusers computes the embedding for any size: no bound to refuse."""
-    from diffusers import SD3Transformer2DModel
+    from imgalign.trainers.testing import tiny_sd3_transformer
 
     a = load_adapter(sd3_dir)
     assert a.max_resolution() == a.transformer.config.pos_embed_max_size * a.resolution_multiple()
-    a.transformer = SD3Transformer2DModel(
-        sample_size=8,
-        in_channels=4,
-        num_layers=1,
-        attention_head_dim=8,
-        num_attention_heads=2,
-        caption_projection_dim=16,
-        joint_attention_dim=64,
-        pooled_projection_dim=64,
-        out_channels=4,
-        pos_embed_max_size=None,
-    )
+    a.transformer = tiny_sd3_transformer(pos_embed_max_size=None)
     assert a.max_resolution() is None

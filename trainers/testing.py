@@ -105,8 +105,9 @@ def _tiny_vae(latent_channels: int, sample_size: int) -> Any:
     )
 
 
-def tiny_sd3_transformer(size: int = 8, patch_size: int = 1) -> Any:
-    """A random one-layer ``SD3Transformer2DModel`` for 4-channel latents and 64-d text features (seed 0)."""
+def tiny_sd3_transformer(size: int = 8, patch_size: int = 1, **config: Any) -> Any:
+    """A random one-layer ``SD3Transformer2DModel`` for 4-channel latents and 64-d text features (seed 0); `config`
+    sets other constructor arguments (``pos_embed_max_size=None``)."""
     from diffusers import SD3Transformer2DModel
 
     torch.manual_seed(0)
@@ -121,6 +122,7 @@ def tiny_sd3_transformer(size: int = 8, patch_size: int = 1) -> Any:
         joint_attention_dim=64,
         pooled_projection_dim=64,
         out_channels=4,
+        **config,
     )
 
 
