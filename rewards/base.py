@@ -374,22 +374,15 @@ def build_reward(
             if not _is_factory(factory):  # fn(images, prompts, metadata) -> scores
                 check_function_reward(name, factory, opts)
                 return FunctionReward(factory, name=attr, **opts)
-            built = _call_factory(name, factory, device, dtype, opts)
-            if not isinstance(built, Reward):
-                raise ValueError(
-                    f"reward {name!r} takes device/dtype, so it is called as a factory, but it returned a "
-                    f"{type(built).__name__}, not a Reward"
-                )
-            return built
-        params = _parameters(factory)
-        if not _takes_any_keyword(factory) and not ("device" in params and "dtype" in params):
+            # a factory fn(device=, dtype=, ...) -> Reward: called below
+        elif not _takes_any_keyword(factory) and not {"device", "dtype"} <= set(_parameters(factory)):
             raise ValueError(
                 f"reward {spec.strip()!r}: {factory.__name__} is a Reward subclass, and a Reward subclass must accept "
                 "device and dtype (keyword arguments): def __init__(self, device='cpu', dtype=torch.float32, ...) "
                 "calling super().__init__(device, dtype)"
             )
         # was a NotImplementedError traceback at the first score, in training
-        if factory.score is Reward.score:
+        elif factory.score is Reward.score:
             raise ValueError(
                 f"reward {name!r}: {factory.__name__} is a Reward subclass without a score method: define "
                 "score(self, images, prompts, metadata) returning one score per image (a RewardOutput or a tensor [B])"
@@ -409,10 +402,15 @@ def build_reward(
     built = _call_factory(name, factory, device, dtype, opts)
     # a plug-in registered with @register_reward on a function that returns something else failed at its first score
     if not isinstance(built, Reward):
+        got = f"a {type(built).__name__}, not a Reward"
+        if name not in _REGISTRY:
+            raise ValueError(
+                f"reward {name!r} takes device/dtype, so it is called as a factory, but it returned {got}"
+            )
         what = getattr(factory, "__qualname__", type(factory).__name__)
         raise ValueError(
-            f"reward {name!r} is registered with {what}, which returned a {type(built).__name__}, not a Reward; "
-            "register a Reward subclass, or a function that takes device and dtype and returns a Reward"
+            f"reward {name!r} is registered with {what}, which returned {got}; register a Reward subclass, or a "
+            "function that takes device and dtype and returns a Reward"
         )
     return built
 
