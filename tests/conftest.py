@@ -15,6 +15,17 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 
 
+def copy_with_json(src: Path, dst: Path, name: str, **changes: object) -> Path:
+    """A copy of the model folder `src` at `dst` whose JSON file `name` has the top-level `changes` (a tokenizer's
+    ``model_max_length``)."""
+    import shutil
+
+    shutil.copytree(src, dst)
+    path = dst / name
+    path.write_text(json.dumps({**json.loads(path.read_text()), **changes}))
+    return dst
+
+
 def noise_pngs(folder: Path, n: int, seed: int = 0) -> Path:
     """`n` random 16x16 RGB PNGs in `folder` (made), named 000.png, 001.png, ...: a class folder for the
     rewards commands' folder checks."""

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from imgalign.rewards import build_reward
+from tests.conftest import copy_with_json
 
 
 @pytest.fixture(scope="module")
@@ -56,10 +57,7 @@ def test_the_context_is_the_models_positions_when_the_tokenizer_allows_more(
 ) -> None:
     """A tokenizer whose model_max_length (1000 here) exceeds the text tower's 77 positions: prompts are still cut
     at 77 tokens (past them the model has no position embedding)."""
-    folder = tmp_path / "clip"
-    shutil.copytree(hf_clip, folder)
-    config = folder / "tokenizer_config.json"
-    config.write_text(json.dumps({**json.loads(config.read_text()), "model_max_length": 1000}))
+    folder = copy_with_json(hf_clip, tmp_path / "clip", "tokenizer_config.json", model_max_length=1000)
     r = build_reward(f"clip:model={folder}")
     assert r.tokenizer.context_length == 77
     assert _cosine(folder, "abc" * 33) == pytest.approx(_cut_cosine(hf_clip, "abc" * 33), abs=1e-5)

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from imgalign.rewards.clip import check_open_clip_name, clipscore
+from tests.conftest import copy_with_json
 
 
 def test_clipscore_of_half_precision_embeddings_is_computed_in_float32() -> None:
@@ -56,10 +57,7 @@ def test_the_context_is_the_tokenizers_length_when_the_model_has_more_positions(
     tokens, the tokenizer's limit, and said so."""
     from imgalign.rewards import build_reward
 
-    folder = tmp_path / "clip"
-    shutil.copytree(hf_clip, folder)
-    config = folder / "tokenizer_config.json"
-    config.write_text(json.dumps({**json.loads(config.read_text()), "model_max_length": 20}))
+    folder = copy_with_json(hf_clip, tmp_path / "clip", "tokenizer_config.json", model_max_length=20)
     r = build_reward(f"clip:model={folder}")
     assert r.tokenizer.context_length == 20
     assert r.tokenizer(["abc" * 33])["input_ids"].shape == (1, 20)
