@@ -302,6 +302,11 @@ def folder_architecture(folder: Path) -> dict[str, Any]:
     }
 
 
+def json_form(cfg: Config) -> dict[str, Any]:
+    """`cfg` as its JSON file reads back: a tuple (an in-process caller's vae_channels) compares as a list."""
+    return json.loads(json.dumps(dataclasses.asdict(cfg)))
+
+
 def check_init_from(cfg: Config) -> Path | None:
     """Before any model loads: the folder `cfg.init_from` names, complete and of `cfg`'s architecture (None when
     unset). A mismatch names every differing setting."""
@@ -315,7 +320,7 @@ def check_init_from(cfg: Config) -> Path | None:
         # message: type(e)(message) was a TypeError about them)
         raise ValueError(f"init_from={cfg.init_from!r}: {e}") from None
     arch = folder_architecture(folder)
-    ours = dataclasses.asdict(cfg)
+    ours = json_form(cfg)
     diff = {k: (v, ours[k]) for k, v in arch.items() if v != ours[k]}
     if diff:
         listed = ", ".join(f"{k}: model {m}, config {c}" for k, (m, c) in diff.items())
@@ -654,7 +659,7 @@ def pretrain(cfg: Config, out_dir: Path, progress: bool = True) -> dict[str, flo
     work = out_dir / WORK
     work.mkdir(parents=True, exist_ok=True)
     cfg_path = work / "config.json"
-    cfg_dict = dataclasses.asdict(cfg)
+    cfg_dict = json_form(cfg)
     if cfg_path.exists():
         old = read_work_json(
             cfg_path,
