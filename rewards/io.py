@@ -267,8 +267,10 @@ def encode_image_folder(
             try:
                 out.append(encode(pil_batch(chunk, target)))
             except ValueError as e:
-                # the encoder sees pixels, not files: "stats features need images of at least 3x3" named no folder
-                raise ValueError(f"{e} (the images under {str(path)!r})") from None
+                # the encoder sees pixels, not files: "stats features need images of at least 3x3" named no folder;
+                # the error keeps its class (a caller may catch an encoder's own ValueError subclass)
+                e.args = (f"{e} (the images under {str(path)!r})",)
+                raise
             chunk = []
     if bad:
         log.warning("skipped %d unreadable image(s) under %s, e.g. %s", len(bad), path, bad[0])
