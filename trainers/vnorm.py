@@ -20,8 +20,8 @@ users who see the kink cause oscillation. v_ref is detached: the penalty never m
 Integration: wherever the base loss evaluates v_theta on latents x [B, ...] at step index k, also evaluate the frozen
 reference (LoRA disabled / base weights) under ``torch.no_grad()`` at the same (x, sigma, conditioning), then
 
-    pen = velocity_norm_penalty(v_theta, v_ref, form=cfg.form)      # [B]
-    loss = loss + cfg.weight * pen.mean()
+    pen = velocity_norm_penalty(v_theta, v_ref, form="linear")      # [B]
+    loss = loss + penalty_weight * pen.mean()
     meter.update(v_theta, v_ref, step_index=k, num_steps=T)         # logging only
     metrics.update(meter.compute())  # {'vnorm/norm_ratio/early': ..., '/middle', '/late', '/all'}
 
@@ -36,34 +36,11 @@ evaluates the reference (KL, penalty, or ``objective.vnorm_log: true``), and at 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, Literal
 
 import torch
 
-from imgalign.config import ConfigError, field
-
 BUCKETS = ("early", "middle", "late")
-
-
-@dataclass
-class VNormConfig:
-    """Velocity-norm hinge settings (algorithms.md section 5)."""
-
-    weight: float = field(
-        0.0, help="lambda: weight of the hinge penalty added to the base loss (0 = off, log only)."
-    )
-    form: Literal["linear", "squared"] = field(
-        "linear",
-        help="Hinge on the norm ratio ||v||/||v_ref||: linear max(0, rho-1) (exact penalty) or squared.",
-    )
-    log_ratio: bool = field(True, help="Log the inflation ratio ||v_theta||/||v_ref|| per step bucket.")
-
-    def validate(self) -> None:
-        if self.weight < 0:
-            raise ConfigError(f"vnorm.weight must be >= 0 (got {self.weight}).")
-        if self.form not in ("linear", "squared"):
-            raise ConfigError(f"vnorm.form must be 'linear' or 'squared' (got {self.form!r}).")
 
 
 def velocity_norms(v: torch.Tensor) -> torch.Tensor:
