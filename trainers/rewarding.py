@@ -51,6 +51,60 @@ def build_balancer(name: str) -> Any:
     return fn
 
 
+# the errors `imgalign` prints as one line, without a traceback (imgalign.cli): from a plug-in's own code such a line
+# named neither the plug-in nor, for a KeyError, more than the key ("imgalign train: error: tag")
+ONE_LINE_ERRORS = (ValueError, KeyError, OSError)
+
+
+def raised_by_plugin(what: str, e: Exception, hint: str = "") -> ValueError:
+    """`e`, raised inside the user's plug-in `what` (``reward 'judge'``), as a ValueError naming the plug-in and the
+    error's type (the original stays its cause: ``imgalign -v`` shows its traceback)."""
+    text = repr(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)
+    return ValueError(
+        f"{what} raised {type(e).__name__}: {text}{hint}; fix it there (imgalign -v ... shows its traceback)"
+    )
+
+
+def metadata_keys_hint(metadata: list[dict[str, Any]] | None) -> str:
+    """What a reward that raised a KeyError was given to read: the keys of its metadata rows."""
+    keys = sorted({str(k) for m in metadata or [] if isinstance(m, dict) for k in m})
+    if not keys:
+        return (
+            " (its prompts carry no metadata: give a .jsonl prompts file whose rows hold the keys it reads)"
+        )
+    return f" (its prompts' metadata rows hold the keys {keys}: give every row the key it reads)"
+
+
+def is_plugin_reward(reward: Any) -> bool:
+    """Whether `reward` runs the user's code: a plain function, or a Reward class from outside imgalign."""
+    from imgalign.rewards.base import FunctionReward
+
+    return isinstance(reward, FunctionReward) or not type(reward).__module__.startswith("imgalign.")
+
+
+def reward_failure(
+    name: str, reward: Any, e: Exception, metadata: list[dict[str, Any]] | None
+) -> ValueError | None:
+    """A reward's one-line error `e` as a ValueError naming the reward `name`, or None to raise `e` as it is (its own
+    message already names it: a built-in's, or imgalign's check of what a plug-in returned)."""
+    if isinstance(e, KeyError):
+        return raised_by_plugin(f"reward {name!r}", e, metadata_keys_hint(metadata))
+    own = str(e).startswith(f"reward {getattr(reward, 'name', name)!r}")
+    return None if own or not is_plugin_reward(reward) else raised_by_plugin(f"reward {name!r}", e)
+
+
+def balance(name: str, fn: Any, *args: Any) -> Balanced:
+    """The balancer `fn` (configured as `name`) called with `args`, its result checked (:func:`check_balanced`); a
+    plug-in's one-line error is raised naming it."""
+    try:
+        bal = fn(*args)
+    except ONE_LINE_ERRORS as e:
+        if ":" not in name:  # a built-in's own message
+            raise
+        raise raised_by_plugin(f"reward balancer {name!r}", e) from e
+    return check_balanced(name, bal, args[0].shape[1])
+
+
 def check_balanced(name: str, bal: Any, n: int) -> Balanced:
     """A balancer's result, refused by name when it is not a :class:`Balanced` with advantages [N] (float) and valid
     [N] (bool) for the N scored samples (was an IndexError or AttributeError traceback inside the update)."""
@@ -135,7 +189,14 @@ def score_all(
     in `logged_only` (weight 0) mask no sample, and their warning says so (:func:`balancer_inputs`)."""
     rows = []
     for name, r in rewards.items():
-        s = r(images, prompts, metadata).scores.detach().float().reshape(-1).cpu()
+        try:
+            out = r(images, prompts, metadata)
+        except ONE_LINE_ERRORS as e:
+            failure = reward_failure(name, r, e, metadata)
+            if failure is None:
+                raise
+            raise failure from e
+        s = out.scores.detach().float().reshape(-1).cpu()
         bad = ~torch.isfinite(s)
         if known_bad is not None:
             bad &= ~known_bad.cpu()

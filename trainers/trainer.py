@@ -51,10 +51,10 @@ from imgalign.trainers.prompting import (
 )
 from imgalign.trainers.registry import ROLLOUTS
 from imgalign.trainers.rewarding import (
+    balance,
     balancer_inputs,
     build_balancer,
     build_rewards,
-    check_balanced,
     reward_means_by_tag,
     reward_stats,
     same_reward_twice,
@@ -1012,8 +1012,16 @@ class FlowGRPOTrainer:
         # a reward of weight 0 is only logged: its NaN scores mask no sample
         bal_scores, bal_finite = balancer_inputs(scores_all, finite, self.reward_weights)  # [K, N] each
         o = cfg.objective
-        bal = self.balancer(bal_scores, self.reward_weights, gid_all, bal_finite, o.std_mode, o.adv_clip)
-        bal = check_balanced(cfg.rewards.balancer, bal, scores_all.shape[1])
+        bal = balance(
+            cfg.rewards.balancer,
+            self.balancer,
+            bal_scores,
+            self.reward_weights,
+            gid_all,
+            bal_finite,
+            o.std_mode,
+            o.adv_clip,
+        )
         adv_local, valid_local = update_advantages(ro, bal_scores, bal, sl)
         per_reward_local = None
         if self.balancing is not None:  # MARBLE / cosine diagnostics: each reward's own advantage [b, K]

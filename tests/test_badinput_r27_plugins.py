@@ -1,0 +1,86 @@
+"""Bad-input round 27: plug-in rewards and balancers (``module:attr``) whose own code raises the errors imgalign
+prints as one line (ValueError, KeyError, OSError)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from imgalign.cli import main
+from imgalign.rewards.base import build_reward
+from imgalign.trainers.rewarding import score_all
+from imgalign.trainers.testing import one_step_config, write_config
+
+torch.set_num_threads(1)
+
+HERE = "tests.test_badinput_r27_plugins"
+
+
+def reads_tag(images: torch.Tensor, prompts: list[str], metadata: Any = None) -> torch.Tensor:
+    """A plug-in reward that reads a metadata key its prompts may not carry."""
+    return torch.tensor([float(m["difficulty"]) for m in metadata])
+
+
+def says_no(images: torch.Tensor, prompts: list[str], metadata: Any = None) -> torch.Tensor:
+    raise ValueError("no")
+
+
+def no_balance(*args: Any) -> Any:
+    raise ValueError("weights do not sum to 1")
+
+
+def test_a_plugin_reward_s_key_error_names_the_reward_and_the_keys_it_was_given() -> None:
+    """A plug-in reward that read a metadata key the prompts lack stopped training with `error: difficulty`: the
+    key alone, naming neither the reward nor what went wrong. It is named now, with the keys the rows hold."""
+    images = torch.rand(2, 3, 8, 8)
+    rewards = {"judge": build_reward(f"{HERE}:reads_tag")}
+    with pytest.raises(ValueError) as e:
+        score_all(rewards, images, ["a", "b"], [{"tag": "x"}, {"tag": "y", "include": []}])
+    assert str(e.value) == (
+        "reward 'judge' raised KeyError: 'difficulty' (its prompts' metadata rows hold the keys ['include', 'tag']: "
+        "give every row the key it reads); fix it there (imgalign -v ... shows its traceback)"
+    )
+    assert isinstance(e.value.__cause__, KeyError)
+    with pytest.raises(
+        ValueError, match=r"raised KeyError: 'difficulty' \(its prompts carry no metadata: give"
+    ):
+        score_all(rewards, images, ["a", "b"], [{}, {}])
+
+
+def test_a_plugin_reward_s_value_error_names_the_reward_and_imgalign_s_own_checks_are_not_wrapped() -> None:
+    images = torch.rand(2, 3, 8, 8)
+    with pytest.raises(ValueError, match=r"^reward 'says_no' raised ValueError: no; fix it there"):
+        score_all({"says_no": build_reward(f"{HERE}:says_no")}, images, ["a", "b"], [{}, {}])
+    # imgalign's own message about what a reward was given already names it: raised as it is
+    with pytest.raises(ValueError, match=r"^reward 'says_no': got 2 images but 1 prompts$"):
+        score_all({"says_no": build_reward(f"{HERE}:says_no")}, images, ["a"], [{}, {}])
+
+
+@pytest.mark.parametrize(
+    ("setting", "said"),
+    [
+        (
+            f"rewards.names=[{HERE}:reads_tag]",
+            "imgalign train: error: reward 'reads_tag' raised KeyError: 'difficulty' (its prompts' metadata rows "
+            "hold the keys [",
+        ),
+        (
+            f"rewards.balancer={HERE}:no_balance",
+            f"imgalign train: error: reward balancer '{HERE}:no_balance' raised ValueError: weights do not sum to "
+            "1; fix it there (imgalign -v ... shows its traceback)",
+        ),
+    ],
+)
+def test_train_names_the_plugin_whose_own_code_failed(
+    setting: str, said: str, sd3_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """`imgalign train` with a plug-in reward or balancer whose code raised a KeyError or ValueError said only that
+    error's text (`error: difficulty`, `error: weights do not sum to 1`); the line names the plug-in now."""
+    path = write_config(one_step_config(sd3_dir, tmp_path / "run"), tmp_path / "c.yaml")
+    assert main(["train", str(path), "--set", setting]) == 2
+    err = capsys.readouterr().err
+    assert said in err, err
+    assert not list((tmp_path / "run").glob("checkpoints/step-*"))
