@@ -196,6 +196,19 @@ def _text_items(values: list[Any]) -> list[str]:
 _YAML_BOOL_WORDS = {True: ("yes", "on", "true"), False: ("no", "off", "false")}
 
 
+def not_a_mapping(key: str, tp: type, value: Any) -> str:
+    """Why `value` is no section `key` of the dataclass `tp`: its keys named, and for a list of words where the
+    section has a list of reward specs (``rewards: [clip]``), that key (``rewards.names``)."""
+    fields = dataclasses.fields(tp)
+    specs = [f.name for f in fields if f.metadata.get("reward_specs")]
+    words = isinstance(value, list) and value and all(isinstance(v, str) for v in value)
+    hint = (
+        f"; did you mean {key}.{specs[0]}: {value!r} (a list inside the section)?" if words and specs else ""
+    )
+    names = ", ".join(f.name for f in fields)
+    return f"{key}: expected a mapping of {tp.__name__} fields, got {value!r} (its keys: {names}){hint}"
+
+
 def _coerce(value: Any, tp: Any, key: str, specs: bool = False) -> Any:
     """Coerce a YAML value to the annotated type `tp` (dataclasses, Optional, list/tuple/dict, scalars, Literal).
     ``specs``: the field is a list of reward specs (:func:`field`'s ``reward_specs``)."""
@@ -286,7 +299,7 @@ def _coerce(value: Any, tp: Any, key: str, specs: bool = False) -> Any:
         if isinstance(value, tp):
             return value
         if not isinstance(value, dict):
-            raise ConfigError(f"{key}: expected a mapping of {tp.__name__} fields, got {value!r}")
+            raise ConfigError(not_a_mapping(key, tp, value))
         return _build(tp, value, prefix=key + ".")
     if origin in (list, tuple):
         item_t = args[0] if args else Any
