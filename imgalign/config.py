@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import logging
 import math
 import os
 import re
@@ -21,6 +22,7 @@ from typing import Any, TypeVar
 import yaml
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 class ConfigError(ValueError):
@@ -581,7 +583,14 @@ def load_config(cls: type[T], path: str | Path | None = None, overrides: list[st
             raise ConfigError(f"config file {str(p)!r} is not valid YAML: {why}{hint}") from None
         except ConfigError as e:
             raise ConfigError(f"config file {str(p)!r}: {e}") from None
-        if loaded is None:
+        if not loaded and isinstance(loaded, (dict, type(None))):
+            # `imgalign train EMPTY.yaml` trained with every built-in default (not the recipe it runs without a
+            # file) without a word: a file cut short, or the wrong one given
+            log.warning(
+                "config file %r holds no settings (it is empty or only comments): every key takes its built-in "
+                "default; give the config file you meant",
+                str(p),
+            )
             loaded = {}
         if not isinstance(loaded, dict):
             raise ConfigError(f"config file {str(p)!r} must hold a mapping at the top level")

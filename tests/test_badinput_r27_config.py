@@ -1,4 +1,4 @@
-"""Bad-input round 27: training config files whose sections are given as a list."""
+"""Bad-input round 27: training config files whose sections are given as a list, or that hold no settings."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ from pathlib import Path
 import pytest
 
 from imgalign.cli import main
+from imgalign.config import load_config
+from imgalign.trainers.config import FlowGRPOConfig
 from imgalign.trainers.testing import one_step_config, write_config
 
 
@@ -39,3 +41,25 @@ def test_a_section_given_as_a_list_names_its_keys(
     assert main(["train", str(write_config(cfg, tmp_path / "c.yaml"))]) == 2
     assert capsys.readouterr().err == f"imgalign train: error: {said.rstrip(chr(10))}\n"
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("text", ["", "# my settings come later\n", "{}\n"])
+def test_a_config_file_without_settings_is_said(
+    text: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`imgalign train EMPTY.yaml` (a file cut short, or the wrong one) trained with every built-in default, which are
+    not even the recipe `imgalign train` runs without a file, without a word. It is said, naming the file."""
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    with caplog.at_level("WARNING", logger="imgalign.config"):
+        cfg = load_config(FlowGRPOConfig, path)
+    assert cfg == load_config(FlowGRPOConfig, None)
+    assert [r.getMessage() for r in caplog.records] == [
+        f"config file {str(path)!r} holds no settings (it is empty or only comments): every key takes its built-in "
+        "default; give the config file you meant"
+    ]
+    caplog.clear()
+    path.write_text("train: {max_steps: 2}\n")
+    with caplog.at_level("WARNING", logger="imgalign.config"):
+        load_config(FlowGRPOConfig, path)
+    assert not caplog.records
