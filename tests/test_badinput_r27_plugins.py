@@ -1,4 +1,4 @@
-"""Bad-input round 27: plug-in rewards and balancers (``module:attr``) whose own code raises the errors imgalign
+"""Bad-input round 27: plug-in rewards, balancers, objectives and penalties (``module:attr``) whose own code raises the errors imgalign
 prints as one line (ValueError, KeyError, OSError)."""
 
 from __future__ import annotations
@@ -30,6 +30,14 @@ def says_no(images: torch.Tensor, prompts: list[str], metadata: Any = None) -> t
 
 def no_balance(*args: Any) -> Any:
     raise ValueError("weights do not sum to 1")
+
+
+def no_objective(cfg: Any, sampling: Any) -> Any:
+    raise KeyError("clip_range")
+
+
+def no_penalty(v_theta: torch.Tensor, v_ref: torch.Tensor) -> torch.Tensor:
+    raise OSError("cannot read my penalty's table")
 
 
 def test_a_plugin_reward_s_key_error_names_the_reward_and_the_keys_it_was_given() -> None:
@@ -72,15 +80,26 @@ def test_a_plugin_reward_s_value_error_names_the_reward_and_imgalign_s_own_check
             f"imgalign train: error: reward balancer '{HERE}:no_balance' raised ValueError: weights do not sum to "
             "1; fix it there (imgalign -v ... shows its traceback)",
         ),
+        (
+            f"objective.name={HERE}:no_objective",
+            f"imgalign train: error: objective '{HERE}:no_objective' raised KeyError: 'clip_range'; fix it there",
+        ),
+        (
+            f"objective.penalty={HERE}:no_penalty,objective.penalty_weight=1",
+            f"imgalign train: error: objective.penalty '{HERE}:no_penalty' raised OSError: cannot read my "
+            "penalty's table; fix it there",
+        ),
     ],
 )
 def test_train_names_the_plugin_whose_own_code_failed(
     setting: str, said: str, sd3_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
-    """`imgalign train` with a plug-in reward or balancer whose code raised a KeyError or ValueError said only that
-    error's text (`error: difficulty`, `error: weights do not sum to 1`); the line names the plug-in now."""
+    """`imgalign train` with a plug-in reward, balancer, objective or velocity penalty whose code raised a KeyError,
+    ValueError or OSError said only that error's text (`error: difficulty`, `error: weights do not sum to 1`,
+    `error: clip_range`); the line names the plug-in now."""
     path = write_config(one_step_config(sd3_dir, tmp_path / "run"), tmp_path / "c.yaml")
-    assert main(["train", str(path), "--set", setting]) == 2
+    sets = [a for item in setting.split(",") for a in ("--set", item)]
+    assert main(["train", str(path), *sets]) == 2
     err = capsys.readouterr().err
     assert said in err, err
     assert not list((tmp_path / "run").glob("checkpoints/step-*"))

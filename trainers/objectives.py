@@ -43,6 +43,7 @@ from imgalign.adapters import FlowAdapter
 from imgalign.trainers import kernels as K
 from imgalign.trainers.config import ObjectiveConfig, SamplingConfig
 from imgalign.trainers.grpo import grpo_clipped_loss
+from imgalign.trainers.plugins import call_plugin
 from imgalign.trainers.registry import OBJECTIVES, PENALTIES, call_problem
 from imgalign.trainers.rollout import Rollout, step_kernel
 from imgalign.trainers.vnorm import sigma_bucket, step_bucket
@@ -104,7 +105,7 @@ def add_penalty(
     if cfg.penalty_weight <= 0:
         return loss
     fn = PENALTIES.get(cfg.penalty)
-    pen = fn(v, v_ref.detach())
+    pen = call_plugin(f"objective.penalty {cfg.penalty!r}", cfg.penalty, fn, v, v_ref.detach())
     # not one value per sample: a size-mismatch traceback in the masked mean
     if not isinstance(pen, torch.Tensor) or pen.numel() not in (1, v.shape[0]):
         shape = tuple(pen.shape) if isinstance(pen, torch.Tensor) else type(pen).__name__
@@ -146,7 +147,7 @@ def build_objective(name: str, cfg: ObjectiveConfig, sampling: SamplingConfig) -
         raise ValueError(
             f"objective {name!r} cannot be built as {name}(cfg, sampling): {problem}; {OBJECTIVE_CONTRACT}"
         )
-    objective = factory(cfg, sampling)
+    objective = call_plugin(f"objective {name!r}", name, factory, cfg, sampling)
     missing = [m for m in ("terms", "loss") if not callable(getattr(objective, m, None))]
     if missing:
         raise ValueError(

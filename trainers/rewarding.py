@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from imgalign.trainers.grpo import group_advantages
+from imgalign.trainers.plugins import ONE_LINE_ERRORS, call_plugin, raised_by_plugin
 from imgalign.trainers.registry import BALANCERS, call_problem
 
 log = logging.getLogger(__name__)
@@ -49,20 +50,6 @@ def build_balancer(name: str) -> Any:
     if problem:
         raise ValueError(f"reward balancer {name!r} cannot be called as one: {problem}; {BALANCER_CONTRACT}")
     return fn
-
-
-# the errors `imgalign` prints as one line, without a traceback (imgalign.cli): from a plug-in's own code such a line
-# named neither the plug-in nor, for a KeyError, more than the key ("imgalign train: error: tag")
-ONE_LINE_ERRORS = (ValueError, KeyError, OSError)
-
-
-def raised_by_plugin(what: str, e: Exception, hint: str = "") -> ValueError:
-    """`e`, raised inside the user's plug-in `what` (``reward 'judge'``), as a ValueError naming the plug-in and the
-    error's type (the original stays its cause: ``imgalign -v`` shows its traceback)."""
-    text = repr(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)
-    return ValueError(
-        f"{what} raised {type(e).__name__}: {text}{hint}; fix it there (imgalign -v ... shows its traceback)"
-    )
 
 
 def metadata_keys_hint(metadata: list[dict[str, Any]] | None) -> str:
@@ -96,12 +83,7 @@ def reward_failure(
 def balance(name: str, fn: Any, *args: Any) -> Balanced:
     """The balancer `fn` (configured as `name`) called with `args`, its result checked (:func:`check_balanced`); a
     plug-in's one-line error is raised naming it."""
-    try:
-        bal = fn(*args)
-    except ONE_LINE_ERRORS as e:
-        if ":" not in name:  # a built-in's own message
-            raise
-        raise raised_by_plugin(f"reward balancer {name!r}", e) from e
+    bal = call_plugin(f"reward balancer {name!r}", name, fn, *args)
     return check_balanced(name, bal, args[0].shape[1])
 
 

@@ -1,0 +1,31 @@
+"""The user's own code in the trainer (a ``package.module:attr`` reward, balancer, objective or penalty): an error it
+raises of a kind `imgalign` prints as one line without a traceback (:mod:`imgalign.cli`) is raised naming it; that
+line said only the error's text (``imgalign train: error: difficulty`` for a KeyError)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+# the errors imgalign.cli prints as one line, without a traceback
+ONE_LINE_ERRORS = (ValueError, KeyError, OSError)
+
+
+def raised_by_plugin(what: str, e: Exception, hint: str = "") -> ValueError:
+    """`e`, raised inside the user's plug-in `what` (``reward 'judge'``), as a ValueError naming the plug-in and the
+    error's type (the original stays its cause: ``imgalign -v`` shows its traceback)."""
+    text = repr(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)
+    return ValueError(
+        f"{what} raised {type(e).__name__}: {text}{hint}; fix it there (imgalign -v ... shows its traceback)"
+    )
+
+
+def call_plugin(what: str, name: str, fn: Any, *args: Any) -> Any:
+    """``fn(*args)``, where `fn` is what the setting `name` stands for (described as `what`, e.g. ``reward balancer
+    'pkg.mod:fn'``); a one-line error of a ``module:attr`` plug-in is raised naming it (a built-in's message is its
+    own)."""
+    try:
+        return fn(*args)
+    except ONE_LINE_ERRORS as e:
+        if ":" not in name:
+            raise
+        raise raised_by_plugin(what, e) from e
