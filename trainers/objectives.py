@@ -40,10 +40,10 @@ from typing import Any
 import torch
 
 from imgalign.adapters import FlowAdapter
+from imgalign.plugins import call_plugin
 from imgalign.trainers import kernels as K
 from imgalign.trainers.config import ObjectiveConfig, SamplingConfig
 from imgalign.trainers.grpo import grpo_clipped_loss
-from imgalign.trainers.plugins import call_plugin
 from imgalign.trainers.registry import OBJECTIVES, PENALTIES, call_problem
 from imgalign.trainers.rollout import Rollout, step_kernel
 from imgalign.trainers.vnorm import sigma_bucket, step_bucket

@@ -19,8 +19,8 @@ from typing import Any
 
 import torch
 
+from imgalign.plugins import ONE_LINE_ERRORS, call_plugin, raised_by_plugin
 from imgalign.trainers.grpo import group_advantages
-from imgalign.trainers.plugins import ONE_LINE_ERRORS, call_plugin, raised_by_plugin
 from imgalign.trainers.registry import BALANCERS, call_problem
 
 log = logging.getLogger(__name__)

@@ -1,5 +1,5 @@
-"""The user's own code in the trainer (a ``package.module:attr`` reward, balancer, objective or penalty): an error it
-raises of a kind `imgalign` prints as one line without a traceback (:mod:`imgalign.cli`) is raised naming it; that
+"""The user's own code (a ``package.module:attr`` reward, balancer, objective or penalty): an error it raises of a
+kind `imgalign` prints as one line without a traceback (:mod:`imgalign.cli`) is raised naming it; that
 line said only the error's text (``imgalign train: error: difficulty`` for a KeyError)."""
 
 from __future__ import annotations
