@@ -103,3 +103,32 @@ def test_train_names_the_plugin_whose_own_code_failed(
     err = capsys.readouterr().err
     assert said in err, err
     assert not list((tmp_path / "run").glob("checkpoints/step-*"))
+
+
+def test_the_in_loop_reward_evaluation_names_a_plugin_reward_that_failed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The held-out prompts of the in-loop evaluation may carry other metadata than the training prompts: a plug-in
+    reward's KeyError there said only the key, as in training."""
+    from imgalign.trainers import evaluation
+    from imgalign.trainers.config import EvalConfig
+
+    monkeypatch.setattr(evaluation, "ode_sample", lambda a, m, ps, *rest: torch.rand(len(ps), 3, 8, 8))
+    rewards = {"judge": build_reward(f"{HERE}:reads_tag")}
+    prompts = [("a red circle", {"tag": "colors"}), ("a blue square", {"tag": "colors"})]
+    with pytest.raises(
+        ValueError,
+        match=r"^reward 'judge' raised KeyError: 'difficulty' \(its prompts' metadata rows "
+        r"hold the keys \['tag'\]",
+    ):
+        evaluation.reward_suite(None, None, EvalConfig(images_per_prompt=1), 1.0, rewards, prompts)  # type: ignore[arg-type]
+    scored = {"judge": build_reward(f"{HERE}:reads_tag")}
+    out, _ = evaluation.reward_suite(
+        None,
+        None,
+        EvalConfig(images_per_prompt=1),
+        1.0,
+        scored,
+        [("a", {"difficulty": 2})],  # type: ignore[arg-type]
+    )
+    assert out == {"eval/reward/judge/mean": 2.0}

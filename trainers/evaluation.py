@@ -15,6 +15,7 @@ from imgalign.adapters import FlowAdapter
 from imgalign.trainers import kernels as K
 from imgalign.trainers.config import EvalConfig
 from imgalign.trainers.prompting import _mix
+from imgalign.trainers.rewarding import reward_output
 
 
 @torch.no_grad()
@@ -133,7 +134,7 @@ def reward_suite(
     images = ode_sample(adapter, model, ps, seeds, cfg.num_steps, guidance_scale)
     out = {}
     for name, r in rewards.items():
-        s = r(images, ps, ms).scores.float()
+        s = reward_output(name, r, images, ps, ms).scores.float()
         if torch.isfinite(s).any():  # none finite (fid before its set has members): no mean, not a made-up 0
             out[f"eval/reward/{name}/mean"] = float(s[torch.isfinite(s)].mean())
     return out, images

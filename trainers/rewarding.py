@@ -158,6 +158,20 @@ def build_rewards(specs: list[str], device: str | torch.device = "cpu") -> dict[
     return dict(zip(names, built))
 
 
+def reward_output(
+    name: str, reward: Any, images: torch.Tensor, prompts: list[str], metadata: list[dict[str, Any]] | None
+) -> Any:
+    """``reward(images, prompts, metadata)`` (a RewardOutput); a plug-in's one-line error is raised naming the reward
+    `name` (:func:`reward_failure`)."""
+    try:
+        return reward(images, prompts, metadata)
+    except ONE_LINE_ERRORS as e:
+        failure = reward_failure(name, reward, e, metadata)
+        if failure is None:
+            raise
+        raise failure from e
+
+
 def score_all(
     rewards: dict[str, Any],
     images: torch.Tensor,
@@ -171,14 +185,7 @@ def score_all(
     in `logged_only` (weight 0) mask no sample, and their warning says so (:func:`balancer_inputs`)."""
     rows = []
     for name, r in rewards.items():
-        try:
-            out = r(images, prompts, metadata)
-        except ONE_LINE_ERRORS as e:
-            failure = reward_failure(name, r, e, metadata)
-            if failure is None:
-                raise
-            raise failure from e
-        s = out.scores.detach().float().reshape(-1).cpu()
+        s = reward_output(name, r, images, prompts, metadata).scores.detach().float().reshape(-1).cpu()
         bad = ~torch.isfinite(s)
         if known_bad is not None:
             bad &= ~known_bad.cpu()
