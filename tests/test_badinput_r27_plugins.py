@@ -49,7 +49,7 @@ def test_a_plugin_reward_s_key_error_names_the_reward_and_the_keys_it_was_given(
         score_all(rewards, images, ["a", "b"], [{"tag": "x"}, {"tag": "y", "include": []}])
     assert str(e.value) == (
         "reward 'judge' raised KeyError: 'difficulty' (its prompts' metadata rows hold the keys ['include', 'tag']: "
-        "give every row the key it reads); fix it there (imgalign -v ... shows its traceback)"
+        "a key it reads from them must be in every row); fix it there (imgalign -v ... shows its traceback)"
     )
     assert isinstance(e.value.__cause__, KeyError)
     with pytest.raises(

@@ -59,7 +59,9 @@ def metadata_keys_hint(metadata: list[dict[str, Any]] | None) -> str:
         return (
             " (its prompts carry no metadata: give a .jsonl prompts file whose rows hold the keys it reads)"
         )
-    return f" (its prompts' metadata rows hold the keys {keys}: give every row the key it reads)"
+    return (
+        f" (its prompts' metadata rows hold the keys {keys}: a key it reads from them must be in every row)"
+    )
 
 
 def is_plugin_reward(reward: Any) -> bool:
