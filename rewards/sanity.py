@@ -71,6 +71,15 @@ class PairResult:
     n_nonfinite: int = 0  # pairs with a NaN/inf score (either prompt); they count as failures
 
 
+def check_kinds(kinds: tuple[str, ...]) -> None:
+    """`kinds` names corruption kinds, each one of :data:`KINDS`: an unknown one (or a string, read letter by letter)
+    applied to no spec, and the check failed with "sample_training_specs: no tasks given", naming no kind."""
+    if isinstance(kinds, str) or not kinds or any(k not in KINDS for k in kinds):
+        raise ValueError(
+            f"true_vs_corrupted: kinds must be a tuple of corruption kinds, some of {', '.join(KINDS)} (got {kinds!r})"
+        )
+
+
 def checkable_specs(n: int, seed: int, kinds: tuple[str, ...]) -> list[W.Spec]:
     """`n` seeded training specs that one of `kinds` applies to, from the tasks it applies to. A task may hold specs
     it does not apply to (swap: color_attr prompts of one colour twice); those are drawn again, with the next seed,
@@ -103,6 +112,7 @@ def true_vs_corrupted(
             raise ValueError(
                 f"true_vs_corrupted: {label} must be a whole number of at least 1 (got {value!r})"
             )
+    check_kinds(kinds)
     rng = random.Random(seed)
     specs = checkable_specs(n, seed, kinds)
     pairs = [corrupt_spec(s, rng, kinds) for s in specs]

@@ -84,3 +84,18 @@ def test_a_bool_or_a_fraction_is_no_number_of_pairs() -> None:
             ValueError, match=rf"{label} must be a whole number of at least 1 \(got {opts[label]!r}\)"
         ):
             true_vs_corrupted(never_called, **opts)
+
+
+def test_unknown_or_no_corruption_kinds_are_refused_by_name() -> None:
+    """true_vs_corrupted(kinds="swap") (a string: its letters), kinds=("colour ",) or kinds=() failed inside the
+    spec sampler with "sample_training_specs: no tasks given", naming no kind; they are refused naming the kinds."""
+    import pytest
+
+    def never_called(images: torch.Tensor, prompts: list[str], metadata: list[dict]) -> RewardOutput:
+        raise AssertionError("the reward must not be called")
+
+    for kinds in ("swap", ("colour ",), (), ("shape", "swapp")):
+        with pytest.raises(
+            ValueError, match=r"kinds must be a tuple of corruption kinds, some of shape, colour, "
+        ):
+            true_vs_corrupted(never_called, n=2, kinds=kinds)
