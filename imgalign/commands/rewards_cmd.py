@@ -506,7 +506,14 @@ def run_fd(args: argparse.Namespace) -> int:
 
 def run_check(args: argparse.Namespace) -> int:
     check_device(args.device)  # a GPU this machine lacks fails before any work
-    from imgalign.rewards.base import build_reward, parse_reward_spec, reward_target
+    from imgalign.rewards.base import (
+        build_reward,
+        check_reward_options,
+        list_rewards,
+        parse_reward_spec,
+        reward_target,
+        unknown_reward,
+    )
     from imgalign.rewards.sanity import KINDS, true_vs_corrupted
     from imgalign.trainers.rewarding import same_reward_twice
 
@@ -517,24 +524,27 @@ def run_check(args: argparse.Namespace) -> int:
         first, spec = twice
         same = "twice" if first == spec else f"as {first!r} does (the same reward and options)"
         raise CLIError(f"--reward {spec!r} is given {same}; give each reward once")
+    kinds = tuple(k.strip() for k in args.kinds.split(",") if k.strip())
+    if not kinds:  # an empty tuple fell back to shape corruptions silently
+        raise CLIError(f"--kinds {args.kinds!r} names no corruption kind; give some of: {', '.join(KINDS)}")
+    bad = [k for k in kinds if k not in KINDS]
+    if bad:
+        raise CLIError(f"unknown corruption kind(s) {bad}; valid: {', '.join(KINDS)}")
+    # every --reward is known, with options it takes, and one whose Reward class declares it reads no prompt is
+    # refused, before the first loads: a mistyped second --reward was named after the first had scored every pair
+    known = list_rewards()
     for spec in args.reward:
-        kinds = tuple(k.strip() for k in args.kinds.split(",") if k.strip())
-        if not kinds:  # an empty tuple fell back to shape corruptions silently
-            raise CLIError(
-                f"--kinds {args.kinds!r} names no corruption kind; give some of: {', '.join(KINDS)}"
-            )
-        bad = [k for k in kinds if k not in KINDS]
-        if bad:
-            raise CLIError(f"unknown corruption kind(s) {bad}; valid: {', '.join(KINDS)}")
-        # a Reward class declares it: known before its model loads (a function reward, once built)
-        target = reward_target(parse_reward_spec(spec)[0])
-        prompt_free = isinstance(target, type) and not getattr(target, "needs_prompt", True)
-        reward = None if prompt_free else build_reward(spec, device=args.device)
-        if prompt_free or not getattr(reward, "needs_prompt", True):
-            raise CLIError(
-                f"{spec} does not read the prompt, so it scores an image the same under the true and the corrupted "
-                "prompt: this check (prompt sensitivity) does not apply to it"
-            )
+        name = parse_reward_spec(spec)[0]
+        if name not in known and ":" not in name:
+            raise CLIError(unknown_reward(name))
+        check_reward_options(spec)
+        target = reward_target(name)
+        if isinstance(target, type) and not getattr(target, "needs_prompt", True):
+            raise CLIError(_prompt_free(spec))
+    for spec in args.reward:
+        reward = build_reward(spec, device=args.device)
+        if not getattr(reward, "needs_prompt", True):  # a function reward, once built
+            raise CLIError(_prompt_free(spec))
         if hasattr(reward, "ready") and not reward.ready():
             raise CLIError(f"{spec} cannot score yet: {getattr(reward, 'not_ready_help', 'it is not ready')}")
         # -v: the reward's own error and traceback, not the one-line summary
@@ -558,6 +568,14 @@ def run_check(args: argparse.Namespace) -> int:
             f"mean true {res.mean_true:.4f}, corrupted {res.mean_corrupted:.4f}{nonfinite}"
         )
     return 0
+
+
+def _prompt_free(spec: str) -> str:
+    """The refusal of a reward that does not read the prompt."""
+    return (
+        f"{spec} does not read the prompt, so it scores an image the same under the true and the corrupted prompt: "
+        "this check (prompt sensitivity) does not apply to it"
+    )
 
 
 def _reporting_failures(reward: Any, spec: str) -> Any:
