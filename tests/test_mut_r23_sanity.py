@@ -99,3 +99,17 @@ def test_unknown_or_no_corruption_kinds_are_refused_by_name() -> None:
             ValueError, match=r"kinds must be a tuple of corruption kinds, some of shape, colour, "
         ):
             true_vs_corrupted(never_called, n=2, kinds=kinds)
+
+
+def test_specs_a_kind_does_not_apply_to_are_drawn_again_with_the_next_seed() -> None:
+    """--kinds swap: the color_attr specs of one colour twice are left out and made up from the next seed's draw
+    (the same draw again repeated its specs)."""
+    from imgalign.prompts.shapes import sample_training_specs
+    from imgalign.rewards.sanity import checkable_specs
+
+    def two_colours(seed: int) -> list[W.Spec]:
+        drawn = sample_training_specs(24, seed=seed, tasks=["color_attr"])
+        return [s for s in drawn if s.include[0].color != s.include[1].color]
+
+    assert len(two_colours(0)) < 24
+    assert checkable_specs(24, 0, ("swap",)) == (two_colours(0) + two_colours(1))[:24]
