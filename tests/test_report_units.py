@@ -85,10 +85,28 @@ def test_compare_refuses_a_group_without_a_label_a_run_or_with_a_run_twice(write
 
 
 def test_compare_takes_a_window_of_one_and_refuses_zero(writers, capsys):
-    argv = ["report", "--compare", "a=r1", "--keys", "k", "--out", "o", "--window"]
+    argv = ["report", "--compare", "a=r1", "--keys", "k", "--out", "o", "--target", "k=1", "--window"]
     assert main([*argv, "1"]) == 0 and writers[0][4]["window"] == 1
     assert main([*argv, "0"]) == 2
     assert "--window must be 1 or more (logged points in the trailing mean), got 0" in capsys.readouterr().err
+
+
+def test_compare_refuses_a_window_without_a_target(writers, capsys):
+    """Only --target reads the trailing mean: --window without it was ignored without a word."""
+    argv = ["report", "--compare", "a=r1", "--keys", "k", "--out", "o"]
+    assert main([*argv, "--window", "3"]) == 2
+    assert (
+        "--window 3 applies to --target only (the trailing mean that must reach the target): give --target "
+        "KEY=VALUE, or leave --window out" in capsys.readouterr().err
+    )
+    assert writers == []
+    assert main([*argv, "--window", "10"]) == 0  # the default, spelt out
+
+
+def test_compare_refuses_a_label_of_spaces(writers, capsys):
+    assert main(["report", "--compare", "  =r1", "--keys", "k", "--out", "o"]) == 2
+    assert "--compare takes LABEL=RUN[,RUN...], got '  =r1'" in capsys.readouterr().err
+    assert writers == []
 
 
 def test_a_run_report_goes_to_its_out_and_names_its_plots(writers, tmp_path, capsys):

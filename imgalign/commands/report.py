@@ -66,7 +66,7 @@ def run_report(args: argparse.Namespace) -> int:
         groups = {}
         for item in args.compare:
             label, sep, runs = item.partition("=")
-            if not sep or not label or not runs or "" in runs.split(","):
+            if not sep or not label.strip() or not runs or "" in runs.split(","):
                 raise ValueError(f"--compare takes LABEL=RUN[,RUN...], got {item!r}")
             if label in groups:
                 raise ValueError(f"--compare: label {label!r} is used twice; give each group one label")
@@ -87,6 +87,11 @@ def run_report(args: argparse.Namespace) -> int:
         if args.window < 1:
             raise ValueError(
                 f"--window must be 1 or more (logged points in the trailing mean), got {args.window}"
+            )
+        if args.target is None and args.window != 10:  # it was ignored: only a target reads the trailing mean
+            raise ValueError(
+                f"--window {args.window} applies to --target only (the trailing mean that must reach the target): "
+                "give --target KEY=VALUE, or leave --window out"
             )
         target = None
         if args.target is not None:  # (an empty one, from an unset shell variable, was ignored)
