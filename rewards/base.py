@@ -93,11 +93,10 @@ class Reward:
         elif not isinstance(out.scores, torch.Tensor):  # RewardOutput([0.1, 0.2]): a list of numbers
             out.scores = torch.as_tensor(np.asarray(out.scores, dtype=np.float32))
         shape = tuple(out.scores.shape)
-        out.scores = (
-            out.scores.detach().to("cpu", torch.float32).reshape(-1)
-            if not self.differentiable
-            else out.scores.reshape(-1)  # [B, 1] or a 0-d score of one image: [B], graph kept
-        )
+        # float32 on the CPU for every reward (a differentiable one computing in float64 gave float64); [B, 1] or a
+        # 0-d score of one image is [B]; a differentiable reward's graph is kept through the cast
+        scores = out.scores if self.differentiable else out.scores.detach()
+        out.scores = scores.to("cpu", torch.float32).reshape(-1)
         # one score per image: [B], [B, 1], or 0-d for one image ([2, 2] for 4 images was flattened and accepted)
         if out.scores.shape[0] != len(keep) or len(shape) > 2 or len(shape) == 2 and shape[1] != 1:
             raise RuntimeError(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from imgalign.rewards.base import FunctionReward, RewardOutput
+from imgalign.rewards.base import FunctionReward, Reward, RewardOutput
 
 
 def _mean_reward() -> FunctionReward:
@@ -26,3 +26,23 @@ def test_more_details_than_images_are_refused_as_fewer_are() -> None:
 
     with pytest.raises(RuntimeError, match="returned 3 details for 2 images"):
         FunctionReward(tagged, name="tagged")(torch.full((2, 3, 4, 4), 0.5), ["a", "b"])
+
+
+class _Double(Reward):
+    """A differentiable reward that computes its scores in float64."""
+
+    name = "double"
+    differentiable = True
+
+    def score(self, images: torch.Tensor, prompts: list[str], metadata: list[dict] | None) -> RewardOutput:
+        return RewardOutput(images.double().mean(dim=(1, 2, 3)))
+
+
+def test_a_differentiable_rewards_float64_scores_come_back_float32_with_their_graph() -> None:
+    """The contract's scores are float32 [B] on the CPU for every reward: a differentiable one computing in float64
+    gave float64 scores (only the others were cast); the cast keeps the graph (round 23, B14 and B12's neighbour)."""
+    x = torch.full((2, 3, 2, 2), 0.5, requires_grad=True)
+    scores = _Double()(x, ["a", "b"]).scores
+    assert scores.dtype == torch.float32 and scores.device.type == "cpu" and scores.shape == (2,)
+    scores.sum().backward()
+    torch.testing.assert_close(x.grad, torch.full((2, 3, 2, 2), 1 / 12))
