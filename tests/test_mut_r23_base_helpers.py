@@ -17,3 +17,24 @@ def test_a_space_in_the_first_half_of_the_cut_is_not_cut_at() -> None:
     mid-word instead (B38)."""
     assert excerpt("ab cdefghijklmnop", 10) == "ab cde ..."
     assert excerpt("abcd efghijklmnop", 10) == "abcd ..."
+
+
+def test_a_keyword_argument_overrides_the_same_option_in_the_spec(monkeypatch) -> None:
+    """build_reward("mod:fn:scale=2", scale=3): the caller's keyword argument wins over the spec's text (a config
+    or command line sets it on top of a spec) (B54)."""
+    import sys
+    import types
+
+    import torch
+
+    from imgalign.rewards.base import build_reward
+
+    def scaled(images, prompts, metadata, scale=1.0):
+        return images.mean(dim=(1, 2, 3)) * scale
+
+    mod = types.ModuleType("my_lab_r23.scores")
+    mod.scaled = scaled
+    monkeypatch.setitem(sys.modules, "my_lab_r23.scores", mod)
+    reward = build_reward("my_lab_r23.scores:scaled:scale=2", scale=3)
+    assert reward.opts == {"scale": 3}
+    torch.testing.assert_close(reward(torch.full((1, 3, 2, 2), 0.5), [""]).scores, torch.tensor([1.5]))
