@@ -35,3 +35,6 @@ def test_fit_discriminator_passes_its_seed_on(tmp_path: Path) -> None:
     first = weights(1, "a")
     assert torch.equal(first, weights(1, "b"))
     assert not torch.equal(first, weights(0, "c"))
+    # the head file records what it was fitted on (D07)
+    extra = load_head(tmp_path / "a.safetensors")[1]["extra"]
+    assert (extra["real"], extra["fake"]) == (str(real), str(fake)) and "train_acc" in extra["metrics"]
