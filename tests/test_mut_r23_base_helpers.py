@@ -38,3 +38,14 @@ def test_a_keyword_argument_overrides_the_same_option_in_the_spec(monkeypatch) -
     reward = build_reward("my_lab_r23.scores:scaled:scale=2", scale=3)
     assert reward.opts == {"scale": 3}
     torch.testing.assert_close(reward(torch.full((1, 3, 2, 2), 0.5), [""]).scores, torch.tensor([1.5]))
+
+
+def test_one_reference_folder_named_two_ways_is_one_reward(tmp_path, monkeypatch) -> None:
+    """same_reward_key resolves folders as it does files: ``ref=pool`` and ``ref=./x/../pool`` are one reward (B80)."""
+    from imgalign.rewards.base import same_reward_key
+
+    (tmp_path / "pool").mkdir()
+    (tmp_path / "x").mkdir()
+    monkeypatch.chdir(tmp_path)
+    key = same_reward_key("discriminator:ref=pool")
+    assert key == same_reward_key("discriminator:ref=./x/../pool") == f"discriminator:ref={tmp_path / 'pool'}"
