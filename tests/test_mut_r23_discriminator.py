@@ -38,3 +38,13 @@ def test_fit_discriminator_passes_its_seed_on(tmp_path: Path) -> None:
     # the head file records what it was fitted on (D07)
     extra = load_head(tmp_path / "a.safetensors")[1]["extra"]
     assert (extra["real"], extra["fake"]) == (str(real), str(fake)) and "train_acc" in extra["metrics"]
+
+
+def test_a_negative_patch_weight_is_refused_by_name() -> None:
+    """patch_weight=-0.1 would weigh the CLS logit above 1 and subtract the patch logits: refused like 1 is (D11)."""
+    import pytest
+
+    from imgalign.rewards.base import build_reward
+
+    with pytest.raises(ValueError, match=r"patch_weight must be in \[0, 1\), got -0.1"):
+        build_reward("discriminator:features=stats,ref_size=8,patch_weight=-0.1")
