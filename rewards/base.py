@@ -28,6 +28,7 @@ import torch
 from PIL import Image
 
 from imgalign.config import import_user_module, split_top_level
+from imgalign.plugins import ONE_LINE_ERRORS, raised_by_plugin
 
 ImagesLike = torch.Tensor | Sequence[Image.Image]
 
@@ -84,7 +85,7 @@ class Reward:
             [metadata[i] for i in keep] if metadata is not None else None,
         )
         if out is None:  # as_tensor(None) is a single NaN, which would read as a non-finite score
-            raise RuntimeError(
+            raise ValueError(
                 f"reward {self.name!r} returned nothing (None); it must return one score per image (a tensor, "
                 "array or list of numbers) or a RewardOutput"
             )
@@ -99,13 +100,13 @@ class Reward:
         out.scores = scores.to("cpu", torch.float32).reshape(-1)
         # one score per image: [B], [B, 1], or 0-d for one image ([2, 2] for 4 images was flattened and accepted)
         if out.scores.shape[0] != len(keep) or len(shape) > 2 or len(shape) == 2 and shape[1] != 1:
-            raise RuntimeError(
+            raise ValueError(
                 f"reward {self.name!r} returned {out.scores.shape[0]} scores (shape {shape}) for {len(keep)} "
                 f"images: a reward returns one score per image, shape [{len(keep)}]"
             )
         # details are zipped with the images (score's rows, a rollouts file): a short list misaligned them silently
         if out.details is not None and len(out.details) != len(keep):
-            raise RuntimeError(
+            raise ValueError(
                 f"reward {self.name!r} returned {len(out.details)} details for {len(keep)} images: "
                 "RewardOutput.details holds one dict per image, or None"
             )
@@ -431,6 +432,11 @@ def _call_factory(
     except TypeError as e:
         given = ", ".join(f"{k}={v!r}" for k, v in opts.items()) or "no options"
         raise ValueError(f"reward {name!r} could not be built ({given}): TypeError: {e}") from None
+    # a plug-in's own KeyError or OSError printed as its text alone ("error: 'weights'"), naming no reward
+    except ONE_LINE_ERRORS as e:
+        if ":" not in name:
+            raise
+        raise raised_by_plugin(f"reward {name!r}", e) from e
 
 
 def check_factory_options(name: str, factory: Callable[..., Any], opts: Mapping[str, Any]) -> None:

@@ -24,7 +24,7 @@ def test_more_details_than_images_are_refused_as_fewer_are() -> None:
     def tagged(images, prompts, metadata):
         return RewardOutput(images.mean(dim=(1, 2, 3)), [{"i": i} for i in range(len(prompts) + 1)])
 
-    with pytest.raises(RuntimeError, match="returned 3 details for 2 images"):
+    with pytest.raises(ValueError, match="returned 3 details for 2 images"):
         FunctionReward(tagged, name="tagged")(torch.full((2, 3, 4, 4), 0.5), ["a", "b"])
 
 

@@ -25,7 +25,7 @@ class Fixed(Reward):
 def test_a_reward_returning_more_or_fewer_scores_than_images_is_refused(n_scores: int) -> None:
     """Two images, 1 or 3 scores: refused by name with the count (extra scores were kept as a longer row)."""
     r = Fixed(torch.arange(float(n_scores)))
-    with pytest.raises(RuntimeError, match=rf"'fixed' returned {n_scores} scores .* for 2 images"):
+    with pytest.raises(ValueError, match=rf"'fixed' returned {n_scores} scores .* for 2 images"):
         r(torch.full((2, 3, 2, 2), 0.5), ["a", "b"])
 
 
@@ -33,7 +33,7 @@ def test_scores_of_three_dimensions_are_refused_even_with_one_per_image() -> Non
     """[B, 1] is one score per image; [B, 1, 1] (a reward returning a map) is refused, not flattened."""
     x = torch.full((2, 3, 2, 2), 0.5)
     assert Fixed(torch.tensor([[1.0], [2.0]]))(x, ["a", "b"]).scores.tolist() == [1.0, 2.0]
-    with pytest.raises(RuntimeError, match=r"shape \(2, 1, 1\)"):
+    with pytest.raises(ValueError, match=r"shape \(2, 1, 1\)"):
         Fixed(torch.ones(2, 1, 1))(x, ["a", "b"])
 
 

@@ -107,7 +107,7 @@ def test_scores_shaped_as_anything_but_one_per_image_are_refused() -> None:
 
     x = torch.rand(4, 3, 2, 2)
     with pytest.raises(
-        RuntimeError, match=r"'square' returned 4 scores \(shape \(2, 2\)\) for 4 images.*\[4\]"
+        ValueError, match=r"'square' returned 4 scores \(shape \(2, 2\)\) for 4 images.*\[4\]"
     ):
         Square()(x, ["a"] * 4)
 
@@ -117,6 +117,6 @@ def test_scores_shaped_as_anything_but_one_per_image_are_refused() -> None:
         ) -> torch.Tensor:
             return images.mean(dim=(1, 2, 3)).unsqueeze(0)  # [1, B]
 
-    with pytest.raises(RuntimeError, match=r"shape \(1, 4\)"):
+    with pytest.raises(ValueError, match=r"shape \(1, 4\)"):
         Row()(x, ["a"] * 4)
     assert _Column()(x, ["a"] * 4).scores.shape == (4,)

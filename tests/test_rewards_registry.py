@@ -239,7 +239,7 @@ def test_a_reward_returning_none_is_said_to_return_nothing(monkeypatch) -> None:
     for reward in (build_reward("my_lab.none_fns:returns_none"), Forgets()):
         for n in (1, 3):
             with pytest.raises(
-                RuntimeError, match=r"returned nothing \(None\); it must return one score per image"
+                ValueError, match=r"returned nothing \(None\); it must return one score per image"
             ):
                 reward(torch.full((n, 3, 8, 8), 0.5), [""] * n)
 
@@ -563,12 +563,10 @@ def test_the_reward_contract_refuses_mismatched_batches_and_unexpected_state() -
     with pytest.raises(ValueError, match=r"expected images as \[B, 3, H, W\]"):
         r(torch.full((2, 1, 4, 4), 0.5), ["", ""])
     short = FunctionReward(lambda im, p, m: im.mean(dim=(1, 2, 3))[:1], name="short")
-    with pytest.raises(
-        RuntimeError, match=r"returned 1 scores \(shape \(1,\)\) for 2 images: .* shape \[2\]"
-    ):
+    with pytest.raises(ValueError, match=r"returned 1 scores \(shape \(1,\)\) for 2 images: .* shape \[2\]"):
         short(x, ["", ""])
     few = FunctionReward(lambda im, p, m: RewardOutput(im.mean(dim=(1, 2, 3)), [{"n": 1}]), name="few")
-    with pytest.raises(RuntimeError, match=r"'few' returned 1 details for 2 images: .* one dict per image"):
+    with pytest.raises(ValueError, match=r"'few' returned 1 details for 2 images: .* one dict per image"):
         few(x, ["", ""])
     with pytest.raises(ValueError, match="keeps no state"):
         r.load_state_dict({"mean": 1.0})
