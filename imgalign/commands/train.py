@@ -143,7 +143,7 @@ def run_train(args: argparse.Namespace) -> int:
         raise ConfigError(
             "--resume is empty (an unset shell variable?): give auto, or the run or checkpoint folder to continue"
         )
-    folder_given = args.output_dir is not None or any(x.startswith("log.output_dir=") for x in args.set)
+    folder_given = args.output_dir is not None or sets_output_dir(args.set)
     other = other_runs_config(args.config, cfg.log.output_dir, args.resume, folder_given)
     if args.config is None and args.resume not in (None, "auto") and not folder_given:
         other = other or default_config_resume(args.resume, cfg.log.output_dir)
@@ -173,6 +173,21 @@ def run_train(args: argparse.Namespace) -> int:
         print(f"  {line}")
     print(f"  curves and a summary: imgalign report {cfg.log.output_dir}")
     return 0
+
+
+def sets_output_dir(items: list[str]) -> bool:
+    """Whether ``--set`` items choose the run folder, read as the config reads them: ``log.output_dir=X``, also
+    with spaces around its parts or ``=`` (read as ``log.output_dir``, it was not taken for a chosen folder, and a
+    resume into it was refused with "add --output-dir NEW_FOLDER"), or ``log={output_dir: X}``."""
+    from imgalign.config import parse_override
+
+    for item in items:
+        parts, value = parse_override(item)
+        if parts == ["log", "output_dir"]:
+            return True
+        if parts == ["log"] and isinstance(value.parsed, dict) and "output_dir" in value.parsed:
+            return True
+    return False
 
 
 def holds_run(folder: Path) -> bool:

@@ -1,0 +1,69 @@
+"""``imgalign train`` flags the earlier tests left unpinned (mutation round 23); the trainer is stubbed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from imgalign.cli import main
+
+
+def _two_runs(tmp_path: Path) -> None:
+    """runs/a: a run with a checkpoint and its config; runs/b: a copy of it whose config still names runs/a."""
+    run = tmp_path / "runs" / "a"
+    (run / "checkpoints" / "step-000001").mkdir(parents=True)
+    (run / "config.yaml").write_text("log:\n  output_dir: runs/a\n")
+    copy = tmp_path / "runs" / "b"
+    (copy / "checkpoints").mkdir(parents=True)
+    (copy / "config.yaml").write_text("log:\n  output_dir: runs/a\n")
+
+
+@pytest.mark.parametrize(
+    "item",
+    [
+        "log.output_dir = runs/new",
+        " log.output_dir=runs/new",
+        "log. output_dir=runs/new",
+        "log={output_dir: runs/new}",
+    ],
+)
+def test_a_set_log_output_dir_written_with_spaces_chooses_the_folder_as_without_them(
+    item: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--set "log.output_dir = NEW"` sets the run folder as `--set log.output_dir=NEW` does (the config reads the
+    key stripped), so a resume of another run's checkpoint without CONFIG starts there; it was refused with "add
+    --output-dir NEW_FOLDER", a folder the user had given."""
+    import imgalign.trainers.trainer as trainer
+
+    _two_runs(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    started = []
+    monkeypatch.setattr(trainer, "preflight", lambda cfg: None)
+    monkeypatch.setattr(trainer, "run", lambda cfg, out, resume: started.append((out, resume)))
+    ckpt = "runs/a/checkpoints/step-000001"
+    assert main(["train", "--resume", ckpt, "--set", item, "--no-progress"]) == 0
+    assert main(["train", "runs/b/config.yaml", "--resume", "auto", "--set", item.replace("new", "b")]) == 0
+    assert started == [("runs/new", ckpt), ("runs/b", "auto")]
+
+
+def test_the_folder_check_reads_only_log_output_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """Another key that ends in output_dir, or log.output_dir's value named in another key, chooses no folder: the
+    resume without CONFIG is still refused."""
+    _two_runs(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    ckpt = "runs/a/checkpoints/step-000001"
+    assert main(["train", "--resume", ckpt, "--set", "log.progress=false"]) == 2
+    assert "without CONFIG would train the default config's settings" in capsys.readouterr().err
+
+
+def test_sets_output_dir_reads_the_key_as_the_config_does() -> None:
+    from imgalign.commands.train import sets_output_dir
+
+    assert sets_output_dir(["train.lr=1e-4", "log.output_dir=runs/x"])
+    assert sets_output_dir(["log = {output_dir: runs/x, progress: false}"])
+    assert not sets_output_dir([])
+    assert not sets_output_dir(["log.progress=false", "log={progress: false}", "train.note=log.output_dir=x"])
+    assert not sets_output_dir(["eval.output_dir=runs/x"])
