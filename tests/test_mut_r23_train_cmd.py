@@ -67,3 +67,14 @@ def test_sets_output_dir_reads_the_key_as_the_config_does() -> None:
     assert not sets_output_dir([])
     assert not sets_output_dir(["log.progress=false", "log={progress: false}", "train.note=log.output_dir=x"])
     assert not sets_output_dir(["eval.output_dir=runs/x"])
+
+
+def test_describe_with_a_config_alone_shows_the_configs_values(tmp_path: Path, capsys) -> None:
+    """`imgalign train CONFIG --describe` (no --set or other flag) shows each key as CONFIG sets it beside its
+    default, not the built-in defaults only."""
+    config = tmp_path / "c.yaml"
+    config.write_text("train:\n  lr: 0.002\n")
+    assert main(["train", str(config), "--describe"]) == 0
+    out = capsys.readouterr().out
+    assert "train.lr = 0.002  (default 0.0001)\n" in out
+    assert "train.max_steps = 100\n" in out  # a key the config leaves alone: its default, without a note
