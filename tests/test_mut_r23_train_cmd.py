@@ -78,3 +78,22 @@ def test_describe_with_a_config_alone_shows_the_configs_values(tmp_path: Path, c
     out = capsys.readouterr().out
     assert "train.lr = 0.002  (default 0.0001)\n" in out
     assert "train.max_steps = 100\n" in out  # a key the config leaves alone: its default, without a note
+
+
+def test_a_config_with_a_resume_of_another_runs_checkpoint_starts_in_the_configs_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`imgalign train CONFIG --resume runs/a/checkpoints/step-N` branches run a's checkpoint into CONFIG's folder
+    with CONFIG's settings: the refusal of a resume without CONFIG (it would train the default's settings) is not
+    for it."""
+    import imgalign.trainers.trainer as trainer
+
+    _two_runs(tmp_path)
+    (tmp_path / "mine.yaml").write_text("log:\n  output_dir: runs/new\n")
+    monkeypatch.chdir(tmp_path)
+    started = []
+    monkeypatch.setattr(trainer, "preflight", lambda cfg: None)
+    monkeypatch.setattr(trainer, "run", lambda cfg, out, resume: started.append((out, resume)))
+    ckpt = "runs/a/checkpoints/step-000001"
+    assert main(["train", "mine.yaml", "--resume", ckpt, "--no-progress"]) == 0
+    assert started == [("runs/new", ckpt)]
