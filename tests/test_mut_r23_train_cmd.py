@@ -97,3 +97,20 @@ def test_a_config_with_a_resume_of_another_runs_checkpoint_starts_in_the_configs
     ckpt = "runs/a/checkpoints/step-000001"
     assert main(["train", "mine.yaml", "--resume", ckpt, "--no-progress"]) == 0
     assert started == [("runs/new", ckpt)]
+
+
+def test_resume_auto_with_another_yaml_inside_a_run_folder_is_not_taken_for_that_runs_config(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only a run folder's own config.yaml names the run it continues: `imgalign train runs/b/tweak.yaml --resume
+    auto` with tweak.yaml's log.output_dir runs/new goes on in runs/new, not refused as runs/b's copied config."""
+    import imgalign.trainers.trainer as trainer
+
+    _two_runs(tmp_path)
+    (tmp_path / "runs" / "b" / "tweak.yaml").write_text("log:\n  output_dir: runs/new\n")
+    monkeypatch.chdir(tmp_path)
+    started = []
+    monkeypatch.setattr(trainer, "preflight", lambda cfg: None)
+    monkeypatch.setattr(trainer, "run", lambda cfg, out, resume: started.append((out, resume)))
+    assert main(["train", "runs/b/tweak.yaml", "--resume", "auto", "--no-progress"]) == 0
+    assert started == [("runs/new", "auto")]
