@@ -115,13 +115,13 @@ def read_folder(root: Path) -> Iterator[PromptFolder]:
     if not root.is_dir():
         raise FileNotFoundError(f"image folder {str(root)!r} does not exist")
     # in number order: past 99999 prompts or 9999 images the names grow a digit (10000.png sorted before 1001.png)
-    dirs = sorted((p for p in root.iterdir() if p.is_dir() and p.name.isdigit()), key=_number_order)
+    dirs = sorted((p for p in root.iterdir() if p.is_dir() and p.name.isdecimal()), key=_number_order)
     if not dirs:
         # e.g. the --out of `imgalign eval --model`, whose generated images are in its images/ folder
         inner = [
             c
             for c in sorted(root.iterdir())
-            if c.is_dir() and any(g.is_dir() and g.name.isdigit() for g in c.iterdir())
+            if c.is_dir() and any(g.is_dir() and g.name.isdecimal() for g in c.iterdir())
         ]
         hint = f"; its sub-folder {str(inner[0])!r} does: give that" if inner else ""
         from imgalign.rewards.io import IMAGE_SUFFIXES
@@ -154,7 +154,7 @@ def read_folder(root: Path) -> Iterator[PromptFolder]:
             )
         # like the official evaluator, only numbered samples count (a stray grid.png does not)
         samples = (
-            sorted((p for p in (d / "samples").glob("*.png") if p.stem.isdigit()), key=_number_order)
+            sorted((p for p in (d / "samples").glob("*.png") if p.stem.isdecimal()), key=_number_order)
             if (d / "samples").is_dir()
             else []
         )

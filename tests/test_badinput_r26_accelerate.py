@@ -44,7 +44,7 @@ def test_print_config_is_printed_once_under_a_launch(
     assert capsys.readouterr().out == ""
 
 
-@pytest.mark.parametrize(("value", "count"), [(None, 1), ("", 1), ("4", 4), ("0", 1), ("x", 1)])
+@pytest.mark.parametrize(("value", "count"), [(None, 1), ("", 1), ("4", 4), ("0", 1), ("x", 1), ("²", 1)])
 def test_launched_processes_reads_world_size(
     value: str | None, count: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:

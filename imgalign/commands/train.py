@@ -103,7 +103,7 @@ def launched_processes() -> int:
     """The process count the launcher started (``WORLD_SIZE``, set by ``accelerate launch`` and torchrun); 1 for a
     plain ``imgalign train`` or a value that is not a positive integer (the trainer names a bad one)."""
     text = os.environ.get("WORLD_SIZE") or "1"
-    return int(text) if text.isdigit() and int(text) > 0 else 1
+    return int(text) if text.isdecimal() and int(text) > 0 else 1
 
 
 def run_train(args: argparse.Namespace) -> int:
