@@ -774,11 +774,13 @@ def test_score_group_isolates_a_failing_item_and_refuses_non_finite_scores() -> 
     reward = _FakeReward()
     _score_group(reward, "r", x, ["a", "boom", "nan"], [{}, {}, {}], rows)
     assert rows[0] == {"scores": {"r": 0.25}, "error": None}  # scored after the batch failed, one by one
-    assert rows[1] == {"scores": {}, "error": "r: boom"}
+    assert rows[1] == {"scores": {}, "error": "r: RuntimeError: boom"}
     assert rows[2] == {"scores": {}, "error": "r: non-finite score nan"}
     assert reward.metas == [None] * 4  # no metadata: None, not a list of empty dicts
     _score_group(reward, "s", x[1:2], ["boom"], [{"tag": "t"}], rows[1:2])  # a second reward's error is added
-    assert rows[1]["error"] == "r: boom; s: boom" and reward.metas[-1] == [{"tag": "t"}]
+    assert rows[1]["error"] == "r: RuntimeError: boom; s: RuntimeError: boom" and reward.metas[-1] == [
+        {"tag": "t"}
+    ]
 
 
 def test_score_group_refuses_an_infinite_score_as_it_does_nan() -> None:

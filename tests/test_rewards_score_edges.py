@@ -73,8 +73,25 @@ def test_a_failed_batch_scores_each_item_on_its_own_image() -> None:
     rows = [{"scores": {}, "error": None} for _ in range(3)]
     _score_group(reward, "r", x, ["boom", "b", "c"], [{"i": 0}, {"i": 1}, {"i": 2}], rows)
     assert rows == [
-        {"scores": {}, "error": "r: boom"},
+        {"scores": {}, "error": "r: RuntimeError: boom"},
         {"scores": {"r": 0.5}, "error": None},
         {"scores": {"r": 0.75}, "error": None},
     ]
     assert seen[1:] == [(["boom"], [{"i": 0}]), (["b"], [{"i": 1}]), (["c"], [{"i": 2}])]
+
+
+def test_a_plugin_rewards_key_error_names_its_type_in_the_row_and_a_value_error_does_not():
+    """A plug-in's KeyError read only "'difficulty'"; imgalign's own ValueErrors say what is wrong in their text."""
+    import torch
+
+    from imgalign.commands.score import _score_group
+
+    def score(images, prompts, metadata):
+        raise KeyError("difficulty") if prompts[0] == "k" else ValueError("reward 'r' needs metadata")
+
+    rows = [{"scores": {}, "error": None}]
+    _score_group(score, "r", torch.zeros(1, 3, 4, 4), ["k"], [{}], rows)
+    assert rows[0]["error"] == "r: KeyError: 'difficulty'"
+    rows = [{"scores": {}, "error": None}]
+    _score_group(score, "r", torch.zeros(1, 3, 4, 4), ["v"], [{}], rows)
+    assert rows[0]["error"] == "r: reward 'r' needs metadata"

@@ -714,7 +714,7 @@ def _score_group(
         scores = reward(x, prompts, meta_arg).scores.tolist()
     except Exception as e:  # noqa: BLE001 -- any reward failure becomes a per-file error row
         if len(rows) == 1:
-            _add_error(rows[0], f"{key}: {e}")
+            _add_error(rows[0], f"{key}: {error_text(e)}")
             return
         for i in range(len(rows)):
             _score_group(reward, key, x[i : i + 1], prompts[i : i + 1], metas[i : i + 1], rows[i : i + 1])
@@ -724,6 +724,12 @@ def _score_group(
             row["scores"][key] = float(s)
         else:
             _add_error(row, f"{key}: non-finite score {s}")
+
+
+def error_text(e: Exception) -> str:
+    """A reward's failure as its row's error: a ValueError's message (imgalign's own say what is wrong), any other
+    error with its type (a plug-in's KeyError read only "'difficulty'")."""
+    return str(e) if isinstance(e, ValueError) else f"{type(e).__name__}: {e}"
 
 
 def _add_error(row: dict[str, Any], msg: str) -> None:
