@@ -95,3 +95,19 @@ def test_a_plugin_rewards_key_error_names_its_type_in_the_row_and_a_value_error_
     rows = [{"scores": {}, "error": None}]
     _score_group(score, "r", torch.zeros(1, 3, 4, 4), ["v"], [{}], rows)
     assert rows[0]["error"] == "r: reward 'r' needs metadata"
+
+
+def test_a_baseline_score_of_an_integer_too_large_for_a_float_is_refused_by_line(tmp_path):
+    """1 and 400 zeros is a JSON number: it passed the number check and stopped the paired table with an
+    OverflowError traceback, after the scoring."""
+    from imgalign.commands.score import CLIError, load_baseline
+
+    base = tmp_path / "base.jsonl"
+    row = {"file": "a.png", "prompt": None, "scores": {"artifact": 0.5}, "error": None}
+    big = json.dumps({**row, "file": "b.png"}).replace("0.5", "1" + "0" * 400)
+    base.write_text(json.dumps(row) + "\n" + big + "\n")
+    with pytest.raises(CLIError) as e:
+        load_baseline(base)
+    assert str(e.value).startswith(
+        f"--baseline {str(base)!r} line 2: score 'artifact' is an integer too large for a float; pass the unedited"
+    )

@@ -314,6 +314,14 @@ def load_baseline(path: str | Path) -> dict[str, dict[str, Any]]:
                     f"--baseline {str(path)!r} line {i}: score {k!r} is {v!r}, not a number; pass the unedited "
                     ".jsonl that `imgalign score --out X.jsonl` wrote, or delete that score from the row"
                 )
+            # 1 followed by 400 zeros is a JSON number, and an OverflowError traceback in the paired table
+            try:
+                float(v)
+            except OverflowError:
+                raise CLIError(
+                    f"--baseline {str(path)!r} line {i}: score {k!r} is an integer too large for a float; pass the "
+                    "unedited .jsonl that `imgalign score --out X.jsonl` wrote, or delete that score from the row"
+                ) from None
         out[key] = {**row, "scores": _current_keys(scores, names, f"--baseline {str(path)!r} line {i}")}
     if not out:
         raise CLIError(f"--baseline {str(path)!r} holds no rows")
