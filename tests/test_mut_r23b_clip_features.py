@@ -1,0 +1,49 @@
+"""Round 23b mutation survivors of rewards/clip.py and rewards/features.py (s60_m2C)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+from test_rewards_tiny import make_tiny_open_clip
+
+from imgalign.rewards.base import build_reward
+
+
+def test_the_models_own_interpolation_reaches_the_reward_and_the_features(tmp_path: Path) -> None:
+    """A model whose preprocess config resizes bilinear: the clip reward and the open_clip: feature encoder resize
+    with it, not with the default bicubic."""
+    from imgalign.rewards.features import build_features, clip_preprocess
+
+    d = make_tiny_open_clip(tmp_path / "clip")
+    cfg = json.loads((d / "open_clip_config.json").read_text())
+    cfg["preprocess_cfg"]["interpolation"] = "bilinear"
+    (d / "open_clip_config.json").write_text(json.dumps(cfg))
+    r = build_reward(f"clip:model=local-dir:{d}")
+    assert r.how == ("shortest", "bilinear")
+    torch.manual_seed(0)
+    x = torch.rand(2, 3, 48, 64)
+    with torch.no_grad():
+        img = r.model.encode_image(clip_preprocess(x, 32, (0.5,) * 3, (0.25,) * 3, "shortest", "bilinear"))
+        bicubic = r.model.encode_image(clip_preprocess(x, 32, (0.5,) * 3, (0.25,) * 3, "shortest", "bicubic"))
+    assert not torch.allclose(img, bicubic, atol=1e-4)
+    img_r, _ = r.embed(x, ["a cross", "a square"])
+    torch.testing.assert_close(img_r, img, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(build_features(f"open_clip:local-dir:{d}")(x), img, rtol=1e-5, atol=1e-5)
+
+
+def test_a_one_element_mean_or_std_list_is_one_number_for_all_three_channels() -> None:
+    """``"image_mean": [0.5]`` (a list of one, as for a grey model) is that number for every channel, as one number
+    is; two numbers are refused."""
+    from types import SimpleNamespace
+
+    import pytest
+
+    from imgalign.rewards.features import per_channel
+
+    proc = SimpleNamespace(image_mean=[0.5], image_std=(0.25,))
+    assert per_channel(proc, "image_mean", "m") == (0.5, 0.5, 0.5)
+    assert per_channel(proc, "image_std", "m") == (0.25, 0.25, 0.25)
+    with pytest.raises(ValueError, match="image_mean"):
+        per_channel(SimpleNamespace(image_mean=[0.5, 0.5]), "image_mean", "m")
