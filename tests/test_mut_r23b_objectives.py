@@ -114,3 +114,24 @@ def test_a_tree_edge_with_child_mask_false_is_out_of_the_loss_even_when_marked_v
     both = _tree_loss(adapter, ro, valid, clip_range=10.0)[0]
     assert padded == pytest.approx(both, rel=1e-6)
     assert abs(padded - full) > 1e-4
+
+
+def test_the_tree_logged_log_density_is_the_mean_over_valid_edges():
+    """policy/logprob on a tree is the mean of log π_θ(child | parent) over the valid edges (row 0's edges,
+    marked invalid, are left out)."""
+    adapter, ro = _tree((-0.9, 0.9))
+    rows, s = ro.extras["tree"], _sampling()
+    k = rows.child_mask.shape[1]
+    with torch.no_grad():
+        v = adapter.transformer(rows.x, rows.sigma, rows.cond)
+        mean = kernel_mean_std(
+            s.kernel, rows.x, v, rows.sigma, rows.sigma_next, s.noise_level, rows.sigma_next_of_one
+        )[0]
+    lp = K.gaussian_log_prob(
+        rows.children.flatten(0, 1), mean.repeat_interleave(k, 0), rows.std.repeat_interleave(k)
+    ).view(-1, k)
+    valid = rows.child_mask.clone()
+    valid[0] = False
+    assert abs(float(lp[0].mean() - lp[valid].mean())) > 1e-3 * abs(float(lp.mean()))
+    _, m = _tree_loss(adapter, ro, valid)
+    assert m["policy/logprob"] == pytest.approx(float(lp[valid].double().mean()), rel=1e-5)
