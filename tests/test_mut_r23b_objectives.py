@@ -135,3 +135,14 @@ def test_the_tree_logged_log_density_is_the_mean_over_valid_edges():
     assert abs(float(lp[0].mean() - lp[valid].mean())) > 1e-3 * abs(float(lp.mean()))
     _, m = _tree_loss(adapter, ro, valid)
     assert m["policy/logprob"] == pytest.approx(float(lp[valid].double().mean()), rel=1e-5)
+
+
+def test_the_terms_of_a_windowed_rollout_are_its_trained_step_indices():
+    """sampling.sde_window 2 of 6 steps: a rollout whose window starts past step 0 trains the steps of its
+    window (GRPOObjective.terms are the step indices the loss reads, not their positions 0, 1)."""
+    for step in range(20):
+        _, s, ro = _setup({"num_steps": 6, "sde_window": 2}, step=step)
+        if ro.train_steps[0] > 0:
+            break
+    assert ro.train_steps[0] > 0 and len(ro.train_steps) == 2
+    assert GRPOObjective(ObjectiveConfig(), s).terms(ro) == list(ro.train_steps)
