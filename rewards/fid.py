@@ -217,7 +217,7 @@ def load_stats(path: str | Path) -> tuple[torch.Tensor, torch.Tensor, int, str]:
     d = mu.shape[0] if mu.ndim == 1 else -1
     # n: the image count, at least the 2 a covariance needs (save_stats is given it by folder_features)
     n = str(meta.get("n", ""))
-    if tuple(sigma.shape) != (d, d) or not meta.get("features") or not n.isdigit() or int(n) < 2:
+    if tuple(sigma.shape) != (d, d) or not meta.get("features") or not n.isdecimal() or int(n) < 2:
         raise ValueError(
             f"{not_stats}: mu {tuple(mu.shape)}, sigma {tuple(sigma.shape)}, metadata {meta} (want mu (d,), "
             "sigma (d, d), n of at least 2 images and features)"

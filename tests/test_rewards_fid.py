@@ -334,6 +334,8 @@ def test_a_damaged_stats_file_is_refused_by_name(tmp_path) -> None:
         ("nofeat", {"mu": mu, "sigma": sigma}, {**meta, "features": ""}, "images and features"),
         ("badn", {"mu": mu, "sigma": sigma}, {**meta, "n": "many"}, "n of at least 2 images and features"),
         ("n1", {"mu": mu, "sigma": sigma}, {**meta, "n": "1"}, "n of at least 2 images"),
+        # isdigit() takes '²', which int() refuses ("invalid literal for int()")
+        ("nsup", {"mu": mu, "sigma": sigma}, {**meta, "n": "²"}, "n of at least 2 images"),
     ):
         save_file({k: v.contiguous() for k, v in tensors.items()}, str(tmp_path / f"{name}.safetensors"), m)
         with pytest.raises(ValueError, match=rf"{name}.safetensors.*{msg}"):
