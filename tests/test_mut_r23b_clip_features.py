@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import torch
@@ -16,10 +15,7 @@ def test_the_models_own_interpolation_reaches_the_reward_and_the_features(tmp_pa
     with it, not with the default bicubic."""
     from imgalign.rewards.features import build_features, clip_preprocess
 
-    d = make_tiny_open_clip(tmp_path / "clip")
-    cfg = json.loads((d / "open_clip_config.json").read_text())
-    cfg["preprocess_cfg"]["interpolation"] = "bilinear"
-    (d / "open_clip_config.json").write_text(json.dumps(cfg))
+    d = make_tiny_open_clip(tmp_path / "clip", preprocess={"interpolation": "bilinear"})
     r = build_reward(f"clip:model=local-dir:{d}")
     assert r.how == ("shortest", "bilinear")
     torch.manual_seed(0)

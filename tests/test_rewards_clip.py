@@ -267,14 +267,10 @@ def test_open_clip_precision_follows_the_dtype() -> None:
 def test_the_models_own_resize_mode_reaches_the_reward_and_the_features(tmp_path: Path) -> None:
     """A model whose preprocess config squashes: a 32 x 64 image is squashed to 32 x 32 (not centre-cropped) by
     the clip reward and by the open_clip: feature encoder alike."""
-    import json
 
     from imgalign.rewards.features import build_features, clip_preprocess
 
-    d = make_tiny_open_clip(tmp_path / "clip")
-    cfg = json.loads((d / "open_clip_config.json").read_text())
-    cfg["preprocess_cfg"]["resize_mode"] = "squash"
-    (d / "open_clip_config.json").write_text(json.dumps(cfg))
+    d = make_tiny_open_clip(tmp_path / "clip", preprocess={"resize_mode": "squash"})
     r = build_reward(f"clip:model=local-dir:{d}")
     assert r.how == ("squash", "bicubic")
     torch.manual_seed(0)

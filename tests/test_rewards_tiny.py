@@ -16,15 +16,19 @@ TINY_CLIP_CFG = {
 }
 
 
-def make_tiny_open_clip(folder: Path, seed: int = 0) -> Path:
-    """A random open_clip model saved as open_clip_config.json + open_clip_model.safetensors (the local-dir form)."""
+def make_tiny_open_clip(folder: Path, seed: int = 0, preprocess: dict | None = None) -> Path:
+    """A random open_clip model saved as open_clip_config.json + open_clip_model.safetensors (the local-dir form);
+    `preprocess`: other preprocess_cfg entries (resize_mode, interpolation)."""
     import open_clip
     from safetensors.torch import save_file
 
     torch.manual_seed(seed)
     folder.mkdir(parents=True, exist_ok=True)
     model = open_clip.CLIP(**TINY_CLIP_CFG)
-    cfg = {"model_cfg": TINY_CLIP_CFG, "preprocess_cfg": {"mean": [0.5] * 3, "std": [0.25] * 3}}
+    cfg = {
+        "model_cfg": TINY_CLIP_CFG,
+        "preprocess_cfg": {"mean": [0.5] * 3, "std": [0.25] * 3, **(preprocess or {})},
+    }
     (folder / "open_clip_config.json").write_text(json.dumps(cfg))
     save_file(
         {k: v.contiguous() for k, v in model.state_dict().items()},
