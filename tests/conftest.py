@@ -39,6 +39,17 @@ def noise_pngs(folder: Path, n: int, seed: int = 0) -> Path:
     return folder
 
 
+def two_run_folders(root: Path) -> None:
+    """root/runs/a: a run with a checkpoint and its config; root/runs/b: a copy of it whose config still names
+    runs/a (the train command's run-folder checks)."""
+    run = root / "runs" / "a"
+    (run / "checkpoints" / "step-000001").mkdir(parents=True)
+    (run / "config.yaml").write_text("log:\n  output_dir: runs/a\n")
+    copy = root / "runs" / "b"
+    (copy / "checkpoints").mkdir(parents=True)
+    (copy / "config.yaml").write_text("log:\n  output_dir: runs/a\n")
+
+
 @pytest.fixture(autouse=True)
 def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")

@@ -7,16 +7,7 @@ from pathlib import Path
 import pytest
 
 from imgalign.cli import main
-
-
-def _two_runs(tmp_path: Path) -> None:
-    """runs/a: a run with a checkpoint and its config; runs/b: a copy of it whose config still names runs/a."""
-    run = tmp_path / "runs" / "a"
-    (run / "checkpoints" / "step-000001").mkdir(parents=True)
-    (run / "config.yaml").write_text("log:\n  output_dir: runs/a\n")
-    copy = tmp_path / "runs" / "b"
-    (copy / "checkpoints").mkdir(parents=True)
-    (copy / "config.yaml").write_text("log:\n  output_dir: runs/a\n")
+from tests.conftest import two_run_folders
 
 
 @pytest.mark.parametrize(
@@ -36,7 +27,7 @@ def test_a_set_log_output_dir_written_with_spaces_chooses_the_folder_as_without_
     --output-dir NEW_FOLDER", a folder the user had given."""
     import imgalign.trainers.trainer as trainer
 
-    _two_runs(tmp_path)
+    two_run_folders(tmp_path)
     monkeypatch.chdir(tmp_path)
     started = []
     monkeypatch.setattr(trainer, "preflight", lambda cfg: None)
@@ -52,7 +43,7 @@ def test_the_folder_check_reads_only_log_output_dir(
 ) -> None:
     """Another key that ends in output_dir, or log.output_dir's value named in another key, chooses no folder: the
     resume without CONFIG is still refused."""
-    _two_runs(tmp_path)
+    two_run_folders(tmp_path)
     monkeypatch.chdir(tmp_path)
     ckpt = "runs/a/checkpoints/step-000001"
     assert main(["train", "--resume", ckpt, "--set", "log.progress=false"]) == 2
@@ -88,7 +79,7 @@ def test_a_config_with_a_resume_of_another_runs_checkpoint_starts_in_the_configs
     for it."""
     import imgalign.trainers.trainer as trainer
 
-    _two_runs(tmp_path)
+    two_run_folders(tmp_path)
     (tmp_path / "mine.yaml").write_text("log:\n  output_dir: runs/new\n")
     monkeypatch.chdir(tmp_path)
     started = []
@@ -106,7 +97,7 @@ def test_resume_auto_with_another_yaml_inside_a_run_folder_is_not_taken_for_that
     auto` with tweak.yaml's log.output_dir runs/new goes on in runs/new, not refused as runs/b's copied config."""
     import imgalign.trainers.trainer as trainer
 
-    _two_runs(tmp_path)
+    two_run_folders(tmp_path)
     (tmp_path / "runs" / "b" / "tweak.yaml").write_text("log:\n  output_dir: runs/new\n")
     monkeypatch.chdir(tmp_path)
     started = []

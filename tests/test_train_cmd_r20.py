@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from imgalign.cli import main
+from tests.conftest import two_run_folders
 
 
 def test_resume_auto_without_config_from_inside_a_run_folder_is_not_taken_for_a_resume_path(
@@ -33,12 +34,7 @@ def test_set_log_output_dir_chooses_the_folder_as_output_dir_does_so_a_resume_of
     checkpoint without CONFIG, or of a copied run folder's config, starts there and is not refused."""
     import imgalign.trainers.trainer as trainer
 
-    run = tmp_path / "runs" / "a"
-    (run / "checkpoints" / "step-000001").mkdir(parents=True)
-    (run / "config.yaml").write_text("log:\n  output_dir: runs/a\n")
-    copy = tmp_path / "runs" / "b"
-    (copy / "checkpoints").mkdir(parents=True)
-    (copy / "config.yaml").write_text("log:\n  output_dir: runs/a\n")
+    two_run_folders(tmp_path)
     monkeypatch.chdir(tmp_path)
     started = []
     monkeypatch.setattr(trainer, "preflight", lambda cfg: None)
