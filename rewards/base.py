@@ -165,7 +165,9 @@ def to_tensor(images: ImagesLike) -> torch.Tensor:
     arrs = []
     for i, im in enumerate(images):
         if not isinstance(im, Image.Image):
-            raise TypeError(f"image {i} is a {type(im).__name__}, expected a PIL image or a tensor batch")
+            raise TypeError(
+                f"image {i} is of type {type(im).__name__}, expected a PIL image or a tensor batch"
+            )
         arrs.append(np.asarray(pil_to_rgb(im), dtype=np.float32) / 255.0)
     if not arrs:
         raise ValueError("no images given")
@@ -527,7 +529,7 @@ def check_function_reward(name: str, fn: Any, opts: Mapping[str, Any]) -> None:
             f"factory either): {what}"
         )
     if not callable(fn):
-        raise ValueError(f"reward {name!r} is a {type(fn).__name__}, not callable: {what}")
+        raise ValueError(f"reward {name!r} is of type {type(fn).__name__}, not callable: {what}")
     try:
         sig = inspect.signature(fn)
     except (TypeError, ValueError):  # no inspectable signature (a builtin): nothing to check

@@ -50,7 +50,7 @@ def test_build_balancer_refuses_a_user_balancer_that_is_not_callable(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     mod = _user_module(tmp_path, monkeypatch, "bal = 3\n")
-    with pytest.raises(ValueError, match="it is a int, not callable"):
+    with pytest.raises(ValueError, match="it is of type int, not callable"):
         build_balancer(f"{mod}:bal")
 
 

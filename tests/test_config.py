@@ -1197,7 +1197,7 @@ def test_a_plugin_rollout_or_penalty_that_cannot_take_its_arguments_is_refused_w
     ):
         ROLLOUTS.check("cfgtest_calls:two_args")
     with pytest.raises(
-        ValueError, match=r"'cfgtest_calls:LIMIT' cannot be called .*: it is a int, not callable"
+        ValueError, match=r"'cfgtest_calls:LIMIT' cannot be called .*: it is of type int, not callable"
     ):
         PENALTIES.check("cfgtest_calls:LIMIT")
     assert PENALTIES.get("cfgtest_calls:penalty").__name__ == "penalty"

@@ -36,7 +36,7 @@ def test_build_objective_refuses_an_instance_and_a_class_without_loss_by_name(mo
     method; both name the objective."""
     monkeypatch.setitem(OBJECTIVES._items, "r21b_instance", object())
     monkeypatch.setitem(OBJECTIVES._items, "r21b_terms_only", _TermsOnly)
-    with pytest.raises(ValueError, match=r"objective 'r21b_instance' is a object, not a class"):
+    with pytest.raises(ValueError, match=r"objective 'r21b_instance' is of type object, not a class"):
         build_objective("r21b_instance", ObjectiveConfig(), SamplingConfig())
     with pytest.raises(
         ValueError, match=r"'r21b_terms_only' built a _TermsOnly without the method\(s\) loss:"

@@ -263,7 +263,7 @@ def test_a_function_path_checks_its_options_and_a_bad_class_is_refused_when_buil
         build_reward("my_lab.fns:bright_fn:scale=2")
     with pytest.raises(ValueError, match="'my_lab.fns:NotAReward' is a class but not an imgalign Reward"):
         build_reward("my_lab.fns:NotAReward")
-    with pytest.raises(ValueError, match="'my_lab.fns:threshold' is a float, not callable"):
+    with pytest.raises(ValueError, match="'my_lab.fns:threshold' is of type float, not callable"):
         build_reward("my_lab.fns:threshold")
     with pytest.raises(
         ValueError, match=r"'my_lab.fns:no_metadata' cannot be called as fn\(images, prompts, metadata\)"

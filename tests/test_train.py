@@ -1630,7 +1630,7 @@ def test_a_plugin_objective_off_the_contract_fails_before_the_model_loads(
         ),
         ("loss_function", "built a float without the method(s) terms, loss"),  # a loss function, not a class
         ("NoLoss", "built a NoLoss without the method(s) loss: an objective is a class built as"),
-        ("instance", "'cfgtest_objectives:instance' is a NoneType, not a class"),
+        ("instance", "'cfgtest_objectives:instance' is of type NoneType, not a class"),
     ]:
         cfg = tiny_config(sd3_dir, tmp_path / "run", objective__name=f"cfgtest_objectives:{attr}")
         err = _refused(cfg, tmp_path, capsys)

@@ -140,7 +140,7 @@ def build_objective(name: str, cfg: ObjectiveConfig, sampling: SamplingConfig) -
     factory = OBJECTIVES.get(name)
     if not callable(factory):
         raise ValueError(
-            f"objective {name!r} is a {type(factory).__name__}, not a class: {OBJECTIVE_CONTRACT}"
+            f"objective {name!r} is of type {type(factory).__name__}, not a class: {OBJECTIVE_CONTRACT}"
         )
     problem = call_problem(factory, 2)
     if problem:

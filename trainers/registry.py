@@ -18,7 +18,7 @@ def call_problem(obj: Any, n_args: int) -> str:
     """Why a user's `obj` cannot be called with `n_args` positional arguments (Python's own words), or "" when it
     can, or when its signature cannot be inspected (the call itself then says)."""
     if not callable(obj):
-        return f"it is a {type(obj).__name__}, not callable"
+        return f"it is of type {type(obj).__name__}, not callable"
     try:
         inspect.signature(obj).bind(*[None] * n_args)
     except TypeError as e:
