@@ -13,18 +13,20 @@ from tests.conftest import two_run_folders
 @pytest.mark.parametrize(
     "item",
     [
+        "log.output_dir=runs/new",
         "log.output_dir = runs/new",
         " log.output_dir=runs/new",
         "log. output_dir=runs/new",
         "log={output_dir: runs/new}",
     ],
 )
-def test_a_set_log_output_dir_written_with_spaces_chooses_the_folder_as_without_them(
+def test_a_set_log_output_dir_with_or_without_spaces_chooses_the_folder_as_output_dir_does(
     item: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`--set "log.output_dir = NEW"` sets the run folder as `--set log.output_dir=NEW` does (the config reads the
-    key stripped), so a resume of another run's checkpoint without CONFIG starts there; it was refused with "add
-    --output-dir NEW_FOLDER", a folder the user had given."""
+    """`--set log.output_dir=NEW` chooses the run folder as `--output-dir NEW` does: a resume of another run's
+    checkpoint without CONFIG, or of a copied run folder's config, starts there and is not refused. Written with
+    spaces (the config reads the key stripped) it was refused with "add --output-dir NEW_FOLDER", a folder the
+    user had given."""
     import imgalign.trainers.trainer as trainer
 
     two_run_folders(tmp_path)

@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 
 from imgalign.cli import main
-from tests.conftest import two_run_folders
 
 
 def test_resume_auto_without_config_from_inside_a_run_folder_is_not_taken_for_a_resume_path(
@@ -25,24 +24,6 @@ def test_resume_auto_without_config_from_inside_a_run_folder_is_not_taken_for_a_
     monkeypatch.setattr(trainer, "run", lambda cfg, out, resume: started.append((out, resume)))
     assert main(["train", "--resume", "auto", "--max-steps", "1", "--no-progress"]) == 0
     assert started == [("runs/shapes_flow_grpo", "auto")]
-
-
-def test_set_log_output_dir_chooses_the_folder_as_output_dir_does_so_a_resume_of_another_run_goes_on(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """`--set log.output_dir=NEW` chooses the run folder as `--output-dir NEW` does: a resume of another run's
-    checkpoint without CONFIG, or of a copied run folder's config, starts there and is not refused."""
-    import imgalign.trainers.trainer as trainer
-
-    two_run_folders(tmp_path)
-    monkeypatch.chdir(tmp_path)
-    started = []
-    monkeypatch.setattr(trainer, "preflight", lambda cfg: None)
-    monkeypatch.setattr(trainer, "run", lambda cfg, out, resume: started.append((out, resume)))
-    ckpt = "runs/a/checkpoints/step-000001"
-    assert main(["train", "--resume", ckpt, "--set", "log.output_dir=runs/new", "--no-progress"]) == 0
-    assert main(["train", "runs/b/config.yaml", "--resume", "auto", "--set", "log.output_dir=runs/b"]) == 0
-    assert started == [("runs/new", ckpt), ("runs/b", "auto")]
 
 
 def test_a_run_interrupted_before_its_first_checkpoint_is_a_run_folder_by_its_metrics(
