@@ -36,6 +36,7 @@ from safetensors import SafetensorError
 
 from imgalign.config import ConfigError, leaves, to_dict
 from imgalign.files import atomic_write_text, replacing
+from imgalign.launch import launched_rank
 from imgalign.pipelines import TRUNCATION_NOTICE, MessageFilter, length_warning_said
 from imgalign.trainers import checkpoint as C
 from imgalign.trainers.config import FlowGRPOConfig, check_batch_layout, ignored_settings
@@ -1649,7 +1650,7 @@ def run(
     # the other processes' INFO lines repeat the main process's (batch layout, saved checkpoints): warnings only
     own = logging.getLogger("imgalign")
     level = own.level
-    if int(os.environ.get("RANK") or 0) > 0:
+    if launched_rank() > 0:
         own.setLevel(logging.WARNING)
     try:
         tr.setup(resume)

@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 from pathlib import Path
 
 import yaml
+
+from imgalign.launch import launched_processes, launched_rank
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 DEFAULT_CONFIG = EXAMPLES / "shapes" / "flow_grpo.yaml"
@@ -99,13 +100,6 @@ def load_train_config(args: argparse.Namespace):  # noqa: ANN201 - FlowGRPOConfi
         ) from None
 
 
-def launched_processes() -> int:
-    """The process count the launcher started (``WORLD_SIZE``, set by ``accelerate launch`` and torchrun); 1 for a
-    plain ``imgalign train`` or a value that is not a positive integer (the trainer names a bad one)."""
-    text = os.environ.get("WORLD_SIZE") or "1"
-    return int(text) if text.isdecimal() and int(text) > 0 else 1
-
-
 def run_train(args: argparse.Namespace) -> int:
     from imgalign.config import ConfigError, describe, leaves, to_dict
     from imgalign.trainers.config import FlowGRPOConfig, check_batch_layout
@@ -134,7 +128,7 @@ def run_train(args: argparse.Namespace) -> int:
         # nor a batch that does not split over the processes it is launched on (`accelerate launch --num_processes
         # 3 ... --print-config` showed, three times, a config whose batch fails on 3 processes)
         check_batch_layout(cfg, launched_processes())
-        if int(os.environ.get("RANK") or 0) == 0:  # one copy, from the main process
+        if launched_rank() == 0:  # one copy, from the main process
             print(yaml.safe_dump(to_dict(cfg), sort_keys=False), end="")
         return 0
 
@@ -164,7 +158,7 @@ def run_train(args: argparse.Namespace) -> int:
         from imgalign.cli import Interrupted
 
         raise Interrupted(interrupted_line(Path(cfg.log.output_dir), args.resume)) from None
-    if int(os.environ.get("RANK") or 0) > 0:  # one summary, from the main process of `accelerate launch`
+    if launched_rank() > 0:  # one summary, from the main process of `accelerate launch`
         return 0
     from imgalign.eval.reports import run_summary_lines
 

@@ -1,0 +1,18 @@
+"""What the launcher (``accelerate launch``, torchrun) tells this process through its environment, read before any
+model or accelerate state exists (``train --print-config``, which rank prints, logs or sums up)."""
+
+from __future__ import annotations
+
+import os
+
+
+def launched_processes() -> int:
+    """The process count the launcher started (``WORLD_SIZE``, set by ``accelerate launch`` and torchrun); 1 for a
+    plain ``imgalign train`` or a value that is not a positive integer (the trainer names a bad one)."""
+    text = os.environ.get("WORLD_SIZE") or "1"
+    return int(text) if text.isdecimal() and int(text) > 0 else 1
+
+
+def launched_rank() -> int:
+    """This process's global rank (``RANK``; 0 for a plain ``imgalign train``): only rank 0 prints and logs INFO."""
+    return int(os.environ.get("RANK") or 0)
