@@ -19,12 +19,12 @@ def raised_by_plugin(what: str, e: Exception, hint: str = "") -> ValueError:
     )
 
 
-def call_plugin(what: str, name: str, fn: Any, *args: Any) -> Any:
-    """``fn(*args)``, where `fn` is what the setting `name` stands for (described as `what`, e.g. ``reward balancer
+def call_plugin(what: str, name: str, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)``, where `fn` is what the setting `name` stands for (described as `what`, e.g. ``reward balancer
     'pkg.mod:fn'``); a one-line error of a ``module:attr`` plug-in is raised naming it (a built-in's message is its
     own)."""
     try:
-        return fn(*args)
+        return fn(*args, **kwargs)
     except ONE_LINE_ERRORS as e:
         if ":" not in name:
             raise

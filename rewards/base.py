@@ -28,7 +28,7 @@ import torch
 from PIL import Image
 
 from imgalign.config import import_user_module, split_top_level
-from imgalign.plugins import ONE_LINE_ERRORS, raised_by_plugin
+from imgalign.plugins import call_plugin
 
 ImagesLike = torch.Tensor | Sequence[Image.Image]
 
@@ -428,17 +428,13 @@ def _call_factory(
     does not take is refused by name, with the options it has."""
     check_factory_options(name, factory, opts)
     try:
-        return factory(device=device, dtype=dtype, **opts)
+        # a plug-in's own KeyError or OSError printed as its text alone ("error: 'weights'"), naming no reward
+        return call_plugin(f"reward {name!r}", name, factory, device=device, dtype=dtype, **opts)
     # the options' names were checked above: a TypeError comes from a value or from inside the reward, and "bad
     # options ['model']" blamed the model name for a processor file's 'float' object is not iterable
     except TypeError as e:
         given = ", ".join(f"{k}={v!r}" for k, v in opts.items()) or "no options"
         raise ValueError(f"reward {name!r} could not be built ({given}): TypeError: {e}") from None
-    # a plug-in's own KeyError or OSError printed as its text alone ("error: 'weights'"), naming no reward
-    except ONE_LINE_ERRORS as e:
-        if ":" not in name:
-            raise
-        raise raised_by_plugin(f"reward {name!r}", e) from e
 
 
 def check_factory_options(name: str, factory: Callable[..., Any], opts: Mapping[str, Any]) -> None:
