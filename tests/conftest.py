@@ -114,3 +114,36 @@ def two_prompts(tmp_path: Path) -> Path:
     p = tmp_path / "two.jsonl"
     p.write_text("".join(json.dumps(m) + "\n" for m in load_geneval_metadata(EVAL_SET_PATH)[:2]))
     return p
+
+
+class _InlinePool:
+    """A ProcessPoolExecutor stand-in: runs each job at submit time and records its worker count."""
+
+    workers: list[int] = []
+
+    def __init__(self, max_workers: int, mp_context: object = None) -> None:
+        _InlinePool.workers.append(max_workers)
+
+    def submit(self, fn, *a):
+        import concurrent.futures
+
+        f: concurrent.futures.Future = concurrent.futures.Future()
+        f.set_result(fn(*a))
+        return f
+
+    def shutdown(self, wait: bool = True, cancel_futures: bool = False) -> None:
+        pass
+
+
+@pytest.fixture
+def inline_pretrain_pool(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """`world pretrain` with its process pool run in this process and each component's pretraining replaced by a
+    stand-in that returns ``{"progress": progress}``; the list gets the pool's worker count per pool started."""
+    import concurrent.futures
+
+    from imgalign.commands import world
+
+    monkeypatch.setattr(_InlinePool, "workers", [])
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", _InlinePool)
+    monkeypatch.setattr(world, "_pretrain_one", lambda module, cfg, out, progress: {"progress": progress})
+    return _InlinePool.workers

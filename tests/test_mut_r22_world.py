@@ -4,7 +4,6 @@ given), what it says, the line a bad prompt is named by, and how `--set` keys re
 
 from __future__ import annotations
 
-import concurrent.futures
 import json
 import os
 import random
@@ -16,11 +15,9 @@ from PIL import Image
 
 from imgalign import shapes as W
 from imgalign.cli import main
-from imgalign.commands import world
 from imgalign.commands.world import split_component_overrides
 from imgalign.prompts.io import load_geneval_metadata
 from imgalign.sampling import image_seed
-from tests.test_world_cmd_units import _InlinePool
 
 
 def test_render_defaults_write_four_seeded_images_and_the_metadata_of_each_prompt(
@@ -85,20 +82,18 @@ def test_render_refuses_an_out_folder_that_holds_something(
 def test_pretrain_all_without_jobs_trains_two_components_at_once_where_two_cpus_allow(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
+    inline_pretrain_pool: list[int],
     capsys: pytest.CaptureFixture[str],
     cpus: int,
     line: str | None,
 ) -> None:
-    monkeypatch.setattr(_InlinePool, "workers", [])
-    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", _InlinePool)
-    monkeypatch.setattr(world, "_pretrain_one", lambda module, cfg, out, progress: {"progress": progress})
     monkeypatch.setattr(os, "cpu_count", lambda: cpus)
     assert main(["world", "pretrain", "--component", "all", "--out", str(tmp_path), "--no-progress"]) == 0
     out = capsys.readouterr().out
     if line is None:  # one CPU: one component after the other, no pool
-        assert "processes" not in out and _InlinePool.workers == []
+        assert "processes" not in out and inline_pretrain_pool == []
     else:
-        assert line in out and _InlinePool.workers == [2]
+        assert line in out and inline_pretrain_pool == [2]
 
 
 def test_pretrain_refuses_jobs_below_one_before_it_writes_anything(
@@ -126,11 +121,8 @@ def test_pretrain_without_out_says_it_is_required(capsys: pytest.CaptureFixture[
 
 
 def test_only_the_first_component_in_the_pool_shows_a_bar(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, inline_pretrain_pool: list[int], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(_InlinePool, "workers", [])
-    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", _InlinePool)
-    monkeypatch.setattr(world, "_pretrain_one", lambda module, cfg, out, progress: {"progress": progress})
     assert main(["world", "pretrain", "--component", "all", "--out", str(tmp_path), "--jobs", "2"]) == 0
     out = capsys.readouterr().out
     assert "t2i: {'progress': True}" in out

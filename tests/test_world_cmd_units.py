@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
 import json
 from pathlib import Path
 
@@ -68,31 +67,13 @@ def test_a_component_being_trained_elsewhere_releases_the_locks_taken_before_it(
     assert not _held(tmp_path / "free")
 
 
-class _InlinePool:
-    """A ProcessPoolExecutor stand-in: runs each job at submit time and records its worker count."""
-
-    workers: list[int] = []
-
-    def __init__(self, max_workers: int, mp_context: object = None) -> None:
-        self.workers.append(max_workers)
-
-    def submit(self, fn, *a):
-        f: concurrent.futures.Future = concurrent.futures.Future()
-        f.set_result(fn(*a))
-        return f
-
-    def shutdown(self, wait: bool = True, cancel_futures: bool = False) -> None:
-        pass
-
-
-def test_more_jobs_than_components_starts_one_worker_per_component(tmp_path, monkeypatch, capsys) -> None:
+def test_more_jobs_than_components_starts_one_worker_per_component(
+    tmp_path, inline_pretrain_pool, capsys
+) -> None:
     """--jobs 5 with three components starts three worker processes, not five."""
-    monkeypatch.setattr(_InlinePool, "workers", [])
-    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", _InlinePool)
-    monkeypatch.setattr(world, "_pretrain_one", lambda module, cfg, out, progress: {"progress": progress})
     assert main(["world", "pretrain", "--component", "all", "--out", str(tmp_path), "--jobs", "5"]) == 0
     assert "training t2i, clip, vlm in 3 processes" in capsys.readouterr().out
-    assert _InlinePool.workers == [3]
+    assert inline_pretrain_pool == [3]
 
 
 def test_a_file_as_out_says_to_give_the_folder_a_run_resumes_from(tmp_path, capsys) -> None:
@@ -106,12 +87,11 @@ def test_a_file_as_out_says_to_give_the_folder_a_run_resumes_from(tmp_path, caps
     assert "each component trains in its own sub-folder" in err and f.read_bytes() == b"x"
 
 
-def test_no_progress_turns_the_bars_off_in_every_pretraining_process(tmp_path, monkeypatch, capsys) -> None:
+def test_no_progress_turns_the_bars_off_in_every_pretraining_process(
+    tmp_path, inline_pretrain_pool, capsys
+) -> None:
     """world pretrain --no-progress (which it lacked, as render and grid did): no component shows a bar, in the pool
     or alone, and the pool's line names no bar."""
-    monkeypatch.setattr(_InlinePool, "workers", [])
-    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", _InlinePool)
-    monkeypatch.setattr(world, "_pretrain_one", lambda module, cfg, out, progress: {"progress": progress})
     argv = ["world", "pretrain", "--out", str(tmp_path), "--no-progress", "--component"]
     assert main([*argv, "all", "--jobs", "2"]) == 0
     out = capsys.readouterr().out
