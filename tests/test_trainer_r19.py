@@ -103,14 +103,23 @@ def test_the_counts_cover_every_step_and_leave_out_diverged_samples(sd3_dir, tmp
     path = write_config(one_step_config(sd3_dir, out, train={"max_steps": 2}), tmp_path / "c.yaml")
     seen: dict[str, object] = {}
     original = FlowGRPOTrainer._check_trained
+    mask = FlowGRPOTrainer._mask_diverged
 
     def spy(self: FlowGRPOTrainer, steps: int) -> None:
         seen.update(steps=steps, scored=self.scored.tolist(), idle=self.idle_steps)
         original(self, steps)
 
+    def one_diverges(self: FlowGRPOTrainer, ro, step: int) -> torch.Tensor:
+        ro.images[0] = float("nan")  # the first sample of each step's rollout diverged
+        return mask(self, ro, step)
+
     monkeypatch.setattr(FlowGRPOTrainer, "_check_trained", spy)
     run(load_config(FlowGRPOConfig, str(path), []), out)
     assert seen == {"steps": 2, "scored": [8.0, 8.0], "idle": 0}
+    # the same run with one sample of 4 diverged at each of the 2 steps: 6 scored samples, 6 finite scores
+    monkeypatch.setattr(FlowGRPOTrainer, "_mask_diverged", one_diverges)
+    run(load_config(FlowGRPOConfig, str(path), []), tmp_path / "run2")
+    assert seen == {"steps": 2, "scored": [6.0, 6.0], "idle": 0}
 
 
 def test_any_accumulation_of_accelerates_own_is_refused_two_steps_too():
