@@ -753,28 +753,38 @@ def test_the_sde_window_and_the_shared_initial_noise_change_with_the_training_st
     assert not torch.equal(a[0], own[0]) and not torch.equal(a[2], own[1])
 
 
+class _HalfDecayFlow:
+    """A flow adapter stand-in: velocity v = -x/2, linear sigmas 1 -> 0, latents of `shape`, `nfe` per step."""
+
+    def __init__(self, shape: tuple[int, ...], nfe: int) -> None:
+        self.shape, self.nfe = shape, nfe
+
+    def init_noise(self, gens):
+        return torch.stack([torch.randn(*self.shape, generator=g) for g in gens])
+
+    def sigmas(self, n):
+        return torch.linspace(1.0, 0.0, n + 1)
+
+    def velocity(self, x, sigma, cond, scale, transformer=None):
+        return -0.5 * x
+
+    def nfe_per_step(self, scale):
+        return self.nfe
+
+
 def test_sample_trajectories_keeps_the_float64_log_densities_and_counts_every_step():
     """The behaviour log-densities are stored as the kernel's float64 sums (not rounded through float32), 0 on the
     Euler steps; the NFE is rows x steps x the adapter's per-step cost. A fake adapter: v = -x/2, 3 steps."""
     from imgalign.trainers.config import SamplingConfig
     from imgalign.trainers.rollout import RolloutContext, sample_trajectories
 
-    class _Flow:
-        def init_noise(self, gens):
-            return torch.stack([torch.randn(4, 16, 16, generator=g) for g in gens])
-
-        def sigmas(self, n):
-            return torch.linspace(1.0, 0.0, n + 1)
-
-        def velocity(self, x, sigma, cond, scale, transformer=None):
-            return -0.5 * x
-
-        def nfe_per_step(self, scale):
-            return 2
-
     cfg = SamplingConfig(num_steps=3, group_size=2)
     traj, lps, nfe = sample_trajectories(
-        RolloutContext(_Flow(), None, cfg, 0, 0), None, torch.arange(2), [0, 1], torch.tensor([0, 0])
+        RolloutContext(_HalfDecayFlow((4, 16, 16), 2), None, cfg, 0, 0),
+        None,
+        torch.arange(2),
+        [0, 1],
+        torch.tensor([0, 0]),
     )
     assert traj.shape == (2, 4, 4, 16, 16) and lps.dtype == torch.float64 and nfe == 2 * 3 * 2
     assert (lps[:, 2] == 0).all() and (lps[:, :2] != 0).all()
@@ -789,22 +799,13 @@ def test_sample_trajectories_takes_euler_steps_from_sigma_i_to_sigma_i_plus_1_of
     from imgalign.trainers.config import SamplingConfig
     from imgalign.trainers.rollout import RolloutContext, sample_trajectories
 
-    class _Flow:
-        def init_noise(self, gens):
-            return torch.stack([torch.randn(1, 2, 2, generator=g) for g in gens])
-
-        def sigmas(self, n):
-            return torch.linspace(1.0, 0.0, n + 1)
-
-        def velocity(self, x, sigma, cond, scale, transformer=None):
-            return -0.5 * x
-
-        def nfe_per_step(self, scale):
-            return 1
-
     cfg = SamplingConfig(num_steps=3, group_size=2)
     traj, lps, _ = sample_trajectories(
-        RolloutContext(_Flow(), None, cfg, 0, 0), None, torch.arange(2), [], torch.tensor([0, 0])
+        RolloutContext(_HalfDecayFlow((1, 2, 2), 1), None, cfg, 0, 0),
+        None,
+        torch.arange(2),
+        [],
+        torch.tensor([0, 0]),
     )
     assert (lps == 0).all()
     for i in range(3):
