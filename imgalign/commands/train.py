@@ -146,6 +146,9 @@ def run_train(args: argparse.Namespace) -> int:
     # the run folder as the config gives it, for the CLI's error lines (a full disk named no folder without
     # --output-dir)
     args.output_dir = cfg.log.output_dir
+    other = other_commands_output(Path(cfg.log.output_dir))
+    if other:
+        raise ConfigError(other)
     preflight(cfg)
     from imgalign.cli import library_bars_off
 
@@ -187,6 +190,30 @@ def sets_output_dir(items: list[str]) -> bool:
 def holds_run(folder: Path) -> bool:
     """Whether `folder` holds a training run (its checkpoints or its log)."""
     return (folder / "checkpoints").is_dir() or (folder / "metrics.jsonl").is_file()
+
+
+OTHER_OUTPUTS = (
+    ("eval_args.json", "an `imgalign eval` output"),
+    ("model_index.json", "a model folder"),
+    ("open_clip_config.json", "a model folder"),
+    ("config.json", "a model folder"),
+)
+"""Files that mark a folder as another command's output or a saved model, each with what it makes the folder."""
+
+
+def other_commands_output(out: Path) -> str | None:
+    """Why run folder `out` must not take a training run, or None: it holds another command's output or a saved model
+    (an evaluation's results, a pipeline folder), which the run's config.yaml, metrics.jsonl and checkpoints/ would
+    be mixed into (`imgalign eval --out RUN` is refused for the same reason)."""
+    if not out.is_dir():
+        return None
+    for name, what in OTHER_OUTPUTS:
+        if (out / name).is_file():
+            return (
+                f"--output-dir {str(out)!r} is {what} ({name}), not a run folder: the run's checkpoints and logs "
+                "would be mixed into it; give a new or empty --output-dir"
+            )
+    return None
 
 
 def other_runs_config(
