@@ -166,6 +166,23 @@ def judge_name(spec: str | None) -> str | None:
     return str(Path(spec).resolve()) if spec and spec not in EMBEDDED and Path(spec).exists() else spec
 
 
+def _is_digest(value: Any) -> bool:
+    """Whether `value` is a SHA-256 hex digest, as :func:`eval_identity` records a prompt file."""
+    return isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value)
+
+
+def setting_change(key: str, there: Any, now: Any) -> str:
+    """How a setting recorded in an ``--out`` folder differs from this evaluation's. Prompt files are recorded by
+    the SHA-256 of their bytes: two digests said "prompts: '53f81dcc...' there, 'c52499cf...' now", which names
+    neither file nor what differs."""
+    if key == "prompts" and _is_digest(there) and _is_digest(now):
+        return (
+            f"prompts: the --prompts file's content differs from the one evaluated there (SHA-256 {there[:12]}... "
+            f"there, {now[:12]}... now)"
+        )
+    return f"{key}: {there!r} there, {now!r} now"
+
+
 def claim_out_folder(out: Path, ident: dict[str, Any]) -> None:
     """Record `ident` in ``OUT/eval_args.json``; refuse an ``--out`` that holds another evaluation's outputs (or is a
     file). One whose evaluation wrote nothing but eval_args.json (its model failed to load) is taken over."""
@@ -192,7 +209,7 @@ def claim_out_folder(out: Path, ident: dict[str, Any]) -> None:
         # a folder holding nothing but eval_args.json (the model failed to load) has no images or verdicts to mix
         if old != ident and any(p.name != "eval_args.json" for p in out.iterdir()):
             keys = sorted(k for k in set(old) | set(ident) if old.get(k) != ident.get(k))
-            diff = "; ".join(f"{k}: {old.get(k)!r} there, {ident.get(k)!r} now" for k in keys)
+            diff = "; ".join(setting_change(k, old.get(k), ident.get(k)) for k in keys)
             raise ValueError(
                 f"--out {str(out)!r} holds another evaluation ({diff}); its images and verdicts would be mixed "
                 "with this one's. Give a new --out folder, or delete that one"
