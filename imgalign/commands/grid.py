@@ -81,6 +81,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def parse_seeds(text: str) -> list[int]:
+    items = [s.strip() for s in text.split(",")]
+    given = [i for i, s in enumerate(items) if s]
+    # "0,$S,1" with S unset: two columns of seeds 0 and 1, and the missing seed not missed (a trailing comma is fine)
+    if given and any(not s for s in items[given[0] : given[-1]]):
+        raise ValueError(
+            f"--seeds {text!r} has an empty item between two seeds (an unset shell variable?): give every seed, "
+            "e.g. --seeds 0,1,2"
+        )
     try:
         seeds = [int(s) for s in text.split(",") if s.strip()]
     except ValueError:
