@@ -48,3 +48,37 @@ def test_train_still_takes_a_new_folder_and_its_own_run_folder(sd3_dir: Path, tm
     assert main(["train", str(cfg)]) == 0
     assert main(["train", str(cfg), "--resume", "auto", "--max-steps", "2"]) == 0
     assert (out / "checkpoints" / "step-000002").is_dir()
+
+
+def test_resume_of_a_moved_run_from_its_own_checkpoint_is_refused_not_trained_into_the_old_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`mv runs/a runs/b`, `imgalign train runs/b/config.yaml --resume runs/b/checkpoints/step-000001`: the config
+    still named runs/a, so a new run started there from b's checkpoint (re-creating runs/a), without a word, while
+    the same with --resume auto was refused. Refused the same way, naming the checkpoint given."""
+    from imgalign.commands.train import other_runs_config
+
+    monkeypatch.chdir(tmp_path)
+    run = tmp_path / "runs" / "b"
+    (run / "checkpoints" / "step-000001" / "trainer_state").mkdir(parents=True)
+    (run / "checkpoints" / "step-000001" / "trainer_state" / "state.json").write_text("{}")
+    write_config(one_step_config("shapes", "runs/a"), run / "config.yaml")
+    ckpt = "runs/b/checkpoints/step-000001"
+    assert main(["train", "runs/b/config.yaml", "--resume", ckpt]) == 2
+    assert capsys.readouterr().err == (
+        "imgalign train: error: runs/b/config.yaml is the config of run folder 'runs/b', but its log.output_dir is "
+        f"'runs/a', so --resume {ckpt} would start a new run there from that checkpoint, not continue 'runs/b' (a "
+        "copied run folder keeps the log.output_dir of the run it was copied from): add --output-dir runs/b to "
+        "continue 'runs/b', or --output-dir runs/a to go on in that folder\n"
+    )
+    assert not (tmp_path / "runs" / "a").exists()
+    # the run folder or its checkpoints/ given: the same; a checkpoint of another run, or a folder chosen: nothing
+    for given in ("runs/b", "runs/b/checkpoints"):
+        assert f"so --resume {given} would start a new run there" in str(
+            other_runs_config("runs/b/config.yaml", "runs/a", given, False)
+        )
+    other = tmp_path / "runs" / "c"
+    (other / "checkpoints" / "step-000001").mkdir(parents=True)
+    write_config(one_step_config("shapes", "runs/c"), other / "config.yaml")
+    assert other_runs_config("runs/b/config.yaml", "runs/a", "runs/c/checkpoints/step-000001", False) is None
+    assert other_runs_config("runs/b/config.yaml", "runs/a", ckpt, True) is None

@@ -219,22 +219,31 @@ def other_commands_output(out: Path) -> str | None:
 def other_runs_config(
     config: str | None, output_dir: str, resume: str | None, folder_given: bool
 ) -> str | None:
-    """Why ``imgalign train RUN/config.yaml --resume auto`` must not go on, or None: the config is a run folder's
-    own and its ``log.output_dir`` names another folder (a copied run folder keeps the folder of the run it was
-    copied from, a hand edit may change it), so the resume would continue that other run, writing into it, or start
-    afresh there, not continue RUN. Only when neither ``--output-dir`` nor ``--set log.output_dir`` chose the
-    folder."""
-    if resume != "auto" or folder_given or config is None or Path(config).name != "config.yaml":
+    """Why ``imgalign train RUN/config.yaml --resume auto`` (or ``--resume`` one of RUN's checkpoints) must not go
+    on, or None: the config is a run folder's own and its ``log.output_dir`` names another folder (a copied or moved
+    run folder keeps the folder of the run it was copied from, a hand edit may change it), so the resume would
+    continue that other run, writing into it, or start afresh there, not continue RUN. Only when neither
+    ``--output-dir`` nor ``--set log.output_dir`` chose the folder."""
+    if resume is None or folder_given or config is None or Path(config).name != "config.yaml":
         return None
     run, out = Path(config).parent, Path(output_dir)
     if not holds_run(run) or run.resolve() == out.resolve():
         return None
-    there = "continue the run in that folder, writing into it" if holds_run(out) else "start a new run there"
+    if resume != "auto":  # a checkpoint of another run: a new run from it, in the config's folder, is meant
+        of = run_folder_of(resume)
+        if of is None or of.resolve() != run.resolve():
+            return None
+    if resume == "auto":
+        there = (
+            "continue the run in that folder, writing into it" if holds_run(out) else "start a new run there"
+        )
+    else:  # (into a folder that holds a run, the trainer refuses a checkpoint of another folder)
+        there = "start a new run there from that checkpoint"
     return (
         f"{config} is the config of run folder {str(run)!r}, but its log.output_dir is {output_dir!r}, so --resume "
-        f"auto would {there}, not continue {str(run)!r} (a copied run folder keeps the log.output_dir of the run it "
-        f"was copied from): add --output-dir {str(run)} to continue {str(run)!r}, or --output-dir {output_dir} to go "
-        "on in that folder"
+        f"{resume} would {there}, not continue {str(run)!r} (a copied run folder keeps the log.output_dir of the run "
+        f"it was copied from): add --output-dir {str(run)} to continue {str(run)!r}, or --output-dir {output_dir} to "
+        "go on in that folder"
     )
 
 
