@@ -172,7 +172,13 @@ def load_head(path: str | Path, task: str | None = None) -> tuple[FeatureHead, d
         from imgalign.hub import tilde_hint
 
         # a quoted ~ or $VAR (a YAML config, a quoted reward spec) named a file that exists once expanded
-        raise FileNotFoundError(f"head file {str(path)!r} does not exist{tilde_hint(str(path))}")
+        made_by = f"imgalign rewards fit-{task}" if task else "imgalign rewards fit-..."
+        # artifact:model= also takes the folder `imgalign rewards build-shapes-artifact --out` wrote
+        also = " (or the folder `imgalign rewards build-shapes-artifact` wrote)" if task == "artifact" else ""
+        raise FileNotFoundError(
+            f"head file {str(path)!r} does not exist{tilde_hint(str(path))}; give the .safetensors file "
+            f"`{made_by} --out` wrote{also}"
+        )
     try:
         with safe_open(str(path), framework="pt") as fh:
             meta = dict(fh.metadata() or {})
