@@ -349,9 +349,13 @@ def bench_config(config: str | Path, overrides: list[str]) -> Any:
     """A bench's ``FlowGRPOConfig``: the config with :data:`BENCH_OVERRIDES`, then `overrides`, validated (a bad
     setting is a ``ConfigError`` before any model loads)."""
     from imgalign.config import load_config
-    from imgalign.trainers.config import FlowGRPOConfig
+    from imgalign.trainers.config import EvalConfig, FlowGRPOConfig
 
-    return load_config(FlowGRPOConfig, config, BENCH_OVERRIDES + list(overrides))
+    cfg = load_config(FlowGRPOConfig, config, BENCH_OVERRIDES + list(overrides))
+    # the evaluation is off: its other settings (the default config's eval.guidance_scale) would be warned about as
+    # unread at every bench's start; eval.suite stays, as it decides which prompts are held out of training
+    cfg.eval = EvalConfig(every=-1, suite=cfg.eval.suite)
+    return cfg
 
 
 def bench_trainer(config: str | Path, overrides: list[str], output_dir: str | Path) -> Any:
