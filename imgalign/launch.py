@@ -14,5 +14,13 @@ def launched_processes() -> int:
 
 
 def launched_rank() -> int:
-    """This process's global rank (``RANK``; 0 for a plain ``imgalign train``): only rank 0 prints and logs INFO."""
-    return int(os.environ.get("RANK") or 0)
+    """This process's global rank (``RANK``; 0 for a plain ``imgalign train``): only rank 0 prints and logs INFO. A
+    value that is not a whole number >= 0 is refused naming RANK (it was int()'s message alone, or a negative rank
+    taken for the main process)."""
+    text = os.environ.get("RANK") or "0"
+    if not text.isdecimal():
+        raise ValueError(
+            f"RANK={text!r} is not a process rank (a whole number >= 0): the launcher (accelerate launch, torchrun) "
+            "sets it for each process; unset it to train in one process"
+        )
+    return int(text)

@@ -80,3 +80,30 @@ def test_launched_rank_is_the_global_rank(
     else:
         monkeypatch.setenv("RANK", value)
     assert launched_rank() == rank
+
+
+@pytest.mark.parametrize("value", ["x", "-1", "1.0", " 1", "²"])
+def test_a_rank_that_is_not_a_whole_number_is_refused_naming_rank(
+    value: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """RANK=x said only `invalid literal for int() with base 10: 'x'`, naming neither RANK nor what sets it, and
+    RANK=-1 was taken for the main process."""
+    monkeypatch.setenv("RANK", value)
+    with pytest.raises(
+        ValueError, match=rf"^RANK={value!r} is not a process rank \(a whole number >= 0\): the "
+    ):
+        launched_rank()
+
+
+def test_print_config_names_a_bad_rank(
+    capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pathlib import Path
+
+    from imgalign.cli import main
+
+    config = str(Path(__file__).resolve().parents[1] / "examples" / "shapes" / "flow_grpo.yaml")
+    monkeypatch.setenv("RANK", "x")
+    assert main(["train", config, "--print-config"]) == 2
+    err = capsys.readouterr().err
+    assert "imgalign train: error: RANK='x' is not a process rank" in err, err
