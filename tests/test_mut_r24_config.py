@@ -51,3 +51,15 @@ def test_the_progressive_note_is_only_for_a_progressive_tree() -> None:
         check_batch_layout(cfg, 1)
     assert "more than the 7 parent rows per process the updates share (1 tree(s) per process)" in str(e.value)
     assert "progressive" not in str(e.value)
+
+
+def test_a_prompt_files_tasks_are_not_checked_but_listed_as_unused() -> None:
+    """prompts.tasks is read by the shapes generator only: with a prompt file it is listed as unused, not refused
+    (a config switched from shapes to a file with --set keeps its tasks)."""
+    from imgalign.trainers.config import ignored_settings
+
+    cfg = load_config(FlowGRPOConfig, None, ["prompts.source=my_prompts.txt", "prompts.tasks=[my_task]"])
+    cfg.prompts.validate()
+    assert "prompts.tasks (read with prompts.source=shapes)" in ignored_settings(cfg)
+    with pytest.raises(ConfigError, match=r"prompts.tasks: unknown task\(s\) \['my_task'\]"):
+        PromptConfig(tasks=["my_task"]).validate()

@@ -64,3 +64,21 @@ def test_a_message_that_names_the_reward_by_its_own_name_is_not_named_again() ->
 def test_a_key_error_hint_reads_every_metadata_row_and_takes_none(metadata: Any, said: str) -> None:
     failure = reward_failure("judge", Judge(KeyError("difficulty")), KeyError("difficulty"), metadata)
     assert failure is not None and said in str(failure), failure
+
+
+def zed(images: torch.Tensor, prompts: list[str], metadata: Any = None) -> torch.Tensor:
+    return torch.zeros(len(prompts))
+
+
+def aye(images: torch.Tensor, prompts: list[str], metadata: Any = None) -> torch.Tensor:
+    return torch.ones(len(prompts))
+
+
+def test_build_rewards_pairs_each_metric_name_with_its_own_reward() -> None:
+    """In the order of rewards.names (not sorted): reward/zed/... holds zed's scores."""
+    from imgalign.trainers.rewarding import build_rewards, score_all
+
+    here = "tests.test_mut_r24_rewarding"
+    rewards = build_rewards([f"{here}:zed", f"{here}:aye"])
+    assert list(rewards) == ["zed", "aye"]
+    assert score_all(rewards, IMAGES, ["a", "b"], [{}, {}]).tolist() == [[0.0, 0.0], [1.0, 1.0]]
