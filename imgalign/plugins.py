@@ -13,7 +13,8 @@ ONE_LINE_ERRORS = (ValueError, KeyError, OSError)
 def raised_by_plugin(what: str, e: Exception, hint: str = "") -> ValueError:
     """`e`, raised inside the user's plug-in `what` (``reward 'judge'``), as a ValueError naming the plug-in and the
     error's type (the original stays its cause: ``imgalign -v`` shows its traceback)."""
-    text = repr(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)
+    # a bare KeyError() or ValueError() has no text: "raised KeyError: ; fix it there" read as a cut message
+    text = (repr(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)) or "(no message)"
     return ValueError(
         f"{what} raised {type(e).__name__}: {text}{hint}; fix it there (imgalign -v ... shows its traceback)"
     )

@@ -52,6 +52,12 @@ def test_a_bare_key_error_of_a_plugin_is_named_too() -> None:
     with pytest.raises(ValueError, match=r"^objective 'pkg.mod:obj' raised KeyError") as e:
         call_plugin("objective 'pkg.mod:obj'", "pkg.mod:obj", _raises(error))
     assert e.value.__cause__ is error
+    # with no text at all, it says so ("raised KeyError: ; fix it there" read as a cut message)
+    for bare in (KeyError(), ValueError(), OSError()):
+        said = str(raised_by_plugin("reward 'judge'", bare))
+        assert said.startswith(f"reward 'judge' raised {type(bare).__name__}: (no message); fix it there"), (
+            said
+        )
     assert str(raised_by_plugin("reward 'judge'", KeyError("difficulty"), " (hint)")) == (
         "reward 'judge' raised KeyError: 'difficulty' (hint); fix it there (imgalign -v ... shows its traceback)"
     )
