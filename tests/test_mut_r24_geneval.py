@@ -92,3 +92,12 @@ def test_a_position_clause_is_judged_against_its_found_target_after_an_earlier_c
     assert not verdict.correct
     assert verdict.reason == "expected cross>=1, found 0"
     assert verdict.partial == pytest.approx(2 / 3)
+
+
+def test_an_object_of_another_class_earns_nothing_toward_a_class_its_detector_did_not_score() -> None:
+    # the detector scored this object only as a square: it is no near-miss circle
+    meta = {"tag": "single_object", "include": [{"class": "circle", "count": 1}]}
+    square = Detection(box=(0.0, 0.0, 10.0, 10.0), score=0.95, class_scores={"square": 0.95})
+    assert soft_credit(None, {"square": [square]}, meta) == 0.0
+    square.class_scores = {"square": 0.95, "circle": 0.15}
+    assert soft_credit(None, {"square": [square]}, meta) == pytest.approx(0.5 * 0.15 / 0.3)
