@@ -101,3 +101,19 @@ def test_an_object_of_another_class_earns_nothing_toward_a_class_its_detector_di
     assert soft_credit(None, {"square": [square]}, meta) == 0.0
     square.class_scores = {"square": 0.95, "circle": 0.15}
     assert soft_credit(None, {"square": [square]}, meta) == pytest.approx(0.5 * 0.15 / 0.3)
+
+
+def test_a_position_clause_naming_itself_as_its_target_earns_nothing_in_either_rule() -> None:
+    # hand-made metadata: clause 1 is placed relative to clause 1; the strict rules say so, the dense credit gives
+    # that clause 0 instead of an IndexError
+    meta = {
+        "tag": "position",
+        "include": [
+            {"class": "circle", "count": 1},
+            {"class": "square", "count": 1, "position": ["left of", 1]},
+        ],
+    }
+    raw = {"circle": [det(60, 0)], "square": [det(0, 0)]}
+    verdict = judge(None, raw, meta)
+    assert not verdict.correct and "no target for square to be left of" in verdict.reason
+    assert soft_credit(None, raw, meta) == pytest.approx(0.5)
