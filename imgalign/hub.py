@@ -137,8 +137,10 @@ def load_error_reason(error: BaseException, spec: str | None = None) -> str:
     be a local folder: a path that does not exist says so. A Hub id missing from the cache says that (and that the
     Hub is off when it is) instead of the libraries' several lines about connections; anything else is the
     library's own text. A bare name (``gpt2``) is a folder or a legacy Hub id: the library's error tells which."""
-    text = str(error).strip().rstrip(".")
+    text = str(error).strip()
     hub_miss = any(m in text.lower() for m in HUB_MISS_MARKERS)
+    # its first line: an unknown model_type got transformers' paragraphs of upgrade advice after it
+    text = next((ln.strip() for ln in text.splitlines() if ln.strip()), "").rstrip(".")
     # as the library reads it: '~/DIR' is no folder even where the home folder holds DIR
     if spec is not None and looks_like_path(spec) and not Path(spec).exists():
         bare = "/" not in spec and not spec.startswith((".", "~"))
