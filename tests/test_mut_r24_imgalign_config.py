@@ -1,0 +1,40 @@
+"""Round 24 mutation survivors of imgalign/config.py: tests that pin the behaviour the surviving mutants changed."""
+
+from __future__ import annotations
+
+import pytest
+
+
+def test_a_missing_subpackage_named_in_the_users_own_path_gets_no_hint_that_its_package_imports_it(
+    tmp_path, monkeypatch
+):
+    """reward 'pkg.nosuch.mod:fn' where pkg exists but has no nosuch/: the module path the user gave is wrong, so
+    the error does not say that pkg.nosuch.mod "imports 'pkg.nosuch'" (it never ran), nor to pip install it."""
+    from imgalign.config import import_user_module
+
+    pkg = tmp_path / "cfgtest_r24_pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ValueError) as e:
+        import_user_module("cfgtest_r24_pkg.nosuch.mod", "reward 'cfgtest_r24_pkg.nosuch.mod:fn'")
+    text = str(e.value)
+    assert text.startswith("cannot import reward 'cfgtest_r24_pkg.nosuch.mod:fn': No module named")
+    assert "imports" not in text and "pip install" not in text
+
+
+def test_a_user_module_with_a_syntax_error_names_its_full_path_and_line_once(tmp_path, monkeypatch):
+    """A SyntaxError's own text names only the file's base name; the error names the whole path and the line of
+    the user's file, once, and no imgalign file."""
+    from imgalign.config import import_user_module
+
+    (tmp_path / "cfgtest_r24_syntax.py").write_text("X = 1\n\ndef f(:\n    pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ValueError) as e:
+        import_user_module("cfgtest_r24_syntax", "reward 'cfgtest_r24_syntax:fn'")
+    text = str(e.value)
+    assert (
+        f"raised SyntaxError: invalid syntax ({tmp_path / 'cfgtest_r24_syntax.py'}, line 3); fix that module"
+        in text
+    )
+    assert "imgalign" not in text.replace("cfgtest", "")
