@@ -1,0 +1,47 @@
+"""Round 24 mutation survivors of imgalign/pipelines.py: tests that pin the behaviour the surviving mutants changed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from imgalign.pipelines import (
+    IncompleteModelError,
+    ModelSpec,
+    check_pipeline_folder,
+    overlay_kind,
+    parse_model_arg,
+)
+
+
+def test_an_existing_folder_with_equals_and_plus_in_its_name_is_labelled_by_its_last_part(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "lr=1e-4+ft"
+    folder.mkdir()
+    assert parse_model_arg(str(folder)) == ModelSpec("lr=1e-4+ft", str(folder))
+
+
+def test_label_equals_an_existing_folder_with_a_plus_in_its_name_is_that_folder_not_base_plus_overlay(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "shapes+ft"
+    folder.mkdir()
+    assert parse_model_arg(f"mine={folder}") == ModelSpec("mine", str(folder))
+    assert parse_model_arg(f" mine = {folder} ") == ModelSpec("mine", str(folder))
+
+
+def test_a_folder_holding_only_a_diffusers_lora_bin_file_is_a_lora(tmp_path: Path) -> None:
+    (tmp_path / "pytorch_lora_weights.bin").write_bytes(b"\0")
+    assert overlay_kind(tmp_path) == "lora"
+
+
+def test_a_run_folder_without_checkpoints_yet_says_it_has_none(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    with pytest.raises(IncompleteModelError) as e:
+        check_pipeline_folder(run)
+    assert str(e.value) == (
+        f"{str(run)!r} is a training run folder, not a model; give one of its checkpoints (it has none yet)"
+    )
