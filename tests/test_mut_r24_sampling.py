@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from PIL import Image
 
 from imgalign.sampling import generate_images, warn_unknown_words
 
@@ -95,3 +97,74 @@ def test_generate_refuses_a_width_the_model_cannot_take_before_sampling() -> Non
     ):
         generate(pipe, ["a red circle"], [0], height=64, width=72)
     assert pipe.calls == []
+
+
+class _WordTokenizer:
+    """One token per word plus start and end tokens."""
+
+    model_max_length = 77
+
+    def __init__(self) -> None:
+        self.deprecation_warnings: dict[str, Any] = {}
+
+    def get_vocab(self) -> dict[str, int]:
+        return {"w</w>": 0}
+
+    def __call__(self, prompts: list[str], verbose: bool = False) -> dict[str, list[list[int]]]:
+        return {"input_ids": [[0] * (len(p.split()) + 2) for p in prompts]}
+
+
+class T5EncoderModel:  # a stand-in: only its class name is read
+    pass
+
+
+class _T5Pipe:
+    """A pipeline stand-in with a T5 encoder whose call defaults to 512 T5 tokens (FLUX's)."""
+
+    transformer = None
+
+    def __init__(self) -> None:
+        self.tokenizer_2, self.text_encoder_2 = _WordTokenizer(), T5EncoderModel()
+
+    def __call__(self, prompt: list[str], max_sequence_length: int = 512, **kwargs: Any) -> None:
+        pass
+
+
+def test_generate_folder_names_prompts_longer_than_the_max_sequence_length_it_samples_with(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A 12-token prompt sampled with max_sequence_length=8 loses words: it is named with that limit, not the
+    pipeline call's own default (512), which it fits."""
+    from imgalign.sampling import generate_folder
+
+    def sample(pipe: Any, prompts: list[str], seeds: list[int], **settings: Any) -> list[Image.Image]:
+        assert settings["max_sequence_length"] == 8
+        return [Image.new("RGB", (16, 16)) for _ in prompts]
+
+    metas = [{"tag": "single_object", "include": [{"class": "w", "count": 1}], "prompt": "w " * 10}]
+    with caplog.at_level(logging.WARNING, logger="imgalign.sampling"):
+        generate_folder(
+            _T5Pipe(), metas, tmp_path, 1, 0, progress=False, sample=sample, max_sequence_length=8
+        )
+    (line,) = [r.getMessage() for r in caplog.records if r.name == "imgalign.sampling"]
+    assert "prompt folder 00000 (12 T5 tokens)" in line and "(T5 8 tokens)" in line
+
+
+def test_only_the_truncation_notice_is_quiet_while_long_prompts_sample(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Inside the block the pipeline module's truncation notice is dropped; its other records pass, and after the
+    block the notice passes again."""
+    from imgalign.pipelines import TRUNCATION_NOTICE
+    from imgalign.sampling import long_prompts_said
+
+    pipe = _T5Pipe()
+    pipeline_log = logging.getLogger(type(pipe).__module__)
+    with caplog.at_level(logging.WARNING), long_prompts_said(pipe, "m", ["w " * 600], None):
+        pipeline_log.warning("%s because ...", TRUNCATION_NOTICE)
+        pipeline_log.warning("another notice")
+    assert [r.getMessage() for r in caplog.records if r.name == pipeline_log.name] == ["another notice"]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        pipeline_log.warning("%s after the block", TRUNCATION_NOTICE)
+    assert [r.getMessage() for r in caplog.records] == [f"{TRUNCATION_NOTICE} after the block"]
