@@ -45,3 +45,17 @@ def test_a_run_folder_without_checkpoints_yet_says_it_has_none(tmp_path: Path) -
     assert str(e.value) == (
         f"{str(run)!r} is a training run folder, not a model; give one of its checkpoints (it has none yet)"
     )
+
+
+def test_a_pipeline_folder_that_also_holds_step_folders_is_a_model_not_a_run(tmp_path: Path) -> None:
+    """Only a folder without model_index.json is read as a run's checkpoints/ for its step-* subfolders."""
+    (tmp_path / "model_index.json").write_text('{"_class_name": "StableDiffusion3Pipeline"}')
+    (tmp_path / "step-000010").mkdir()
+    check_pipeline_folder(tmp_path)
+
+
+def test_a_shard_index_without_a_weight_map_names_no_missing_shard(tmp_path: Path) -> None:
+    from imgalign.pipelines import missing_shards
+
+    (tmp_path / "diffusion_pytorch_model.safetensors.index.json").write_text('{"metadata": {}}')
+    assert missing_shards(tmp_path) == []
