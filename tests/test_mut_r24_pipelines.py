@@ -59,3 +59,24 @@ def test_a_shard_index_without_a_weight_map_names_no_missing_shard(tmp_path: Pat
 
     (tmp_path / "diffusion_pytorch_model.safetensors.index.json").write_text('{"metadata": {}}')
     assert missing_shards(tmp_path) == []
+
+
+def test_a_weights_file_holding_only_metadata_is_not_named_as_cut(tmp_path: Path) -> None:
+    from imgalign.pipelines import truncated_weights
+
+    header = b'{"__metadata__": {"format": "pt"}}'
+    (tmp_path / "model.safetensors").write_bytes(len(header).to_bytes(8, "little") + header)
+    assert truncated_weights(tmp_path) == []
+
+
+def test_an_overlay_given_as_a_file_is_named_as_a_file_not_as_missing(tmp_path: Path) -> None:
+    from imgalign.pipelines import check_model_spec
+
+    weights = tmp_path / "pytorch_lora_weights.safetensors"
+    weights.write_bytes(b"\0")
+    with pytest.raises(IncompleteModelError) as e:
+        check_model_spec(ModelSpec("ft", "shapes", str(weights)))
+    assert str(e.value) == (
+        f"model 'ft': fine-tuned folder {str(weights)!r} is a file; give the folder a training run saved (a "
+        "checkpoint)"
+    )
