@@ -180,6 +180,12 @@ def check_pipeline_folder(path: Path) -> None:
         why = "" if isinstance(spec, dict) else "not a JSON object"
     except ValueError as e:
         spec, why = {}, f"not valid JSON ({e})"
+    # a component entry is a [library, class] pair ([null, null] when absent): [] failed with an IndexError
+    why = why or "; ".join(
+        f"its {name!r} entry is {value!r}, not a [library, class] pair"
+        for name, value in spec.items()
+        if not name.startswith("_") and isinstance(value, list) and len(value) != 2
+    )
     if why:
         raise IncompleteModelError(f"{index} is damaged: {why}; {_folder_fix(path)}")
     # saved without a part it cannot generate without (from_pretrained(..., text_encoder_2=None), then

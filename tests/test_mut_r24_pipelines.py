@@ -61,6 +61,24 @@ def test_a_shard_index_without_a_weight_map_names_no_missing_shard(tmp_path: Pat
     assert missing_shards(tmp_path) == []
 
 
+@pytest.mark.parametrize("entry", [[], ["diffusers"], ["diffusers", "AutoencoderKL", "x"]])
+def test_a_component_entry_that_is_no_library_class_pair_is_named_as_damage(
+    tmp_path: Path, entry: list
+) -> None:
+    """A hand-edited model_index.json with ``"vae": []`` failed with a bare IndexError; any entry that is not a
+    [library, class] pair is named, with what to do."""
+    import json
+
+    index = tmp_path / "model_index.json"
+    index.write_text(json.dumps({"_class_name": "StableDiffusion3Pipeline", "vae": entry}))
+    with pytest.raises(IncompleteModelError) as e:
+        check_pipeline_folder(tmp_path)
+    assert str(e.value) == (
+        f"{index} is damaged: its 'vae' entry is {entry!r}, not a [library, class] pair; recreate it "
+        "(save_pretrained, or `imgalign world pretrain --component t2i` for a shapes model)"
+    )
+
+
 def test_a_weights_file_holding_only_metadata_is_not_named_as_cut(tmp_path: Path) -> None:
     from imgalign.pipelines import truncated_weights
 
