@@ -98,3 +98,36 @@ def test_an_overlay_given_as_a_file_is_named_as_a_file_not_as_missing(tmp_path: 
         f"model 'ft': fine-tuned folder {str(weights)!r} is a file; give the folder a training run saved (a "
         "checkpoint)"
     )
+
+
+def test_a_transformer_overlay_of_another_size_on_the_embedded_base_is_refused_before_loading(
+    tmp_path: Path,
+) -> None:
+    """The embedded base is read from its folder (not a path named 'shapes'): a transformer with other channels is
+    refused by name before anything loads."""
+    import json
+
+    from imgalign.pipelines import check_model_spec
+
+    (tmp_path / "config.json").write_text(
+        json.dumps({"_class_name": "SD3Transformer2DModel", "in_channels": 16})
+    )
+    header = b'{"__metadata__": {"format": "pt"}}'
+    (tmp_path / "diffusion_pytorch_model.safetensors").write_bytes(len(header).to_bytes(8, "little") + header)
+    with pytest.raises(
+        ValueError, match=r"does not fit base model 'shapes' \(in_channels 16 against the base's 4\)"
+    ):
+        check_model_spec(ModelSpec("ft", "shapes", str(tmp_path)))
+
+
+def test_a_fine_tune_of_another_family_on_the_embedded_base_is_refused_before_loading(tmp_path: Path) -> None:
+    import json
+
+    from imgalign.pipelines import check_model_spec
+
+    (tmp_path / "adapter_config.json").write_text("{}")
+    (tmp_path / "imgalign_model.json").write_text(json.dumps({"family": "flux", "base_model": ""}))
+    with pytest.raises(
+        ValueError, match=r"is a flux fine-tune \(its imgalign_model.json\), but base model 'shapes' is"
+    ):
+        check_model_spec(ModelSpec("ft", "shapes", str(tmp_path)))
