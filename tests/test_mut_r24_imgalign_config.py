@@ -38,3 +38,19 @@ def test_a_user_module_with_a_syntax_error_names_its_full_path_and_line_once(tmp
         in text
     )
     assert "imgalign" not in text.replace("cfgtest", "")
+
+
+def test_a_signed_exponent_number_in_a_config_file_is_an_integer_for_an_int_field(tmp_path) -> None:
+    """YAML 1.1 reads -2e3 (no dot) as text; an int field takes it as -2000, as it takes 2e3 as 2000."""
+    import dataclasses
+
+    from imgalign.config import field, load_config
+
+    @dataclasses.dataclass
+    class Shift:
+        up: int = field(0, help="an integer")
+        down: int = field(0, help="an integer")
+
+    path = tmp_path / "shift.yaml"
+    path.write_text("up: +2e3\ndown: -2e3\n")
+    assert load_config(Shift, path) == Shift(up=2000, down=-2000)
