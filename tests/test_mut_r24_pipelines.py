@@ -131,3 +131,32 @@ def test_a_fine_tune_of_another_family_on_the_embedded_base_is_refused_before_lo
         ValueError, match=r"is a flux fine-tune \(its imgalign_model.json\), but base model 'shapes' is"
     ):
         check_model_spec(ModelSpec("ft", "shapes", str(tmp_path)))
+
+
+def test_load_pipeline_loads_an_overlay_in_the_dtype_asked_for(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """BASE+OVERLAY with dtype=bfloat16: the fine-tuned part is put on the base in bfloat16 too (recorded, nothing
+    loads)."""
+    import diffusers
+    import torch
+
+    from imgalign import pipelines
+
+    class Pipe:
+        def to(self, device: str) -> None:
+            self.device = device
+
+        def set_progress_bar_config(self, **kw: object) -> None:
+            pass
+
+    (tmp_path / "adapter_config.json").write_text("{}")
+    calls: list[tuple[Path, torch.dtype, str]] = []
+    monkeypatch.setattr(diffusers.DiffusionPipeline, "from_pretrained", lambda folder, **kw: Pipe())
+    monkeypatch.setattr(
+        pipelines,
+        "apply_overlay",
+        lambda pipe, path, dtype=torch.float32, base="": calls.append((path, dtype, base)),
+    )
+    pipelines.load_pipeline(f"ft=shapes+{tmp_path}", device="meta", dtype=torch.bfloat16)
+    assert calls == [(tmp_path, torch.bfloat16, "shapes")]
