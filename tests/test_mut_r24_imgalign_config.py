@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
+
+from imgalign.config import field
 
 
 def test_a_missing_subpackage_named_in_the_users_own_path_gets_no_hint_that_its_package_imports_it(
@@ -54,3 +58,20 @@ def test_a_signed_exponent_number_in_a_config_file_is_an_integer_for_an_int_fiel
     path = tmp_path / "shift.yaml"
     path.write_text("up: +2e3\ndown: -2e3\n")
     assert load_config(Shift, path) == Shift(up=2000, down=-2000)
+
+
+@dataclasses.dataclass
+class _Inner:
+    lr: float = field(1e-4, help="learning rate")
+
+
+@dataclasses.dataclass
+class _Outer:
+    train: _Inner = field(default_factory=_Inner, help="training")
+    name: str = field("run", help="run name")
+
+
+def test_describe_lists_the_leaf_keys_of_a_section_not_the_section_itself() -> None:
+    from imgalign.config import describe
+
+    assert describe(_Outer) == [("train.lr", "0.0001", "learning rate"), ("name", "'run'", "run name")]
