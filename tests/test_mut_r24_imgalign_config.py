@@ -75,3 +75,10 @@ def test_describe_lists_the_leaf_keys_of_a_section_not_the_section_itself() -> N
     from imgalign.config import describe
 
     assert describe(_Outer) == [("train.lr", "0.0001", "learning rate"), ("name", "'run'", "run name")]
+
+
+def test_a_quote_opening_an_item_keeps_its_commas() -> None:
+    from imgalign.config import split_top_level
+
+    assert split_top_level("'a, b',c") == ["'a, b'", "c"]
+    assert split_top_level('x,"y, z"') == ["x", '"y, z"']
