@@ -82,3 +82,19 @@ def test_a_quote_opening_an_item_keeps_its_commas() -> None:
 
     assert split_top_level("'a, b',c") == ["'a, b'", "c"]
     assert split_top_level('x,"y, z"') == ["x", '"y, z"']
+
+
+@dataclasses.dataclass
+class _Rewards:
+    names: list[str] = field(default_factory=list, help="reward specs", reward_specs=True)
+
+
+def test_an_empty_list_for_a_section_gets_no_did_you_mean_its_spec_list() -> None:
+    from imgalign.config import not_a_mapping
+
+    assert not_a_mapping("rewards", _Rewards, []) == (
+        "rewards: expected a mapping of _Rewards fields, got [] (its keys: names)"
+    )
+    assert not_a_mapping("rewards", _Rewards, ["clip"]).endswith(
+        "; did you mean rewards.names: ['clip'] (a list inside the section)?"
+    )
