@@ -98,3 +98,11 @@ def test_an_empty_list_for_a_section_gets_no_did_you_mean_its_spec_list() -> Non
     assert not_a_mapping("rewards", _Rewards, ["clip"]).endswith(
         "; did you mean rewards.names: ['clip'] (a list inside the section)?"
     )
+
+
+def test_text_with_a_colon_for_a_number_field_is_not_called_a_base_60_number() -> None:
+    from imgalign.config import ConfigError, load_config
+
+    with pytest.raises(ConfigError) as e:
+        load_config(_Inner, None, ["lr=1:x"])
+    assert "base-60" not in str(e.value) and str(e.value).startswith("lr: expected a number, got")
