@@ -1480,6 +1480,9 @@ class FlowGRPOTrainer:
     def _load(self, ckpt: Path) -> None:
         st = ckpt / "trainer_state"
         state = C.read_state(ckpt, ("step", "config_hash"))
+        lineage: tuple[Path, Path] | None = (
+            None  # (the config the checkpoint was trained with, where it is kept)
+        )
         if state["config_hash"] != config_hash(self.cfg):
             # the config the checkpoint was trained with (checkpoints before it was saved there: the run's, when
             # the checkpoint is still in its run's checkpoints/ folder; a moved one has none to compare with)
@@ -1506,8 +1509,9 @@ class FlowGRPOTrainer:
                 keep = self.out / f"config.until-step-{int(state['step']):06d}.yaml"
                 if self.is_main and not keep.exists():
                     # never overwritten: a later resume from the same step keeps it; kept in a new --output-dir
-                    # too (a resume from another run's checkpoint wrote none, so the new run lost its lineage)
-                    shutil.copy2(old_path, keep)
+                    # too (a resume from another run's checkpoint wrote none, so the new run lost its lineage);
+                    # copied once the checkpoint's weights fit (a refused resume left it in a new --output-dir)
+                    lineage = (old_path, keep)
             if keys == []:  # the hash differs but no setting does (a checkpoint hashed by an older imgalign)
                 log.debug("resuming %s: config hash differs, no setting changed", ckpt)
             else:
@@ -1549,6 +1553,8 @@ class FlowGRPOTrainer:
                 f"checkpoint {ckpt} holds trainable weights of other shapes ({wrong[0]}): resume with the settings "
                 "it was trained with (model.lora_rank, model.path), or start a new run"
             )
+        if lineage is not None:
+            shutil.copy2(*lineage)
         with torch.no_grad():
             for n, p in zip(self.param_names, self.params):
                 p.copy_(weights[n])
