@@ -90,7 +90,7 @@ def parse_seeds(text: str) -> list[int]:
             "e.g. --seeds 0,1,2"
         )
     try:
-        seeds = [int(s) for s in text.split(",") if s.strip()]
+        seeds = [int(s) for s in items if s]
     except ValueError:
         raise ValueError(f"--seeds {text!r}: expected comma-separated integers such as 0,1,2") from None
     if not seeds:
