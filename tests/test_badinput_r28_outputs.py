@@ -18,9 +18,9 @@ torch.set_num_threads(1)
     ("marker", "what"),
     [
         ("eval_args.json", "an `imgalign eval` output"),
-        ("model_index.json", "a model folder"),
-        ("config.json", "a model folder"),
-        ("open_clip_config.json", "a model folder"),
+        ("model_index.json", "a diffusers model folder"),
+        ("config.json", "a transformers model folder"),
+        ("open_clip_config.json", "an open_clip model folder"),
     ],
 )
 def test_train_refuses_an_output_dir_that_holds_another_commands_output(
@@ -36,7 +36,7 @@ def test_train_refuses_an_output_dir_that_holds_another_commands_output(
     cfg = write_config(one_step_config(sd3_dir, tmp_path / "unused"), tmp_path / "c.yaml")
     assert main(["train", str(cfg), "--output-dir", str(out)]) == 2
     err = capsys.readouterr().err
-    assert f"--output-dir {str(out)!r} is {what} ({marker}), not a run folder" in err
+    assert f"--output-dir {str(out)!r} looks like {what} ({marker}), not a run folder" in err
     assert "give a new or empty --output-dir" in err
     assert sorted(p.name for p in out.iterdir()) == sorted([marker, "summary.json"])
 

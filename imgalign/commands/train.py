@@ -194,9 +194,9 @@ def holds_run(folder: Path) -> bool:
 
 OTHER_OUTPUTS = (
     ("eval_args.json", "an `imgalign eval` output"),
-    ("model_index.json", "a model folder"),
-    ("open_clip_config.json", "a model folder"),
-    ("config.json", "a model folder"),
+    ("model_index.json", "a diffusers model folder"),
+    ("open_clip_config.json", "an open_clip model folder"),
+    ("config.json", "a transformers model folder"),
 )
 """Files that mark a folder as another command's output or a saved model, each with what it makes the folder."""
 
@@ -210,7 +210,7 @@ def other_commands_output(out: Path) -> str | None:
     for name, what in OTHER_OUTPUTS:
         if (out / name).is_file():
             return (
-                f"--output-dir {str(out)!r} is {what} ({name}), not a run folder: the run's checkpoints and logs "
+                f"--output-dir {str(out)!r} looks like {what} ({name}), not a run folder: the run's checkpoints and logs "
                 "would be mixed into it; give a new or empty --output-dir"
             )
     return None
@@ -229,15 +229,15 @@ def other_runs_config(
     run, out = Path(config).parent, Path(output_dir)
     if not holds_run(run) or run.resolve() == out.resolve():
         return None
-    if resume != "auto":  # a checkpoint of another run: a new run from it, in the config's folder, is meant
-        of = run_folder_of(resume)
-        if of is None or of.resolve() != run.resolve():
-            return None
     if resume == "auto":
         there = (
             "continue the run in that folder, writing into it" if holds_run(out) else "start a new run there"
         )
-    else:  # (into a folder that holds a run, the trainer refuses a checkpoint of another folder)
+    else:  # a checkpoint of RUN's own (one of another run, for a new run in the config's folder, is meant)
+        of = run_folder_of(resume)
+        if of is None or of.resolve() != run.resolve():
+            return None
+        # (into a folder that holds a run, the trainer refuses a checkpoint of another folder)
         there = "start a new run there from that checkpoint"
     return (
         f"{config} is the config of run folder {str(run)!r}, but its log.output_dir is {output_dir!r}, so --resume "
