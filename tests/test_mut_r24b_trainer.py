@@ -77,3 +77,13 @@ def test_stateful_reward_metrics_are_logged_under_each_rewards_own_name() -> Non
         host, ro, ["a", "b", "c"], [{}] * 3, m, torch.tensor([False, True, False])
     )
     assert m == {"reward/fid/size": 2.0, "reward/discriminator/size": 7.0, "reward/discriminator/acc": 0.75}
+
+
+def test_resume_from_a_runs_checkpoints_folder_takes_its_newest_checkpoint(tmp_path) -> None:
+    run = tmp_path / "run"
+    for step in (2, 10):
+        state = run / "checkpoints" / f"step-{step:06d}" / "trainer_state"
+        state.mkdir(parents=True)
+        (state / "state.json").write_text("{}")
+    found = FlowGRPOTrainer._resolve_resume(SimpleNamespace(), str(run / "checkpoints"))
+    assert found == run / "checkpoints" / "step-000010"
