@@ -1,0 +1,89 @@
+"""Round 24 (second pass) mutation survivors of imgalign/pipelines.py: tests that pin the behaviour they changed."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pytest
+
+from imgalign.pipelines import (
+    IncompleteModelError,
+    ModelSpec,
+    check_model_spec,
+    check_pipeline_folder,
+    missing_shards,
+    parse_model_arg,
+    recorded_base,
+    warn_other_base,
+)
+
+
+def test_a_base_plus_overlay_spec_reads_back_as_base_plus_overlay() -> None:
+    assert str(parse_model_arg("ft=shapes+runs/a/checkpoints/step-4")) == "shapes+runs/a/checkpoints/step-4"
+    assert str(ModelSpec("m", "shapes")) == "shapes"
+
+
+def test_spaces_around_the_plus_of_base_plus_overlay_are_not_part_of_either_path() -> None:
+    assert parse_model_arg("ft=shapes + runs/a/step-4") == ModelSpec("ft", "shapes", "runs/a/step-4")
+
+
+def test_a_folder_whose_config_json_is_a_list_is_called_no_pipeline_not_an_attribute_error(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "config.json").write_text("[1, 2]")
+    with pytest.raises(IncompleteModelError, match="is not a diffusers pipeline folder"):
+        check_pipeline_folder(tmp_path)
+
+
+def test_a_shard_index_that_is_a_json_list_is_named_as_no_index(tmp_path: Path) -> None:
+    part = tmp_path / "transformer"
+    part.mkdir()
+    (part / "diffusion_pytorch_model.safetensors.index.json").write_text(json.dumps(["a.safetensors"]))
+    assert missing_shards(part) == [
+        "transformer/diffusion_pytorch_model.safetensors.index.json (not a JSON index)"
+    ]
+
+
+def test_a_lora_folder_given_before_the_plus_says_the_base_comes_first(tmp_path: Path) -> None:
+    lora = tmp_path / "lora"
+    lora.mkdir()
+    (lora / "pytorch_lora_weights.safetensors").write_bytes(b"\0")
+    with pytest.raises(ValueError, match=f"the base model comes first: ft=shapes\\+{lora}"):
+        check_model_spec(ModelSpec("ft", str(lora), "shapes"))
+
+
+def test_a_checkpoint_whose_transformer_subfolder_has_no_weights_is_refused_before_the_base_loads(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "transformer").mkdir()
+    (tmp_path / "transformer" / "config.json").write_text("{}")
+    with pytest.raises(
+        IncompleteModelError, match="fine-tuned transformer folder .* has a config.json but no weights"
+    ):
+        check_model_spec(ModelSpec("ft", "shapes", str(tmp_path)))
+
+
+def test_a_damaged_base_record_is_warned_about_and_the_base_given_is_used(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    (tmp_path / "imgalign_model.json").write_text("{not json")
+    with caplog.at_level(logging.WARNING, logger="imgalign.pipelines"):
+        warn_other_base("shapes", tmp_path)
+    assert "not a JSON object" in caplog.text
+    assert "loading it on 'shapes' as given" in caplog.text
+
+
+def test_a_base_record_that_is_a_json_list_is_named_as_not_a_json_object(tmp_path: Path) -> None:
+    (tmp_path / "imgalign_model.json").write_text('["shapes"]')
+    with pytest.raises(ValueError, match="imgalign_model.json: not a JSON object"):
+        recorded_base(tmp_path)
+
+
+def test_a_lora_whose_base_record_is_a_json_list_passes_the_check_on_the_base_given(tmp_path: Path) -> None:
+    """The record is damaged, so its family is unknown: the base the user gave is checked when it loads."""
+    (tmp_path / "pytorch_lora_weights.safetensors").write_bytes(b"\0" * 16)
+    (tmp_path / "imgalign_model.json").write_text('["shapes"]')
+    spec = ModelSpec("ft", "shapes", str(tmp_path))
+    assert check_model_spec(spec) == spec
