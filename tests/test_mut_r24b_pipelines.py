@@ -5,17 +5,26 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from imgalign.pipelines import (
+    LENGTH_WARNING,
     IncompleteModelError,
     ModelSpec,
+    absent_components,
     check_model_spec,
     check_pipeline_folder,
+    hub_id_valid,
+    length_warning_said,
     missing_shards,
+    once_per_call,
     parse_model_arg,
+    quiet_absent_components,
+    quiet_failed_lora_load,
     recorded_base,
+    restore_length_warning,
     warn_other_base,
 )
 
@@ -87,3 +96,55 @@ def test_a_lora_whose_base_record_is_a_json_list_passes_the_check_on_the_base_gi
     (tmp_path / "imgalign_model.json").write_text('["shapes"]')
     spec = ModelSpec("ft", "shapes", str(tmp_path))
     assert check_model_spec(spec) == spec
+
+
+def test_a_hub_id_is_valid_only_when_spelt_as_one() -> None:
+    assert hub_id_valid("stabilityai/stable-diffusion-3.5-medium")
+    assert not hub_id_valid("a/b/c")
+    assert not hub_id_valid("no spaces/allowed")
+
+
+def test_a_folder_or_hub_id_without_a_model_index_has_no_absent_components(tmp_path: Path) -> None:
+    assert absent_components(tmp_path) == {}
+    assert absent_components("org/not-downloaded") == {}
+
+
+def test_the_long_prompt_line_is_marked_said_for_each_tokenizer_and_put_back_after() -> None:
+    said = SimpleNamespace(deprecation_warnings={LENGTH_WARNING: "before"})
+    fresh = SimpleNamespace(deprecation_warnings={})
+    pipe = SimpleNamespace(tokenizer=fresh, tokenizer_2=said, tokenizer_3=None)
+    before = length_warning_said(pipe)
+    assert fresh.deprecation_warnings == {LENGTH_WARNING: True}
+    assert said.deprecation_warnings == {LENGTH_WARNING: True}
+    restore_length_warning(before)
+    assert fresh.deprecation_warnings == {}
+    assert said.deprecation_warnings == {LENGTH_WARNING: "before"}
+
+
+def _said(logger: logging.Logger, *messages: str) -> list[str]:
+    """The messages of `messages` that `logger`'s filters pass."""
+    return [m for m in messages if logger.filter(logging.LogRecord(logger.name, 30, "", 0, m, None, None))]
+
+
+def test_once_per_call_passes_the_first_matching_record_and_nothing_after_the_block() -> None:
+    logger = logging.getLogger("imgalign.test_once_per_call")
+    with once_per_call(logger.name, "truncated"):
+        assert _said(logger, "a was truncated", "b was truncated", "other") == ["a was truncated", "other"]
+    assert _said(logger, "c was truncated", "d was truncated") == ["c was truncated", "d was truncated"]
+
+
+def test_quiet_absent_components_drops_diffusers_line_for_an_absent_part_only() -> None:
+    logger = logging.getLogger("diffusers.pipelines.pipeline_utils")
+    line = "self.text_encoder_3=None of type <class 'NoneType'> cannot be saved."
+    with quiet_absent_components():
+        assert _said(logger, line, "something else") == ["something else"]
+    assert _said(logger, line) == [line]
+
+
+def test_quiet_failed_lora_load_drops_only_the_line_with_the_whole_error() -> None:
+    logger = logging.getLogger("diffusers.loaders.peft")
+    dropped = "Loading default_0 was unsuccessful with the following error: \nsize mismatch for ..."
+    kept = "Loading default_0 was unsuccessful; retrying without the text encoder"
+    with quiet_failed_lora_load():
+        assert _said(logger, dropped, kept) == [kept]
+    assert _said(logger, dropped) == [dropped]
