@@ -8,21 +8,26 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import torch
 
 from imgalign.pipelines import (
     LENGTH_WARNING,
     IncompleteModelError,
     ModelSpec,
     absent_components,
+    apply_overlay,
     check_model_spec,
     check_pipeline_folder,
     hub_id_valid,
     length_warning_said,
+    load_pipeline,
+    lora_mismatch_message,
     missing_shards,
     once_per_call,
     parse_model_arg,
     quiet_absent_components,
     quiet_failed_lora_load,
+    quiet_text_encoder_lora_warning,
     recorded_base,
     restore_length_warning,
     warn_other_base,
@@ -148,3 +153,65 @@ def test_quiet_failed_lora_load_drops_only_the_line_with_the_whole_error() -> No
     with quiet_failed_lora_load():
         assert _said(logger, dropped, kept) == [kept]
     assert _said(logger, dropped) == [dropped]
+
+
+@pytest.mark.parametrize(
+    ("key", "dropped"), [("transformer.x.lora_A.weight", True), ("text_encoder.x.lora_A.weight", False)]
+)
+def test_the_no_text_encoder_keys_warning_is_dropped_only_for_a_lora_without_text_encoder_weights(
+    tmp_path: Path, key: str, dropped: bool
+) -> None:
+    from safetensors.torch import save_file
+
+    save_file({key: torch.zeros(1)}, str(tmp_path / "pytorch_lora_weights.safetensors"))
+    logger = logging.getLogger("diffusers.loaders.lora_base")
+    line = "No LoRA keys associated to CLIPTextModelWithProjection found with the prefix='text_encoder'"
+    with quiet_text_encoder_lora_warning(tmp_path):
+        assert _said(logger, line) == ([] if dropped else [line])
+
+
+class _Pipe:
+    """A pipeline stand-in: records where it was moved; its LoRA loader fails like peft's."""
+
+    def __init__(self) -> None:
+        self.transformer = torch.nn.Linear(1, 1)
+        self.devices: list[object] = []
+
+    def load_lora_weights(self, path: str) -> None:
+        raise ValueError("Target modules {'to_q'} not found in the base model.")
+
+    def to(self, device: object) -> None:
+        self.devices.append(device)
+
+    def set_progress_bar_config(self, **kwargs: object) -> None:
+        pass
+
+
+def test_peft_refusing_a_lora_names_the_checkpoint_and_the_base(tmp_path: Path) -> None:
+    (tmp_path / "pytorch_lora_weights.bin").write_bytes(b"\0")
+    with pytest.raises(ValueError, match="does not fit base model 'shapes'.*loader: Target modules"):
+        apply_overlay(_Pipe(), tmp_path, base="shapes")
+
+
+def test_a_lora_mismatch_names_the_loaders_first_mismatching_weight_and_the_recorded_base(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "imgalign_model.json").write_text(json.dumps({"base_model": "shapes"}))
+    error = RuntimeError(
+        "Error(s) in loading state_dict for X:\n\tsize mismatch for a.lora_B.weight: 8 vs 4\n\tmore"
+    )
+    said = lora_mismatch_message(tmp_path, "other", error)
+    assert "(loader: Error(s) in loading state_dict for X: size mismatch for a.lora_B.weight: 8 vs 4)" in said
+    assert f"give its recorded base (shapes+{tmp_path}) or the checkpoint alone (--model {tmp_path})" in said
+
+
+def test_load_pipeline_takes_a_path_and_moves_the_pipeline_to_the_device_asked_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import diffusers
+
+    pipe = _Pipe()
+    monkeypatch.setattr(diffusers.DiffusionPipeline, "from_pretrained", lambda *a, **k: pipe)
+    monkeypatch.chdir(tmp_path)
+    assert load_pipeline(Path("shapes"), device="cuda:1") is pipe
+    assert pipe.devices == ["cuda:1"]
