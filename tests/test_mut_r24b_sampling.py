@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from types import SimpleNamespace
 
-from imgalign.sampling import folder_sizes, unknown_token_words
+import pytest
+
+from imgalign.sampling import folder_sizes, generate, unknown_token_words
 
 
 def _folder(tmp_path: Path, pipeline: str, transformer: dict[str, object], blocks: int) -> Path:
@@ -32,3 +35,23 @@ def test_flux_sizes_go_up_to_four_times_its_default_size_in_pixels(tmp_path: Pat
 
 def test_a_tokenizer_that_cannot_be_called_finds_no_unknown_token_words() -> None:
     assert unknown_token_words(SimpleNamespace(unk_token_id=0), ["a&b"]) == []
+
+
+class _Pipe:
+    """An SD3-like pipeline stand-in (64-pixel images) whose tokenizer knows only 'a' and 'cat'."""
+
+    patch_size, vae_scale_factor, default_sample_size = 1, 8, 8
+    transformer = SimpleNamespace(config=SimpleNamespace(pos_embed_max_size=8, sample_size=8))
+    tokenizer = SimpleNamespace(get_vocab=lambda: {"a</w>": 0, "cat</w>": 1})
+
+    def __call__(self, prompt: list[str], **kwargs: object) -> SimpleNamespace:
+        return SimpleNamespace(images=list(prompt))
+
+
+def test_generate_warns_about_words_outside_the_vocabulary(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="imgalign.sampling"):
+        assert generate(_Pipe(), ["a dog"], [0]) == ["a dog"]
+    assert (
+        "words outside the model's vocabulary (tokenised as pieces the model never learned): dog"
+        in caplog.text
+    )
