@@ -55,3 +55,9 @@ def test_generate_warns_about_words_outside_the_vocabulary(caplog: pytest.LogCap
         "words outside the model's vocabulary (tokenised as pieces the model never learned): dog"
         in caplog.text
     )
+
+
+def test_punctuation_standing_alone_is_no_unknown_word(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="imgalign.sampling"):
+        generate(_Pipe(), ["a ! cat"], [0])
+    assert caplog.text == ""
