@@ -147,3 +147,27 @@ def inline_pretrain_pool(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", _InlinePool)
     monkeypatch.setattr(world, "_pretrain_one", lambda module, cfg, out, progress: {"progress": progress})
     return _InlinePool.workers
+
+
+def metrics_run(folder: Path, rows: list[dict]) -> Path:
+    """`folder` as a run folder whose metrics.jsonl holds `rows`."""
+    (folder / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return folder
+
+
+@pytest.fixture
+def plot_calls(monkeypatch: pytest.MonkeyPatch) -> tuple[list, list]:
+    """(drawn, titles): matplotlib's Axes.plot calls as (args, kwargs) and Axes.set_title's titles while the test
+    runs (each still drawn)."""
+    import matplotlib.axes
+
+    drawn: list = []
+    titles: list = []
+    real_plot, real_title = matplotlib.axes.Axes.plot, matplotlib.axes.Axes.set_title
+    monkeypatch.setattr(
+        matplotlib.axes.Axes, "plot", lambda ax, *a, **k: (drawn.append((a, k)), real_plot(ax, *a, **k))[1]
+    )
+    monkeypatch.setattr(
+        matplotlib.axes.Axes, "set_title", lambda ax, t, **k: (titles.append(t), real_title(ax, t, **k))[1]
+    )
+    return drawn, titles

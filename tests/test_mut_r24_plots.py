@@ -3,39 +3,17 @@ step drawn at step 0, the panel title and the width of a figure of several panel
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
 from PIL import Image
 
 from imgalign.trainers import plots
+from tests.conftest import metrics_run
 
 
-def _capture(monkeypatch: pytest.MonkeyPatch) -> tuple[list, list]:
-    import matplotlib.axes
-
-    drawn: list = []
-    titles: list = []
-    real_plot, real_title = matplotlib.axes.Axes.plot, matplotlib.axes.Axes.set_title
-    monkeypatch.setattr(
-        matplotlib.axes.Axes, "plot", lambda ax, *a, **k: (drawn.append(a), real_plot(ax, *a, **k))[1]
-    )
-    monkeypatch.setattr(
-        matplotlib.axes.Axes, "set_title", lambda ax, t, **k: (titles.append(t), real_title(ax, t, **k))[1]
-    )
-    return drawn, titles
-
-
-def _run(tmp_path: Path, rows: list[dict]) -> Path:
-    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return tmp_path
-
-
-def test_the_default_keys_are_those_of_every_row_not_only_the_first(tmp_path, monkeypatch) -> None:
+def test_the_default_keys_are_those_of_every_row_not_only_the_first(tmp_path, plot_calls) -> None:
     # a reward added on resume, and the in-loop evaluation, appear only in later rows
-    _, titles = _capture(monkeypatch)
-    run = _run(
+    _, titles = plot_calls
+    run = metrics_run(
         tmp_path,
         [
             {"step": 1, "reward/a/mean": 0.1},
@@ -46,16 +24,18 @@ def test_the_default_keys_are_those_of_every_row_not_only_the_first(tmp_path, mo
     assert titles == ["reward/a/mean", "reward/b/mean", "eval/shapes/overall"]
 
 
-def test_a_row_without_a_step_is_drawn_at_step_zero(tmp_path, monkeypatch) -> None:
-    drawn, _ = _capture(monkeypatch)
-    run = _run(tmp_path, [{"reward/a/mean": 0.1}, {"step": 3, "reward/a/mean": 0.4}])
+def test_a_row_without_a_step_is_drawn_at_step_zero(tmp_path, plot_calls) -> None:
+    drawn, _ = plot_calls
+    run = metrics_run(tmp_path, [{"reward/a/mean": 0.1}, {"step": 3, "reward/a/mean": 0.4}])
     plots.plot_metrics(run, out=tmp_path / "c.png")
-    ((xs, ys, _),) = drawn
+    (((xs, ys, _), _),) = drawn
     assert xs == (0, 3) and ys == (0.1, 0.4)
 
 
 def test_each_panel_gets_its_own_width(tmp_path) -> None:
-    run = _run(tmp_path, [{"step": 1, "reward/a/mean": 0.1, "reward/b/mean": 0.2, "reward/c/mean": 0.3}])
+    run = metrics_run(
+        tmp_path, [{"step": 1, "reward/a/mean": 0.1, "reward/b/mean": 0.2, "reward/c/mean": 0.3}]
+    )
     one = plots.plot_metrics(run, ["reward/a/mean"], out=tmp_path / "one.png")
     three = plots.plot_metrics(run, out=tmp_path / "three.png")
     with Image.open(one) as a, Image.open(three) as b:
