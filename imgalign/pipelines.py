@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -582,14 +583,20 @@ def quiet_absent_components() -> Iterator[None]:
 def quiet_failed_lora_load() -> Iterator[None]:
     """Within the block, diffusers does not log "Loading default_0 was unsuccessful with the following error" with
     the whole error (a LoRA on a base of another size: one size-mismatch line per weight, 4 on the tiny test model,
-    hundreds on SD3.5) before re-raising it: :func:`lora_mismatch_message` names the cause and the base to give."""
+    hundreds on SD3.5) before re-raising it: :func:`lora_mismatch_message` names the cause and the base to give.
+    The block's warnings are held back and given only when it ends without an error: a LoRA of another base printed
+    peft's "RuntimeWarning: While injecting the PEFT adapters, an inconsistency was discovered ..." (one long line
+    of module names) before that error."""
     f = MessageFilter("was unsuccessful with the following error")
     logger = logging.getLogger("diffusers.loaders.peft")
     logger.addFilter(f)
     try:
-        yield
+        with warnings.catch_warnings(record=True) as held:
+            yield
     finally:
         logger.removeFilter(f)
+    for w in held:  # (only reached when the block raised nothing)
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
 
 
 @contextlib.contextmanager

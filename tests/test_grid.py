@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -216,9 +217,15 @@ def test_a_lora_checkpoint_on_another_base_fails_naming_both(models, caplog, mon
     from imgalign.pipelines import load_pipeline
 
     ckpt, base = models["ckpt"], models["base"]
-    with caplog.at_level("WARNING", logger="imgalign.pipelines"):
+    with (
+        caplog.at_level("WARNING", logger="imgalign.pipelines"),
+        warnings.catch_warnings(record=True) as warned,
+    ):
+        warnings.simplefilter("always")
         with pytest.raises(ValueError) as e:
             load_pipeline(f"shapes+{ckpt}")
+    # without peft's "While injecting the PEFT adapters, an inconsistency was discovered ..." before it (round 28)
+    assert [str(w.message)[:50] for w in warned if "PEFT" in str(w.message)] == []
     msg = str(e.value)
     assert f"LoRA checkpoint {str(ckpt)!r} does not fit base model 'shapes'" in msg
     assert f"trained on {str(base)!r}" in msg and f"--model {ckpt}" in msg

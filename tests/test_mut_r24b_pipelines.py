@@ -215,3 +215,22 @@ def test_load_pipeline_takes_a_path_and_moves_the_pipeline_to_the_device_asked_f
     monkeypatch.chdir(tmp_path)
     assert load_pipeline(Path("shapes"), device="cuda:1") is pipe
     assert pipe.devices == ["cuda:1"]
+
+
+def test_quiet_failed_lora_load_gives_the_blocks_warnings_only_when_it_succeeds() -> None:
+    """A failed LoRA load's warnings (peft's inconsistency note before the size mismatch) are dropped with it; a
+    load that goes on gives them as they were."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        with pytest.raises(RuntimeError, match="size mismatch"):
+            with quiet_failed_lora_load():
+                warnings.warn(
+                    "While injecting the PEFT adapters, an inconsistency", RuntimeWarning, stacklevel=1
+                )
+                raise RuntimeError("size mismatch for x")
+        assert said == []
+        with quiet_failed_lora_load():
+            warnings.warn("kept", UserWarning, stacklevel=1)
+        assert [(str(w.message), w.category) for w in said] == [("kept", UserWarning)]
