@@ -1480,9 +1480,8 @@ class FlowGRPOTrainer:
     def _load(self, ckpt: Path) -> None:
         st = ckpt / "trainer_state"
         state = C.read_state(ckpt, ("step", "config_hash"))
-        lineage: tuple[Path, Path] | None = (
-            None  # (the config the checkpoint was trained with, where it is kept)
-        )
+        # (the config the checkpoint was trained with, where it is kept), copied once the weights fit
+        lineage: tuple[Path, Path] | None = None
         if state["config_hash"] != config_hash(self.cfg):
             # the config the checkpoint was trained with (checkpoints before it was saved there: the run's, when
             # the checkpoint is still in its run's checkpoints/ folder; a moved one has none to compare with)
