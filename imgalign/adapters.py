@@ -34,7 +34,12 @@ from typing import Any
 import torch
 
 from imgalign.hub import naming_pipeline, resolve
-from imgalign.pipelines import absent_components, ignores_guidance, quiet_absent_components
+from imgalign.pipelines import (
+    absent_components,
+    check_pipeline_folder,
+    ignores_guidance,
+    quiet_absent_components,
+)
 
 log = logging.getLogger(__name__)
 
@@ -631,6 +636,10 @@ def load_adapter(
 
         kwargs["max_sequence_length"] = shapes_max_sequence_length(str(path))
     resolved = hub.resolve(path)
+    if Path(resolved).is_dir():
+        # what the CLI checks first: a damaged model_index.json entry ("vae": [null]) otherwise loaded a pipeline
+        # without that part, which failed later with "'NoneType' object has no attribute 'config'"
+        check_pipeline_folder(Path(resolved))
     fam = family or detect_family(resolved)
     if fam not in FAMILIES:
         raise ValueError(f"unknown model family {fam!r}; valid families: {', '.join(sorted(FAMILIES))}")
