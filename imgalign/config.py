@@ -334,7 +334,9 @@ def _coerce(value: Any, tp: Any, key: str, specs: bool = False) -> Any:
         # YAML 1.1 reads 1e3 and 1.0e3 (an exponent without its sign) as text; --set and float fields take them
         if isinstance(value, str) and re.fullmatch(r"[-+]?\d+(\.\d*)?[eE][-+]?\d+", value.strip()):
             value = float(value)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value:
+        # YAML's .nan and .inf are floats int() refuses with its own words (a traceback for .inf)
+        whole = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+        if isinstance(value, bool) or not whole:
             quoted = isinstance(value, str) and re.fullmatch(r"[-+]?[0-9]+", value.strip())
             hint = " (a quoted number is text in YAML: remove the quotes)" if quoted else ""
             raise ConfigError(f"{key}: expected an integer, got {value!r}{hint}")
@@ -583,6 +585,12 @@ def load_config(cls: type[T], path: str | Path | None = None, overrides: list[st
             raise ConfigError(f"config file {str(p)!r} is not valid YAML: {why}{hint}") from None
         except ConfigError as e:
             raise ConfigError(f"config file {str(p)!r}: {e}") from None
+        except RecursionError:  # PyYAML reads nesting recursively: its frames' traceback
+            raise ConfigError(
+                f"config file {str(p)!r} nests lists or mappings too deeply to read (a file cut or pasted "
+                "wrongly?); its settings nest four levels at most (sampling.tree.branch_steps: [...]): give the "
+                "config file you meant"
+            ) from None
         if not loaded and isinstance(loaded, (dict, type(None))):
             # `imgalign train EMPTY.yaml` trained with every built-in default (not the recipe it runs without a
             # file) without a word: a file cut short, or the wrong one given
