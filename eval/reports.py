@@ -487,6 +487,17 @@ def _home_hint(path: str) -> str:
     return tilde_hint(path) if path == "~" or path.startswith("~/") else ""
 
 
+def _refuse_evaluation_folder(out_dir: Path) -> None:
+    """--out of a run's report must not be an ``imgalign eval`` output folder: the run's report.md replaced the
+    evaluation's own (its scores' summary) without a word, its plots mixed in among the evaluation's files."""
+    held = [name for name in ("eval_args.json", "summary.json") if (out_dir / name).is_file()]
+    if held:
+        raise ValueError(
+            f"--out {str(out_dir)!r} holds an `imgalign eval` output ({held[0]}), whose report.md the run's report "
+            "would replace: give another folder, or leave --out out (RUN_DIR/report)"
+        )
+
+
 def write_run_report(run_dir: Path, out_dir: Path | None = None) -> tuple[Path, list[Path]]:
     """Plots and report.md for a run folder (default output: RUN_DIR/report/)."""
     from imgalign.files import atomic_write_text
@@ -510,6 +521,7 @@ def write_run_report(run_dir: Path, out_dir: Path | None = None) -> tuple[Path, 
             log.warning("%s; the report leaves the in-loop evaluation out", e)
     if out_dir:
         out_dir = Path(out_dir)
+        _refuse_evaluation_folder(out_dir)
         make_output_folder(out_dir)
     else:
         out_dir = run_dir / "report"
