@@ -211,6 +211,17 @@ def not_a_mapping(key: str, tp: type, value: Any) -> str:
     return f"{key}: expected a mapping of {tp.__name__} fields, got {value!r} (its keys: {names}){hint}"
 
 
+def _scalar_item(item: str, text: str, key: str) -> Any:
+    """One comma-separated `item` of the list `text` given for `key` (``1,2``), as YAML reads it; an item YAML cannot
+    read (``0,[3``: an unclosed bracket) is named, not PyYAML's traceback."""
+    try:
+        return yaml.safe_load(item)
+    except yaml.YAMLError:
+        raise ConfigError(
+            f"{key}: item {item!r} of {text!r} is not a value; write the list as [1, 2] or 1,2 (numbers only)"
+        ) from None
+
+
 def _coerce(value: Any, tp: Any, key: str, specs: bool = False) -> Any:
     """Coerce a YAML value to the annotated type `tp` (dataclasses, Optional, list/tuple/dict, scalars, Literal).
     ``specs``: the field is a list of reward specs (:func:`field`'s ``reward_specs``)."""
@@ -310,7 +321,7 @@ def _coerce(value: Any, tp: Any, key: str, specs: bool = False) -> Any:
         elif isinstance(value, str) and item_t is str:  # "a, b": the items as written (a regex is no YAML)
             value = [p.strip() for p in value.split(",") if p.strip()]
         elif isinstance(value, str):  # "1,2": each item parsed as a YAML scalar
-            value = [yaml.safe_load(v.strip()) for v in value.split(",") if v.strip()]
+            value = [_scalar_item(v.strip(), value, key) for v in value.split(",") if v.strip()]
         elif isinstance(value, list) and specs:
             value = _text_items(value)
         if not isinstance(value, (list, tuple)):

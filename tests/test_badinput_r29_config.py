@@ -41,3 +41,26 @@ def test_a_config_nested_too_deeply_is_named(tmp_path: Path, capsys: pytest.Capt
     assert main(["train", str(p), "--print-config"]) == 2
     err = capsys.readouterr().err
     assert f"config file '{p}' nests lists or mappings too deeply to read" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("given, item", [("0,[3", "'[3'"), ("0,*x", "'*x'"), ("1,'a", '"\'a"')])
+def test_a_comma_list_item_yaml_cannot_read_is_named(
+    given: str, item: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--set sampling.tree.branch_steps=0,[3` (a list of numbers written with commas, one item an unclosed bracket
+    or an alias) stopped with PyYAML's traceback; the item is named with the key."""
+    assert main(["train", "--set", f"sampling.tree.branch_steps={given}", "--print-config"]) == 2
+    err = capsys.readouterr().err
+    assert f"sampling.tree.branch_steps: item {item} of " in err and "Traceback" not in err
+    assert main(["train", "--set", "sampling.tree.branch_steps=0,3", "--print-config"]) == 0
+    assert "branch_steps:\n    - 0\n    - 3\n" in capsys.readouterr().out
+
+
+def test_a_comma_list_item_in_a_config_file_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The same in a file: `weights: "1, [2"`."""
+    p = tmp_path / "c.yaml"
+    p.write_text('rewards:\n  weights: "1, [2"\n')
+    assert main(["train", str(p), "--print-config"]) == 2
+    assert "rewards.weights: item '[2' of '1, [2' is not a value" in capsys.readouterr().err
