@@ -152,6 +152,9 @@ def test_train_prints_its_summary_from_the_main_process_only(tmp_path, capsys, m
     monkeypatch.setattr(trainer, "preflight", lambda cfg: None)
     monkeypatch.setattr(trainer, "run", fake_run)
     out = tmp_path / "run"
+    monkeypatch.setenv(
+        "WORLD_SIZE", "2"
+    )  # a launch of two processes (without one, every process is the main one)
     for rank, printed in (("1", False), ("0", True), ("", True)):
         monkeypatch.setenv("RANK", rank)
         assert main(["train", "--output-dir", str(out), "--max-steps", "1"]) == 0

@@ -81,6 +81,7 @@ def test_launched_rank_is_the_global_rank(
     """RANK is the process's global rank; LOCAL_RANK (its rank on its node) is 0 on every node's first process,
     which would make one printer per node."""
     monkeypatch.setenv("LOCAL_RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "16")
     if value is None:
         monkeypatch.delenv("RANK", raising=False)
     else:

@@ -2403,6 +2403,7 @@ def test_run_keeps_only_the_warnings_of_the_other_processes(tmp_path, monkeypatc
     monkeypatch.setattr(trainer, "FlowGRPOTrainer", Stub)
     caplog.set_level(logging.INFO, logger="imgalign")
     both, warning = ["info line", "warning line"], ["warning line"]
+    monkeypatch.setenv("WORLD_SIZE", "4")  # a launch (without one, every process is the main one)
     for rank, want in ((None, both), ("0", both), ("1", warning), ("3", warning)):
         if rank is None:
             monkeypatch.delenv("RANK", raising=False)
