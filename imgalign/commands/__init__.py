@@ -60,10 +60,11 @@ def check_device(device: str, flag: str = "--device") -> None:
             use = f"{flag} cpu or one of those" if count else f"{flag} cpu"
             raise ValueError(f"{flag} {device!r}: this machine has {have}; use {use}")
     elif dev.type != "cpu":
-        # mps, xpu...: a model's .to() failed with a traceback, or with an error that blamed the model
+        # mps, xpu...: a model's .to() failed with a traceback, or with an error that blamed the model; hpu and
+        # privateuseone import a torch module this PyTorch may lack (a ModuleNotFoundError traceback)
         try:
             torch.empty(1, device=dev).tolist()  # (a meta tensor, which holds no data, cannot be read)
-        except (RuntimeError, AssertionError, NotImplementedError):
+        except (RuntimeError, AssertionError, NotImplementedError, ImportError):
             raise ValueError(
                 f"{flag} {device!r}: this machine's PyTorch cannot compute on {dev.type} devices; use {flag} cpu"
             ) from None
