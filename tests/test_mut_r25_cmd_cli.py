@@ -50,3 +50,16 @@ def test_version_names_the_program(capsys: pytest.CaptureFixture[str]) -> None:
         main(["--version"])
     assert e.value.code == 0
     assert capsys.readouterr().out == f"imgalign {__version__}\n"
+
+
+def test_the_hints_of_two_unknown_options_are_separated_by_a_semicolon(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Each unknown option gets its own hint, the hints joined by "; " (a ", " read as part of one hint)."""
+    argv = ["score", "x", "--reward", "geneval", "--out", "o.jsonl", "--rewards", "y", "--batch_size", "2"]
+    with pytest.raises(SystemExit):
+        main(argv)
+    assert (
+        "unrecognized arguments: --rewards y --batch_size 2 (--rewards: did you mean --reward?; --batch_size: did "
+        "you mean --batch-size?)"
+    ) in capsys.readouterr().err
