@@ -166,3 +166,20 @@ def test_images_some_without_a_prompt_are_scored_with_an_error_row_for_the_rest(
     rows = {Path(r["file"]).name: r for r in map(json.loads, out.read_text().splitlines())}
     assert rows["0000.png"]["scores"] == {"geneval": 1.0}
     assert rows["a.png"]["scores"] == {} and rows["a.png"]["error"].startswith(f"no prompt for {loose}:")
+
+
+def test_score_says_where_it_wrote_and_which_baseline_it_paired_with(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """After the summary table: "wrote OUT", then the paired table headed by the --baseline file it read."""
+    img = _image(tmp_path / "imgs")
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text(json.dumps({"file": str(img), **SPEC.to_metadata()}) + "\n")
+    base = tmp_path / "base.jsonl"
+    row = {"file": str(img), "prompt": SPEC.prompt(), "scores": {"geneval": 0.0}, "error": None}
+    base.write_text(json.dumps(row) + "\n")
+    out = tmp_path / "s.jsonl"
+    argv = ["score", str(img), "--prompts", str(prompts), "--reward", "geneval", "--no-progress"]
+    assert main([*argv, "--baseline", str(base), "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert f"\nwrote {out}\npaired with {base} (change = this - baseline" in text
