@@ -167,6 +167,18 @@ def check_launch(world_size_env: str | None, num_processes: int) -> None:
         )
 
 
+def check_accumulation_env(value: str | None) -> None:
+    """``ACCELERATE_GRADIENT_ACCUMULATION_STEPS`` that is not a whole number (``abc``, ``2.5``): accelerate's int()
+    inside ``Accelerator()`` said only "invalid literal for int() with base 10: 'abc'", naming nothing. A whole
+    number other than 1 is refused later, by :func:`check_accelerator`, with what to do."""
+    if value is not None and not value.strip().removeprefix("-").isdecimal():
+        raise ConfigError(
+            f"ACCELERATE_GRADIENT_ACCUMULATION_STEPS={value!r} is not a whole number; imgalign accumulates its "
+            "micro-batches itself (train.micro_batch_size, train.updates_per_step), so unset it (and give accelerate "
+            "launch no --gradient_accumulation_steps)"
+        )
+
+
 def _env_flag(env: Mapping[str, str], name: str) -> bool:
     return env.get(name, "").lower() in ("1", "true", "yes")
 
@@ -443,6 +455,7 @@ class FlowGRPOTrainer:
 
         cfg = self.cfg
         trackers = self._trackers()
+        check_accumulation_env(os.environ.get("ACCELERATE_GRADIENT_ACCUMULATION_STEPS"))
         try:
             self.acc = Accelerator(
                 mixed_precision=cfg.train.mixed_precision,
