@@ -48,3 +48,18 @@ def test_open_clip_loads_in_the_precision_of_the_reward_dtype(dtype: torch.dtype
     from imgalign.rewards.clip import _precision
 
     assert _precision(dtype) == precision
+
+
+def test_a_key_error_of_a_named_architecture_is_not_called_an_incomplete_folder_config(monkeypatch) -> None:
+    """Only a local-dir: folder has an open_clip_config.json whose missing field is the cause; for an architecture
+    with a pretrained tag the error is open_clip's own and is not renamed."""
+    import open_clip
+
+    from imgalign.rewards.clip import load_open_clip
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise KeyError("text_cfg")
+
+    monkeypatch.setattr(open_clip, "create_model", broken)
+    with pytest.raises(KeyError, match="text_cfg"):
+        load_open_clip("ViT-B-32", torch.device("cpu"), torch.float32, pretrained="openai")

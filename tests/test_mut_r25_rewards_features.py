@@ -81,3 +81,76 @@ def test_a_flat_image_has_no_band_energy_and_its_total_energy_is_the_last_featur
     torch.testing.assert_close(flat[:, -1], torch.full((2,), math.log(1e-8) / 10))
     noise = image_stats(torch.rand(1, 3, 16, 16, generator=torch.Generator().manual_seed(0)))
     assert float(noise[0, -1]) > 0
+
+
+@pytest.mark.parametrize(("do_rescale", "factor", "scale"), [(True, 2 / 255, 2.0), (False, 1 / 255, 255.0)])
+def test_the_processor_rescales_the_8_bit_pixels_by_its_factor(
+    do_rescale: bool, factor: float, scale: float
+) -> None:
+    """The transform takes [0, 1] images; the processor multiplies 0-255 pixels by rescale_factor (when do_rescale
+    is on), so a factor of 2/255 doubles them and do_rescale off leaves them 0-255."""
+    proc = SimpleNamespace(
+        size={"height": 4, "width": 4},
+        do_center_crop=False,
+        do_normalize=False,
+        do_rescale=do_rescale,
+        rescale_factor=factor,
+    )
+    x = torch.rand(2, 3, 4, 4, generator=torch.Generator().manual_seed(0))
+    torch.testing.assert_close(image_processor_transform(proc, "enc", "cpu", torch.float32)(x), x * scale)
+
+
+def test_dinov2_tokens_leave_out_the_register_tokens(tmp_path) -> None:
+    """A DINOv2 with registers: tokens are the CLS and the patch tokens of its last hidden state, the registers
+    (between them) dropped."""
+    from transformers import BitImageProcessor, Dinov2WithRegistersConfig, Dinov2WithRegistersModel
+
+    from imgalign.rewards.features import build_features
+
+    torch.manual_seed(0)
+    cfg = Dinov2WithRegistersConfig(
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+        image_size=32,
+        patch_size=8,
+        num_register_tokens=2,
+    )
+    model = Dinov2WithRegistersModel(cfg).eval()
+    model.save_pretrained(tmp_path)
+    BitImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}).save_pretrained(
+        tmp_path
+    )
+    enc = build_features(f"dinov2:{tmp_path}")
+    x = torch.rand(1, 3, 32, 32, generator=torch.Generator().manual_seed(0))
+    tokens = enc.tokens(x)
+    assert tokens.shape == (1, 1 + 16, 32)
+    torch.testing.assert_close(tokens[:, 0], enc(x))
+    with torch.no_grad():
+        hidden = model(pixel_values=enc_pixels(tmp_path, x)).last_hidden_state
+    torch.testing.assert_close(tokens[:, 1:], hidden[:, 3:])
+
+
+def enc_pixels(folder, x: torch.Tensor) -> torch.Tensor:
+    from transformers import AutoImageProcessor
+
+    return image_processor_transform(AutoImageProcessor.from_pretrained(folder), "enc", "cpu", torch.float32)(
+        x
+    )
+
+
+def test_a_processor_that_does_not_resize_only_crops() -> None:
+    """do_resize false (a processor for images already of its size): the image keeps its size and is only
+    centre-cropped, whatever size= says."""
+    proc = SimpleNamespace(
+        do_resize=False,
+        size={"shortest_edge": 8},
+        crop_size={"height": 4, "width": 4},
+        do_normalize=False,
+        rescale_factor=1 / 255,
+    )
+    x = torch.rand(2, 3, 6, 7, generator=torch.Generator().manual_seed(0))
+    torch.testing.assert_close(
+        image_processor_transform(proc, "enc", "cpu", torch.float32)(x), x[..., 1:5, 1:5]
+    )
