@@ -430,7 +430,7 @@ def image_stats(x: torch.Tensor) -> torch.Tensor:
     high-frequency spectrum (periodic grid textures). No weights, deterministic, a few ms per batch on a CPU."""
     if min(x.shape[-2:]) < 3:  # the Laplacian below is 3x3 (torch's error would not say which image size)
         raise ValueError(
-            f"stats features need images of at least 3x3 pixels, not {x.shape[-2]}x{x.shape[-1]}"
+            f"stats features need images of at least 3x3 pixels, not {x.shape[-1]}x{x.shape[-2]}"
         )
     x = x.float().clamp(0, 1)
     b = x.shape[0]

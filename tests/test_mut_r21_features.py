@@ -182,7 +182,7 @@ def test_a_rescale_factor_of_true_is_no_number() -> None:
 
 def test_stats_features_refuse_images_below_three_pixels_a_side() -> None:
     """The 3x3 Laplacian needs 3 pixels a side: a 2-pixel-high image is refused naming its size."""
-    with pytest.raises(ValueError, match="at least 3x3 pixels, not 2x5"):
+    with pytest.raises(ValueError, match="at least 3x3 pixels, not 5x2"):
         image_stats(torch.rand(1, 3, 2, 5))
 
 

@@ -575,7 +575,7 @@ def test_stats_features_of_an_image_below_3x3_are_refused_naming_the_size() -> N
     with pytest.raises(ValueError, match="at least 3x3 pixels, not 1x1"):
         image_stats(torch.rand(2, 3, 1, 1))
     for h, w in ((2, 8), (8, 2)):  # either side below 3
-        with pytest.raises(ValueError, match=f"at least 3x3 pixels, not {h}x{w}"):
+        with pytest.raises(ValueError, match=f"at least 3x3 pixels, not {w}x{h}"):
             image_stats(torch.rand(1, 3, h, w))
 
 
