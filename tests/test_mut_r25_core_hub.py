@@ -38,3 +38,11 @@ def test_a_file_or_a_missing_path_holds_no_weight_files(tmp_path: Path) -> None:
     assert has_weight_files(tmp_path)
     assert not has_weight_files(f)
     assert not has_weight_files(tmp_path / "missing")
+
+
+def test_a_tilde_of_a_user_this_system_does_not_know_is_told_without_a_folder() -> None:
+    """~USER of an unknown user has no home folder to name (pathlib raises RuntimeError): the hint says to give
+    the full path, not a RuntimeError traceback out of the error message being built."""
+    from imgalign.hub import tilde_hint
+
+    assert tilde_hint("~no_such_user_r25/model") == " (a quoted ~ is not expanded: give the full path)"

@@ -120,3 +120,18 @@ def test_a_tree_spec_whose_leaves_are_not_the_group_is_refused_by_the_rollout():
     )
     with pytest.raises(ValueError, match="6 leaves per tree but group_size=4"):
         _tree_rollout(s, ["ab"] * 4 + ["cdef"] * 4, torch.arange(8) // 4)
+
+
+def test_check_rollout_refuses_more_prompts_than_images():
+    """A Rollout of 4 images whose prompt list has a fifth entry (a strategy that appended one): refused by name,
+    as a list one short is; the trainer would have paired prompt k with image k and scored the wrong prompt."""
+    from test_mut_r15_rollout import _rollout
+
+    from imgalign.trainers.rollout import check_rollout
+
+    ro = _rollout(4)
+    ro.prompts = [*ro.prompts, "extra"]
+    with pytest.raises(
+        ValueError, match=r"sampling.rollout 'mine' returned images \(4, 3, 4, 4\) and 5 prompts"
+    ):
+        check_rollout("mine", ro, 4)
