@@ -100,13 +100,19 @@ def cut_archive(path: Path) -> bool:
 
 def load_state(path: Path, required: tuple[str, ...] = ()) -> dict[str, Any] | None:
     """The training checkpoint at `path` (``weights_only=True``: tensors and plain data), or None when there is
-    none. A damaged one (truncated, overwritten, not a checkpoint) or one without the entries `required` (another
-    component's, or any other torch file) raises a ValueError naming the file, instead of torch's zip-reader
-    traceback or a bare KeyError."""
+    none. Something other than a file there (a folder), a damaged one (truncated, overwritten, not a checkpoint) or
+    one without the entries `required` (another component's, or any other torch file) raises a ValueError naming
+    the path, instead of torch's zip-reader traceback or a bare KeyError."""
     import torch
 
-    if not path.is_file():
+    if not path.exists():
         return None
+    # a folder read as "none": the stage trained up to its first checkpoint, then blamed the disk for the write
+    if not path.is_file():
+        raise ValueError(
+            f"{path}: not a file (a folder?), where this stage keeps its training checkpoint; move or delete it, "
+            "or use another --out"
+        )
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except OSError as e:
