@@ -44,3 +44,25 @@ def test_clip_batch_loss_counts_the_batchs_own_duplicate_captions_as_positives()
     expected = clip_pt.multi_positive_clip_loss(logits, same).item()
     assert expected != pytest.approx(clip_pt.multi_positive_clip_loss(logits, same.flip(0, 1)).item())
     assert clip_pt.batch_loss(Spy(), images, texts_f, texts).item() == pytest.approx(expected, rel=1e-6)
+
+
+def test_the_exported_clip_folder_records_and_loads_the_trained_architecture(tmp_path) -> None:
+    """The folder's open_clip config and registry JSON are the trained model's (a tiny, non-default size), so
+    load_shapes_clip(folder=...) builds that model and loads its weights."""
+    import json
+
+    from test_encoders import TINY_CLIP
+
+    from imgalign.pretrain import clip as clip_pt
+    from imgalign.shapes_models import load_shapes_clip
+
+    cfg = clip_pt.Config(
+        **{**TINY_CLIP, "steps": 1, "eval_every": 0, "checkpoint_every": 1, "eval_images": 4}
+    )
+    clip_pt.pretrain(cfg, tmp_path, progress=False)
+    folder = tmp_path / clip_pt.FOLDER
+    want = clip_pt.model_config(cfg)
+    assert json.loads((folder / "open_clip_config.json").read_text())["model_cfg"] == want
+    assert json.loads((folder / f"{clip_pt.MODEL_NAME}.json").read_text()) == want
+    model, _, _ = load_shapes_clip(folder=folder)
+    assert model.text_projection.shape[1] == cfg.embed_dim
