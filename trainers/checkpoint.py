@@ -21,6 +21,7 @@ good checkpoint untouched; ``state.json`` is written last inside it.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -152,13 +153,31 @@ def write_failure(e: Exception) -> str:
     return f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}"
 
 
+NO_ROOM = frozenset({errno.ENOSPC, errno.EFBIG, getattr(errno, "EDQUOT", errno.ENOSPC)})
+"""The OS's reasons for a write cut short for want of room: a full disk, a file-size limit, a quota."""
+
+
+def write_advice(e: Exception) -> tuple[str, str]:
+    """What to check after a failed write, and what to do before going on: room on the disk, unless the OS gave
+    another reason (no permission, a read-only file system, a folder where the file goes), which freeing space
+    would not mend; a write that failed inside a library without a reason (torch's "unexpected pos") is most
+    often a full disk."""
+    if isinstance(e, OSError) and e.errno is not None and e.errno not in NO_ROOM:
+        return (
+            "can the folder be written to (permissions, a read-only file system, a folder in the way)?",
+            "mend that",
+        )
+    return "is the disk full, or a file-size limit (ulimit -f) set?", "free space"
+
+
 def unwritable(path: Path, e: Exception) -> CheckpointWriteError:
     """The error for a failed checkpoint write: names the file, and says that nothing was published and what to do
     (an OSError, so the command prints it as one line, not a traceback)."""
     why = write_failure(e)
+    check, todo = write_advice(e)
     return CheckpointWriteError(
-        f"cannot write {path} ({why}): is the disk full, or a file-size limit (ulimit -f) set? The checkpoint was "
-        "not published (the run's earlier checkpoints are whole); free space and continue with --resume auto"
+        f"cannot write {path} ({why}): {check} The checkpoint was not published (the run's earlier checkpoints are "
+        f"whole); {todo} and continue with --resume auto"
     )
 
 

@@ -145,14 +145,14 @@ def writing(path: Path) -> Iterator[None]:
     goes to a temp name first, so nothing half-written was published."""
     from safetensors import SafetensorError
 
-    from imgalign.trainers.checkpoint import write_failure
+    from imgalign.trainers.checkpoint import write_advice, write_failure
 
     try:
         yield
     except (OSError, RuntimeError, SafetensorError) as e:
         why = write_failure(e)
+        check, todo = write_advice(e)
         raise OSError(
-            f"cannot write {path} ({why}): is the disk full, or a file-size limit (ulimit -f) set? Nothing "
-            "half-written was published and any earlier checkpoint is whole; free space and run the same command "
-            "again: it resumes from there"
+            f"cannot write {path} ({why}): {check} Nothing half-written was published and any earlier checkpoint "
+            f"is whole; {todo} and run the same command again: it resumes from there"
         ) from e
