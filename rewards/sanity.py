@@ -4,7 +4,7 @@ prompt above a minimally corrupted one (a different shape, colour, count or rela
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -47,7 +47,8 @@ def corrupt_spec(spec: W.Spec, rng: random.Random, kinds: tuple[str, ...] = KIND
         return W.Spec(spec.tag, tuple(inc), exclude), kind
     if kind == "colour":
         i = rng.choice([k for k, c in enumerate(inc) if c.color])
-        inc[i] = W.Clause(inc[i].shape, inc[i].count, rng.choice([c for c in W.COLORS if c != inc[i].color]))
+        # only the colour: a clause placed relative to another keeps its place
+        inc[i] = replace(inc[i], color=rng.choice([c for c in W.COLORS if c != inc[i].color]))
         return W.Spec(spec.tag, tuple(inc), spec.exclude), kind
     if kind == "count":
         c = inc[0]
