@@ -26,7 +26,7 @@ from tqdm.auto import tqdm
 
 from imgalign.eval.geneval import ColorFn, Detections, color_from_detection, judge, summarize
 from imgalign.files import atomic_write_text, replacing
-from imgalign.prompts.io import DuplicateKey, first_line, unique_keys
+from imgalign.prompts.io import DuplicateKey, first_line, read_text, unique_keys
 
 log = logging.getLogger(__name__)
 # what opening and loading an unreadable image file raises (PIL raises SyntaxError for a PNG with a broken chunk)
@@ -140,7 +140,7 @@ def read_folder(root: Path) -> Iterator[PromptFolder]:
         meta_path = d / "metadata.jsonl"
         if not meta_path.is_file():
             raise FileNotFoundError(f"{meta_path} is missing: every prompt folder needs its metadata.jsonl")
-        text = first_line(meta_path, "metadata file", ValueError)  # a BOM from an editor is not an error
+        text = metadata_line(meta_path, ValueError)  # a BOM from an editor is not an error
         try:
             meta = json.loads(text, object_pairs_hook=unique_keys) if text else None
         except json.JSONDecodeError as e:
@@ -159,6 +159,31 @@ def read_folder(root: Path) -> Iterator[PromptFolder]:
             else []
         )
         yield PromptFolder(int(d.name), d, meta, samples)
+
+
+def metadata_line(path: Path, error: type[Exception]) -> str:
+    """The first line of a prompt folder's ``metadata.jsonl`` (:func:`first_line`; "" for an empty file), the one
+    that counts. A file of several rows (another prompt's row appended, or a prompt file copied in) is warned about:
+    it was judged by its first row without a word (the official GenEval evaluator refuses it as not one object). A
+    first line that is no JSON (an object written over several lines) is returned for the caller to name."""
+    text = first_line(path, "metadata file", error)
+    rows = [line for line in read_text(path, "metadata file", error).split("\n") if line.strip()]
+    if len(rows) > 1 and _is_json(text):
+        log.warning(
+            "%s holds %d metadata rows; only its first is read, as this folder's prompt's (a prompt folder's "
+            "metadata.jsonl holds one row): keep the row of this folder's prompt",
+            path,
+            len(rows),
+        )
+    return text
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except json.JSONDecodeError:
+        return False
+    return True
 
 
 def load_image(path: Path) -> Image.Image:

@@ -231,9 +231,10 @@ def _geneval_meta(file: Path, cache: dict[Path, dict[str, Any] | None]) -> dict[
 def _read_geneval_meta(meta: Path) -> dict[str, Any] | None:
     if not meta.is_file():
         return None
-    from imgalign.prompts.io import DuplicateKey, first_line, unique_keys
+    from imgalign.eval.suite import metadata_line
+    from imgalign.prompts.io import DuplicateKey, unique_keys
 
-    text = first_line(meta, "metadata file", CLIError)
+    text = metadata_line(meta, CLIError)
     try:
         row = json.loads(text, object_pairs_hook=unique_keys) if text else None
     except json.JSONDecodeError as e:
