@@ -118,6 +118,11 @@ def check_open_clip_name(model_name: str, pretrained: str | None) -> None:
     archs = open_clip.list_models()
     if model_name in archs:
         return
+    if Path(model_name).is_file():  # "no such folder" for a file that is there (its weights, an image) misled
+        raise FileNotFoundError(
+            f"cannot load open_clip model {model_name!r}: it is a file, not a folder; give the folder holding "
+            "open_clip_config.json and weights, ARCH with pretrained=TAG, or shapes-clip"
+        )
     if "/" in model_name or model_name.startswith((".", "~")):
         # ORG/NAME, e.g. openai/clip-vit-base-patch32, is likelier a Hub id than a folder
         hub = (
