@@ -325,7 +325,7 @@ def _coerce(value: Any, tp: Any, key: str, specs: bool = False) -> Any:
         elif isinstance(value, list) and specs:
             value = _text_items(value)
         if not isinstance(value, (list, tuple)):
-            raise ConfigError(f"{key}: expected a list, got {value!r}")
+            raise ConfigError(f"{key}: expected a list, got {value!r}{_one_item_hint(value)}")
         items = [_coerce(v, item_t, f"{key}[{i}]") for i, v in enumerate(value)]
         return items if origin is list else tuple(items)
     if origin is dict:
@@ -371,6 +371,15 @@ def _coerce(value: Any, tp: Any, key: str, specs: bool = False) -> Any:
             )
         return str(value)
     return value
+
+
+def _one_item_hint(value: Any) -> str:
+    """What to write for a list setting given one scalar (``--set rewards.weights=2`` for one reward): the error
+    said "expected a list, got 2" and not how to write a list of one."""
+    if isinstance(value, (dict, list, tuple)) or value is None:
+        return ""
+    text = value.parsed if isinstance(value, _Override) else value
+    return f" (write a list of one as [{text}], several as [a, b] or a,b)"
 
 
 class _UnknownKey(ConfigError):
