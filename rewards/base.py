@@ -93,6 +93,7 @@ class Reward:
             out = RewardOutput(scores=torch.as_tensor(out))
         elif not isinstance(out.scores, torch.Tensor):  # RewardOutput([0.1, 0.2]): a list of numbers
             out.scores = torch.as_tensor(np.asarray(out.scores, dtype=np.float32))
+        refuse_complex(self.name, out.scores)
         shape = tuple(out.scores.shape)
         # float32 on the CPU for every reward (a differentiable one computing in float64 gave float64); [B, 1] or a
         # 0-d score of one image is [B]; a differentiable reward's graph is kept through the cast
@@ -690,6 +691,7 @@ class FunctionReward(Reward):
         out = self.fn(images, prompts, metadata, **self.opts)
         if out is None or isinstance(out, RewardOutput):  # None: Reward.__call__ says it returned nothing
             return out
+        refuse_complex(self.name, out)
         if isinstance(out, torch.Tensor):  # on any device, with a graph or not (numpy takes neither)
             return RewardOutput(scores=out.detach().to("cpu", torch.float32))
         try:
@@ -699,6 +701,17 @@ class FunctionReward(Reward):
                 f"reward {self.name!r} returned a {type(out).__name__} that is not one number per image ({e}); "
                 "it must return a tensor, array or list of B numbers, or a RewardOutput"
             ) from None
+
+
+def refuse_complex(name: str, scores: Any) -> None:
+    """Refuse a reward's complex scores (a tensor or array): the cast to float32 kept their real parts without a
+    word, so 1+5j was scored, and trained on, as 1.0."""
+    if (isinstance(scores, torch.Tensor) and scores.is_complex()) or (
+        isinstance(scores, np.ndarray) and np.iscomplexobj(scores)
+    ):
+        raise ValueError(
+            f"reward {name!r} returned complex scores ({scores.dtype}); it must return real numbers, one per image"
+        )
 
 
 BUILTIN_MODULES = [
