@@ -6,11 +6,23 @@ from __future__ import annotations
 import os
 
 
+def world_size(text: str | None) -> int:
+    """The process count in a ``WORLD_SIZE`` value (1 when unset or empty); a value that is not a whole number >= 1
+    is refused naming WORLD_SIZE (int()'s message named neither it nor what sets it)."""
+    text = text or "1"
+    if not text.isdecimal() or int(text) < 1:
+        raise ValueError(
+            f"WORLD_SIZE={text!r} is not a process count (a whole number >= 1): the launcher (accelerate launch, "
+            "torchrun) sets it; unset it to train in one process"
+        )
+    return int(text)
+
+
 def launched_processes() -> int:
     """The process count the launcher started (``WORLD_SIZE``, set by ``accelerate launch`` and torchrun); 1 for a
-    plain ``imgalign train`` or a value that is not a positive integer (the trainer names a bad one)."""
-    text = os.environ.get("WORLD_SIZE") or "1"
-    return int(text) if text.isdecimal() and int(text) > 0 else 1
+    plain ``imgalign train``. A bad value is refused here too, so ``train --print-config`` (which lays out the batch
+    with it) refuses what the run would (it took such a value for 1 and showed the config as fine)."""
+    return world_size(os.environ.get("WORLD_SIZE"))
 
 
 def launched_rank() -> int:

@@ -44,7 +44,7 @@ def test_print_config_is_printed_once_under_a_launch(
     assert capsys.readouterr().out == ""
 
 
-@pytest.mark.parametrize(("value", "count"), [(None, 1), ("", 1), ("4", 4), ("0", 1), ("x", 1), ("²", 1)])
+@pytest.mark.parametrize(("value", "count"), [(None, 1), ("", 1), ("4", 4)])
 def test_launched_processes_reads_world_size(
     value: str | None, count: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -55,3 +55,14 @@ def test_launched_processes_reads_world_size(
     else:
         monkeypatch.setenv("WORLD_SIZE", value)
     assert launched_processes() == count
+
+
+@pytest.mark.parametrize("value", ["0", "x", "²"])
+def test_launched_processes_refuses_a_world_size_that_is_no_process_count(
+    value: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from imgalign.commands.train import launched_processes
+
+    monkeypatch.setenv("WORLD_SIZE", value)
+    with pytest.raises(ValueError, match=rf"^WORLD_SIZE={value!r} is not a process count"):
+        launched_processes()

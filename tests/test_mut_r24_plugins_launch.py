@@ -64,14 +64,18 @@ def test_a_bare_key_error_of_a_plugin_is_named_too() -> None:
 
 
 @pytest.mark.parametrize(
-    ("value", "count"), [("1", 1), ("2", 2), ("16", 16), ("-2", 1), (" 2", 1), ("2.0", 1)]
+    ("value", "count"), [("1", 1), ("2", 2), ("16", 16), ("-2", None), (" 2", None), ("2.0", None)]
 )
 def test_launched_processes_takes_only_a_positive_whole_number(
-    value: str, count: int, monkeypatch: pytest.MonkeyPatch
+    value: str, count: int | None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("WORLD_SIZE", value)
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "8")  # a node's share: not the process count
-    assert launched_processes() == count
+    if count is None:
+        with pytest.raises(ValueError, match="is not a process count"):
+            launched_processes()
+    else:
+        assert launched_processes() == count
 
 
 @pytest.mark.parametrize(("value", "rank"), [(None, 0), ("", 0), ("0", 0), ("3", 3), ("12", 12)])

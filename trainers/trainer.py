@@ -36,7 +36,7 @@ from safetensors import SafetensorError
 
 from imgalign.config import ConfigError, leaves, to_dict
 from imgalign.files import atomic_write_text, replacing
-from imgalign.launch import launched_processes, launched_rank
+from imgalign.launch import launched_processes, launched_rank, world_size
 from imgalign.pipelines import TRUNCATION_NOTICE, MessageFilter, length_warning_said
 from imgalign.trainers import checkpoint as C
 from imgalign.trainers.config import FlowGRPOConfig, check_batch_layout, ignored_settings
@@ -151,13 +151,10 @@ def check_launch(world_size_env: str | None, num_processes: int) -> None:
     """The launcher's process count (torchrun's ``WORLD_SIZE``) is the one accelerate runs with. When they differ
     (torchrun with a GPU config on a machine without GPUs), every process would train the whole batch alone and
     write the same run folder. A value that is not a process count is refused naming it (int()'s message did not)."""
-    text = world_size_env or "1"
-    if not text.isdecimal() or int(text) < 1:
-        raise ConfigError(
-            f"WORLD_SIZE={text!r} is not a process count (a whole number >= 1): the launcher (accelerate launch, "
-            "torchrun) sets it; unset it to train in one process"
-        )
-    launched = int(text)
+    try:
+        launched = world_size(world_size_env)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
     if launched != num_processes:
         raise ConfigError(
             f"the launcher started {launched} processes (WORLD_SIZE), but accelerate runs each as {num_processes} "
