@@ -560,7 +560,8 @@ def test_score_with_baseline_prints_paired_change(tmp_path: Path, capsys: pytest
     assert "the baseline holds scores of: geneval:mode=strict" in printed
     # the same reward and options written another way is the same column: geneval's default mode is partial
     assert main([*partial, "--reward", "geneval: mode=partial"]) == 2
-    assert "--reward 'geneval' is given twice" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "--reward 'geneval: mode=partial' is given as 'geneval' does (the same reward and options)" in err
     strict = ["--reward", " geneval: mode=strict", "--baseline", str(tmp_path / "base.jsonl")]
     assert main([*partial[:2], *strict, "--no-progress", "--out", str(tmp_path / "s2.jsonl")]) == 0
     assert "no image scored in both" not in capsys.readouterr().out

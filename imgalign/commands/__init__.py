@@ -70,6 +70,18 @@ def check_device(device: str, flag: str = "--device") -> None:
             ) from None
 
 
+def check_rewards_once(specs: Sequence[str]) -> None:
+    """Refuse one reward given twice as ``--reward``, also spelt otherwise (``geneval`` and ``geneval: mode=partial``,
+    a file option by another path): it was scored twice."""
+    from imgalign.cli import CLIError
+    from imgalign.trainers.rewarding import same_reward_twice
+
+    if twice := same_reward_twice(list(specs)):
+        first, spec = twice
+        same = "twice" if first == spec else f"as {first!r} does (the same reward and options)"
+        raise CLIError(f"--reward {spec!r} is given {same}; give each reward once")
+
+
 def check_output_folder(path: Path, flag: str = "--out") -> None:
     """Fail before any work when output folder `path` cannot be made or written: it is a file, a part of its
     parent path is an existing file, or its nearest existing folder takes no new file."""

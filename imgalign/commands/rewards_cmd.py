@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from imgalign.cli import CLIError
-from imgalign.commands import check_device, counted, seed_arg
+from imgalign.commands import check_device, check_rewards_once, counted, seed_arg
 
 log = logging.getLogger(__name__)
 
@@ -515,15 +515,10 @@ def run_check(args: argparse.Namespace) -> int:
         unknown_reward,
     )
     from imgalign.rewards.sanity import KINDS, true_vs_corrupted
-    from imgalign.trainers.rewarding import same_reward_twice
 
     if args.n < 1:
         raise CLIError(f"--n must be at least 1 (got {args.n})")
-    # one reward given twice (also spelt otherwise) was scored twice
-    if twice := same_reward_twice(list(args.reward)):
-        first, spec = twice
-        same = "twice" if first == spec else f"as {first!r} does (the same reward and options)"
-        raise CLIError(f"--reward {spec!r} is given {same}; give each reward once")
+    check_rewards_once(args.reward)
     kinds = tuple(k.strip() for k in args.kinds.split(",") if k.strip())
     if not kinds:  # an empty tuple fell back to shape corruptions silently
         raise CLIError(f"--kinds {args.kinds!r} names no corruption kind; give some of: {', '.join(KINDS)}")

@@ -526,7 +526,7 @@ def _append_partial(path: Path, entries: list[dict[str, Any]]) -> None:
 def run_score(args: argparse.Namespace) -> int:
     from tqdm.auto import tqdm
 
-    from imgalign.commands import check_device, check_output_file
+    from imgalign.commands import check_device, check_output_file, check_rewards_once
     from imgalign.commands.world import refuse_empty_options
     from imgalign.rewards.base import build_reward, reward_key
     from imgalign.rewards.io import ImageReadError, find_images, pil_batch, read_image
@@ -583,10 +583,8 @@ def run_score(args: argparse.Namespace) -> int:
 
     # a reward's column is its canonical key (name and non-default options: `geneval:mode=strict`, not `geneval`),
     # so a --baseline pairs only scores of the same reward and options
+    check_rewards_once(args.reward)  # it said "'geneval' is given twice" of geneval and geneval:mode=partial
     keys = [reward_key(s) for s in args.reward]
-    twice = sorted({k for k in keys if keys.count(k) > 1})
-    if twice:
-        raise CLIError(f"--reward {twice[0]!r} is given twice; give each reward once")
     rewards = {k: build_reward(s, device=args.device) for k, s in zip(keys, args.reward)}  # fails up front
     needs_prompt = any(getattr(r, "needs_prompt", True) for r in rewards.values())
     for k, r in rewards.items():
