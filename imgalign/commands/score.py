@@ -73,8 +73,9 @@ def load_prompt_map(path: str | Path) -> dict[str, dict[str, Any]]:
     path = Path(path)
     if path.is_dir():
         raise CLIError(f"prompt file {str(path)!r} is a folder; give a JSONL file with file/prompt rows")
-    if not path.is_file():
-        raise CLIError(f"prompt file {str(path)!r} does not exist")
+    if not path.is_file():  # /dev/null, a pipe: "does not exist" of a path that is there
+        what = "is not a regular file" if path.exists() else "does not exist"
+        raise CLIError(f"prompt file {str(path)!r} {what}; give a JSONL file with file/prompt rows")
     from imgalign.prompts.io import DuplicateKey, read_text, unique_keys
 
     out: dict[str, dict[str, Any]] = {}
@@ -281,7 +282,9 @@ def load_baseline(path: str | Path) -> dict[str, dict[str, Any]]:
     """Rows of an earlier ``imgalign score`` JSONL, by :func:`pair_key`; raises naming the file and line."""
     path = Path(path)
     if not path.is_file():
-        what = "is a folder" if path.is_dir() else "does not exist"
+        what = (
+            "is a folder" if path.is_dir() else "is not a regular file" if path.exists() else "does not exist"
+        )
         raise CLIError(
             f"--baseline {str(path)!r} {what}; pass the JSONL an earlier `imgalign score --out X.jsonl` wrote"
         )
