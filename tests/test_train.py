@@ -1529,7 +1529,7 @@ def test_grad_norm_is_the_mean_over_the_optimizer_updates(sd3_dir, tmp_path):
         ({"sampling__sde_window": 1, "sampling__sde_window_max_start": 2}, "starts at step 1 at the latest"),
         ({"objective__step_weight": "velocity", "objective__name": "nft"}, "objective.step_weight=velocity"),
         ({"objective__anchor_beta": 0.1}, "objective.anchor_beta anchors the untrained"),
-        ({"objective__anchor_beta": -1.0}, "objective.kl_beta, objective.anchor_beta"),
+        ({"objective__anchor_beta": -1.0}, "objective.anchor_beta must be >= 0 and finite (got -1.0)"),
         ({"objective__kl_beta": 0.04, "objective__name": "nft"}, "objective.kl_beta is the closed-form KL"),
     ],
 )

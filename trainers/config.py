@@ -210,8 +210,9 @@ class SamplingConfig:
             raise ConfigError(
                 "sampling.group_size must be at least 2: advantages compare images of one prompt"
             )
-        if self.samples_per_step < 1 or self.batch_size < 1:
-            raise ConfigError("sampling.samples_per_step and sampling.batch_size must be >= 1")
+        for name in ("samples_per_step", "batch_size"):  # (one message for both named neither the bad one)
+            if getattr(self, name) < 1:
+                raise ConfigError(f"sampling.{name} must be >= 1 (got {getattr(self, name)})")
         if self.samples_per_step % self.group_size:
             raise ConfigError(
                 f"sampling.group_size={self.group_size} does not divide sampling.samples_per_step="
@@ -444,10 +445,9 @@ class ObjectiveConfig:
             raise ConfigError(
                 f"objective.adv_clip must be >= 0 and finite (0 = no clip; got {self.adv_clip})"
             )
-        if not all(0 <= w < math.inf for w in (self.kl_beta, self.penalty_weight, self.anchor_beta)):
-            raise ConfigError(
-                "objective.kl_beta, objective.anchor_beta and objective.penalty_weight must be >= 0 and finite"
-            )
+        for name in ("kl_beta", "anchor_beta", "penalty_weight"):
+            if not 0 <= getattr(self, name) < math.inf:
+                raise ConfigError(f"objective.{name} must be >= 0 and finite (got {getattr(self, name)})")
         if self.penalty_weight > 0 and not self.penalty:
             raise ConfigError("objective.penalty_weight > 0 needs objective.penalty (its name)")
         if self.terms_per_sample < 1:
@@ -495,7 +495,7 @@ class TrainConfig:
     def validate(self) -> None:
         check_seed("train.seed", self.seed)
         if self.max_steps < 1:
-            raise ConfigError("train.max_steps must be >= 1")
+            raise ConfigError(f"train.max_steps must be >= 1 (got {self.max_steps})")
         if not 0 < self.lr < math.inf:
             raise ConfigError(f"train.lr must be > 0 and finite (got {self.lr})")
         if not 0 <= self.weight_decay < math.inf:
@@ -510,8 +510,9 @@ class TrainConfig:
             raise ConfigError(
                 f"train.grad_clip must be >= 0 and finite (0 = no clipping; got {self.grad_clip})"
             )
-        if self.updates_per_step < 1 or self.micro_batch_size < 1:
-            raise ConfigError("train.updates_per_step and train.micro_batch_size must be >= 1")
+        for name in ("updates_per_step", "micro_batch_size"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"train.{name} must be >= 1 (got {getattr(self, name)})")
         if self.warmup_steps < 0:  # a negative warm-up meant none, silently
             raise ConfigError(f"train.warmup_steps must be >= 0 (0 = no warm-up), got {self.warmup_steps}")
         if self.time_budget_min < 0:  # a negative budget meant no limit, silently
