@@ -444,6 +444,7 @@ def check_factory_options(name: str, factory: Callable[..., Any], opts: Mapping[
     _refuse_unknown_options(name, opts, reward_options(factory), _takes_any_keyword(factory))
     _refuse_empty_values(name, opts, _parameters(factory))
     _refuse_non_numbers(name, opts, _parameters(factory))
+    _refuse_unlisted_values(name, opts, factory)
     missing = [o for o in required_options(factory) if o not in opts]
     if missing:  # was Python's "missing 1 required positional argument: 'path'" after "bad options []"
         example = f"{name}:" + ",".join([f"{k}=..." for k in opts] + [f"{o}=VALUE" for o in missing])
@@ -636,6 +637,26 @@ def _key_text(v: Any) -> str:
         back = _option_value(v)
         return v if "," not in v and isinstance(back, str) and back == v else f'"{v}"'
     return str(v)
+
+
+def _refuse_unlisted_values(name: str, opts: Mapping[str, Any], factory: Callable[..., Any]) -> None:
+    """An option annotated with a ``Literal`` of choices (geneval's ``mode``) given another value is refused by name
+    before anything loads: ``train --print-config`` showed ``geneval:mode=bogus`` as fine (the reward refused it
+    only when built)."""
+    import typing
+
+    try:
+        hints = typing.get_type_hints(factory.__init__ if isinstance(factory, type) else factory)
+    except Exception:  # noqa: BLE001 - a plug-in's annotations that do not resolve: left to its build
+        return
+    for key, value in opts.items():
+        choices = (
+            typing.get_args(hints.get(key)) if typing.get_origin(hints.get(key)) is typing.Literal else ()
+        )
+        if choices and value not in choices:
+            raise ValueError(
+                f"reward {name!r}: option {key}={value!r} is not one of {', '.join(map(str, choices))}"
+            )
 
 
 def _parameters(factory: Callable[..., Any]) -> Mapping[str, Any]:

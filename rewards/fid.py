@@ -28,7 +28,7 @@ import logging
 import math
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
@@ -268,7 +268,7 @@ class FIDReward(Reward):
         ref: str = "shapes",
         ref_size: int = 2000,
         set_size: int = 512,
-        mode: str = "sample",
+        mode: Literal["sample", "group"] = "sample",
         exact: bool = False,
         init: str | None = None,
     ) -> None:

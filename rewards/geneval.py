@@ -8,14 +8,15 @@ or cached Hub id). The decision rules are the same (:mod:`imgalign.eval.geneval`
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Literal, get_args
 
 import torch
 
 from imgalign.eval.geneval import GENEVAL_CLIP, judge, soft_credit
 from imgalign.rewards.base import Reward, RewardOutput, register_reward, to_pil
 
-MODES = ("strict", "partial", "soft")
+Mode = Literal["strict", "partial", "soft"]
+MODES: tuple[str, ...] = get_args(Mode)
 
 
 def check_shapes_vocabulary(meta: dict[str, Any]) -> None:
@@ -52,7 +53,7 @@ class GenEvalReward(Reward):
         self,
         device: str | torch.device = "cpu",
         dtype: torch.dtype = torch.float32,
-        mode: str = "partial",
+        mode: Mode = "partial",
         detector: str = "shapes",
         clip: str = GENEVAL_CLIP,
     ) -> None:
