@@ -650,9 +650,8 @@ def _refuse_unlisted_values(name: str, opts: Mapping[str, Any], factory: Callabl
     except Exception:  # noqa: BLE001 - a plug-in's annotations that do not resolve: left to its build
         return
     for key, value in opts.items():
-        choices = (
-            typing.get_args(hints.get(key)) if typing.get_origin(hints.get(key)) is typing.Literal else ()
-        )
+        hint = hints.get(key)
+        choices = typing.get_args(hint) if typing.get_origin(hint) is typing.Literal else ()
         if choices and value not in choices:
             raise ValueError(
                 f"reward {name!r}: option {key}={value!r} is not one of {', '.join(map(str, choices))}"
