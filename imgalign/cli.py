@@ -9,6 +9,7 @@ import errno
 import importlib
 import logging
 import os
+import re
 import signal
 import sys
 import threading
@@ -39,6 +40,9 @@ class Interrupted(KeyboardInterrupt):
     """Ctrl-C, with a line saying what was kept and how to go on: the ``imgalign`` program prints it (no traceback)
     and exits with 130; an in-process caller of :func:`main` gets it as the KeyboardInterrupt it is."""
 
+
+# The commands with subcommands of their own (`imgalign world render`)
+COMMAND_GROUPS = ("rewards", "world")
 
 # What a command interrupted by Ctrl-C has kept, and how to go on, for commands that do not say it themselves
 INTERRUPT_HINTS = {
@@ -253,6 +257,23 @@ def _sigterm_interrupts() -> Iterator[list[int]]:
         signal.signal(signal.SIGTERM, previous)
 
 
+def starting_interrupted(argv: list[str]) -> str:
+    """The line for Ctrl-C or SIGTERM before a command ran (while the libraries import or the parser is built):
+    the command as typed (``imgalign score``, ``imgalign world render``), and that it wrote nothing, where the line
+    was "imgalign: interrupted" for every command."""
+    words: list[str] = []
+    for tok in argv:
+        if tok.startswith("-") and not words:  # -v before the command
+            continue
+        if not re.fullmatch(r"[a-z][a-z0-9-]*", tok) or (words and words[0] not in COMMAND_GROUPS):
+            break
+        words.append(tok)
+        if len(words) == 2:
+            break
+    name = " ".join(["imgalign", *words])
+    return f"{name}: interrupted while starting, before it wrote anything"
+
+
 def console_main() -> int:
     """The ``imgalign`` program: :func:`main`, with Ctrl-C as one line on stderr (what was kept, how to go on) and
     exit status 130 instead of a traceback; SIGTERM likewise, with exit status 143 (128 + 15)."""
@@ -260,8 +281,10 @@ def console_main() -> int:
         try:
             return main()
         except KeyboardInterrupt as e:
-            # (one before a command started, e.g. while the libraries import, has no message)
-            print(str(e) if isinstance(e, Interrupted) else "imgalign: interrupted", file=sys.stderr)
+            # one before the command started (while torch imports, seconds) has no message of the command's own
+            print(
+                str(e) if isinstance(e, Interrupted) else starting_interrupted(sys.argv[1:]), file=sys.stderr
+            )
             return 128 + signal.SIGTERM if terminated else 130
 
 

@@ -1497,8 +1497,9 @@ def test_an_out_folder_is_claimed_with_its_missing_parents(tmp_path):
 
 
 def test_ctrl_c_before_a_command_starts_and_a_commands_own_message_are_one_line(monkeypatch, capsys):
-    """Ctrl-C while the parser (and the libraries) load has no command to name: `imgalign: interrupted`, status
-    130; a command's own Interrupted message goes out prefixed with the command, as it is for other commands."""
+    """Ctrl-C while the parser (and the libraries) load names the command as typed and says it wrote nothing
+    (the line was `imgalign: interrupted` for every command), status 130; a command's own Interrupted message goes
+    out prefixed with the command, as it is for other commands."""
     import sys
 
     import imgalign.cli as cli
@@ -1510,7 +1511,10 @@ def test_ctrl_c_before_a_command_starts_and_a_commands_own_message_are_one_line(
     monkeypatch.setattr(sys, "argv", ["imgalign", "world", "render", "--prompts", "p", "--out", "o"])
     monkeypatch.setattr(cli, "build_parser", hit)
     assert cli.console_main() == 130
-    assert capsys.readouterr() == ("", "imgalign: interrupted\n")
+    assert capsys.readouterr() == (
+        "",
+        "imgalign world render: interrupted while starting, before it wrote anything\n",
+    )
     monkeypatch.undo()
 
     def kept(args):
@@ -1520,6 +1524,43 @@ def test_ctrl_c_before_a_command_starts_and_a_commands_own_message_are_one_line(
     monkeypatch.setattr(sys, "argv", ["imgalign", "world", "render", "--prompts", "p", "--out", "o"])
     assert cli.console_main() == 130
     assert capsys.readouterr() == ("", "imgalign world render: interrupted; 3 prompts are rendered\n")
+
+
+@pytest.mark.parametrize(
+    "argv, name",
+    [
+        (["score", "images", "--reward", "clip"], "imgalign score"),
+        (["-v", "train", "cfg.yaml"], "imgalign train"),
+        (["rewards", "fit-discriminator", "--real", "r"], "imgalign rewards fit-discriminator"),
+        (["world", "pretrain"], "imgalign world pretrain"),
+        (["eval", "--suite", "shapes"], "imgalign eval"),
+        (["report", "runs/x"], "imgalign report"),
+        ([], "imgalign"),
+        (["--version"], "imgalign"),
+        (["Score"], "imgalign"),
+    ],
+)
+def test_ctrl_c_while_starting_names_the_command_as_typed_and_no_folder_or_file_argument(argv, name):
+    """A command's first word, and a second only for the commands with subcommands (`score images` named the folder
+    as if it were a subcommand); a word that is no command name is left out."""
+    from imgalign.cli import starting_interrupted
+
+    assert starting_interrupted(argv) == f"{name}: interrupted while starting, before it wrote anything"
+
+
+def test_the_command_groups_are_the_commands_with_subcommands():
+    """`starting_interrupted` names a second word only for these: a new command with subcommands must be listed."""
+    import argparse
+
+    from imgalign.cli import COMMAND_GROUPS, build_parser
+
+    top = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    groups = {
+        name
+        for name, sub in top.choices.items()
+        if any(isinstance(a, argparse._SubParsersAction) for a in sub._actions)
+    }
+    assert groups == set(COMMAND_GROUPS)
 
 
 def test_world_render_names_the_line_of_a_prompt_the_shapes_world_cannot_draw(
