@@ -90,8 +90,10 @@ class Reward:
                 "array or list of numbers) or a RewardOutput"
             )
         if not isinstance(out, RewardOutput):
+            refuse_text(self.name, out)
             out = RewardOutput(scores=torch.as_tensor(out))
         elif not isinstance(out.scores, torch.Tensor):  # RewardOutput([0.1, 0.2]): a list of numbers
+            refuse_text(self.name, out.scores)
             out.scores = torch.as_tensor(np.asarray(out.scores, dtype=np.float32))
         refuse_complex(self.name, out.scores)
         shape = tuple(out.scores.shape)
@@ -712,6 +714,7 @@ class FunctionReward(Reward):
         if out is None or isinstance(out, RewardOutput):  # None: Reward.__call__ says it returned nothing
             return out
         refuse_complex(self.name, out)
+        refuse_text(self.name, out)
         if isinstance(out, torch.Tensor):  # on any device, with a graph or not (numpy takes neither)
             return RewardOutput(scores=out.detach().to("cpu", torch.float32))
         try:
@@ -721,6 +724,28 @@ class FunctionReward(Reward):
                 f"reward {self.name!r} returned a {type(out).__name__} that is not one number per image ({e}); "
                 "it must return a tensor, array or list of B numbers, or a RewardOutput"
             ) from None
+
+
+def _first_text(scores: Any) -> str | bytes | None:
+    """The first text element of a (nested) list, tuple or array, or None."""
+    if isinstance(scores, (str, bytes)):
+        return scores
+    if isinstance(scores, np.ndarray):
+        scores = scores.ravel().tolist() if scores.dtype.kind in "USO" else []
+    if isinstance(scores, (list, tuple)):
+        return next((t for t in map(_first_text, scores) if t is not None), None)
+    return None
+
+
+def refuse_text(name: str, scores: Any) -> None:
+    """Refuse a reward's scores given as text: numpy's cast read ``["0.5", "1"]`` (a plug-in returning formatted
+    numbers) as 0.5 and 1.0 without a word, while a score must be a number."""
+    text = _first_text(scores)
+    if text is not None:
+        raise ValueError(
+            f"reward {name!r} returned text ({text!r}) among its scores; it must return numbers, one per image "
+            "(float(text) where the text is a number)"
+        )
 
 
 def refuse_complex(name: str, scores: Any) -> None:
