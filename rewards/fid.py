@@ -226,6 +226,14 @@ def load_stats(path: str | Path) -> tuple[torch.Tensor, torch.Tensor, int, str]:
         raise ValueError(
             f"{path}: its FID statistics hold NaN or inf values; recompute them with `imgalign rewards fid-stats`"
         )
+    # a covariance is symmetric (save_stats writes it so); the matrix square root reads one triangle, so an edited
+    # or foreign file's other triangle was ignored without a word
+    asym = float((sigma - sigma.T).abs().max())
+    if asym > 1e-5 * max(float(sigma.abs().max()), 1e-30):
+        raise ValueError(
+            f"{path}: its FID covariance sigma is not symmetric (|sigma - sigma.T| up to {asym:.3g}), so it is no "
+            "covariance; recompute the statistics with `imgalign rewards fid-stats`"
+        )
     return mu, sigma, int(meta["n"]), meta["features"]
 
 

@@ -547,3 +547,24 @@ def test_a_generated_set_no_larger_than_the_feature_dimension_is_warned_of(caplo
     with caplog.at_level("WARNING"):
         FIDReward(features="stats", ref="shapes", ref_size=80, set_size=60)
     assert "set_size" not in caplog.text
+
+
+def test_a_stats_file_with_a_non_symmetric_covariance_is_refused_by_name(tmp_path) -> None:
+    """The matrix square root reads one triangle of sigma: a hand-edited or foreign file's other triangle was
+    ignored without a word (an FD of another covariance); a covariance is symmetric, so it is refused. The
+    float-exact symmetry save_stats writes, and a tiny rounding difference, load."""
+    from safetensors.torch import save_file
+
+    meta = {"kind": "imgalign-fid-stats", "features": "stats", "n": "10"}
+    mu = torch.zeros(3, dtype=torch.float64)
+    lower = torch.tensor([[2.0, 0.0, 0.0], [0.5, 1.0, 0.0], [0.1, 0.2, 3.0]], dtype=torch.float64)
+    save_file({"mu": mu, "sigma": lower}, str(tmp_path / "tri.safetensors"), meta)
+    with pytest.raises(
+        ValueError, match=r"tri.safetensors: its FID covariance sigma is not symmetric \(.* 0.5\)"
+    ):
+        load_stats(tmp_path / "tri.safetensors")
+    sym = lower + lower.T
+    near = sym.clone()
+    near[0, 1] += 1e-9
+    save_file({"mu": mu, "sigma": near}, str(tmp_path / "near.safetensors"), meta)
+    assert torch.equal(load_stats(tmp_path / "near.safetensors")[1], near)
