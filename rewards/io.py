@@ -281,20 +281,29 @@ def encode_image_folder(
 
 def other_files_note(folder: str | Path) -> str:
     """'' or a note naming the files under `folder` that are not read because of their suffix (a folder of .heic
-    photos, or of .avif before they were read, was "no readable images" without a word of the files there)."""
+    photos, or of .avif before they were read, was "no readable images" without a word of the files there), or
+    because they are hidden (a folder of only ``.a.png`` files said nothing of them)."""
     if not Path(folder).is_dir():
         return ""
-    others = sorted(
-        p
-        for p in Path(folder).rglob("*")
-        if p.is_file()
-        and not any(part.startswith(".") for part in p.relative_to(folder).parts)
-        and p.suffix.lower() not in IMAGE_SUFFIXES
-    )
-    if not others:
-        return ""
-    kinds = ", ".join(sorted({p.suffix.lower() or "(no suffix)" for p in others})[:5])
-    return (
-        f" (it holds {len(others)} other file(s), e.g. {others[0].name!r}: {kinds}; images are found by their "
-        f"suffix: {', '.join(IMAGE_SUFFIXES)})"
-    )
+    others, hidden = [], []
+    for p in sorted(Path(folder).rglob("*")):
+        if not p.is_file():
+            continue
+        if any(part.startswith(".") for part in p.relative_to(folder).parts):
+            hidden += [p] if p.suffix.lower() in IMAGE_SUFFIXES else []
+        elif p.suffix.lower() not in IMAGE_SUFFIXES:
+            others.append(p)
+    notes = []
+    if others:
+        kinds = ", ".join(sorted({p.suffix.lower() or "(no suffix)" for p in others})[:5])
+        notes.append(
+            f"it holds {len(others)} other file(s), e.g. {others[0].name!r}: {kinds}; images are found by their "
+            f"suffix: {', '.join(IMAGE_SUFFIXES)}"
+        )
+    if hidden:
+        shown = str(hidden[0].relative_to(folder))
+        notes.append(
+            f"it holds {len(hidden)} hidden image(s), e.g. {shown!r}, skipped as hidden files and folders (names "
+            "starting with '.') are: rename them to read them"
+        )
+    return f" ({'; '.join(notes)})" if notes else ""

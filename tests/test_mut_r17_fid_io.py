@@ -153,3 +153,28 @@ def test_a_write_whose_move_into_place_fails_leaves_no_temporary(tmp_path: Path)
         atomic_write_text(tmp_path / "out", "x")
     assert [p.name for p in tmp_path.iterdir()] == ["out"]
     assert (tmp_path / "out" / "kept.txt").read_text() == "kept"
+
+
+def test_a_folder_of_only_hidden_images_says_they_are_skipped_as_hidden(tmp_path) -> None:
+    """A folder holding only `.a.png` (or images under a hidden folder) was "no readable images" without a word
+    of them; the note names one and says why it is skipped. Other files and hidden ones are both named."""
+    from PIL import Image
+
+    from imgalign.rewards.io import load_image_folder, other_files_note
+
+    Image.new("RGB", (8, 8)).save(tmp_path / ".a.png")
+    (tmp_path / ".cache").mkdir()
+    Image.new("RGB", (8, 8)).save(tmp_path / ".cache" / "b.png")
+    (tmp_path / ".notes.txt").write_text("x")  # hidden and no image: not counted
+    with pytest.raises(FileNotFoundError, match=r"2 hidden image\(s\), e.g. '.a.png', skipped as hidden"):
+        load_image_folder(tmp_path)
+    (tmp_path / "c.heic").write_bytes(b"x")
+    note = other_files_note(tmp_path)
+    assert note.startswith(
+        " (it holds 1 other file(s), e.g. 'c.heic': .heic; images are found by their suffix"
+    )
+    assert note.endswith(
+        "; it holds 2 hidden image(s), e.g. '.a.png', skipped as hidden files and folders (names "
+        "starting with '.') are: rename them to read them)"
+    )
+    assert other_files_note(tmp_path / ".cache") == ""  # the folder given is read, whatever its own name
