@@ -1,0 +1,87 @@
+"""Mutation round 26 (helper D): behaviour of imgalign/commands/rewards_cmd.py, the pretraining encoders and the
+shapes prompts that no earlier test pinned."""
+
+from __future__ import annotations
+
+import sys
+import types
+
+import pytest
+import torch
+
+from imgalign.cli import main
+
+
+def test_check_gives_a_verdict_while_a_single_pair_has_finite_scores(
+    capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`rewards check` refuses a verdict only when every pair's score is non-finite; one finite pair out of 4 is
+    still a verdict, with the other 3 counted as non-finite failures. A check that refused as soon as all pairs but
+    one were non-finite (``n_nonfinite >= n - 1``) left such a reward without an answer."""
+
+    def one_finite(images, prompts, metadata=None):
+        s = torch.full((len(prompts),), float("nan"))
+        s[0] = 1.0  # the first image of each call: pair 0 has a finite true and corrupted score
+        return s
+
+    mod = types.ModuleType("my_lab.check_one_finite")
+    mod.one_finite = one_finite
+    monkeypatch.setitem(sys.modules, "my_lab.check_one_finite", mod)
+    assert main(["rewards", "check", "--reward", "my_lab.check_one_finite:one_finite", "--n", "4"]) == 0
+    out = capsys.readouterr().out
+    # pair 0 ties (1.0 vs 1.0): no win; the 3 others are non-finite failures
+    assert "true > corrupted in 0.000 of 4 pairs" in out
+    assert "mean true 1.0000, corrupted 1.0000; 3 of 4 pairs had a non-finite score" in out
+
+
+def test_fd_of_shapes_reads_renders_even_beside_a_folder_shapes_of_one_image(
+    tmp_path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """'shapes' names renders, so the image count check that comes before the encoder loads is for real folders
+    only: `fd shapes gen` in a folder holding ./shapes with one image compared gen with renders (after a warning).
+    Counting the images of ./shapes for the 'shapes' argument refused it as "holds 1 image", a folder never read."""
+    from tests.conftest import noise_pngs
+
+    monkeypatch.chdir(tmp_path)
+    noise_pngs(tmp_path / "shapes", 1)
+    gen = noise_pngs(tmp_path / "gen", 2, seed=1)
+    assert main(["rewards", "fd", "shapes", str(gen), "--features", "stats", "--n", "4"]) == 0
+    captured = capsys.readouterr()
+    assert f"FD(shapes, {gen}) in stats features: " in captured.out
+    assert "holds" not in captured.err
+
+
+def test_a_colour_corruption_recolours_the_second_clause_when_only_it_has_a_colour() -> None:
+    """corrupt offers a colour change when any clause names a colour, not only the first: for "a circle and a red
+    square" the colour kind must come up and recolour the square (the circle stays as it was). Offering it only
+    when the first clause was coloured left such a spec with shape changes alone."""
+    import random
+
+    from imgalign import shapes as W
+    from imgalign.pretrain import vlm as vlm_pt
+
+    spec = W.Spec("two_object", (W.Clause("circle"), W.Clause("square", color="red")))
+    rng, seen = random.Random(0), 0
+    for _ in range(40):
+        bad, kind = vlm_pt.corrupt(spec, rng)
+        if kind == "colour":
+            seen += 1
+            assert bad.include[0] == spec.include[0]
+            assert bad.include[1].shape == "square" and bad.include[1].color not in (None, "red")
+    assert seen > 5
+
+
+def test_fid_stats_of_shapes_warns_of_nothing_where_no_path_is_named_shapes(
+    tmp_path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The warning that 'shapes' means renders, not ./shapes, is for a working folder that holds a path named
+    'shapes'; without one, `fid-stats --images shapes` says nothing. A warning on every 'shapes' told the user of
+    a folder that is not there (and named it a file)."""
+    import logging
+
+    monkeypatch.chdir(tmp_path)
+    out = str(tmp_path / "s.safetensors")
+    with caplog.at_level(logging.WARNING, logger="imgalign.commands.rewards_cmd"):
+        argv = ["rewards", "fid-stats", "--images", "shapes", "--out", out, "--features", "stats", "--n", "4"]
+        assert main(argv) == 0
+    assert [r.getMessage() for r in caplog.records if r.name == "imgalign.commands.rewards_cmd"] == []
