@@ -85,3 +85,38 @@ def test_fid_stats_of_shapes_warns_of_nothing_where_no_path_is_named_shapes(
         argv = ["rewards", "fid-stats", "--images", "shapes", "--out", out, "--features", "stats", "--n", "4"]
         assert main(argv) == 0
     assert [r.getMessage() for r in caplog.records if r.name == "imgalign.commands.rewards_cmd"] == []
+
+
+def test_fd_names_a_missing_second_argument_before_the_encoder_loads(
+    tmp_path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both fd arguments are checked before any encoder loads: `fd shapes nope` names 'nope' as neither a folder,
+    a stats file nor 'shapes', without building the features. Checking the first argument only let the second
+    reach the encoder and the renders' features, then fail as "path 'nope' is not a folder"."""
+    import imgalign.rewards.features as features
+
+    monkeypatch.setattr(features, "build_features", lambda *a, **k: pytest.fail("the encoder loaded"))
+    nope = str(tmp_path / "nope")
+    assert main(["rewards", "fd", "shapes", nope, "--features", "stats", "--n", "4"]) == 2
+    assert f"{nope!r} is not a folder, a stats file or 'shapes'" in capsys.readouterr().err
+
+
+def test_compare_splits_a_group_at_its_first_equals_sign_so_a_run_folder_may_hold_one(
+    tmp_path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--compare LABEL=RUN,...`: the label ends at the first '=', so run folders named after a setting
+    (``runs/lr=1e-3``) are read whole. Splitting at the last '=' made the label 'base=runs/lr' and the run '1e-3'."""
+    import imgalign.eval.reports as reports
+
+    calls = []
+
+    def compare_runs(groups, keys, out, **kw):
+        calls.append(groups)
+        md = tmp_path / "compare.md"
+        md.write_text("# compare\n")
+        return md, tmp_path / "compare.png"
+
+    monkeypatch.setattr(reports, "compare_runs", compare_runs)
+    argv = ["report", "--compare", "base=runs/lr=1e-3,runs/lr=1e-4", "--keys", "k", "--out", "o"]
+    assert main(argv) == 0
+    assert calls == [{"base": ["runs/lr=1e-3", "runs/lr=1e-4"]}]
