@@ -120,3 +120,27 @@ def test_compare_splits_a_group_at_its_first_equals_sign_so_a_run_folder_may_hol
     argv = ["report", "--compare", "base=runs/lr=1e-3,runs/lr=1e-4", "--keys", "k", "--out", "o"]
     assert main(argv) == 0
     assert calls == [{"base": ["runs/lr=1e-3", "runs/lr=1e-4"]}]
+
+
+def test_clip_pretraining_quiets_only_open_clips_random_init_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """While the model to pretrain is built, open_clip's root-logger "No pretrained weights loaded for model ..."
+    is dropped (random weights are the point), but any other root record still reaches the log, and after the
+    block that one passes again. Dropping every root record hid real warnings of the build."""
+    import logging
+
+    from imgalign.pretrain import clip as clip_pt
+
+    root = logging.getLogger()
+    with caplog.at_level(logging.WARNING):
+        with clip_pt.quiet_random_init():
+            root.warning(
+                "No pretrained weights loaded for model 'shapes-clip-tiny'. Model initialized randomly."
+            )
+            root.warning("QuickGELU mismatch between final model config and pretrained tag")
+        root.warning("No pretrained weights loaded for model 'other'")
+    assert [r.getMessage() for r in caplog.records] == [
+        "QuickGELU mismatch between final model config and pretrained tag",
+        "No pretrained weights loaded for model 'other'",
+    ]
