@@ -144,3 +144,19 @@ def test_clip_pretraining_quiets_only_open_clips_random_init_warning(
         "QuickGELU mismatch between final model config and pretrained tag",
         "No pretrained weights loaded for model 'other'",
     ]
+
+
+def test_training_specs_draw_a_task_in_the_given_order_then_a_spec_of_it() -> None:
+    """A seed's training specs (the encoders' render pool, the t2i training prompts) are, per draw, a task chosen
+    from `tasks` in the order given, then a spec of that task's training split: a run repeats a published run of
+    the same seed only while this order holds. Drawing the task from the sorted names gave other prompts for the
+    same seed (W.TASKS is not sorted)."""
+    import random
+
+    from imgalign import shapes as W
+    from imgalign.prompts.shapes import all_specs, sample_training_specs
+
+    for tasks in (W.TASKS, ("position", "colors")):
+        rng = random.Random(7)
+        want = [rng.choice(all_specs(rng.choice(tasks), "train")) for _ in range(30)]
+        assert sample_training_specs(30, seed=7, tasks=tasks) == want
