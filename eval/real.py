@@ -689,7 +689,11 @@ def check_judge_specs(detector: str, clip: str) -> None:
     name, pretrained = parse_clip_spec(clip)
     if name.startswith("local-dir:"):
         if not (Path(name.split(":", 1)[1]) / "open_clip_config.json").is_file():
-            raise FileNotFoundError(f"CLIP folder {name.split(':', 1)[1]!r} has no open_clip_config.json")
+            raise FileNotFoundError(  # (it said no more: not what the folder is, nor what to give)
+                f"CLIP folder {name.split(':', 1)[1]!r} has no open_clip_config.json, and no config.json of a "
+                "transformers CLIP (model_type 'clip'): give an open_clip folder, a transformers CLIP folder, or "
+                "ARCH:PRETRAINED (e.g. ViT-L-14:openai)"
+            )
     elif not name.startswith("hf-hub:"):
         # a path that is not there was "not a known open_clip ARCH:PRETRAINED pair ..., a folder or hf-hub:"
         if Path(clip).is_absolute() or clip.startswith((".", "~")) or names_env_var(clip):

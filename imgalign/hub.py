@@ -15,6 +15,7 @@ Anything that is not one of these names is taken as a local folder or a Hub id a
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import re
@@ -149,7 +150,29 @@ def load_error_reason(error: BaseException, spec: str | None = None) -> str:
     if hub_miss:
         why = "HF_HUB_OFFLINE=1 stops downloads" if hub_offline() else "the Hub could not be reached"
         return f"its files are not in the local Hub cache and {why}"
+    if spec is not None and text.startswith("Unrecognized model in") and Path(spec).is_dir():
+        return _not_transformers_folder(Path(spec)) or text
     return text
+
+
+def _not_transformers_folder(folder: Path) -> str:
+    """What an existing `folder` holds instead of a transformers model, or "" when that is not known. transformers
+    said "Should have a `model_type` key in its config.json" of a diffusers pipeline or an open_clip model (no
+    config.json) and of one part of a pipeline, as if the fix were an edit of that file."""
+    config = folder / "config.json"
+    if config.is_file():
+        try:
+            cfg = json.loads(config.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return ""
+        if isinstance(cfg, dict) and cfg.get("_class_name") and not cfg.get("model_type"):
+            return f"it holds a diffusers {cfg['_class_name']} (one part of a pipeline), not a transformers model"
+        return ""
+    if (folder / "model_index.json").is_file():
+        return "it holds a diffusers pipeline (model_index.json), not a transformers model"
+    if (folder / "open_clip_config.json").is_file():
+        return "it holds an open_clip model (open_clip_config.json), not a transformers model"
+    return ""
 
 
 def cannot_load(what: str, error: BaseException, spec: str, kind: str = "") -> str:
