@@ -196,6 +196,14 @@ def accelerator_failure(err: Exception, env: Mapping[str, str]) -> ConfigError:
             "examples/accelerate/deepspeed_zero2.yaml is for GPUs with deepspeed installed (pip install deepspeed); "
             "on CPUs launch with examples/accelerate/cpu_2proc.yaml and ACCELERATE_USE_CPU=true",
         )
+    elif "rendezvous" in str(err):
+        # WORLD_SIZE and RANK left in a shell: torch's line said no more than the missing MASTER_ADDR
+        kind, hint = (
+            "the process group",
+            f"WORLD_SIZE={env.get('WORLD_SIZE')} and RANK in the environment ask for one of several processes, as "
+            "accelerate launch (or torchrun) starts them; start the run that way, or unset WORLD_SIZE, RANK and "
+            "LOCAL_RANK to train in one process",
+        )
     else:
         kind, hint = "the launch", "check the accelerate launch flags or its --config_file"
     return ConfigError(f"accelerate could not set up {kind}: {str(err).rstrip('.')}. {hint}")
@@ -460,7 +468,7 @@ class FlowGRPOTrainer:
                 project_dir=str(self.out),
                 kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=False)],
             )
-        except (RuntimeError, ImportError) as e:
+        except (RuntimeError, ImportError, ValueError) as e:
             raise accelerator_failure(e, os.environ) from e
         check_launch(os.environ.get("WORLD_SIZE"), self.acc.num_processes)
         launch_warning = check_accelerator(
