@@ -168,6 +168,11 @@ def run_train(args: argparse.Namespace) -> int:
     print(f"done: {cfg.log.output_dir}")
     for line in run_summary_lines(Path(cfg.log.output_dir)):
         print(f"  {line}")
+    if not (Path(cfg.log.output_dir) / "metrics.jsonl").is_file():
+        # a --resume of a checkpoint at train.max_steps into a new folder trains no step: the report line sent the
+        # user to a command that refuses the folder ("metrics.jsonl does not exist")
+        print("  no step trained, so no metrics to report")
+        return 0
     print(f"  curves and a summary: imgalign report {cfg.log.output_dir}")
     return 0
 
