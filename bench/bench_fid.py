@@ -36,7 +36,7 @@ def main() -> None:
     ap.add_argument("--batch", type=positive_int, default=64, help="samples scored per batch (B)")
     ap.add_argument("--set-size", type=int, default=4096, help="generated reference set size")
     ap.add_argument("--exact-samples", type=int, default=0, help="time exact mode on K samples (0: all B)")
-    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--threads", type=positive_int, default=1)
     args = ap.parse_args()
     if not 0 <= args.exact_samples <= args.batch:
         raise SystemExit(f"--exact-samples must be in 0..--batch ({args.batch}), got {args.exact_samples}")

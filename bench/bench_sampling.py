@@ -29,13 +29,16 @@ def main(argv: list[str] | None = None) -> int:
         generate,
         load_pipeline,
     )
+    from imgalign.trainers.testing import positive_int
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", default="shapes", help="embedded name or pipeline folder")
-    p.add_argument("--n", type=int, default=64, help="images per measurement (a multiple of --batch)")
-    p.add_argument("--batch", type=int, default=32)
-    p.add_argument("--threads", type=int, default=1, help="torch CPU threads")
-    p.add_argument("--steps", type=int, default=NUM_INFERENCE_STEPS)
+    p.add_argument(
+        "--n", type=positive_int, default=64, help="images per measurement (a multiple of --batch)"
+    )
+    p.add_argument("--batch", type=positive_int, default=32)
+    p.add_argument("--threads", type=positive_int, default=1, help="torch CPU threads")
+    p.add_argument("--steps", type=positive_int, default=NUM_INFERENCE_STEPS)
     p.add_argument("--guidance", type=float, default=GUIDANCE_SCALE)
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)

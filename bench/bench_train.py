@@ -15,12 +15,13 @@ import time
 from pathlib import Path
 
 from imgalign.commands.train import DEFAULT_CONFIG
+from imgalign.trainers.testing import positive_int
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("config", nargs="?", default=str(DEFAULT_CONFIG))
-    p.add_argument("--steps", type=int, default=3)
+    p.add_argument("--steps", type=positive_int, default=3)
     p.add_argument("--set", action="append", default=[])
     a = p.parse_args()
     from imgalign.config import load_config

@@ -105,9 +105,11 @@ def main(argv: list[str] | None = None) -> int:
         "--leaves", type=int, default=8, help="images per prompt (power of two for the binary tree)"
     )
     ap.add_argument("--steps", type=int, default=10)
-    ap.add_argument("--size", type=int, default=16, help="latent height/width")
+    ap.add_argument("--size", type=positive_int, default=16, help="latent height/width")
     ap.add_argument("--repeats", type=positive_int, default=3)
-    ap.add_argument("--micro", type=int, default=16, help="update micro-batch (rows per forward + backward)")
+    ap.add_argument(
+        "--micro", type=positive_int, default=16, help="update micro-batch (rows per forward + backward)"
+    )
     ap.add_argument("--noise-level", type=float, default=0.7)
     ap.add_argument(
         "--cfg", type=float, default=1.0, help="guidance scale; != 1 runs CFG (every NFE counts twice)"

@@ -1,0 +1,44 @@
+"""Bad-input round 30: the bench scripts given a size or thread count of 0."""
+
+from __future__ import annotations
+
+import runpy
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize(
+    "script, option",
+    [
+        ("bench_sampling.py", "--n"),  # printed 0 images/s and a ratio, exit 0
+        ("bench_sampling.py", "--batch"),  # printed "batched_0_images_per_s", exit 0
+        ("bench_sampling.py", "--steps"),  # timed 0-step sampling as the evaluation sampler, exit 0
+        ("bench_sampling.py", "--threads"),  # RuntimeError traceback from torch.set_num_threads
+        ("bench_fid.py", "--threads"),  # the same traceback
+        ("bench_tree.py", "--micro"),  # "range() arg 3 must not be zero" traceback
+        ("bench_tree.py", "--size"),  # ZeroDivisionError traceback
+        ("bench_train.py", "--steps"),  # ConfigError traceback naming train.max_steps, not --steps
+        ("bench_marble.py", "--samples"),
+    ],
+)
+def test_a_zero_size_is_refused_naming_the_option(
+    script: str, option: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`python bench/SCRIPT OPTION 0`: argparse's usage error naming the option (exit 2), as the benches' other
+    sizes (positive_int) already were, before any model loads or anything is timed."""
+    threads = torch.get_num_threads()
+    monkeypatch.setattr(sys, "argv", [script, option, "0"])
+    try:
+        with pytest.raises(SystemExit) as info:
+            runpy.run_path(str(REPO / "bench" / script), run_name="__main__")
+    finally:
+        torch.set_num_threads(threads)
+    assert info.value.code == 2
+    captured = capsys.readouterr()
+    assert f"{script}: error: argument {option}: must be at least 1, got 0" in captured.err
+    assert captured.out == ""
