@@ -172,7 +172,8 @@ def _not_transformers_folder(folder: Path) -> str:
         return "it holds a diffusers pipeline (model_index.json), not a transformers model"
     if (folder / "open_clip_config.json").is_file():
         return "it holds an open_clip model (open_clip_config.json), not a transformers model"
-    return ""
+    # (a folder of images, or a download cut short): the library's line sent the user to edit a file not there
+    return "it has no config.json, so it holds no transformers model (one saved with save_pretrained has one)"
 
 
 def cannot_load(what: str, error: BaseException, spec: str, kind: str = "") -> str:

@@ -88,9 +88,17 @@ def test_a_missing_bare_name_or_home_folder_says_no_such_folder_unless_the_hub_m
 def test_an_existing_folder_that_fails_to_load_gives_the_librarys_reason_not_no_such_folder(
     tmp_path: Path,
 ) -> None:
-    """The folder is there (its config is what the library refused): the reason is the library's own text."""
+    """The folder is there and its config is what the library refused: the reason is the library's own text. A
+    folder with no config.json at all (a folder of images) says so: the library's line sent the user to edit a
+    config.json that is not there."""
     (tmp_path / "model").mkdir()
     error = ValueError("Unrecognized model in model. Should have a `model_type` key in its config.json.")
+    said = hub.load_error_reason(error, str(tmp_path / "model"))
+    assert (
+        said
+        == "it has no config.json, so it holds no transformers model (one saved with save_pretrained has one)"
+    )
+    (tmp_path / "model" / "config.json").write_text('{"hidden_size": 8}')
     said = hub.load_error_reason(error, str(tmp_path / "model"))
     assert said == "Unrecognized model in model. Should have a `model_type` key in its config.json"
 
