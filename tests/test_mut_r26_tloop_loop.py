@@ -196,3 +196,42 @@ def test_the_base_models_own_evaluation_is_never_warned_about(tmp_path) -> None:
         assert len(records) == 1 and "prompt-independent" in records[0].getMessage()
     finally:
         logger.removeHandler(handler)
+
+
+def test_train_returns_the_last_steps_metrics_and_counts_each_step_once() -> None:
+    """train() (and so trainers.trainer.run, the in-process API) returns the metrics row of the last step, and
+    hands _check_trained the number of steps this call ran; with train.unscored_stop_steps 2 it asks
+    _nothing_trained after the second step and raises its error there. A loop that returned {} lost the row, and one
+    that counted a step twice stopped a run after its first step."""
+    from imgalign.trainers.trainer import NothingTrained
+
+    calls: dict[str, list] = {"step": [], "checked": [], "asked": []}
+
+    def host(unscored_stop_steps: int) -> SimpleNamespace:
+        tr = SimpleNamespace(
+            cfg=SimpleNamespace(
+                train=SimpleNamespace(
+                    max_steps=3, time_budget_min=0, unscored_stop_steps=unscored_stop_steps
+                ),
+                eval=SimpleNamespace(at_start=False, every=-1),
+                log=SimpleNamespace(progress=False, checkpoint_every=0),
+            ),
+            start_step=0,
+            is_main=True,
+            acc=SimpleNamespace(wait_for_everyone=lambda: None, end_training=lambda: None),
+            train_step=lambda step: calls["step"].append(step) or {"x": float(step)},
+            _out_of_time=lambda *a: False,
+            _log=lambda step, m: None,
+            save=lambda step: None,
+            _check_trained=calls["checked"].append,
+            _nothing_trained=lambda ran, early: calls["asked"].append(ran) or NothingTrained("none"),
+        )
+        return tr
+
+    last = T.FlowGRPOTrainer.train(host(0))
+    assert last["x"] == 2.0 and "perf/sec_total" in last
+    assert calls == {"step": [0, 1, 2], "checked": [3], "asked": []}
+    calls.update(step=[], checked=[])
+    with pytest.raises(NothingTrained):
+        T.FlowGRPOTrainer.train(host(2))
+    assert calls == {"step": [0, 1], "checked": [], "asked": [2]}
