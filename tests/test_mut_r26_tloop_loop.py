@@ -103,7 +103,8 @@ def test_a_diverged_sample_is_masked_even_when_a_reward_scores_its_image_finite(
     finite (here one that reads nan_to_num'd pixels, as a classifier's argmax would). Its score is masked all the
     same, so the sample is not valid in the update and its group is normalised without it. With the masking line
     dropped, the diverged sample 1 (score 0, beside sample 0's 1.0 in its group) made its group valid and trained
-    with an advantage, on latents zeroed by the mask."""
+    with an advantage, on latents zeroed by the mask. The reward is shown the diverged image as NaN, never as the
+    black image the mask leaves in the rollout."""
     import torch
 
     from imgalign.rewards.base import RewardOutput
@@ -113,6 +114,7 @@ def test_a_diverged_sample_is_masked_even_when_a_reward_scores_its_image_finite(
     captured: dict = {}
 
     def finite_anyway(images, prompts, metadata=None):
+        captured["shown"] = images.clone()
         return RewardOutput(torch.nan_to_num(images, nan=0.0).flatten(1).mean(1))
 
     images = torch.tensor([1.0, 0.5, 0.25, 0.0]).view(4, 1, 1, 1).expand(4, 3, 2, 2).clone()
@@ -167,6 +169,8 @@ def test_a_diverged_sample_is_masked_even_when_a_reward_scores_its_image_finite(
         _update=update,
     )
     m = T.FlowGRPOTrainer.train_step(tr, 0)
+    # the reward saw the diverged image as NaN (a set-based reward would take a black one in), the others as they are
+    assert captured["shown"][1].isnan().all() and captured["shown"][[0, 2, 3]].isfinite().all()
     assert captured["valid"] == [False, False, True, True]
     assert captured["adv"][:2] == [0.0, 0.0]
     assert m["reward/finite_anyway/nonfinite"] == 1.0
