@@ -205,7 +205,9 @@ def test_a_checkpoint_of_fewer_processes_or_another_lora_rank_either_way_is_refu
     ckpt = tmp_path / "checkpoints" / "step-000003"
     (ckpt / "trainer_state").mkdir(parents=True)
     (ckpt / "trainer_state" / "state.json").write_text(json.dumps({"step": 3, "num_processes": 1}))
-    tr = SimpleNamespace(resume_from=ckpt, world=2, cfg=SimpleNamespace(model=SimpleNamespace(lora_rank=2)))
+    tr = SimpleNamespace(
+        resume_from=ckpt, world=2, out=tmp_path, cfg=SimpleNamespace(model=SimpleNamespace(lora_rank=2))
+    )
     with pytest.raises(ConfigError, match="was written by 1 processes; resume with the same number"):
         FlowGRPOTrainer._check_resume_fits(tr)
     tr.world = 1
@@ -215,3 +217,43 @@ def test_a_checkpoint_of_fewer_processes_or_another_lora_rank_either_way_is_refu
         tr.cfg.model.lora_rank = rank
         with pytest.raises(ConfigError, match=f"trained with model.lora_rank=2 and this run sets {rank}:"):
             FlowGRPOTrainer._check_resume_fits(tr)
+
+
+def test_a_resume_that_cannot_continue_says_how_to_launch_or_how_to_start_another_run(tmp_path):
+    """A checkpoint of 2 processes names the launch that resumes it, one of 1 process says to run without a launch;
+    a LoRA-rank mismatch says to leave out --resume: "give a new --output-dir" was the advice also where the run
+    already had a new one (--resume OTHER_RUN/checkpoints/step-N --output-dir NEW)."""
+    import json
+
+    import yaml
+
+    from imgalign.config import ConfigError
+
+    ckpt = tmp_path / "old" / "checkpoints" / "step-000003"
+    (ckpt / "trainer_state").mkdir(parents=True)
+    (ckpt / "trainer_state" / "state.json").write_text(json.dumps({"step": 3, "num_processes": 2}))
+    model = SimpleNamespace(lora_rank=4)
+    tr = SimpleNamespace(resume_from=ckpt, world=1, out=tmp_path / "new", cfg=SimpleNamespace(model=model))
+    with pytest.raises(
+        ConfigError,
+        match=r"resume with the same number, from `accelerate launch --num_processes 2 "
+        r"-m imgalign train \.\.\.` \(this run has 1\)$",
+    ):
+        FlowGRPOTrainer._check_resume_fits(tr)
+    (ckpt / "trainer_state" / "state.json").write_text(json.dumps({"step": 3, "num_processes": 1}))
+    tr.world = 2
+    with pytest.raises(
+        ConfigError, match=r"same number, without accelerate launch \(one process\) \(this run has 2\)"
+    ):
+        FlowGRPOTrainer._check_resume_fits(tr)
+    tr.world = 1
+    (ckpt / "trainer_state" / "config.yaml").write_text(yaml.safe_dump({"model": {"lora_rank": 2}}))
+    with pytest.raises(
+        ConfigError, match=rf"config.yaml\), or leave out --resume to start another run in {tmp_path}/new$"
+    ):
+        FlowGRPOTrainer._check_resume_fits(tr)
+    tr.out = tmp_path / "old"
+    with pytest.raises(
+        ConfigError, match=r"or leave out --resume and give a new --output-dir to start another run$"
+    ):
+        FlowGRPOTrainer._check_resume_fits(tr)

@@ -443,6 +443,15 @@ def any_process(acc: Any, flag: bool) -> bool:
     return bool(acc.reduce(t, reduction="sum").item() > 0)
 
 
+def start_another_run_hint(ckpt: Path, out: Path) -> str:
+    """How to start a new run in `out` instead of resuming checkpoint `ckpt` (RUN/checkpoints/step-N): "give a new
+    --output-dir" was the advice also where the run already had one (``--resume OTHER/checkpoints/step-N
+    --output-dir NEW``), where leaving out --resume is what starts it."""
+    if ckpt.parent.parent.resolve() == out.resolve():
+        return "leave out --resume and give a new --output-dir to start another run"
+    return f"leave out --resume to start another run in {out}"
+
+
 class FlowGRPOTrainer:
     """Builds everything from a :class:`FlowGRPOConfig` and runs :meth:`train`."""
 
@@ -785,9 +794,16 @@ class FlowGRPOTrainer:
         if ckpt is None:
             return
         state = C.read_state(ckpt, ("step", "num_processes"))
-        if state["num_processes"] != self.world:
+        n = state["num_processes"]
+        if n != self.world:
+            how = (
+                "without accelerate launch (one process)"
+                if n == 1
+                else f"from `accelerate launch --num_processes {n} -m imgalign train ...`"
+            )
             raise ConfigError(
-                f"checkpoint {ckpt} was written by {state['num_processes']} processes; resume with the same number"
+                f"checkpoint {ckpt} was written by {n} processes; resume with the same number, {how} (this run "
+                f"has {self.world})"
             )
         try:
             saved = yaml.safe_load((ckpt / "trainer_state" / "config.yaml").read_text())
@@ -798,7 +814,7 @@ class FlowGRPOTrainer:
             raise ConfigError(
                 f"checkpoint {ckpt} was trained with model.lora_rank={rank} and this run sets "
                 f"{self.cfg.model.lora_rank}: resume with --set model.lora_rank={rank} (the settings it was trained "
-                "with are in its trainer_state/config.yaml), or give a new --output-dir to start another run"
+                f"with are in its trainer_state/config.yaml), or {start_another_run_hint(ckpt, self.out)}"
             )
 
     def _check_output_dir(self, resume: str | None) -> None:
