@@ -319,6 +319,13 @@ def _std_rows(std: torch.Tensor | float, n: int, device: torch.device) -> torch.
             f"sde_step returned std of shape {tuple(s.shape)} for {n} rows; expected [N] or a scalar"
         )
     flat = s.reshape(n, -1)
+    # a std that varies within a row (a plug-in kernel with a per-element noise level) was cut to its first entry
+    # without a word: the branch log-densities would use the wrong variance
+    if not torch.equal(flat, flat[:, :1].expand_as(flat)):
+        raise ValueError(
+            f"sde_step returned a std of shape {tuple(s.shape)} that varies within a row; the tree rollout needs one "
+            "std per row (an isotropic step): return [N], or [N, 1, ...] with one value per row"
+        )
     return flat[:, 0].clone()
 
 
