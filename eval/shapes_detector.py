@@ -55,11 +55,13 @@ class ShapesDetector:
         rgb = np.asarray(image.convert("RGB") if isinstance(image, Image.Image) else image)
         if rgb.ndim != 3 or rgb.shape[-1] != 3:
             raise ValueError(f"expected an RGB image (H, W, 3), got shape {rgb.shape}")
-        scale = rgb.shape[1] / W.IMAGE_SIZE
+        # min_area is for the world's IMAGE_SIZE square: scaled by the pixel count, as the width alone over-scaled
+        # it for a wide image (and under-scaled it for a tall one)
+        area_scale = rgb.shape[0] * rgb.shape[1] / W.IMAGE_SIZE**2
         k, alpha = unmix(rgb)
         out: Detections = {s: [] for s in W.SHAPES}
         names = list(W.COLORS)
-        min_area = self.min_area * scale * scale
+        min_area = self.min_area * area_scale
         for ci, cname in enumerate(names):
             fg = (k == ci) & (alpha > self.fg_alpha)
             if not fg.any():

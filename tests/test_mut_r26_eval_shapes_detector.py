@@ -48,3 +48,19 @@ def test_the_first_shape_class_wins_a_tie_of_ious(monkeypatch: pytest.MonkeyPatc
     assert det["square"][0].class_scores == pytest.approx(
         {"circle": 0.25, "square": 1.0, "triangle": 0.5, "cross": 1.0}
     )
+
+
+@pytest.mark.parametrize("height, width", [(32, 128), (128, 32)])
+def test_the_smallest_object_kept_scales_with_the_images_pixel_count_not_its_width(
+    height: int, width: int
+) -> None:
+    """min_area (12 pixels at 64 x 64) is scaled by H·W / 64²: a wide 32 x 128 image (as many pixels as 64 x 64)
+    keeps a 5 x 6 object (30 pixels). Scaled by the width alone it needed 48 pixels and the object was dropped;
+    a tall 128 x 32 one needed 3. A 2 x 3 speck (6 pixels) is below the threshold either way."""
+    bg, red = np.array(W.BACKGROUND, float), np.array(W.COLORS["red"], float)
+    img = np.tile(bg, (height, width, 1))
+    img[4:9, 4:10] = red
+    img[20:22, 20:23] = red
+    det = ShapesDetector()(np.round(img).astype(np.uint8))
+    found = [d for ds in det.values() for d in ds]
+    assert len(found) == 1
