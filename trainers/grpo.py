@@ -70,7 +70,7 @@ def group_advantages(
 class SurrogateOutput:
     loss: torch.Tensor  # scalar
     ratio: torch.Tensor  # [B] detached
-    clipfrac: torch.Tensor  # scalar: share of samples where the clipped branch is active
+    clipfrac: torch.Tensor  # scalar: share of samples with |ρ − 1| > ε (PPO's clip fraction, either sign)
     approx_kl: torch.Tensor  # scalar: ½·mean((logπ_θ − logπ_old)²) (Schulman's k2 estimator)
 
 
