@@ -31,7 +31,7 @@ from imgalign.trainers.testing import positive_int
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--d", type=positive_int, default=2048, help="feature dimension")
     ap.add_argument("--batch", type=positive_int, default=64, help="samples scored per batch (B)")
     ap.add_argument("--set-size", type=int, default=4096, help="generated reference set size")

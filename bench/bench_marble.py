@@ -190,7 +190,7 @@ class Update:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--config", default=str(EXAMPLES / "shapes" / "marble.yaml"))
     ap.add_argument("--samples", type=positive_int, default=32, help="samples per update (one micro-batch)")
     ap.add_argument("--rewards", type=positive_int, default=3, help="K synthetic reward columns")

@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     from imgalign.trainers.testing import positive_int
 
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", default="shapes", help="embedded name or pipeline folder")
     p.add_argument(
         "--n", type=positive_int, default=64, help="images per measurement (a multiple of --batch)"

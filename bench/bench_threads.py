@@ -82,7 +82,7 @@ def compare(rounds: int, images: int, steps: int) -> float:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--load", type=int, default=2, help="busy processes running beside the sampler")
     ap.add_argument("--rounds", type=positive_int, default=3)
     ap.add_argument("--images", type=positive_int, default=16)

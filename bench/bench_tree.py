@@ -99,7 +99,7 @@ def update_seconds(vf: SD3Velocity, rows: int, size: int, micro: int, gen: torch
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--prompts", type=positive_int, default=2)
     ap.add_argument(
         "--leaves", type=int, default=8, help="images per prompt (power of two for the binary tree)"

@@ -42,3 +42,29 @@ def test_a_zero_size_is_refused_naming_the_option(
     captured = capsys.readouterr()
     assert f"{script}: error: argument {option}: must be at least 1, got 0" in captured.err
     assert captured.out == ""
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        "bench_fid.py",
+        "bench_marble.py",
+        "bench_sampling.py",
+        "bench_threads.py",
+        "bench_tree.py",
+    ],
+)
+def test_a_benchs_help_describes_it_with_its_docstrings_whole_first_paragraph(
+    script: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--help` showed the docstring's first line, cut mid-sentence ("... sampling speed with one intra-op thread
+    against torch's default, side by"); it shows the first paragraph, reflowed by argparse."""
+    import ast
+
+    source = (REPO / "bench" / script).read_text()
+    first = "".join(ast.get_docstring(ast.parse(source), clean=False).split("\n\n")[0].split())
+    monkeypatch.setattr(sys, "argv", [script, "--help"])
+    with pytest.raises(SystemExit) as info:
+        runpy.run_path(str(REPO / "bench" / script), run_name="__main__")
+    assert info.value.code == 0
+    assert first in "".join(capsys.readouterr().out.split())  # (argparse reflows it: whitespace aside)
