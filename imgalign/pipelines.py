@@ -624,8 +624,10 @@ def quiet_text_encoder_lora_warning(folder: Path) -> Iterator[None]:
 
 def ignores_guidance(transformer: Any) -> bool:
     """Whether a denoiser has no guidance embedding (``guidance_embeds`` false: a FLUX.1-schnell-like transformer),
-    so a guidance scale changes nothing it samples (FluxPipeline ignores it silently) or trains."""
-    return getattr(getattr(transformer, "config", None), "guidance_embeds", True) is False
+    so a guidance scale changes nothing it samples (FluxPipeline ignores it silently) or trains. A null in a
+    hand-edited config is false too: diffusers builds no guidance embedding for it (``if guidance_embeds``). A
+    denoiser without the setting (SD3) is not one."""
+    return not getattr(getattr(transformer, "config", None), "guidance_embeds", True)
 
 
 def load_pipeline(

@@ -146,3 +146,14 @@ def test_generate_folder_samples_again_an_image_its_reader_calls_broken(tmp_path
     monkeypatch.setattr(suite, "load_image", broken)
     generate_folder(object(), METAS, tmp_path, 1, 0, False, sample=sample)
     assert len(calls) == 2 and calls[1] == calls[0]
+
+
+@pytest.mark.parametrize("value, ignores", [(False, True), (None, True), (0, True), (True, False)])
+def test_a_null_guidance_embeds_is_a_transformer_without_a_guidance_embedding(value, ignores) -> None:
+    """diffusers builds FLUX's guidance embedding only `if guidance_embeds`: a hand-edited `null` builds none, so
+    the guidance scale changes nothing, but only `is False` counted as ignoring it (no warning was given). A
+    config without the setting (SD3) reads the scale through true CFG."""
+    from imgalign.pipelines import ignores_guidance
+
+    assert ignores_guidance(SimpleNamespace(config=SimpleNamespace(guidance_embeds=value))) is ignores
+    assert ignores_guidance(SimpleNamespace(config=SimpleNamespace())) is False
