@@ -16,7 +16,10 @@ def test_a_file_other_than_metrics_jsonl_is_not_read_as_its_folders_run(tmp_path
     silently not the file the user named. The run's own metrics.jsonl still reads as its folder."""
     (tmp_path / "metrics.jsonl").write_text(json.dumps({"step": 1, "reward/r/mean": 0.5}) + "\n")
     (tmp_path / "old.jsonl").write_text(json.dumps({"step": 1, "reward/r/mean": 0.1}) + "\n")
-    with pytest.raises(FileNotFoundError, match="point at a run folder or its metrics.jsonl"):
+    # (the message named old.jsonl/metrics.jsonl, a path under a file)
+    with pytest.raises(
+        FileNotFoundError, match=r"old.jsonl is a file, not a run's metrics.jsonl: point at a run"
+    ):
         plots.read_metrics(tmp_path / "old.jsonl")
     assert plots.read_metrics(tmp_path / "metrics.jsonl") == [{"step": 1, "reward/r/mean": 0.5}]
     assert plots.main([str(tmp_path / "old.jsonl"), "--out", str(tmp_path / "c.png")]) == 2

@@ -1156,7 +1156,7 @@ def test_trainer_curves_of_a_run_still_writing(tmp_path):
     assert plot_metrics(tmp_path) == tmp_path / "curves.png" and (tmp_path / "curves.png").is_file()
     # the metrics file itself names its run
     assert plot_metrics(tmp_path / "metrics.jsonl") == tmp_path / "curves.png"
-    with pytest.raises(FileNotFoundError, match="eval.jsonl/metrics.jsonl does not exist"):
+    with pytest.raises(FileNotFoundError, match="eval.jsonl is a file, not a run's metrics.jsonl"):
         plot_metrics(tmp_path / "eval.jsonl")  # another file of the run is not read as its metrics
     (tmp_path / "metrics.jsonl").write_text('{"step": 0}\n{broken\n{"step": 2}\n')
     with pytest.raises(ValueError, match=r"metrics.jsonl:2: not valid JSON"):

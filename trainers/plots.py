@@ -19,6 +19,11 @@ def read_metrics(path: str | Path) -> list[dict[str, float]]:
 
     p = Path(path)
     run = p.parent if p.is_file() and p.name == "metrics.jsonl" else p
+    if p.is_file() and p.name != "metrics.jsonl":  # (named RUN/old.jsonl/metrics.jsonl, a path under a file)
+        raise FileNotFoundError(
+            f"{p} is a file, not a run's metrics.jsonl: point at a run folder or its metrics.jsonl (the curves are "
+            "read from that name, with the eval.jsonl beside it)"
+        )
     if not (run / "metrics.jsonl").is_file():
         raise FileNotFoundError(
             f"{run / 'metrics.jsonl'} does not exist: point at a run folder or its metrics.jsonl"
