@@ -94,7 +94,11 @@ class Reward:
             out = RewardOutput(scores=torch.as_tensor(out))
         elif not isinstance(out.scores, torch.Tensor):  # RewardOutput([0.1, 0.2]): a list of numbers
             refuse_text(self.name, out.scores)
-            out.scores = torch.as_tensor(np.asarray(out.scores, dtype=np.float32))
+            # complex ones are refused before the cast (it dropped their imaginary parts, or, of a list, raised
+            # "float() argument must be ... not 'complex'")
+            arr = np.asarray(out.scores)
+            refuse_complex(self.name, arr)
+            out.scores = torch.as_tensor(arr.astype(np.float32))
         refuse_complex(self.name, out.scores)
         shape = tuple(out.scores.shape)
         # float32 on the CPU for every reward (a differentiable one computing in float64 gave float64); [B, 1] or a
