@@ -27,14 +27,14 @@ from imgalign.rewards.fid import (
     replace_one_fd_fast,
     trace_sqrt_product,
 )
-from imgalign.trainers.testing import positive_int
+from imgalign.trainers.testing import int_at_least, positive_int
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--d", type=positive_int, default=2048, help="feature dimension")
     ap.add_argument("--batch", type=positive_int, default=64, help="samples scored per batch (B)")
-    ap.add_argument("--set-size", type=int, default=4096, help="generated reference set size")
+    ap.add_argument("--set-size", type=int_at_least(2), default=4096, help="generated reference set size")
     ap.add_argument("--exact-samples", type=int, default=0, help="time exact mode on K samples (0: all B)")
     ap.add_argument("--threads", type=positive_int, default=1)
     args = ap.parse_args()

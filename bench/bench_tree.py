@@ -20,7 +20,7 @@ import time
 
 import torch
 
-from imgalign.trainers.testing import positive_int
+from imgalign.trainers.testing import int_at_least, positive_int
 from imgalign.trainers.tree import TreeSpec, flat_nfe, flow_sde_step, restrict_to_window, tree_rollout
 
 
@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--leaves", type=int, default=8, help="images per prompt (power of two for the binary tree)"
     )
-    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--steps", type=int_at_least(2), default=10)
     ap.add_argument("--size", type=positive_int, default=16, help="latent height/width")
     ap.add_argument("--repeats", type=positive_int, default=3)
     ap.add_argument(

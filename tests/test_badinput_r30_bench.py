@@ -68,3 +68,16 @@ def test_a_benchs_help_describes_it_with_its_docstrings_whole_first_paragraph(
         runpy.run_path(str(REPO / "bench" / script), run_name="__main__")
     assert info.value.code == 0
     assert first in "".join(capsys.readouterr().out.split())  # (argparse reflows it: whitespace aside)
+
+
+@pytest.mark.parametrize("script, option", [("bench_tree.py", "--steps"), ("bench_fid.py", "--set-size")])
+def test_a_size_whose_least_value_is_two_refuses_one_naming_the_option(
+    script: str, option: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`bench_tree --steps 1` (a tree needs 2 steps) and `bench_fid --set-size 1` (a covariance needs 2 samples)
+    ended in a ValueError traceback after the setup; argparse refuses them naming the option and the least value."""
+    monkeypatch.setattr(sys, "argv", [script, option, "1"])
+    with pytest.raises(SystemExit) as info:
+        runpy.run_path(str(REPO / "bench" / script), run_name="__main__")
+    assert info.value.code == 2
+    assert f"argument {option}: must be at least 2, got 1" in capsys.readouterr().err

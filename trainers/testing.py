@@ -8,6 +8,7 @@ vocabulary are written here instead.
 from __future__ import annotations
 
 import string
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -369,15 +370,24 @@ def bench_trainer(config: str | Path, overrides: list[str], output_dir: str | Pa
 
 def positive_int(text: str) -> int:
     """argparse ``type=`` for a bench's size arguments (batches, repeats, ...): an integer >= 1."""
+    return int_at_least(1)(text)
+
+
+def int_at_least(low: int) -> Callable[[str], int]:
+    """argparse ``type=`` for a bench's size with a least value `low` (a set needs 2 members for a covariance, a
+    tree rollout 2 steps): ``int_at_least(2)('1')`` raises argparse's error naming the least value."""
     import argparse
 
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
-    return n
+    def parse(text: str) -> int:
+        try:
+            n = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+        if n < low:
+            raise argparse.ArgumentTypeError(f"must be at least {low}, got {n}")
+        return n
+
+    return parse
 
 
 def scored_rollout(tr: Any, step: int) -> tuple[Any, torch.Tensor, Any, torch.Tensor, torch.Tensor, Any]:
