@@ -98,19 +98,21 @@ import time
 import torch
 
 from imgalign.commands.train import EXAMPLES
+from imgalign.config import ConfigError
 from imgalign.trainers.testing import positive_int
 
 # the update variants Update builds (the module docstring describes each)
 VARIANTS = ("single", "marble", "marble+diag", "marble:params", "marble:params/10")
 
 
-def build(args: argparse.Namespace):  # noqa: ANN201 - returns the trainer and its rollout
+def build(args: argparse.Namespace, out: str):  # noqa: ANN201 - returns the trainer and its rollout
+    """The trainer of `args.config` with the bench's overrides, its run folder `out`, set up, and its first
+    rollout."""
     from imgalign.config import load_config
     from imgalign.trainers.config import FlowGRPOConfig
     from imgalign.trainers.testing import first_rollout
     from imgalign.trainers.trainer import FlowGRPOTrainer
 
-    out = tempfile.mkdtemp(prefix="bench_marble_")
     overrides = [
         f"sampling.samples_per_step={args.samples}",
         f"sampling.batch_size={args.samples}",
@@ -207,7 +209,13 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     from imgalign.trainers.rewarding import per_reward_advantages
 
-    tr, ro, gid = build(args)
+    # the trainer's run folder (its config.yaml), removed when the bench ends: mkdtemp left one per run in /tmp
+    work = tempfile.TemporaryDirectory(prefix="bench_marble_")
+    try:
+        tr, ro, gid = build(args, work.name)
+    except ConfigError as e:  # (--samples 4 with groups of 8: a traceback ending in the config's own line)
+        work.cleanup()
+        raise SystemExit(f"bench_marble: {e}") from None
     gen = torch.Generator().manual_seed(0)
     scales = torch.logspace(-1, 3, args.rewards)[:, None]  # rewards on very different scales
     scores = torch.randn(args.rewards, gid.numel(), generator=gen) * scales  # [K, N]

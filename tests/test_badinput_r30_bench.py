@@ -81,3 +81,19 @@ def test_a_size_whose_least_value_is_two_refuses_one_naming_the_option(
         runpy.run_path(str(REPO / "bench" / script), run_name="__main__")
     assert info.value.code == 2
     assert f"argument {option}: must be at least 2, got 1" in capsys.readouterr().err
+
+
+def test_bench_marble_refuses_a_config_error_in_one_line_and_leaves_no_run_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`bench_marble --samples 4` with the default config's groups of 8 ended in a ConfigError traceback; it is
+    one line naming the setting. The trainer's run folder, made with mkdtemp, was left in the temp folder by
+    every run; it is removed."""
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(sys, "argv", ["bench_marble.py", "--samples", "4"])
+    with pytest.raises(SystemExit) as info:
+        runpy.run_path(str(REPO / "bench" / "bench_marble.py"), run_name="__main__")
+    assert str(info.value.code).startswith("bench_marble: sampling.group_size=8 does not divide")
+    assert list(tmp_path.iterdir()) == []
