@@ -340,6 +340,11 @@ def preflight(cfg: FlowGRPOConfig, num_processes: int = 1, output_dir: str | Pat
                 f"model.family={cfg.model.family}, but model.path {cfg.model.path!r} holds a {found} pipeline (its "
                 f"model_index.json): set model.family=auto (or {found})"
             )
+    # a size the model cannot take was refused only once the model had loaded (minutes for SD3.5 or FLUX)
+    if cfg.model.resolution and Path(base).is_dir():
+        error = resolution_error(Path(base), cfg.model.resolution, cfg.model.path)
+        if error is not None:
+            raise ConfigError(error)
     # a misspelt LoRA target or trainable_modules pattern was refused only once the model had loaded (minutes for
     # SD3.5 or FLUX): a local model's weight names are read from its files' headers
     lora = cfg.model.lora_targets if cfg.model.lora_rank > 0 else None
@@ -354,6 +359,34 @@ def preflight(cfg: FlowGRPOConfig, num_processes: int = 1, output_dir: str | Pat
             raise ConfigError(error)
     # a local folder as an absolute path: LoRA checkpoints record it as their base, and must load from anywhere
     return str(Path(base).resolve()) if Path(base).is_dir() else base
+
+
+def resolution_error(folder: Path, side: int, label: str) -> str | None:
+    """Why the pipeline saved in `folder` (model.path `label`) cannot take `side` as model.resolution, read from its
+    configs as the trainer's adapter checks it once loaded (a multiple of VAE factor x patch size; at most SD3's
+    positional-embedding grid, FLUX has no bound), or None when it can or the configs cannot tell."""
+    from imgalign.sampling import _sd3_setting, folder_sizes
+
+    found = folder_sizes(folder)
+    if found is None:
+        return None
+    step = found[0][0]
+    if side % step:
+        return (
+            f"model.resolution={side} does not fit model {label!r}: use a multiple of {step} (VAE factor x "
+            f"patch size), e.g. {max(step, side // step * step)}; 0 = the model's default"
+        )
+    if json.loads((folder / "model_index.json").read_text()).get("_class_name", "").startswith("Flux"):
+        return None
+    grid = _sd3_setting(
+        json.loads((folder / "transformer" / "config.json").read_text()), "pos_embed_max_size"
+    )
+    if grid and side > grid * step:
+        return (
+            f"model.resolution={side} is larger than model {label!r} can take: at most {grid * step} (its "
+            f"positional-embedding grid of {grid} patches of {step} pixels); 0 = the model's default"
+        )
+    return None
 
 
 def recorded_base_name(configured: str, resolved: str) -> str:
