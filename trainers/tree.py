@@ -132,8 +132,14 @@ class TreeConfig:
                 "sampling.tree.value_temperature and sampling.tree.adv_eps must be > 0, sampling.tree.adv_clip >= 0, "
                 f"all finite (got {self.value_temperature}, {self.adv_eps}, {self.adv_clip})."
             )
-        if self.progressive_initial < 1 or self.progressive_grow_every < 1 or self.progressive_grow_by < 0:
-            raise ConfigError("sampling.tree.progressive_initial/grow_every must be >= 1 and grow_by >= 0.")
+        # one message for the three named none of them by its full key, nor the value given
+        for name, least in (
+            ("progressive_initial", 1),
+            ("progressive_grow_every", 1),
+            ("progressive_grow_by", 0),
+        ):
+            if getattr(self, name) < least:
+                raise ConfigError(f"sampling.tree.{name} must be >= {least} (got {getattr(self, name)}).")
 
     def spec(self, num_steps: int) -> TreeSpec:
         factors = (
