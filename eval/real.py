@@ -182,21 +182,24 @@ def generate_metadata(
     return metas
 
 
+def generate_seed(spec: str) -> int:
+    """The seed of a ``generate:SEED`` prompt set; a ValueError naming `spec` when SEED is not 0 or more in digits."""
+    text = spec.split(":", 1)[1]
+    if text.startswith("-") and text[1:].isascii() and text[1:].isdigit():
+        raise ValueError(f"prompt set {spec!r}: the seed of generate:SEED must be 0 or more")
+    # digits only: int() also took "generate: 5" and "generate:1_0" (seed 10), each another spelling of a set
+    if not (text.isascii() and text.isdigit()):
+        raise ValueError(f"prompt set {spec!r}: expected generate:SEED with an integer seed (digits only)")
+    return int(text)
+
+
 def load_prompt_set(spec: str) -> list[dict[str, Any]]:
     """A GenEval metadata file, or ``generate:SEED`` for :func:`generate_metadata` (553 prompts in the official
     task sizes; not comparable with published numbers)."""
     from imgalign.prompts.io import load_geneval_metadata
 
     if spec.startswith("generate:"):
-        text = spec.split(":", 1)[1]
-        if text.startswith("-") and text[1:].isascii() and text[1:].isdigit():
-            raise ValueError(f"prompt set {spec!r}: the seed of generate:SEED must be 0 or more")
-        # digits only: int() also took "generate: 5" and "generate:1_0" (seed 10), each another spelling of a set
-        if not (text.isascii() and text.isdigit()):
-            raise ValueError(
-                f"prompt set {spec!r}: expected generate:SEED with an integer seed (digits only)"
-            )
-        seed = int(text)
+        seed = generate_seed(spec)
         log.warning("generated GenEval-style prompts: scores are comparable only with runs on this same set")
         return generate_metadata(seed)
     return load_geneval_metadata(spec)

@@ -134,6 +134,13 @@ class PromptConfig:
             raise ConfigError(
                 f"prompts.source {self.source!r} is no file; the shapes-world generator is spelt 'shapes'"
             )
+        if self.source.startswith("generate:"):  # --print-config showed generate:abc, which the run refused
+            from imgalign.eval.real import generate_seed
+
+            try:
+                generate_seed(self.source)
+            except ValueError as e:
+                raise ConfigError(f"prompts.source: {e}") from None
         if not 0.0 <= self.test_fraction < 1.0:
             raise ConfigError("prompts.test_fraction must be in [0, 1)")
         if self.source == "shapes" and not self.tasks:
