@@ -267,7 +267,10 @@ def check_reward_names(cfg: FlowGRPOConfig) -> None:
 
     known = list_rewards()
     for spec in cfg.rewards.names:
-        name, opts = parse_reward_spec(spec)
+        try:  # an option without '=' (geneval:mode) was refused naming no key
+            name, opts = parse_reward_spec(spec)
+        except ValueError as e:
+            raise ConfigError(f"rewards.names: {spec!r}: {e}") from None
         if name not in known and ":" not in name:
             raise ConfigError(f"rewards.names: {unknown_reward(name)}")
         try:  # a misspelt or ill-typed option failed when the rewards were built (--print-config showed it)
