@@ -417,6 +417,14 @@ def _build(cls: type[T], data: dict[str, Any], prefix: str = "") -> T:
     kwargs = {}
     for k, v in data.items():
         if k not in names:
+            first, dot, rest = str(k).partition(".")
+            if dot and first in names and dataclasses.is_dataclass(hints[first]):
+                # `train.lr: 1e-3` in a file (--set's syntax) was "unknown config key 'train.lr'", which is a key
+                nested = ", then ".join(f"{p}:" for p in str(k).split("."))
+                raise ConfigError(
+                    f"config key '{prefix}{k}' is written with dots, which only --set reads ({prefix}{k}=VALUE); in "
+                    f"a YAML file nest each part under the one before it: {nested} (each indented under the last)"
+                )
             close = _close_key(k, names)
             hint = f"; did you mean {prefix}{close}?" if close else ""
             raise _UnknownKey(
