@@ -306,7 +306,11 @@ def _coerce(value: Any, tp: Any, key: str, specs: bool = False) -> Any:
                 )
             value = words[0] if words else value
         if value not in args:
-            raise ConfigError(f"{key}: {value!r} is not one of {', '.join(map(repr, args))}")
+            why = ""
+            # `mixed_precision: yes` said only "True is not one of"
+            if isinstance(value, bool) and overridden:
+                why = f" (YAML reads an unquoted {text} as {str(value).lower()}: write one of them)"
+            raise ConfigError(f"{key}: {value!r} is not one of {', '.join(map(repr, args))}{why}")
         return value
     if dataclasses.is_dataclass(tp):
         if isinstance(value, tp):

@@ -44,3 +44,19 @@ def test_a_dotted_key_under_no_section_is_still_an_unknown_key(tmp_path: Path) -
         ConfigError, match=r"unknown config key 'sampling\.foo\.bar'; valid keys here: num_steps, "
     ):
         load_config(FlowGRPOConfig, path)
+
+
+@pytest.mark.parametrize("word", ["yes", "on", "true"])
+def test_a_yes_for_a_choice_says_what_yaml_made_of_it(word: str, tmp_path: Path) -> None:
+    """train.mixed_precision (no, bf16, fp16) given an unquoted yes/on/true was refused as "True is not one of 'no',
+    'bf16', 'fp16'", a value the user never wrote, and no more. The message now also names the word written
+    and how YAML read it, in a file and through --set alike."""
+    wanted = (
+        rf"train\.mixed_precision: True is not one of .* \(YAML reads an unquoted {word} as true: write one "
+    )
+    path = tmp_path / "c.yaml"
+    path.write_text(f"train:\n  mixed_precision: {word}\n")
+    with pytest.raises(ConfigError, match=wanted):
+        load_config(FlowGRPOConfig, path)
+    with pytest.raises(ConfigError, match=wanted):
+        load_config(FlowGRPOConfig, None, [f"train.mixed_precision={word}"])
