@@ -363,6 +363,11 @@ def _coerce(value: Any, tp: Any, key: str, specs: bool = False) -> Any:
             number = float(value)
         except (TypeError, ValueError):
             raise ConfigError(f"{key}: expected a number, got {value!r}") from None
+        except OverflowError:  # an integer of 309 digits or more: float() raised it as a traceback
+            raise ConfigError(
+                f"{key}: expected a number, got an integer of {len(str(abs(value)))} digits, larger than any float "
+                "(at most about 1.8e308)"
+            ) from None
         if math.isnan(number):  # no setting means anything by NaN; it would pass every `x < 0` check
             raise ConfigError(f"{key}: expected a number, got {value!r} (not a number)")
         return number
