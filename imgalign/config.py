@@ -215,7 +215,7 @@ def _scalar_item(item: str, text: str, key: str) -> Any:
     """One comma-separated `item` of the list `text` given for `key` (``1,2``), as YAML reads it; an item YAML cannot
     read (``0,[3``: an unclosed bracket) is named, not PyYAML's traceback."""
     try:
-        return yaml.safe_load(item)
+        return yaml.load(item, Loader=_UniqueKeyLoader)  # its reading: 1,2024-13-45 names the item
     except yaml.YAMLError:
         raise ConfigError(
             f"{key}: item {item!r} of {text!r} is not a value; write the list as [1, 2] or 1,2 (numbers only)"
@@ -594,6 +594,24 @@ class _UniqueKeyLoader(yaml.SafeLoader):
             text.parsed = value
             return text
         return value
+
+    def _text_unless_read(self, node: yaml.ScalarNode, construct: Any) -> Any:
+        """`construct`'s value of `node`, or its text where YAML's reading fails: 2024-13-45 looks like a date and
+        is none, an integer of over 4300 digits is beyond Python's int(). Either was a ValueError naming no key
+        ("month must be in 1..12"), also for a str field (--set log.output_dir=2024-13-45) that takes the text."""
+        try:
+            return construct(self, node)
+        except ValueError:
+            return self.construct_scalar(node)
+
+
+for _tag, _construct in (
+    ("tag:yaml.org,2002:timestamp", yaml.SafeLoader.construct_yaml_timestamp),
+    ("tag:yaml.org,2002:int", yaml.SafeLoader.construct_yaml_int),
+):
+    _UniqueKeyLoader.add_constructor(
+        _tag, lambda loader, node, c=_construct: loader._text_unless_read(node, c)
+    )
 
 
 def load_config(cls: type[T], path: str | Path | None = None, overrides: list[str] | None = None) -> T:

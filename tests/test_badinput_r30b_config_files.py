@@ -60,3 +60,33 @@ def test_a_yes_for_a_choice_says_what_yaml_made_of_it(word: str, tmp_path: Path)
         load_config(FlowGRPOConfig, path)
     with pytest.raises(ConfigError, match=wanted):
         load_config(FlowGRPOConfig, None, [f"train.mixed_precision={word}"])
+
+
+def test_a_date_that_is_no_date_is_text(tmp_path: Path) -> None:
+    """YAML reads an unquoted 2024-13-45 as a timestamp and fails to build it: `--set log.output_dir=2024-13-45`
+    (a run folder named by a mistyped date) was refused with "month must be in 1..12", naming no key. A str field
+    now takes the text, in a file and through --set, and a number field names its key."""
+    path = tmp_path / "c.yaml"
+    path.write_text("log:\n  output_dir: 2024-02-30\n")
+    assert load_config(FlowGRPOConfig, path).log.output_dir == "2024-02-30"
+    assert load_config(FlowGRPOConfig, None, ["log.output_dir=2024-13-45"]).log.output_dir == "2024-13-45"
+    with pytest.raises(ConfigError, match=r"^train\.lr: expected a number, got '2024-13-45'"):
+        load_config(FlowGRPOConfig, None, ["train.lr=2024-13-45"])
+    # an item of a comma list given for a list of numbers
+    with pytest.raises(
+        ConfigError, match=r"^sampling\.tree\.branch_steps\[1\]: expected an integer, got '2024-13-45'"
+    ):
+        load_config(FlowGRPOConfig, None, ["sampling.tree.branch_steps=1,2024-13-45"])
+
+
+def test_an_integer_beyond_pythons_digit_limit_names_its_key(tmp_path: Path) -> None:
+    """An integer of over 4300 digits failed in YAML's int() with "Exceeds the limit (4300 digits) for integer
+    string conversion ... use sys.set_int_max_str_digits()", naming no key and advising a Python call; now the key
+    is named."""
+    huge = "1" + "0" * 5000
+    path = tmp_path / "c.yaml"
+    path.write_text(f"train:\n  max_steps: {huge}\n")
+    with pytest.raises(ConfigError, match=r"^train\.max_steps: expected an integer, got '10"):
+        load_config(FlowGRPOConfig, path)
+    with pytest.raises(ConfigError, match=r"^train\.max_steps: expected an integer, got '10"):
+        load_config(FlowGRPOConfig, None, [f"train.max_steps={huge}"])
