@@ -308,7 +308,7 @@ def _coerce(value: Any, tp: Any, key: str, specs: bool = False) -> Any:
         if value not in args:
             why = ""
             # `mixed_precision: yes` said only "True is not one of"
-            if isinstance(value, bool) and overridden:
+            if isinstance(value, bool) and overridden and text.lower() != str(value).lower():
                 why = f" (YAML reads an unquoted {text} as {str(value).lower()}: write one of them)"
             raise ConfigError(f"{key}: {value!r} is not one of {', '.join(map(repr, args))}{why}")
         return value

@@ -46,7 +46,7 @@ def test_a_dotted_key_under_no_section_is_still_an_unknown_key(tmp_path: Path) -
         load_config(FlowGRPOConfig, path)
 
 
-@pytest.mark.parametrize("word", ["yes", "on", "true"])
+@pytest.mark.parametrize("word", ["yes", "on", "ON"])
 def test_a_yes_for_a_choice_says_what_yaml_made_of_it(word: str, tmp_path: Path) -> None:
     """train.mixed_precision (no, bf16, fp16) given an unquoted yes/on/true was refused as "True is not one of 'no',
     'bf16', 'fp16'", a value the user never wrote, and no more. The message now also names the word written
@@ -60,6 +60,14 @@ def test_a_yes_for_a_choice_says_what_yaml_made_of_it(word: str, tmp_path: Path)
         load_config(FlowGRPOConfig, path)
     with pytest.raises(ConfigError, match=wanted):
         load_config(FlowGRPOConfig, None, [f"train.mixed_precision={word}"])
+
+
+def test_a_true_for_a_choice_gets_no_reading_note() -> None:
+    """An unquoted true is read as the word written: no "(YAML reads an unquoted true as true)"."""
+    with pytest.raises(
+        ConfigError, match=r"^train\.mixed_precision: True is not one of 'no', 'bf16', 'fp16'$"
+    ):
+        load_config(FlowGRPOConfig, None, ["train.mixed_precision=true"])
 
 
 def test_a_date_that_is_no_date_is_text(tmp_path: Path) -> None:
