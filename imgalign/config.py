@@ -527,18 +527,25 @@ def _merged(base: dict[Any, Any], update: dict[Any, Any]) -> dict[Any, Any]:
 def merge_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
     """`data` with each ``key=value`` override set; a mapping (``train={lr: 1e-3}``) sets those keys of the
     section, as ``train.lr=1e-3`` would, and leaves its other keys as the config file gives them."""
+
+    def section(v: Any) -> Any:
+        """An earlier override's mapping (``train={max_steps: 2}``) as the section it sets: a later ``train.lr``
+        said "'train' is not a section", and a later ``train={lr: 1}`` dropped its keys, where the file had no
+        such section."""
+        return dict(v.parsed) if isinstance(v, _Override) and isinstance(v.parsed, dict) else v
+
     for item in overrides:
         path, value = parse_override(item)
         d = data
         for p in path[:-1]:
-            nxt = d.get(p)
+            nxt = d[p] = section(d.get(p))
             if nxt is None:
                 nxt = d[p] = {}
             if not isinstance(nxt, dict):
                 raise ConfigError(f"override {item!r}: {p!r} is not a section")
             d = nxt
-        if isinstance(value.parsed, dict) and isinstance(d.get(path[-1]), dict):
-            value = _merged(d[path[-1]], value.parsed)
+        if isinstance(value.parsed, dict) and isinstance(section(d.get(path[-1])), dict):
+            value = _merged(section(d[path[-1]]), value.parsed)
         d[path[-1]] = value
     return data
 
