@@ -657,6 +657,13 @@ def compare_runs(
         # 40 keys, and never the reward means a misspelt reward key was meant as
         kinds = {k.split("/", 1)[0] for k in unknown}
         shown = sorted(logged, key=lambda k: (k.split("/", 1)[0] not in kinds, k))
+        # --keys A,B (as --seeds takes its list) was one unknown key, though the runs log A and B
+        listed = [k for k in unknown if "," in k and all(part in logged for part in k.split(","))]
+        if listed:
+            raise ValueError(
+                f"no run logs {listed[0]!r}, but they log each of its comma-separated parts: --keys takes keys "
+                f"separated by spaces, --keys {' '.join(listed[0].split(','))}"
+            )
         raise ValueError(
             f"no run logs {', '.join(map(repr, unknown))}; keys these runs log include: "
             f"{', '.join(shown[:25])}{' ...' if len(logged) > 25 else ''}"

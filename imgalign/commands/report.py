@@ -81,6 +81,10 @@ def run_report(args: argparse.Namespace) -> int:
             groups[label] = runs.split(",")
         if not args.keys or not args.out:
             raise ValueError("--compare needs --keys KEY [KEY ...] and --out DIR")
+        if any(not k.strip() for k in args.keys):  # it said "no run logs ''"
+            raise ValueError(
+                "--keys has an empty key (an unset shell variable?): give metric keys such as reward/NAME/mean"
+            )
         twice = sorted({k for k in args.keys if args.keys.count(k) > 1})
         if twice:  # it drew the same panel and table rows twice
             raise ValueError(f"--keys names {twice[0]!r} twice; give each key once")
