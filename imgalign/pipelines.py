@@ -91,7 +91,22 @@ def overlay_kind(path: Path) -> str:
     raise ValueError(
         f"{str(path)!r} is not a fine-tuned model folder: expected adapter_config.json (PEFT LoRA), "
         f"{LORA_FILES[0]} (diffusers LoRA), config.json (a transformer) or a transformer/ subfolder"
+        + _checkpoint_hint(path)
     )
+
+
+def _checkpoint_hint(path: Path) -> str:
+    """'; ...' naming the checkpoint to give after the '+' when `path` is a run folder, its checkpoints/ folder or
+    a checkpoint's trainer_state/ (shapes+RUN said only which files were expected, while --model RUN names the
+    checkpoint, :func:`check_pipeline_folder`); else ''."""
+    runs = path / "checkpoints" if (path / "checkpoints").is_dir() else path
+    steps = sorted(p.name for p in runs.glob("step-*") if p.is_dir())
+    if steps:
+        what = "a training run folder" if runs != path else "a run's checkpoints folder"
+        return f"; it is {what}: give one of its checkpoints, e.g. {str(runs / steps[-1])!r}"
+    if path.name == "trainer_state" and (path / "state.json").is_file():
+        return f"; it is the training state of checkpoint {str(path.parent)!r}: give the checkpoint itself"
+    return ""
 
 
 # the components an SD3 or FLUX pipeline generates with; of the others, SD3's T5 (text_encoder_3, tokenizer_3: the
