@@ -406,11 +406,23 @@ def check_model_spec(spec: ModelSpec) -> ModelSpec:
             keys = ("_class_name", "in_channels", "joint_attention_dim", "pooled_projection_dim")
             differ = [k for k in keys if k in want and k in got and want[k] != got[k]]
             if differ:
+                # a checkpoint (or its transformer/) that records its base: it said "give the base model it was
+                # trained on", unnamed, as lora_mismatch_message does not
+                ckpt = folder.parent
+                try:
+                    recorded = recorded_base(ckpt) if folder.name == "transformer" else None
+                except ValueError:
+                    recorded = None
+                fix = f"give the base model it was trained on, as BASE+{spec.overlay}"
+                if recorded:
+                    fix = f"it was trained on {recorded!r} (its imgalign_model.json): give {recorded}+{spec.overlay}"
+                    if (ckpt / "model_index.json").is_file():
+                        fix += f", or the checkpoint alone (--model {ckpt})"
                 raise ValueError(
                     f"model {spec.label!r}: the transformer in {str(folder)!r} does not fit base model "
                     f"{spec.base!r} ("
                     + ", ".join(f"{k} {got[k]} against the base's {want[k]}" for k in differ)
-                    + f"); give the base model it was trained on, as BASE+{spec.overlay}"
+                    + f"); {fix}"
                 )
     return spec
 
