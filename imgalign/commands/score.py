@@ -298,6 +298,7 @@ def load_baseline(path: str | Path) -> dict[str, dict[str, Any]]:
     for i, line in enumerate(text.split("\n"), 1):
         if not line.strip():
             continue
+        row: Any = None
         try:
             row = json.loads(line)
             scores = row["scores"]
@@ -305,6 +306,14 @@ def load_baseline(path: str | Path) -> dict[str, dict[str, Any]]:
                 raise TypeError("scores is not an object")
             key = pair_key(row["file"])
         except (json.JSONDecodeError, KeyError, TypeError) as e:
+            if isinstance(row, dict) and "scores" not in row and {"correct", "reason"} <= row.keys():
+                # an `imgalign eval` results.jsonl: it said "is not an `imgalign score` JSONL row ('scores')"
+                raise CLIError(
+                    f"--baseline {str(path)!r} is an `imgalign eval` results.jsonl (judged images, no reward "
+                    f"scores); score its images ({str(path.parent / 'images')!r}) with `imgalign score --reward NAME "
+                    "--out X.jsonl` and pass X.jsonl, or compare two evaluations with `imgalign eval ... --baseline "
+                    f"{str(path.parent)!r}`"
+                ) from e
             raise CLIError(
                 f"--baseline {str(path)!r} line {i} is not an `imgalign score` JSONL row ({e}); pass the .jsonl "
                 "that `imgalign score --out X.jsonl` wrote (CSV output cannot serve as a baseline)"
