@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import re
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -671,8 +672,21 @@ def load_pipeline(
         model = ModelSpec(model.name, str(model))
     spec = check_model_spec(model if isinstance(model, ModelSpec) else parse_model_arg(model))
     base = resolve(spec.base)
-    with naming_pipeline(base):
-        pipe = DiffusionPipeline.from_pretrained(base, dtype=dtype, **absent_components(base))
+    try:
+        with naming_pipeline(base):
+            pipe = DiffusionPipeline.from_pretrained(base, dtype=dtype, **absent_components(base))
+    except OSError as e:
+        if Path(base).is_dir():
+            raise
+        # a Hub id neither cached nor reachable: diffusers' message pointed to "the stacktrace above" (none is
+        # shown) and to a loader argument, local_files_only=False, that no command takes
+        said = str(e).split(" Please check out the root cause")[0].strip()
+        said = re.sub(r"\s*To enable repo look-ups.*?as input\.", "", said)
+        raise IncompleteModelError(
+            f"model {spec.label!r}: {spec.base!r} is no local folder, and the Hub id could not be loaded from the "
+            f"local Hugging Face cache nor from the Hub ({said}); check its spelling and the network, download it "
+            f"once (hf download {spec.base}), or give the folder it was saved to"
+        ) from e
     if spec.overlay is not None:
         # warned here, not in check_model_spec: commands call that first too, and the warning would show twice
         warn_other_base(spec.base, Path(spec.overlay))
