@@ -56,7 +56,11 @@ class ModelSpec:
 def parse_model_arg(arg: str) -> ModelSpec:
     """``LABEL=PATH`` or ``LABEL=BASE+OVERLAY`` -> ModelSpec; a bare PATH is labelled by its last path part. An
     existing path is taken whole, so folder names may contain ``=`` and ``+`` (``runs/lr=1e-4/checkpoints/...``)."""
-    if Path(arg).exists():
+    try:
+        whole = Path(arg).exists()
+    except OSError:  # a LABEL of over 255 bytes: "path 'LABEL=...' is too long for the file system"
+        whole = False
+    if whole:
         return ModelSpec(Path(arg).name or arg, arg)
     label, sep, rest = arg.partition("=")
     if not sep:
