@@ -105,7 +105,7 @@ def _checkpoint_hint(path: Path) -> str:
     a checkpoint's trainer_state/ (shapes+RUN said only which files were expected, while --model RUN names the
     checkpoint, :func:`check_pipeline_folder`); else ''."""
     runs = path / "checkpoints" if (path / "checkpoints").is_dir() else path
-    steps = sorted(p.name for p in runs.glob("step-*") if p.is_dir())
+    steps = step_folders(runs)
     if steps:
         what = "a training run folder" if runs != path else "a run's checkpoints folder"
         return f"; it is {what}: give one of its checkpoints, e.g. {str(runs / steps[-1])!r}"
@@ -150,6 +150,13 @@ def _config_hint(config: Path) -> str:
     return ""
 
 
+def step_folders(folder: Path) -> list[str]:
+    """Names of the checkpoint folders ``step-NNNNNN`` in `folder`, oldest first; a ``step-N.old`` (a checkpoint
+    being replaced, or a stale copy) is none: the hints named it as the run's checkpoint to give."""
+    steps = [p.name for p in folder.glob("step-*") if p.is_dir() and re.fullmatch(r"step-\d{6,}", p.name)]
+    return sorted(steps, key=lambda name: int(name[len("step-") :]))
+
+
 def check_pipeline_folder(path: Path) -> None:
     """Raise :class:`IncompleteModelError` naming what is missing from a diffusers pipeline folder."""
     path = Path(path)
@@ -160,12 +167,12 @@ def check_pipeline_folder(path: Path) -> None:
         )
     index = path / "model_index.json"
     if not index.is_file() and (path / "checkpoints").is_dir():
-        ckpts = sorted(p.name for p in (path / "checkpoints").glob("step-*") if p.is_dir())
+        ckpts = step_folders(path / "checkpoints")
         hint = f", e.g. {str(path / 'checkpoints' / ckpts[-1])!r}" if ckpts else " (it has none yet)"
         raise IncompleteModelError(
             f"{str(path)!r} is a training run folder, not a model; give one of its checkpoints{hint}"
         )
-    steps = sorted(p.name for p in path.glob("step-*") if p.is_dir()) if not index.is_file() else []
+    steps = step_folders(path) if not index.is_file() else []
     if steps:  # RUN/checkpoints itself
         raise IncompleteModelError(
             f"{str(path)!r} holds a run's checkpoints, not a model; give one of them, e.g. "

@@ -75,3 +75,24 @@ def test_another_folder_as_overlay_gets_no_checkpoint_hint(
     err = capsys.readouterr().err
     assert "is not a fine-tuned model folder" in err
     assert "checkpoint" not in err
+
+
+@pytest.mark.parametrize("model", ["{run}", "{run}/checkpoints", "shapes+{run}"])
+def test_the_checkpoint_named_is_never_a_step_old_folder(
+    model: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run whose last checkpoint is being replaced holds ``step-000002.old`` beside ``step-000001``; the hint of
+    `--model RUN` (and RUN/checkpoints, shapes+RUN) sorted the names and told the user to give
+    ``checkpoints/step-000002.old``, a copy the trainer deletes or puts back. It names step-000001 now."""
+    run = tmp_path / "run"
+    (run / "checkpoints" / "step-000001").mkdir(parents=True)
+    (run / "checkpoints" / "step-000002.old").mkdir()
+    (run / "metrics.jsonl").write_text('{"step": 1}\n')
+    out = tmp_path / "grid.png"
+    assert (
+        main(["grid", "--model", "a=" + model.format(run=run), "--prompt", "a red square", "--out", str(out)])
+        == 2
+    )
+    err = capsys.readouterr().err
+    assert f"e.g. '{run / 'checkpoints' / 'step-000001'}'" in err
+    assert ".old" not in err
