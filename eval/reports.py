@@ -65,7 +65,8 @@ def load_metrics(path: Path) -> list[dict[str, Any]]:
         )
     try:
         # -sig: a BOM from an editor is not a row error
-        lines = path.read_text(encoding="utf-8-sig").splitlines()
+        text = path.read_text(encoding="utf-8-sig")
+        lines = text.splitlines()
     except (OSError, UnicodeDecodeError) as e:
         raise ValueError(f"cannot read {path}: {e}") from None
     rows: list[dict[str, Any]] = []
@@ -75,7 +76,12 @@ def load_metrics(path: Path) -> list[dict[str, Any]]:
             row = json.loads(line)
         except json.JSONDecodeError as e:
             if k == len(numbered) - 1:
-                log.warning("%s:%d: incomplete last line skipped", path, n)
+                # a run cut mid-write leaves its last line without its newline; a whole line that is no JSON (a
+                # hand edit) was called "incomplete" too
+                if text.rstrip(" \t").endswith(("\n", "\r")):
+                    log.warning("%s:%d: last line is not valid JSON (%s); skipped", path, n, e.msg)
+                else:
+                    log.warning("%s:%d: incomplete last line skipped", path, n)
                 continue
             raise ValueError(f"{path}:{n}: not valid JSON ({e.msg})") from None
         if not isinstance(row, dict):

@@ -32,6 +32,19 @@ def test_a_cut_off_last_line_is_skipped_and_a_bad_line_before_it_is_an_error(tmp
         R.load_metrics(p)
 
 
+def test_a_whole_last_line_that_is_no_json_is_skipped_as_not_valid_json_not_as_incomplete(
+    tmp_path: Path, caplog
+) -> None:
+    """A last line ending in its newline was written whole (a run cut mid-write leaves none): it was called an
+    "incomplete last line"; it is skipped as a line that is not valid JSON, with the parser's reason."""
+    p = tmp_path / "metrics.jsonl"
+    p.write_text('{"step": 1}\nnot json\n\n')
+    with caplog.at_level(logging.WARNING):
+        assert R.load_metrics(p) == [{"step": 1}]
+    assert "metrics.jsonl:2: last line is not valid JSON (Expecting value); skipped" in caplog.text
+    assert "incomplete" not in caplog.text
+
+
 @pytest.mark.parametrize("step", ["NaN", "Infinity", "true"])
 def test_a_step_that_is_not_a_finite_number_is_refused(tmp_path: Path, step: str) -> None:
     p = tmp_path / "metrics.jsonl"
