@@ -13,7 +13,7 @@ import re
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from imgalign import __version__
@@ -147,6 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     saved = root.level, own.level
     root.setLevel(logging.DEBUG if args.verbose else logging.WARNING)
     own.setLevel(logging.DEBUG if args.verbose else logging.INFO)
+    warn_of_thread_settings(os.environ)
     bars = library_bars_off() if getattr(args, "no_progress", False) else contextlib.nullcontext()
     try:
         with bars:
@@ -154,6 +155,29 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         root.setLevel(saved[0])
         own.setLevel(saved[1])
+
+
+def warn_of_thread_settings(env: Mapping[str, str]) -> None:
+    """A warning for an OMP_NUM_THREADS or MKL_NUM_THREADS that is no thread count (``abc``, ``0``): torch ignores
+    it and runs its default thread count, so the README's ``OMP_NUM_THREADS=1`` for a busy machine was lost with
+    only libgomp's "Invalid value for environment variable" (no command, no consequence). OpenMP's list form
+    (``4,2``) is a count."""
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        value = env.get(name)
+        if value is None or not value.strip():
+            continue
+        parts = [p.strip() for p in value.split(",")]
+        if not all(p.isdecimal() and int(p) >= 1 for p in parts):
+            import torch
+
+            log.warning(
+                "%s=%r is not a thread count (a whole number of at least 1): torch ignores it and runs %d threads; "
+                "set it to a number, e.g. %s=1 on a machine whose cores are busy",
+                name,
+                value,
+                torch.get_num_threads(),
+                name,
+            )
 
 
 @contextlib.contextmanager

@@ -1684,3 +1684,47 @@ def test_sigterm_is_the_same_one_line_as_ctrl_c_and_status_143(monkeypatch, caps
         "imgalign train: interrupted; every checkpoint written so far is whole: add --resume"
     )
     assert err.count("\n") == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "value, warned",
+    [
+        ("abc", True),
+        ("0", True),
+        ("-1", True),
+        ("1.5", True),
+        ("1", False),
+        ("4,2", False),
+        (" 2 ", False),
+        ("", False),
+    ],
+)
+def test_a_thread_setting_that_is_no_count_is_warned_of_naming_the_variable(value, warned, caplog):
+    """OMP_NUM_THREADS=abc (or 0) is ignored by torch, which runs its default thread count; the only word was
+    libgomp's "Invalid value for environment variable". The command warns, naming the variable and the count run."""
+    import logging
+
+    import torch
+
+    from imgalign.cli import warn_of_thread_settings
+
+    with caplog.at_level(logging.WARNING, logger="imgalign"):
+        warn_of_thread_settings({"OMP_NUM_THREADS": value})
+    said = f"OMP_NUM_THREADS={value!r} is not a thread count (a whole number of at least 1): torch ignores it and "
+    assert (said in caplog.text) is warned
+    if warned:
+        assert (
+            f"runs {torch.get_num_threads()} threads; set it to a number, e.g. OMP_NUM_THREADS=1"
+            in caplog.text
+        )
+
+
+def test_a_command_warns_of_a_bad_thread_setting(monkeypatch, caplog):
+    import logging
+
+    from imgalign.cli import main
+
+    monkeypatch.setenv("MKL_NUM_THREADS", "many")
+    with caplog.at_level(logging.WARNING, logger="imgalign"):
+        assert main(["train", "--print-config"]) == 0
+    assert "MKL_NUM_THREADS='many' is not a thread count" in caplog.text
