@@ -180,11 +180,21 @@ def _split_list_text(text: str) -> list[str]:
 def _text_items(values: list[Any]) -> list[str]:
     """The items of a YAML list given for a list of strings, as the user wrote them: YAML reads an unquoted
     ``[geneval: mode=strict]`` as a one-key mapping and ``[clip:model=X,weight=3]`` as two items; both are one
-    reward spec."""
+    reward spec. A reward's options written as a block mapping under its name (``- geneval:`` then ``mode:
+    strict``) are that spec too (``geneval:mode=strict``); they were refused as an option "{'mode': 'strict'}"."""
+
+    def scalar(v: Any) -> str | None:
+        if isinstance(v, bool) or v is None:
+            return {True: "true", False: "false", None: "null"}[v]
+        return str(v) if isinstance(v, (str, int, float)) else None
 
     def text(v: Any) -> Any:
         if isinstance(v, dict) and len(v) == 1:
             ((k, val),) = v.items()
+            opts = {o: scalar(x) for o, x in val.items()} if isinstance(val, dict) and val else None
+            if opts is not None and all(isinstance(o, str) and x is not None for o, x in opts.items()):
+                # the block form `- geneval:` with `mode: strict` under it: geneval:mode=strict
+                return f"{k}:" + ",".join(f"{o}={x}" for o, x in opts.items())
             return f"{k}:" if val is None else f"{k}: {val}"
         return v
 

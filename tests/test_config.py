@@ -485,6 +485,26 @@ def test_a_negative_or_too_large_seed_is_refused_in_configs_and_on_the_command_l
     assert not (tmp_path / "o").exists()
 
 
+def test_a_rewards_options_as_a_block_mapping_under_its_name_are_its_spec(tmp_path):
+    """`- geneval:` with `mode: strict` under it (YAML's block form of a reward's options) was refused as a reward
+    option "{'mode': 'strict'}"; it is the spec geneval:mode=strict, scalars written as YAML writes them. A value
+    that is no scalar (a list) is still refused, naming the spec."""
+    from imgalign.trainers.config import FlowGRPOConfig
+
+    y = tmp_path / "c.yaml"
+    y.write_text(
+        "rewards:\n  names:\n    - geneval:\n        mode: strict\n    - clip:\n        batch_size: 2\n"
+        "        model: shapes\n    - vlm_loglik\n"
+    )
+    names = load_config(FlowGRPOConfig, y, []).rewards.names
+    assert names == ["geneval:mode=strict", "clip:batch_size=2,model=shapes", "vlm_loglik"]
+    y.write_text("rewards:\n  names:\n    - geneval:\n        mode: [strict]\n")
+    assert load_config(FlowGRPOConfig, y, []).rewards.names == ["geneval: {'mode': ['strict']}"]
+    from imgalign.cli import main
+
+    assert main(["train", str(y), "--print-config"]) == 2  # (the reward spec check names it)
+
+
 def test_a_reward_spec_keeps_its_options_in_every_list_form(tmp_path):
     """`a,b` and `[a, b]` in --set and in a YAML file: a spec's key=value options stay with it, and YAML's reading
     of an unquoted `geneval: mode=strict` (a mapping) is the spec as written (they were split into two rewards,
