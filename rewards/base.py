@@ -293,6 +293,8 @@ def parse_reward_spec(spec: str) -> tuple[str, dict[str, Any]]:
         if "=" not in item:
             raise ValueError(f"reward option {item!r} in {spec!r} must look like key=value")
         k, v = item.split("=", 1)
+        if not k.strip():  # was: "unknown option(s) ; its options: ...", the empty name invisible
+            raise ValueError(f"reward option {item!r} in {spec!r} has no name before '='; write key=value")
         if k.strip() in kwargs:  # was: the last one silently
             raise ValueError(f"reward option {k.strip()!r} is given twice in {spec!r}; give it once")
         kwargs[k.strip()] = _option_value(v)
