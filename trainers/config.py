@@ -584,9 +584,11 @@ class EvalConfig:
             raise ConfigError("eval.vnorm_images must be >= 0 (0 = no inflation measurement)")
         if self.prompt_dependence_prompts < 0 or self.prompt_dependence_prompts == 1:
             raise ConfigError("eval.prompt_dependence_prompts must be 0 (off) or >= 2")
-        if self.prompt_dependence_prompts and self.prompt_dependence_seeds < 2:
+        seeds = self.prompt_dependence_seeds
+        # a negative count passed while prompt_dependence_prompts=0 (off), to fail once it was turned on
+        if seeds < 0 or (self.prompt_dependence_prompts and seeds < 2):
             raise ConfigError(
-                "eval.prompt_dependence_seeds must be >= 2 (distances between seeds are compared)"
+                f"eval.prompt_dependence_seeds must be >= 2 (distances between seeds are compared), got {seeds}"
             )
 
 
