@@ -281,6 +281,8 @@ def _coerce(value: Any, tp: Any, key: str, specs: bool = False) -> Any:
                 f"{key}: YAML reads {text} as the base-60 number {value}; write a plain number ({value} if that is "
                 "what you meant)"
             )
+    if tp in (int, float):
+        _refuse_underflow(text if overridden else value, key)
     if tp is Any:
         return value
     if origin in (typing.Union, types.UnionType):
@@ -390,6 +392,22 @@ def _coerce(value: Any, tp: Any, key: str, specs: bool = False) -> Any:
             )
         return str(value)
     return value
+
+
+def _refuse_underflow(written: Any, key: str) -> None:
+    """A number written other than 0 that reads as 0 (``train.lr=1e-400``) is refused by name: it was reported as
+    "train.lr must be > 0 and finite (got 0.0)", for a value given > 0."""
+    if not isinstance(written, str):
+        return
+    try:
+        number = float(written)
+    except ValueError:
+        return
+    if number == 0 and re.search(r"[1-9]", re.split(r"[eE]", written)[0]):
+        raise ConfigError(
+            f"{key}: {written.strip()} is below the smallest float (about 5e-324) and would be read as 0; give a "
+            "larger value, or 0"
+        )
 
 
 def _one_item_hint(value: Any) -> str:
@@ -589,11 +607,20 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                     "the last and drop the first's settings: merge the two into one"
                 )
             seen[key] = line
-        mapping = super().construct_mapping(node, deep=deep)
+        super().construct_mapping(node, deep=deep)  # its checks, and the merged (<<) pairs put in node.value
+        mapping: dict[Any, Any] = {}
         # merged (<<) pairs come first, as YAML takes them: the last one wins
         for key_node, value_node in node.value:
-            mapping[self.construct_object(key_node, deep=True)] = self._plain(value_node, deep)
+            mapping[self._key(key_node)] = self._plain(value_node, deep)
         return mapping
+
+    def _key(self, node: yaml.Node) -> Any:
+        """A key as written where YAML reads it as other than text: `null:` was named 'None' in the unknown-key
+        message, `yes:` 'True'."""
+        key = self.construct_object(node, deep=True)
+        if isinstance(node, yaml.ScalarNode) and isinstance(key, (type(None), bool, int, float)):
+            return node.value
+        return key
 
     def construct_sequence(self, node: yaml.SequenceNode, deep: bool = False) -> list[Any]:
         return [self._plain(child, deep) for child in node.value]
