@@ -535,6 +535,26 @@ def _append_partial(path: Path, entries: list[dict[str, Any]]) -> None:
         fh.write("".join(json.dumps(e) + "\n" for e in entries))
 
 
+MODEL_FILES = ("model_index.json", "imgalign_model.json", "trainer_state")
+
+
+def _model_folder_hint(paths: list[str]) -> str:
+    """What to run where a path given is a model (a training checkpoint, a run's checkpoints/, a pipeline): `imgalign
+    score CKPT` said only "no image files found", as if the folder were a wrong image folder."""
+    for p in map(Path, paths):
+        if not p.is_dir():
+            continue
+        inside = [p, *sorted((c for c in p.iterdir() if c.is_dir()), reverse=True)]  # the latest step first
+        for d in inside:
+            if any((d / name).exists() for name in MODEL_FILES):
+                return (
+                    f": {str(d)!r} is a model (a checkpoint or pipeline folder), not images; score images it makes "
+                    f"with `imgalign eval --model {d} --out DIR` (the suite's prompts, judged) or `imgalign grid "
+                    f"--model A={d} --prompts FILE --reward NAME`"
+                )
+    return ""
+
+
 def run_score(args: argparse.Namespace) -> int:
     from tqdm.auto import tqdm
 
@@ -568,7 +588,7 @@ def run_score(args: argparse.Namespace) -> int:
     check_replaceable(out)
     files = find_images(args.paths)
     if not files:
-        raise CLIError(f"no image files found in {' '.join(args.paths)}")
+        raise CLIError(f"no image files found in {' '.join(args.paths)}{_model_folder_hint(args.paths)}")
     mapping = load_prompt_map(args.prompts) if args.prompts else None
     baseline = load_baseline(args.baseline) if args.baseline else None
     base = Path(args.prompts).parent if args.prompts else None
