@@ -214,6 +214,8 @@ def check_pipeline_folder(path: Path) -> None:
         for name, value in spec.items()
         if not name.startswith("_") and isinstance(value, list) and len(value) != 2
     )
+    if not why and "_class_name" not in spec:  # was diffusers' KeyError, shown as "error: _class_name"
+        why = "it has no '_class_name' entry (the pipeline class, e.g. StableDiffusion3Pipeline)"
     if why:
         raise IncompleteModelError(f"{index} is damaged: {why}; {_folder_fix(path)}")
     # saved without a part it cannot generate without (from_pretrained(..., text_encoder_2=None), then
