@@ -79,6 +79,7 @@ def test_a_config_files_key_yaml_reads_as_other_than_text_is_named_as_written(tm
 
 
 def _checkpoint(root: Path) -> Path:
+    (root / "run" / "checkpoints" / "step-000001").mkdir(parents=True)  # an older one, incomplete
     ckpt = root / "run" / "checkpoints" / "step-000002"
     (ckpt / "trainer_state").mkdir(parents=True)
     (ckpt / "trainer_state" / "state.json").write_text('{"step": 2}')
@@ -88,12 +89,13 @@ def _checkpoint(root: Path) -> Path:
 
 def test_score_given_a_checkpoint_says_how_to_score_the_images_it_makes(tmp_path, capsys):
     """`imgalign score CKPT` said only "no image files found in CKPT"; it now says CKPT is a model and names the
-    commands that sample and judge it (a run's checkpoints/ folder names its latest checkpoint)."""
+    commands that sample and judge it (a run, or its checkpoints/ folder, names its latest checkpoint; its
+    trainer_state/ the checkpoint holding it)."""
     from imgalign.cli import main
 
     ckpt = _checkpoint(tmp_path)
     out = tmp_path / "s.jsonl"
-    for given in (ckpt, ckpt.parent):
+    for given in (ckpt, ckpt.parent, ckpt.parent.parent, ckpt / "trainer_state"):
         assert main(["score", str(given), "--reward", "geneval", "--out", str(out)]) == 2
         err = capsys.readouterr().err
         assert (

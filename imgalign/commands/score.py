@@ -544,7 +544,9 @@ def _model_folder_hint(paths: list[str]) -> str:
     for p in map(Path, paths):
         if not p.is_dir():
             continue
-        inside = [p, *sorted((c for c in p.iterdir() if c.is_dir()), reverse=True)]  # the latest step first
+        # the folder, its subfolders (a run's checkpoints/: the latest step first) and a run's checkpoints
+        below = [c for q in (p, p / "checkpoints") if q.is_dir() for c in q.iterdir() if c.is_dir()]
+        inside = [p.parent if p.name == "trainer_state" else p, *sorted(below, reverse=True)]
         for d in inside:
             if any((d / name).exists() for name in MODEL_FILES):
                 return (
