@@ -405,8 +405,8 @@ def _refuse_underflow(written: Any, key: str) -> None:
         return
     if number == 0 and re.search(r"[1-9]", re.split(r"[eE]", written)[0]):
         raise ConfigError(
-            f"{key}: {written.strip()} is below the smallest float (about 5e-324) and would be read as 0; give a "
-            "larger value, or 0"
+            f"{key}: {written.strip()} is closer to 0 than the smallest float (about 5e-324) and would be read as 0; "
+            "give one further from 0, or 0"
         )
 
 

@@ -40,7 +40,9 @@ def test_a_negative_prompt_dependence_seed_count_is_refused_with_the_measurement
     "source, written",
     [("set", "1e-400"), ("file", "1e-400"), ("file", "1.0e-400"), ("set", "-2.5E-999")],
 )
-def test_a_number_below_the_smallest_float_is_named_not_reported_as_zero(tmp_path, source, written):
+def test_a_number_closer_to_0_than_the_smallest_float_is_named_not_reported_as_zero(
+    tmp_path, source, written
+):
     """train.lr=1e-400 underflows to 0.0 and was refused as "train.lr must be > 0 and finite (got 0.0)", for a
     value the user wrote above 0 (and a YAML file's 1e-400, text to YAML 1.1, the same)."""
     if source == "set":
@@ -52,8 +54,8 @@ def test_a_number_below_the_smallest_float_is_named_not_reported_as_zero(tmp_pat
     with pytest.raises(ConfigError) as info:
         load_config(FlowGRPOConfig, *args)
     assert str(info.value) == (
-        f"train.lr: {written} is below the smallest float (about 5e-324) and would be read as 0; give a larger "
-        "value, or 0"
+        f"train.lr: {written} is closer to 0 than the smallest float (about 5e-324) and would be read as 0; give "
+        "one further from 0, or 0"
     )
 
 
