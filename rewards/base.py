@@ -323,8 +323,10 @@ def _option_value(text: str) -> Any:
     if re.fullmatch(r"[+-]?0\d+", v):  # leading zeros: an identifier, not a number
         return v
     if re.fullmatch(r"[+-]?(\d+\.?\d*|\.\d+)[eE][+-]?\d+", v):  # 1e-3 (YAML 1.1 reads it as a string)
-        # 1e999 overflows to inf: left as written, as .inf is (a number option then refuses it by name)
-        return float(v) if math.isfinite(float(v)) else v
+        # 1e999 overflows to inf, 1e-400 to 0 (clip:weight=1e-400 was "must be > 0, got 0.0"): left as written,
+        # as .inf is (a number option then refuses it by name)
+        underflow = float(v) == 0 and re.search(r"[1-9]", re.split(r"[eE]", v)[0])
+        return float(v) if math.isfinite(float(v)) and not underflow else v
     try:
         val = yaml.safe_load(v)
     except yaml.YAMLError:
@@ -492,6 +494,15 @@ def _refuse_empty_values(name: str, opts: Mapping[str, Any], params: Mapping[str
         )
 
 
+def _beyond_float(value: Any) -> bool:
+    """Whether `value` is the text of a number a float cannot hold: 1e400 (inf), or 1e-400 (0, written as not 0)."""
+    if not isinstance(value, str) or not re.fullmatch(r"[+-]?(\d+\.?\d*|\.\d+)[eE][+-]?\d+", value):
+        return False
+    return math.isinf(float(value)) or (
+        float(value) == 0 and bool(re.search(r"[1-9]", re.split(r"[eE]", value)[0]))
+    )
+
+
 def _refuse_non_numbers(name: str, opts: Mapping[str, Any], params: Mapping[str, Any]) -> None:
     """An option whose default is a number given as text (``clip:weight=abc``) or, for a whole-number default, as a
     fraction (``clip:batch_size=2.5``) is refused by name before the reward loads: ``float('abc')`` failed after the
@@ -503,9 +514,10 @@ def _refuse_non_numbers(name: str, opts: Mapping[str, Any], params: Mapping[str,
         whole = isinstance(default, int)
         number = isinstance(value, (int, float)) and not isinstance(value, bool)
         if not number or (whole and not float(value).is_integer()):
+            hint = " (out of a float's range: about 5e-324 to 1.8e308 from 0)" if _beyond_float(value) else ""
             raise ValueError(
                 f"reward {name!r}: option {key} must be {'a whole number' if whole else 'a number'} "
-                f"(default {default}), got {value!r}"
+                f"(default {default}), got {value!r}{hint}"
             )
 
 

@@ -125,3 +125,26 @@ def test_a_model_index_without_its_class_name_is_named_damaged(tmp_path, capsys)
     err = capsys.readouterr().err
     assert f"{index} is damaged: it has no '_class_name' entry (the pipeline class" in err
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    "spec, option, kind, written",
+    [
+        ("clip:weight=1e-400", "weight", "a number (default 2.5)", "1e-400"),
+        ("clip:batch_size=-1E-999", "batch_size", "a whole number (default 64)", "-1E-999"),
+        ("clip:weight=1e400", "weight", "a number (default 2.5)", "1e400"),
+    ],
+)
+def test_a_reward_option_number_a_float_cannot_hold_is_refused_as_written(spec, option, kind, written):
+    """clip:weight=1e-400 was read as 0.0 and refused when built as "weight must be > 0, got 0.0" (batch_size=1e-400
+    passed as 0); a number out of a float's range is now left as written and refused by name, saying why."""
+    from imgalign.rewards.base import check_reward_options, parse_reward_spec
+
+    assert parse_reward_spec(spec)[1] == {option: written}
+    with pytest.raises(ValueError) as info:
+        check_reward_options(spec)
+    assert str(info.value) == (
+        f"reward 'clip': option {option} must be {kind}, got {written!r} (out of a float's range: about 5e-324 to "
+        "1.8e308 from 0)"
+    )
+    assert parse_reward_spec("clip:weight=0e5,batch_size=2e1")[1] == {"weight": 0.0, "batch_size": 20.0}
