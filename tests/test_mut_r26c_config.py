@@ -44,3 +44,11 @@ def test_a_dotted_key_under_a_setting_that_is_no_section_is_an_unknown_key(tmp_p
         load_config(FlowGRPOConfig, path)
     assert "unknown config key 'train.lr.x'" in str(info.value)
     assert "written with dots" not in str(info.value)
+
+
+def test_a_key_under_an_earlier_scalar_override_is_no_section() -> None:
+    """`--set train=5 --set train.lr=0.5`: only an earlier override's mapping becomes the section later keys go
+    into; a scalar one is still refused as no section (turning any override into a dict failed with
+    TypeError's traceback, "'int' object is not iterable")."""
+    with pytest.raises(ConfigError, match=r"override 'train\.lr=0\.5': 'train' is not a section"):
+        load_config(FlowGRPOConfig, None, ["train=5", "train.lr=0.5"])
