@@ -83,3 +83,45 @@ def test_a_transformer_only_checkpoint_is_not_offered_alone(
         in err
     )
     assert "the checkpoint alone" not in err
+
+
+def _wrong_transformer(folder: Path) -> None:
+    """A transformer in `folder` taking 64-wide text features (the shapes model's take 128)."""
+    import torch
+    from safetensors.torch import save_file
+
+    folder.mkdir(parents=True)
+    config = {"_class_name": "SD3Transformer2DModel", "in_channels": 4, "joint_attention_dim": 64}
+    (folder / "config.json").write_text(json.dumps({**config, "pooled_projection_dim": 64}))
+    save_file({"w": torch.zeros(1)}, str(folder / "diffusion_pytorch_model.safetensors"))
+
+
+def test_a_transformer_folder_of_another_name_does_not_borrow_its_parents_base(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Only a checkpoint's own transformer/ is read with the checkpoint's imgalign_model.json: a transformer saved
+    as tf_copy/ beside that file is no part of the checkpoint, and naming the checkpoint's base for it guesses.
+    The general advice stays."""
+    ckpt = tmp_path / "ckpt"
+    _wrong_transformer(ckpt / "tf_copy")
+    info = {"family": "sd3", "base_model": "/models/my-base", "lora": None}
+    (ckpt / "imgalign_model.json").write_text(json.dumps(info))
+    overlay = ckpt / "tf_copy"
+    err = _grid_error(f"shapes+{overlay}", tmp_path, capsys)
+    assert "joint_attention_dim 64 against the base's 128" in err
+    assert f"give the base model it was trained on, as BASE+{overlay}" in err
+    assert "/models/my-base" not in err
+
+
+def test_an_unreadable_record_keeps_the_mismatch_and_the_general_advice(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A checkpoint whose imgalign_model.json is no JSON: the error stays the transformer's mismatch with the general
+    advice (the record's own ValueError, about that file, took its place)."""
+    ckpt = tmp_path / "ckpt"
+    _wrong_transformer(ckpt / "transformer")
+    (ckpt / "imgalign_model.json").write_text("{not json")
+    overlay = ckpt / "transformer"
+    err = _grid_error(f"shapes+{overlay}", tmp_path, capsys)
+    assert "joint_attention_dim 64 against the base's 128" in err
+    assert f"give the base model it was trained on, as BASE+{overlay}" in err
