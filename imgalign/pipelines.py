@@ -153,8 +153,10 @@ def _config_hint(config: Path) -> str:
 def step_folders(folder: Path) -> list[str]:
     """Names of the checkpoint folders ``step-NNNNNN`` in `folder`, oldest first; a ``step-N.old`` (a checkpoint
     being replaced, or a stale copy) is none: the hints named it as the run's checkpoint to give."""
-    steps = [p.name for p in folder.glob("step-*") if p.is_dir() and re.fullmatch(r"step-\d{6,}", p.name)]
-    return sorted(steps, key=lambda name: int(name[len("step-") :]))
+    from imgalign.trainers.checkpoint import STEP_RE, step_of
+
+    steps = [p for p in folder.glob("step-*") if p.is_dir() and STEP_RE.match(p.name)]
+    return [p.name for p in sorted(steps, key=step_of)]
 
 
 def check_pipeline_folder(path: Path) -> None:
