@@ -735,6 +735,7 @@ def test_report_compare_rejects_bad_arguments(tmp_path, capsys):
     k = ["--keys", "reward/r/mean", "--out", str(out)]
     for argv, message in (
         ([f"a={run}", f"a={run}", *k], "label 'a' is used twice"),
+        ([f"a={run}", f" a ={run}", *k], "label 'a' is used twice"),  # was: a second group ' a '
         ([f"a={run},", *k], "--compare takes LABEL=RUN"),
         ([f"a={run},{run}", *k], "twice; give each run of a group once"),  # was: its curve counted twice
         ([f"a={run}", "--keys", "reward/r/mean"], "--compare needs --keys KEY [KEY ...] and --out DIR"),

@@ -66,7 +66,9 @@ def run_report(args: argparse.Namespace) -> int:
         groups = {}
         for item in args.compare:
             label, sep, runs = item.partition("=")
-            if not sep or not label.strip() or not runs or "" in runs.split(","):
+            # " base =RUN" was a group of its own beside "base=RUN", with the spaces in the legend
+            label = label.strip()
+            if not sep or not label or not runs or "" in runs.split(","):
                 raise ValueError(f"--compare takes LABEL=RUN[,RUN...], got {item!r}")
             if label in groups:
                 raise ValueError(f"--compare: label {label!r} is used twice; give each group one label")
