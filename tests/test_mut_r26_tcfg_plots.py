@@ -43,3 +43,14 @@ def test_a_key_logged_only_as_null_in_some_rows_is_titled_no_finite_value_not_ab
     )
     plots.plot_metrics(tmp_path, keys=["a", "b"], out=tmp_path / "c.png")
     assert titles == ["a (no finite value)", "b (absent)"]
+
+
+def test_an_empty_key_list_plots_the_default_keys_like_none(tmp_path: Path) -> None:
+    """keys=[] (the Python API; the CLI passes None for no keys) said "none given and no reward/*/mean in the file"
+    beside a file that logs reward/r/mean; it plots the default keys as keys=None does."""
+    (tmp_path / "metrics.jsonl").write_text(json.dumps({"step": 1, "reward/r/mean": 0.5}) + "\n")
+    assert plots.plot_metrics(tmp_path, [], tmp_path / "c.png").is_file()
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "metrics.jsonl").write_text(json.dumps({"step": 1, "train/lr": 0.1}) + "\n")
+    with pytest.raises(ValueError, match="no metric keys to plot"):
+        plots.plot_metrics(tmp_path / "empty", [], tmp_path / "d.png")

@@ -60,7 +60,7 @@ def plot_metrics(
 
     # with every evaluation from eval.jsonl, the base model's at step 0 (eval.at_start) too
     rows = read_metrics(path)
-    if keys is None:
+    if not keys:  # None or [] (keys=[] was "none given and no reward/*/mean" beside a file that has them)
         found = sorted({k for r in rows for k in r})
         keys = [k for k in found if k.startswith("reward/") and k.endswith("/mean")]
         keys += [k for k in found if k == "eval/shapes/overall"]
