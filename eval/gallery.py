@@ -54,7 +54,7 @@ def wrap(text: str, width_px: int, f: ImageFont.ImageFont, max_lines: int = 6) -
             line = word
         lines.append(line)
     if len(lines) > max_lines:
-        last = lines[max_lines - 1][:-1]
+        last = lines[max_lines - 1]  # whole where it fits beside the '…' ([:-1] dropped a letter that fitted)
         while last and not fits(last + "…"):
             last = last[:-1]
         lines = lines[: max_lines - 1] + [last + "…"]

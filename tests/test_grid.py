@@ -624,7 +624,7 @@ def test_fit_scales_the_longer_side_and_wrap_marks_a_cut():
     assert fit(Image.new("RGB", (100, 50)), 40).size == (40, 20)
     assert fit(Image.new("RGB", (10, 20)), 40).size == (20, 40)
     text = wrap("\n".join(f"line{i}" for i in range(5)), 400, font(12), max_lines=3)
-    assert text.splitlines() == ["line0", "line1", "line…"]
+    assert text.splitlines() == ["line0", "line1", "line2…"]
 
 
 def test_save_png_renames_its_temporary_file(tmp_path):
