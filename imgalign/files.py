@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import secrets
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -45,13 +46,15 @@ NAME_MAX = 255
 """The longest file name, in bytes, most file systems take."""
 
 
-def temporary_name(path: Path) -> Path:
-    """The hidden temporary name beside `path` that :func:`replacing` writes to: ``DIR/.NAME.tmp``, or, where that
-    is over :data:`NAME_MAX` bytes (a NAME of 251 to 255 bytes, which the file system takes), ``DIR/.HASH.tmp``:
-    the result was computed and then refused as "a file name of 257 bytes", naming the hidden file."""
-    name = f".{path.name}.tmp"
+def temporary_name(path: Path, tag: str = "") -> Path:
+    """The hidden temporary name beside `path`: ``DIR/.NAME.tmp`` (``DIR/.NAME.TAG.tmp`` with a `tag`), or, where
+    that is over :data:`NAME_MAX` bytes (a NAME of 251 to 255 bytes, which the file system takes),
+    ``DIR/.HASH.tmp``: the result was computed and then refused as "a file name of 257 bytes", naming the hidden
+    file."""
+    tag = f".{tag}" if tag else ""
+    name = f".{path.name}{tag}.tmp"
     if len(name.encode()) > NAME_MAX:
-        name = f".{hashlib.sha256(path.name.encode()).hexdigest()[:32]}.tmp"
+        name = f".{hashlib.sha256(path.name.encode()).hexdigest()[:32]}{tag}.tmp"
     return path.with_name(name)
 
 
@@ -59,9 +62,12 @@ def temporary_name(path: Path) -> Path:
 def replacing(path: str | Path) -> Iterator[Path]:
     """Yield a temporary path to write `path`'s new content to; when the block ends without an error, move it onto
     `path`. On any error (KeyboardInterrupt too), in the block or in the move (`path` a folder), the temporary file
-    is removed and the error propagates; `path` keeps its old content, or stays absent."""
+    is removed and the error propagates; `path` keeps its old content, or stays absent. Each write has a temporary
+    name of its own (:func:`temporary_name` tagged with the process and a random part): two commands writing one
+    --out at once shared ``.NAME.tmp``, so one moved into place the file the other was still writing (a reader saw it
+    empty or mixed) and the other failed with FileNotFoundError."""
     path = Path(path)
-    tmp = temporary_name(path)
+    tmp = temporary_name(path, f"{os.getpid()}-{secrets.token_hex(4)}")
     try:
         yield tmp
         open_mode(tmp)  # a move that fails (onto a folder) left the finished temporary file behind
