@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import glob
 import logging
 import os
@@ -97,15 +98,37 @@ def _warn_of_dangling_links(folder: Path, links: Sequence[Path]) -> None:
     key = tuple(sorted(p.absolute() for p in links))
     if links and key not in _DANGLING_WARNED:
         _DANGLING_WARNED.add(key)
-        first = sorted(links)[0]
-        log.warning(
-            "skipped %d symlink(s) under %s whose target does not exist, e.g. %s -> %s: restore or mount their "
-            "targets, or remove the links",
-            len(links),
-            folder,
-            first,
-            os.readlink(first),
-        )
+        # a link that leads back to itself (a.png -> b.png -> a.png) was said to have a target that does not
+        # exist, beside its target in the same folder
+        loops = sorted(p for p in links if _loops(p))
+        gone = sorted(p for p in links if p not in loops)
+        if gone:
+            log.warning(
+                "skipped %d symlink(s) under %s whose target does not exist, e.g. %s -> %s: restore or mount "
+                "their targets, or remove the links",
+                len(gone),
+                folder,
+                gone[0],
+                os.readlink(gone[0]),
+            )
+        if loops:
+            log.warning(
+                "skipped %d symlink(s) under %s that lead back to themselves (a loop of links), e.g. %s -> %s: "
+                "point them at the image files, or remove the links",
+                len(loops),
+                folder,
+                loops[0],
+                os.readlink(loops[0]),
+            )
+
+
+def _loops(link: Path) -> bool:
+    """Whether following `link` comes back to a link already followed (ELOOP)."""
+    try:
+        os.stat(link)
+    except OSError as e:
+        return e.errno == errno.ELOOP
+    return False
 
 
 ORIENTATION_TAG = 0x0112  # EXIF Orientation: 1 upright; 5 to 8 a quarter turn (transposed or not)
