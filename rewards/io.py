@@ -73,6 +73,12 @@ def find_images(paths: Iterable[str | Path]) -> list[Path]:
                 raise FileNotFoundError(f"{s!r} matches no file or folder; check the pattern")
             for q in matches:
                 out += expand(Path(q))
+        elif path.is_symlink():  # `ls` shows it: "is not a file" read as a wrong name
+            why = "leads back to itself (a loop of links)" if _loops(path) else "does not exist"
+            raise FileNotFoundError(
+                f"{s!r} is a symlink to {os.readlink(path)!r}, which {why}: restore its target, or give the image "
+                "file itself"
+            )
         else:
             raise FileNotFoundError(f"{s!r} is not a file, folder or glob that matches anything")
     # one file spelt two ways (a/x.png, /abs/a/x.png, a/b/../x.png) was scored twice and counted twice in the means;
