@@ -1,4 +1,4 @@
-"""Bad-input round 31: `imgalign score` of images whose file names are not UTF-8."""
+"""Bad-input round 31: `imgalign score` and `imgalign eval` of images whose file or folder names are not UTF-8."""
 
 from __future__ import annotations
 
@@ -43,3 +43,27 @@ def test_a_csv_out_names_a_file_whose_name_is_not_utf8_by_the_bytes_of_its_name(
     assert main(["score", str(images), "--reward", "artifact", "--out", str(jsonl), "--no-progress"]) == 0
     (row,) = [json.loads(line) for line in jsonl.read_text().splitlines()]
     assert Path(row["file"]) == images / NAME and row["scores"]["artifact"] == float(rows[1][2])
+
+
+def test_eval_of_a_folder_whose_name_is_not_utf8_writes_its_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`imgalign eval --images` of such a folder judged every image, then failed on report.md (the model is named
+    by the folder) with "'utf-8' codec can't encode character '\\udce9'"; report.md names it by its bytes."""
+    images = tmp_path / os.fsdecode(b"gen\xe9")
+    try:
+        (images / "00000" / "samples").mkdir(parents=True)
+    except (OSError, UnicodeEncodeError):
+        pytest.skip("this file system refuses a name that is not UTF-8")
+    meta = {
+        "tag": "single_object",
+        "include": [{"class": "square", "count": 1}],
+        "prompt": "a photo of a square",
+    }
+    (images / "00000" / "metadata.jsonl").write_text(json.dumps(meta) + "\n")
+    Image.new("RGB", (64, 64), (255, 255, 255)).save(images / "00000" / "samples" / "0000.png")
+    out = tmp_path / "ev"
+    assert main(["eval", "--images", str(images), "--out", str(out), "--no-progress"]) == 0
+    assert "codec" not in capsys.readouterr().err
+    assert b"gen\xe9" in (out / "report.md").read_bytes()
+    assert json.loads((out / "summary.json").read_text())["n_images"] == 1
