@@ -237,13 +237,17 @@ def load_stats(path: str | Path) -> tuple[torch.Tensor, torch.Tensor, int, str]:
     return mu, sigma, int(meta["n"]), meta["features"]
 
 
-def folder_features(path: str | Path, encoder: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
+def folder_features(
+    path: str | Path,
+    encoder: Callable[[torch.Tensor], torch.Tensor],
+    size: int | tuple[int, int] | None = None,
+) -> torch.Tensor:
     """`encoder`'s features [N, D] of the images of a folder, read a batch at a time
-    (:func:`~imgalign.rewards.io.encode_image_folder`); a covariance needs at least 2 (the error names the
-    folder)."""
+    (:func:`~imgalign.rewards.io.encode_image_folder`; resized to `size` when given); a covariance needs at least 2
+    (the error names the folder)."""
     from imgalign.rewards.io import encode_image_folder, other_files_note
 
-    feats = encode_image_folder(path, encoder)
+    feats = encode_image_folder(path, encoder, size)
     if feats.shape[0] < 2:  # the files skipped for their suffix named too, as with none readable
         raise ValueError(
             f"{str(path)!r} holds {feats.shape[0]} readable image{other_files_note(path)}; FID statistics need at "

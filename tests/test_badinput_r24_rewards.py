@@ -80,10 +80,14 @@ def test_a_folder_named_shapes_in_the_working_folder_is_said_not_to_be_read(
         assert main(["rewards", *argv, "--features", "stats", "--n", "4"]) == 0
     said = [r.getMessage() for r in caplog.records if r.name == "imgalign.commands.rewards_cmd"]
     flag = "fd argument" if command == "fd" else "--images"
+    resized = [  # (fd in stats features: the renders are 64x64, gen's images 16x16)
+        f"the images of 'shapes' are 64x64 and those of {str(gen)!r} 16x16: stats features depend on the image "
+        f"size, so those of {str(gen)!r} are resized to 64x64 (bicubic) to compare the images, not their sizes"
+    ]
     assert said == [
         f"{flag} 'shapes' means renders of the shapes world, not the folder named 'shapes' in this folder; to read "
         "that, give it as ./shapes"
-    ]
+    ] + (resized if command == "fd" else [])
     renders_out = capsys.readouterr().out
     caplog.clear()
     # ./shapes reads the folder, with nothing to say (whole: --n counts renders only)

@@ -411,7 +411,7 @@ def run_build_shapes_artifact(args: argparse.Namespace) -> int:
     return 0
 
 
-def _stats(src: str, enc, n: int, seed: int):
+def _stats(src: str, enc, n: int, seed: int, size: tuple[int, int] | None = None):
     from imgalign.rewards.fid import folder_features, load_stats, shapes_reference_images, stats_of
 
     if src == "shapes":
@@ -420,7 +420,40 @@ def _stats(src: str, enc, n: int, seed: int):
         mu, sigma, _n, _feats = load_stats(src)
         return mu, sigma
     _check_dir(src, "path")
-    return stats_of(folder_features(src, enc))
+    return stats_of(folder_features(src, enc, size))
+
+
+def _fd_resize(a: str, b: str, features: str) -> dict[str, tuple[int, int]]:
+    """{folder: (width, height)} for the side whose images are resized in `stats` features, where the two sides'
+    sizes differ; else {}. Those features depend on the image size (its gradients, Laplacian and spectrum): the same
+    40 images at 32x32 and at 64x64 were 107 apart, two independent sets at one size 0.02, without a word. A folder
+    is resized to the renders' 64x64 ('shapes'), or `b` to `a`'s size, as fit-discriminator and fit-artifact resize
+    their second folder to the first's (a stats file's size is not recorded: it is used as it is)."""
+    if features != "stats":  # the model encoders resize every image to their own input size
+        return {}
+    from imgalign.rewards.io import folder_image_size
+    from imgalign.shapes import IMAGE_SIZE
+
+    def size(src: str) -> tuple[int, int] | None:
+        if src == "shapes":
+            return (IMAGE_SIZE, IMAGE_SIZE)
+        return folder_image_size(src) if Path(src).is_dir() else None
+
+    size_a, size_b = size(a), size(b)
+    if size_a is None or size_b is None or size_a == size_b:
+        return {}
+    resized, target = (a, size_b) if b == "shapes" else (b, size_a)
+    log.warning(
+        "the images of %r are %dx%d and those of %r %dx%d: stats features depend on the image size, so those of "
+        "%r are resized to %dx%d (bicubic) to compare the images, not their sizes",
+        a,
+        *size_a,
+        b,
+        *size_b,
+        resized,
+        *target,
+    )
+    return {resized: target}
 
 
 def _check_source(src: str, features: str) -> None:
@@ -490,8 +523,10 @@ def run_fd(args: argparse.Namespace) -> int:
         if src != "shapes" and Path(src).is_dir():
             _check_image_files(src, repr(src), STATS_NEED, "readable image")
     enc = build_features(args.features, args.device)
-    mu_a, sig_a = _stats(args.a, enc, args.n, 0)
-    mu_b, sig_b = _stats(args.b, enc, args.n, 1)  # 'shapes' twice gives two independent render sets
+    resize = _fd_resize(args.a, args.b, args.features)  # {the folder resized: its size} or {}
+    mu_a, sig_a = _stats(args.a, enc, args.n, 0, resize.get(args.a))
+    # ('shapes' twice gives two independent render sets)
+    mu_b, sig_b = _stats(args.b, enc, args.n, 1, resize.get(args.b))
     if mu_a.shape != mu_b.shape:  # a stats file from another model saved under the same --features name
         raise CLIError(
             f"{args.a} has {mu_a.shape[0]}-d features and {args.b} {mu_b.shape[0]}-d: they come from different "

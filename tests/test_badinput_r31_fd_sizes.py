@@ -1,0 +1,48 @@
+"""Bad-input round 31: `imgalign rewards fd` of two folders whose images differ in size."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from imgalign.cli import main
+
+
+def _fd(capsys: pytest.CaptureFixture[str], *args: str) -> float:
+    assert main(["rewards", "fd", *args, "--features", "stats"]) == 0
+    return float(re.search(r"features: (\S+)", capsys.readouterr().out).group(1))
+
+
+def test_stats_features_compare_the_images_not_their_sizes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """The same images at 32x32 and (downscaled) at 16x16 were far apart in `stats` features, which depend on the
+    image size, further than another set of the same kind, without a word: the second folder is read at the
+    first's size, as fit-discriminator and fit-artifact read theirs, and the warning says so."""
+    small, large, other = (tmp_path / n for n in ("small", "large", "other"))
+    for d in (small, large, other):
+        d.mkdir()
+    rng = np.random.default_rng(0)
+    for i in range(12):
+        im = Image.fromarray(rng.integers(0, 255, (32, 32, 3), dtype=np.uint8))
+        im.save(large / f"{i}.png")
+        im.resize((16, 16), Image.Resampling.BICUBIC).save(small / f"{i}.png")
+        im = Image.fromarray(rng.integers(0, 255, (32, 32, 3), dtype=np.uint8))
+        im.resize((16, 16), Image.Resampling.BICUBIC).save(other / f"{i}.png")
+    with caplog.at_level("WARNING"):
+        same = _fd(capsys, str(small), str(large))
+    assert same < 1e-3 < _fd(capsys, str(small), str(other))  # the same images, at one size
+    said = [r.getMessage() for r in caplog.records if "depend on the image size" in r.getMessage()]
+    assert said == [
+        f"the images of {str(small)!r} are 16x16 and those of {str(large)!r} 32x32: stats features depend on the "
+        f"image size, so those of {str(large)!r} are resized to 16x16 (bicubic) to compare the images, not their "
+        "sizes"
+    ]
+    caplog.clear()
+    with caplog.at_level("WARNING"):  # one size: nothing said, nothing resized
+        _fd(capsys, str(small), str(other))
+    assert not [r for r in caplog.records if "depend on the image size" in r.getMessage()]
