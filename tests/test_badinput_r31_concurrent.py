@@ -3,7 +3,12 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 from imgalign.files import NAME_MAX, atomic_write_text, replacing
 
@@ -37,3 +42,47 @@ def test_two_writes_at_once_of_a_name_near_the_limit_get_different_temporary_fil
         first.write_text("1")
         second.write_text("2")
     assert path.read_text() == "1" and [p.name for p in tmp_path.iterdir()] == [path.name]
+
+
+def test_an_eval_into_an_out_folder_another_eval_is_writing_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two `imgalign eval --model M --out DIR` started at once into an empty DIR (a script's loop, a job submitted
+    twice, another --seed) both took it: the second took over while the first's model loaded, its images replaced
+    the first's, and both ended with status 0. While one evaluates into DIR, another is refused before it writes
+    anything; once it ended, DIR is taken as before."""
+    from imgalign.cli import main
+    from imgalign.commands.evaluate import _unlock_out_folders, claim_out_folder
+
+    out = tmp_path / "ev"
+    out.mkdir()
+    holder = subprocess.Popen(  # another evaluation holding the folder
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDONLY); fcntl.flock(fd, fcntl.LOCK_EX); "
+            "print('held', flush=True); time.sleep(60)",
+            str(out),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        assert (
+            main(["eval", "--ground-truth", "--images-per-prompt", "1", "--out", str(out), "--seed", "1"])
+            == 2
+        )
+        assert (
+            f"--out {str(out)!r} is being written by another imgalign eval (the same command started twice?): wait "
+            "for it to end, or give another --out folder"
+        ) in capsys.readouterr().err
+        assert list(out.iterdir()) == []
+    finally:
+        holder.kill()
+        holder.wait()
+    try:
+        claim_out_folder(out, {"suite": "shapes", "seed": 1})  # (the lock went with the other process)
+    finally:
+        _unlock_out_folders()  # (as run_eval does when it ends)
+    assert json.loads((out / "eval_args.json").read_text()) == {"suite": "shapes", "seed": 1}
