@@ -52,7 +52,8 @@ def test_an_eval_into_an_out_folder_another_eval_is_writing_is_refused(
     the first's, and both ended with status 0. While one evaluates into DIR, another is refused before it writes
     anything; once it ended, DIR is taken as before."""
     from imgalign.cli import main
-    from imgalign.commands.evaluate import _unlock_out_folders, claim_out_folder
+    from imgalign.commands.evaluate import claim_out_folder
+    from imgalign.trainers.checkpoint import unlock_output_dir
 
     out = tmp_path / "ev"
     out.mkdir()
@@ -84,5 +85,28 @@ def test_an_eval_into_an_out_folder_another_eval_is_writing_is_refused(
     try:
         claim_out_folder(out, {"suite": "shapes", "seed": 1})  # (the lock went with the other process)
     finally:
-        _unlock_out_folders()  # (as run_eval does when it ends)
+        unlock_output_dir(out)  # (as run_eval does when it ends)
     assert json.loads((out / "eval_args.json").read_text()) == {"suite": "shapes", "seed": 1}
+
+
+def test_an_eval_on_a_file_system_without_flock_runs_and_says_it_is_not_locked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Lustre without -o flock: the evaluation went on without a word, where train warns; it now warns the same way
+    (the trainer's lock, on the folder itself), and writes its eval_args.json."""
+    import errno
+    import fcntl
+
+    from imgalign.commands.evaluate import claim_out_folder
+    from imgalign.trainers.checkpoint import unlock_output_dir
+
+    def no_flock(fd: int, op: int) -> None:
+        raise OSError(errno.ENOSYS, "Function not implemented")
+
+    monkeypatch.setattr(fcntl, "flock", no_flock)
+    out = tmp_path / "ev"
+    with caplog.at_level("WARNING"):
+        claim_out_folder(out, {"suite": "shapes"})
+    assert f"cannot lock {out}" in caplog.text and "a second imgalign eval started into" in caplog.text
+    assert [p.name for p in out.iterdir()] == ["eval_args.json"]
+    unlock_output_dir(out)

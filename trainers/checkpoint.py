@@ -184,11 +184,12 @@ def unwritable(path: Path, e: Exception) -> CheckpointWriteError:
 _HELD_LOCKS: dict[str, int] = {}  # output folders this process trains into: the open lock file of each
 
 
-def lock_output_dir(out: Path, command: str = "imgalign train") -> bool:
+def lock_output_dir(out: Path, command: str = "imgalign train", *, lock_file: str | None = ".lock") -> bool:
     """Take the exclusive lock of output folder `out` (``out/.lock``, flock) for this process; False when another
     process holds it (a second start of the same job would append to its metrics and overwrite its checkpoints).
     The lock goes with the process, so a killed run leaves none; this process may take it again (a resume in-process).
-    `command` names the job in the warning where the file system takes no lock."""
+    `command` names the job in the warning where the file system takes no lock. With `lock_file` None the folder
+    itself is locked, so no file is added to it (``imgalign eval``, whose --out holds only its results)."""
     try:
         import fcntl
     except ImportError:  # not a POSIX system: no lock (a double start is not caught there)
@@ -196,7 +197,8 @@ def lock_output_dir(out: Path, command: str = "imgalign train") -> bool:
     key = str(Path(out).resolve())
     if key in _HELD_LOCKS:
         return True
-    fd = os.open(Path(out) / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+    target = Path(out) / lock_file if lock_file else Path(out)
+    fd = os.open(target, os.O_RDWR | os.O_CREAT, 0o644) if lock_file else os.open(target, os.O_RDONLY)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -206,9 +208,9 @@ def lock_output_dir(out: Path, command: str = "imgalign train") -> bool:
     except OSError as e:
         os.close(fd)
         log.warning(
-            "cannot lock %s (%s): training without the output-folder lock, so a second %s started into this "
+            "cannot lock %s (%s): running without the output-folder lock, so a second %s started into this "
             "folder is not refused",
-            Path(out) / ".lock",
+            target,
             e.strerror or e,
             command,
         )

@@ -6,7 +6,6 @@ import argparse
 import hashlib
 import json
 import logging
-import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -191,7 +190,11 @@ def claim_out_folder(out: Path, ident: dict[str, Any]) -> None:
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {str(out)!r} is a file; give a folder for the evaluation's outputs")
     out.mkdir(parents=True, exist_ok=True)
-    if not _lock_out_folder(out):
+    from imgalign.trainers.checkpoint import lock_output_dir
+
+    # Two evaluations started into one empty --out both took it: the second took over while the first's model
+    # loaded, and both said they had written it. The folder itself is locked (no file added) until run_eval ends.
+    if not lock_output_dir(out, "imgalign eval", lock_file=None):
         raise ValueError(
             f"--out {str(out)!r} is being written by another imgalign eval (the same command started twice?): "
             "wait for it to end, or give another --out folder"
@@ -232,44 +235,14 @@ def claim_out_folder(out: Path, ident: dict[str, Any]) -> None:
     atomic_write_text(path, json.dumps(ident, indent=2) + "\n")
 
 
-_OUT_LOCKS: dict[Path, int] = {}
-"""--out folders this process evaluates into: the open, flock-ed folder of each."""
-
-
-def _lock_out_folder(out: Path) -> bool:
-    """Take the exclusive lock of the folder `out` itself (flock on the folder, so no file is added to it) until
-    :func:`_unlock_out_folders`; False when another process holds it. Two evaluations started into one empty --out
-    both took it: the second took over while the first's model loaded, and both said they had written it."""
-    try:
-        import fcntl
-    except ImportError:  # not a POSIX system: no lock
-        return True
-    key = out.resolve()
-    if key in _OUT_LOCKS:
-        return True
-    fd = os.open(out, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        return False
-    except OSError:  # a file system without flock (some NFS, Lustre): evaluated without the lock
-        os.close(fd)
-        return True
-    _OUT_LOCKS[key] = fd
-    return True
-
-
-def _unlock_out_folders() -> None:
-    while _OUT_LOCKS:
-        os.close(_OUT_LOCKS.popitem()[1])
-
-
 def run_eval(args: argparse.Namespace) -> int:
     try:
         return _run_eval(args)
     finally:
-        _unlock_out_folders()
+        if getattr(args, "out", None):
+            from imgalign.trainers.checkpoint import unlock_output_dir
+
+            unlock_output_dir(Path(args.out))
 
 
 def _run_eval(args: argparse.Namespace) -> int:
