@@ -28,3 +28,12 @@ def _blotches(seed: int) -> int:
     rng = random.Random(seed)
     rng.randrange(2**31)
     return rng.randint(1, 3)
+
+
+def test_broken_edges_work_on_an_image_whose_sides_are_not_multiples_of_four():
+    # the random blocks are 4x4 pixels: h // 4 + 1 of them cover 30 rows (h // 4 = 7 blocks cover only 28)
+    x = torch.zeros(3, 30, 22)
+    x[:, 5:25, 5:17] = 1.0  # a white rectangle: edges to break
+    y = artifact.add_artifact(x, "broken_edges", random.Random(0))
+    assert y.shape == x.shape
+    assert not torch.equal(y, x)
