@@ -254,7 +254,7 @@ def other_runs_config(
 
 def run_folder_of(resume: str) -> Path | None:
     """The run folder a ``--resume`` path lies in (the run itself, its checkpoints/, a checkpoint or a checkpoint's
-    trainer_state/): the nearest of it and its two parents that holds a run and its config.yaml, or None."""
+    trainer_state/): the nearest of it and its three parents that holds a run and its config.yaml, or None."""
     for folder in [Path(resume), *Path(resume).parents][:4]:
         if holds_run(folder) and (folder / "config.yaml").is_file():
             return folder
