@@ -38,3 +38,12 @@ def test_a_vlm_folder_without_its_tokenizer_is_named_incomplete_with_the_pretrai
 def test_the_clip_loads_as_the_dtype_asked() -> None:
     model, _, _ = load_shapes_clip(dtype=torch.float64)
     assert {p.dtype for p in model.parameters()} == {torch.float64}
+
+
+@_needs("shapes-vlm")
+def test_the_vlm_loads_as_the_dtype_asked_and_float32_by_default() -> None:
+    """(survivor S6: a load_shapes_vlm that ignored `dtype` passed every test)"""
+    model, _ = load_shapes_vlm(dtype=torch.float64)
+    assert {p.dtype for p in model.parameters()} == {torch.float64}
+    model, _ = load_shapes_vlm()
+    assert {p.dtype for p in model.parameters()} == {torch.float32}
