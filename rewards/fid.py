@@ -304,6 +304,12 @@ class FIDReward(Reward):
             int(set_size),
         )
         self.encoder = build_features(self.features_name, self.device, dtype)
+        # stats features depend on the image size (gradients, Laplacian, spectrum): the same images at 32 and 64 px
+        # scored -109 apart, another set at one size -0.02, without a word. Every image is encoded at the
+        # reference's (width, height), as `rewards fd` reads its second folder; the model encoders resize every
+        # image to their own input size
+        self.ref_wh = self._reference_size(str(ref)) if self.encoder.name == "stats" else None
+        self._warned_sizes: set[tuple[int, int]] = set()
         self.mu_ref, self.sigma_ref = self._reference(str(ref), int(ref_size))
         self.sqrt_ref = psd_sqrt(self.sigma_ref)
         d = self.mu_ref.shape[0]
@@ -322,7 +328,52 @@ class FIDReward(Reward):
         self.sum1 = torch.zeros(d, dtype=torch.float64)
         self.sum2 = torch.zeros(d, d, dtype=torch.float64)
         if init:
-            self._push(folder_features(init, self.encoder))
+            if self.ref_wh is not None:
+                from imgalign.rewards.io import folder_image_size
+
+                init_wh = folder_image_size(init) if Path(init).is_dir() else None
+                if init_wh is not None:
+                    self._warn_resize(f"the images of init={str(init)!r}", init_wh)
+            self._push(folder_features(init, self.encoder, self.ref_wh))
+
+    @staticmethod
+    def _reference_size(ref: str) -> tuple[int, int] | None:
+        """The (width, height) of the reference images: the renders' for 'shapes', an image folder's own (the size
+        its images are read at), None for a stats file (no size recorded)."""
+        from imgalign.rewards.io import folder_image_size
+        from imgalign.shapes import IMAGE_SIZE
+
+        if ref == "shapes":
+            return (IMAGE_SIZE, IMAGE_SIZE)
+        return folder_image_size(ref) if Path(ref).is_dir() else None
+
+    def _warn_resize(self, what: str, wh: tuple[int, int]) -> None:
+        """Warn once per reward and size that images of (width, height) `wh` are resized to the reference's."""
+        if self.ref_wh is None or wh == self.ref_wh or wh in self._warned_sizes:
+            return
+        self._warned_sizes.add(wh)
+        log.warning(
+            "fid reward: %s are %dx%d and the reference images %dx%d: stats features depend on the image size, so "
+            "they are resized to %dx%d (bicubic) to compare the images, not their sizes",
+            what,
+            *wh,
+            *self.ref_wh,
+            *self.ref_wh,
+        )
+
+    def _at_ref_size(self, images: torch.Tensor) -> torch.Tensor:
+        """`images` (B, 3, H, W) resized to the reference's size where stats features are used and it differs."""
+        if self.ref_wh is None:
+            return images
+        from imgalign.rewards.features import resize
+
+        w, h = self.ref_wh
+        if tuple(images.shape[-2:]) == (h, w):
+            return images
+        self._warn_resize(
+            "the images scored or added to the set", (int(images.shape[-1]), int(images.shape[-2]))
+        )
+        return resize(images, (h, w)).clamp(0, 1)
 
     def _reference(self, ref: str, ref_size: int) -> tuple[torch.Tensor, torch.Tensor]:
         if ref == "shapes":
@@ -410,7 +461,7 @@ class FIDReward(Reward):
         """Add current samples to the generated reference set (oldest dropped); returns the set's FD."""
         from imgalign.rewards.base import to_tensor
 
-        self._push(self.encoder(to_tensor(images)))
+        self._push(self.encoder(self._at_ref_size(to_tensor(images))))
         out = {"fid/set_size": float(self.buffer.shape[0])}
         if self.buffer.shape[0] >= 2:
             out["fid/fd"] = self.current_fd()
@@ -448,7 +499,7 @@ class FIDReward(Reward):
     def score(
         self, images: torch.Tensor, prompts: list[str], metadata: list[dict[str, Any]] | None
     ) -> RewardOutput:
-        all_feats = self.encoder(images).double()  # (B, d)
+        all_feats = self.encoder(self._at_ref_size(images)).double()  # (B, d)
         finite = torch.isfinite(all_feats).all(1)
         if not self.ready():
             # no set to compare with: no reward (scored against itself, every sample would get ~0). Scoring
