@@ -176,8 +176,16 @@ STATS_KIND = "imgalign-fid-stats"
 """The ``kind`` in the metadata of a file :func:`save_stats` writes (a feature head's is ``HEAD_KIND``)."""
 
 
-def save_stats(path: str | Path, mu: torch.Tensor, sigma: torch.Tensor, n: int, features: str) -> None:
-    """Write reference statistics to a safetensors file (atomically), tagged with the encoder name."""
+def save_stats(
+    path: str | Path,
+    mu: torch.Tensor,
+    sigma: torch.Tensor,
+    n: int,
+    features: str,
+    image_size: tuple[int, int] | None = None,
+) -> None:
+    """Write reference statistics to a safetensors file (atomically), tagged with the encoder name and, when given,
+    the (width, height) the images were encoded at (:func:`stats_image_size`)."""
     from safetensors.torch import save_file
 
     path = Path(path)
@@ -190,8 +198,31 @@ def save_stats(path: str | Path, mu: torch.Tensor, sigma: torch.Tensor, n: int, 
         save_file(
             {"mu": mu.double().contiguous(), "sigma": sigma.double().contiguous()},
             str(tmp),
-            metadata={"n": str(n), "features": local_name(features), "kind": STATS_KIND},
+            metadata={
+                "n": str(n),
+                "features": local_name(features),
+                "kind": STATS_KIND,
+                **({"image_size": f"{image_size[0]}x{image_size[1]}"} if image_size else {}),
+            },
         )
+
+
+def stats_image_size(path: str | Path) -> tuple[int, int] | None:
+    """The (width, height) of the images the statistics file `path` (read by :func:`load_stats`) was computed
+    from, as `imgalign rewards fid-stats` records it; None for a file without one (written before it was)."""
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="pt") as fh:
+        value = (fh.metadata() or {}).get("image_size")
+    if value is None:
+        return None
+    w, x, h = str(value).partition("x")
+    if not (x and w.isdecimal() and h.isdecimal() and int(w) > 0 and int(h) > 0):
+        raise ValueError(
+            f"{path}: its image_size metadata {value!r} is not WIDTHxHEIGHT (e.g. 64x64); recompute the statistics "
+            "with `imgalign rewards fid-stats`"
+        )
+    return (int(w), int(h))
 
 
 def load_stats(path: str | Path) -> tuple[torch.Tensor, torch.Tensor, int, str]:
@@ -308,9 +339,9 @@ class FIDReward(Reward):
         # scored -109 apart, another set at one size -0.02, without a word. Every image is encoded at the
         # reference's (width, height), as `rewards fd` reads its second folder; the model encoders resize every
         # image to their own input size
+        self.mu_ref, self.sigma_ref = self._reference(str(ref), int(ref_size))
         self.ref_wh = self._reference_size(str(ref)) if self.encoder.name == "stats" else None
         self._warned_sizes: set[tuple[int, int]] = set()
-        self.mu_ref, self.sigma_ref = self._reference(str(ref), int(ref_size))
         self.sqrt_ref = psd_sqrt(self.sigma_ref)
         d = self.mu_ref.shape[0]
         # as stats_of warns of a reference set this small (768-d DINOv2 features with the default 512)
@@ -339,12 +370,14 @@ class FIDReward(Reward):
     @staticmethod
     def _reference_size(ref: str) -> tuple[int, int] | None:
         """The (width, height) of the reference images: the renders' for 'shapes', an image folder's own (the size
-        its images are read at), None for a stats file (no size recorded)."""
+        its images are read at), a stats file's recorded one (None for a file without one: no resize)."""
         from imgalign.rewards.io import folder_image_size
         from imgalign.shapes import IMAGE_SIZE
 
         if ref == "shapes":
             return (IMAGE_SIZE, IMAGE_SIZE)
+        if Path(ref).is_file():
+            return stats_image_size(ref)
         return folder_image_size(ref) if Path(ref).is_dir() else None
 
     def _warn_resize(self, what: str, wh: tuple[int, int]) -> None:

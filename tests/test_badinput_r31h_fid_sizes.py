@@ -99,3 +99,63 @@ def test_scored_images_are_resized_to_the_renders_size(caplog: pytest.LogCapture
     ]
     expected = r.score(resize(small, (64, 64)).clamp(0, 1), [""] * 4, None)
     assert torch.allclose(out.scores, expected.scores)
+
+
+def _fid_stats(out: Path, *args: str) -> Path:
+    from imgalign.cli import main
+
+    assert main(["rewards", "fid-stats", *args, "--features", "stats", "--out", str(out)]) == 0
+    return out
+
+
+def test_a_stats_file_records_its_image_size_and_is_read_like_a_folder_of_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`rewards fid-stats` records the images' size (a folder's, the renders' 64x64); a ref= stats file with one
+    is treated as a folder of that size (init= and scored images resized to it); a file without one (written
+    before) loads and resizes nothing."""
+    from safetensors import safe_open
+
+    from imgalign.rewards.fid import load_stats, save_stats, stats_image_size
+
+    small, large, other = _folders(tmp_path)
+    ref = _fid_stats(tmp_path / "small.safetensors", "--images", str(small))
+    shapes = _fid_stats(tmp_path / "shapes.safetensors", "--images", "shapes", "--n", "4")
+    with safe_open(str(ref), framework="pt") as fh:
+        assert fh.metadata()["image_size"] == "16x16"
+    assert stats_image_size(shapes) == (64, 64)
+    opts = {"features": "stats", "set_size": 12, "mode": "group"}
+    apart = FIDReward(ref=str(ref), init=str(other), **opts).current_fd()
+    with caplog.at_level("WARNING"):
+        r = FIDReward(ref=str(ref), init=str(large), **opts)
+        out = r.score(_tensor(large), [""] * 12, None)
+    assert r.current_fd() < 0.01 * apart and out.details[0]["fd_after"] < 0.01 * apart  # was 20x
+    assert _said(caplog) == [
+        f"fid reward: the images of init={str(large)!r} are 32x32 and the reference images 16x16: stats features "
+        "depend on the image size, so they are resized to 16x16 (bicubic) to compare the images, not their sizes"
+    ]
+    # an older file, without a size: loads, and nothing is resized (as before)
+    mu, sigma, n, feats = load_stats(ref)
+    old = tmp_path / "old.safetensors"
+    save_stats(old, mu, sigma, n, feats)
+    assert stats_image_size(old) is None
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        r = FIDReward(ref=str(old), init=str(large), **opts)
+    assert not _said(caplog) and r.current_fd() > apart
+
+
+def test_a_stats_files_damaged_image_size_is_named(tmp_path: Path) -> None:
+    from safetensors.torch import load_file, save_file
+
+    from imgalign.rewards.fid import STATS_KIND
+
+    small, _large, _other = _folders(tmp_path)
+    ref = _fid_stats(tmp_path / "small.safetensors", "--images", str(small))
+    bad = tmp_path / "bad.safetensors"
+    meta = {"n": "12", "features": "stats", "kind": STATS_KIND, "image_size": "16"}
+    save_file(load_file(str(ref)), str(bad), metadata=meta)
+    with pytest.raises(
+        ValueError, match=r"bad.safetensors: its image_size metadata '16' is not WIDTHxHEIGHT"
+    ):
+        FIDReward(features="stats", ref=str(bad))

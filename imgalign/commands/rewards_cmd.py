@@ -650,10 +650,14 @@ def run_fid_stats(args: argparse.Namespace) -> int:
         _check_image_files(args.images, f"--images {args.images!r}", STATS_NEED, "readable image")
     enc = build_features(args.features, args.device)
     if args.images == "shapes":
-        feats = enc(shapes_reference_images(args.n))
+        images = shapes_reference_images(args.n)
+        feats, size = enc(images), (int(images.shape[-1]), int(images.shape[-2]))
     else:
-        feats = folder_features(args.images, enc)
+        from imgalign.rewards.io import folder_image_size
+
+        # the size the folder's images are read at: the fid reward reads its images at it in stats features
+        feats, size = folder_features(args.images, enc), folder_image_size(args.images)
     mu, sigma = stats_of(feats)
-    save_stats(args.out, mu, sigma, feats.shape[0], args.features)
+    save_stats(args.out, mu, sigma, feats.shape[0], args.features, size)
     print(f"wrote {args.out} ({feats.shape[0]} images, {mu.shape[0]}-d {args.features} features)")
     return 0
