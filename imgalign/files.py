@@ -53,8 +53,10 @@ def temporary_name(path: Path, tag: str = "") -> Path:
     file."""
     tag = f".{tag}" if tag else ""
     name = f".{path.name}{tag}.tmp"
-    if len(name.encode()) > NAME_MAX:
-        name = f".{hashlib.sha256(path.name.encode()).hexdigest()[:32]}{tag}.tmp"
+    # os.fsencode: the bytes the file system has (a name that is not UTF-8 failed here, --out too, with "'utf-8'
+    # codec can't encode character '\\udce9'", after the work was done)
+    if len(os.fsencode(name)) > NAME_MAX:
+        name = f".{hashlib.sha256(os.fsencode(path.name)).hexdigest()[:32]}{tag}.tmp"
     return path.with_name(name)
 
 
