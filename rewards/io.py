@@ -73,7 +73,8 @@ def find_images(paths: Iterable[str | Path]) -> list[Path]:
                 raise FileNotFoundError(f"{s!r} matches no file or folder; check the pattern")
             for q in matches:
                 out += expand(Path(q))
-        elif path.is_symlink():  # `ls` shows it: "is not a file" read as a wrong name
+        elif path.is_symlink() and not path.exists():  # `ls` shows it: "is not a file" read as a wrong name
+            # (a link to a FIFO or a device exists: it is "not a file", not a link to nothing)
             why = "leads back to itself (a loop of links)" if _loops(path) else "does not exist"
             raise FileNotFoundError(
                 f"{s!r} is a symlink to {os.readlink(path)!r}, which {why}: restore its target, or give the image "
