@@ -75,10 +75,14 @@ def find_images(paths: Iterable[str | Path]) -> list[Path]:
                 out += expand(Path(q))
         elif path.is_symlink() and not path.exists():  # `ls` shows it: "is not a file" read as a wrong name
             # (a link to a FIFO or a device exists: it is "not a file", not a link to nothing)
-            why = "leads back to itself (a loop of links)" if _loops(path) else "does not exist"
+            # a loop has no target to restore: it said "restore its target" of one too
+            why, fix = (
+                ("leads back to itself (a loop of links)", "point it at the image file")
+                if _loops(path)
+                else ("does not exist", "restore its target")
+            )
             raise FileNotFoundError(
-                f"{s!r} is a symlink to {os.readlink(path)!r}, which {why}: restore its target, or give the image "
-                "file itself"
+                f"{s!r} is a symlink to {os.readlink(path)!r}, which {why}: {fix}, or give the image file itself"
             )
         else:
             raise FileNotFoundError(f"{s!r} is not a file, folder or glob that matches anything")

@@ -52,6 +52,6 @@ def test_a_named_link_whose_target_is_gone_or_loops_is_named_as_such(
     assert main(["score", str(tmp_path / "a.png"), "--reward", "artifact", "--out", str(out)]) == 2
     assert (
         f"{str(tmp_path / 'a.png')!r} is a symlink to 'b.png', which leads back to itself (a loop of links): "
-        "restore its target"
+        "point it at the image file, or give the image file itself"
     ) in capsys.readouterr().err
     assert not out.exists()
