@@ -164,6 +164,24 @@ def check_launch(world_size_env: str | None, num_processes: int) -> None:
         )
 
 
+def single_cpu_launch(env: Mapping[str, str], num_processes: int) -> str | None:
+    """The warning for ``accelerate launch --cpu --num_processes N`` (or ``--num_processes N`` on a machine without
+    GPUs, or a config file's ``distributed_type: MULTI_CPU``): accelerate 1.x starts a single process for it without
+    mpirun, and the run trained the whole batch in it without a word. accelerate's own launcher (it sets
+    ``ACCELERATE_DYNAMO_BACKEND``) sets ``MASTER_PORT`` only when asked for several processes or machines, and its
+    torchrun launcher sets ``WORLD_SIZE``: a lone process that has the one and not the other was asked for more."""
+    if num_processes != 1 or "WORLD_SIZE" in env or "ACCELERATE_DYNAMO_BACKEND" not in env:
+        return None
+    if "MASTER_PORT" not in env:
+        return None
+    return (
+        "accelerate launch was asked for several processes (--num_processes N with --cpu or on a machine without "
+        "GPUs, or distributed_type: MULTI_CPU) but started one, as it does on CPUs without mpirun: this run trains "
+        "the whole batch in 1 process. For N CPU processes launch with ACCELERATE_USE_CPU=true accelerate launch "
+        "--multi_gpu --num_processes N -m imgalign train ... (or --config_file examples/accelerate/cpu_2proc.yaml)"
+    )
+
+
 def check_accumulation_env(value: str | None) -> None:
     """``ACCELERATE_GRADIENT_ACCUMULATION_STEPS`` that is not a whole number (``abc``, ``2.5``): accelerate's int()
     inside ``Accelerator()`` said only "invalid literal for int() with base 10: 'abc'", naming nothing. A whole
@@ -525,6 +543,9 @@ class FlowGRPOTrainer:
         )
         if launch_warning and self.acc.is_main_process:
             log.warning("%s", launch_warning)
+        alone = single_cpu_launch(os.environ, self.acc.num_processes)
+        if alone:
+            log.warning("%s", alone)
         self.layout = check_batch_layout(cfg, self.acc.num_processes)
         self.is_main = self.acc.is_main_process
         self.rank, self.world = self.acc.process_index, self.acc.num_processes

@@ -1,0 +1,56 @@
+"""Bad-input round 31j: multi-process training through accelerate on the CPU."""
+
+from __future__ import annotations
+
+from imgalign.trainers.testing import write_config as write
+
+# what accelerate launch's own launcher (its simple one, used for --cpu and distributed_type: MULTI_CPU) sets
+LAUNCHED_ALONE = {
+    "ACCELERATE_USE_CPU": "True",
+    "ACCELERATE_DYNAMO_BACKEND": "NO",
+    "MASTER_ADDR": "127.0.0.1",
+    "MASTER_PORT": "29500",
+}
+
+
+def test_a_cpu_launch_asked_for_several_processes_that_started_one_is_named() -> None:
+    """`accelerate launch --cpu --num_processes 2` (or --num_processes 2 without GPUs, or a config file with
+    distributed_type: MULTI_CPU) started one process and the run trained the whole batch in it, exit 0, without a
+    word (only its log line said processes: 1)."""
+    from imgalign.trainers.trainer import single_cpu_launch
+
+    msg = single_cpu_launch(LAUNCHED_ALONE, 1)
+    assert msg is not None and "asked for several processes" in msg
+    assert "ACCELERATE_USE_CPU=true accelerate launch --multi_gpu --num_processes N" in msg
+    # a launch that did start them, a one-process launch (no MASTER_PORT), torchrun's, or no launcher: nothing
+    assert single_cpu_launch(LAUNCHED_ALONE, 2) is None
+    assert single_cpu_launch({k: v for k, v in LAUNCHED_ALONE.items() if k != "MASTER_PORT"}, 1) is None
+    assert single_cpu_launch({**LAUNCHED_ALONE, "WORLD_SIZE": "1"}, 1) is None
+    assert (
+        single_cpu_launch({"MASTER_ADDR": "x", "MASTER_PORT": "1", "ACCELERATE_USE_CPU": "true"}, 1) is None
+    )
+    # `accelerate launch --num_processes 2` on a machine without GPUs: the same single process, USE_CPU False
+    assert single_cpu_launch({**LAUNCHED_ALONE, "ACCELERATE_USE_CPU": "False"}, 1) is not None
+
+
+def test_the_run_warns_of_it(sd3_dir, tmp_path, monkeypatch, caplog) -> None:
+    from imgalign.config import load_config
+    from imgalign.trainers.config import FlowGRPOConfig
+    from imgalign.trainers.trainer import FlowGRPOTrainer
+
+    for key, value in LAUNCHED_ALONE.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    cfg = {
+        "model": {"path": str(sd3_dir)},
+        "sampling": {"num_steps": 2, "group_size": 2, "samples_per_step": 4, "batch_size": 4},
+        "rewards": {"names": ["imgalign.trainers.testing:red_reward"]},
+        "train": {"max_steps": 1},
+        "eval": {"every": -1},
+        "log": {"output_dir": str(tmp_path / "run"), "trackers": "none", "progress": False},
+    }
+    tr = FlowGRPOTrainer(load_config(FlowGRPOConfig, write(cfg, tmp_path / "c.yaml")))
+    with caplog.at_level("WARNING"):
+        tr.setup()
+    assert tr.world == 1
+    assert "accelerate launch was asked for several processes" in caplog.text
