@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from imgalign.trainers.testing import write_config as write
 
 # what accelerate launch's own launcher (its simple one, used for --cpu and distributed_type: MULTI_CPU) sets
@@ -54,3 +56,29 @@ def test_the_run_warns_of_it(sd3_dir, tmp_path, monkeypatch, caplog) -> None:
         tr.setup()
     assert tr.world == 1
     assert "accelerate launch was asked for several processes" in caplog.text
+
+
+def test_a_resume_refused_on_the_cpu_names_the_launch_that_starts_the_processes_there(tmp_path) -> None:
+    """A checkpoint of 2 CPU processes resumed by 1 said `resume ... from accelerate launch --num_processes 2 -m
+    imgalign train ...`: on CPUs that launch starts 1 process, so the advice gave the same refusal again."""
+    import json
+    from types import SimpleNamespace
+
+    from imgalign.config import ConfigError
+    from imgalign.trainers.trainer import FlowGRPOTrainer
+
+    ckpt = tmp_path / "checkpoints" / "step-000001"
+    (ckpt / "trainer_state").mkdir(parents=True)
+    (ckpt / "trainer_state" / "state.json").write_text(json.dumps({"step": 1, "num_processes": 2}))
+    acc = SimpleNamespace(device=SimpleNamespace(type="cpu"))
+    tr = SimpleNamespace(resume_from=ckpt, world=1, out=tmp_path, acc=acc)
+    with pytest.raises(ConfigError) as e:
+        FlowGRPOTrainer._check_resume_fits(tr)
+    assert "from `ACCELERATE_USE_CPU=true accelerate launch --multi_gpu --num_processes 2 -m imgalign" in str(
+        e.value
+    )
+    acc.device.type = "cuda"  # on GPUs the plain launch starts them
+    with pytest.raises(
+        ConfigError, match=r"from `accelerate launch --num_processes 2 -m imgalign train \.\.\.`"
+    ):
+        FlowGRPOTrainer._check_resume_fits(tr)

@@ -853,10 +853,14 @@ class FlowGRPOTrainer:
         state = C.read_state(ckpt, ("step", "num_processes"))
         n = state["num_processes"]
         if n != self.world:
+            # on CPUs `accelerate launch --num_processes N` starts one process: name the launch that starts N there
+            acc = getattr(self, "acc", None)
+            cpu = "ACCELERATE_USE_CPU=true " if acc is not None and acc.device.type == "cpu" else ""
             how = (
                 "without accelerate launch (one process)"
                 if n == 1
-                else f"from `accelerate launch --num_processes {n} -m imgalign train ...`"
+                else f"from `{cpu}accelerate launch {'--multi_gpu ' if cpu else ''}--num_processes {n} -m imgalign "
+                "train ...`"
             )
             raise ConfigError(
                 f"checkpoint {ckpt} was written by {n} processes; resume with the same number, {how} (this run "
