@@ -82,3 +82,44 @@ def test_a_resume_refused_on_the_cpu_names_the_launch_that_starts_the_processes_
         ConfigError, match=r"from `accelerate launch --num_processes 2 -m imgalign train \.\.\.`"
     ):
         FlowGRPOTrainer._check_resume_fits(tr)
+
+
+def test_a_process_group_that_no_torchrun_started_is_named_before_the_wait(
+    sd3_dir, tmp_path, monkeypatch, caplog
+) -> None:
+    """WORLD_SIZE=2 RANK=0 left in the shell, under `accelerate launch --cpu --num_processes 2` (which sets
+    MASTER_ADDR): the run waited for a second process that never came, printing nothing (until torch's
+    process-group timeout), and answered neither Ctrl-C nor SIGTERM."""
+    import accelerate
+
+    from imgalign.config import load_config
+    from imgalign.trainers.config import FlowGRPOConfig
+    from imgalign.trainers.trainer import FlowGRPOTrainer, rendezvous_notice
+
+    env = {"WORLD_SIZE": "2", "RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
+    said = rendezvous_notice(env, pid=4242)
+    assert said is not None and "WORLD_SIZE=2 as RANK=0 at 127.0.0.1:29500" in said
+    # the wait answers neither Ctrl-C nor SIGTERM (tried): the line names the process to kill
+    assert "kill -9 4242) and unset WORLD_SIZE, RANK and LOCAL_RANK" in said
+    # torchrun's processes (accelerate launch --multi_gpu), one process, or no MASTER_ADDR (refused by name): nothing
+    assert rendezvous_notice({**env, "TORCHELASTIC_RUN_ID": "x"}) is None
+    assert rendezvous_notice({**env, "WORLD_SIZE": "1"}) is None
+    assert rendezvous_notice({k: v for k, v in env.items() if k != "MASTER_ADDR"}) is None
+    assert rendezvous_notice({**env, "WORLD_SIZE": "two"}) is None
+
+    def waits(**kw):  # the rendezvous itself would wait: the line must come before it
+        raise RuntimeError("stopped before the rendezvous")
+
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("TORCHELASTIC_RUN_ID", raising=False)
+    monkeypatch.setattr(accelerate, "Accelerator", waits)
+    cfg = {
+        "model": {"path": str(sd3_dir)},
+        "rewards": {"names": ["imgalign.trainers.testing:red_reward"]},
+        "log": {"output_dir": str(tmp_path / "run"), "trackers": "none", "progress": False},
+    }
+    tr = FlowGRPOTrainer(load_config(FlowGRPOConfig, write(cfg, tmp_path / "c.yaml")))
+    with caplog.at_level("WARNING"), pytest.raises(Exception, match="stopped before the rendezvous"):
+        tr.setup()
+    assert "joining a process group of WORLD_SIZE=2" in caplog.text

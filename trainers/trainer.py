@@ -182,6 +182,27 @@ def single_cpu_launch(env: Mapping[str, str], num_processes: int) -> str | None:
     )
 
 
+def rendezvous_notice(env: Mapping[str, str], pid: int = 0) -> str | None:
+    """The line said before joining a process group that no torchrun started: ``WORLD_SIZE``/``RANK`` left in the
+    shell with a ``MASTER_ADDR`` (accelerate launch --cpu sets one) made the run wait without a word for processes
+    that never come (until torch's process-group timeout). Launchers that set them by hand (a cluster's job) see
+    it once per process, at the start. The wait answers neither Ctrl-C nor SIGTERM (it is inside torch's C++
+    store), so the line names the process id to kill."""
+    try:
+        launched = world_size(env.get("WORLD_SIZE"))
+    except ValueError:
+        return None  # refused by name by check_launch / accelerator_failure
+    if launched < 2 or "TORCHELASTIC_RUN_ID" in env or "MASTER_ADDR" not in env:
+        return None
+    return (
+        f"joining a process group of WORLD_SIZE={launched} as RANK={env.get('RANK', '?')} at "
+        f"{env['MASTER_ADDR']}:{env.get('MASTER_PORT', '?')}, which waits until all {launched} processes have "
+        "joined. No torchrun started this process: if WORLD_SIZE and RANK are left over in the shell, stop it (the "
+        f"wait answers neither Ctrl-C nor SIGTERM: kill -9 {pid or os.getpid()}) and unset WORLD_SIZE, RANK and "
+        "LOCAL_RANK"
+    )
+
+
 def check_accumulation_env(value: str | None) -> None:
     """``ACCELERATE_GRADIENT_ACCUMULATION_STEPS`` that is not a whole number (``abc``, ``2.5``): accelerate's int()
     inside ``Accelerator()`` said only "invalid literal for int() with base 10: 'abc'", naming nothing. A whole
@@ -524,6 +545,9 @@ class FlowGRPOTrainer:
         cfg = self.cfg
         trackers = self._trackers()
         check_accumulation_env(os.environ.get("ACCELERATE_GRADIENT_ACCUMULATION_STEPS"))
+        notice = rendezvous_notice(os.environ)
+        if notice:
+            log.warning("%s", notice)
         try:
             self.acc = Accelerator(
                 mixed_precision=cfg.train.mixed_precision,
