@@ -96,7 +96,13 @@ def test_a_process_group_that_no_torchrun_started_is_named_before_the_wait(
     from imgalign.trainers.config import FlowGRPOConfig
     from imgalign.trainers.trainer import FlowGRPOTrainer, rendezvous_notice
 
-    env = {"WORLD_SIZE": "2", "RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
+    env = {
+        "WORLD_SIZE": "2",
+        "RANK": "0",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": "29500",
+        "ACCELERATE_USE_CPU": "True",  # (accelerate launch --cpu's launcher sets it)
+    }
     said = rendezvous_notice(env, pid=4242)
     assert said is not None and "WORLD_SIZE=2 as RANK=0 at 127.0.0.1:29500" in said
     # the wait answers neither Ctrl-C nor SIGTERM (tried): the line names the process to kill
@@ -106,6 +112,8 @@ def test_a_process_group_that_no_torchrun_started_is_named_before_the_wait(
     assert rendezvous_notice({**env, "WORLD_SIZE": "1"}) is None
     assert rendezvous_notice({k: v for k, v in env.items() if k != "MASTER_ADDR"}) is None
     assert rendezvous_notice({**env, "WORLD_SIZE": "two"}) is None
+    # a cluster's own launcher that sets the variables by hand (DeepSpeed's, srun, mpirun): not told to kill -9
+    assert rendezvous_notice({k: v for k, v in env.items() if k != "ACCELERATE_USE_CPU"}) is None
 
     def waits(**kw):  # the rendezvous itself would wait: the line must come before it
         raise RuntimeError("stopped before the rendezvous")

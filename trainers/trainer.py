@@ -187,12 +187,16 @@ def rendezvous_notice(env: Mapping[str, str], pid: int = 0) -> str | None:
     shell with a ``MASTER_ADDR`` (accelerate launch --cpu sets one) made the run wait without a word for processes
     that never come (until torch's process-group timeout). Launchers that set them by hand (a cluster's job) see
     it once per process, at the start. The wait answers neither Ctrl-C nor SIGTERM (it is inside torch's C++
-    store), so the line names the process id to kill."""
+    store), so the line names the process id to kill. Only under accelerate's single-process launcher (it sets
+    ``ACCELERATE_USE_CPU``; its torchrun launcher sets ``TORCHELASTIC_RUN_ID``): a cluster's own launcher that sets
+    the variables by hand (DeepSpeed's, srun, mpirun) is not told to kill its processes."""
     try:
         launched = world_size(env.get("WORLD_SIZE"))
     except ValueError:
         return None  # refused by name by check_launch / accelerator_failure
     if launched < 2 or "TORCHELASTIC_RUN_ID" in env or "MASTER_ADDR" not in env:
+        return None
+    if "ACCELERATE_USE_CPU" not in env:
         return None
     return (
         f"joining a process group of WORLD_SIZE={launched} as RANK={env.get('RANK', '?')} at "
