@@ -251,11 +251,12 @@ def name_too_long_message(name: str) -> str:
             "4096 in a path): give a shorter one"
         )
     shown = name if len(name) <= 80 else f"{name[:60]}...{name[-12:]}"
-    longest = max((len(part.encode()) for part in Path(name).parts), default=0)
+    # os.fsencode: a name that is not UTF-8 (its bytes read back as surrogates) failed str.encode() here
+    longest = max((len(os.fsencode(part)) for part in Path(name).parts), default=0)
     if longest > 255:
         why = f"a folder or file name of {longest} bytes; most file systems take at most 255 bytes per name"
         return f"path {shown!r} is too long for the file system ({why}): give a shorter name"
-    why = f"the whole path is {len(name.encode())} bytes; most systems take at most 4096 bytes in a path"
+    why = f"the whole path is {len(os.fsencode(name))} bytes; most systems take at most 4096 bytes in a path"
     return f"path {shown!r} is too long for the file system ({why}): give a shorter path"
 
 

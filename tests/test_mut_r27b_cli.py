@@ -22,3 +22,17 @@ def test_an_unknown_option_somewhat_like_one_is_hinted(capsys: pytest.CaptureFix
         main(["train", "--outdir", "x"])
     assert e.value.code == 2
     assert "(--outdir: did you mean --output-dir?)" in capsys.readouterr().err
+
+
+def test_a_too_long_name_that_is_not_utf8_is_measured_in_its_bytes() -> None:
+    """A name read back from the file system with bytes that are not UTF-8 (os.fsdecode's surrogates) failed
+    str.encode() inside the message for ENAMETOOLONG, a UnicodeEncodeError in place of the line; its bytes count."""
+    import os
+
+    from imgalign.cli import name_too_long_message
+
+    name = os.fsdecode(b"caf\xe9" + b"a" * 300)
+    assert "a folder or file name of 304 bytes" in name_too_long_message(name)
+    assert "the whole path is 4100 bytes" in name_too_long_message(
+        os.fsdecode(b"/\xe9" + b"/aaaaaaa" * 512 + b"aa")
+    )
