@@ -46,3 +46,36 @@ def test_stats_features_compare_the_images_not_their_sizes(
     with caplog.at_level("WARNING"):  # one size: nothing said, nothing resized
         _fd(capsys, str(small), str(other))
     assert not [r for r in caplog.records if "depend on the image size" in r.getMessage()]
+
+
+def test_a_stats_file_with_a_recorded_size_has_the_folder_beside_it_read_at_that_size(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """`fid-stats` records the images' size; `rewards fd STATS FOLDER` read the folder at its own size beside it
+    (the recorded size was used only by the fid reward). The folder is read at the file's size, on either side;
+    two stats files of different sizes cannot be resized, and the warning says the FD measures the sizes too."""
+    small, large = tmp_path / "small", tmp_path / "large"
+    small.mkdir()
+    large.mkdir()
+    rng = np.random.default_rng(0)
+    for i in range(12):
+        im = Image.fromarray(rng.integers(0, 255, (32, 32, 3), dtype=np.uint8))
+        im.save(large / f"{i}.png")
+        im.resize((16, 16), Image.Resampling.BICUBIC).save(small / f"{i}.png")
+    stats16, stats32 = tmp_path / "s16.safetensors", tmp_path / "s32.safetensors"
+    for folder, out in ((small, stats16), (large, stats32)):
+        assert (
+            main(["rewards", "fid-stats", "--images", str(folder), "--features", "stats", "--out", str(out)])
+            == 0
+        )
+    capsys.readouterr()
+    with caplog.at_level("WARNING"):
+        assert _fd(capsys, str(stats16), str(large)) < 1e-3  # was: the sizes measured (the folder at 32x32)
+        assert _fd(capsys, str(large), str(stats16)) < 1e-3
+    said = [r.getMessage() for r in caplog.records if "depend on the image size" in r.getMessage()]
+    assert len(said) == 2 and all(f"those of {str(large)!r} are resized to 16x16" in m for m in said)
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        _fd(capsys, str(stats16), str(stats32))
+    assert f"the statistics of {str(stats16)!r} are of 16x16 images" in caplog.text
+    assert "the FD measures the sizes too; compute both at one size" in caplog.text

@@ -427,22 +427,35 @@ def _fd_resize(a: str, b: str, features: str) -> dict[str, tuple[int, int]]:
     """{folder: (width, height)} for the side whose images are resized in `stats` features, where the two sides'
     sizes differ; else {}. Those features depend on the image size (its gradients, Laplacian and spectrum): the same
     40 images at 32x32 and at 64x64 were 107 apart, two independent sets at one size 0.02, without a word. A folder
-    is resized to the renders' 64x64 ('shapes'), or `b` to `a`'s size, as fit-discriminator and fit-artifact resize
-    their second folder to the first's (a stats file's size is not recorded: it is used as it is)."""
+    is resized to the renders' 64x64 ('shapes') or to a stats file's recorded size, else `b` to `a`'s size, as
+    fit-discriminator and fit-artifact resize their second folder to the first's (a stats file written before
+    `fid-stats` recorded the size is used as it is)."""
     if features != "stats":  # the model encoders resize every image to their own input size
         return {}
+    from imgalign.rewards.fid import stats_image_size
     from imgalign.rewards.io import folder_image_size
     from imgalign.shapes import IMAGE_SIZE
 
     def size(src: str) -> tuple[int, int] | None:
         if src == "shapes":
             return (IMAGE_SIZE, IMAGE_SIZE)
-        return folder_image_size(src) if Path(src).is_dir() else None
+        return folder_image_size(src) if Path(src).is_dir() else stats_image_size(src)
 
     size_a, size_b = size(a), size(b)
     if size_a is None or size_b is None or size_a == size_b:
         return {}
-    resized, target = (a, size_b) if b == "shapes" else (b, size_a)
+    # the side read from images (a folder) is resized: renders and a stats file have their size
+    resized, target = (b, size_a) if b != "shapes" and Path(b).is_dir() else (a, size_b)
+    if not Path(resized).is_dir():  # renders against a stats file, or two stats files: nothing can be resized
+        log.warning(
+            "the statistics of %r are of %dx%d images and those of %r of %dx%d: stats features depend on the "
+            "image size, so the FD measures the sizes too; compute both at one size",
+            a,
+            *size_a,
+            b,
+            *size_b,
+        )
+        return {}
     log.warning(
         "the images of %r are %dx%d and those of %r %dx%d: stats features depend on the image size, so those of "
         "%r are resized to %dx%d (bicubic) to compare the images, not their sizes",
