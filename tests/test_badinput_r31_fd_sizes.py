@@ -5,9 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import numpy as np
 import pytest
-from PIL import Image
+from test_badinput_r31h_fid_sizes import _folders
 
 from imgalign.cli import main
 
@@ -23,16 +22,7 @@ def test_stats_features_compare_the_images_not_their_sizes(
     """The same images at 32x32 and (downscaled) at 16x16 were far apart in `stats` features, which depend on the
     image size, further than another set of the same kind, without a word: the second folder is read at the
     first's size, as fit-discriminator and fit-artifact read theirs, and the warning says so."""
-    small, large, other = (tmp_path / n for n in ("small", "large", "other"))
-    for d in (small, large, other):
-        d.mkdir()
-    rng = np.random.default_rng(0)
-    for i in range(12):
-        im = Image.fromarray(rng.integers(0, 255, (32, 32, 3), dtype=np.uint8))
-        im.save(large / f"{i}.png")
-        im.resize((16, 16), Image.Resampling.BICUBIC).save(small / f"{i}.png")
-        im = Image.fromarray(rng.integers(0, 255, (32, 32, 3), dtype=np.uint8))
-        im.resize((16, 16), Image.Resampling.BICUBIC).save(other / f"{i}.png")
+    small, large, other = _folders(tmp_path)
     with caplog.at_level("WARNING"):
         same = _fd(capsys, str(small), str(large))
     assert same < 1e-3 < _fd(capsys, str(small), str(other))  # the same images, at one size
@@ -54,14 +44,7 @@ def test_a_stats_file_with_a_recorded_size_has_the_folder_beside_it_read_at_that
     """`fid-stats` records the images' size; `rewards fd STATS FOLDER` read the folder at its own size beside it
     (the recorded size was used only by the fid reward). The folder is read at the file's size, on either side;
     two stats files of different sizes cannot be resized, and the warning says the FD measures the sizes too."""
-    small, large = tmp_path / "small", tmp_path / "large"
-    small.mkdir()
-    large.mkdir()
-    rng = np.random.default_rng(0)
-    for i in range(12):
-        im = Image.fromarray(rng.integers(0, 255, (32, 32, 3), dtype=np.uint8))
-        im.save(large / f"{i}.png")
-        im.resize((16, 16), Image.Resampling.BICUBIC).save(small / f"{i}.png")
+    small, large, _ = _folders(tmp_path)
     stats16, stats32 = tmp_path / "s16.safetensors", tmp_path / "s32.safetensors"
     for folder, out in ((small, stats16), (large, stats32)):
         assert (
