@@ -185,11 +185,10 @@ def single_cpu_launch(env: Mapping[str, str], num_processes: int) -> str | None:
 def rendezvous_notice(env: Mapping[str, str], pid: int = 0) -> str | None:
     """The line said before joining a process group that no torchrun started: ``WORLD_SIZE``/``RANK`` left in the
     shell with a ``MASTER_ADDR`` (accelerate launch --cpu sets one) made the run wait without a word for processes
-    that never come (until torch's process-group timeout). Launchers that set them by hand (a cluster's job) see
-    it once per process, at the start. The wait answers neither Ctrl-C nor SIGTERM (it is inside torch's C++
-    store), so the line names the process id to kill. Only under accelerate's single-process launcher (it sets
-    ``ACCELERATE_USE_CPU``; its torchrun launcher sets ``TORCHELASTIC_RUN_ID``): a cluster's own launcher that sets
-    the variables by hand (DeepSpeed's, srun, mpirun) is not told to kill its processes."""
+    that never come (until torch's process-group timeout). The wait answers neither Ctrl-C nor SIGTERM (it is
+    inside torch's C++ store), so the line names the process id to kill. Only under accelerate's single-process
+    launcher (it sets ``ACCELERATE_USE_CPU``; its torchrun launcher sets ``TORCHELASTIC_RUN_ID``): a cluster's own
+    launcher that sets the variables by hand (DeepSpeed's, srun, mpirun) is not told to kill its processes."""
     try:
         launched = world_size(env.get("WORLD_SIZE"))
     except ValueError:
