@@ -80,8 +80,9 @@ def replacing(path: str | Path) -> Iterator[Path]:
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:
-    """Write `text` to `path` whole or not at all (see :func:`replacing`). A path in `text` whose name is not UTF-8
-    (os.fsdecode's surrogates) is written as the bytes the file system has: `imgalign eval --images` of such a folder
-    judged every image, then failed on report.md with "'utf-8' codec can't encode character '\\udce9'"."""
+    """Write `text` to `path` as UTF-8, whole or not at all (see :func:`replacing`). A path in `text` whose name is
+    not UTF-8 (os.fsdecode's surrogates) is written as the bytes the file system has: `imgalign eval --images` of
+    such a folder judged every image, then failed on report.md with "'utf-8' codec can't encode character
+    '\\udce9'"."""
     with replacing(path) as tmp:
-        tmp.write_text(text, errors="surrogateescape")
+        tmp.write_text(text, encoding="utf-8", errors="surrogateescape")

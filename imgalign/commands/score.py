@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from imgalign.cli import CLIError, Interrupted
-from imgalign.files import atomic_write_text, replacing
+from imgalign.files import atomic_write_text
 
 log = logging.getLogger(__name__)
 MAX_BATCH_PIXELS = 2**26  # pixels per scored batch (768 MiB as float32 RGB), whatever --batch-size says
@@ -451,11 +451,10 @@ def write_rows(path: Path, rows: list[dict[str, Any]], keys: list[str]) -> None:
     else:
         text = "".join(json.dumps(r) + "\n" for r in rows)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with replacing(path) as tmp:
-        # a file name that is not UTF-8 (os.fsdecode's surrogates; JSON escapes them) is written as the bytes the
-        # file system has: the CSV failed with "'utf-8' codec can't encode character '\udcff'" after every
-        # image was scored
-        tmp.write_text(text, encoding="utf-8", errors="surrogateescape")
+    # a file name that is not UTF-8 (os.fsdecode's surrogates; JSON escapes them) is written as the bytes the file
+    # system has (atomic_write_text): the CSV failed with "'utf-8' codec can't encode character '\udcff'" after
+    # every image was scored
+    atomic_write_text(path, text)
 
 
 def check_replaceable(out: Path) -> None:
