@@ -214,7 +214,12 @@ def read_text(
     try:
         text = Path(path).read_text(encoding="utf-8-sig")  # read_text turns \r\n and \r into \n
     except UnicodeDecodeError as e:
-        raise error(f"cannot read {what} {str(path)!r}: it is not UTF-8 text ({e}); {hint}") from None
+        # a UTF-16 file with its byte-order mark (Windows Notepad's "Unicode") fails at byte 0, 0xff or 0xfe; its
+        # Latin letters leave a NUL byte beside each (other bytes after 0xff 0xfe are no sign of UTF-16)
+        data = e.object
+        utf16 = data[:2] in (b"\xff\xfe", b"\xfe\xff") and b"\x00" in data[2:]
+        kind = "it is UTF-16 text, not UTF-8" if utf16 else "it is not UTF-8 text"
+        raise error(f"cannot read {what} {str(path)!r}: {kind} ({e}); {hint}") from None
     except OSError as e:
         raise error(f"cannot read {what} {str(path)!r}: {e}") from None
     if "\0" in text:

@@ -370,3 +370,16 @@ def test_a_count_past_the_judges_cap_is_refused(tmp_path, edit, message):
         json.dumps({**COLORS_LINE, "tag": "counting", "include": [{"class": "circle", "count": 16}]})
     )
     assert load_geneval_metadata(path)[0]["include"][0]["count"] == 16
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-be"])
+def test_utf16_with_a_bom_is_named_utf16(tmp_path, encoding):
+    """A UTF-16 file with its byte-order mark (Notepad's "Unicode") was "not UTF-8 text (... can't decode byte 0xff
+    in position 0 ...)": it says it is UTF-16."""
+    from imgalign.prompts.io import PromptFileError, load_prompts
+
+    path = tmp_path / "p.txt"
+    text = "a red circle\n"
+    path.write_bytes(("\ufeff" + text).encode(encoding) if encoding == "utf-16-be" else text.encode(encoding))
+    with pytest.raises(PromptFileError, match=r"it is UTF-16 text, not UTF-8 .*; save it as UTF-8"):
+        load_prompts(path)

@@ -60,6 +60,11 @@ def test_first_line_raises_the_callers_error_and_ends_the_line_at_a_newline_only
 
     path = tmp_path / "metadata.jsonl"
     path.write_text('{"prompt": "a"}\n', encoding="utf-16")
+    with pytest.raises(
+        MyError, match=r"cannot read metadata file '.*metadata\.jsonl': it is UTF-16 text, not UTF-8"
+    ):
+        first_line(path, "metadata file", MyError)
+    path.write_bytes(b'{"prompt": "caf\xe9"}\n')  # Latin-1
     with pytest.raises(MyError, match=r"cannot read metadata file '.*metadata\.jsonl': it is not UTF-8 text"):
         first_line(path, "metadata file", MyError)
     row = json.dumps({"prompt": "a red\u2028circle\x85!"}, ensure_ascii=False)
