@@ -11,6 +11,7 @@ import pytest
 from PIL import Image
 
 from imgalign.cli import main
+from imgalign.eval.suite import write_prompt_folder
 
 NAME = os.fsdecode(b"caf\xe9.png")  # a Latin-1 name from an old camera or a Windows share: not UTF-8
 
@@ -60,8 +61,7 @@ def test_eval_of_a_folder_whose_name_is_not_utf8_writes_its_report(
         "include": [{"class": "square", "count": 1}],
         "prompt": "a photo of a square",
     }
-    (images / "00000" / "metadata.jsonl").write_text(json.dumps(meta) + "\n")
-    Image.new("RGB", (64, 64), (255, 255, 255)).save(images / "00000" / "samples" / "0000.png")
+    write_prompt_folder(images, 0, meta, [Image.new("RGB", (64, 64), (255, 255, 255))])
     out = tmp_path / "ev"
     assert main(["eval", "--images", str(images), "--out", str(out), "--no-progress"]) == 0
     assert "codec" not in capsys.readouterr().err

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +10,7 @@ import pytest
 from PIL import Image
 
 from imgalign.cli import main
+from imgalign.eval.suite import write_prompt_folder
 
 
 def _other_process_can_lock(folder: Path) -> bool:
@@ -29,14 +29,12 @@ def test_an_eval_that_ended_leaves_its_out_folder_to_the_next(
     and when it fails."""
     pytest.importorskip("fcntl")
     images = tmp_path / "gen"
-    (images / "00000" / "samples").mkdir(parents=True)
     meta = {
         "tag": "single_object",
         "include": [{"class": "square", "count": 1}],
         "prompt": "a photo of a square",
     }
-    (images / "00000" / "metadata.jsonl").write_text(json.dumps(meta) + "\n")
-    Image.new("RGB", (64, 64), (255, 255, 255)).save(images / "00000" / "samples" / "0000.png")
+    write_prompt_folder(images, 0, meta, [Image.new("RGB", (64, 64), (255, 255, 255))])
     out = tmp_path / "ev"
     assert main(["eval", "--images", str(images), "--out", str(out), "--no-progress"]) == 0
     assert (out / "summary.json").is_file() and _other_process_can_lock(out)
