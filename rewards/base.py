@@ -57,6 +57,7 @@ class Reward:
         self, images: ImagesLike, prompts: Sequence[str], metadata: Sequence[dict[str, Any]] | None = None
     ) -> RewardOutput:
         x = to_tensor(images)
+        check_prompts_and_metadata(self.name, prompts, metadata, x.shape[0], self.needs_prompt)
         bad = ~torch.isfinite(x.flatten(1)).all(1)  # [B] a NaN/inf image is scored NaN, by every reward alike
         finite = x[~bad].detach()  # the range check reads values only (a differentiable reward's graph stays)
         if finite.numel() and (float(finite.min()) < -0.5 or float(finite.max()) > 1.5):
@@ -162,12 +163,50 @@ class Reward:
             raise ValueError(f"reward {self.name!r} keeps no state but was given {sorted(state)}")
 
 
+def check_prompts_and_metadata(
+    name: str, prompts: Any, metadata: Any, n: int, needs_prompt: bool = True
+) -> None:
+    """Refuse, naming reward `name`, prompts that are not a list of `n` strings and metadata that is one dict, not a
+    list: a single prompt string was taken as a list of its characters (5 images and "a cat" were scored against
+    'a', ' ', 'c', 'a', 't', silently), None or a number failed with "object of type 'int' has no len()", and one
+    metadata dict with KeyError: 0."""
+    if isinstance(prompts, (str, bytes)):
+        raise ValueError(
+            f"reward {name!r}: prompts is one string ({excerpt(str(prompts), 60)!r}), not a list of {n} prompts: "
+            f"give one prompt per image, e.g. [prompt] * {n}"
+        )
+    if not (hasattr(prompts, "__len__") and hasattr(prompts, "__getitem__")):
+        raise ValueError(
+            f"reward {name!r}: prompts must be a list of {n} strings, one per image, got {type(prompts).__name__}"
+            + (f" (a reward that reads no prompt takes [''] * {n})" if prompts is None else "")
+        )
+    for i, p in enumerate(prompts if needs_prompt else []):  # (a prompt-free reward reads none of them)
+        if not isinstance(p, str):
+            raise ValueError(
+                f"reward {name!r}: prompt {i} is of type {type(p).__name__} ({p!r}), not a string; give one string "
+                "per image ('' for none)"
+            )
+    if isinstance(metadata, Mapping):
+        raise ValueError(
+            f"reward {name!r}: metadata is one dict, not a list of {n}: give one dict per image, e.g. "
+            f"[row] * {n}, or None"
+        )
+
+
 def to_tensor(images: ImagesLike) -> torch.Tensor:
     """PIL images (any mode, same size) -> float32 [B, 3, H, W] in [0, 1] on the CPU; a tensor batch [B, 3, H, W]
-    -> float32 on its own device."""
+    -> float32 on its own device. An integer tensor (uint8 0-255) is refused: read as [0, 1], a dark one was scored
+    as a black-and-white image."""
+    if isinstance(images, Image.Image):  # was "'Image' object is not iterable"
+        raise TypeError("got one PIL image, expected a list of them (or a tensor batch): give [image]")
     if isinstance(images, torch.Tensor):
         if images.ndim != 4 or images.shape[1] != 3:
             raise ValueError(f"expected images as [B, 3, H, W], got shape {tuple(images.shape)}")
+        if not images.is_floating_point() and images.dtype != torch.bool:
+            raise ValueError(
+                f"images are a {str(images.dtype).replace('torch.', '')} tensor: give float images in [0, 1] "
+                "(a uint8 batch x as x.float() / 255)"
+            )
         return images.float()
     arrs = []
     for i, im in enumerate(images):

@@ -82,7 +82,7 @@ def test_geneval_modes_on_ground_truth_and_a_blank_image() -> None:
     blank = torch.zeros_like(x) + torch.tensor(W.BACKGROUND, dtype=torch.float32).view(1, 3, 1, 1) / 255.0
     meta = [spec.to_metadata()] * 2
     for mode in ("strict", "partial", "soft"):
-        out = build_reward(f"geneval:mode={mode}")(torch.cat([x, blank]), [spec.prompt] * 2, meta)
+        out = build_reward(f"geneval:mode={mode}")(torch.cat([x, blank]), [spec.prompt()] * 2, meta)
         assert out.scores.tolist() == [1.0, 0.0], mode
     with pytest.raises(ValueError, match="strict, partial, soft"):
         build_reward("geneval:mode=dense")
@@ -783,7 +783,7 @@ def test_geneval_modes_read_the_judges_verdict_partial_credit_and_soft_credit_pe
     x = torch.cat([tensor(s, seed=2) for s in drawn])
     meta = [s.to_metadata() for s in asked]
     out = {
-        m: build_reward(f"geneval:mode={m}")(x, [s.prompt for s in asked], meta)
+        m: build_reward(f"geneval:mode={m}")(x, [s.prompt() for s in asked], meta)
         for m in ("strict", "partial", "soft")
     }
     assert out["strict"].scores.tolist() == [0.0, 0.0, 0.0, 1.0]
