@@ -578,6 +578,29 @@ def merge_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
     return data
 
 
+def check_built(cfg: Any) -> None:
+    """Read the values of a config dataclass built or changed in Python (``cfg.train.max_steps = "2"``, not read
+    by :func:`load_config`) as a config file's are read, then validate it. A value of another type that means the
+    same is converted in place (a Path for a string, a tuple for a list, 4.0 for 4, "1e-4" for a number, a reward
+    spec string for a list of them, a dict for a section); any other is a ConfigError naming its key. A trainer
+    given such values failed after the model loaded, in Python's words (``'str' object cannot be interpreted as an
+    integer``, ``'PosixPath' object has no attribute 'partition'``), or named the wrong thing (rewards.names
+    ``"clip"`` as the rewards 'c', 'l', 'i', 'p'; train.mixed_precision=False as an accelerate launch flag)."""
+    _copy_fields(cfg, _build(type(cfg), to_dict(cfg)))
+    validate(cfg)
+
+
+def _copy_fields(dst: Any, src: Any) -> None:
+    """Each field of dataclass `src` set on `dst`, sections that are already dataclasses kept (and filled) as the
+    objects they are."""
+    for f in dataclasses.fields(src):
+        new, old = getattr(src, f.name), getattr(dst, f.name)
+        if dataclasses.is_dataclass(new) and type(old) is type(new):
+            _copy_fields(old, new)
+        else:
+            setattr(dst, f.name, new)
+
+
 def validate(cfg: Any) -> None:
     """Run ``validate()`` on every nested dataclass, innermost first."""
     if not dataclasses.is_dataclass(cfg):

@@ -544,8 +544,12 @@ class FlowGRPOTrainer:
         from accelerate.utils import DistributedDataParallelKwargs, DistributedType
 
         from imgalign.adapters import load_adapter
+        from imgalign.config import check_built
 
         cfg = self.cfg
+        check_built(
+            cfg
+        )  # a config built or changed in Python: its values read as a file's, before anything loads
         trackers = self._trackers()
         check_accumulation_env(os.environ.get("ACCELERATE_GRADIENT_ACCUMULATION_STEPS"))
         notice = rendezvous_notice(os.environ)
