@@ -51,10 +51,24 @@ def import_user_module(module: str, what: str) -> types.ModuleType:
     SyntaxError, a file it opens that is missing), with the file and line of the user's code; ``-v`` shows the
     traceback. Without this a NameError was a traceback and an OSError read like imgalign's own missing file."""
     import importlib
+    import sys
     import traceback
 
     try:
-        return importlib.import_module(module)
+        loaded = sys.modules.get(module)
+        if loaded is not None and _USER_MODULES.get(module, _file_stamp(loaded)) != _file_stamp(loaded):
+            # in one process (a notebook), a second command ran the plug-in as it was when first imported: a fix
+            # to its file was silently not used
+            log.info("reloading %s: its file changed since this process imported it", module)
+            loaded = importlib.reload(loaded)
+        else:
+            loaded = importlib.import_module(module)
+        file = getattr(loaded, "__file__", None)
+        if module in _USER_MODULES or (
+            file and not _library_file(file)
+        ):  # (imgalign's own are never reloaded)
+            _USER_MODULES[module] = _file_stamp(loaded)
+        return loaded
     except ModuleNotFoundError as e:
         top = module.split(".")[0]
         if e.name == top:  # the `imgalign` command does not import from the working folder (`python -m` does)
@@ -85,6 +99,20 @@ def import_user_module(module: str, what: str) -> types.ModuleType:
             f"cannot import {what}: importing {module} raised {type(e).__name__}: {text}{where}; fix that module "
             f"(python -c 'import {module}' shows the traceback)"
         ) from e
+
+
+# a user's plug-in module imported by import_user_module -> its file's (modification time, size) then
+_USER_MODULES: dict[str, tuple[int, int] | None] = {}
+
+
+def _file_stamp(module: types.ModuleType) -> tuple[int, int] | None:
+    """(modification time in ns, size) of `module`'s file, or None when it has none (or it is gone)."""
+    file = getattr(module, "__file__", None)
+    try:
+        st = os.stat(file) if file else None
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size) if st else None
 
 
 def _library_file(filename: str) -> bool:
