@@ -45,3 +45,27 @@ def test_the_same_module_registering_its_name_again_replaces_its_own() -> None:
     register_reward("r32g_mine", "second")(second)
     assert list_rewards()["r32g_mine"] == "second"
     assert build_reward("r32g_mine")(torch.zeros(1, 3, 4, 4), ["a"]).scores.tolist() == [2.0]
+
+
+def test_a_plugin_taking_a_built_in_objective_name_is_refused_and_the_built_in_stays(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """OBJECTIVES.register("grpo") in a plug-in replaced the built-in GRPO objective for the rest of the process."""
+    from imgalign.trainers.registry import OBJECTIVES
+
+    builtin = OBJECTIVES.get("grpo")
+    monkeypatch.setattr(OBJECTIVES, "_items", dict(OBJECTIVES._items))
+
+    def grpo(*args, **kwargs):
+        return None
+
+    with pytest.raises(
+        ValueError,
+        match=r"^objective name 'grpo' is already registered by imgalign\.trainers\.objectives; register this one "
+        r"\('.*grpo' of .*test_badinput_r32g_register_twice\) under another name, e\.g\. 'my_grpo'$",
+    ):
+        OBJECTIVES.register("grpo")(grpo)
+    assert OBJECTIVES.get("grpo") is builtin
+    OBJECTIVES.register("r32g_mine")(grpo)
+    OBJECTIVES.register("r32g_mine")(grpo)  # the same module again: its own, replaced
+    assert OBJECTIVES.get("r32g_mine") is grpo

@@ -41,7 +41,22 @@ class Registry(Generic[T]):
         self._builtin = builtin_modules
 
     def register(self, name: str) -> Callable[[T], T]:
+        """Decorator: make `obj` selectable by `name`. A name another module registered is refused (a plug-in
+        registering ``grpo`` replaced the built-in for the rest of the process, silently); the same module
+        registering it again (imported again, a notebook cell run twice) replaces its own."""
+
         def deco(obj: T) -> T:
+            module = getattr(obj, "__module__", None)
+            if (
+                module not in self._builtin
+            ):  # the built-ins first, so a plug-in cannot take one of their names
+                self._load_builtin()
+            where = getattr(self._items[name], "__module__", None) if name in self._items else module
+            if where != module:
+                raise ValueError(
+                    f"{self.kind} name {name!r} is already registered by {where}; register this one "
+                    f"({getattr(obj, '__qualname__', obj)!r} of {module}) under another name, e.g. 'my_{name}'"
+                )
             self._items[name] = obj
             return obj
 
