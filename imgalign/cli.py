@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     warn_of_thread_settings(os.environ)
     bars = library_bars_off() if getattr(args, "no_progress", False) else contextlib.nullcontext()
     try:
-        with bars:
+        with bars, torch_rng_kept():
             return _run(args)
     finally:
         root.setLevel(saved[0])
@@ -178,6 +178,29 @@ def warn_of_thread_settings(env: Mapping[str, str]) -> None:
                 torch.get_num_threads(),
                 name,
             )
+
+
+@contextlib.contextmanager
+def torch_rng_kept() -> Iterator[None]:
+    """An in-process caller's torch random state (the CPU generator's, and CUDA's once CUDA is in use) is back as it
+    was after the command, which ended or raised: ``train`` seeds torch's global generator (so that a reward's fresh
+    head draws the same on every run), as the fitting of reward heads and the pretraining do, so a notebook's
+    ``torch.manual_seed(0)`` followed by a command drew the command's seed's numbers after it. Where torch is not
+    imported yet, the caller has drawn nothing from it."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        yield
+        return
+    cpu = torch.random.get_rng_state()
+    cuda = (
+        torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
+    )
+    try:
+        yield
+    finally:
+        torch.random.set_rng_state(cpu)
+        if cuda is not None:
+            torch.cuda.set_rng_state_all(cuda)
 
 
 @contextlib.contextmanager
