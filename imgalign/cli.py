@@ -13,7 +13,7 @@ import re
 import signal
 import sys
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from imgalign import __version__
@@ -132,7 +132,35 @@ def unknown_arguments_message(unknown: list[str], parser: argparse.ArgumentParse
     return found + (f" ({'; '.join(hints)})" if hints else "")
 
 
-def main(argv: list[str] | None = None) -> int:
+def argv_words(argv: Sequence[object] | None) -> list[str] | None:
+    """`argv` of an in-process :func:`main` call as argparse takes it: a path (``Path``) or a number given as an item
+    is its text; one string for the whole command, or an item of another type, is a TypeError saying what to give
+    (``main("rewards list")`` was "invalid choice: 'r'", and a Path item "'PosixPath' object is not
+    subscriptable")."""
+    if argv is None:
+        return None
+    if isinstance(argv, (str, bytes)):
+        raise TypeError(
+            f"main() takes the command as a list of words, e.g. main({str(argv).split()!r}), not one string "
+            f"({argv!r}); shlex.split(text) splits a command line as a shell does"
+        )
+    words = []
+    for i, item in enumerate(argv):
+        if isinstance(item, os.PathLike):
+            item = os.fspath(item)
+        elif isinstance(item, (int, float)) and not isinstance(item, bool):
+            item = str(item)
+        if not isinstance(item, str):
+            raise TypeError(
+                f"main(): item {i} of the command is {item!r} ({type(item).__name__}); give each word as a string "
+                "(paths and numbers are turned into text)"
+            )
+        words.append(item)
+    return words
+
+
+def main(argv: Sequence[object] | None = None) -> int:
+    argv = argv_words(argv)
     parser = build_parser()
     args, unknown = parser.parse_known_args(argv)
     if unknown:  # (what parse_args does, from the command's own parser, with the closest options named)
