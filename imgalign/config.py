@@ -64,9 +64,8 @@ def import_user_module(module: str, what: str) -> types.ModuleType:
         else:
             loaded = importlib.import_module(module)
         file = getattr(loaded, "__file__", None)
-        if module in _USER_MODULES or (
-            file and not _library_file(file)
-        ):  # (imgalign's own are never reloaded)
+        # (imgalign's own are never reloaded)
+        if module in _USER_MODULES or (file and not _library_file(file)):
             _USER_MODULES[module] = _file_stamp(loaded)
         return loaded
     except ModuleNotFoundError as e:

@@ -177,9 +177,8 @@ def read_image(path: str | Path) -> Image.Image:
             return pil_to_rgb(upright(im))
     except UnidentifiedImageError:
         hint = ""
-        if (
-            path.suffix.lower() == ".avif"
-        ):  # an AVIF photo on a Pillow built without it read as "not an image"
+        # an AVIF photo on a Pillow built without it read as "not an image"
+        if path.suffix.lower() == ".avif":
             from PIL import features
 
             if not features.check("avif"):

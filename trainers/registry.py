@@ -47,9 +47,8 @@ class Registry(Generic[T]):
 
         def deco(obj: T) -> T:
             module = getattr(obj, "__module__", None)
-            if (
-                module not in self._builtin
-            ):  # the built-ins first, so a plug-in cannot take one of their names
+            # the built-ins first, so a plug-in cannot take one of their names
+            if module not in self._builtin:
                 self._load_builtin()
             where = getattr(self._items[name], "__module__", None) if name in self._items else module
             if where != module:

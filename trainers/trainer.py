@@ -547,9 +547,8 @@ class FlowGRPOTrainer:
         from imgalign.config import check_built
 
         cfg = self.cfg
-        check_built(
-            cfg
-        )  # a config built or changed in Python: its values read as a file's, before anything loads
+        # a config built or changed in Python: its values read as a file's, before anything loads
+        check_built(cfg)
         trackers = self._trackers()
         check_accumulation_env(os.environ.get("ACCELERATE_GRADIENT_ACCUMULATION_STEPS"))
         notice = rendezvous_notice(os.environ)
