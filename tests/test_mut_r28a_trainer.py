@@ -12,3 +12,23 @@ def test_a_single_scorable_sample_is_enough_to_name_the_reward_that_did_not_scor
     a reward left NaN makes that reward the unscored one, as for any larger count."""
     assert unscored_rewards(["a", "b"], torch.tensor([0.0, 1.0]), 1) == ["a"]
     assert unscored_rewards(["a", "b"], torch.tensor([0.0, 0.0]), 1) == ["a", "b"]
+
+
+def test_a_prompt_dependence_ratio_of_exactly_half_the_base_models_is_not_warned_about(
+    tmp_path, caplog
+) -> None:
+    """The warning is for a ratio that fell below half the step-0 one: exactly half is quiet, just under warns."""
+    import json
+    import logging
+    from types import SimpleNamespace
+
+    from imgalign.trainers.trainer import FlowGRPOTrainer
+
+    key = "eval/prompt_dependence/ratio"
+    (tmp_path / "eval.jsonl").write_text(json.dumps({"step": 0, key: 0.5}) + "\n")
+    fake = SimpleNamespace(out=tmp_path)
+    with caplog.at_level(logging.WARNING):
+        FlowGRPOTrainer._warn_prompt_independence(fake, 5, {key: 0.25})
+        assert "prompt-independent" not in caplog.text
+        FlowGRPOTrainer._warn_prompt_independence(fake, 6, {key: 0.2499})
+    assert "step 6" in caplog.text and "prompt-independent" in caplog.text
