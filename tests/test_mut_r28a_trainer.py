@@ -32,3 +32,25 @@ def test_a_prompt_dependence_ratio_of_exactly_half_the_base_models_is_not_warned
         assert "prompt-independent" not in caplog.text
         FlowGRPOTrainer._warn_prompt_independence(fake, 6, {key: 0.2499})
     assert "step 6" in caplog.text and "prompt-independent" in caplog.text
+
+
+def test_only_a_resume_from_the_runs_own_checkpoint_is_warned_about_missing_log_rows(
+    tmp_path, caplog
+) -> None:
+    """A checkpoint of another run folder (--resume OTHER/checkpoints/step-N --output-dir NEW) starts NEW's log
+    after its step: NEW has no metrics.jsonl and nothing is missing. The run's own checkpoint without its log is."""
+    import logging
+    from types import SimpleNamespace
+
+    from imgalign.trainers.trainer import FlowGRPOTrainer
+
+    new, other = tmp_path / "new", tmp_path / "other"
+    for run in (new, other):
+        (run / "checkpoints" / "step-000002").mkdir(parents=True)
+    with caplog.at_level(logging.WARNING, logger="imgalign.trainers.trainer"):
+        ckpt = other / "checkpoints" / "step-000002"
+        FlowGRPOTrainer._truncate_logs(SimpleNamespace(start_step=2, resume_from=ckpt, out=new))
+        assert "metrics.jsonl" not in caplog.text
+        ckpt = new / "checkpoints" / "step-000002"
+        FlowGRPOTrainer._truncate_logs(SimpleNamespace(start_step=2, resume_from=ckpt, out=new))
+    assert "resuming from step 2, but it is not there" in caplog.text
