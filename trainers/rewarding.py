@@ -321,9 +321,9 @@ def gdpo(
     valid = ok.clone()
     # a reward of weight 0 (logged only) gives no signal: one that varies in a group whose weighted rewards all tie
     # kept that group, its 0 advantages in the batch statistics (the other groups' advantages scaled up)
+    # all weights 0: no reward of weight > 0, so every group is dropped, as weighted_sum and group_norm_weighted drop
+    # it (it kept every group whose logged-only rewards varied, valid with advantage 0)
     weighted = (weights != 0).to(rewards.device)  # [K]
-    if not bool(weighted.any()):
-        weighted = torch.ones_like(weighted)
     for g in groups:
         m = (group_ids == g) & ok
         r_g = rewards[weighted][:, m]  # [K', n_g]: the rewards of weight > 0
