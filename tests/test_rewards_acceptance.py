@@ -30,6 +30,7 @@ def test_geneval_true_above_corrupted() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)  # hundreds of images sampled on the CPU: not held to the 10-minute bound
 @pytest.mark.parametrize("name", ["clip", "vlm_loglik"])
 def test_embedded_model_rewards_true_above_corrupted(name: str) -> None:
     model = {"clip": "shapes-clip", "vlm_loglik": "shapes-vlm"}[name]
@@ -51,6 +52,7 @@ def _base_model_samples(n: int, seed: int) -> torch.Tensor:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)  # hundreds of images sampled on the CPU: not held to the 10-minute bound
 @pytest.mark.parametrize("features", ["shapes-clip", "stats"])
 def test_fd_and_discriminator_against_base_model(features: str) -> None:
     if not _have("shapes-t2i") or (features == "shapes-clip" and not _have("shapes-clip")):
