@@ -350,9 +350,19 @@ def starting_interrupted(argv: list[str]) -> str:
     return f"{name}: interrupted while starting, before it wrote anything"
 
 
+def _escape_unencodable(stream: object) -> None:
+    """Print what `stream`'s encoding cannot hold backslash-escaped (``\\udce9``), as Python's stderr does: a path
+    whose name is not UTF-8 (its bytes read as lone surrogates) on a strict UTF-8 stdout (LANG=en_US.UTF-8) failed
+    the closing "wrote PATH" line, after the work was done, with "'utf-8' codec can't encode character" and exit
+    status 2. The program's own stdout only: an in-process caller of :func:`main` keeps its stream as it is."""
+    if getattr(stream, "errors", None) == "strict" and hasattr(stream, "reconfigure"):
+        stream.reconfigure(errors="backslashreplace")
+
+
 def console_main() -> int:
     """The ``imgalign`` program: :func:`main`, with Ctrl-C as one line on stderr (what was kept, how to go on) and
     exit status 130 instead of a traceback; SIGTERM likewise, with exit status 143 (128 + 15)."""
+    _escape_unencodable(sys.stdout)
     with _sigterm_interrupts() as terminated:
         try:
             return main()
