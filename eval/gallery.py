@@ -57,7 +57,8 @@ def wrap(text: str, width_px: int, f: ImageFont.ImageFont, max_lines: int = 6) -
         last = lines[max_lines - 1]  # whole where it fits beside the '…' ([:-1] dropped a letter that fitted)
         while last and not fits(last + "…"):
             last = last[:-1]
-        lines = lines[: max_lines - 1] + [last + "…"]
+        # (a cut at a space ended the label in " …")
+        lines = lines[: max_lines - 1] + [last.rstrip() + "…"]
     return "\n".join(lines)
 
 
