@@ -228,3 +228,14 @@ def test_trainer_curves_default_to_reward_means_and_the_shapes_overall_only(tmp_
         assert [title for title, _ in seen] == ["reward/a/mean", "eval/shapes/overall"]
         raw = seen[0][1][0]
         assert raw == (("o", 1.0) if n < 20 else ("None", 0.4)), n
+
+
+def test_compare_strips_the_spaces_around_each_run(writers, tmp_path, monkeypatch, capsys):
+    """'a= r1, r2' named the folders ' r1' and ' r2' (the label was stripped, the runs were not); a folder whose
+    name holds the space is taken as it is."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / " r3").mkdir()
+    assert main(["report", "--compare", "a= r1, r2 ", "b= r3", "--keys", "k", "--out", "o"]) == 0
+    assert writers[0][1] == {"a": ["r1", "r2"], "b": [" r3"]}
+    assert main(["report", "--compare", "a=r1, ", "--keys", "k", "--out", "o"]) == 2
+    assert "--compare takes LABEL=RUN[,RUN...], got 'a=r1, '" in capsys.readouterr().err

@@ -68,19 +68,22 @@ def run_report(args: argparse.Namespace) -> int:
             label, sep, runs = item.partition("=")
             # " base =RUN" was a group of its own beside "base=RUN", with the spaces in the legend
             label = label.strip()
-            if not sep or not label or not runs or "" in runs.split(","):
+            # "a= run1, run2" (spaces as a shell user types them) named the folders ' run1' and ' run2'; a folder
+            # whose name does hold the space is taken as it is
+            names = [r if Path(r).exists() else r.strip() for r in runs.split(",")]
+            if not sep or not label or not runs or "" in names:
                 raise ValueError(f"--compare takes LABEL=RUN[,RUN...], got {item!r}")
             if label in groups:
                 raise ValueError(f"--compare: label {label!r} is used twice; give each group one label")
             # its curve would count twice in the group's mean (also spelt run/ or /abs/run)
-            folders = [Path(r).resolve() for r in runs.split(",")]
-            dup = [r for r, f in zip(runs.split(","), folders) if folders.count(f) > 1]
+            folders = [Path(r).resolve() for r in names]
+            dup = [r for r, f in zip(names, folders) if folders.count(f) > 1]
             if dup:
                 spelt = f" ({' and '.join(map(repr, dup))})" if len(set(dup)) > 1 else ""
                 raise ValueError(
                     f"--compare {item!r} names run {dup[0]!r} twice{spelt}; give each run of a group once"
                 )
-            groups[label] = runs.split(",")
+            groups[label] = names
         if not args.keys or not args.out:
             raise ValueError("--compare needs --keys KEY [KEY ...] and --out DIR")
         if any(not k.strip() for k in args.keys):  # it said "no run logs ''"
