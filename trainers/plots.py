@@ -65,7 +65,11 @@ def plot_metrics(
         keys = [k for k in found if k.startswith("reward/") and k.endswith("/mean")]
         keys += [k for k in found if k == "eval/shapes/overall"]
     if not keys:
-        raise ValueError("no metric keys to plot (none given and no reward/*/mean in the file)")
+        # (it named reward/*/mean only, though eval/shapes/overall is plotted by default too)
+        raise ValueError(
+            "no metric keys to plot (none given, and the file has no reward/*/mean or eval/shapes/overall): "
+            "name the keys to plot"
+        )
     fig, axes = plt.subplots(1, len(keys), figsize=(4.5 * len(keys), 3.2), squeeze=False)
     for ax, key in zip(axes[0], keys):
         pts = sorted((r.get("step", 0), r[key]) for r in rows if _finite_number(r.get(key)))
