@@ -18,9 +18,10 @@ import importlib
 import math
 import os
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import NoneType
 from typing import Any
 
 import numpy as np
@@ -190,6 +191,26 @@ def check_prompts_and_metadata(
         raise ValueError(
             f"reward {name!r}: metadata is one dict, not a list of {n}: give one dict per image, e.g. "
             f"[row] * {n}, or None"
+        )
+    # a string of n characters, or a list of prompts in its place, passed the length check and failed inside the
+    # reward ("string indices must be integers")
+    if metadata is None:
+        return
+    if isinstance(metadata, (str, bytes)) or not isinstance(metadata, Iterable):
+        got: str | None = type(metadata).__name__
+    else:
+        got = next(
+            (
+                f"row {i} is {type(r).__name__}"
+                for i, r in enumerate(metadata)
+                if not isinstance(r, (Mapping, NoneType))
+            ),
+            None,
+        )
+    if got:
+        raise ValueError(
+            f"reward {name!r}: metadata must be a list of {n} dicts (a prompt's GenEval row), one per image, or "
+            f"None; {got}"
         )
 
 
