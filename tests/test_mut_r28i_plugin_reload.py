@@ -80,6 +80,7 @@ def test_a_plugin_whose_file_was_deleted_is_named_with_what_to_do(plugin) -> Non
     plugin.unlink()
     with pytest.raises(
         ValueError,
-        match=rf"^cannot import reward '{NAME}:VALUE': .*put the folder holding '{NAME}' on the import",
+        match=rf"^cannot import reward '{NAME}:VALUE': {NAME}'s file {plugin} is gone since this process imported "
+        r"it \(deleted or moved\); put it back, or put the folder that now holds it on the import path$",
     ):
         _load()
