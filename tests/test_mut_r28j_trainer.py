@@ -1,0 +1,37 @@
+"""trainers/trainer.py, mutation round 28: the training loop and setup, for behaviour no test pinned."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+import imgalign.trainers.trainer as T
+
+
+def test_a_resumed_run_counts_train_unscored_stop_steps_from_its_own_first_step() -> None:
+    """train.unscored_stop_steps counts the steps this call ran (the idle steps are counted from the resume on): a
+    run resumed at step 3 asks after its own second step (step 5) and stops there, where counting the run's steps
+    (done == 2) never asked and trained on to the end."""
+    from imgalign.trainers.trainer import NothingTrained
+
+    calls: dict[str, list] = {"step": [], "asked": []}
+    tr = SimpleNamespace(
+        cfg=SimpleNamespace(
+            train=SimpleNamespace(max_steps=6, time_budget_min=0, unscored_stop_steps=2),
+            eval=SimpleNamespace(at_start=False, every=-1),
+            log=SimpleNamespace(progress=False, checkpoint_every=0),
+        ),
+        start_step=3,
+        is_main=True,
+        acc=SimpleNamespace(wait_for_everyone=lambda: None, end_training=lambda: None),
+        train_step=lambda step: calls["step"].append(step) or {},
+        _out_of_time=lambda *a: False,
+        _log=lambda step, m: None,
+        save=lambda step: None,
+        _check_trained=lambda ran: None,
+        _nothing_trained=lambda ran, early: calls["asked"].append(ran) or NothingTrained("none"),
+    )
+    with pytest.raises(NothingTrained):
+        T.FlowGRPOTrainer.train(tr)
+    assert calls == {"step": [3, 4], "asked": [2]}
