@@ -35,3 +35,19 @@ def test_a_resumed_run_counts_train_unscored_stop_steps_from_its_own_first_step(
     with pytest.raises(NothingTrained):
         T.FlowGRPOTrainer.train(tr)
     assert calls == {"step": [3, 4], "asked": [2]}
+
+
+def test_rewards_without_weights_weigh_one_each(sd3_dir, tmp_path) -> None:
+    """rewards.weights left out: every reward weighs 1 (what a plug-in balancer receives, and what the weighted sum
+    adds up), whatever their number."""
+    from imgalign.config import load_config
+    from imgalign.trainers.config import FlowGRPOConfig
+    from imgalign.trainers.testing import one_step_config, write_config
+
+    names = ["imgalign.trainers.testing:red_reward", "imgalign.trainers.testing:blue_reward"]
+    cfg = one_step_config(sd3_dir, tmp_path / "run", rewards={"names": names})
+    tr = T.FlowGRPOTrainer(
+        load_config(FlowGRPOConfig, write_config(cfg, tmp_path / "c.yaml")), tmp_path / "run"
+    )
+    tr.setup()
+    assert tr.reward_weights.tolist() == [1.0, 1.0]
