@@ -51,3 +51,15 @@ def test_rewards_without_weights_weigh_one_each(sd3_dir, tmp_path) -> None:
     )
     tr.setup()
     assert tr.reward_weights.tolist() == [1.0, 1.0]
+
+
+def test_a_run_keeps_its_last_log_keep_last_checkpoints(sd3_dir, tmp_path) -> None:
+    """log.keep_last 2 with a checkpoint every step: after 3 steps the run folder holds checkpoints 2 and 3 only."""
+    from imgalign.cli import main
+    from imgalign.trainers.testing import one_step_config, write_config
+
+    out = tmp_path / "run"
+    cfg = one_step_config(sd3_dir, out, train={"max_steps": 3}, log={"checkpoint_every": 1, "keep_last": 2})
+    cfg["sampling"]["num_steps"] = 2
+    assert main(["train", str(write_config(cfg, tmp_path / "c.yaml"))]) == 0
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step-000002", "step-000003"]
