@@ -63,3 +63,30 @@ def test_a_run_keeps_its_last_log_keep_last_checkpoints(sd3_dir, tmp_path) -> No
     cfg["sampling"]["num_steps"] = 2
     assert main(["train", str(write_config(cfg, tmp_path / "c.yaml"))]) == 0
     assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step-000002", "step-000003"]
+
+
+def test_a_run_that_wrote_the_folder_while_setup_waited_for_its_lock_is_refused(
+    sd3_dir, tmp_path, monkeypatch
+) -> None:
+    """The output folder is checked again once its lock is held: a run that ended between the first check and the
+    lock (its metrics.jsonl now there) is refused, not appended to."""
+    from imgalign.config import ConfigError, load_config
+    from imgalign.trainers.checkpoint import unlock_output_dir
+    from imgalign.trainers.config import FlowGRPOConfig
+    from imgalign.trainers.testing import one_step_config, write_config
+
+    out = tmp_path / "run"
+    real = T.FlowGRPOTrainer._lock_output_dir
+
+    def lock_after_another_run_wrote(self) -> None:
+        (self.out / "metrics.jsonl").write_text('{"step": 1}\n')  # the other run finished meanwhile
+        real(self)
+
+    monkeypatch.setattr(T.FlowGRPOTrainer, "_lock_output_dir", lock_after_another_run_wrote)
+    cfg = load_config(FlowGRPOConfig, write_config(one_step_config(sd3_dir, out), tmp_path / "c.yaml"))
+    tr = T.FlowGRPOTrainer(cfg, out)
+    try:
+        with pytest.raises(ConfigError, match="already holds a training run"):
+            tr.setup()
+    finally:
+        unlock_output_dir(out)  # the refused setup took the lock: this process holds nothing after the test
