@@ -38,3 +38,21 @@ def test_a_detector_given_as_a_cached_hub_id_is_not_refused_as_a_folder_without_
     monkeypatch.setattr(transformers.AutoConfig, "from_pretrained", lambda name, *a, **k: asked.append(name))
     check_judge_specs("org/detector", "hf-hub:org/clip")
     assert asked == ["org/detector"]
+
+
+def test_a_clip_folder_given_with_a_tilde_that_is_not_there_is_no_such_folder(tmp_path, monkeypatch):
+    """A quoted ~/... (the shell left the tilde) is a folder that is not there, not an unknown ARCH:PRETRAINED."""
+    import pytest
+    import transformers
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(transformers.AutoConfig, "from_pretrained", lambda name, *a, **k: None)
+    with pytest.raises(FileNotFoundError, match="CLIP '~/no-such-clip': no such folder"):
+        check_judge_specs("org/detector", "~/no-such-clip")
+
+
+def test_the_colour_classifier_asks_nothing_of_clip_for_no_detections():
+    from imgalign.eval.real import ClipColorClassifier
+
+    clf = object.__new__(ClipColorClassifier)  # no model: an empty list must not reach it
+    assert clf(None, [], "cat") == []
