@@ -76,3 +76,17 @@ def test_the_target_column_is_the_mean_over_the_runs_that_reached_it(tmp_path):
         {"g": runs}, ["reward/a/mean"], tmp_path / "out", target=("reward/a/mean", 1.0), window=1
     )
     assert "| 8.66667 (3/3) |" in md.read_text()
+
+
+def test_a_last_line_that_is_no_json_but_ends_in_a_newline_and_blanks_is_not_called_incomplete(
+    tmp_path, caplog
+):
+    import logging
+
+    from imgalign.eval.reports import load_metrics
+
+    path = tmp_path / "metrics.jsonl"
+    path.write_text('{"step": 1}\nnot json\n \t')
+    with caplog.at_level(logging.WARNING):
+        assert load_metrics(path) == [{"step": 1}]
+    assert "metrics.jsonl:2: last line is not valid JSON" in caplog.text and "incomplete" not in caplog.text
