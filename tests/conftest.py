@@ -171,3 +171,28 @@ def plot_calls(monkeypatch: pytest.MonkeyPatch) -> tuple[list, list]:
         matplotlib.axes.Axes, "set_title", lambda ax, t, **k: (titles.append(t), real_title(ax, t, **k))[1]
     )
     return drawn, titles
+
+
+class WordTokenizer:
+    """A text tokenizer stand-in for the prompt-length checks of imgalign.sampling: one token per word plus start and
+    end tokens, at most 77 (CLIP's); it knows the words of `vocab` (as ``WORD</w>``), which also tells two apart."""
+
+    model_max_length = 77
+
+    def __init__(self, vocab: tuple[str, ...] = ("w",)) -> None:
+        self.vocab = {f"{w}</w>": i for i, w in enumerate(vocab)}
+        self.deprecation_warnings: dict[str, object] = {}
+
+    def get_vocab(self) -> dict[str, int]:
+        return self.vocab
+
+    def __call__(self, prompts: list[str], verbose: bool = False) -> dict[str, list[list[int]]]:
+        return {"input_ids": [[0] * (len(p.split()) + 2) for p in prompts]}
+
+
+class T5EncoderModel:
+    """A text-encoder stand-in: imgalign.sampling reads only its class name (a T5 takes 512 tokens)."""
+
+
+class CLIPTextModel:
+    """A text-encoder stand-in: imgalign.sampling reads only its class name (a CLIP takes 77 tokens)."""

@@ -13,27 +13,9 @@ from PIL import Image
 
 from imgalign import sampling
 from imgalign.sampling import generate_folder, long_prompts_said
+from tests.conftest import T5EncoderModel, WordTokenizer
 
 METAS = [{"tag": "single_object", "include": [{"class": "cat", "count": 1}], "prompt": "a photo of a cat"}]
-
-
-class _Tokenizer:
-    """One token per word plus start and end tokens; every word of METAS is in its vocabulary."""
-
-    model_max_length = 77
-
-    def __init__(self) -> None:
-        self.deprecation_warnings: dict[str, Any] = {}
-
-    def get_vocab(self) -> dict[str, int]:
-        return {w + "</w>": i for i, w in enumerate("a photo of cat".split())}
-
-    def __call__(self, prompts: list[str], verbose: bool = False) -> dict[str, list[list[int]]]:
-        return {"input_ids": [[0] * (len(p.split()) + 2) for p in prompts]}
-
-
-class T5EncoderModel:  # a stand-in: only its class name is read
-    pass
 
 
 class _Output:
@@ -62,7 +44,7 @@ class _FluxLikePipe:
 def test_generate_folder_samples_with_the_shapes_settings_when_no_sampler_is_given(tmp_path: Path) -> None:
     """The default sampler is generate: the shapes model's steps, guidance, size and context, not the
     pipeline's own defaults (generate_images)."""
-    pipe = _FluxLikePipe(tokenizer=_Tokenizer())
+    pipe = _FluxLikePipe(tokenizer=WordTokenizer(tuple("a photo of cat".split())))
     generate_folder(pipe, METAS, tmp_path, 2, 0, progress=False)
     (call,) = pipe.calls
     assert call["num_inference_steps"] == sampling.NUM_INFERENCE_STEPS
@@ -77,7 +59,9 @@ def test_the_truncation_notice_reads_the_pipeline_calls_own_int_default(
 ) -> None:
     """A call whose max_sequence_length defaults to 512 (FLUX's) keeps a 302-token prompt whole: no notice;
     past 512 tokens the prompt is named with that limit."""
-    pipe = _FluxLikePipe(tokenizer_2=_Tokenizer(), text_encoder_2=T5EncoderModel())
+    pipe = _FluxLikePipe(
+        tokenizer_2=WordTokenizer(tuple("a photo of cat".split())), text_encoder_2=T5EncoderModel()
+    )
 
     def said(prompt: str) -> list[str]:
         caplog.clear()

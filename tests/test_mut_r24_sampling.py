@@ -11,6 +11,7 @@ import pytest
 from PIL import Image
 
 from imgalign.sampling import generate_images, warn_unknown_words
+from tests.conftest import T5EncoderModel, WordTokenizer
 
 
 class _Tokenizer:
@@ -99,32 +100,13 @@ def test_generate_refuses_a_width_the_model_cannot_take_before_sampling() -> Non
     assert pipe.calls == []
 
 
-class _WordTokenizer:
-    """One token per word plus start and end tokens."""
-
-    model_max_length = 77
-
-    def __init__(self) -> None:
-        self.deprecation_warnings: dict[str, Any] = {}
-
-    def get_vocab(self) -> dict[str, int]:
-        return {"w</w>": 0}
-
-    def __call__(self, prompts: list[str], verbose: bool = False) -> dict[str, list[list[int]]]:
-        return {"input_ids": [[0] * (len(p.split()) + 2) for p in prompts]}
-
-
-class T5EncoderModel:  # a stand-in: only its class name is read
-    pass
-
-
 class _T5Pipe:
     """A pipeline stand-in with a T5 encoder whose call defaults to 512 T5 tokens (FLUX's)."""
 
     transformer = None
 
     def __init__(self) -> None:
-        self.tokenizer_2, self.text_encoder_2 = _WordTokenizer(), T5EncoderModel()
+        self.tokenizer_2, self.text_encoder_2 = WordTokenizer(), T5EncoderModel()
 
     def __call__(self, prompt: list[str], max_sequence_length: int = 512, **kwargs: Any) -> None:
         pass

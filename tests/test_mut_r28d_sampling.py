@@ -21,25 +21,7 @@ from imgalign.sampling import (
     supported_sizes,
     warn_unknown_words,
 )
-
-
-class _Tokenizer:
-    """Counts one token per word, plus start and end tokens."""
-
-    model_max_length = 77
-
-    def __init__(self) -> None:
-        self.deprecation_warnings: dict[str, Any] = {}
-
-    def get_vocab(self) -> dict[str, int]:
-        return {"w</w>": 0}
-
-    def __call__(self, prompts: list[str], verbose: bool = False) -> dict[str, list[list[int]]]:
-        return {"input_ids": [[0] * (len(p.split()) + 2) for p in prompts]}
-
-
-class CLIPTextModel:  # a stand-in: only its class name is read
-    pass
+from tests.conftest import CLIPTextModel, WordTokenizer
 
 
 class _ClipPipe:
@@ -48,7 +30,7 @@ class _ClipPipe:
     tokenizer_max_length = 77
 
     def __init__(self) -> None:
-        self.tokenizer, self.text_encoder = _Tokenizer(), CLIPTextModel()
+        self.tokenizer, self.text_encoder = WordTokenizer(), CLIPTextModel()
 
 
 class _SizedPipe:

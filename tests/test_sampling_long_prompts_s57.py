@@ -9,30 +9,7 @@ from typing import Any
 import pytest
 
 from imgalign.sampling import long_prompts_said
-
-
-class _Tokenizer:
-    """Counts one token per word, plus start and end tokens; `vocab` tells tokenizers apart."""
-
-    model_max_length = 77
-
-    def __init__(self, vocab: str) -> None:
-        self.vocab = {vocab: 0}
-        self.deprecation_warnings: dict[str, Any] = {}
-
-    def get_vocab(self) -> dict[str, int]:
-        return self.vocab
-
-    def __call__(self, prompts: list[str], verbose: bool = False) -> dict[str, list[list[int]]]:
-        return {"input_ids": [[0] * (len(p.split()) + 2) for p in prompts]}
-
-
-class T5EncoderModel:  # a stand-in: only its class name is read
-    pass
-
-
-class CLIPTextModel:
-    pass
+from tests.conftest import CLIPTextModel, T5EncoderModel, WordTokenizer
 
 
 class _NoDefaultPipe:
@@ -58,7 +35,7 @@ def said(pipe: Any, prompts: list[str], caplog: pytest.LogCaptureFixture) -> lis
 
 
 def test_a_call_without_an_int_default_is_read_as_256_t5_tokens(caplog: pytest.LogCaptureFixture) -> None:
-    pipe = _NoDefaultPipe(tokenizer_3=_Tokenizer("t5"), text_encoder_3=T5EncoderModel())
+    pipe = _NoDefaultPipe(tokenizer_3=WordTokenizer(("t5",)), text_encoder_3=T5EncoderModel())
     assert said(pipe, ["w " * 254], caplog) == []  # 256 tokens with start and end: kept whole
     (line,) = said(pipe, ["w " * 255], caplog)
     assert "(257 T5 tokens)" in line and "(T5 256 tokens)" in line
@@ -66,11 +43,11 @@ def test_a_call_without_an_int_default_is_read_as_256_t5_tokens(caplog: pytest.L
 
 def test_two_clips_of_the_same_limit_are_named_once(caplog: pytest.LogCaptureFixture) -> None:
     pipe = _NoDefaultPipe(
-        tokenizer=_Tokenizer("clip-l"),
+        tokenizer=WordTokenizer(("clip-l",)),
         text_encoder=CLIPTextModel(),
-        tokenizer_2=_Tokenizer("clip-g"),
+        tokenizer_2=WordTokenizer(("clip-g",)),
         text_encoder_2=CLIPTextModel(),
-        tokenizer_3=_Tokenizer("t5"),
+        tokenizer_3=WordTokenizer(("t5",)),
         text_encoder_3=T5EncoderModel(),
     )
     (line,) = said(pipe, ["w " * 80], caplog)
