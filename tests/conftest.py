@@ -196,3 +196,25 @@ class T5EncoderModel:
 
 class CLIPTextModel:
     """A text-encoder stand-in: imgalign.sampling reads only its class name (a CLIP takes 77 tokens)."""
+
+
+def plugin_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str) -> Iterator[Path]:
+    """For a fixture: the path of a plug-in module ``name.py`` importable from `tmp_path` for one test, with
+    imgalign.config's record of user modules empty and no bytecode written; the module is forgotten after."""
+    import sys
+
+    from imgalign import config
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(config, "_USER_MODULES", {})
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    yield tmp_path / f"{name}.py"
+    sys.modules.pop(name, None)
+
+
+def write_later(path: Path, text: str, later_s: int) -> None:
+    """Write `text` to `path`, its modification time `later_s` seconds on (an edit a person makes comes seconds after
+    the last; Python's bytecode cache is keyed by seconds)."""
+    path.write_text(text)
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + later_s * 1_000_000_000))

@@ -4,30 +4,23 @@ by the next command, not as it was first imported."""
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import torch
 
-from imgalign import config
 from imgalign.rewards.base import build_reward
+from tests.conftest import plugin_module, write_later
 
 
 def _write(path: Path, body: str, later_s: int) -> None:
-    path.write_text(f"def score(images, prompts, metadata):\n    return {body}\n")
-    st = path.stat()  # (an edit seconds later, as a person's is: Python's bytecode cache is keyed by seconds)
-    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + later_s * 1_000_000_000))
+    write_later(path, f"def score(images, prompts, metadata):\n    return {body}\n", later_s)
 
 
 @pytest.fixture
 def plugin(tmp_path, monkeypatch) -> Iterator[Path]:
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(config, "_USER_MODULES", {})
-    monkeypatch.setattr(sys, "dont_write_bytecode", True)
-    yield tmp_path / "r32g_edited_reward.py"
-    sys.modules.pop("r32g_edited_reward", None)
+    yield from plugin_module(tmp_path, monkeypatch, "r32g_edited_reward")
 
 
 def test_an_edited_plugin_is_reloaded_by_the_next_build(plugin) -> None:

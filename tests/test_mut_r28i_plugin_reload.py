@@ -14,23 +14,18 @@ from pathlib import Path
 import pytest
 
 from imgalign import config
+from tests.conftest import plugin_module, write_later
 
 NAME = "r28i_plugin_mod"
 
 
 def _write(path: Path, value: int, later_s: int) -> None:
-    path.write_text(f"VALUE = {value}\n")
-    st = path.stat()
-    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + later_s * 1_000_000_000))
+    write_later(path, f"VALUE = {value}\n", later_s)
 
 
 @pytest.fixture
 def plugin(tmp_path, monkeypatch) -> Iterator[Path]:
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(config, "_USER_MODULES", {})
-    monkeypatch.setattr(sys, "dont_write_bytecode", True)
-    yield tmp_path / f"{NAME}.py"
-    sys.modules.pop(NAME, None)
+    yield from plugin_module(tmp_path, monkeypatch, NAME)
 
 
 def _load() -> object:
