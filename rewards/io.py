@@ -65,14 +65,15 @@ def find_images(paths: Iterable[str | Path]) -> list[Path]:
                 "an empty path ('', an unset shell variable?) names no file or folder: give the images' folder"
             )
         path = Path(s)
+        pattern = any(ch in s for ch in "*?[")
         if path.is_dir() or path.is_file():
             out += expand(path)
-        # a pattern that matches nothing is the name of a broken link where one is there (as a shell passes it on):
-        # `score 'shot[1].png'`, a link to an unmounted disk, said "matches no file or folder; check the pattern"
-        elif any(ch in s for ch in "*?[") and (matches := sorted(glob.glob(s, recursive=True))):
+        elif pattern and (matches := sorted(glob.glob(s, recursive=True))):
             for q in matches:
                 out += expand(Path(q))
-        elif any(ch in s for ch in "*?[") and not path.is_symlink():
+        # a pattern that matches nothing is the name of a broken link where one is there (as a shell passes it on):
+        # `score 'shot[1].png'`, a link to an unmounted disk, said "matches no file or folder; check the pattern"
+        elif pattern and not path.is_symlink():
             raise FileNotFoundError(f"{s!r} matches no file or folder; check the pattern")
         elif path.is_symlink() and not path.exists():  # `ls` shows it: "is not a file" read as a wrong name
             # (a link to a FIFO or a device exists: it is "not a file", not a link to nothing)
