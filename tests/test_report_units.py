@@ -239,3 +239,6 @@ def test_compare_strips_the_spaces_around_each_run(writers, tmp_path, monkeypatc
     assert writers[0][1] == {"a": ["r1", "r2"], "b": [" r3"]}
     assert main(["report", "--compare", "a=r1, ", "--keys", "k", "--out", "o"]) == 2
     assert "--compare takes LABEL=RUN[,RUN...], got 'a=r1, '" in capsys.readouterr().err
+    # the same run, once with a space before it, is named twice (it was two folders, 'r1' and ' r1')
+    assert main(["report", "--compare", "a=r1, r1", "--keys", "k", "--out", "o"]) == 2
+    assert "--compare 'a=r1, r1' names run 'r1' twice" in capsys.readouterr().err

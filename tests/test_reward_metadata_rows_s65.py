@@ -22,3 +22,16 @@ def test_metadata_that_is_not_one_dict_per_image_is_refused_naming_the_reward() 
         reward(x, ["a circle", "a square"], [{"tag": "single_object"}, "a square"])
     with pytest.raises(ValueError, match=r"or None; int$"):
         reward(x, ["a circle", "a square"], 3)
+
+
+def test_metadata_rows_may_be_none_for_an_image_without_one() -> None:
+    """None in place of one image's row is a row left empty (the trainer's task tagging reads such rows), not an
+    error."""
+    from imgalign.rewards.base import FunctionReward
+
+    seen = []
+    reward = FunctionReward(
+        lambda images, prompts, metadata: seen.append(metadata) or [0.0, 0.0], name="rows"
+    )
+    reward(torch.zeros(2, 3, 8, 8), ["a", "b"], [None, {"tag": "single_object"}])
+    assert seen == [[None, {"tag": "single_object"}]]
