@@ -57,8 +57,9 @@ def import_user_module(module: str, what: str) -> types.ModuleType:
     loaded = sys.modules.get(module)
     # in one process (a notebook), a second command ran the plug-in as it was when first imported: a fix to its file
     # was silently not used
-    changed = loaded is not None and _USER_MODULES.get(module, _file_stamp(loaded)) != _file_stamp(loaded)
-    if changed and _file_stamp(loaded) is None:  # (it said "put the folder holding it on the import path")
+    stamp = _file_stamp(loaded) if loaded is not None else None
+    changed = loaded is not None and _USER_MODULES.get(module, stamp) != stamp
+    if changed and stamp is None:  # (it said "put the folder holding it on the import path")
         raise ValueError(
             f"cannot import {what}: {module}'s file {loaded.__file__} is gone since this process imported it "
             "(deleted or moved); put it back, or put the folder that now holds it on the import path"
