@@ -34,6 +34,7 @@ from imgalign.pipelines import (
     once_per_call,
     restore_length_warning,
 )
+from imgalign.pretrain.tokenizer import is_word, prompt_pieces
 
 log = logging.getLogger(__name__)
 
@@ -135,16 +136,11 @@ def warn_unknown_words(pipe, prompts: Sequence[str]) -> None:
     end-of-text token, and the CLIP text encoders' pooled embedding stops at the first one."""
     tok = pipe.tokenizer
     vocab = tok.get_vocab()
-    unknown = sorted(
-        {
-            w
-            for p in prompts
-            for w in (x.strip(".,!?;:'\"()") for x in p.lower().split())
-            if w and w + "</w>" not in vocab
-        }
-    )
+    # split as the tokenizer splits before BPE: "red-circle" is three whole words, not one unknown one
+    unknown = sorted({w for p in prompts for w in prompt_pieces(p) if w + "</w>" not in vocab})
     lost = unknown_token_words(tok, unknown)
-    pieces = [w for w in unknown if w not in lost]
+    # bare punctuation (".", "...") is no word: named only where the tokenizer cannot read its characters
+    pieces = [w for w in unknown if w not in lost and is_word(w)]
     if pieces:
         log.warning(
             "words outside the model's vocabulary (tokenised as pieces the model never learned): %s",

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import string
 from pathlib import Path
 
@@ -110,8 +111,24 @@ def save_tokenizer(folder: Path, model_max_length: int):
     return CLIPTokenizer.from_pretrained(folder)
 
 
+# CLIP's pre-tokenizer (open_clip's and transformers' CLIPTokenizer, Radford et al. 2021): a few contractions,
+# runs of letters, single digits, runs of anything else but spaces; each piece is tokenised on its own
+_PIECES = re.compile(r"'s|'t|'re|'ve|'m|'ll|'d|[^\W\d_]+|\d|[^\s\w]+|_+")
+
+
+def prompt_pieces(prompt: str) -> list[str]:
+    """`prompt` lower-cased and split as a CLIP tokenizer splits it before BPE: "red-circle" is "red", "-",
+    "circle" (three words the shapes vocabulary knows), "circle's" is "circle", "'s"."""
+    return _PIECES.findall(prompt.lower())
+
+
+def is_word(piece: str) -> bool:
+    """Whether a :func:`prompt_pieces` piece holds a letter or digit (a word), not punctuation alone."""
+    return any(ch.isalnum() for ch in piece)
+
+
 def unknown_words(prompt: str) -> list[str]:
-    """Words of `prompt` outside the shapes vocabulary (lower-cased, punctuation stripped)."""
+    """Words of `prompt` outside the shapes vocabulary (lower-cased, split as CLIP's tokenizer splits them, bare
+    punctuation ignored)."""
     known = set(shapes_words())
-    words = [w.strip(string.punctuation) for w in prompt.lower().split()]
-    return [w for w in words if w and w not in known]
+    return [w for w in prompt_pieces(prompt) if is_word(w) and w not in known]
