@@ -82,7 +82,8 @@ def grpo_clipped_loss(
     weights: torch.Tensor | None = None,
 ) -> SurrogateOutput:
     """PPO/GRPO clipped surrogate: mean(max(−A·ρ, −A·clip(ρ, 1 − ε, 1 + ε))), ρ = exp(logπ_θ − logπ_old).
-    log_prob, old_log_prob, advantages: [B] -> scalar. `weights` [B] (0/1 masks) make it a weighted mean."""
+    log_prob, old_log_prob, advantages: [B] -> scalar. `weights` [B] (≥ 0; the trainer passes 0/1 masks) make it a
+    weighted mean."""
     # the difference of two float64 sums (kernels.reduce_dims) is small, so float32 holds it exactly enough
     diff = (log_prob.double() - old_log_prob.double()).float()
     ratio = torch.exp(diff)
@@ -92,7 +93,9 @@ def grpo_clipped_loss(
     per = torch.maximum(unclipped, clipped)
     w = torch.ones_like(per) if weights is None else weights.float()
     per = torch.where(w > 0, per, torch.zeros_like(per))  # a masked row may be NaN, and NaN·0 is NaN
-    denom = w.sum().clamp_min(1.0)
+    # a weighted mean: sum(w·x) / sum(w); 1 where every weight is 0 (no sample counts: the loss is 0, not NaN)
+    total = w.sum()
+    denom = torch.where(total > 0, total, torch.ones_like(total))
     loss = (per * w).sum() / denom
     with torch.no_grad():
         clipfrac = (((ratio - 1.0).abs() > clip_range).float() * w).sum() / denom
