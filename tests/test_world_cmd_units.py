@@ -72,7 +72,8 @@ def test_more_jobs_than_components_starts_one_worker_per_component(
 ) -> None:
     """--jobs 5 with three components starts three worker processes, not five."""
     assert main(["world", "pretrain", "--component", "all", "--out", str(tmp_path), "--jobs", "5"]) == 0
-    assert "training t2i, clip, vlm in 3 processes" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "training t2i, clip, vlm in 3 processes (one per component; --jobs 5 asked for more)" in out
     assert inline_pretrain_pool == [3]
 
 

@@ -366,7 +366,9 @@ def run_pretrain(args: argparse.Namespace) -> int:
             # VLM. Only the first shows a progress bar: bars from two processes would overwrite each other.
             workers = min(jobs, len(names))
             bar_of = f"; progress bar: {names[0]}" if bars else ""
-            print(f"training {', '.join(names)} in {workers} processes{bar_of}")
+            # --jobs 5 for three components: the other two would have nothing to train
+            one_each = f" (one per component; --jobs {jobs} asked for more)" if jobs > workers else ""
+            print(f"training {', '.join(names)} in {workers} processes{one_each}{bar_of}")
             failed = pretrain_in_pool({n: (COMPONENTS[n], cfgs[n]) for n in names}, out, workers, bars)
     if failed:
         from imgalign.cli import CLIError
