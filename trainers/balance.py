@@ -356,7 +356,7 @@ def _min_norm_enumerate(g: torch.Tensor) -> torch.Tensor:
     """
     gn = g.numpy()
     k = gn.shape[0]
-    best, best_obj = None, float("inf")
+    best, best_obj, best_m = None, float("inf"), 0
     for mask in range(1, 2**k):
         idx = [i for i in range(k) if mask >> i & 1]
         m = len(idx)
@@ -380,8 +380,11 @@ def _min_norm_enumerate(g: torch.Tensor) -> torch.Tensor:
         a[idx] = np.clip(a_s, 0.0, None)
         a /= a.sum()
         obj = float(a @ gn @ a)
-        if obj < best_obj - 1e-15:
-            best, best_obj = a, obj
+        # on a tie keep the wider face: two equal gradients share alpha (lstsq's even split), as min_norm_2 splits
+        # them 0.5/0.5, where the first vertex (mask order) took all of it
+        tie = abs(obj - best_obj) <= 1e-12 * max(abs(best_obj), 1e-300) if best is not None else False
+        if (obj < best_obj - 1e-15 and not tie) or (tie and m > best_m):
+            best, best_obj, best_m = a, obj, m
     if best is None:  # cannot happen for a PSD matrix (every vertex is feasible); kept as a guard
         raise RuntimeError("min_norm_simplex: no feasible face found; is the Gram matrix symmetric PSD?")
     return torch.from_numpy(best)
