@@ -72,7 +72,8 @@ def plot_metrics(
         )
     fig, axes = plt.subplots(1, len(keys), figsize=(4.5 * len(keys), 3.2), squeeze=False)
     for ax, key in zip(axes[0], keys):
-        pts = sorted((r.get("step", 0), r[key]) for r in rows if _finite_number(r.get(key)))
+        # a row without a step is placed at its row index, as the report's curves place it (it was at 0)
+        pts = sorted((r.get("step", i), r[key]) for i, r in enumerate(rows) if _finite_number(r.get(key)))
         if not pts:
             ax.set_title(f"{key} ({'no finite value' if any(key in r for r in rows) else 'absent'})")
             continue
