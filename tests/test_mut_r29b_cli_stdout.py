@@ -1,0 +1,43 @@
+"""Mutation round 29 (helper b): ``imgalign.cli._escape_unencodable`` changes only a strict stdout that can be
+reconfigured, and only for the ``imgalign`` program (``console_main``), not for an in-process ``main`` call."""
+
+from __future__ import annotations
+
+import io
+import sys
+
+import pytest
+
+from imgalign import cli
+
+
+def test_a_surrogateescape_stdout_keeps_writing_the_names_own_bytes() -> None:
+    """Python's stdout under the C/POSIX locale writes a non-UTF-8 name's own bytes back; it is not made to escape."""
+    raw = io.BytesIO()
+    stream = io.TextIOWrapper(raw, encoding="utf-8", errors="surrogateescape", write_through=True)
+    cli._escape_unencodable(stream)
+    assert stream.errors == "surrogateescape"
+    stream.write("x\udce9\n")
+    assert raw.getvalue() == b"x\xe9\n"
+
+
+class _StrictWithoutReconfigure:
+    errors = "strict"
+
+    def write(self, text: str) -> int:
+        return len(text)
+
+
+def test_a_strict_stream_that_cannot_be_reconfigured_is_left_as_it_is() -> None:
+    stream = _StrictWithoutReconfigure()
+    cli._escape_unencodable(stream)  # no AttributeError
+    assert stream.errors == "strict"
+
+
+def test_an_in_process_main_call_keeps_the_callers_strict_stdout(monkeypatch: pytest.MonkeyPatch) -> None:
+    raw = io.BytesIO()
+    stream = io.TextIOWrapper(raw, encoding="utf-8", errors="strict", write_through=True)
+    monkeypatch.setattr(sys, "stdout", stream)
+    assert cli.main(["rewards", "list"]) == 0
+    assert stream.errors == "strict"
+    assert b"geneval" in raw.getvalue()
