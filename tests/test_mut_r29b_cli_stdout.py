@@ -1,5 +1,6 @@
 """Mutation round 29 (helper b): ``imgalign.cli._escape_unencodable`` changes only a strict stdout that can be
-reconfigured, and only for the ``imgalign`` program (``console_main``), not for an in-process ``main`` call."""
+reconfigured, and only for the ``imgalign`` program (``console_main``), not for an in-process ``main`` call; and
+``unknown_arguments_message`` hints an unknown ``--option=value`` by the option alone."""
 
 from __future__ import annotations
 
@@ -41,3 +42,16 @@ def test_an_in_process_main_call_keeps_the_callers_strict_stdout(monkeypatch: py
     assert cli.main(["rewards", "list"]) == 0
     assert stream.errors == "strict"
     assert b"geneval" in raw.getvalue()
+
+
+def test_an_unknown_option_with_its_value_is_hinted_by_the_option_alone() -> None:
+    """`--output_dir=runs/a_long_run_name`: the option is matched and named by its part before `=`, not with its
+    value (with the value, the match fell below the cutoff and the hint was lost)."""
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--output-dir")
+    said = cli.unknown_arguments_message(["--output_dir=runs/a_long_run_name"], parser)
+    assert said == (
+        "unrecognized arguments: --output_dir=runs/a_long_run_name (--output_dir: did you mean --output-dir?)"
+    )
