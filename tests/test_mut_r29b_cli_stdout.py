@@ -1,6 +1,6 @@
 """Mutation round 29 (helper b): ``imgalign.cli._escape_unencodable`` changes only a strict stdout that can be
-reconfigured, and only for the ``imgalign`` program (``console_main``), not for an in-process ``main`` call; and
-``unknown_arguments_message`` hints an unknown ``--option=value`` by the option alone."""
+reconfigured, and only for the ``imgalign`` program (``console_main``), not for an in-process ``main`` call;
+and ``unknown_arguments_message`` hints an unknown ``--option=value`` by the option alone."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from imgalign import cli
 
 
 def test_a_surrogateescape_stdout_keeps_writing_the_names_own_bytes() -> None:
-    """Python's stdout under the C/POSIX locale writes a non-UTF-8 name's own bytes back; it is not made to escape."""
+    """Python's stdout under the C/POSIX locale writes a non-UTF-8 name's own bytes back; it is not made to
+    escape."""
     raw = io.BytesIO()
     stream = io.TextIOWrapper(raw, encoding="utf-8", errors="surrogateescape", write_through=True)
     cli._escape_unencodable(stream)
@@ -45,8 +46,8 @@ def test_an_in_process_main_call_keeps_the_callers_strict_stdout(monkeypatch: py
 
 
 def test_an_unknown_option_with_its_value_is_hinted_by_the_option_alone() -> None:
-    """`--output_dir=runs/a_long_run_name`: the option is matched and named by its part before `=`, not with its
-    value (with the value, the match fell below the cutoff and the hint was lost)."""
+    """`--output_dir=runs/a_long_run_name`: the option is matched and named by its part before `=`, not with
+    its value (with the value, the match fell below the cutoff and the hint was lost)."""
     import argparse
 
     parser = argparse.ArgumentParser()

@@ -1,6 +1,6 @@
-"""Mutation round 29 (helper b): ``imgalign.files.temporary_name`` keeps the write's tag in the hashed name of a
-long file name, so two writes of one such file at once (two commands with one --out) get temporary files of their
-own, as they do for a short name."""
+"""Mutation round 29 (helper b): ``imgalign.files.temporary_name`` keeps the write's tag in the hashed name of
+a long file name, so two writes of one such file at once (two commands with one --out) get temporary files of
+their own, as they do for a short name."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Mutation round 29 (helper b): a shapes-clip folder without its open_clip model config (shapes-clip-tiny.json) is
-refused by name before open_clip reads it (a mutant that skipped the check passed every test)."""
+"""Mutation round 29 (helper b): a shapes-clip folder without its open_clip model config
+(shapes-clip-tiny.json) is refused by name before open_clip reads it (a mutant that skipped the check passed
+every test)."""
 
 from __future__ import annotations
 

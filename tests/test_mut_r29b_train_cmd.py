@@ -1,5 +1,6 @@
-"""Mutation round 29 (helper b): ``imgalign.commands.train.other_commands_output`` reads its marker names as files:
-a run folder holding a folder that happens to be named ``config.json`` (or another marker) is still a run folder."""
+"""Mutation round 29 (helper b): ``imgalign.commands.train.other_commands_output`` reads its marker names as
+files: a run folder holding a folder that happens to be named ``config.json`` (or another marker) is still a
+run folder."""
 
 from __future__ import annotations
 
