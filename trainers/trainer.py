@@ -1560,47 +1560,58 @@ class FlowGRPOTrainer:
         C.save_tensors(tmp / "trainer_state" / f"rng_{self.rank}.safetensors", tens)
         self.acc.wait_for_everyone()  # every process's RNG file is written before the folder is published
         if self.is_main:
-            st = tmp / "trainer_state"
-            C.save_tensors(st / "trainable.safetensors", dict(zip(self.param_names, self.params)))
-            if self.ema is not None:
-                C.save_tensors(st / "ema.safetensors", dict(zip(self.param_names, self.ema.shadow)))
-            C.torch_save(self.optimizer.state_dict(), st / "optimizer.pt")
-            C.torch_save(self.scheduler.state_dict(), st / "scheduler.pt")
-            if hasattr(self.objective, "state_dict"):
-                state = self.objective.state_dict()
-                C.torch_save(
-                    self._checked_state(f"objective {cfg.objective.name!r}", self.objective, state),
-                    st / "objective.pt",
-                )
-            if self.balancing is not None:
-                C.torch_save(self.balancing.state_dict(), st / "balance.pt")
-            C.torch_save(self._reward_states(), st / "rewards.pt")
-            swap = self.ema.swapped_in() if self.ema is not None else contextlib.nullcontext()
             try:
-                with swap:
-                    self.adapter.save(tmp, base_model=recorded_base_name(cfg.model.path, self.model_path))
-            # a full disk in save_pretrained: one line, no traceback
-            except (RuntimeError, SafetensorError) as e:
-                raise C.unwritable(tmp, e) from e
-            state = {
-                "step": step,
-                "prompt_position": self.sampler.position(step, cfg.sampling.prompts_per_step),
-                "prompts_sha256": self.sampler.digest,
-                "nfe_total": self.nfe_total,
-                "num_processes": self.world,
-                "config_hash": config_hash(cfg),
-                "exported_weights": "ema" if self.ema is not None else "raw",
-            }
-            # the config these weights were trained with: a resume reports its changes against this one
-            C.write_text(st / "config.yaml", yaml.safe_dump(to_dict(cfg), sort_keys=False))
-            tmp_state = st / "state.json.tmp"
-            C.write_text(tmp_state, json.dumps(state, indent=2) + "\n")
-            os.replace(tmp_state, st / "state.json")
+                self._write_checkpoint(tmp, step)
+            except BaseException:
+                # a save cut short (a full disk): the half-written folder, a checkpoint's size, held the very space
+                # the error asks the user to free, under a hidden name; a rerun writes it afresh anyway
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise
             C.finalize(tmp, final)
             C.prune(self.out, cfg.log.keep_last, newest=final)
             log.info("saved checkpoint %s", final)
         self.acc.wait_for_everyone()
         return final
+
+    def _write_checkpoint(self, tmp: Path, step: int) -> None:
+        """The main process's part of :meth:`save`: every file of checkpoint `step` but the RNG states, into `tmp`."""
+        cfg = self.cfg
+        st = tmp / "trainer_state"
+        C.save_tensors(st / "trainable.safetensors", dict(zip(self.param_names, self.params)))
+        if self.ema is not None:
+            C.save_tensors(st / "ema.safetensors", dict(zip(self.param_names, self.ema.shadow)))
+        C.torch_save(self.optimizer.state_dict(), st / "optimizer.pt")
+        C.torch_save(self.scheduler.state_dict(), st / "scheduler.pt")
+        if hasattr(self.objective, "state_dict"):
+            state = self.objective.state_dict()
+            C.torch_save(
+                self._checked_state(f"objective {cfg.objective.name!r}", self.objective, state),
+                st / "objective.pt",
+            )
+        if self.balancing is not None:
+            C.torch_save(self.balancing.state_dict(), st / "balance.pt")
+        C.torch_save(self._reward_states(), st / "rewards.pt")
+        swap = self.ema.swapped_in() if self.ema is not None else contextlib.nullcontext()
+        try:
+            with swap:
+                self.adapter.save(tmp, base_model=recorded_base_name(cfg.model.path, self.model_path))
+        # a full disk in save_pretrained: one line, no traceback
+        except (RuntimeError, SafetensorError) as e:
+            raise C.unwritable(tmp, e) from e
+        state = {
+            "step": step,
+            "prompt_position": self.sampler.position(step, cfg.sampling.prompts_per_step),
+            "prompts_sha256": self.sampler.digest,
+            "nfe_total": self.nfe_total,
+            "num_processes": self.world,
+            "config_hash": config_hash(cfg),
+            "exported_weights": "ema" if self.ema is not None else "raw",
+        }
+        # the config these weights were trained with: a resume reports its changes against this one
+        C.write_text(st / "config.yaml", yaml.safe_dump(to_dict(cfg), sort_keys=False))
+        tmp_state = st / "state.json.tmp"
+        C.write_text(tmp_state, json.dumps(state, indent=2) + "\n")
+        os.replace(tmp_state, st / "state.json")
 
     def _load(self, ckpt: Path) -> None:
         st = ckpt / "trainer_state"
