@@ -86,3 +86,23 @@ def atomic_write_text(path: str | Path, text: str) -> None:
     '\\udce9'"."""
     with replacing(path) as tmp:
         tmp.write_text(text, encoding="utf-8", errors="surrogateescape")
+
+
+@contextlib.contextmanager
+def library_write(path: str | Path, what: str) -> Iterator[None]:
+    """Around a library's write of `path` (safetensors' ``save_file``), inside :func:`replacing`: its error on a
+    full disk or a file-size limit (``SafetensorError: Error while serializing: I/O error: No space left on device``)
+    becomes an OSError naming `path` (`what`: "the FID statistics") and saying what to do, so the command prints
+    one line; ``imgalign rewards fid-stats`` and the fit commands gave a traceback, after the work was done."""
+    from safetensors import SafetensorError
+
+    from imgalign.trainers.checkpoint import write_advice, write_failure
+
+    try:
+        yield
+    except SafetensorError as e:
+        check, todo = write_advice(e)
+        raise OSError(
+            f"cannot write {what} to {str(path)!r} ({write_failure(e)}): {check} Nothing was written under that "
+            f"name; {todo} and run the same command again"
+        ) from e

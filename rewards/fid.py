@@ -32,7 +32,7 @@ from typing import Any, Literal
 
 import torch
 
-from imgalign.files import replacing
+from imgalign.files import library_write, replacing
 from imgalign.rewards.base import Reward, RewardOutput, as_bool, register_reward
 from imgalign.rewards.features import local_name, moved_encoder, recorded_encoder_gone
 from imgalign.rewards.heads import HEAD_KIND
@@ -194,7 +194,7 @@ def save_stats(
             f"{str(path)!r} is a folder; give a file name for the statistics (.safetensors)"
         )
     path.parent.mkdir(parents=True, exist_ok=True)
-    with replacing(path) as tmp:
+    with library_write(path, "the FID statistics"), replacing(path) as tmp:
         save_file(
             {"mu": mu.double().contiguous(), "sigma": sigma.double().contiguous()},
             str(tmp),

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from imgalign.files import replacing
+from imgalign.files import library_write, replacing
 
 HEAD_KIND = "imgalign-feature-head"
 
@@ -154,7 +154,7 @@ def save_head(path: str | Path, head: FeatureHead, features: str, task: str, ext
         "hidden": str(head.hidden),
         "extra": json.dumps(extra),
     }
-    with replacing(path) as tmp:
+    with library_write(path, "the reward head"), replacing(path) as tmp:
         save_file({k: v.detach().contiguous() for k, v in head.state_dict().items()}, str(tmp), metadata=meta)
 
 

@@ -29,3 +29,49 @@ def test_a_checkpoint_save_cut_short_by_a_full_disk_leaves_no_half_written_folde
     root = tmp_path / "run" / "checkpoints"
     assert sorted(p.name for p in root.iterdir()) == ["step-000001"]
     assert (good / "trainer_state" / "state.json").is_file()
+
+
+def _full_disk_save_file(monkeypatch):
+    """safetensors' save_file failing as it does on a full disk (its file is left behind, as a cut write leaves it)."""
+    import safetensors.torch
+    from safetensors import SafetensorError
+
+    def full(tensors, filename, metadata=None):
+        open(filename, "wb").write(b"half")
+        raise SafetensorError("Error while serializing: I/O error: No space left on device (os error 28)")
+
+    monkeypatch.setattr(safetensors.torch, "save_file", full)
+
+
+def test_fid_stats_on_a_full_disk_is_one_line_naming_the_file(tmp_path, monkeypatch, capsys):
+    """`imgalign rewards fid-stats --out` on a disk that filled while the statistics were written gave a traceback
+    ending in safetensors' SafetensorError; now one line that names the file and says what to do, and nothing is
+    left under the name or beside it."""
+    from conftest import noise_pngs
+
+    from imgalign.cli import main
+
+    images = noise_pngs(tmp_path / "imgs", 3)
+    out = tmp_path / "out" / "fs.safetensors"
+    _full_disk_save_file(monkeypatch)
+    argv = ["rewards", "fid-stats", "--images", str(images), "--features", "stats", "--out", str(out)]
+    assert main(argv) == 2
+    assert capsys.readouterr().err == (
+        f"imgalign rewards fid-stats: error: cannot write the FID statistics to {str(out)!r} (SafetensorError: Error "
+        "while serializing: I/O error: No space left on device (os error 28)): is the disk full, or a file-size "
+        "limit (ulimit -f) set? Nothing was written under that name; free space and run the same command again\n"
+    )
+    assert list(out.parent.iterdir()) == []
+
+
+def test_a_reward_head_written_to_a_full_disk_names_the_file(tmp_path, monkeypatch):
+    """`imgalign rewards fit-discriminator` / `fit-artifact` write their head with save_head: the same traceback."""
+    from imgalign.rewards.heads import FeatureHead, save_head
+
+    _full_disk_save_file(monkeypatch)
+    out = tmp_path / "head.safetensors"
+    with pytest.raises(
+        OSError, match=r"cannot write the reward head to '.*head\.safetensors' \(SafetensorError"
+    ):
+        save_head(out, FeatureHead(4, 0), "stats", "discriminator", {})
+    assert list(tmp_path.iterdir()) == []
