@@ -271,9 +271,11 @@ def _run(args: argparse.Namespace) -> int:
         if args.verbose:
             raise
         msg = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
-        if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT) and not e.filename:
-            # a write cut short (full disk, file-size limit): Python's text names no file and says nothing to do
+        if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
+            # a write cut short (full disk, file-size limit): Python's text says nothing to do, and names no file
+            # or, for a copy (eval --images copies the folder into --out), the file copied before the one written
             out = getattr(args, "out", None) or getattr(args, "output_dir", None)
+            written = next((f for f in (e.filename2, e.filename) if isinstance(f, (str, bytes))), None)
             name = _command_name(args)
             hint = (
                 "a render does not resume: delete --out (or give a new one) and run the same command again"
@@ -281,8 +283,9 @@ def _run(args: argparse.Namespace) -> int:
                 else INTERRUPT_HINTS.get(name, "then run the same command again")
             )
             msg = (
-                f"{e.strerror} while writing an output file"
-                + (f" under {str(out)!r}" if out else "")
+                f"{e.strerror} while writing "
+                + (f"{os.fsdecode(written)!r}" if written else "an output file")
+                + (f" under {str(out)!r}" if out and not written else "")
                 + f": free disk space (or raise the file-size limit, ulimit -f); {hint}"
             )
         if isinstance(e, OSError) and e.errno == errno.ENAMETOOLONG:

@@ -75,3 +75,36 @@ def test_a_reward_head_written_to_a_full_disk_names_the_file(tmp_path, monkeypat
     ):
         save_head(out, FeatureHead(4, 0), "stats", "discriminator", {})
     assert list(tmp_path.iterdir()) == []
+
+
+def test_eval_images_copy_cut_by_a_full_disk_names_the_copy_and_what_to_do(
+    tmp_path, two_prompts, monkeypatch, capsys
+):
+    """`imgalign eval --images DIR --out OUT` copies DIR into OUT/images; a disk that filled during the copy gave
+    Python's own line, "[Errno 28] No space left on device: 'DIR/00000/samples/0000.png' -> 'OUT/images/...'": the
+    file copied from first, and nothing to do. The line now names the file being written and says how to go on."""
+    import shutil
+
+    from imgalign.cli import main
+
+    src = tmp_path / "imgs"
+    assert (
+        main(
+            ["world", "render", "--prompts", str(two_prompts), "--images-per-prompt", "1", "--out", str(src)]
+        )
+        == 0
+    )
+    capsys.readouterr()
+
+    def full(a, b, **kw):
+        raise OSError(errno.ENOSPC, "No space left on device", str(a), None, str(b))
+
+    monkeypatch.setattr(shutil, "copy2", full)
+    out = tmp_path / "ev"
+    assert main(["eval", "--images", str(src), "--out", str(out), "--no-progress"]) == 2
+    target = out / "images" / "00000" / "metadata.jsonl"
+    assert capsys.readouterr().err == (
+        f"imgalign eval: error: No space left on device while writing {str(target)!r}: free disk space (or raise the "
+        "file-size limit, ulimit -f); the images and verdicts written so far are kept: run the same command again "
+        "to continue\n"
+    )

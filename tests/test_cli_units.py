@@ -171,7 +171,7 @@ def _raising(exc: BaseException):  # noqa: ANN202 - a command handler
 def test_a_full_disk_names_the_run_folder_and_how_each_command_goes_on(monkeypatch, capsys):
     """A write cut short by a full disk (ENOSPC, as EFBIG and EDQUOT) names --output-dir where the command has no
     --out, and says how that command goes on (train: --resume auto; a command without its own hint: run it again);
-    an OSError that names its file is Python's own line."""
+    an OSError that names its file names it in place of the folder (Python's own line said nothing to do)."""
     import errno
 
     import imgalign.commands.report as report
@@ -196,7 +196,8 @@ def test_a_full_disk_names_the_run_folder_and_how_each_command_goes_on(monkeypat
     monkeypatch.setattr(report, "run_report", _raising(named))
     assert main(["report", "run"]) == 2
     assert capsys.readouterr().err == (
-        "imgalign report: error: [Errno 28] No space left on device: 'rep/summary.md'\n"
+        "imgalign report: error: No space left on device while writing 'rep/summary.md': free disk space (or raise "
+        "the file-size limit, ulimit -f); then run the same command again\n"
     )
 
 
