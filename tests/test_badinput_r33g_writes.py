@@ -108,3 +108,45 @@ def test_eval_images_copy_cut_by_a_full_disk_names_the_copy_and_what_to_do(
         "file-size limit, ulimit -f); the images and verdicts written so far are kept: run the same command again "
         "to continue\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("entry", "folder", "said"),
+    [
+        ("config.yaml", True, "holds a folder named 'config.yaml', where a run writes its config.yaml file"),
+        (
+            "metrics.jsonl",
+            True,
+            "holds a folder named 'metrics.jsonl', where a run writes its metrics.jsonl file",
+        ),
+        ("samples", False, "holds a file named 'samples', where a run writes its samples/ folder"),
+        (
+            "checkpoints",
+            False,
+            "holds a file named 'checkpoints', where a run writes its checkpoints/ folder",
+        ),
+    ],
+)
+@pytest.mark.parametrize("resume", [[], ["--resume", "auto"]], ids=["new", "resume-auto"])
+def test_a_run_folder_entry_of_the_wrong_kind_is_refused_before_anything_loads(
+    entry, folder, said, resume, tmp_path, monkeypatch, capsys
+):
+    """A folder named config.yaml in --output-dir failed with "[Errno 21] Is a directory:
+    'OUT/.config.yaml.PID-XXXX.tmp' -> 'OUT/config.yaml'" (the hidden temporary named first, nothing to do); a file
+    named samples with "[Errno 17] File exists: 'OUT/samples'" after the first step was computed; a folder named
+    metrics.jsonl was "a training run" to continue with --resume auto, which could not read it."""
+    import imgalign.trainers.trainer as trainer
+    from imgalign.cli import main
+
+    def never(*a, **k):
+        raise AssertionError("the run started")
+
+    monkeypatch.setattr(trainer, "run", never)
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / entry).mkdir() if folder else (out / entry).write_text("x")
+    assert main(["train", "--output-dir", str(out), *resume]) == 2
+    assert capsys.readouterr().err == (
+        f"imgalign train: error: --output-dir {str(out)!r} {said}: move that {'folder' if folder else 'file'} away "
+        "(or give another --output-dir)\n"
+    )

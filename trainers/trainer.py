@@ -330,6 +330,32 @@ def check_reward_names(cfg: FlowGRPOConfig) -> None:
         )
 
 
+RUN_FILES = ("config.yaml", "metrics.jsonl", "eval.jsonl", "rollouts.jsonl")
+"""The files a run writes at the top of its folder (appended to, or replaced through a temporary file)."""
+RUN_FOLDERS = ("checkpoints", "samples")
+"""The folders a run writes at the top of its folder."""
+
+
+def wrong_run_entry(out: Path) -> str | None:
+    """Why run folder `out` cannot take a run's files, or None: one of :data:`RUN_FILES` is a folder there, or one of
+    :data:`RUN_FOLDERS` is a file. Such a run failed with Python's own line: "[Errno 21] Is a directory:
+    'OUT/.config.yaml.PID-XXXX.tmp' -> 'OUT/config.yaml'" (the hidden temporary named first), or, for a file
+    named samples, "[Errno 17] File exists: 'OUT/samples'" after the first step had been computed."""
+    for name in RUN_FILES:
+        if (out / name).is_dir():
+            return (
+                f"--output-dir {str(out)!r} holds a folder named {name!r}, where a run writes its {name} file: move "
+                "that folder away (or give another --output-dir)"
+            )
+    for name in RUN_FOLDERS:
+        if (out / name).exists() and not (out / name).is_dir():
+            return (
+                f"--output-dir {str(out)!r} holds a file named {name!r}, where a run writes its {name}/ folder: "
+                "move that file away (or give another --output-dir)"
+            )
+    return None
+
+
 def preflight(cfg: FlowGRPOConfig, num_processes: int = 1, output_dir: str | Path | None = None) -> str:
     """Cheap checks that must fail before any model loads: the batch layout, the output folder (`output_dir`, else
     ``log.output_dir``), reward names, prompt source, model path, and the LoRA targets and trainable_modules
@@ -346,6 +372,9 @@ def preflight(cfg: FlowGRPOConfig, num_processes: int = 1, output_dir: str | Pat
     except ValueError as e:
         raise ConfigError(str(e)) from None
     out = Path(output_dir or cfg.log.output_dir)
+    wrong = wrong_run_entry(out)
+    if wrong is not None:
+        raise ConfigError(wrong)
     part = C.inside_run(out)
     if part is not None:
         run = out.parent.parent if part == "a checkpoint folder" else out.parent
