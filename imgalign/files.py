@@ -73,7 +73,14 @@ def replacing(path: str | Path) -> Iterator[Path]:
     try:
         yield tmp
         open_mode(tmp)  # a move that fails (onto a folder) left the finished temporary file behind
-        os.replace(tmp, path)
+        try:
+            os.replace(tmp, path)
+        except IsADirectoryError:
+            # Python's "[Errno 21] Is a directory: 'DIR/.NAME.PID-XXXX.tmp' -> 'DIR/NAME'" named the hidden
+            # temporary first and said nothing to do (a folder named report.md in `imgalign report`'s --out)
+            raise IsADirectoryError(
+                f"{str(path)!r} is a folder, where a file is written: move that folder away (or write elsewhere)"
+            ) from None
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise

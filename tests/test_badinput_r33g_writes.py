@@ -150,3 +150,26 @@ def test_a_run_folder_entry_of_the_wrong_kind_is_refused_before_anything_loads(
         f"imgalign train: error: --output-dir {str(out)!r} {said}: move that {'folder' if folder else 'file'} away "
         "(or give another --output-dir)\n"
     )
+
+
+def test_a_folder_where_report_writes_a_file_is_named_with_what_to_do(tmp_path, capsys):
+    """`imgalign report RUN --out OUT` with a folder OUT/report.md (or `score --out` with a folder at its partial
+    file's name) failed with "[Errno 21] Is a directory: 'OUT/.report.md.PID-XXXX.tmp' -> 'OUT/report.md'": the
+    hidden temporary named first, nothing to do. The temporary is gone either way."""
+    import json
+
+    from imgalign.cli import main
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text(
+        "".join(json.dumps({"step": s, "loss": 1.0 / s}) + "\n" for s in (1, 2))
+    )
+    out = tmp_path / "rep"
+    (out / "report.md").mkdir(parents=True)
+    assert main(["report", str(run), "--out", str(out)]) == 2
+    assert capsys.readouterr().err == (
+        f"imgalign report: error: {str(out / 'report.md')!r} is a folder, where a file is written: move that folder "
+        "away (or write elsewhere)\n"
+    )
+    assert [p.name for p in out.iterdir() if p.name.endswith(".tmp")] == []
