@@ -715,7 +715,9 @@ def run_score(args: argparse.Namespace) -> int:
                 stamp = _stamp(f)  # before reading: a file rewritten while it is scored is scored again
                 img = read_image(f)
             except (ImageReadError, OSError) as e:
-                row["error"] = str(e)
+                # an OSError without text (a plug-in file system's) would be an empty error: no score, yet counted
+                # as scored and the exit status 0
+                row["error"] = str(e) or f"{type(e).__name__} reading {f}"
                 continue
             pending.append((row, img, meta, stamp))
             # large photos batch fewer at a time: 32 images of 6000x6000 would be 14 GB as one float32 batch
