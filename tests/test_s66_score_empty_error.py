@@ -35,3 +35,17 @@ def test_an_oserror_without_text_is_an_error_and_the_exit_status_says_so(
     bad = imgs / "00000" / "samples" / "0001.png"
     assert rows["0001.png"]["scores"] == {} and rows["0001.png"]["error"] == f"OSError reading {bad}"
     assert rows["0000.png"]["error"] is None and rows["0000.png"]["scores"]
+
+
+def test_the_model_hint_orders_checkpoints_by_step_not_by_name(tmp_path: Path) -> None:
+    """Past step 999999 (and beside a superseded checkpoint) the hint named an older checkpoint (round 29a's note
+    on score.py:552)."""
+    from imgalign.commands.score import _model_folder_hint
+
+    run = tmp_path / "run"
+    for name in ("step-999999", "step-1000000", "superseded-step-000005"):
+        ckpt = run / "checkpoints" / name
+        ckpt.mkdir(parents=True)
+        (ckpt / "model_index.json").write_text(json.dumps({"_class_name": "StableDiffusion3Pipeline"}))
+    hint = _model_folder_hint([str(run)])
+    assert hint.startswith(f": {str(run / 'checkpoints' / 'step-1000000')!r} is a model"), hint

@@ -541,6 +541,15 @@ def _append_partial(path: Path, entries: list[dict[str, Any]]) -> None:
 MODEL_FILES = ("model_index.json", "imgalign_model.json", "trainer_state")
 
 
+def _latest_first(folder: Path) -> tuple[int, int, str]:
+    """Sort key: a run's checkpoints by step, the latest first (by name, step-1000000 came before step-999999 and
+    a superseded-step-… before every step-…), then the other folders by name."""
+    from imgalign.trainers.checkpoint import STEP_RE
+
+    m = STEP_RE.match(folder.name)
+    return (0, -int(m.group(1)), "") if m else (1, 0, folder.name)
+
+
 def _model_folder_hint(paths: list[str]) -> str:
     """What to run where a path given is a model (a training checkpoint, a run's checkpoints/, a pipeline): `imgalign
     score CKPT` said only "no image files found", as if the folder were a wrong image folder."""
@@ -549,7 +558,7 @@ def _model_folder_hint(paths: list[str]) -> str:
             continue
         # the folder, its subfolders (a run's checkpoints/: the latest step first) and a run's checkpoints
         below = [c for q in (p, p / "checkpoints") if q.is_dir() for c in q.iterdir() if c.is_dir()]
-        inside = [p.parent if p.name == "trainer_state" else p, *sorted(below, reverse=True)]
+        inside = [p.parent if p.name == "trainer_state" else p, *sorted(below, key=_latest_first)]
         for d in inside:
             if any((d / name).exists() for name in MODEL_FILES):
                 return (
