@@ -15,6 +15,7 @@ import sys
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from imgalign import __version__
 
@@ -271,7 +272,12 @@ def _run(args: argparse.Namespace) -> int:
         if args.verbose:
             raise
         msg = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
-        if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
+        if isinstance(e, OSError) and not e.filename and _stdout_refuses_writes():
+            # a print to a stdout that takes nothing (`> /dev/full`, unbuffered): no output file is at fault
+            msg = stdout_failure_message(
+                e, INTERRUPT_HINTS.get(_command_name(args), "then run the same command again")
+            )
+        elif isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
             # a write cut short (full disk, file-size limit): Python's text says nothing to do, and names no file
             # or, for a copy (eval --images copies the folder into --out), the file copied before the one written
             out = getattr(args, "out", None) or getattr(args, "output_dir", None)
@@ -294,6 +300,32 @@ def _run(args: argparse.Namespace) -> int:
         # `imgalign world render: error: ...`, as argparse names the subcommand in its own errors
         print(f"imgalign {_command_name(args)}: error: {msg}", file=sys.stderr)
         return 2
+
+
+def _stdout_refuses_writes() -> bool:
+    """Whether a write of nothing to the program's stdout fails (``> /dev/full`` refuses even that): then a failed
+    write that named no file was a print, not an output file. A stdout that is no file (an in-process caller's
+    StringIO) or that is closed takes part in nothing here."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):
+        return False
+    try:
+        os.write(fd, b"")
+    except OSError:
+        return True
+    return False
+
+
+def stdout_failure_message(e: OSError, then: str) -> str:
+    """The error line's text for a write to stdout that failed (`e`), other than the reader of a pipe leaving:
+    Python's "No space left on device" (or its "Exception ignored in: <_io.TextIOWrapper name='<stdout>'>" at exit)
+    named no file, and an output file was blamed for it."""
+    why = e.strerror or str(e)
+    return (
+        f"{why} while writing standard output (the lines the command prints): point it at a disk with free space "
+        f"or elsewhere (> FILE, or > /dev/null to drop them); {then}"
+    )
 
 
 def name_too_long_message(name: str) -> str:
@@ -340,6 +372,11 @@ def starting_interrupted(argv: list[str]) -> str:
     """The line for Ctrl-C or SIGTERM before a command ran (while the libraries import or the parser is built):
     the command as typed (``imgalign score``, ``imgalign world render``), and that it wrote nothing, where the line
     was "imgalign: interrupted" for every command."""
+    return f"{typed_command(argv)}: interrupted while starting, before it wrote anything"
+
+
+def typed_command(argv: list[str]) -> str:
+    """``imgalign score``, ``imgalign world render``: the program and the command words of `argv`, as typed."""
     words: list[str] = []
     for tok in argv:
         if tok.startswith("-") and not words:  # -v before the command
@@ -349,8 +386,7 @@ def starting_interrupted(argv: list[str]) -> str:
         words.append(tok)
         if len(words) == 2:
             break
-    name = " ".join(["imgalign", *words])
-    return f"{name}: interrupted while starting, before it wrote anything"
+    return " ".join(["imgalign", *words])
 
 
 def _escape_unencodable(stream: object) -> None:
@@ -368,13 +404,39 @@ def console_main() -> int:
     _escape_unencodable(sys.stdout)
     with _sigterm_interrupts() as terminated:
         try:
-            return main()
+            status = main()
+        except SystemExit as e:  # argparse's --help, --version and usage errors
+            raise SystemExit(_stdout_flushed(e.code, sys.argv[1:])) from None
         except KeyboardInterrupt as e:
             # one before the command started (while torch imports, seconds) has no message of the command's own
             print(
                 str(e) if isinstance(e, Interrupted) else starting_interrupted(sys.argv[1:]), file=sys.stderr
             )
             return 128 + signal.SIGTERM if terminated else 130
+    return _stdout_flushed(status, sys.argv[1:])
+
+
+def _stdout_flushed(status: Any, argv: list[str]) -> Any:
+    """`status`, once what the command printed has left stdout's buffer. Python flushed it at exit, after the
+    command: a reader gone (``imgalign rewards list | grep -q clip``) or a full disk or device (``> /dev/full``)
+    came out as "Exception ignored in: <_io.TextIOWrapper name='<stdout>'...>" and exit status 120. Now a reader
+    gone is quiet with exit status 1 (as :func:`_run` has it mid-command), and a failed write one error line with
+    exit status 2; stdout then goes to devnull, so that the flush at exit does not raise again."""
+    stream = sys.stdout
+    try:
+        if stream is not None:
+            stream.flush()
+        return status
+    except OSError as e:
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
+        if status is not None and status != 0:  # the command has failed, and said so already
+            return status
+        if isinstance(e, BrokenPipeError):
+            return 1
+        then = "the command itself finished"
+        print(f"{typed_command(argv)}: error: {stdout_failure_message(e, then)}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":
