@@ -4,6 +4,7 @@ its handler takes the parsed namespace and returns an exit status. ``main(argv)`
 from __future__ import annotations
 
 import argparse
+import codecs
 import contextlib
 import errno
 import importlib
@@ -393,9 +394,27 @@ def _escape_unencodable(stream: object) -> None:
     """Print what `stream`'s encoding cannot hold backslash-escaped (``\\udce9``), as Python's stderr does: a path
     whose name is not UTF-8 (its bytes read as lone surrogates) on a strict UTF-8 stdout (LANG=en_US.UTF-8) failed
     the closing "wrote PATH" line, after the work was done, with "'utf-8' codec can't encode character" and exit
-    status 2. The program's own stdout only: an in-process caller of :func:`main` keeps its stream as it is."""
-    if getattr(stream, "errors", None) == "strict" and hasattr(stream, "reconfigure"):
-        stream.reconfigure(errors="backslashreplace")
+    status 2. The program's own stdout only: an in-process caller of :func:`main` keeps its stream as it is.
+    A stdout that gives such names back as their bytes (surrogateescape: the C locale without UTF-8 mode,
+    ``LC_ALL=C PYTHONUTF8=0``) keeps doing so, and escapes the other characters it cannot hold: "Fréchet" in
+    `imgalign rewards list` failed there with "'ascii' codec can't encode character '\\xe9'" and a cut list."""
+    errors = getattr(stream, "errors", None)
+    if errors in ("strict", "surrogateescape") and hasattr(stream, "reconfigure"):
+        stream.reconfigure(errors="backslashreplace" if errors == "strict" else _BYTES_OR_ESCAPED)
+
+
+def _bytes_or_escaped(err: UnicodeError) -> tuple[str | bytes, int]:
+    """The encode error handler :data:`_BYTES_OR_ESCAPED`: a file name's undecodable bytes (lone surrogates
+    U+DC80..U+DCFF) as those bytes, as surrogateescape writes them; any other character backslash-escaped."""
+    if isinstance(err, UnicodeEncodeError) and all(
+        0xDC80 <= ord(c) <= 0xDCFF for c in err.object[err.start : err.end]
+    ):
+        return codecs.lookup_error("surrogateescape")(err)
+    return codecs.lookup_error("backslashreplace")(err)
+
+
+_BYTES_OR_ESCAPED = "imgalign.bytes_or_escaped"
+codecs.register_error(_BYTES_OR_ESCAPED, _bytes_or_escaped)
 
 
 def console_main() -> int:
