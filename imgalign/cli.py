@@ -421,6 +421,16 @@ def console_main() -> int:
     """The ``imgalign`` program: :func:`main`, with Ctrl-C as one line on stderr (what was kept, how to go on) and
     exit status 130 instead of a traceback; SIGTERM likewise, with exit status 143 (128 + 15)."""
     _escape_unencodable(sys.stdout)
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        # torch does not even import there: "Intel oneMKL FATAL ERROR: Cannot load .../libtorch_cpu.so", exit 2
+        print(
+            f"{typed_command(sys.argv[1:])}: error: the current folder no longer exists (it was deleted or moved "
+            "after the shell went into it): cd to a folder that exists and run the same command again",
+            file=sys.stderr,
+        )
+        return 2
     with _sigterm_interrupts() as terminated:
         try:
             status = main()
