@@ -11,6 +11,7 @@ import importlib
 import logging
 import os
 import re
+import resource  # (here, not where memory has run out: it loads a shared object)
 import signal
 import sys
 import threading
@@ -442,7 +443,34 @@ def console_main() -> int:
                 str(e) if isinstance(e, Interrupted) else starting_interrupted(sys.argv[1:]), file=sys.stderr
             )
             return 128 + signal.SIGTERM if terminated else 130
+        except (MemoryError, RuntimeError, ImportError, SystemError) as e:
+            msg = out_of_memory_message(e, sys.argv[1:])
+            if msg is None or {"-v", "--verbose"} & set(sys.argv[1:]):
+                raise
+            print(msg, file=sys.stderr)
+            return 2
     return _stdout_flushed(status, sys.argv[1:])
+
+
+def out_of_memory_message(e: BaseException, argv: list[str]) -> str | None:
+    """The error line for a command that ran out of memory, or None where `e` is no such failure: a MemoryError
+    (numpy's "Unable to allocate 48.0 MiB for an array", PIL's copy), torch's "can't allocate memory" and, under an
+    address-space limit (``ulimit -v``), the libraries failing to load ("libtorch_cpu.so: failed to map segment
+    from shared object", "error return without exception set") were a traceback of thirty lines."""
+    limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+    limited = limit != resource.RLIM_INFINITY
+    if isinstance(e, RuntimeError) and "can't allocate memory" not in str(e):
+        return None
+    if isinstance(e, (ImportError, SystemError)) and not limited:
+        return None
+    name = typed_command(argv)
+    detail = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    where = f" under the address-space limit ulimit -v {limit // 1024} KiB" if limited else ""
+    hint = INTERRUPT_HINTS.get(name.removeprefix("imgalign "), "then run the same command again")
+    return (
+        f"{name}: error: out of memory{where} ({detail}): give it more memory (raise or lift ulimit -v; torch "
+        f"alone takes about 4 GB of address space to load; close other programs) or use smaller batches; {hint}"
+    )
 
 
 def _stdout_flushed(status: Any, argv: list[str]) -> Any:
