@@ -740,7 +740,8 @@ def run_score(args: argparse.Namespace) -> int:
         write_rows(out, rows, keys)  # (interrupted in here, every score is kept in the partial file)
     except KeyboardInterrupt:
         n = sum(1 for _ in partial.open()) - 1
-        if not n:
+        if not n:  # nothing kept: no hidden file left behind to say otherwise
+            partial.unlink(missing_ok=True)
             raise Interrupted("interrupted before any image was fully scored") from None
         raise Interrupted(
             f"interrupted; the {n} of {len(files)} images fully scored so far are kept in {partial}: run the same "
