@@ -353,7 +353,11 @@ def _sigterm_interrupts() -> Iterator[list[int]]:
     """SIGTERM (``kill PID``, a job scheduler or container stopping the job) raises KeyboardInterrupt in the main
     thread, as Ctrl-C does, while the block runs: the command stops the way Ctrl-C stops it (its worker processes
     too) and says what it kept, where Python's default died at once without a word (and left ``world pretrain``'s
-    workers training on). The list it yields gets the signal's number once one arrived."""
+    workers training on). The list it yields gets the signal's number once one arrived.
+
+    SIGHUP (the terminal closed, an ssh session dropped) likewise: its default killed the program at once, past the
+    cleanups that Ctrl-C runs (an atomic write's ``.NAME.PID-XXXX.tmp`` beside its file, as large as the result and
+    never removed by a rerun). A SIGHUP that is ignored (``nohup imgalign ...``) stays ignored."""
     got: list[int] = []
 
     def stop(signum: int, frame: object) -> None:
@@ -363,11 +367,16 @@ def _sigterm_interrupts() -> Iterator[list[int]]:
     if threading.current_thread() is not threading.main_thread():  # only the main thread may set a handler
         yield got
         return
-    previous = signal.signal(signal.SIGTERM, stop)
+    watched = [signal.SIGTERM]
+    hangup = getattr(signal, "SIGHUP", None)  # (none on Windows)
+    if hangup is not None and signal.getsignal(hangup) is not signal.SIG_IGN:
+        watched.append(hangup)
+    previous = {signum: signal.signal(signum, stop) for signum in watched}
     try:
         yield got
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def starting_interrupted(argv: list[str]) -> str:
@@ -420,7 +429,7 @@ codecs.register_error(_BYTES_OR_ESCAPED, _bytes_or_escaped)
 
 def console_main() -> int:
     """The ``imgalign`` program: :func:`main`, with Ctrl-C as one line on stderr (what was kept, how to go on) and
-    exit status 130 instead of a traceback; SIGTERM likewise, with exit status 143 (128 + 15)."""
+    exit status 130 instead of a traceback; SIGTERM likewise, with exit status 143 (128 + 15), and SIGHUP with 129."""
     _escape_unencodable(sys.stdout)
     try:
         os.getcwd()
@@ -438,11 +447,14 @@ def console_main() -> int:
         except SystemExit as e:  # argparse's --help, --version and usage errors
             raise SystemExit(_stdout_flushed(e.code, sys.argv[1:])) from None
         except KeyboardInterrupt as e:
-            # one before the command started (while torch imports, seconds) has no message of the command's own
-            print(
-                str(e) if isinstance(e, Interrupted) else starting_interrupted(sys.argv[1:]), file=sys.stderr
-            )
-            return 128 + signal.SIGTERM if terminated else 130
+            # one before the command started (while torch imports, seconds) has no message of the command's own;
+            # after SIGHUP the terminal may be gone, and writing to it fails (EIO)
+            with contextlib.suppress(OSError):
+                print(
+                    str(e) if isinstance(e, Interrupted) else starting_interrupted(sys.argv[1:]),
+                    file=sys.stderr,
+                )
+            return 128 + terminated[0] if terminated else 130
         except (MemoryError, RuntimeError, ImportError, SystemError) as e:
             msg = out_of_memory_message(e, sys.argv[1:])
             if msg is None or {"-v", "--verbose"} & set(sys.argv[1:]):
