@@ -53,6 +53,7 @@ INTERRUPT_HINTS = {
     "last one",
     "eval": "the images and verdicts written so far are kept: run the same command again to continue",
     "world pretrain": "run the same command again: every component resumes from its last checkpoint in --out",
+    "grid": "nothing was written (the grid is saved whole at the end): run the same command again",
 }
 
 
