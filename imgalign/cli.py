@@ -432,6 +432,48 @@ def console_main() -> int:
     """The ``imgalign`` program: :func:`main`, with Ctrl-C as one line on stderr (what was kept, how to go on) and
     exit status 130 instead of a traceback; SIGTERM likewise, with exit status 143 (128 + 15), and SIGHUP with 129."""
     _escape_unencodable(sys.stdout)
+    stderr = sys.stderr
+    sys.stderr = _DiagnosticsStream(stderr)
+    try:
+        return _console_main()
+    finally:
+        sys.stderr = stderr
+        try:
+            if stderr is not None:
+                stderr.flush()
+        except (
+            OSError,
+            ValueError,
+        ):  # what is left in its buffer goes nowhere: not "Exception ignored", exit 120
+            with contextlib.suppress(OSError, ValueError):
+                os.dup2(os.open(os.devnull, os.O_WRONLY), stderr.fileno())
+
+
+class _DiagnosticsStream:
+    """The program's stderr: progress bars, log lines and error lines, whose loss must not stop the work. A stderr
+    that refuses writes (``2> /dev/full``, a log file on a full disk, ``2>&1 | head`` once head quit) or that is
+    closed (``2>&-``) made the first progress bar raise, so `score` and `eval` ended before scoring anything,
+    with exit status 1 and no line anywhere. Writes that fail are dropped; everything else is the stream's own."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            return self._stream.write(text)
+        return len(text)
+
+    def flush(self) -> None:
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            self._stream.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        if self._stream is None:  # closed at start: Python set sys.stderr to None
+            raise AttributeError(name)
+        return getattr(self._stream, name)
+
+
+def _console_main() -> int:
     try:
         os.getcwd()
     except FileNotFoundError:
