@@ -518,6 +518,13 @@ def out_of_memory_message(e: BaseException, argv: list[str]) -> str | None:
         return None
     if isinstance(e, (ImportError, SystemError)) and not limited:
         return None
+    text = str(e).lower()
+    if (
+        isinstance(e, ImportError)
+        and "failed to map segment" not in text
+        and "cannot allocate memory" not in text
+    ):
+        return None  # a module missing (a cluster's ulimit -v set for every job): not memory
     name = typed_command(argv)
     detail = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
     where = f" under the address-space limit ulimit -v {limit // 1024} KiB" if limited else ""

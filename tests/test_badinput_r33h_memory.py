@@ -60,9 +60,12 @@ def test_a_library_that_cannot_map_under_ulimit_v_names_the_limit(monkeypatch, c
         (MemoryError(), ["-v", "score"]),  # -v shows the traceback
     ],
 )
-def test_other_failures_and_verbose_keep_their_traceback(monkeypatch, error, argv) -> None:
+@pytest.mark.parametrize(
+    "limit", [resource.RLIM_INFINITY, 64 * 2**30], ids=["unlimited", "a cluster's ulimit -v"]
+)
+def test_other_failures_and_verbose_keep_their_traceback(monkeypatch, error, argv, limit) -> None:
     monkeypatch.setattr(cli, "main", _raising(error))
-    monkeypatch.setattr(resource, "getrlimit", lambda which: (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (limit, resource.RLIM_INFINITY))
     monkeypatch.setattr(sys, "argv", ["imgalign", *argv])
     with pytest.raises(type(error)):
         cli.console_main()
