@@ -11,7 +11,6 @@ import importlib
 import logging
 import os
 import re
-import resource  # (here, not where memory has run out: it loads a shared object)
 import signal
 import sys
 import threading
@@ -20,6 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from imgalign import __version__
+
+try:  # (imported here, not where memory has run out: it loads a shared object)
+    import resource
+except ImportError:  # not a POSIX system: no address-space limit to name
+    resource = None
 
 # Subcommand modules, in the order `imgalign --help` lists them.
 COMMAND_MODULES = [
@@ -441,10 +445,8 @@ def console_main() -> int:
         try:
             if stderr is not None:
                 stderr.flush()
-        except (
-            OSError,
-            ValueError,
-        ):  # what is left in its buffer goes nowhere: not "Exception ignored", exit 120
+        except (OSError, ValueError):
+            # what is left in its buffer goes nowhere: not "Exception ignored", exit 120
             with contextlib.suppress(OSError, ValueError):
                 os.dup2(os.open(os.devnull, os.O_WRONLY), stderr.fileno())
 
@@ -512,8 +514,8 @@ def out_of_memory_message(e: BaseException, argv: list[str]) -> str | None:
     (numpy's "Unable to allocate 48.0 MiB for an array", PIL's copy), torch's "can't allocate memory" and, under an
     address-space limit (``ulimit -v``), the libraries failing to load ("libtorch_cpu.so: failed to map segment
     from shared object", "error return without exception set") were a traceback of thirty lines."""
-    limit = resource.getrlimit(resource.RLIMIT_AS)[0]
-    limited = limit != resource.RLIM_INFINITY
+    limit = resource.getrlimit(resource.RLIMIT_AS)[0] if resource is not None else -1
+    limited = resource is not None and limit != resource.RLIM_INFINITY
     if isinstance(e, RuntimeError) and "can't allocate memory" not in str(e):
         return None
     if isinstance(e, (ImportError, SystemError)) and not limited:
