@@ -1,4 +1,5 @@
-"""trainers.testing.scored_rollout samples in eval mode, as the trainer's step does (mutation round 29)."""
+"""trainers.testing: scored_rollout samples in eval mode, as the trainer's step does, and first_rollout(tr, step) draws
+that step's prompts (mutation round 29)."""
 
 from __future__ import annotations
 
@@ -34,3 +35,23 @@ def test_scored_rollout_samples_with_the_model_in_eval_mode_and_leaves_it_in_tra
     scored_rollout(tr, 0)
     assert seen == [False]
     assert tr.model.training
+
+
+def test_first_rollout_of_a_later_step_samples_that_steps_prompts(sd3_dir: Path, tmp_path: Path) -> None:
+    """first_rollout(tr, step) is the rollout of training step `step`: its prompts are that step's, each repeated
+    for its group (a version drawing step 0's prompts for every step passed the tests of later steps, which read
+    only the step's seeds and SDE window)."""
+    from imgalign.config import load_config
+    from imgalign.trainers.config import FlowGRPOConfig
+    from imgalign.trainers.trainer import FlowGRPOTrainer
+
+    cfg = one_step_config(sd3_dir, tmp_path / "run")
+    tr = FlowGRPOTrainer(
+        load_config(FlowGRPOConfig, write_config(cfg, tmp_path / "c.yaml")), tmp_path / "run"
+    )
+    tr.setup()
+    first, later = tr.sampler.for_step(0, 2).prompts, tr.sampler.for_step(3, 2).prompts
+    assert first != later  # the test's premise: the two steps draw other prompts
+    ro, gid = testing.first_rollout(tr, 3)
+    assert ro.prompts == [later[0]] * 2 + [later[1]] * 2
+    assert gid.tolist() == [0, 0, 1, 1]
