@@ -58,6 +58,9 @@ INTERRUPT_HINTS = {
     "eval": "the images and verdicts written so far are kept: run the same command again to continue",
     "world pretrain": "run the same command again: every component resumes from its last checkpoint in --out",
     "grid": "nothing was written (the grid is saved whole at the end): run the same command again",
+    # (its Ctrl-C says what it kept itself; this is for a failure: a full disk, out of memory)
+    "score": "the images fully scored so far are kept in a hidden .OUT.partial.jsonl beside --out: run the same "
+    "command again to score the rest",
 }
 
 
