@@ -39,9 +39,8 @@ def test_sighup_mid_command_runs_its_cleanup_and_exits_129(tmp_path, monkeypatch
 
     monkeypatch.setattr(train, "run_train", hung_up_mid_write)
     monkeypatch.setattr(sys, "argv", ["imgalign", "train"])
-    previous = signal.signal(
-        signal.SIGHUP, _killed
-    )  # stands in for the default (death), which would end pytest
+    # stands in for the default (death), which would end pytest
+    previous = signal.signal(signal.SIGHUP, _killed)
     try:
         assert cli.console_main() == 129
         assert signal.getsignal(signal.SIGHUP) is _killed  # the handler is the program's only while it runs

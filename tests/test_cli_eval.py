@@ -1671,9 +1671,8 @@ def test_sigterm_is_the_same_one_line_as_ctrl_c_and_status_143(monkeypatch, caps
 
     monkeypatch.setattr(train, "run_train", terminated)
     monkeypatch.setattr(sys, "argv", ["imgalign", "train"])
-    previous = signal.signal(
-        signal.SIGTERM, killed
-    )  # stands in for the default (death), which would end pytest
+    # stands in for the default (death), which would end pytest
+    previous = signal.signal(signal.SIGTERM, killed)
     try:
         assert console_main() == 143
         assert signal.getsignal(signal.SIGTERM) is killed
