@@ -355,6 +355,10 @@ def _min_norm_enumerate(g: torch.Tensor) -> torch.Tensor:
     done in numpy: ~0.1 ms for K = 3, where torch's per-call overhead costs milliseconds.
     """
     gn = g.numpy()
+    # alpha does not change with the gradients' scale; solved at |g|² ~ 1e8 (or 1e-6) the KKT systems lost the
+    # digits that the feasibility and tie tests below need, so the largest squared norm is taken as the unit
+    top = float(np.abs(np.diag(gn)).max())
+    gn = gn / top if top > 0 else gn
     k = gn.shape[0]
     best, best_obj, best_m = None, float("inf"), 0
     for mask in range(1, 2**k):
@@ -382,8 +386,10 @@ def _min_norm_enumerate(g: torch.Tensor) -> torch.Tensor:
         obj = float(a @ gn @ a)
         # on a tie keep the wider face: two equal gradients share alpha (lstsq's even split), as min_norm_2 splits
         # them 0.5/0.5, where the first vertex (mask order) took all of it
-        tie = abs(obj - best_obj) <= 1e-12 * max(abs(best_obj), 1e-300) if best is not None else False
-        if (obj < best_obj - 1e-15 and not tie) or (tie and m > best_m):
+        # (a tie within 1e-12 of the largest squared norm: one relative to the optimum itself never held where the
+        # optimum is 0, the gradients' hull holding the origin)
+        tie = abs(obj - best_obj) <= 1e-12
+        if (obj < best_obj and not tie) or (tie and m > best_m):
             best, best_obj, best_m = a, obj, m
     if best is None:  # cannot happen for a PSD matrix (every vertex is feasible); kept as a guard
         raise RuntimeError("min_norm_simplex: no feasible face found; is the Gram matrix symmetric PSD?")
