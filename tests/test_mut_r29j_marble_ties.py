@@ -36,3 +36,13 @@ def test_equal_gradients_share_where_the_optimum_is_zero(scale):
 def test_zero_gradients_are_still_solved():
     a = _min_norm_enumerate(torch.zeros(3, 3, dtype=torch.float64))
     assert torch.isfinite(a).all() and torch.allclose(a.sum(), torch.tensor(1.0, dtype=torch.float64))
+
+
+def test_a_zero_gradient_does_not_take_all_of_alpha_from_a_wider_face():
+    """A zero gradient among gradients whose hull holds the origin: the vertex at 0 (one face) and wider faces reach
+    the same point; the tie keeps the widest, not the zero gradient's vertex that comes later in mask order (round
+    29j mutants: '>' -> '>=' on the width, the 'not tie' dropped, or the width never recorded, gave [0, 0, 1, 0, 0])."""
+    gram = _gram([[1.0, 1.0], [2.0, -1.0], [0.0, 0.0], [0.0, 2.0], [-2.0, 0.0]])
+    a = _min_norm_enumerate(gram)
+    assert float(a @ gram @ a) < 1e-12  # the min-norm point 0 either way
+    assert int((a > 1e-9).sum()) == 4 and a[2] < 0.5, a
