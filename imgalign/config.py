@@ -316,7 +316,7 @@ def _coerce(value: Any, tp: Any, key: str, specs: bool = False) -> Any:
                 "what you meant)"
             )
     if tp in (int, float):
-        _refuse_out_of_range(text if overridden else value, key, tp)
+        _refuse_out_of_range(text if overridden else value, key)
     if tp is Any:
         return value
     if origin in (typing.Union, types.UnionType):
@@ -428,11 +428,11 @@ def _coerce(value: Any, tp: Any, key: str, specs: bool = False) -> Any:
     return value
 
 
-def _refuse_out_of_range(written: Any, key: str, tp: Any) -> None:
+def _refuse_out_of_range(written: Any, key: str) -> None:
     """A number written other than 0 that reads as 0 (``train.lr=1e-400``), or written with digits that reads as
     infinity (``train.lr=1e400``), is refused by name: they were reported as "train.lr must be > 0 and finite (got
-    0.0)" for a value given > 0, and "(got inf)" for a value typed without "inf" (a float field's: an integer
-    field takes an integer of any size, read as such)."""
+    0.0)" for a value given > 0, and "(got inf)" (an integer field's "expected an integer, got inf") for a value
+    typed without "inf"; an integer typed in digits alone is read as such, of any size."""
     if not isinstance(written, str):
         return
     try:
@@ -445,12 +445,7 @@ def _refuse_out_of_range(written: Any, key: str, tp: Any) -> None:
             "give one further from 0, or 0"
         )
     # (an integer of 309 digits or more has its own message in _coerce)
-    if (
-        tp is float
-        and math.isinf(number)
-        and re.search(r"[0-9]", written)
-        and not written.strip().lstrip("+-").isdigit()
-    ):
+    if math.isinf(number) and re.search(r"[0-9]", written) and not written.strip().lstrip("+-").isdigit():
         raise ConfigError(
             f"{key}: {written.strip()} is further from 0 than the largest float (about 1.8e308) and would be read "
             "as infinity; give one closer to 0"
