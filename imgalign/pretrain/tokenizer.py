@@ -112,8 +112,9 @@ def save_tokenizer(folder: Path, model_max_length: int):
 
 
 # CLIP's pre-tokenizer (open_clip's and transformers' CLIPTokenizer, Radford et al. 2021): a few contractions,
-# runs of letters, single digits, runs of anything else but spaces; each piece is tokenised on its own
-_PIECES = re.compile(r"'s|'t|'re|'ve|'m|'ll|'d|[^\W\d_]+|\d|[^\s\w]+|_+")
+# runs of letters, single digits, runs of anything else but spaces ("-_" one piece); each piece is tokenised on its
+# own
+_PIECES = re.compile(r"'s|'t|'re|'ve|'m|'ll|'d|[^\W\d_]+|\d|(?:[^\s\w]|_)+")
 
 
 def prompt_pieces(prompt: str) -> list[str]:
