@@ -31,3 +31,11 @@ def test_an_integer_field_still_takes_exponents_and_long_integers():
         load_config(FlowGRPOConfig, None, [f"prompts.seed={big}"])
     with pytest.raises(ConfigError, match=r"model.resolution: expected an integer, got 'inf'"):
         load_config(FlowGRPOConfig, None, ["model.resolution=inf"])
+
+
+@pytest.mark.parametrize("sign", ["+", "-", ""])
+def test_a_signed_integer_too_large_for_a_float_keeps_its_own_message(sign):
+    """'+1000…0' of 401 digits is an integer typed in digits: its own message, not the exponent one (round 29j
+    mutant: the sign strip cut to '-' survived)."""
+    with pytest.raises(ConfigError, match=r"^train.lr: expected a number, got an integer of 401 digits"):
+        load_config(FlowGRPOConfig, None, [f"train.lr={sign}1{'0' * 400}"])
