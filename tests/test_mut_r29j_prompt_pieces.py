@@ -20,3 +20,12 @@ def test_pieces_are_the_clip_pre_tokenizers(prompt):
     tok = CLIPTokenizer.from_pretrained(embedded_path("shapes") / "tokenizer").backend_tokenizer
     real = [piece for piece, _ in tok.pre_tokenizer.pre_tokenize_str(tok.normalizer.normalize_str(prompt))]
     assert prompt_pieces(prompt) == real
+
+
+def test_a_digit_is_a_word_the_shapes_vocabulary_lacks():
+    """The shapes vocabulary spells numbers out: a digit is a word outside it, not punctuation to ignore (round 29j
+    mutant: is_word by letters alone survived)."""
+    from imgalign.pretrain.tokenizer import unknown_words
+
+    assert unknown_words("3 circles") == ["3"]
+    assert unknown_words("a circle, 12!") == ["1", "2"]
