@@ -39,3 +39,16 @@ def test_a_named_pipe_where_a_run_writes_a_folder_is_refused(tmp_path, monkeypat
     assert "holds a file named 'samples', where a run writes its samples/ folder" in _refused(
         out, monkeypatch, capsys
     )
+
+
+@pytest.mark.parametrize("name", ["samples", "checkpoints"])
+def test_a_broken_link_where_a_run_writes_a_folder_is_refused(name, tmp_path, monkeypatch, capsys):
+    """A link to nothing at samples/ passed the preflight (it does not exist()) and the run failed at its first
+    grid with "[Errno 17] File exists: 'OUT/samples'" (round 29j, found while checking mutant T3)."""
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / name).symlink_to(tmp_path / "gone")
+    assert _refused(out, monkeypatch, capsys) == (
+        f"imgalign train: error: --output-dir {str(out)!r} holds a broken link named {name!r}, where a run writes "
+        f"its {name}/ folder: move that broken link away (or give another --output-dir)\n"
+    )

@@ -348,10 +348,12 @@ def wrong_run_entry(out: Path) -> str | None:
                 "that folder away (or give another --output-dir)"
             )
     for name in RUN_FOLDERS:
-        if (out / name).exists() and not (out / name).is_dir():
+        # (a link to nothing: exists() is False, and the run's mkdir failed with "[Errno 17] File exists")
+        if ((out / name).exists() or (out / name).is_symlink()) and not (out / name).is_dir():
+            kind = "file" if (out / name).exists() else "broken link"
             return (
-                f"--output-dir {str(out)!r} holds a file named {name!r}, where a run writes its {name}/ folder: "
-                "move that file away (or give another --output-dir)"
+                f"--output-dir {str(out)!r} holds a {kind} named {name!r}, where a run writes its {name}/ folder: "
+                f"move that {kind} away (or give another --output-dir)"
             )
     return None
 
