@@ -1,0 +1,61 @@
+"""Mutation round 29 (helper i) on imgalign.cli: a write failure that names its file is blamed on that file even
+while stdout refuses writes too (``> /dev/full``), and the C-locale stdout's error handler writes only a non-UTF-8
+name's undecodable bytes (U+DC80..U+DCFF, each run of them whole) back as bytes, escaping every other character."""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import io
+import os
+import sys
+
+import pytest
+
+from imgalign import cli
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_a_full_disk_naming_its_file_names_that_file_even_with_stdout_on_dev_full(
+    monkeypatch, capsys
+) -> None:
+    import imgalign.commands.report as report
+
+    def full_disk(args: argparse.Namespace) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device", "rep/summary.md")
+
+    monkeypatch.setattr(report, "run_report", full_disk)
+    stdout = io.TextIOWrapper(io.FileIO("/dev/full", "w"), encoding="utf-8", write_through=True)
+    monkeypatch.setattr(sys, "stdout", stdout)
+    try:
+        assert cli.main(["report", "run"]) == 2
+    finally:
+        stdout.buffer.close()
+    err = capsys.readouterr().err
+    assert "No space left on device while writing 'rep/summary.md': free disk space" in err
+    assert "standard output" not in err
+
+
+def _c_locale_stdout() -> tuple[io.BytesIO, io.TextIOWrapper]:
+    """Python's stdout under ``LC_ALL=C PYTHONUTF8=0``: ASCII with surrogateescape, as imgalign sets it up."""
+    raw = io.BytesIO()
+    stream = io.TextIOWrapper(raw, encoding="ascii", errors="surrogateescape", write_through=True)
+    cli._escape_unencodable(stream)
+    return raw, stream
+
+
+@pytest.mark.parametrize(
+    ("text", "written"),
+    [
+        ("a\udc80\udcff\n", b"a\x80\xff\n"),  # the first and the last of surrogateescape's range: bytes
+        (
+            "a\udc7f\udc00\n",
+            b"a\\udc7f\\udc00\n",
+        ),  # lone surrogates below it (a prompt's JSON "\udc00"): escaped
+    ],
+    ids=["range-ends", "below-range"],
+)
+def test_the_c_locale_stdout_writes_only_undecodable_bytes_back_and_escapes_the_rest(text, written) -> None:
+    raw, stream = _c_locale_stdout()
+    stream.write(text)
+    assert raw.getvalue() == written
