@@ -423,12 +423,15 @@ def _escape_unencodable(stream: object) -> None:
 
 def _bytes_or_escaped(err: UnicodeError) -> tuple[str | bytes, int]:
     """The encode error handler :data:`_BYTES_OR_ESCAPED`: a file name's undecodable bytes (lone surrogates
-    U+DC80..U+DCFF) as those bytes, as surrogateescape writes them; any other character backslash-escaped."""
-    if isinstance(err, UnicodeEncodeError) and all(
-        0xDC80 <= ord(c) <= 0xDCFF for c in err.object[err.start : err.end]
-    ):
-        return codecs.lookup_error("surrogateescape")(err)
-    return codecs.lookup_error("backslashreplace")(err)
+    U+DC80..U+DCFF) as those bytes, as surrogateescape writes them; any other character backslash-escaped. A span
+    that mixes both (an accent beside a name's bytes) is handled a run of one kind at a time: it escaped the name's
+    bytes too."""
+    if not isinstance(err, UnicodeEncodeError):
+        return codecs.lookup_error("backslashreplace")(err)
+    is_byte = [0xDC80 <= ord(c) <= 0xDCFF for c in err.object[err.start : err.end]]
+    run = next((i for i, b in enumerate(is_byte) if b != is_byte[0]), len(is_byte))
+    part = UnicodeEncodeError(err.encoding, err.object, err.start, err.start + run, err.reason)
+    return codecs.lookup_error("surrogateescape" if is_byte[0] else "backslashreplace")(part)
 
 
 _BYTES_OR_ESCAPED = "imgalign.bytes_or_escaped"

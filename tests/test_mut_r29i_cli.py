@@ -52,8 +52,9 @@ def _c_locale_stdout() -> tuple[io.BytesIO, io.TextIOWrapper]:
             "a\udc7f\udc00\n",
             b"a\\udc7f\\udc00\n",
         ),  # lone surrogates below it (a prompt's JSON "\udc00"): escaped
+        ("Fr\xe9\udce9\n", b"Fr\\xe9\xe9\n"),  # an accent next to a name's byte: each as its own kind
     ],
-    ids=["range-ends", "below-range"],
+    ids=["range-ends", "below-range", "mixed-run"],
 )
 def test_the_c_locale_stdout_writes_only_undecodable_bytes_back_and_escapes_the_rest(text, written) -> None:
     raw, stream = _c_locale_stdout()
