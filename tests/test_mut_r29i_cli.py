@@ -1,6 +1,7 @@
 """Mutation round 29 (helper i) on imgalign.cli: a write failure that names its file is blamed on that file even
 while stdout refuses writes too (``> /dev/full``), and the C-locale stdout's error handler writes only a non-UTF-8
-name's undecodable bytes (U+DC80..U+DCFF, each run of them whole) back as bytes, escaping every other character."""
+name's undecodable bytes (U+DC80..U+DCFF, each run of them whole) back as bytes, escaping every other character;
+a failed print says how the command goes on, and out of memory without ``ulimit -v`` names no limit."""
 
 from __future__ import annotations
 
@@ -60,3 +61,34 @@ def test_the_c_locale_stdout_writes_only_undecodable_bytes_back_and_escapes_the_
     raw, stream = _c_locale_stdout()
     stream.write(text)
     assert raw.getvalue() == written
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_a_print_to_dev_full_mid_train_says_how_train_goes_on(monkeypatch, capsys) -> None:
+    import imgalign.commands.train as train
+
+    def prints(args: argparse.Namespace) -> int:
+        print("step 1")
+        return 0
+
+    monkeypatch.setattr(train, "run_train", prints)
+    stdout = io.TextIOWrapper(io.FileIO("/dev/full", "w"), encoding="utf-8", write_through=True)
+    monkeypatch.setattr(sys, "stdout", stdout)
+    try:
+        assert cli.main(["train", "--output-dir", "runs/x"]) == 2
+    finally:
+        stdout.buffer.close()
+    err = capsys.readouterr().err
+    assert "while writing standard output" in err
+    assert err.rstrip("\n").endswith("add --resume auto to the same command to continue from the last one")
+
+
+def test_out_of_memory_without_an_address_space_limit_names_no_limit(monkeypatch) -> None:
+    unlimited = (cli.resource.RLIM_INFINITY, cli.resource.RLIM_INFINITY)
+    monkeypatch.setattr(cli.resource, "getrlimit", lambda which: unlimited)
+    msg = cli.out_of_memory_message(
+        MemoryError("Unable to allocate 48.0 MiB for an array"), ["score", "imgs"]
+    )
+    assert msg is not None and msg.startswith(
+        "imgalign score: error: out of memory (Unable to allocate 48.0 MiB for an array): "
+    )
