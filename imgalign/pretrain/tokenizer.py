@@ -19,8 +19,6 @@ import re
 import string
 from pathlib import Path
 
-from imgalign import shapes as W
-
 BOS, EOS = "<|startoftext|>", "<|endoftext|>"
 EOW = "</w>"
 EXTRA_WORDS = (
@@ -42,6 +40,9 @@ EXTRA_WORDS = (
 
 def shapes_words() -> list[str]:
     """Every word a shapes-world prompt can contain (sorted, deterministic)."""
+    # (imported here: imgalign.sampling takes prompt_pieces from this module, and no sampler needs the shapes world)
+    from imgalign import shapes as W
+
     words = set(EXTRA_WORDS) | set(W.SHAPES) | set(W.PLURALS.values()) | set(W.COLORS)
     words |= set(W.NUMBERS.values())
     for rel in W.RELATIONS:
