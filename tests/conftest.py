@@ -1,3 +1,4 @@
+import contextlib
 import json
 import logging
 import os
@@ -103,6 +104,24 @@ def diffusers_save_log() -> Iterator[list[logging.LogRecord]]:
 def library_log() -> Iterator[list[logging.LogRecord]]:
     """The records diffusers' and transformers' loggers handle while the test runs."""
     yield from _records_of("diffusers", "transformers")
+
+
+@contextlib.contextmanager
+def stdout_on_dev_full(monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
+    """Inside the block, sys.stdout is unbuffered on /dev/full, which refuses every write with ENOSPC (``>
+    /dev/full``); the test is skipped where the system has none. (A block in the test, not a fixture: pytest's
+    capture puts its own stdout back when the test's call begins.)"""
+    import io
+    import sys
+
+    if not os.path.exists("/dev/full"):
+        pytest.skip("needs /dev/full")
+    full = io.TextIOWrapper(io.FileIO("/dev/full", "w"), encoding="utf-8", write_through=True)
+    monkeypatch.setattr(sys, "stdout", full)
+    try:
+        yield full
+    finally:
+        full.buffer.close()
 
 
 @pytest.fixture

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import errno
 import io
-import os
 import sys
 
 import pytest
 
 from imgalign import cli
+from tests.conftest import stdout_on_dev_full
 
 
 class _Refusing(io.RawIOBase):
@@ -91,14 +91,9 @@ def test_a_command_that_failed_keeps_its_status_and_says_nothing_more(
     assert capsys.readouterr().err == "imgalign rewards list: error: one file failed\n"
 
 
-@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
 def test_an_unbuffered_print_to_dev_full_names_stdout_not_an_output_file(monkeypatch, capsys) -> None:
-    full = io.TextIOWrapper(io.FileIO("/dev/full", "w"), encoding="utf-8", write_through=True)
-    monkeypatch.setattr(sys, "stdout", full)
-    try:
+    with stdout_on_dev_full(monkeypatch):
         assert cli.main(["rewards", "list"]) == 2
-    finally:
-        full.buffer.close()
     err = capsys.readouterr().err
     assert err.startswith(
         "imgalign rewards list: error: No space left on device while writing standard output"

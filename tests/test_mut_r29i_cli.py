@@ -8,15 +8,13 @@ from __future__ import annotations
 import argparse
 import errno
 import io
-import os
-import sys
 
 import pytest
 
 from imgalign import cli
+from tests.conftest import stdout_on_dev_full
 
 
-@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
 def test_a_full_disk_naming_its_file_names_that_file_even_with_stdout_on_dev_full(
     monkeypatch, capsys
 ) -> None:
@@ -26,12 +24,8 @@ def test_a_full_disk_naming_its_file_names_that_file_even_with_stdout_on_dev_ful
         raise OSError(errno.ENOSPC, "No space left on device", "rep/summary.md")
 
     monkeypatch.setattr(report, "run_report", full_disk)
-    stdout = io.TextIOWrapper(io.FileIO("/dev/full", "w"), encoding="utf-8", write_through=True)
-    monkeypatch.setattr(sys, "stdout", stdout)
-    try:
+    with stdout_on_dev_full(monkeypatch):
         assert cli.main(["report", "run"]) == 2
-    finally:
-        stdout.buffer.close()
     err = capsys.readouterr().err
     assert "No space left on device while writing 'rep/summary.md': free disk space" in err
     assert "standard output" not in err
@@ -63,7 +57,6 @@ def test_the_c_locale_stdout_writes_only_undecodable_bytes_back_and_escapes_the_
     assert raw.getvalue() == written
 
 
-@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
 def test_a_print_to_dev_full_mid_train_says_how_train_goes_on(monkeypatch, capsys) -> None:
     import imgalign.commands.train as train
 
@@ -72,12 +65,8 @@ def test_a_print_to_dev_full_mid_train_says_how_train_goes_on(monkeypatch, capsy
         return 0
 
     monkeypatch.setattr(train, "run_train", prints)
-    stdout = io.TextIOWrapper(io.FileIO("/dev/full", "w"), encoding="utf-8", write_through=True)
-    monkeypatch.setattr(sys, "stdout", stdout)
-    try:
+    with stdout_on_dev_full(monkeypatch):
         assert cli.main(["train", "--output-dir", "runs/x"]) == 2
-    finally:
-        stdout.buffer.close()
     err = capsys.readouterr().err
     assert "while writing standard output" in err
     assert err.rstrip("\n").endswith("add --resume auto to the same command to continue from the last one")
