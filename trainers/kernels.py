@@ -30,7 +30,7 @@ class StepOutput:
     """One stochastic (or deterministic) denoising step."""
 
     prev_sample: torch.Tensor  # [B, ...] x_{σ'} (float32)
-    log_prob: torch.Tensor  # [B] log N(prev_sample; mean, std²) reduced over latent dims (0 for ODE steps)
+    log_prob: torch.Tensor  # [B] float64 log N(prev_sample; mean, std²) over latent dims (0 for ODE steps)
     mean: torch.Tensor  # [B, ...] μ of the step Gaussian
     std: torch.Tensor  # [B] per-sample standard deviation of the step (0 for ODE steps)
 
@@ -88,8 +88,9 @@ def ode_step(
     x32, v32 = x.float(), v.float()
     dt = _bcast(sigma_next, x32) - _bcast(sigma, x32)
     prev = x32 + v32 * dt
-    zeros = torch.zeros(x.shape[0], dtype=torch.float32, device=x.device)
-    return StepOutput(prev, zeros, prev, zeros)
+    zero_log_prob = torch.zeros(x.shape[0], dtype=torch.float64, device=x.device)  # the SDE steps' dtype
+    zero_std = torch.zeros(x.shape[0], dtype=torch.float32, device=x.device)
+    return StepOutput(prev, zero_log_prob, prev, zero_std)
 
 
 def _check_block(x: torch.Tensor, block: int) -> None:
