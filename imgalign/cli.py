@@ -178,11 +178,14 @@ def main(argv: Sequence[object] | None = None) -> int:
         sub = _chosen_parser(parser, args)
         sub.error(unknown_arguments_message(unknown, sub))
     # imgalign's own messages at INFO; libraries' (open_clip logs on the root logger) only from WARNING, unless -v.
-    # basicConfig adds the handler once per process and then does nothing. The levels hold for this call only: an
-    # in-process caller gets its own back (an earlier main(["-v", ...]) had left the root logger at DEBUG, and a
-    # caller's INFO logging was silenced after any call)
-    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+    # basicConfig adds a handler where the root logger has none. The levels and that handler hold for this call
+    # only: an in-process caller gets its own back (an earlier main(["-v", ...]) had left the root logger at DEBUG,
+    # and a caller's INFO logging was silenced after any call; the handler left behind formatted the caller's own
+    # log lines as imgalign's and made the caller's later logging.basicConfig(...) do nothing)
     root, own = logging.getLogger(), logging.getLogger("imgalign")
+    handlers = list(root.handlers)
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+    added = [h for h in root.handlers if h not in handlers]
     saved = root.level, own.level
     root.setLevel(logging.DEBUG if args.verbose else logging.WARNING)
     own.setLevel(logging.DEBUG if args.verbose else logging.INFO)
@@ -194,6 +197,8 @@ def main(argv: Sequence[object] | None = None) -> int:
     finally:
         root.setLevel(saved[0])
         own.setLevel(saved[1])
+        for handler in added:
+            root.removeHandler(handler)
 
 
 def warn_of_thread_settings(env: Mapping[str, str]) -> None:
