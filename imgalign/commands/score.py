@@ -24,10 +24,12 @@ from __future__ import annotations
 
 import argparse
 import csv
+import hashlib
 import io
 import json
 import logging
 import math
+import os
 import statistics
 import unicodedata
 from collections import defaultdict
@@ -35,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from imgalign.cli import CLIError, Interrupted
-from imgalign.files import atomic_write_text
+from imgalign.files import NAME_MAX, atomic_write_text
 
 log = logging.getLogger(__name__)
 MAX_BATCH_PIXELS = 2**26  # pixels per scored batch (768 MiB as float32 RGB), whatever --batch-size says
@@ -492,8 +494,14 @@ def check_replaceable(out: Path) -> None:
 
 
 def partial_path(out: Path) -> Path:
-    """Where an interrupted run keeps the images it fully scored (see the module docstring)."""
-    return out.with_name(f".{out.name}.partial.jsonl")
+    """Where an interrupted run keeps the images it fully scored (see the module docstring); where that name is over
+    :data:`~imgalign.files.NAME_MAX` bytes (an --out name of 241 to 255 bytes, which the file system takes),
+    ``.HASH.partial.jsonl``: such an --out was refused, once the rewards had loaded, as "a file name of 266 bytes",
+    naming the hidden file."""
+    name = f".{out.name}.partial.jsonl"
+    if len(os.fsencode(name)) > NAME_MAX:
+        name = f".{hashlib.sha256(os.fsencode(out.name)).hexdigest()[:32]}.partial.jsonl"
+    return out.with_name(name)
 
 
 def _stamp(file: Path) -> list[int]:
