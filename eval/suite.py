@@ -186,16 +186,27 @@ def _is_json(text: str) -> bool:
     return True
 
 
-def load_image(path: Path) -> Image.Image:
-    """Open an image fully (so truncation errors surface here) and convert it to RGB. 16-bit and float images are
-    scaled to 8 bits as the rewards do (PIL's convert clips them at 255: a 16-bit PNG was judged as a white image)."""
+def load_image(path: Path, shown: Path | None = None) -> Image.Image:
+    """Open an image fully (so truncation errors surface here) and convert it to RGB as the rewards do
+    (:func:`~imgalign.rewards.base.pil_to_rgb`): 16-bit and float images are scaled to 8 bits (PIL's convert clips
+    them at 255: a 16-bit PNG was judged as a white image), and transparency is composited on black (PIL's convert
+    dropped it, showing whatever colour the transparent pixels hold: a grey+alpha PNG with white under its
+    transparent background was judged incorrect here and correct by ``score --reward geneval:mode=strict``).
+    `shown`: the file to name (the user's, where `path` is a copy) in a warning that only the first frame of an
+    animated image (an APNG, a GIF named .png) is judged, as ``imgalign score`` warns; None: no warning."""
     from imgalign.rewards.base import pil_to_rgb
     from imgalign.rewards.io import upright
 
     with Image.open(path) as im:
         im.load()
-        im = upright(im)
-        return pil_to_rgb(im) if im.mode.startswith("I") or im.mode == "F" else im.convert("RGB")
+        frames = getattr(im, "n_frames", 1)
+        if shown is not None and frames > 1:
+            log.warning(
+                "%s holds %d frames; only the first is judged (save the frame you mean as its own image)",
+                shown,
+                frames,
+            )
+        return pil_to_rgb(upright(im))
 
 
 def judge_folder(
@@ -278,11 +289,11 @@ def judge_folder(
                 if meta_error:
                     row.update(correct=False, partial=0.0, reason="", error=meta_error)
                 else:
+                    shown = Path(source_dir) / key if source_dir else s  # the user's file, not our copy
                     try:
-                        img = load_image(s)
+                        img = load_image(s, shown)
                     except UNREADABLE_IMAGE as e:
                         img = None
-                        shown = Path(source_dir) / key if source_dir else s  # the user's file, not our copy
                         why = (  # PIL's own text names our copy
                             "not an image file PIL can read"
                             if isinstance(e, UnidentifiedImageError)
