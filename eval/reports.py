@@ -631,6 +631,13 @@ def run_names(runs: Sequence[Path]) -> dict[Path, str]:
     return names
 
 
+def plain_text(text: str) -> str:
+    """`text` for a matplotlib label, drawn as written: between two '$' matplotlib reads TeX math, so a --compare
+    label 'a$\\alpha_{x$' stopped the report with "ParseSyntaxException: Expected end_group" (naming no label),
+    and 'cost $5 and $10' lost its '$' signs to italics."""
+    return text.replace("$", r"\$")
+
+
 def compare_runs(
     groups: dict[str, list[Path]],
     keys: Sequence[str],
@@ -716,12 +723,12 @@ def compare_runs(
                     "-" if n >= 20 else "o-",
                     color=c,
                     lw=2.2,
-                    label=f"{label} (mean of {len(curves)})"
+                    label=f"{plain_text(label)} (mean of {len(curves)})"
                     if n
-                    else f"{label} (no mean: no common {x_key})",
+                    else f"{plain_text(label)} (no mean: no common {plain_text(x_key)})",
                 )
-        ax.set_title(key, fontsize=9)
-        ax.set_xlabel(x_key)
+        ax.set_title(plain_text(key), fontsize=9)
+        ax.set_xlabel(plain_text(x_key))
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     fig.tight_layout()
