@@ -193,11 +193,12 @@ def load_image(path: Path, shown: Path | None = None) -> Image.Image:
     dropped it, showing whatever colour the transparent pixels hold: a grey+alpha PNG with white under its
     transparent background was judged incorrect here and correct by ``score --reward geneval:mode=strict``).
     `shown`: the file to name (the user's, where `path` is a copy) in a warning that only the first frame of an
-    animated image (an APNG, a GIF named .png) is judged, as ``imgalign score`` warns; None: no warning."""
+    animated image (an APNG, a GIF named .png) is judged, as ``imgalign score`` warns (None: no such warning), and
+    in :func:`~imgalign.rewards.io.open_image`'s of a very large image."""
     from imgalign.rewards.base import pil_to_rgb
-    from imgalign.rewards.io import upright
+    from imgalign.rewards.io import open_image, upright
 
-    with Image.open(path) as im:
+    with open_image(path, shown) as im:
         im.load()
         frames = getattr(im, "n_frames", 1)
         if shown is not None and frames > 1:
