@@ -16,7 +16,7 @@ import sys
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from imgalign import __version__
 
@@ -70,10 +70,51 @@ def _command_name(args: argparse.Namespace) -> str:
     return f"{args.command} {sub}" if sub else args.command
 
 
+_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")  # what argparse reads as a negative number, not an option
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser (each subcommand's too: argparse makes them of the parent's class) whose errors say how to
+    give a file name or value that begins with '-': argparse reads such a word as an option, so ``score -a.png``
+    was "the following arguments are required: paths" (a path was given) and ``--out -s.jsonl`` "argument --out:
+    expected one argument", neither saying what to do."""
+
+    _words: list[str] = []
+
+    def parse_known_args(
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        self._words = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(args, namespace)
+
+    def error(self, message: str) -> NoReturn:
+        known = [o for a in self._actions for o in a.option_strings]
+        dashed = [
+            w
+            for w in self._words
+            if w.startswith("-")
+            and not w.startswith("--")
+            and len(w) > 1
+            and " " not in w
+            and not _NUMBER.match(w)
+            and not any(o.startswith(w.split("=", 1)[0]) for o in known)
+        ]
+        wanted = re.match(r"argument (-[^ /:]+)(?:/\S+)?: expected one argument", message)
+        if dashed and wanted:
+            message += (
+                f" (a value that begins with '-', such as {dashed[0]!r}, is read as an option: give it as "
+                f"{wanted.group(1)}={dashed[0]})"
+            )
+        elif dashed and ("arguments are required" in message or "unrecognized arguments" in message):
+            message += (
+                f" ({dashed[0]!r} begins with '-', so it is read as an option: give a file that begins with '-' "
+                f"as ./{dashed[0]}, or an option's value as --OPTION={dashed[0]})"
+            )
+        super().error(message)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="imgalign", description="Reward alignment for flow-matching T2I models."
-    )
+    parser = _Parser(prog="imgalign", description="Reward alignment for flow-matching T2I models.")
     parser.add_argument("--version", action="version", version=f"imgalign {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
