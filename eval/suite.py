@@ -417,4 +417,9 @@ def copy_folder(src: Path, dst: Path) -> None:
         (target / "samples").mkdir(parents=True, exist_ok=True)
         shutil.copy2(f.path / "metadata.jsonl", target / "metadata.jsonl")
         for s in f.samples:
+            if s.is_dir():  # shutil's "[Errno 21] Is a directory: '.../0000.png'" said nothing to do
+                raise IsADirectoryError(
+                    f"{s} is a folder, where the GenEval layout holds an image (<index>/samples/<n>.png): move it out "
+                    "of the samples folder, or put the image in its place"
+                )
             shutil.copy2(s, target / "samples" / s.name)
