@@ -6,7 +6,16 @@ import json
 
 import matplotlib.axes
 
-from imgalign.trainers.plots import plot_metrics
+from imgalign.trainers.plots import main, plot_metrics
+
+
+def test_a_folder_named_metrics_jsonl_is_named_a_folder_not_missing(tmp_path, capsys):
+    """A run folder whose metrics.jsonl is a folder: the curves tool said the file 'does not exist'."""
+    (tmp_path / "metrics.jsonl").mkdir()
+    assert main([str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'metrics.jsonl'} is a folder, not the file a training run writes" in err
+    assert "does not exist" not in err and "Traceback" not in err
 
 
 def test_default_panels_are_the_reward_means_in_sorted_order_then_the_shapes_overall(tmp_path, monkeypatch):

@@ -24,6 +24,11 @@ def read_metrics(path: str | Path) -> list[dict[str, float]]:
             f"{p} is a file, not a run's metrics.jsonl: point at a run folder or its metrics.jsonl (the curves are "
             "read from that name, with the eval.jsonl beside it)"
         )
+    if (run / "metrics.jsonl").is_dir():  # it said "does not exist" of a folder that does
+        raise IsADirectoryError(
+            f"{run / 'metrics.jsonl'} is a folder, not the file a training run writes: point at a run folder or "
+            "its metrics.jsonl"
+        )
     if not (run / "metrics.jsonl").is_file():
         raise FileNotFoundError(
             f"{run / 'metrics.jsonl'} does not exist: point at a run folder or its metrics.jsonl"
