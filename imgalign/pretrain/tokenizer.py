@@ -17,6 +17,7 @@ import functools
 import json
 import re
 import string
+import unicodedata
 from pathlib import Path
 
 BOS, EOS = "<|startoftext|>", "<|endoftext|>"
@@ -121,7 +122,8 @@ _PIECES = re.compile(r"'s|'t|'re|'ve|'m|'ll|'d|[^\W\d_]+|\d|(?:[^\s\w]|_)+")
 def prompt_pieces(prompt: str) -> list[str]:
     """`prompt` lower-cased and split as a CLIP tokenizer splits it before BPE: "red-circle" is "red", "-",
     "circle" (three words the shapes vocabulary knows), "circle's" is "circle", "'s"."""
-    return _PIECES.findall(prompt.lower())
+    # NFC first, as the tokenizer's normalizer: a decomposed "cafe\u0301" was "cafe" and a bare accent, not "café"
+    return _PIECES.findall(unicodedata.normalize("NFC", prompt).lower())
 
 
 def is_word(piece: str) -> bool:
