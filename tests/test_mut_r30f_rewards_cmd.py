@@ -44,3 +44,37 @@ def test_shapes_is_said_not_to_be_a_path_only_where_one_of_that_name_exists(tmp_
         "fd's first set 'shapes' means renders of the shapes world, not the folder named 'shapes'"
         in caplog.text
     )
+
+
+class _EncoderBuilt(Exception):
+    """Raised in place of building a feature encoder: every check before it has passed."""
+
+
+def _encoder_built(*args: object, **kwargs: object) -> None:
+    raise _EncoderBuilt
+
+
+def test_fd_checks_its_second_argument_before_any_encoder_loads(tmp_path, monkeypatch, capsys):
+    """`fd FOLDER IMAGE.png`: the second argument is refused as an image file before the encoder is built, as the
+    first one is."""
+    from imgalign.cli import main
+    from tests.conftest import noise_pngs
+
+    monkeypatch.setattr("imgalign.rewards.features.build_features", _encoder_built)
+    folder = noise_pngs(tmp_path / "gen", 3)
+    image = sorted(folder.iterdir())[0]
+    assert main(["rewards", "fd", str(folder), str(image), "--features", "stats"]) == 2
+    assert f"{str(image)!r} is an image file" in capsys.readouterr().err
+
+
+def test_fd_of_shapes_is_not_refused_for_a_folder_named_shapes_of_one_image(tmp_path, monkeypatch):
+    """'shapes' is the renders: a ./shapes folder of one image (not read) is no reason to refuse `fd shapes gen`."""
+    from imgalign.cli import main
+    from tests.conftest import noise_pngs
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("imgalign.rewards.features.build_features", _encoder_built)
+    noise_pngs(tmp_path / "shapes", 1)
+    gen = noise_pngs(tmp_path / "gen", 3, seed=1)
+    with pytest.raises(_EncoderBuilt):
+        main(["rewards", "fd", "shapes", str(gen), "--features", "stats"])
