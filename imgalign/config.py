@@ -410,10 +410,16 @@ def _coerce(value: Any, tp: Any, key: str, specs: bool = False) -> Any:
         except (TypeError, ValueError):
             raise ConfigError(f"{key}: expected a number, got {value!r}") from None
         except OverflowError:  # an integer of 309 digits or more: float() raised it as a traceback
+            number, digits = math.inf, str(abs(value))
+        else:
+            # a quoted one (a file's "1000…0", a str set in Python) float() reads as inf: it was reported as "must be
+            # > 0 and finite (got inf)", a value not typed
+            digits = value.strip().lstrip("+-") if isinstance(value, str) else ""
+        if math.isinf(number) and digits.isdigit():
             raise ConfigError(
-                f"{key}: expected a number, got an integer of {len(str(abs(value)))} digits, larger than any float "
+                f"{key}: expected a number, got an integer of {len(digits)} digits, larger than any float "
                 "(at most about 1.8e308)"
-            ) from None
+            )
         if math.isnan(number):  # no setting means anything by NaN; it would pass every `x < 0` check
             raise ConfigError(f"{key}: expected a number, got {value!r} (not a number)")
         return number
