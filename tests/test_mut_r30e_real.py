@@ -1,0 +1,33 @@
+"""Mutation round 30e, eval/real.py: what survived its tests (see /work/audit/s67/e/mutants.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+
+def test_a_detector_of_no_geneval_class_names_its_first_eight_labels(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import geneval_real_tiny as T
+
+    from imgalign.eval.real import HFDetector
+
+    labels = [f"widget{i}" for i in range(10)]
+    monkeypatch.setattr(T, "TINY_DETR_LABELS", dict(enumerate(labels)))
+    folder = T.build_tiny_detr(tmp_path / "other")
+    with pytest.raises(ValueError) as e:
+        HFDetector(str(folder))
+    assert f"(its labels: {', '.join(labels[:8])}, ...);" in str(e.value)
+
+
+def test_an_nms_iou_of_zero_is_kept_not_taken_for_the_default(tmp_path: Path) -> None:
+    """nms_iou=0.0 (suppress every overlapping box of a class) is a setting, not 'none given'."""
+    import geneval_real_tiny as T
+
+    from imgalign.eval.real import HFDetector
+
+    folder = T.build_tiny_detr(tmp_path / "detr")
+    assert HFDetector(str(folder)).nms_iou is None
+    assert HFDetector(str(folder), nms_iou=0.0).nms_iou == 0.0
