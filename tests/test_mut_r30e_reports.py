@@ -14,3 +14,12 @@ def test_a_null_value_is_neither_counted_nor_named_as_a_value_that_is_no_number(
         "plots: `a` 1 of 2 rows"
     ]
     assert non_number_lines([{"b": None}, {"b": 2}], ["b"]) == []
+
+
+def test_only_eval_keys_ending_in_overall_are_a_suites_headline_score() -> None:
+    """``eval/<suite>/overall`` only: another key ending in /overall in eval.jsonl (a hand-added or foreign
+    metric) is no suite's score to plot and summarise."""
+    from imgalign.eval.reports import eval_overall_keys
+
+    rows = [{"step": 0, "eval/shapes/overall": 0.5, "perf/overall": 1.0, "eval/shapes/partial": 0.6}]
+    assert eval_overall_keys(rows) == ["eval/shapes/overall"]
