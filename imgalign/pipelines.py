@@ -264,6 +264,10 @@ def _folder_fix(path: Path) -> str:
     return "recreate it (save_pretrained, or `imgalign world pretrain --component t2i` for a shapes model)"
 
 
+SHARD_RE = re.compile(r"(.+)-\d+-of-\d+\.safetensors")
+"""A weight shard's file name (``diffusion_pytorch_model-00002-of-00003.safetensors``); group 1 its set's name."""
+
+
 def missing_shards(folder: Path) -> list[str]:
     """The weight shards a component folder's ``*.index.json`` names that are not there, or the index of shards
     (``*-00001-of-00002.safetensors``) that is: the loader failed only once other components had loaded, with
@@ -277,9 +281,10 @@ def missing_shards(folder: Path) -> list[str]:
             gone.append(f"{folder.name}/{index.name} (not a JSON index)")
             continue
         gone += [f"{folder.name}/{f}" for f in sorted(files) if not (folder / f).is_file()]
-    shards = [f for f in folder.glob("*-of-*.safetensors") if "-00001-of-" in f.name]
-    if shards and not indexes:
-        gone.append(f"{folder.name}/{shards[0].name.split('-00001-of-')[0]}.safetensors.index.json")
+    # any shard of a set stands for it: a set whose first shard is missing too was let through to the loader
+    sets = sorted({m.group(1) for f in folder.glob("*.safetensors") if (m := SHARD_RE.fullmatch(f.name))})
+    if sets and not indexes:
+        gone.append(f"{folder.name}/{sets[0]}.safetensors.index.json")
     return gone
 
 
