@@ -81,6 +81,15 @@ def replacing(path: str | Path) -> Iterator[Path]:
             raise IsADirectoryError(
                 f"{str(path)!r} is a folder, where a file is written: move that folder away (or write elsewhere)"
             ) from None
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        # a write cut short (a file-size limit, a full disk) raised "[Errno 27] File too large" naming no file, or
+        # naming the hidden temporary: the command's line said "an output file under --out"; it names `path` now
+        if e.errno is not None and e.filename in (None, str(tmp)):
+            e.filename = str(path)
+        if e.errno is not None and e.filename2 == str(tmp):
+            e.filename2 = str(path)
+        raise
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
