@@ -348,7 +348,7 @@ def _run(args: argparse.Namespace) -> int:
                 f"{e.strerror} while writing "
                 + (f"{os.fsdecode(written)!r}" if written else "an output file")
                 + (f" under {str(out)!r}" if out and not written else "")
-                + f": free disk space (or raise the file-size limit, ulimit -f); {hint}"
+                + f": {ROOM_ADVICE.get(e.errno, ROOM_ADVICE[errno.ENOSPC])}; {hint}"
             )
         if isinstance(e, OSError) and e.errno == errno.ENAMETOOLONG:
             # Python's "[Errno 36] File name too long: '<the whole name>'" said nothing to do
@@ -356,6 +356,17 @@ def _run(args: argparse.Namespace) -> int:
         # `imgalign world render: error: ...`, as argparse names the subcommand in its own errors
         print(f"imgalign {_command_name(args)}: error: {msg}", file=sys.stderr)
         return 2
+
+
+ROOM_ADVICE = {
+    errno.ENOSPC: "free disk space (or raise the file-size limit, ulimit -f)",
+    # EFBIG is the file-size limit, not a full disk: "free disk space" sent the user to a disk with room to spare
+    errno.EFBIG: (
+        "the file-size limit stopped it (the shell's ulimit -f, or the largest file the file system takes): raise "
+        "it (ulimit -f unlimited) or write to another file system"
+    ),
+}
+"""What to do after a write cut short, by its errno (a quota, EDQUOT, as a full disk)."""
 
 
 def _stdout_refuses_writes() -> bool:

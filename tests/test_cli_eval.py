@@ -92,9 +92,10 @@ def test_a_write_cut_by_a_full_disk_names_the_output_and_what_to_do(tmp_path, sm
         resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
     assert rc == 2
     err = capsys.readouterr().err
-    # the file cut short is named (round 34g: it was "an output file under --out")
+    # the file cut short is named (round 34g: it was "an output file under --out"), and the limit, not the disk
     assert (
-        f"File too large while writing {str(out / '00000' / 'metadata.jsonl')!r}: free disk space" in err
+        f"File too large while writing {str(out / '00000' / 'metadata.jsonl')!r}: the file-size limit stopped it"
+        in err
     ), err
     assert "delete --out (or give a new one) and run the same command again" in err
     assert not [p for p in out.rglob("*") if p.is_file() and not p.name.endswith(".tmp")]

@@ -167,6 +167,12 @@ def write_advice(e: Exception) -> tuple[str, str]:
             "can the folder be written to (permissions, a read-only file system, a folder in the way)?",
             "mend that",
         )
+    # EFBIG, or safetensors' "I/O error: File too large (os error 27)": the file-size limit, not a full disk
+    if (e.errno == errno.EFBIG) if isinstance(e, OSError) else f"(os error {errno.EFBIG})" in str(e):
+        return (
+            "A file-size limit stopped it (the shell's ulimit -f, or the largest file the file system takes).",
+            "raise it (ulimit -f unlimited)",
+        )
     return "is the disk full, or a file-size limit (ulimit -f) set?", "free space"
 
 
