@@ -411,15 +411,19 @@ def table_cell(text: Any) -> str:
 
 
 def copy_folder(src: Path, dst: Path) -> None:
-    """Copy a GenEval-layout folder (metadata and samples) to `dst`."""
+    """Copy a GenEval-layout folder (metadata and samples) to `dst`, each file whole or not at all: a copy cut
+    short (a full disk, a file-size limit) left the image it was copying truncated under its final name."""
     for f in read_folder(src):
         target = Path(dst) / f.path.name
         (target / "samples").mkdir(parents=True, exist_ok=True)
-        shutil.copy2(f.path / "metadata.jsonl", target / "metadata.jsonl")
         for s in f.samples:
             if s.is_dir():  # shutil's "[Errno 21] Is a directory: '.../0000.png'" said nothing to do
                 raise IsADirectoryError(
                     f"{s} is a folder, where the GenEval layout holds an image (<index>/samples/<n>.png): move it out "
                     "of the samples folder, or put the image in its place"
                 )
-            shutil.copy2(s, target / "samples" / s.name)
+        for s, t in [(f.path / "metadata.jsonl", target / "metadata.jsonl")] + [
+            (s, target / "samples" / s.name) for s in f.samples
+        ]:
+            with replacing(t) as tmp:
+                shutil.copy2(s, tmp)
