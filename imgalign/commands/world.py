@@ -251,6 +251,7 @@ def pretrain_in_pool(
     workers end with it."""
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
 
     failed: dict[str, BaseException] = {}
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"))
@@ -262,6 +263,15 @@ def pretrain_in_pool(
         for n, f in futs.items():
             try:
                 print(f"{n}: {f.result()}")
+            except BrokenProcessPool as e:
+                # a worker killed (SIGKILL, the kernel's out-of-memory killer) breaks the whole pool: Python's
+                # "A process in the process pool was terminated abruptly ..." said neither why nor what to do
+                failed[n] = BrokenProcessPool(
+                    "a worker process was killed (by a signal: kill -9, or the system's out-of-memory killer, see "
+                    "dmesg), which stops every component not finished"
+                )
+                failed[n].__cause__ = e
+                print(f"{n}: FAILED: {failed[n]}")
             except Exception as e:  # the others keep training; report every failure at the end
                 failed[n] = e
                 print(f"{n}: FAILED: {type(e).__name__}: {e}")
@@ -373,9 +383,10 @@ def run_pretrain(args: argparse.Namespace) -> int:
     if failed:
         from imgalign.cli import CLIError
 
+        # "the other components finished" was said when every component had failed (a killed worker)
+        others = "; the other components finished" if len(failed) < len(names) else ""
         raise CLIError(
-            f"pretraining failed for {', '.join(failed)} (first error: {next(iter(failed.values()))}); the other "
-            f"components finished. Fix the cause and run the same command again: every component resumes from its "
-            f"last checkpoint in {out}"
+            f"pretraining failed for {', '.join(failed)} (first error: {next(iter(failed.values()))}){others}. Fix "
+            f"the cause and run the same command again: every component resumes from its last checkpoint in {out}"
         ) from next(iter(failed.values()))
     return 0
