@@ -542,8 +542,14 @@ def _reusable(entry: dict[str, Any] | None, f: Path, meta: dict[str, Any] | None
 
 
 def _append_partial(path: Path, entries: list[dict[str, Any]]) -> None:
-    with path.open("a") as fh:
-        fh.write("".join(json.dumps(e) + "\n" for e in entries))
+    try:
+        with path.open("a") as fh:
+            fh.write("".join(json.dumps(e) + "\n" for e in entries))
+    except OSError as e:
+        # a write cut short (`ulimit -f`, a full disk) names no file: the line said "an output file under --out"
+        if e.errno is not None and e.filename is None:
+            e.filename = str(path)
+        raise
 
 
 MODEL_FILES = ("model_index.json", "imgalign_model.json", "trainer_state")
