@@ -184,8 +184,15 @@ def _pretrain_in_worker(module: str, cfg: Any, out: str, progress: bool) -> dict
     global _worker_interrupted
     if _worker_interrupted:
         raise KeyboardInterrupt
+    from imgalign.cli import library_bars_off
+
     try:
-        return _pretrain_one(module, cfg, out, progress)
+        if progress:
+            return _pretrain_one(module, cfg, out, progress)
+        # a worker process starts with the libraries' bars on: --no-progress printed transformers' "Writing model
+        # shards" bars, and with stderr on /dev/full that write failed the export as "No space left on device"
+        with library_bars_off():
+            return _pretrain_one(module, cfg, out, progress)
     except KeyboardInterrupt:
         _worker_interrupted = True
         raise
