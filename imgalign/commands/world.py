@@ -184,7 +184,16 @@ def _pretrain_in_worker(module: str, cfg: Any, out: str, progress: bool) -> dict
     global _worker_interrupted
     if _worker_interrupted:
         raise KeyboardInterrupt
-    from imgalign.cli import library_bars_off
+    import multiprocessing
+    import sys
+
+    from imgalign.cli import _DiagnosticsStream, library_bars_off
+
+    if multiprocessing.parent_process() is not None and not isinstance(sys.stderr, _DiagnosticsStream):
+        # a spawned worker's stderr is the bare stream, not the program's (whose failed writes are dropped): with
+        # `2>/dev/full` the t2i worker's progress bar failed its pretraining with "[Errno 28] No space left on
+        # device", naming no file, while the same command with one component finished
+        sys.stderr = _DiagnosticsStream(sys.stderr)
 
     try:
         if progress:
