@@ -179,9 +179,10 @@ def test_a_config_path_with_a_quoted_tilde_or_env_var_says_how_to_write_it(monke
 def test_a_config_file_that_is_not_utf8_is_named(tmp_path):
     p = tmp_path / "lat.yaml"
     p.write_bytes(b"name: shapes \xe9\n")
+    # the file named once (it was "config file X: cannot read config file X: ...")
     with pytest.raises(
         ConfigError, match=r"^cannot read config file '.*lat.yaml': it is not UTF-8 text .*UTF-8"
-    ):  # the file named once (it was "config file X: cannot read config file X: ...")
+    ):
         load_config(Cfg, p)
 
 

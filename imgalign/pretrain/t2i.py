@@ -819,9 +819,8 @@ def pretrain(cfg: Config, out_dir: Path, progress: bool = True) -> dict[str, flo
         try:
             with writing(folder):
                 pipe.save_pretrained(tmp, safe_serialization=True, max_shard_size="4MB")
-        except (
-            BaseException
-        ):  # a write cut short (a file-size limit, a full disk, Ctrl-C): no half folder left
+        # a write cut short (a file-size limit, a full disk, Ctrl-C): no half folder left
+        except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
     from imgalign.pretrain.encoder_common import replace_dir
