@@ -99,11 +99,26 @@ class _Parser(argparse.ArgumentParser):
             and not _NUMBER.match(w)
             and not any(o.startswith(w.split("=", 1)[0]) for o in known)
         ]
-        wanted = re.match(r"argument (-[^ /:]+)(?:/\S+)?: expected one argument", message)
-        if dashed and wanted:
+        wanted = re.match(r"argument (-[^ /:]+(?:/\S+)?): expected one argument", message)
+        names = wanted.group(1).split("/") if wanted else []
+        # the value meant is the '-' word just after that option as typed (whole, or a --long one shortened), not
+        # another '-' word of the command ('score -a.png --out -s.jsonl' told to give --out=-a.png)
+        value = next(
+            (
+                w
+                for before, w in zip(self._words, self._words[1:])
+                if w in dashed
+                and any(
+                    n == before or (before.startswith("--") and len(before) > 2 and n.startswith(before))
+                    for n in names
+                )
+            ),
+            None,
+        )
+        if value is not None:
             message += (
-                f" (a value that begins with '-', such as {dashed[0]!r}, is read as an option: give it as "
-                f"{wanted.group(1)}={dashed[0]})"
+                f" (a value that begins with '-', such as {value!r}, is read as an option: give it as "
+                f"{names[0]}={value})"
             )
         elif dashed and ("arguments are required" in message or "unrecognized arguments" in message):
             message += (

@@ -46,3 +46,24 @@ def test_another_error_gets_no_dash_hint(capsys: pytest.CaptureFixture[str]) -> 
     """The hint is for 'required' and 'unrecognized' errors: a bad --batch-size is not about '-b.png'."""
     argv = ["score", "a.png", "-b.png", "--reward", "clip", "--out", "s.jsonl", "--batch-size", "abc"]
     assert _error(argv, capsys).endswith("argument --batch-size: invalid int value: 'abc'")
+
+
+def test_the_value_hint_names_the_word_after_the_option_not_another_dash_word(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`score -a.png --out -s.jsonl` was told to give --out=-a.png: the image as the output file."""
+    err = _error(["score", "-a.png", "--reward", "clip", "--out", "-s.jsonl"], capsys)
+    assert err.endswith(
+        "argument --out: expected one argument (a value that begins with '-', such as '-s.jsonl', is read as an "
+        "option: give it as --out=-s.jsonl)"
+    )
+
+
+def test_an_option_with_no_value_at_the_end_gets_no_value_hint(capsys: pytest.CaptureFixture[str]) -> None:
+    err = _error(["score", "-a.png", "--reward", "clip", "--out"], capsys)
+    assert err.endswith("argument --out: expected one argument")
+
+
+def test_a_shortened_option_is_followed_to_its_value(capsys: pytest.CaptureFixture[str]) -> None:
+    err = _error(["score", "-a.png", "--reward", "clip", "--ou", "-s.jsonl"], capsys)
+    assert err.endswith("give it as --out=-s.jsonl)")
