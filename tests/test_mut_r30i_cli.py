@@ -67,3 +67,16 @@ def test_an_option_with_no_value_at_the_end_gets_no_value_hint(capsys: pytest.Ca
 def test_a_shortened_option_is_followed_to_its_value(capsys: pytest.CaptureFixture[str]) -> None:
     err = _error(["score", "-a.png", "--reward", "clip", "--ou", "-s.jsonl"], capsys)
     assert err.endswith("give it as --out=-s.jsonl)")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["score", "a.png", "--out", "--reward", "clip"],  # a known option after --out is no value of it
+        ["score", "--reward", "clip", "--out", "--", "-a.png"],  # '--' is no shortened option
+    ],
+)
+def test_no_value_hint_where_no_unknown_dash_word_follows_the_option(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _error(argv, capsys).endswith("argument --out: expected one argument")
