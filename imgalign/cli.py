@@ -80,6 +80,8 @@ class _Parser(argparse.ArgumentParser):
     expected one argument", neither saying what to do."""
 
     _words: list[str] = []
+    # the options of the parsers above a subcommand's (imgalign's own -v), set by build_parser
+    _outer: list[str] = []
 
     def parse_known_args(
         self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
@@ -88,7 +90,8 @@ class _Parser(argparse.ArgumentParser):
         return super().parse_known_args(args, namespace)
 
     def error(self, message: str) -> NoReturn:
-        known = [o for a in self._actions for o in a.option_strings]
+        # (an outer parser's option after the command, 'score ... -v', is no file to give as ./-v)
+        known = [o for a in self._actions for o in a.option_strings] + self._outer
         dashed = [
             w
             for w in self._words
@@ -137,7 +140,18 @@ def build_parser() -> argparse.ArgumentParser:
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)
     _show_defaults(parser)
+    _tell_outer_options(parser, [])
     return parser
+
+
+def _tell_outer_options(parser: argparse.ArgumentParser, outer: list[str]) -> None:
+    """Gives each (nested) subcommand's parser the option strings of the parsers above it."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            mine = outer + [o for a in parser._actions for o in a.option_strings]
+            for p in action.choices.values():
+                p._outer = mine
+                _tell_outer_options(p, mine)
 
 
 def _no_default(d: object) -> bool:

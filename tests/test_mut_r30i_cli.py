@@ -80,3 +80,17 @@ def test_no_value_hint_where_no_unknown_dash_word_follows_the_option(
     argv: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert _error(argv, capsys).endswith("argument --out: expected one argument")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["score", "a.png", "--reward", "clip", "--out", "s.jsonl", "-v"],
+        ["rewards", "list", "-v"],  # a nested subcommand: -v is the outermost parser's
+    ],
+)
+def test_imgalign_s_own_v_after_the_command_is_not_hinted_as_a_file(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`score ... -v` was told to give a file that begins with '-' as ./-v: -v is imgalign's --verbose."""
+    assert _error(argv, capsys).endswith("unrecognized arguments: -v")
