@@ -1,7 +1,7 @@
 """eval/suite.load_image warns that only the first frame is judged only of an image of several frames, and only
 where it is told the file to name; copy_folder calls a sample a folder only when it is one (round 30j survivors
 S2/S11: the `shown is not None` condition dropped or made `or`, S3: a format without n_frames (JPEG) taken for
-two frames, S10: `not s.is_file()` for `s.is_dir()`)."""
+two frames, S10: `not s.is_file()` for `s.is_dir()`, S13: the folder message's second remedy dropped)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from PIL import Image
 
 from imgalign import shapes as W
 from imgalign.cli import main
-from imgalign.eval.suite import load_image, write_prompt_folder
+from imgalign.eval.suite import copy_folder, load_image, write_prompt_folder
 
 SPEC = W.single_object("circle")
 
@@ -61,3 +61,16 @@ def test_a_sample_that_is_a_dangling_link_is_not_called_a_folder(
     err = capsys.readouterr().err
     assert str(link) in err
     assert "is a folder" not in err
+
+
+def test_a_sample_folder_is_named_with_both_remedies(tmp_path: Path) -> None:
+    gen = tmp_path / "gen"
+    write_prompt_folder(gen, 0, SPEC.to_metadata(), [])
+    odd = gen / "00000" / "samples" / "0000.png"
+    odd.mkdir()
+    with pytest.raises(IsADirectoryError) as e:
+        copy_folder(gen, tmp_path / "copy")
+    assert str(e.value) == (
+        f"{odd} is a folder, where the GenEval layout holds an image (<index>/samples/<n>.png): move it out of the "
+        "samples folder, or put the image in its place"
+    )
