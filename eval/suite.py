@@ -195,19 +195,10 @@ def load_image(path: Path, shown: Path | None = None) -> Image.Image:
     `shown`: the file to name (the user's, where `path` is a copy) in a warning that only the first frame of an
     animated image (an APNG, a GIF named .png) is judged, as ``imgalign score`` warns (None: no such warning), and
     in :func:`~imgalign.rewards.io.open_image`'s of a very large image."""
-    from imgalign.rewards.base import pil_to_rgb
-    from imgalign.rewards.io import open_image, upright
+    from imgalign.rewards.io import decoded_rgb, open_image
 
     with open_image(path, shown) as im:
-        im.load()
-        frames = getattr(im, "n_frames", 1)
-        if shown is not None and frames > 1:
-            log.warning(
-                "%s holds %d frames; only the first is judged (save the frame you mean as its own image)",
-                shown,
-                frames,
-            )
-        return pil_to_rgb(upright(im))
+        return decoded_rgb(im, shown, "judged")
 
 
 def judge_folder(

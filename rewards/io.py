@@ -185,6 +185,23 @@ def open_image(path: str | Path, shown: str | Path | None = None) -> Image.Image
     return im
 
 
+def decoded_rgb(im: Image.Image, shown: str | Path | None, verb: str = "read") -> Image.Image:
+    """Opened image `im` decoded whole (truncation surfaces here), turned upright and made 8-bit RGB
+    (:func:`~imgalign.rewards.base.pil_to_rgb`), with a warning naming `shown` (None: no warning) that only the
+    first frame of an animated GIF or WebP, an APNG or a multi-page TIFF is `verb` (the other frames were left out
+    without a word)."""
+    im.load()
+    frames = getattr(im, "n_frames", 1)
+    if shown is not None and frames > 1:
+        log.warning(
+            "%s holds %d frames; only the first is %s (save the frame you mean as its own image)",
+            shown,
+            frames,
+            verb,
+        )
+    return pil_to_rgb(upright(im))
+
+
 def read_image(path: str | Path) -> Image.Image:
     """Decode an image fully (truncation surfaces here) and convert any mode to 8-bit RGB.
     Raises :class:`ImageReadError` naming the file for empty, truncated, corrupt or non-image files."""
@@ -193,16 +210,7 @@ def read_image(path: str | Path) -> Image.Image:
         if path.stat().st_size == 0:
             raise ImageReadError(f"{path}: empty file (0 bytes)")
         with open_image(path) as im:
-            im.load()
-            # an animated GIF or WebP, a multi-page TIFF: the other frames were left out without a word
-            frames = getattr(im, "n_frames", 1)
-            if frames > 1:
-                log.warning(
-                    "%s holds %d frames; only the first is read (save the frame you mean as its own image)",
-                    path,
-                    frames,
-                )
-            return pil_to_rgb(upright(im))
+            return decoded_rgb(im, path)
     except UnidentifiedImageError:
         hint = ""
         # an AVIF photo on a Pillow built without it read as "not an image"
