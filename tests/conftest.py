@@ -237,3 +237,35 @@ def write_later(path: Path, text: str, later_s: int) -> None:
     path.write_text(text)
     st = path.stat()
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + later_s * 1_000_000_000))
+
+
+SQUARE_META = {
+    "tag": "single_object",
+    "include": [{"class": "square", "count": 1}],
+    "prompt": "a photo of a square",
+}
+"""GenEval metadata of one single-object prompt."""
+
+
+def square_layout(root: Path) -> Path:
+    """A GenEval-layout folder `root` of one prompt (:data:`SQUARE_META`) with one black 8x8 sample."""
+    from PIL import Image
+
+    from imgalign.eval.suite import write_prompt_folder
+
+    write_prompt_folder(root, 0, SQUARE_META, [Image.new("RGB", (8, 8))])
+    return root
+
+
+def strict_score_and_eval(gen: Path, tmp_path: Path) -> tuple[dict, float]:
+    """GenEval-layout folder `gen` judged by `imgalign score --reward geneval:mode=strict` (its one image's scores)
+    and by `imgalign eval --images` (the overall): the two commands read an image the same way."""
+    from imgalign.cli import main
+
+    out = tmp_path / "s.jsonl"
+    argv = ["score", str(gen), "--reward", "geneval:mode=strict", "--no-progress", "--out", str(out)]
+    assert main(argv) == 0
+    assert main(["eval", "--images", str(gen), "--no-progress", "--out", str(tmp_path / "ev")]) == 0
+    return json.loads(out.read_text())["scores"], json.loads((tmp_path / "ev" / "summary.json").read_text())[
+        "overall"
+    ]

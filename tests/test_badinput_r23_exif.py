@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from PIL import Image
 
 from imgalign import shapes as W
-from imgalign.cli import main
 from imgalign.eval.suite import load_image, write_prompt_folder
 from imgalign.rewards.io import read_image
+from tests.conftest import strict_score_and_eval
 
 SPEC = W.position("circle", "left of", "square")
 
@@ -37,12 +36,7 @@ def test_score_and_eval_judge_a_sideways_stored_photo_as_it_is_seen(tmp_path: Pa
     gen = tmp_path / "gen"
     write_prompt_folder(gen, 0, SPEC.to_metadata(), [])
     _sideways(W.render(SPEC, 0)[0], gen / "00000" / "samples" / "0000.png")
-    out = tmp_path / "s.jsonl"
-    argv = ["score", str(gen), "--reward", "geneval:mode=strict", "--no-progress", "--out", str(out)]
-    assert main(argv) == 0
-    assert json.loads(out.read_text())["scores"] == {"geneval:mode=strict": 1.0}
-    assert main(["eval", "--images", str(gen), "--no-progress", "--out", str(tmp_path / "ev")]) == 0
-    assert json.loads((tmp_path / "ev" / "summary.json").read_text())["overall"] == 1.0
+    assert strict_score_and_eval(gen, tmp_path) == ({"geneval:mode=strict": 1.0}, 1.0)
 
 
 def test_a_folder_of_sideways_stored_photos_is_batched_at_their_upright_size(tmp_path: Path) -> None:

@@ -9,16 +9,12 @@ import json
 from pathlib import Path
 
 import pytest
-from PIL import Image
 
 from imgalign.cli import main
-from imgalign.eval.suite import read_folder_index, write_prompt_folder
+from imgalign.eval.suite import read_folder_index
+from tests.conftest import SQUARE_META as SQUARE
+from tests.conftest import square_layout
 
-SQUARE = {
-    "tag": "single_object",
-    "include": [{"class": "square", "count": 1}],
-    "prompt": "a photo of a square",
-}
 CIRCLE = {
     "tag": "single_object",
     "include": [{"class": "circle", "count": 1}],
@@ -28,9 +24,7 @@ CIRCLE = {
 
 @pytest.fixture
 def layout(tmp_path: Path) -> Path:
-    root = tmp_path / "images"
-    write_prompt_folder(root, 0, SQUARE, [Image.new("RGB", (8, 8))])
-    return root
+    return square_layout(tmp_path / "images")
 
 
 def test_a_folder_of_one_row_and_trailing_blank_lines_reads_without_a_warning(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 
@@ -14,6 +13,7 @@ from imgalign import shapes as W
 from imgalign.cli import main
 from imgalign.eval.suite import load_image, write_prompt_folder
 from imgalign.rewards.io import read_image
+from tests.conftest import strict_score_and_eval
 
 SPEC = W.single_object("triangle")
 
@@ -36,12 +36,7 @@ def test_eval_and_score_judge_a_transparent_png_alike(tmp_path: Path) -> None:
     gen = tmp_path / "gen"
     write_prompt_folder(gen, 0, SPEC.to_metadata(), [])
     _grey_alpha_on_white(W.render(SPEC, 1)[0], gen / "00000" / "samples" / "0000.png")
-    out = tmp_path / "s.jsonl"
-    argv = ["score", str(gen), "--reward", "geneval:mode=strict", "--no-progress", "--out", str(out)]
-    assert main(argv) == 0
-    assert json.loads(out.read_text())["scores"] == {"geneval:mode=strict": 1.0}
-    assert main(["eval", "--images", str(gen), "--no-progress", "--out", str(tmp_path / "ev")]) == 0
-    assert json.loads((tmp_path / "ev" / "summary.json").read_text())["overall"] == 1.0
+    assert strict_score_and_eval(gen, tmp_path) == ({"geneval:mode=strict": 1.0}, 1.0)
 
 
 @pytest.mark.parametrize("mode", ["RGBA", "LA", "P"])

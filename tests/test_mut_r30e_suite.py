@@ -9,20 +9,14 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from imgalign.eval.suite import load_image, read_folder_index, write_prompt_folder
-
-SQUARE = {
-    "tag": "single_object",
-    "include": [{"class": "square", "count": 1}],
-    "prompt": "a photo of a square",
-}
+from imgalign.eval.suite import load_image, read_folder_index
+from tests.conftest import SQUARE_META as SQUARE
+from tests.conftest import square_layout
 
 
 @pytest.fixture
 def layout(tmp_path: Path) -> Path:
-    root = tmp_path / "images"
-    write_prompt_folder(root, 0, SQUARE, [Image.new("RGB", (8, 8))])
-    return root
+    return square_layout(tmp_path / "images")
 
 
 def test_an_object_written_over_several_lines_is_not_warned_of_as_several_rows(
