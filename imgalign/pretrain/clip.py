@@ -26,7 +26,7 @@ from typing import Any
 
 from imgalign import shapes as W
 from imgalign.config import field
-from imgalign.pretrain import card_command, restores_torch_threads, writing
+from imgalign.pretrain import card_command, restores_torch_threads
 from imgalign.pretrain import encoder_common as C
 
 MODEL_NAME = "shapes-clip-tiny"
@@ -289,24 +289,18 @@ def export(model, model_cfg: dict[str, Any], out: Path, save_dtype: str, card: s
     import torch
     from safetensors.torch import save_file
 
-    tmp = out.with_name(out.name + ".tmp")
-    if tmp.exists():
-        import shutil
-
-        shutil.rmtree(tmp)
-    tmp.mkdir(parents=True)
     dt = torch.float16 if save_dtype == "float16" else torch.float32
     sd = {
         k: (v.detach().to(dt) if v.is_floating_point() else v.detach()).contiguous()
         for k, v in model.state_dict().items()
     }
-    with writing(out):
+    with C.exporting(out) as tmp:
+        tmp.mkdir(parents=True)
         save_file(sd, str(tmp / WEIGHTS))
         cfg_json = {"model_cfg": model_cfg, "preprocess_cfg": preprocess_config()}
         (tmp / "open_clip_config.json").write_text(json.dumps(cfg_json, indent=2) + "\n")
         (tmp / f"{MODEL_NAME}.json").write_text(json.dumps(model_cfg, indent=2) + "\n")
         (tmp / "README.md").write_text(card)
-    C.replace_dir(tmp, out)
 
 
 def model_card(

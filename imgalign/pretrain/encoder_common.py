@@ -7,6 +7,7 @@ layouts the model never saw during training.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -14,7 +15,7 @@ import random
 import shutil
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -254,6 +255,23 @@ def check_weights(cfg: Any, *names: str, positive: bool = False) -> None:
         if not (v > 0 if positive else v >= 0) or not math.isfinite(v):
             bound = "> 0" if positive else ">= 0"
             raise ValueError(f"{name} must be {bound} and finite (got {v}); set it with --set {name}=X")
+
+
+@contextlib.contextmanager
+def exporting(out: Path) -> Iterator[Path]:
+    """The folder ``OUT.tmp`` to write model folder `out` into, moved into place (:func:`replace_dir`) when the
+    block ends. A ``.tmp`` a killed run left is removed first (saved into, its stray files shipped with the model);
+    a write cut short (a full disk, a file-size limit, Ctrl-C) removes it (it was left until the next run) and is
+    an OSError naming `out` (:func:`~imgalign.pretrain.writing`)."""
+    tmp = out.with_name(out.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        with writing(out):
+            yield tmp
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    replace_dir(tmp, out)
 
 
 def replace_dir(tmp: Path, final: Path) -> None:

@@ -809,23 +809,14 @@ def pretrain(cfg: Config, out_dir: Path, progress: bool = True) -> dict[str, flo
     for m in trained:
         m.eval()
     folder = out_dir / FOLDER
-    tmp = out_dir / (FOLDER + ".tmp")
-    # shards of at most 4 MB keep every shipped file small for git; diffusers reads the index transparently
     from imgalign.pipelines import quiet_absent_components
+    from imgalign.pretrain.encoder_common import exporting
 
-    # a .tmp folder a killed run left behind was saved into, and every stray file in it shipped with the model
-    shutil.rmtree(tmp, ignore_errors=True)
-    with quiet_absent_components():  # model_index.json declares T5 absent; diffusers would warn about it
-        try:
-            with writing(folder):
-                pipe.save_pretrained(tmp, safe_serialization=True, max_shard_size="4MB")
-        # a write cut short (a file-size limit, a full disk, Ctrl-C): no half folder left
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-    from imgalign.pretrain.encoder_common import replace_dir
-
-    replace_dir(tmp, folder)  # the old folder is removed only once the new one is in place
+    # model_index.json declares T5 absent (diffusers would warn about it); the old folder is removed only once the
+    # new one is in place
+    with quiet_absent_components(), exporting(folder) as tmp:
+        # shards of at most 4 MB keep every shipped file small for git; diffusers reads the index transparently
+        pipe.save_pretrained(tmp, safe_serialization=True, max_shard_size="4MB")
     metrics: dict[str, float] = {"train_seconds": save_timing(), "params": float(n_params)}
     if cfg.final_eval_images:
         from imgalign.pipelines import load_pipeline

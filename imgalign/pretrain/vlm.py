@@ -31,7 +31,7 @@ from typing import Any
 
 from imgalign import shapes as W
 from imgalign.config import field
-from imgalign.pretrain import card_command, restores_torch_threads, writing
+from imgalign.pretrain import card_command, restores_torch_threads
 from imgalign.pretrain import encoder_common as C
 
 FOLDER = "shapes-vlm"
@@ -479,16 +479,10 @@ def model_card(
 
 def export(model, processor, out: Path, card: str) -> None:
     """``save_pretrained`` model and processor into a temp folder, add the card, then move it into place."""
-    import shutil
-
-    tmp = out.with_name(out.name + ".tmp")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    with writing(out):
+    with C.exporting(out) as tmp:
         model.save_pretrained(tmp)
         processor.save_pretrained(tmp)
         (tmp / "README.md").write_text(card)
-    C.replace_dir(tmp, out)
 
 
 @restores_torch_threads
