@@ -359,10 +359,13 @@ class HFDetector:
                     if set(classes) == set(COCO_CLASSES)
                     else f"the classes {list(classes)}"
                 )
+                labels = list(id2label.values())
+                more = (
+                    ", ..." if len(labels) > 8 else ""
+                )  # (it ended in "..." also when that was every label)
                 raise ValueError(
-                    f"detector {model!r} knows none of {asked} (its labels: "
-                    f"{', '.join(list(id2label.values())[:8])}, ...); use a COCO detector or a zero-shot one, "
-                    "and GenEval's COCO class names in the prompts (imgalign.eval.real.COCO_CLASSES)"
+                    f"detector {model!r} knows none of {asked} (its labels: {', '.join(labels[:8])}{more}); use a "
+                    "COCO detector or a zero-shot one, and GenEval's COCO class names in the prompts (imgalign.eval.real.COCO_CLASSES)"
                 )
         self.nms_iou = nms_iou if nms_iou is not None else (0.3 if self.kind in ("owlvit", "owlv2") else None)
         self.model.to(self.device).eval()

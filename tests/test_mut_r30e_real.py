@@ -31,3 +31,17 @@ def test_an_nms_iou_of_zero_is_kept_not_taken_for_the_default(tmp_path: Path) ->
     folder = T.build_tiny_detr(tmp_path / "detr")
     assert HFDetector(str(folder)).nms_iou is None
     assert HFDetector(str(folder), nms_iou=0.0).nms_iou == 0.0
+
+
+def test_a_detector_of_eight_labels_or_fewer_names_them_all_without_an_ellipsis(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The list ended in ', ...' also when it named every label (round 30e's note)."""
+    import geneval_real_tiny as T
+
+    from imgalign.eval.real import HFDetector
+
+    monkeypatch.setattr(T, "TINY_DETR_LABELS", {0: "widget", 1: "gadget"})
+    folder = T.build_tiny_detr(tmp_path / "other")
+    with pytest.raises(ValueError, match=r"\(its labels: widget, gadget\); use a COCO detector"):
+        HFDetector(str(folder))
