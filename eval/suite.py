@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -412,6 +413,11 @@ def copy_folder(src: Path, dst: Path) -> None:
                 raise IsADirectoryError(
                     f"{s} is a folder, where the GenEval layout holds an image (<index>/samples/<n>.png): move it out "
                     "of the samples folder, or put the image in its place"
+                )
+            if s.is_symlink() and not s.exists():  # shutil's bare "[Errno 2] No such file or directory"
+                raise FileNotFoundError(
+                    f"{s} is a symlink whose target does not exist ({os.readlink(s)}): restore or mount its target, "
+                    "or remove the link"
                 )
         for s, t in [(f.path / "metadata.jsonl", target / "metadata.jsonl")] + [
             (s, target / "samples" / s.name) for s in f.samples
