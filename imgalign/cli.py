@@ -209,6 +209,13 @@ def unknown_arguments_message(unknown: list[str], parser: argparse.ArgumentParse
         if tok.startswith("--"):
             close = difflib.get_close_matches(tok.split("=", 1)[0].replace("_", "-"), known, n=1, cutoff=0.7)
             hints += [f"{tok.split('=', 1)[0]}: did you mean {close[0]}?"] if close else []
+    # imgalign's own options after the command ('score ... -v'): argparse reads them only before it
+    outer = [tok for tok in unknown if tok in ("-v", "--verbose", "--version")]
+    if outer:
+        command = parser.prog.split(" ", 1)[1] if " " in parser.prog else "COMMAND"
+        hints.append(
+            f"{outer[0]} is imgalign's own option: give it before the command, imgalign {outer[0]} {command} ..."
+        )
     found = f"unrecognized arguments: {' '.join(unknown)}"
     return found + (f" ({'; '.join(hints)})" if hints else "")
 

@@ -93,4 +93,7 @@ def test_imgalign_s_own_v_after_the_command_is_not_hinted_as_a_file(
     argv: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
     """`score ... -v` was told to give a file that begins with '-' as ./-v: -v is imgalign's --verbose."""
-    assert _error(argv, capsys).endswith("unrecognized arguments: -v")
+    command = " ".join(argv[:2]) if argv[0] == "rewards" else argv[0]
+    assert _error(argv, capsys).endswith(
+        f"unrecognized arguments: -v (-v is imgalign's own option: give it before the command, imgalign -v {command} ...)"
+    )
