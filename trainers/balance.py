@@ -377,7 +377,8 @@ def _min_norm_enumerate(g: torch.Tensor) -> torch.Tensor:
         if not np.isfinite(a_s).all():
             continue
         # a face whose affine minimiser leaves the simplex is skipped: its clipped point below would be feasible
-        # and scored exactly, so it could never win over the optimum's own face; skipping only saves time
+        # and scored exactly, so it could not beat the optimum's own face by more than the tie tolerance below;
+        # skipping saves time, and keeps such a point from winning a tie as the wider face
         if a_s.min() < -1e-12 or abs(a_s.sum() - 1.0) > 1e-9:
             continue
         a = np.zeros(k)
