@@ -392,6 +392,14 @@ def _run(args: argparse.Namespace) -> int:
         # `imgalign world render: error: ...`, as argparse names the subcommand in its own errors
         print(f"imgalign {_command_name(args)}: error: {msg}", file=sys.stderr)
         return 2
+    except Exception as e:
+        from imgalign.hub import proxy_failure
+
+        # a proxy that refused a Hub request (huggingface_hub raises its HTTP client's ProxyError, no OSError)
+        if args.verbose or (msg := proxy_failure(e)) is None:
+            raise
+        print(f"imgalign {_command_name(args)}: error: {msg}", file=sys.stderr)
+        return 2
 
 
 ROOM_ADVICE = {

@@ -81,6 +81,26 @@ def hub_offline() -> bool:
     )
 
 
+PROXY_VARIABLES = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
+"""The environment variables through which the Hub's HTTP client finds a proxy."""
+
+
+def proxy_failure(error: BaseException) -> str | None:
+    """The one-line error for a Hub request that a proxy refused (huggingface_hub raises its HTTP client's
+    ProxyError as it is, where a connection that fails falls back to the local cache), or None for another error.
+    A proxy that answered an error (a 404, a 407 asking for a login) gave a traceback, even for a model already in
+    the cache. The variables are named, not their values, which may hold a password."""
+    if not any(c.__name__ == "ProxyError" for c in type(error).__mro__):
+        return None
+    names = [v for v in PROXY_VARIABLES if os.environ.get(v)]
+    via = f" set in {', '.join(names)}" if names else ""
+    said = next((ln.strip() for ln in str(error).splitlines() if ln.strip()), type(error).__name__)
+    return (
+        f"the Hugging Face Hub could not be reached through the proxy{via} ({said}); fix the proxy's address or "
+        "login, unset the proxy variables, or set HF_HUB_OFFLINE=1 to use only models already downloaded"
+    )
+
+
 def looks_like_path(spec: str) -> bool:
     """A model name meant as a local path rather than a Hub id (``ORG/NAME``): absolute, relative with a dot,
     starting with ``~``, existing, or with other than one slash."""

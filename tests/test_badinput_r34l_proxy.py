@@ -1,0 +1,57 @@
+"""Bad-input round 34l: a proxy in the user's environment that refuses the Hub's requests."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+
+def _proxy_error() -> type[Exception]:
+    """The ProxyError of the HTTP client huggingface_hub uses (huggingface_hub raises it as it is)."""
+    import huggingface_hub.file_download  # noqa: F401  (imports its HTTP client)
+
+    for name in ("httpx2", "httpx"):
+        module = sys.modules.get(name)
+        if module is not None and hasattr(module, "ProxyError"):
+            return module.ProxyError
+    pytest.skip("huggingface_hub's HTTP client has no ProxyError")
+
+
+def test_a_proxy_that_refuses_the_hub_is_one_line_naming_the_variable(tmp_path, monkeypatch, capsys) -> None:
+    """With HTTPS_PROXY set to a proxy that answers an error (404, 407 asking for a login) and HF_HUB_OFFLINE
+    unset, loading a Hub id (even one already in the cache: huggingface_hub asks the Hub first) ended `eval`,
+    `grid` and `score` with an httpx ProxyError traceback; a connection that failed outright gave a message."""
+    from diffusers import DiffusionPipeline
+
+    from imgalign.cli import main
+
+    error = _proxy_error()
+
+    def refused(*args, **kwargs):
+        raise error("404 Not Found")
+
+    monkeypatch.setattr(DiffusionPipeline, "from_pretrained", refused)
+    monkeypatch.setenv("HTTPS_PROXY", "http://user:secret@proxy.example:3128")
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text(
+        (Path(__file__).resolve().parents[1] / "prompts" / "shapes_geneval.jsonl").read_text().splitlines()[0]
+        + "\n"
+    )
+    argv = ["eval", "--model", "shapes", "--prompts", str(prompts), "--images-per-prompt", "1"]
+    assert main([*argv, "--steps", "1", "--out", str(tmp_path / "ev"), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "imgalign eval: error: the Hugging Face Hub could not be reached through the proxy" in err
+    assert "set in HTTPS_PROXY (404 Not Found)" in err and "HF_HUB_OFFLINE=1" in err
+    assert "secret" not in err and "Traceback" not in err
+
+
+def test_other_errors_are_not_called_a_proxy_failure(monkeypatch) -> None:
+    from imgalign.hub import proxy_failure
+
+    for name in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    assert proxy_failure(RuntimeError("404 Not Found")) is None
+    msg = proxy_failure(_proxy_error()("407 Proxy Authentication Required"))
+    assert msg is not None and "through the proxy (407 Proxy Authentication Required)" in msg
