@@ -604,8 +604,17 @@ PIPELINE_TO_FAMILY = {cls.pipeline_class_name: name for name, cls in FAMILIES.it
 
 
 def detect_family(path: str | Path) -> str:
-    """The adapter family of a diffusers pipeline folder, from its ``model_index.json``."""
-    index = Path(path) / "model_index.json"
+    """The adapter family of a diffusers pipeline folder or cached Hub id, from its ``model_index.json``."""
+    from imgalign.hub import looks_like_path, model_index_file
+
+    index = model_index_file(path)
+    if not index.is_file() and not looks_like_path(str(path)):
+        # a Hub id (examples/sd35m's stabilityai/stable-diffusion-3.5-medium) was called no pipeline folder, even
+        # when downloaded
+        raise FileNotFoundError(
+            f"{str(path)!r} is no local folder, and its model_index.json is not in the local Hugging Face cache; "
+            f"download it once (hf download {path}), give a local pipeline folder, or set model.family"
+        )
     if not index.is_file():
         raise FileNotFoundError(
             f"{str(path)!r} is not a diffusers pipeline folder (no model_index.json); give a local pipeline folder, "

@@ -101,6 +101,22 @@ def proxy_failure(error: BaseException) -> str | None:
     )
 
 
+def model_index_file(name_or_path: str | Path) -> Path:
+    """The ``model_index.json`` diffusers reads for a pipeline: a folder's, or for a Hub id that is no local path,
+    its copy in the local Hugging Face cache (the Hub is not asked). Where neither exists, the folder's path (which
+    does not exist)."""
+    index = Path(name_or_path) / "model_index.json"
+    if index.is_file() or looks_like_path(str(name_or_path)):
+        return index
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        cached = try_to_load_from_cache(str(name_or_path), "model_index.json")
+    except ValueError:  # not spelt as a Hub id
+        return index
+    return Path(cached) if isinstance(cached, str) else index
+
+
 def looks_like_path(spec: str) -> bool:
     """A model name meant as a local path rather than a Hub id (``ORG/NAME``): absolute, relative with a dot,
     starting with ``~``, existing, or with other than one slash."""

@@ -536,8 +536,11 @@ def hub_id_available(repo_id: str) -> bool:
 
 def absent_components(folder: str | Path) -> dict[str, None]:
     """Components a saved pipeline left out (``[null, null]`` in ``model_index.json``, e.g. SD3 without T5), which
-    ``from_pretrained`` wants passed explicitly as None."""
-    index = Path(folder) / "model_index.json"
+    ``from_pretrained`` wants passed explicitly as None. A Hub id's are read from its cached copy (a Hub pipeline
+    saved without T5 failed with "expected [...] but only [...] were passed")."""
+    from imgalign.hub import model_index_file
+
+    index = model_index_file(folder)
     if not index.is_file():
         return {}
     entries = json.loads(index.read_text())
