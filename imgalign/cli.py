@@ -393,10 +393,11 @@ def _run(args: argparse.Namespace) -> int:
         print(f"imgalign {_command_name(args)}: error: {msg}", file=sys.stderr)
         return 2
     except Exception as e:
-        from imgalign.hub import proxy_failure
+        from imgalign.hub import hub_address_failure, proxy_failure
 
-        # a proxy that refused a Hub request (huggingface_hub raises its HTTP client's ProxyError, no OSError)
-        if args.verbose or (msg := proxy_failure(e)) is None:
+        # a proxy that refused a Hub request, or an HF_ENDPOINT that is no URL (huggingface_hub raises its HTTP
+        # client's ProxyError and UnsupportedProtocol, no OSError)
+        if args.verbose or (msg := proxy_failure(e) or hub_address_failure(e)) is None:
             raise
         print(f"imgalign {_command_name(args)}: error: {msg}", file=sys.stderr)
         return 2

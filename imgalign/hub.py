@@ -101,6 +101,21 @@ def proxy_failure(error: BaseException) -> str | None:
     )
 
 
+def hub_address_failure(error: BaseException) -> str | None:
+    """The one-line error for a Hub request to an address that is no URL (``HF_ENDPOINT=hf-mirror.com``, without
+    ``https://``: a mirror's address mistyped), or None for another error. It gave an httpx UnsupportedProtocol
+    traceback, even for a model already in the cache."""
+    if not any(c.__name__ in ("UnsupportedProtocol", "InvalidURL") for c in type(error).__mro__):
+        return None
+    endpoint = os.environ.get("HF_ENDPOINT")
+    said = next((ln.strip() for ln in str(error).splitlines() if ln.strip()), type(error).__name__)
+    where = f"HF_ENDPOINT={endpoint!r}" if endpoint else "the address of the Hugging Face Hub"
+    return (
+        f"{where} is not a URL the Hub can be asked at ({said}); give it as https://HOST (or unset HF_ENDPOINT), "
+        "or set HF_HUB_OFFLINE=1 to use only models already downloaded"
+    )
+
+
 def model_index_file(name_or_path: str | Path) -> Path:
     """The ``model_index.json`` diffusers reads for a pipeline: a folder's, or for a Hub id that is no local path,
     its copy in the local Hugging Face cache (the Hub is not asked). Where neither exists, the folder's path (which

@@ -55,3 +55,28 @@ def test_other_errors_are_not_called_a_proxy_failure(monkeypatch) -> None:
     assert proxy_failure(RuntimeError("404 Not Found")) is None
     msg = proxy_failure(_proxy_error()("407 Proxy Authentication Required"))
     assert msg is not None and "through the proxy (407 Proxy Authentication Required)" in msg
+
+
+def test_an_hf_endpoint_that_is_no_url_is_one_line_naming_it(tmp_path, monkeypatch, capsys) -> None:
+    """HF_ENDPOINT=hf-mirror.com (a mirror's address without https://) ended every load of a Hub id, even a cached
+    one, with an httpx UnsupportedProtocol traceback."""
+    import huggingface_hub.file_download  # noqa: F401  (imports its HTTP client)
+    from diffusers import DiffusionPipeline
+
+    from imgalign.cli import main
+
+    client = next((sys.modules[n] for n in ("httpx2", "httpx") if n in sys.modules), None)
+    if client is None or not hasattr(client, "UnsupportedProtocol"):
+        pytest.skip("huggingface_hub's HTTP client has no UnsupportedProtocol")
+
+    def unsupported(*args, **kwargs):
+        raise client.UnsupportedProtocol("Request URL is missing an 'http://' or 'https://' protocol.")
+
+    monkeypatch.setattr(DiffusionPipeline, "from_pretrained", unsupported)
+    monkeypatch.setenv("HF_ENDPOINT", "hf-mirror.com")
+    argv = ["grid", "--model", "a=shapes", "--prompt", "a red circle", "--seeds", "1", "--steps", "1"]
+    assert main([*argv, "--out", str(tmp_path / "g.png"), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "imgalign grid: error: HF_ENDPOINT='hf-mirror.com' is not a URL" in err
+    assert "give it as https://HOST" in err and "Traceback" not in err
+    assert not (tmp_path / "g.png").exists()
