@@ -173,12 +173,31 @@ GROUP_TITLES = {
 }
 
 
-def plot_run(rows: Sequence[dict[str, Any]], out_dir: Path) -> list[Path]:
-    """One PNG per metric group in `out_dir` (matplotlib, Agg backend); raw values thin, smoothed thick."""
-    import matplotlib
+def agg_pyplot() -> Any:
+    """``matplotlib.pyplot`` on the Agg backend. An MPLBACKEND in the environment that matplotlib does not know (one
+    mistyped, or left from another tool) failed its import with "Key backend: 'x' is not a valid value for backend;
+    supported values are [...]", which named no variable; the plots draw with Agg whatever it says."""
+    import os
 
+    try:
+        import matplotlib
+    except ValueError as e:
+        backend = os.environ.get("MPLBACKEND")
+        if not backend or "backend" not in str(e):
+            raise
+        raise ValueError(
+            f"the environment's MPLBACKEND={backend!r} is not a matplotlib backend, and matplotlib does not load "
+            "with it; unset MPLBACKEND (imgalign draws its plots with Agg) or give a backend such as agg"
+        ) from None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_run(rows: Sequence[dict[str, Any]], out_dir: Path) -> list[Path]:
+    """One PNG per metric group in `out_dir` (matplotlib, Agg backend); raw values thin, smoothed thick."""
+    plt = agg_pyplot()
 
     out_dir = Path(out_dir)
     keys = {k for r in rows for k in r}
@@ -258,10 +277,7 @@ def plot_evals(evals: Sequence[dict[str, Any]], out_dir: Path) -> Path | None:
     keys = eval_overall_keys(evals)
     if not keys:
         return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = agg_pyplot()
 
     fig, ax = plt.subplots(1, 1, figsize=(7, 2.6))
     for k in keys:
@@ -651,10 +667,7 @@ def compare_runs(
     ``compare.md`` with each run's first and last value of every key and, with `target` = (key, value), the x
     (e.g. cumulative NFEs) at which the run's trailing `window`-point mean of that key first reaches the value,
     and the ratio of the group means. Returns (markdown path, PNG path)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = agg_pyplot()
 
     from imgalign.eval.suite import table_cell
     from imgalign.files import atomic_write_text

@@ -58,10 +58,9 @@ def plot_metrics(
     path: str | Path, keys: list[str] | None = None, out: str | Path | None = None, smooth: int = 5
 ) -> Path:
     """One panel per key (raw and a `smooth`-step moving average) against the training step; returns the PNG."""
-    import matplotlib
+    from imgalign.eval.reports import agg_pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = agg_pyplot()
 
     # with every evaluation from eval.jsonl, the base model's at step 0 (eval.at_start) too
     rows = read_metrics(path)
