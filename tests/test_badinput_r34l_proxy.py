@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -34,15 +33,10 @@ def test_a_proxy_that_refuses_the_hub_is_one_line_naming_the_variable(tmp_path, 
 
     monkeypatch.setattr(DiffusionPipeline, "from_pretrained", refused)
     monkeypatch.setenv("HTTPS_PROXY", "http://user:secret@proxy.example:3128")
-    prompts = tmp_path / "p.jsonl"
-    prompts.write_text(
-        (Path(__file__).resolve().parents[1] / "prompts" / "shapes_geneval.jsonl").read_text().splitlines()[0]
-        + "\n"
-    )
-    argv = ["eval", "--model", "shapes", "--prompts", str(prompts), "--images-per-prompt", "1"]
-    assert main([*argv, "--steps", "1", "--out", str(tmp_path / "ev"), "--no-progress"]) == 2
+    argv = ["grid", "--model", "a=shapes", "--prompt", "a red circle", "--seeds", "1", "--steps", "1"]
+    assert main([*argv, "--out", str(tmp_path / "g.png"), "--no-progress"]) == 2
     err = capsys.readouterr().err
-    assert "imgalign eval: error: the Hugging Face Hub could not be reached through the proxy" in err
+    assert "imgalign grid: error: the Hugging Face Hub could not be reached through the proxy" in err
     assert "set in HTTPS_PROXY (404 Not Found)" in err and "HF_HUB_OFFLINE=1" in err
     assert "secret" not in err and "Traceback" not in err
 
