@@ -118,18 +118,27 @@ def hub_address_failure(error: BaseException) -> str | None:
 
 def model_index_file(name_or_path: str | Path) -> Path:
     """The ``model_index.json`` diffusers reads for a pipeline: a folder's, or for a Hub id that is no local path,
-    its copy in the local Hugging Face cache (the Hub is not asked). Where neither exists, the folder's path (which
-    does not exist)."""
+    its copy in the local Hugging Face cache, downloaded there first (that one small file) unless the Hub may not be
+    contacted. Where neither exists, the folder's path (which does not exist)."""
     index = Path(name_or_path) / "model_index.json"
     if index.is_file() or looks_like_path(str(name_or_path)):
         return index
-    from huggingface_hub import try_to_load_from_cache
+    from huggingface_hub import hf_hub_download, try_to_load_from_cache
 
     try:
         cached = try_to_load_from_cache(str(name_or_path), "model_index.json")
     except ValueError:  # not spelt as a Hub id
         return index
-    return Path(cached) if isinstance(cached, str) else index
+    if isinstance(cached, str):
+        return Path(cached)
+    if hub_offline():
+        return index
+    # online, a Hub id not yet downloaded (examples/sd35m's model.path on a new machine) was refused as "not in the
+    # local cache" before the loader, which would have downloaded it, ran; a failed download is left to that message
+    try:
+        return Path(hf_hub_download(str(name_or_path), "model_index.json"))
+    except Exception:  # noqa: BLE001 - gated, missing, no network, a proxy: the caller names the id and what to do
+        return index
 
 
 def looks_like_path(spec: str) -> bool:

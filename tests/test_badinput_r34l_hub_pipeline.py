@@ -67,3 +67,35 @@ def test_grid_loads_a_cached_hub_pipeline(hub_cache: Path, tmp_path: Path) -> No
     ]
     assert main([*argv, "--size", "32", "--out", str(out), "--no-progress"]) == 0
     assert out.is_file()
+
+
+def test_online_a_hub_id_not_yet_downloaded_has_its_model_index_fetched(
+    hub_cache: Path, sd3_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Online, `imgalign train` with examples/sd35m's model.path on a new machine (nothing downloaded yet) was
+    refused as "not in the local Hugging Face cache" before diffusers' loader, which downloads it, ran: the one small
+    model_index.json is fetched to read the family. A failed fetch (no network, a gated repo) keeps the message."""
+    import huggingface_hub
+    from huggingface_hub import constants
+
+    from imgalign.adapters import detect_family
+
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    fetched = []
+
+    def download(repo_id: str, filename: str, **kwargs: object) -> str:
+        fetched.append((repo_id, filename))
+        if repo_id != "my-org/new-sd3":
+            raise OSError("401 Client Error: gated repo")
+        return str(sd3_dir / filename)
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", download)
+    assert detect_family("my-org/new-sd3") == "sd3"
+    with pytest.raises(FileNotFoundError, match="'my-org/gated' is no local folder"):
+        detect_family("my-org/gated")
+    assert fetched == [("my-org/new-sd3", "model_index.json"), ("my-org/gated", "model_index.json")]
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    with pytest.raises(FileNotFoundError, match="'my-org/other' is no local folder"):
+        detect_family("my-org/other")
+    assert len(fetched) == 2  # offline: the Hub is not asked
