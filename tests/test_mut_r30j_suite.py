@@ -61,6 +61,11 @@ def test_a_sample_that_is_a_dangling_link_is_not_called_a_folder(
     err = capsys.readouterr().err
     assert str(link) in err
     assert "is a folder" not in err
+    # named as a broken link, with its target and what to do (it was "[Errno 2] No such file or directory")
+    assert (
+        f"{link} is a symlink whose target does not exist ({tmp_path / 'gone.png'}): restore or mount its target, "
+        "or remove the link"
+    ) in err
 
 
 def test_a_sample_folder_is_named_with_both_remedies(tmp_path: Path) -> None:
