@@ -9,10 +9,20 @@ import pytest
 from imgalign.trainers import plots
 
 
-def test_a_logged_bool_is_not_plotted_as_a_number() -> None:
+def test_a_logged_bool_is_not_plotted_as_a_number(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """True/False in a metrics row (a flag, not a measurement) is left out like a null, not plotted as 1/0."""
-    assert not plots._finite_number(True) and not plots._finite_number(False)
-    assert plots._finite_number(1) and plots._finite_number(0.5)
+    import matplotlib.axes
+
+    (tmp_path / "metrics.jsonl").write_text("{}\n")
+    rows = [{"step": 1, "k": True}, {"step": 2, "k": 0.5}, {"step": 3, "k": False}, {"step": 4, "k": 1}]
+    monkeypatch.setattr(plots, "read_metrics", lambda path: rows)
+    drawn = []
+    real = matplotlib.axes.Axes.plot
+    monkeypatch.setattr(
+        matplotlib.axes.Axes, "plot", lambda ax, *a, **k: (drawn.append(a[:2]), real(ax, *a, **k))[1]
+    )
+    plots.plot_metrics(tmp_path, ["k"], out=tmp_path / "c.png")
+    assert drawn == [((2, 4), (0.5, 1.0))]
 
 
 def test_points_are_drawn_in_step_order_whatever_the_row_order(

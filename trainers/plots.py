@@ -6,7 +6,6 @@ step (cumulative NFEs are logged as ``perf/nfe_total``, which can be plotted as 
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
 from pathlib import Path
@@ -36,12 +35,6 @@ def read_metrics(path: str | Path) -> list[dict[str, float]]:
     return load_run_rows(run)
 
 
-def _finite_number(value: object) -> bool:
-    """Whether a logged value is plotted: a finite number. A null or NaN/inf value is left out, as `imgalign report`
-    leaves it out (a null broke the moving average with a TypeError; a NaN blanked `smooth` points of it)."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
 def plot_target(path: str | Path, out: str | Path | None) -> Path:
     """Where the curves are written: `out`, ``OUT/curves.png`` for a folder (one that exists, or a name ending in a
     slash), ``OUT.png`` for a name without a suffix (matplotlib adds it; the path printed lacked it); by default
@@ -58,7 +51,9 @@ def plot_metrics(
     path: str | Path, keys: list[str] | None = None, out: str | Path | None = None, smooth: int = 5
 ) -> Path:
     """One panel per key (raw and a `smooth`-step moving average) against the training step; returns the PNG."""
-    from imgalign.eval.reports import agg_pyplot
+    import numpy as np
+
+    from imgalign.eval.reports import agg_pyplot, series
 
     plt = agg_pyplot()
 
@@ -76,12 +71,13 @@ def plot_metrics(
         )
     fig, axes = plt.subplots(1, len(keys), figsize=(4.5 * len(keys), 3.2), squeeze=False)
     for ax, key in zip(axes[0], keys):
-        # a row without a step is placed at its row index, as the report's curves place it (it was at 0)
-        pts = sorted((r.get("step", i), r[key]) for i, r in enumerate(rows) if _finite_number(r.get(key)))
-        if not pts:
+        # the report's points (a row without a step at its row index), in step order (stable on a repeated step)
+        xs, ys = series(rows, key)
+        if not len(xs):
             ax.set_title(f"{key} ({'no finite value' if any(key in r for r in rows) else 'absent'})")
             continue
-        xs, ys = zip(*pts)
+        order = np.argsort(xs, kind="stable")
+        xs, ys = tuple(xs[order].tolist()), tuple(ys[order].tolist())
         ax.plot(xs, ys, "o-" if len(xs) < 20 else "-", alpha=0.4 if len(xs) >= 20 else 1.0, label="per step")
         if len(ys) >= 20 and smooth > 1:
             avg = [
