@@ -541,6 +541,7 @@ def write_run_report(run_dir: Path, out_dir: Path | None = None) -> tuple[Path, 
             evals = load_metrics(run_dir / "eval.jsonl")
         except ValueError as e:  # a damaged evaluation log does not hide the training metrics
             log.warning("%s; the report leaves the in-loop evaluation out", e)
+    agg_pyplot()  # before the folder is made: a matplotlib that fails to load (MPLBACKEND) left it empty
     if out_dir:
         out_dir = Path(out_dir)
         _refuse_evaluation_folder(out_dir)

@@ -12,7 +12,7 @@ from pathlib import Path
 def test_report_names_a_bad_mplbackend(tmp_path: Path) -> None:
     """`MPLBACKEND=nosuch imgalign report RUN` (a typo, or a backend left from another tool) failed with
     matplotlib's "Key backend: 'nosuch' is not a valid value for backend; supported values are [...]", which named
-    no variable and said nothing to do. A fresh process: matplotlib reads MPLBACKEND once, when imported."""
+    no variable and said nothing to do, and left an empty RUN/report/ folder. A fresh process: matplotlib reads MPLBACKEND once, when imported."""
     run = tmp_path / "run"
     run.mkdir()
     rows = [{"step": s, "reward/mean": 0.1 * s, "kl": 0.01} for s in range(1, 4)]
@@ -31,6 +31,8 @@ def test_report_names_a_bad_mplbackend(tmp_path: Path) -> None:
         in done.stderr
     )
     assert "unset MPLBACKEND" in done.stderr and "Traceback" not in done.stderr
+    # matplotlib is loaded before the report folder is made: an empty RUN/report/ was left behind
+    assert not (run / "report").exists()
 
 
 def test_a_known_mplbackend_still_draws_with_agg(tmp_path: Path) -> None:
