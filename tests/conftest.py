@@ -124,6 +124,28 @@ def stdout_on_dev_full(monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
         full.buffer.close()
 
 
+class SignalStandIn(Exception):
+    """Raised by :func:`signal_stand_in`'s handler."""
+
+
+def _raise_stand_in(signum: int, frame: object) -> None:
+    raise SignalStandIn(signum)
+
+
+@contextlib.contextmanager
+def signal_stand_in(signum: int) -> Iterator[object]:
+    """Inside the block, `signum`'s handler raises SignalStandIn: it stands in for the default (death), which would
+    end pytest, so a test can check the program installs its own handler and puts this one back. Yields the
+    handler."""
+    import signal
+
+    previous = signal.signal(signum, _raise_stand_in)
+    try:
+        yield _raise_stand_in
+    finally:
+        signal.signal(signum, previous)
+
+
 @pytest.fixture
 def two_prompts(tmp_path: Path) -> Path:
     """A GenEval .jsonl of the shapes suite's first two prompts."""

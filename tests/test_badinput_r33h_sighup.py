@@ -12,16 +12,9 @@ import time
 import pytest
 
 from imgalign import cli
+from tests.conftest import signal_stand_in
 
 pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGHUP"), reason="no SIGHUP on this system")
-
-
-class _Killed(Exception):
-    pass
-
-
-def _killed(signum, frame):
-    raise _Killed
 
 
 def test_sighup_mid_command_runs_its_cleanup_and_exits_129(tmp_path, monkeypatch, capsys) -> None:
@@ -39,13 +32,9 @@ def test_sighup_mid_command_runs_its_cleanup_and_exits_129(tmp_path, monkeypatch
 
     monkeypatch.setattr(train, "run_train", hung_up_mid_write)
     monkeypatch.setattr(sys, "argv", ["imgalign", "train"])
-    # stands in for the default (death), which would end pytest
-    previous = signal.signal(signal.SIGHUP, _killed)
-    try:
+    with signal_stand_in(signal.SIGHUP) as stand_in:
         assert cli.console_main() == 129
-        assert signal.getsignal(signal.SIGHUP) is _killed  # the handler is the program's only while it runs
-    finally:
-        signal.signal(signal.SIGHUP, previous)
+        assert signal.getsignal(signal.SIGHUP) is stand_in  # the handler is the program's only while it runs
     assert list(tmp_path.iterdir()) == []  # no temporary file, no half-written result
     assert capsys.readouterr().err.startswith("imgalign train: interrupted; every checkpoint written so far")
 

@@ -1661,12 +1661,7 @@ def test_sigterm_is_the_same_one_line_as_ctrl_c_and_status_143(monkeypatch, caps
 
     import imgalign.commands.train as train
     from imgalign.cli import console_main
-
-    class Killed(Exception):
-        pass
-
-    def killed(signum, frame):
-        raise Killed
+    from tests.conftest import signal_stand_in
 
     def terminated(args):
         os.kill(os.getpid(), signal.SIGTERM)
@@ -1675,13 +1670,9 @@ def test_sigterm_is_the_same_one_line_as_ctrl_c_and_status_143(monkeypatch, caps
 
     monkeypatch.setattr(train, "run_train", terminated)
     monkeypatch.setattr(sys, "argv", ["imgalign", "train"])
-    # stands in for the default (death), which would end pytest
-    previous = signal.signal(signal.SIGTERM, killed)
-    try:
+    with signal_stand_in(signal.SIGTERM) as stand_in:
         assert console_main() == 143
-        assert signal.getsignal(signal.SIGTERM) is killed
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+        assert signal.getsignal(signal.SIGTERM) is stand_in
     err = capsys.readouterr().err
     assert err.startswith(
         "imgalign train: interrupted; every checkpoint written so far is whole: add --resume"
