@@ -23,6 +23,7 @@ whose prompt or metadata changed, is scored again) and deletes that file once ``
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import hashlib
 import io
@@ -37,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from imgalign.cli import CLIError, Interrupted
-from imgalign.files import NAME_MAX, atomic_write_text
+from imgalign.files import NAME_MAX, atomic_write_text, replacing
 
 log = logging.getLogger(__name__)
 MAX_BATCH_PIXELS = 2**26  # pixels per scored batch (768 MiB as float32 RGB), whatever --batch-size says
@@ -504,6 +505,83 @@ def partial_path(out: Path) -> Path:
     return out.with_name(name)
 
 
+def claim_partial(partial: Path, out: Path) -> int | None:
+    """Take the partial file `partial` of --out `out` for this run: open it (created empty where there is none) and
+    hold its exclusive lock (flock) until :func:`release_partial`; the open file, or None where the file system
+    takes no lock (said in the log). Two runs with one --out at once shared the file: the first to end deleted it,
+    and the other's images went on into a file without its first line, so after a Ctrl-C its "kept in ...: run the
+    same command again" was not true (the rerun scored every image again). While one run holds it, another is
+    refused before it loads a reward."""
+    try:
+        import fcntl
+    except ImportError:  # not a POSIX system: no lock
+        return None
+    partial.parent.mkdir(parents=True, exist_ok=True)
+    while True:
+        fd = os.open(partial, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise CLIError(
+                f"--out {str(out)!r} is being written by another `imgalign score` now (it holds {str(partial)!r}, "
+                "where it keeps the images it has scored): wait for it to end, or give this run another --out"
+            ) from None
+        except OSError as e:  # a file system without flock (Lustre without -o flock, some NFS)
+            os.close(fd)
+            log.warning(
+                "cannot lock %s (%s): scoring without it, so another `imgalign score` with this --out at the same "
+                "time is not refused",
+                partial,
+                e.strerror or e,
+            )
+            return None
+        # the file the run that held it removed (it ended) or replaced while this one waited for it: take it anew
+        try:
+            now = os.stat(partial)
+        except FileNotFoundError:
+            now = None
+        own = os.fstat(fd)
+        if now is not None and (now.st_dev, now.st_ino) == (own.st_dev, own.st_ino):
+            return fd
+        os.close(fd)
+
+
+def rewrite_partial(partial: Path, text: str, held: int | None) -> None:
+    """Replace the partial file's content with `text`, whole or not at all, keeping this run's lock on it: the new
+    file is locked before it is moved into place, and the open file `held` then refers to it."""
+    if held is None:
+        atomic_write_text(partial, text)
+        return
+    import fcntl
+
+    with replacing(partial) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+        fd = os.open(tmp, os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BaseException:
+            os.close(fd)
+            raise
+    os.dup2(fd, held)  # (the old file's lock goes with it)
+    os.close(fd)
+
+
+def release_partial(partial: Path, held: int | None) -> None:
+    """End this run's hold of its partial file: removed where it is still the empty file :func:`claim_partial`
+    created (the run ended before it scored anything), then unlocked."""
+    if held is None:
+        return
+    try:
+        own, now = os.fstat(held), os.stat(partial)
+        if (now.st_dev, now.st_ino) == (own.st_dev, own.st_ino) and now.st_size == 0:
+            partial.unlink()
+    except OSError:
+        pass
+    finally:
+        os.close(held)
+
+
 def _stamp(file: Path) -> list[int]:
     """Size and modification time: an image rewritten since it was scored is scored again."""
     st = file.stat()
@@ -513,7 +591,7 @@ def _stamp(file: Path) -> list[int]:
 def read_partial(path: Path, keys: list[str]) -> dict[str, dict[str, Any]]:
     """The entries ``{"row", "meta", "stamp"}`` an interrupted run with the same rewards kept, by file; empty when
     there is none or it scored other rewards (said in the log). A line cut short by a kill is skipped."""
-    if not path.is_file():
+    if not path.is_file() or path.stat().st_size == 0:  # (empty: the file this run just took)
         return {}
     lines = path.read_text(errors="replace").splitlines()
     try:
@@ -584,12 +662,8 @@ def _model_folder_hint(paths: list[str]) -> str:
 
 
 def run_score(args: argparse.Namespace) -> int:
-    from tqdm.auto import tqdm
-
-    from imgalign.commands import check_device, check_output_file, check_rewards_once
+    from imgalign.commands import check_device, check_output_file
     from imgalign.commands.world import refuse_empty_options
-    from imgalign.rewards.base import build_reward, reward_key
-    from imgalign.rewards.io import ImageReadError, find_images, pil_batch, read_image
 
     if args.batch_size < 1:
         raise CLIError("--batch-size must be at least 1")
@@ -614,6 +688,28 @@ def run_score(args: argparse.Namespace) -> int:
     if args.prompts and out.exists() and Path(args.prompts).exists() and out.samefile(args.prompts):
         raise CLIError(f"--out {args.out!r} is the --prompts file; write the scores to another file")
     check_replaceable(out)
+    missing = [
+        d for d in out.parents if not d.exists()
+    ]  # (created for the partial file; removed if left empty)
+    held = claim_partial(partial_path(out), out)
+    try:
+        return _score(args, out, held)
+    finally:
+        release_partial(partial_path(out), held)
+        for d in missing:
+            with contextlib.suppress(OSError):
+                d.rmdir()
+
+
+def _score(args: argparse.Namespace, out: Path, held: int | None) -> int:
+    """The scoring of :func:`run_score`, once --out is checked and this run holds its partial file (`held`: the
+    open, locked file, None where the file system takes no lock)."""
+    from tqdm.auto import tqdm
+
+    from imgalign.commands import check_rewards_once
+    from imgalign.rewards.base import build_reward, reward_key
+    from imgalign.rewards.io import ImageReadError, find_images, pil_batch, read_image
+
     files = find_images(args.paths)
     if not files:
         raise CLIError(f"no image files found in {' '.join(args.paths)}{_model_folder_hint(args.paths)}")
@@ -662,9 +758,8 @@ def run_score(args: argparse.Namespace) -> int:
     partial = partial_path(out)
     done = read_partial(partial, keys)
     kept = [done[str(f)] for f in files if _reusable(done.get(str(f)), f, prompt_rows[f], keys)]
-    partial.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(
-        partial, json.dumps({"rewards": keys}) + "\n" + "".join(json.dumps(e) + "\n" for e in kept)
+    rewrite_partial(
+        partial, json.dumps({"rewards": keys}) + "\n" + "".join(json.dumps(e) + "\n" for e in kept), held
     )
     reused = {e["row"]["file"]: e["row"] for e in kept}
     if reused:
