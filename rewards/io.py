@@ -202,14 +202,29 @@ def decoded_rgb(im: Image.Image, shown: str | Path | None, verb: str = "read") -
     return pil_to_rgb(upright(im))
 
 
-def read_image(path: str | Path) -> Image.Image:
+MAX_ASPECT = 100
+"""The most elongated image ``imgalign score`` reads (long side / short side; :func:`read_image`'s `max_aspect`): the
+rewards resize an image's short side to their input size first (CLIP's shortest-edge resize), so a 60000x1 image (a
+PNG of 256 bytes) took 3.7 GB in ``imgalign score --reward clip``, while the artifact reward refused it. (The folder
+loaders below resize every image to one size first, which such an image does not blow up.)"""
+
+
+def read_image(path: str | Path, max_aspect: int | None = None) -> Image.Image:
     """Decode an image fully (truncation surfaces here) and convert any mode to 8-bit RGB.
-    Raises :class:`ImageReadError` naming the file for empty, truncated, corrupt or non-image files."""
+    Raises :class:`ImageReadError` naming the file for empty, truncated, corrupt or non-image files, and, before
+    decoding it, for an image more elongated than `max_aspect` (long side / short side) where one is given."""
     path = Path(path)
     try:
         if path.stat().st_size == 0:
             raise ImageReadError(f"{path}: empty file (0 bytes)")
         with open_image(path) as im:
+            w, h = im.size
+            if max_aspect is not None and max(w, h) > max_aspect * max(min(w, h), 1):
+                raise ImageReadError(
+                    f"{path}: {w}x{h} pixels, over {max_aspect}:1 between its sides; the rewards resize the short "
+                    "side to their input size first, so such an image takes memory out of all proportion to it (a "
+                    f"60000x1 PNG took 3.7 GB): crop it (or pad it) to at most {max_aspect}:1"
+                )
             return decoded_rgb(im, path)
     except UnidentifiedImageError:
         hint = ""

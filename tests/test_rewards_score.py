@@ -1324,10 +1324,10 @@ def test_an_image_removed_while_others_are_scored_gets_an_error_row(
     d, prompts = folder
     real = io_mod.read_image
 
-    def read_and_remove_the_next(f):
+    def read_and_remove_the_next(f, *args):
         if Path(f).name == "ok0.png":
             (d / "ok1.png").unlink()
-        return real(f)
+        return real(f, *args)
 
     monkeypatch.setattr(io_mod, "read_image", read_and_remove_the_next)
     out = tmp_path / "s.jsonl"

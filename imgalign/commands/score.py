@@ -3,8 +3,9 @@
 Prompts come from ``--prompts`` (JSONL rows ``{"file": ..., "prompt": ..., optional GenEval metadata}``) or, for
 images in the GenEval folder layout (``<index>/samples/<n>.png``), from ``<index>/metadata.jsonl``. Output: one row
 per image ``{"file", "prompt", "scores": {reward: value}, "error": null | text}`` as JSONL (CSV when ``--out`` ends
-in ``.csv``), and a summary table on stdout. Unreadable files and files without a prompt get an error row; every
-other file is still scored; the exit status is 1 when any file failed. A folder ``metadata.jsonl`` that cannot be read
+in ``.csv``), and a summary table on stdout. Unreadable files, files without a prompt and images over 100:1 between
+their sides (the rewards resize the short side first: a 60000x1 image took 3.7 GB) get an error row; every other file
+is still scored; the exit status is 1 when any file failed. A folder ``metadata.jsonl`` that cannot be read
 is refused before any reward loads. An existing ``--out`` is replaced only when it is an earlier ``imgalign score``
 output (or empty).
 
@@ -723,7 +724,7 @@ def _score(args: argparse.Namespace, out: Path, held: int | None) -> int:
 
     from imgalign.commands import check_rewards_once
     from imgalign.rewards.base import build_reward, reward_key
-    from imgalign.rewards.io import ImageReadError, find_images, pil_batch, read_image
+    from imgalign.rewards.io import MAX_ASPECT, ImageReadError, find_images, pil_batch, read_image
 
     files = find_images(args.paths)
     if not files:
@@ -848,7 +849,7 @@ def _score(args: argparse.Namespace, out: Path, held: int | None) -> int:
                 continue
             try:
                 stamp = _stamp(f)  # before reading: a file rewritten while it is scored is scored again
-                img = read_image(f)
+                img = read_image(f, MAX_ASPECT)  # (an image of 60000x1 took 3.7 GB in the clip reward)
             except (ImageReadError, OSError) as e:
                 # an OSError without text (a plug-in file system's) would be an empty error: no score, yet counted
                 # as scored and the exit status 0
