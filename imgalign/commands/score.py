@@ -60,7 +60,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--device", default="cpu")
-    p.add_argument("--out", required=True, help="output file (.jsonl, or .csv)")
+    p.add_argument(
+        "--out",
+        required=True,
+        help="output file (.jsonl, or .csv). CSV cells are written as they are, not escaped for spreadsheets: a "
+        "prompt or file name that begins with =, +, - or @ is read as a formula by Excel or LibreOffice (open such "
+        "a CSV as text, or use .jsonl)",
+    )
     p.add_argument(
         "--baseline",
         help="an earlier `imgalign score` JSONL (e.g. the base model on the same prompts and seeds): also print "
