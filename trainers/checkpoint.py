@@ -21,6 +21,7 @@ good checkpoint untouched; ``state.json`` is written last inside it.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import logging
@@ -28,6 +29,7 @@ import os
 import random
 import re
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -312,6 +314,21 @@ def check_plain_state(what: str, state: Any) -> None:
         ) from e
 
 
+@contextlib.contextmanager
+def loading(path: Path, what: str) -> Iterator[None]:
+    """Put the state read from checkpoint file `path` (a `what`: "an optimizer state") into the trainer: a file that
+    reads but holds something else (another file of the checkpoint copied over it by hand) failed with a bare key
+    name, ``imgalign train: error: lr_lambdas``, that named neither the file nor what to do."""
+    try:
+        yield
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError) as e:
+        if isinstance(e, CheckpointReadError):
+            raise
+        raise _unreadable(
+            path, ValueError(f"it holds no {what} ({type(e).__name__}: {e}); another file copied over it?")
+        ) from e
+
+
 def torch_load(path: Path) -> Any:
     try:
         return torch.load(str(path), map_location="cpu", weights_only=True)
@@ -399,7 +416,13 @@ def remove_leftovers(run_dir: str | Path) -> None:
 
 
 # the keys of trainer_state/state.json a resume reads, each with its type; the others are read with defaults
-STATE_KEYS: dict[str, type] = {"step": int, "num_processes": int, "config_hash": str}
+STATE_KEYS: dict[str, type] = {
+    "step": int,
+    "num_processes": int,
+    "config_hash": str,
+    "nfe_total": int,
+    "prompt_position": int,
+}
 
 
 def state_problem(state: Any, needs: tuple[str, ...] = ("step",)) -> str | None:

@@ -1731,10 +1731,14 @@ class FlowGRPOTrainer:
                 self.ema.shadow = [p.detach().float().clone() for p in self.params]
             else:
                 ema = C.load_tensors(st / "ema.safetensors")
-                self.ema.shadow = [ema[n].float().clone() for n in self.param_names]
+                with C.loading(st / "ema.safetensors", "EMA weights of this run's trainable set"):
+                    self.ema.shadow = [ema[n].float().clone() for n in self.param_names]
         settings = [{k: v for k, v in g.items() if k != "params"} for g in self.optimizer.param_groups]
-        self.optimizer.load_state_dict(C.torch_load(st / "optimizer.pt"))
-        self.scheduler.load_state_dict(C.torch_load(st / "scheduler.pt"))
+        # (a file of the checkpoint copied over another by hand: named, not a bare KeyError)
+        with C.loading(st / "optimizer.pt", "optimizer state"):
+            self.optimizer.load_state_dict(C.torch_load(st / "optimizer.pt"))
+        with C.loading(st / "scheduler.pt", "learning-rate scheduler state"):
+            self.scheduler.load_state_dict(C.torch_load(st / "scheduler.pt"))
         # the loaded state dicts hold the checkpoint's train.lr and AdamW settings: the config's apply (a
         # resume warned of a changed train.lr and went on at the old one)
         apply_optimizer_settings(self.optimizer, self.scheduler, settings)
@@ -1777,8 +1781,12 @@ class FlowGRPOTrainer:
         fresh = [k for k, r in self.rewards.items() if getattr(r, "stateful", False) and k not in rstate]
         if fresh:
             log.warning("stateful reward(s) %s are not in checkpoint %s: they start fresh", fresh, ckpt)
-        js = C.read_json(st / f"rng_{self.rank}.json")
-        C.set_rng_state(js, C.load_tensors(st / f"rng_{self.rank}.safetensors"))
+        js_path, rng_path = st / f"rng_{self.rank}.json", st / f"rng_{self.rank}.safetensors"
+        js, rng = C.read_json(js_path), C.load_tensors(rng_path)
+        with C.loading(rng_path, "torch RNG state"):
+            rng["torch_cpu"]  # noqa: B018 - a KeyError here names the file, not set_rng_state's
+        with C.loading(js_path, "Python and NumPy RNG state"):
+            C.set_rng_state(js, rng)
         self.start_step = int(state["step"])
         self.nfe_total = int(state.get("nfe_total", 0))
         self.sampler.resume_at(
