@@ -681,6 +681,24 @@ def ignores_guidance(transformer: Any) -> bool:
     return not getattr(getattr(transformer, "config", None), "guidance_embeds", True)
 
 
+def check_weights_loaded(pipe: Any, base: str | Path) -> None:
+    """Refuse a pipeline a component of which holds tensors its weights file did not fill: diffusers leaves them on
+    the meta device (it only logs the unused and missing names), and ``pipe.to(device)`` then failed with a
+    NotImplementedError traceback ("Cannot copy out of meta tensor"). A component folder whose weights file is
+    another component's (the VAE's copied over the transformer's by hand) loads this way."""
+    for name, module in getattr(pipe, "components", {}).items():
+        if not isinstance(module, torch.nn.Module):
+            continue
+        empty = [n for n, t in [*module.named_parameters(), *module.named_buffers()] if t.is_meta]
+        if empty:
+            folder = Path(base) / name if Path(base).is_dir() else f"{base} ({name})"
+            raise ValueError(
+                f"cannot load the pipeline {str(base)!r}: the weights in {folder} lack {len(empty)} of the {name}'s "
+                f"tensors (e.g. {empty[0]}): a weights file of another component or model copied there? "
+                f"Restore the model's own {name} weights"
+            )
+
+
 def load_pipeline(
     model: ModelSpec | str | Path, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32
 ) -> Any:
@@ -710,6 +728,7 @@ def load_pipeline(
             f"local Hugging Face cache nor from the Hub ({said}); check its spelling and the network, download it "
             f"once (hf download {spec.base}), or give the folder it was saved to"
         ) from e
+    check_weights_loaded(pipe, base)
     if spec.overlay is not None:
         # warned here, not in check_model_spec: commands call that first too, and the warning would show twice
         warn_other_base(spec.base, Path(spec.overlay))
