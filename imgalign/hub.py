@@ -250,7 +250,8 @@ def naming_pipeline(path: str | Path) -> Iterator[None]:
     """Errors a library raises while it builds a pipeline from folder `path`, as one ValueError naming the folder.
     A hand-edited or damaged ``config.json`` (``"num_layers": "two"``, an attention size that does not divide)
     made diffusers fail with a TypeError traceback or a bare line such as "embed_dim must be divisible by 2", and
-    weights of other shapes than the config with a RuntimeError of many lines; none named the folder."""
+    weights of other shapes than the config with a RuntimeError of many lines; none named the folder. The advice
+    names model_index.json too: a component removed from it, or its class name changed, fails here as well."""
     try:
         yield
     except (TypeError, ValueError, RuntimeError) as e:
@@ -261,8 +262,8 @@ def naming_pipeline(path: str | Path) -> Iterator[None]:
             f" (and {len(lines) - 2} more lines; -v shows them)" if len(lines) > 2 else ""
         )
         raise ValueError(
-            f"cannot load the pipeline {str(path)!r}: {type(e).__name__}: {text}. If a config.json in it was edited "
-            "by hand, compare it with the original model's"
+            f"cannot load the pipeline {str(path)!r}: {type(e).__name__}: {text}. If its model_index.json or a "
+            "config.json in it was edited by hand, compare them with the original model's"
         ) from e
 
 

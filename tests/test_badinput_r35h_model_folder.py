@@ -37,3 +37,32 @@ def test_the_untouched_folder_still_loads(sd3_dir: Path) -> None:
     """The check refuses only tensors left unfilled: the folder as saved loads, every tensor on the CPU."""
     pipe = load_pipeline(str(sd3_dir))
     assert all(not p.is_meta for p in pipe.transformer.parameters())
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda index: index.pop("vae"),  # a component removed
+        lambda index: index.update(
+            transformer=["diffusers", "FluxTransformer2DModel"]
+        ),  # a class name changed
+    ],
+    ids=["component-removed", "class-changed"],
+)
+def test_an_edited_model_index_is_named_in_the_advice(sd3_dir: Path, tmp_path: Path, edit) -> None:
+    """diffusers' error for a model_index.json edited by hand ("expected [...] but only {...} were passed", or a
+    weight of another shape) ended with advice about "a config.json in it" only, sending the user to the component
+    folders instead of the file that changed."""
+    import json
+
+    model = tmp_path / "model"
+    shutil.copytree(sd3_dir, model)
+    index = json.loads((model / "model_index.json").read_text())
+    edit(index)
+    (model / "model_index.json").write_text(json.dumps(index))
+    with pytest.raises(ValueError) as e:
+        load_pipeline(str(model))
+    assert str(e.value).startswith(f"cannot load the pipeline {str(model)!r}: ")
+    assert str(e.value).endswith(
+        "If its model_index.json or a config.json in it was edited by hand, compare them with the original model's"
+    )

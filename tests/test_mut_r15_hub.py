@@ -6,7 +6,7 @@ import pytest
 
 from imgalign.hub import naming_pipeline, weights_do_not_fit
 
-ADVICE = "If a config.json in it was edited by hand, compare it with the original model's"
+ADVICE = "If its model_index.json or a config.json in it was edited by hand, compare them with the original model's"
 
 
 def test_naming_pipeline_counts_only_the_lines_that_say_something():
