@@ -75,6 +75,16 @@ def image_digest(path: Path, metadata: dict[str, Any]) -> str:
     return hashlib.sha256(data + json.dumps(metadata, sort_keys=True).encode()).hexdigest()
 
 
+def verdict_seal(row: dict[str, Any]) -> str:
+    """A short digest of a results.jsonl row's verdict (and the image digest it was given on), kept in the row as
+    ``seal``: a rerun into the same --out reuses a verdict only while it matches (a row written before seals
+    existed has none, and is reused as before)."""
+    import hashlib
+
+    fields = {k: row.get(k) for k in ("sha256", "tag", "prompt", "correct", "partial", "reason", "error")}
+    return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
+
+
 def write_prompt_folder(
     root: Path, index: int, metadata: dict[str, Any], images: Sequence[Image.Image], start: int = 0
 ) -> None:
@@ -265,9 +275,17 @@ def judge_folder(
                 key = str(s.relative_to(images_dir))
                 digest = image_digest(s, f.metadata)
                 if digest and key in done and done[key].get("sha256") == digest and not meta_error:
-                    rows.append(done[key])
-                    bar.update()
-                    continue
+                    if verdict_seal(done[key]) == done[key].get("seal", verdict_seal(done[key])):
+                        rows.append(done[key])
+                        bar.update()
+                        continue
+                    # a verdict edited by hand (correct false -> true) was reused as the image's, and the rerun's
+                    # summary reported it without a word
+                    log.warning(
+                        "%s: the row of %s was changed since it was judged (edited by hand?): judged again",
+                        results_path,
+                        key,
+                    )
                 if not stale_dropped:  # the first verdict that changes: the old summary no longer describes
                     # results.jsonl, so an interrupted run must not leave it behind
                     for name in ("summary.json", "report.md", "comparison.md", "failures.png"):
@@ -309,6 +327,7 @@ def judge_folder(
                             )
                 if row["error"]:
                     log.warning(row["error"])
+                row["seal"] = verdict_seal(row)
                 fh.write(json.dumps(row) + "\n")
                 fh.flush()
                 rows.append(row)
