@@ -319,9 +319,13 @@ def _headers_size(files: Sequence[Path]) -> tuple[int, int] | None:
     """:func:`common_size` of `files`, read from their headers only; None when no header can be read."""
     sizes: Counter[tuple[int, int]] = Counter()
     for f in files:
-        # an unreadable file is named when it is read
+        # an unreadable file is named when it is read, as is a large one (:func:`open_image`): PIL's own warning
+        # here named no file
         with contextlib.suppress(OSError, SyntaxError, ValueError, Image.DecompressionBombError):
-            with Image.open(f) as im:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+                im = Image.open(f)
+            with im:
                 sizes[upright_size(im)] += 1
     return common_size(sizes) if sizes else None
 
