@@ -1,6 +1,6 @@
 """Round 31a mutation survivors in imgalign/commands/score.py: which --prompts rows are warned of as naming an
 image that is not there, and a row that names the scored image through a path relative to the prompt file's
-folder with '..'."""
+folder with '..', and the rewards the no-prompt refusal names."""
 
 from __future__ import annotations
 
@@ -55,3 +55,13 @@ def test_a_row_naming_the_image_relative_to_the_prompt_folder_through_dotdot_giv
     assert main([*argv, "--no-progress", "--out", str(out)]) == 0
     row = json.loads(out.read_text())
     assert row["prompt"] == SPEC.to_metadata()["prompt"] and row["error"] is None
+
+
+def test_the_no_prompt_refusal_names_only_the_rewards_that_read_a_prompt(tmp_path: Path, capsys) -> None:
+    """artifact reads no prompt: beside geneval, the refusal says geneval scores against a prompt, not artifact."""
+    W.render(SPEC, 0)[0].save(tmp_path / "a.png")
+    argv = ["score", str(tmp_path / "a.png"), "--reward", "artifact", "--reward", "geneval", "--no-progress"]
+    assert main([*argv, "--out", str(tmp_path / "s.jsonl")]) == 2
+    err = capsys.readouterr().err
+    assert "geneval score(s) an image against its prompt, and none of the 1 image(s) has one" in err
+    assert "artifact" not in err and not (tmp_path / "s.jsonl").exists()
