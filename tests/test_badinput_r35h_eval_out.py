@@ -11,12 +11,8 @@ import pytest
 from imgalign.cli import main
 
 
-def test_a_verdict_edited_by_hand_is_judged_again_not_reused(
-    tmp_path: Path, two_prompts: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
-) -> None:
-    """A rerun into the same --out reuses the verdict of every image whose bytes and prompt are unchanged. A row
-    whose verdict was edited (a wrong answer marked correct) was reused as it stood: the rerun's summary.json gave
-    the edited score, without a word. The row is now judged again, with a warning naming it."""
+def _judged_once(tmp_path: Path, two_prompts: Path) -> tuple[Path, list[str], list[dict]]:
+    """An eval of the two prompts' ground-truth renders into tmp_path/ev: (--out, its argv, results.jsonl's rows)."""
     out = tmp_path / "ev"
     argv = [
         "eval",
@@ -29,7 +25,16 @@ def test_a_verdict_edited_by_hand_is_judged_again_not_reused(
         str(out),
     ]
     assert main(argv) == 0
-    rows = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
+    return out, argv, [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
+
+
+def test_a_verdict_edited_by_hand_is_judged_again_not_reused(
+    tmp_path: Path, two_prompts: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A rerun into the same --out reuses the verdict of every image whose bytes and prompt are unchanged. A row
+    whose verdict was edited (a wrong answer marked correct) was reused as it stood: the rerun's summary.json gave
+    the edited score, without a word. The row is now judged again, with a warning naming it."""
+    out, argv, rows = _judged_once(tmp_path, two_prompts)
     judged = json.loads((out / "summary.json").read_text())["overall"]
     assert rows[0]["correct"] is True  # ground-truth renders: each one right
     rows[0].update(correct=False, partial=0.0)
@@ -50,19 +55,7 @@ def test_a_row_written_before_seals_existed_is_still_reused(tmp_path: Path, two_
     """A results.jsonl of an earlier imgalign holds no seal: its verdicts are reused as before, not judged again."""
     from imgalign.eval import suite
 
-    out = tmp_path / "ev"
-    argv = [
-        "eval",
-        "--ground-truth",
-        "--images-per-prompt",
-        "1",
-        "--prompts",
-        str(two_prompts),
-        "--out",
-        str(out),
-    ]
-    assert main(argv) == 0
-    rows = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
+    out, argv, rows = _judged_once(tmp_path, two_prompts)
     for r in rows:
         del r["seal"]
         r["reason"] = "an older judge's words"
