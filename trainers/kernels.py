@@ -171,7 +171,7 @@ def flow_sde_step(
     mean, std = flow_sde_mean_std(x, v, sigma, sigma_next, noise_level, sigma_next_of_one, block)
     if prev_sample is None:
         if noise_level == 0:
-            return StepOutput(mean, torch.zeros_like(std), mean, std)
+            return StepOutput(mean, torch.zeros_like(std, dtype=torch.float64), mean, std)
         if noise is None:
             raise ValueError("flow_sde_step: pass `noise` (to sample) or `prev_sample` (to evaluate)")
         prev_sample = mean + _bcast(std, mean) * block_project(noise.float(), block)
@@ -179,7 +179,7 @@ def flow_sde_step(
     lp = (
         gaussian_log_prob(block_coords(prev_sample.detach(), block), block_coords(mean, block), std, reduce)
         if noise_level > 0
-        else torch.zeros_like(std)
+        else torch.zeros_like(std, dtype=torch.float64)  # the dtype of every step's log-density (StepOutput)
     )
     return StepOutput(prev_sample, lp, mean, std)
 
