@@ -57,3 +57,21 @@ def test_v_shows_a_hub_proxy_failure_as_the_traceback(capsys: pytest.CaptureFixt
     args.verbose = True
     with pytest.raises(ProxyError):
         _run(args)
+
+
+@pytest.mark.parametrize(
+    "error",
+    [SystemError("error return without exception set"), ImportError("libfoo.so: cannot allocate memory")],
+)
+def test_without_an_address_space_limit_a_library_load_failure_is_not_called_out_of_memory(
+    error: BaseException, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SystemError and ImportError are out of memory only under ulimit -v (the libraries failing to map); without
+    one they are other failures and keep their traceback."""
+    resource = pytest.importorskip("resource")
+    from imgalign.cli import out_of_memory_message
+
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+    assert out_of_memory_message(error, ["score"]) is None
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (2_000_000 * 1024, resource.RLIM_INFINITY))
+    assert "out of memory under the address-space limit" in (out_of_memory_message(error, ["score"]) or "")
