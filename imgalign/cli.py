@@ -213,9 +213,9 @@ def unknown_arguments_message(unknown: list[str], parser: argparse.ArgumentParse
     outer = [tok for tok in unknown if tok in ("-v", "--verbose", "--version")]
     if outer:
         command = parser.prog.split(" ", 1)[1] if " " in parser.prog else "COMMAND"
-        hints.append(
-            f"{outer[0]} is imgalign's own option: give it before the command, imgalign {outer[0]} {command} ..."
-        )
+        # (--version runs no command: "imgalign --version rewards list ..." only prints the version)
+        where = "imgalign --version" if outer[0] == "--version" else f"imgalign {outer[0]} {command} ..."
+        hints.append(f"{outer[0]} is imgalign's own option: give it before the command, {where}")
     found = f"unrecognized arguments: {' '.join(unknown)}"
     return found + (f" ({'; '.join(hints)})" if hints else "")
 

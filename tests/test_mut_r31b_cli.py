@@ -15,14 +15,17 @@ from imgalign.cli import _run, main
 def test_imgalign_s_long_own_options_after_the_command_say_to_give_them_before(
     option: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """`rewards list --version` (as `-v`) is imgalign's own option: the line says where it goes."""
+    """`rewards list --version` (as `-v`) is imgalign's own option: the line says where it goes. --version runs no
+    command, so its example is `imgalign --version` alone (`imgalign --version rewards list ...` printed only the
+    version)."""
     with pytest.raises(SystemExit) as e:
         main(["rewards", "list", option])
     assert e.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
+    where = "imgalign --version" if option == "--version" else f"imgalign {option} rewards list ..."
     assert err == (
         f"imgalign rewards list: error: unrecognized arguments: {option} ({option} is imgalign's own option: give "
-        f"it before the command, imgalign {option} rewards list ...)"
+        f"it before the command, {where})"
     )
 
 
