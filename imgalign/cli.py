@@ -545,7 +545,7 @@ def console_main() -> int:
     exit status 130 instead of a traceback; SIGTERM likewise, with exit status 143 (128 + 15), and SIGHUP with 129."""
     _escape_unencodable(sys.stdout)
     stderr = sys.stderr
-    sys.stderr = _DiagnosticsStream(stderr)
+    sys.stderr = DiagnosticsStream(stderr)
     try:
         return _console_main()
     finally:
@@ -559,7 +559,7 @@ def console_main() -> int:
                 os.dup2(os.open(os.devnull, os.O_WRONLY), stderr.fileno())
 
 
-class _DiagnosticsStream:
+class DiagnosticsStream:
     """The program's stderr: progress bars, log lines and error lines, whose loss must not stop the work. A stderr
     that refuses writes (``2> /dev/full``, a log file on a full disk, ``2>&1 | head`` once head quit) or that is
     closed (``2>&-``) made the first progress bar raise, so `score` and `eval` ended before scoring anything,

@@ -187,13 +187,13 @@ def _pretrain_in_worker(module: str, cfg: Any, out: str, progress: bool) -> dict
     import multiprocessing
     import sys
 
-    from imgalign.cli import _DiagnosticsStream, library_bars_off
+    from imgalign.cli import DiagnosticsStream, library_bars_off
 
-    if multiprocessing.parent_process() is not None and not isinstance(sys.stderr, _DiagnosticsStream):
+    if multiprocessing.parent_process() is not None and not isinstance(sys.stderr, DiagnosticsStream):
         # a spawned worker's stderr is the bare stream, not the program's (whose failed writes are dropped): with
         # `2>/dev/full` the t2i worker's progress bar failed its pretraining with "[Errno 28] No space left on
         # device", naming no file, while the same command with one component finished
-        sys.stderr = _DiagnosticsStream(sys.stderr)
+        sys.stderr = DiagnosticsStream(sys.stderr)
 
     try:
         if progress:
