@@ -343,8 +343,10 @@ def tree_credit(
 
     Leaf signal: the balancer's per-sample advantage (for one reward the group-normalised reward; for several the
     balancer's combination), so every balancer works with trees. A leaf the balancer masked (non-finite reward)
-    enters with the valid leaves' mean (0) and edges whose subtree holds no valid leaf, or whose tree is tied, are
-    masked out. Edge credit: :func:`imgalign.trainers.tree.tree_advantages` with the configured mode and value."""
+    enters with the value the balancer gave it (the built-in balancers give the valid leaves' mean, 0; a NaN from a
+    plug-in balancer masks every edge whose advantage it reaches, e.g. its sibling's in "sibling" mode, rather than
+    stand in for a reward), and edges whose subtree holds no valid leaf, or whose tree is tied, are masked out. Edge
+    credit: :func:`imgalign.trainers.tree.tree_advantages` with the configured mode and value."""
     from imgalign.trainers.tree import propagate_values, tree_advantages
 
     def credit(scores: torch.Tensor, balanced: Any) -> tuple[torch.Tensor, torch.Tensor]:
