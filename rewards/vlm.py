@@ -108,6 +108,11 @@ class VLMLogLikReward(Reward):
             and getattr(tok, "chat_template", None) is None
         ):
             raise ValueError(f"vlm_loglik: the processor of {model!r} has no chat template")
+        # a processor without a template of its own renders with its tokenizer's (transformers' processor does not
+        # fall back to it: every scoring said "this processor does not have a chat template")
+        self.chat_template = None
+        if getattr(self.processor, "chat_template", None) is None and tok is not self.processor:
+            self.chat_template = tok.get_chat_template()
         # a folder without its tokenizer file gives a tokenizer of special tokens only (every image's error said
         # "empty prompt?")
         if not tok("a photo", add_special_tokens=False)["input_ids"]:
@@ -187,8 +192,11 @@ class VLMLogLikReward(Reward):
         """The processor's batch for [user: image (+ query); assistant: prompt] per (prompt, PIL image), and the
         (B, T) mask of the prompt tokens to score."""
         apply = self.processor.apply_chat_template
-        full = [apply(self._messages(p), tokenize=False) for p in prompts]
-        prefix = apply(self._messages(None), add_generation_prompt=True, tokenize=False)
+        template = self.chat_template
+        full = [apply(self._messages(p), chat_template=template, tokenize=False) for p in prompts]
+        prefix = apply(
+            self._messages(None), chat_template=template, add_generation_prompt=True, tokenize=False
+        )
         enc = self._encode(full, images)
         pre = self._encode([prefix] * len(prompts), images)
         mask = self.prompt_mask(
