@@ -108,16 +108,35 @@ def rng_state() -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
 
 
 def set_rng_state(js: dict[str, Any], tensors: dict[str, torch.Tensor]) -> None:
+    """Set this process's RNG states to :func:`rng_state`'s (`js` read back from JSON)."""
+    _set_host_rng_state(js)
+    _set_torch_rng_state(tensors)
+
+
+def _set_host_rng_state(js: dict[str, Any]) -> None:
     py = js["python"]
     random.setstate((py[0], tuple(py[1]), py[2]))
     n = js["numpy"]
     np.random.set_state((n[0], np.array(n[1], dtype=np.uint32), n[2], n[3], n[4]))
+
+
+def _set_torch_rng_state(tensors: dict[str, torch.Tensor]) -> None:
     torch.set_rng_state(tensors["torch_cpu"])
     if torch.cuda.is_available():
         cuda = [k for k in tensors if k.startswith("torch_cuda_")]
         states = [tensors[k] for k in sorted(cuda, key=lambda k: int(k.rsplit("_", 1)[1]))]  # 2 before 10
         if states:
             torch.cuda.set_rng_state_all(states)
+
+
+def restore_rng_state(js_path: Path, tensors_path: Path) -> None:
+    """:func:`set_rng_state` from the two files of a checkpoint; a file that reads but holds something else (another
+    file of the checkpoint copied over it by hand) is named (:func:`loading`)."""
+    js, tensors = read_json(js_path), load_tensors(tensors_path)
+    with loading(js_path, "Python and NumPy RNG state"):
+        _set_host_rng_state(js)
+    with loading(tensors_path, "torch RNG state"):
+        _set_torch_rng_state(tensors)
 
 
 def save_tensors(path: Path, tensors: dict[str, torch.Tensor]) -> None:

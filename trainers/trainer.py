@@ -1781,12 +1781,7 @@ class FlowGRPOTrainer:
         fresh = [k for k, r in self.rewards.items() if getattr(r, "stateful", False) and k not in rstate]
         if fresh:
             log.warning("stateful reward(s) %s are not in checkpoint %s: they start fresh", fresh, ckpt)
-        js_path, rng_path = st / f"rng_{self.rank}.json", st / f"rng_{self.rank}.safetensors"
-        js, rng = C.read_json(js_path), C.load_tensors(rng_path)
-        with C.loading(rng_path, "torch RNG state"):
-            rng["torch_cpu"]  # noqa: B018 - a KeyError here names the file, not set_rng_state's
-        with C.loading(js_path, "Python and NumPy RNG state"):
-            C.set_rng_state(js, rng)
+        C.restore_rng_state(st / f"rng_{self.rank}.json", st / f"rng_{self.rank}.safetensors")
         self.start_step = int(state["step"])
         self.nfe_total = int(state.get("nfe_total", 0))
         self.sampler.resume_at(
