@@ -269,7 +269,7 @@ def main(argv: Sequence[object] | None = None) -> int:
     warn_of_thread_settings(os.environ)
     bars = library_bars_off() if getattr(args, "no_progress", False) else contextlib.nullcontext()
     try:
-        with bars, torch_rng_kept():
+        with bars, torch_rng_kept(), global_rngs_kept():
             return _run(args)
     finally:
         root.setLevel(saved[0])
@@ -322,6 +322,25 @@ def torch_rng_kept() -> Iterator[None]:
         torch.random.set_rng_state(cpu)
         if cuda is not None:
             torch.cuda.set_rng_state_all(cuda)
+
+
+@contextlib.contextmanager
+def global_rngs_kept() -> Iterator[None]:
+    """An in-process caller's Python ``random`` and NumPy global random states are back as they were after the
+    command, which ended or raised: ``train --resume`` sets both from the checkpoint it resumes, so a notebook's
+    ``np.random.seed(0)`` followed by a resumed run drew the checkpoint's numbers after it. Where NumPy is not
+    imported yet, the caller has drawn nothing from it."""
+    import random
+
+    numpy = sys.modules.get("numpy")
+    py = random.getstate()
+    np_state = numpy.random.get_state() if numpy is not None else None
+    try:
+        yield
+    finally:
+        random.setstate(py)
+        if np_state is not None:
+            numpy.random.set_state(np_state)
 
 
 @contextlib.contextmanager
