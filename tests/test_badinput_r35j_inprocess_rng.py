@@ -17,6 +17,7 @@ from imgalign.trainers import checkpoint as C
 
 @pytest.mark.parametrize("fail", [False, True])
 def test_the_callers_python_and_numpy_random_states_are_back_after_a_resume(monkeypatch, fail) -> None:
+    py_before, np_before = random.getstate(), np.random.get_state()
     random.seed(99)
     np.random.seed(99)
     saved = C.rng_state()  # a checkpoint's states, saved by another run
@@ -30,7 +31,6 @@ def test_the_callers_python_and_numpy_random_states_are_back_after_a_resume(monk
         return 0
 
     monkeypatch.setattr(cli, "_run", resuming_command)
-    py_before, np_before = random.getstate(), np.random.get_state()
     try:
         random.seed(0)
         np.random.seed(0)
