@@ -268,6 +268,11 @@ def main(argv: Sequence[object] | None = None) -> int:
     own.setLevel(logging.DEBUG if args.verbose else logging.INFO)
     warn_of_thread_settings(os.environ)
     bars = library_bars_off() if getattr(args, "no_progress", False) else contextlib.nullcontext()
+    # notices said once per command are said again by the next call, as a fresh process says them (a notebook's
+    # second `score` of a folder with dangling image links read it as fewer images without a word)
+    images_io = sys.modules.get("imgalign.rewards.io")  # (not imported yet: nothing was said)
+    if images_io is not None:
+        images_io.forget_notices()
     try:
         with bars, torch_rng_kept(), global_rngs_kept():
             return _run(args)

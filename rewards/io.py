@@ -105,9 +105,15 @@ _DANGLING_WARNED: set[tuple[Path, ...]] = set()
 """The sets of dangling links already named: a command walks its folder more than once (counted, then read)."""
 
 
+def forget_notices() -> None:
+    """Forget the dangling links already named, so that the next command names them again
+    (:func:`imgalign.cli.main` calls this at the start of each call: a process may run several commands)."""
+    _DANGLING_WARNED.clear()
+
+
 def _warn_of_dangling_links(folder: Path, links: Sequence[Path]) -> None:
     """Name the image-named symlinks under `folder` whose target is gone (a dataset of links on a disk that is not
-    mounted, or moved), once per process: they are no image file, so a folder walk leaves them out, but without a
+    mounted, or moved), once per command: they are no image file, so a folder walk leaves them out, but without a
     word the folder read as fewer images, or as "0 readable images", with no hint why."""
     key = tuple(sorted(p.absolute() for p in links))
     if links and key not in _DANGLING_WARNED:
