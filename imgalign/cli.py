@@ -274,7 +274,7 @@ def main(argv: Sequence[object] | None = None) -> int:
     if images_io is not None:
         images_io.forget_notices()
     try:
-        with bars, torch_rng_kept(), global_rngs_kept():
+        with bars, rngs_kept():
             return _run(args)
     finally:
         root.setLevel(saved[0])
@@ -307,45 +307,34 @@ def warn_of_thread_settings(env: Mapping[str, str]) -> None:
 
 
 @contextlib.contextmanager
-def torch_rng_kept() -> Iterator[None]:
-    """An in-process caller's torch random state (the CPU generator's, and CUDA's once CUDA is in use) is back as it
-    was after the command, which ended or raised: ``train`` seeds torch's global generator (so that a reward's fresh
-    head draws the same on every run), as the fitting of reward heads and the pretraining do, so a notebook's
-    ``torch.manual_seed(0)`` followed by a command drew the command's seed's numbers after it. Where torch is not
-    imported yet, the caller has drawn nothing from it."""
-    torch = sys.modules.get("torch")
-    if torch is None:
-        yield
-        return
-    cpu = torch.random.get_rng_state()
-    cuda = (
-        torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
-    )
-    try:
-        yield
-    finally:
-        torch.random.set_rng_state(cpu)
-        if cuda is not None:
-            torch.cuda.set_rng_state_all(cuda)
-
-
-@contextlib.contextmanager
-def global_rngs_kept() -> Iterator[None]:
-    """An in-process caller's Python ``random`` and NumPy global random states are back as they were after the
-    command, which ended or raised: ``train --resume`` sets both from the checkpoint it resumes, so a notebook's
-    ``np.random.seed(0)`` followed by a resumed run drew the checkpoint's numbers after it. Where NumPy is not
-    imported yet, the caller has drawn nothing from it."""
+def rngs_kept() -> Iterator[None]:
+    """An in-process caller's global random states (Python's ``random``, NumPy's, torch's CPU generator and CUDA's
+    once CUDA is in use) are back as they were after the command, which ended or raised: ``train`` seeds torch's
+    global generator (so that a reward's fresh head draws the same on every run), as the fitting of reward heads
+    and the pretraining do, and ``train --resume`` sets all three from the checkpoint, so a notebook's
+    ``torch.manual_seed(0)`` or ``np.random.seed(0)`` followed by a command drew the command's numbers after it. A
+    library not imported yet has drawn nothing for the caller."""
     import random
 
-    numpy = sys.modules.get("numpy")
+    torch, numpy = sys.modules.get("torch"), sys.modules.get("numpy")
     py = random.getstate()
     np_state = numpy.random.get_state() if numpy is not None else None
+    cpu = torch.random.get_rng_state() if torch is not None else None
+    cuda = (
+        torch.cuda.get_rng_state_all()
+        if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized()
+        else None
+    )
     try:
         yield
     finally:
         random.setstate(py)
         if np_state is not None:
             numpy.random.set_state(np_state)
+        if cpu is not None:
+            torch.random.set_rng_state(cpu)
+        if cuda is not None:
+            torch.cuda.set_rng_state_all(cuda)
 
 
 @contextlib.contextmanager

@@ -1,4 +1,4 @@
-"""Mutation round 28 (helper i): ``imgalign.cli.argv_words`` (no argv, floats, bools) and ``torch_rng_kept``'s CUDA
+"""Mutation round 28 (helper i): ``imgalign.cli.argv_words`` (no argv, floats, bools) and ``rngs_kept``'s CUDA
 side (restored when CUDA is in use; not started by it when it is not)."""
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ class _FakeCuda:
 def test_cuda_random_state_is_restored_when_cuda_is_in_use(monkeypatch) -> None:
     fake = _FakeCuda(initialized=True)
     monkeypatch.setattr(torch, "cuda", fake)
-    with cli.torch_rng_kept():
+    with cli.rngs_kept():
         fake.state = ["drawn-by-the-command"]
     assert fake.state == ["cuda-state-0"]
     assert fake.calls == ["get", "set"]
@@ -60,6 +60,6 @@ def test_cuda_is_not_touched_when_not_yet_initialized(monkeypatch) -> None:
     """Reading CUDA's state would start CUDA in a caller that never used it."""
     fake = _FakeCuda(initialized=False)
     monkeypatch.setattr(torch, "cuda", fake)
-    with cli.torch_rng_kept():
+    with cli.rngs_kept():
         pass
     assert fake.calls == []
