@@ -113,3 +113,16 @@ def test_every_repository_path_named_exists(doc):
     missing = [p for p in sorted(named) if not (list(REPO.glob(p)) or list(base.glob(p)))]
     assert not missing, f"{doc} names paths that do not exist: {missing}"
     assert named, f"no repository path found in {doc}"
+
+
+def test_quickstart_test_command_is_what_ci_runs_and_its_markers_are_declared():
+    """README's quickstart test command is the one .ci/run runs, and every marker it deselects is declared in
+    pyproject.toml (an undeclared marker would select nothing and deselect nothing, silently)."""
+    readme = (REPO / "README.md").read_text()
+    command = re.search(r'^python3 -m venv .*pytest -m "([^"]+)"$', readme, re.M)
+    assert command, "README.md's quickstart has no pytest -m command"
+    assert command.group(0) in (REPO / ".ci" / "run").read_text()
+    pyproject = (REPO / "pyproject.toml").read_text()
+    declared = set(re.findall(r'"(\w+): ', re.search(r"^markers = \[(.*)\]$", pyproject, re.M).group(1)))
+    used = set(re.findall(r"not (\w+)", command.group(1)))
+    assert used == {"slow", "gpu"} and used <= declared, (used, declared)
