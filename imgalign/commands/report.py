@@ -9,7 +9,9 @@ from pathlib import Path
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("report", help="plots and a markdown summary of a training run's metrics.jsonl")
+    p = sub.add_parser(
+        "report", help="plots and a markdown summary of a training run's metrics.jsonl and eval.jsonl"
+    )
     p.add_argument(
         "run_dir", metavar="RUN_DIR", nargs="?", help="a training run folder holding metrics.jsonl"
     )
