@@ -17,9 +17,9 @@ def read_metrics(path: str | Path) -> list[dict[str, float]]:
     from imgalign.eval.reports import load_run_rows
 
     p = Path(path)
-    # RUN/metrics.jsonl named though it is a folder: read as a run folder, it was ".../metrics.jsonl/metrics.jsonl
-    # does not exist"
-    run = p.parent if p.name == "metrics.jsonl" and (p.is_file() or p.is_dir()) else p
+    # RUN/metrics.jsonl named though it is a folder, or not there yet: read as a run folder, it was
+    # ".../metrics.jsonl/metrics.jsonl does not exist"
+    run = p.parent if p.name == "metrics.jsonl" else p
     if p.is_file() and p.name != "metrics.jsonl":  # (named RUN/old.jsonl/metrics.jsonl, a path under a file)
         raise FileNotFoundError(
             f"{p} is a file, not a run's metrics.jsonl: point at a run folder or its metrics.jsonl (the curves are "
