@@ -13,7 +13,7 @@ import pytest
 from conftest import noise_pngs
 
 from imgalign import shapes as W
-from imgalign.cli import Interrupted, main
+from imgalign.cli import CLIError, Interrupted, main
 from imgalign.commands.score import _lookup, claim_partial, name_index, partial_path, release_partial
 
 
@@ -134,3 +134,18 @@ def test_an_image_named_in_capitals_is_pointed_at_its_row_of_another_case(tmp_pa
     assert row["error"].startswith(
         f"no prompt for {images / 'OK0.PNG'}: --prompts has 'ok0.png', which differs in letter case"
     )
+
+
+def test_a_refused_claim_leaves_no_file_open(tmp_path: Path) -> None:
+    """A second run refused in-process (a notebook's loop) closes the file it opened to try the lock."""
+    out = tmp_path / "s.jsonl"
+    partial = partial_path(out)
+    held = claim_partial(partial, out)
+    try:
+        before = len(os.listdir("/proc/self/fd"))
+        for _ in range(3):
+            with pytest.raises(CLIError, match="is being written by another `imgalign score`"):
+                claim_partial(partial, out)
+        assert len(os.listdir("/proc/self/fd")) == before
+    finally:
+        release_partial(partial, held)
