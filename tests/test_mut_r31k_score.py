@@ -149,3 +149,26 @@ def test_a_refused_claim_leaves_no_file_open(tmp_path: Path) -> None:
         assert len(os.listdir("/proc/self/fd")) == before
     finally:
         release_partial(partial, held)
+
+
+def test_on_a_file_system_without_flock_a_score_that_fails_before_it_scores_leaves_no_file_nor_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without a lock there is no hold to release: the empty partial file claim_partial made was left behind, and
+    with it the folder made for --out."""
+    import fcntl
+
+    def no_flock(fd: int, op: int) -> None:
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(fcntl, "flock", no_flock)
+    (tmp_path / "empty").mkdir()
+    out = tmp_path / "new" / "s.jsonl"
+    assert main(["score", str(tmp_path / "empty"), "--reward", "artifact", "--out", str(out)]) == 2
+    assert "no image files found" in capsys.readouterr().err
+    assert [p.name for p in tmp_path.iterdir()] == ["empty"]
+    # a partial file an earlier run kept is not removed
+    out.parent.mkdir()
+    partial_path(out).write_text("")
+    assert main(["score", str(tmp_path / "empty"), "--reward", "artifact", "--out", str(out)]) == 2
+    assert partial_path(out).exists()

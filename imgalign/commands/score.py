@@ -540,6 +540,7 @@ def claim_partial(partial: Path, out: Path) -> int | None:
         return None
     partial.parent.mkdir(parents=True, exist_ok=True)
     while True:
+        existed = partial.exists()
         fd = os.open(partial, os.O_RDWR | os.O_CREAT, 0o666)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -550,7 +551,10 @@ def claim_partial(partial: Path, out: Path) -> int | None:
                 "where it keeps the images it has scored): wait for it to end, or give this run another --out"
             ) from None
         except OSError as e:  # a file system without flock (Lustre without -o flock, some NFS)
-            os.close(fd)
+            if existed:
+                os.close(fd)
+            else:  # the empty file this run made, which no hold removes later: a run that failed left it behind
+                release_partial(partial, fd)
             log.warning(
                 "cannot lock %s (%s): scoring without it, so another `imgalign score` with this --out at the same "
                 "time is not refused",
