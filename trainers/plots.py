@@ -20,7 +20,7 @@ def read_metrics(path: str | Path) -> list[dict[str, float]]:
     # RUN/metrics.jsonl named though it is a folder, or not there yet: read as a run folder, it was
     # ".../metrics.jsonl/metrics.jsonl does not exist"
     run = p.parent if p.name == "metrics.jsonl" else p
-    if p.is_file() and p.name != "metrics.jsonl":  # (named RUN/old.jsonl/metrics.jsonl, a path under a file)
+    if p.is_file() and p.name != "metrics.jsonl":  # (RUN/old.jsonl: a file, but no metrics.jsonl)
         raise FileNotFoundError(
             f"{p} is a file, not a run's metrics.jsonl: point at a run folder or its metrics.jsonl (the curves are "
             "read from that name, with the eval.jsonl beside it)"
