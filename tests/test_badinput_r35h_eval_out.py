@@ -4,6 +4,7 @@ it."""
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import pytest
@@ -64,3 +65,30 @@ def test_a_row_written_before_seals_existed_is_still_reused(tmp_path: Path, two_
     kept = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
     assert [r["reason"] for r in kept] == ["an older judge's words"] * 2
     assert suite.verdict_seal(kept[0]) != suite.verdict_seal({**kept[0], "correct": not kept[0]["correct"]})
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("partial", 0.25),
+        ("error", "edited"),
+        ("prompt", "an edited prompt"),
+        ("tag", "colors"),
+        ("reason", "edited words"),
+    ],
+)
+def test_a_row_with_one_field_edited_by_hand_is_judged_again(
+    tmp_path: Path, two_prompts: Path, caplog: pytest.LogCaptureFixture, field: str, value: object
+) -> None:
+    """(Round 31k) the seal covers each field of a row's verdict: one edited by hand (a partial score, an error, a
+    prompt, a tag: each read by the summary or the reports) is judged again on a rerun, not reused."""
+    out, argv, rows = _judged_once(tmp_path, two_prompts)
+    assert rows[0][field] != value
+    original = rows[0][field]
+    rows[0][field] = value
+    (out / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with caplog.at_level(logging.WARNING):
+        assert main(argv) == 0
+    assert f"the row of {rows[0]['file']} was changed since it was judged" in caplog.text
+    again = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
+    assert again[0][field] == original and again[1] == rows[1]
