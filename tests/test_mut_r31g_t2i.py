@@ -1,4 +1,5 @@
-"""Round 31g mutants of imgalign/pretrain/t2i.py: lr_at stays at the floor past the last step."""
+"""Round 31g mutants of imgalign/pretrain/t2i.py: lr_at stays at the floor past the last step; the autoencoder's
+mixing term; a failed autoencoder save (round 31g's note)."""
 
 import pytest
 import torch
@@ -33,3 +34,22 @@ def test_the_mixing_step_decodes_a_blend_of_two_samples_latents_not_the_latents_
     assert not torch.allclose(mixed, z)
     # each blended latent lies between the smallest and largest latent of the batch, value by value
     assert (mixed >= z.amin(0) - 1e-5).all() and (mixed <= z.amax(0) + 1e-5).all()
+
+
+def test_a_failed_autoencoder_save_leaves_no_vae_tmp(tmp_path, monkeypatch) -> None:
+    """The autoencoder is saved into WORK/vae.tmp and moved into place; a save cut short (a full disk) left vae.tmp
+    behind until the next run. It goes with the failure, which names the folder (as the model exports do)."""
+    import errno
+
+    from diffusers import AutoencoderKL
+    from test_t2i import _renders, tiny_config
+
+    def full(self, folder, *a, **kw):
+        (folder / "partial.bin").parent.mkdir(parents=True, exist_ok=True)
+        (folder / "partial.bin").write_bytes(b"half")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(AutoencoderKL, "save_pretrained", full)
+    with pytest.raises(OSError, match="vae"):
+        t2i.train_vae(tiny_config(vae_steps=1), tmp_path, _renders(), False)
+    assert not (tmp_path / "vae.tmp").exists() and not (tmp_path / "vae").exists()

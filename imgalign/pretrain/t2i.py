@@ -24,7 +24,6 @@ import dataclasses
 import json
 import math
 import random
-import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,7 +36,7 @@ from tqdm.auto import tqdm
 
 from imgalign.config import field
 from imgalign.files import atomic_write_text
-from imgalign.pretrain import card_command, config_changes, load_state, restores_torch_threads, writing
+from imgalign.pretrain import card_command, config_changes, load_state, restores_torch_threads
 from imgalign.shapes import IMAGE_SIZE
 
 FOLDER = "shapes-t2i"
@@ -506,13 +505,12 @@ def train_vae(cfg: Config, work: Path, images: torch.Tensor, progress: bool) -> 
         rec2 = vae.decode(vae.encode(to_unit(images[:256])).latent_dist.mean).sample
         err2 = (rec2 - to_unit(images[:256])).abs().mean().item()
     print(f"after per-channel latent normalisation: L1 {err2:.4f}")
-    from imgalign.pretrain.encoder_common import replace_dir
+    from imgalign.pretrain.encoder_common import exporting
 
-    tmp = work / "vae.tmp"  # written whole, then moved into place: a kill mid-save leaves no half folder
-    shutil.rmtree(tmp, ignore_errors=True)
-    with writing(final):
+    # written whole into vae.tmp, then moved into place: a kill mid-save leaves no half folder, a failed save no
+    # vae.tmp (it was left until the next run)
+    with exporting(final) as tmp:
         vae.save_pretrained(tmp)
-    replace_dir(tmp, final)
     print(f"autoencoder: L1 reconstruction error {err:.4f}; latent mean {zs.mean():.3f} std {zs.std():.3f}")
     return vae
 
