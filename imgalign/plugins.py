@@ -1,6 +1,7 @@
 """The user's own code (a ``package.module:attr`` reward, balancer, objective or penalty): an error it raises of a
 kind `imgalign` prints as one line without a traceback (:mod:`imgalign.cli`) is raised naming it; that
-line said only the error's text (``imgalign train: error: difficulty`` for a KeyError)."""
+line said only the error's text (``imgalign train: error: difficulty`` for a KeyError). And the one rule of the
+registries (rewards' and the trainers'): a name another module registered is not taken."""
 
 from __future__ import annotations
 
@@ -30,3 +31,20 @@ def call_plugin(what: str, name: str, fn: Any, /, *args: Any, **kwargs: Any) -> 
         if ":" not in name:
             raise
         raise raised_by_plugin(what, e) from e
+
+
+def refuse_taken_name(kind: str, name: str, old: Any, new: Any, described: str = "") -> None:
+    """Raise when `new` would take `name` from `old` (None: the name is free), registered by another module: a
+    plug-in module registering ``clip`` or ``grpo`` replaced the built-in for the rest of the process, silently (a
+    later ``imgalign score --reward clip`` in a notebook scored with the plug-in, in a column named ``clip``). The
+    same module registering it again (imported again, a notebook cell run twice) replaces its own. `described` is
+    the old one's description, shown after its module."""
+    if old is None:
+        return
+    where, module = getattr(old, "__module__", None), getattr(new, "__module__", None)
+    if where != module:
+        raise ValueError(
+            f"{kind} name {name!r} is already registered by {where}{f' ({described})' if described else ''}; "
+            f"register this one ({getattr(new, '__qualname__', new)!r} of {module}) under another name, "
+            f"e.g. 'my_{name}'"
+        )

@@ -29,7 +29,7 @@ import torch
 from PIL import Image
 
 from imgalign.config import import_user_module, split_top_level
-from imgalign.plugins import call_plugin
+from imgalign.plugins import call_plugin, refuse_taken_name
 
 ImagesLike = torch.Tensor | Sequence[Image.Image]
 
@@ -298,22 +298,15 @@ _REGISTRY: dict[str, tuple[Callable[..., Reward], str]] = {}
 
 
 def register_reward(name: str, description: str) -> Callable[[Callable[..., Reward]], Callable[..., Reward]]:
-    """Class/factory decorator: make a reward selectable by `name`. A name registered by another module is refused:
-    a plug-in module registering ``clip`` replaced the built-in for the rest of the process, silently (a later
-    ``imgalign score --reward clip`` in a notebook scored with the plug-in, in a column named ``clip``). The same
-    module registering it again (imported again, a notebook cell run twice) replaces its own."""
+    """Class/factory decorator: make a reward selectable by `name`. A name registered by another module is refused
+    (:func:`imgalign.plugins.refuse_taken_name`); the same module registering it again replaces its own."""
 
     def deco(factory: Callable[..., Reward]) -> Callable[..., Reward]:
-        module = getattr(factory, "__module__", None)
-        if module not in BUILTIN_MODULES:  # the built-ins first, so a plug-in cannot take one of their names
+        if getattr(factory, "__module__", None) not in BUILTIN_MODULES:
+            # the built-ins first, so a plug-in cannot take one of their names
             _import_builtin()
-        old = _REGISTRY.get(name)
-        where = getattr(old[0], "__module__", None) if old else None
-        if old and where != module:
-            raise ValueError(
-                f"reward name {name!r} is already registered by {where} ({old[1]}); register this one "
-                f"({getattr(factory, '__qualname__', factory)!r} of {module}) under another name, e.g. 'my_{name}'"
-            )
+        old, described = _REGISTRY.get(name, (None, ""))
+        refuse_taken_name("reward", name, old, factory, described)
         _REGISTRY[name] = (factory, description)
         return factory
 

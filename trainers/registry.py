@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 from imgalign.config import import_user_module
+from imgalign.plugins import refuse_taken_name
 
 T = TypeVar("T")
 
@@ -41,21 +42,14 @@ class Registry(Generic[T]):
         self._builtin = builtin_modules
 
     def register(self, name: str) -> Callable[[T], T]:
-        """Decorator: make `obj` selectable by `name`. A name another module registered is refused (a plug-in
-        registering ``grpo`` replaced the built-in for the rest of the process, silently); the same module
-        registering it again (imported again, a notebook cell run twice) replaces its own."""
+        """Decorator: make `obj` selectable by `name`. A name another module registered is refused
+        (:func:`imgalign.plugins.refuse_taken_name`); the same module registering it again replaces its own."""
 
         def deco(obj: T) -> T:
-            module = getattr(obj, "__module__", None)
             # the built-ins first, so a plug-in cannot take one of their names
-            if module not in self._builtin:
+            if getattr(obj, "__module__", None) not in self._builtin:
                 self._load_builtin()
-            where = getattr(self._items[name], "__module__", None) if name in self._items else module
-            if where != module:
-                raise ValueError(
-                    f"{self.kind} name {name!r} is already registered by {where}; register this one "
-                    f"({getattr(obj, '__qualname__', obj)!r} of {module}) under another name, e.g. 'my_{name}'"
-                )
+            refuse_taken_name(self.kind, name, self._items.get(name), obj)
             self._items[name] = obj
             return obj
 
