@@ -85,16 +85,27 @@ PROXY_VARIABLES = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "AL
 """The environment variables through which the Hub's HTTP client finds a proxy."""
 
 
+def _raised_as(error: BaseException, *class_names: str) -> bool:
+    """Whether `error` is one of the HTTP client's classes `class_names` (or a subclass), matched by name: httpx and
+    requests are imported only where the Hub is contacted."""
+    return any(c.__name__ in class_names for c in type(error).__mro__)
+
+
+def _first_line(error: BaseException) -> str:
+    """The first non-blank line of `error`'s text, or its class name where it has none."""
+    return next((ln.strip() for ln in str(error).splitlines() if ln.strip()), type(error).__name__)
+
+
 def proxy_failure(error: BaseException) -> str | None:
     """The one-line error for a Hub request that a proxy refused (huggingface_hub raises its HTTP client's
     ProxyError as it is, where a connection that fails falls back to the local cache), or None for another error.
     A proxy that answered an error (a 404, a 407 asking for a login) gave a traceback, even for a model already in
     the cache. The variables are named, not their values, which may hold a password."""
-    if not any(c.__name__ == "ProxyError" for c in type(error).__mro__):
+    if not _raised_as(error, "ProxyError"):
         return None
     names = [v for v in PROXY_VARIABLES if os.environ.get(v)]
     via = f" set in {', '.join(names)}" if names else ""
-    said = next((ln.strip() for ln in str(error).splitlines() if ln.strip()), type(error).__name__)
+    said = _first_line(error)
     return (
         f"the Hugging Face Hub could not be reached through the proxy{via} ({said}); fix the proxy's address or "
         "login, unset the proxy variables, or set HF_HUB_OFFLINE=1 to use only models already downloaded"
@@ -105,10 +116,10 @@ def hub_address_failure(error: BaseException) -> str | None:
     """The one-line error for a Hub request to an address that is no URL (``HF_ENDPOINT=hf-mirror.com``, without
     ``https://``: a mirror's address mistyped), or None for another error. It gave an httpx UnsupportedProtocol
     traceback, even for a model already in the cache."""
-    if not any(c.__name__ in ("UnsupportedProtocol", "InvalidURL") for c in type(error).__mro__):
+    if not _raised_as(error, "UnsupportedProtocol", "InvalidURL"):
         return None
     endpoint = os.environ.get("HF_ENDPOINT")
-    said = next((ln.strip() for ln in str(error).splitlines() if ln.strip()), type(error).__name__)
+    said = _first_line(error)
     where = f"HF_ENDPOINT={endpoint!r}" if endpoint else "the address of the Hugging Face Hub"
     return (
         f"{where} is not a URL the Hub can be asked at ({said}); give it as https://HOST (or unset HF_ENDPOINT), "
