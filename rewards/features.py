@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -70,7 +71,8 @@ class FeatureEncoder:
         return torch.cat(outs) if outs else torch.zeros(0, self.dim)
 
 
-_CACHE: dict[tuple[str, str, str], FeatureEncoder] = {}
+# (name, device, dtype) -> (what its files were when built: files_stamp, the encoder)
+_CACHE: dict[tuple[str, str, str], tuple[tuple, FeatureEncoder]] = {}
 
 
 def local_name(name: str) -> str:
@@ -131,12 +133,25 @@ def recorded_encoder_gone(recorded: str, what: str, option: str) -> str:
 def build_features(
     name: str, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32
 ) -> FeatureEncoder:
-    """Build (and cache per process) the feature encoder called `name`; see the module docstring."""
+    """Build (and cache per process) the feature encoder called `name`; see the module docstring. One whose local
+    folder or file changed since it was built (exported again between two calls in one notebook) is built anew:
+    the cache served the old weights."""
     device, name = torch.device(device), local_name(name)
-    key = (name, str(device), str(dtype))
-    if key not in _CACHE:
-        _CACHE[key] = _build(name, device, dtype)
-    return _CACHE[key]
+    key, stamp = (name, str(device), str(dtype)), files_stamp(name)
+    if key not in _CACHE or _CACHE[key][0] != stamp:
+        _CACHE[key] = (stamp, _build(name, device, dtype))
+    return _CACHE[key][1]
+
+
+def files_stamp(name: str) -> tuple:
+    """What the local folder or file of encoder `name` holds now: (file name, size, modification time) of each of
+    its files (a folder's, not below it: the weights and configs the loaders read); () for a Hub id, a built-in
+    name or a path that is not there."""
+    kind, path = split_encoder_name(name)
+    if not kind or not path or not os.path.exists(path):
+        return ()
+    files = sorted(Path(path).iterdir()) if os.path.isdir(path) else [Path(path)]
+    return tuple((f.name, st.st_size, st.st_mtime_ns) for f in files if f.is_file() and (st := f.stat()))
 
 
 def _build(name: str, device: torch.device, dtype: torch.dtype) -> FeatureEncoder:
