@@ -8,6 +8,7 @@ defines one) runs, so invalid combinations fail with a message that says what to
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import difflib
 import logging
@@ -471,10 +472,11 @@ class _UnknownKey(ConfigError):
     """An unknown key; ``name`` is its last part, which :func:`load_config` looks up elsewhere in the schema unless
     the message already names a ``close`` key at its level."""
 
-    def __init__(self, message: str, name: str, close: bool = False) -> None:
+    def __init__(self, message: str, name: str, close: bool = False, key: str = "") -> None:
         super().__init__(message)
         self.name = name
         self.close = close
+        self.key = key  # its dotted path, as the message names it
 
 
 def _close_key(key: Any, names: list[str]) -> str | None:
@@ -516,6 +518,7 @@ def _build(cls: type[T], data: dict[str, Any], prefix: str = "") -> T:
                 f"unknown config key '{prefix}{k}'; valid keys here: {', '.join(names)}{hint}",
                 k,
                 close is not None,
+                f"{prefix}{k}",
             )
         try:
             kwargs[k] = _coerce(v, hints[k], prefix + k, bool(fields[k].metadata.get("reward_specs")))
@@ -773,17 +776,47 @@ def load_config(cls: type[T], path: str | Path | None = None, overrides: list[st
         if not isinstance(loaded, dict):
             raise ConfigError(f"config file {str(p)!r} must hold a mapping at the top level")
         data = loaded
+    written = copy.deepcopy(data)  # the file's keys, before the overrides are set into `data`
     data = merge_overrides(data, overrides or [])
     try:
         cfg = _build(cls, data)
     except _UnknownKey as e:  # a section's key given at another level (nft.beta for objective.nft.beta)
+        # a file's key and a --set's read alike: which to edit (and in which file) was left to the user
+        source = _key_source(e.key, written, path, overrides or [])
         paths = _key_paths(cls, e.name)
-        if not paths or e.close:  # rewards.name is rewards.names misspelt, not objective.name
-            raise
-        where = ", ".join(paths[:-1]) + " or " + paths[-1] if len(paths) > 1 else paths[0]
-        raise ConfigError(f"{e}; did you mean {where}?") from None
+        where = ", ".join(paths[:-1]) + " or " + paths[-1] if len(paths) > 1 else paths[0] if paths else ""
+        # rewards.name is rewards.names misspelt, not objective.name
+        hint = f"; did you mean {where}?" if paths and not e.close else ""
+        raise _UnknownKey(f"{source}{e}{hint}", e.name, e.close, e.key) from None
     validate(cfg)
     return cfg
+
+
+def _key_source(key: str, written: dict[str, Any], path: str | Path | None, overrides: list[str]) -> str:
+    """``"config file 'c.yaml': "`` where the dotted config `key` was given in config file `path` and no override
+    (``--set``, which the user has just typed) set it after, itself or in a section's mapping; else ``""``."""
+    parts = key.split(".")
+    for item in reversed(overrides):
+        opath, value = parse_override(item)
+        n = min(len(opath), len(parts))
+        if opath[:n] != parts[:n]:
+            continue
+        below = value.parsed
+        for p in parts[len(opath) :]:
+            below = below.get(p, _MISSING) if isinstance(below, dict) else _MISSING
+        if below is not _MISSING:
+            return ""
+    node: Any = written
+    for p in parts:
+        node = (
+            next((v for k, v in node.items() if str(k) == p), _MISSING)
+            if isinstance(node, dict)
+            else _MISSING
+        )
+    return f"config file {str(path)!r}: " if path is not None and node is not _MISSING else ""
+
+
+_MISSING = object()
 
 
 def describe(cls: type, prefix: str = "") -> list[tuple[str, str, str]]:

@@ -76,7 +76,9 @@ def test_a_config_files_key_yaml_reads_as_other_than_text_is_named_as_written(tm
     """A `null:` key was named 'None' in the unknown-key message (`yes:` 'True'): the key the user wrote."""
     path = tmp_path / "c.yaml"
     path.write_text(text)
-    with pytest.raises(ConfigError, match=rf"^unknown config key '{named}'; valid keys here: "):
+    with pytest.raises(
+        ConfigError, match=rf"^config file '.*c\.yaml': unknown config key '{named}'; valid keys here: "
+    ):
         load_config(FlowGRPOConfig, path)
 
 
