@@ -1,0 +1,87 @@
+"""Mutation round 32a: trainers/trainer.py's training loop and resume, where a mutant survived the earlier tests."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from types import SimpleNamespace
+
+from imgalign.cli import main
+from imgalign.trainers.testing import one_step_config, write_config
+from imgalign.trainers.trainer import FlowGRPOTrainer
+
+
+def _budget_loop(max_steps: int, out_after: int | None) -> list[int]:
+    """Run FlowGRPOTrainer.train on a trainer whose steps do nothing and whose time budget runs out after step
+    `out_after` (None: never); the steps it saved."""
+    saved: list[int] = []
+    done = [0]
+    cfg = SimpleNamespace(
+        train=SimpleNamespace(max_steps=max_steps, time_budget_min=0.5, unscored_stop_steps=0),
+        eval=SimpleNamespace(at_start=False, every=-1),
+        log=SimpleNamespace(progress=False, checkpoint_every=0),
+    )
+
+    def train_step(step: int) -> dict[str, float]:
+        done[0] = step + 1
+        return {}
+
+    tr = SimpleNamespace(
+        cfg=cfg,
+        start_step=0,
+        is_main=True,
+        acc=SimpleNamespace(wait_for_everyone=lambda: None, end_training=lambda: None),
+        evaluate=lambda step: {},
+        train_step=train_step,
+        _out_of_time=lambda *a: out_after is not None and done[0] >= out_after,
+        _log=lambda step, m: None,
+        save=saved.append,
+        _check_trained=lambda steps: None,
+    )
+    FlowGRPOTrainer.train(tr)
+    return saved
+
+
+def test_a_run_stopped_by_its_time_budget_says_so_and_to_resume(caplog) -> None:
+    """A run the time budget stops before train.max_steps ends in success with its last checkpoint: the log says
+    which step it stopped after, of how many, that train.time_budget_min stopped it and that a resume continues; a
+    run that reaches train.max_steps says nothing of it."""
+    with caplog.at_level(logging.INFO, logger="imgalign.trainers.trainer"):
+        assert _budget_loop(5, out_after=2) == [2]
+    said = [r.getMessage() for r in caplog.records if "time_budget_min" in r.getMessage()]
+    assert said == ["stopping after step 2 of 5: train.time_budget_min=0.5 reached (resume to continue)"]
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="imgalign.trainers.trainer"):
+        assert _budget_loop(3, out_after=None) == [3]
+    assert "time_budget_min" not in caplog.text
+
+
+def _resume_warnings(tmp_path: Path, sd3_dir: Path, first: str, then: str, caplog) -> str:
+    """Train one step with prompts.source `first`, resume to step 2 with `then`: the resume's warnings."""
+    tmp_path.mkdir()
+    cfg = write_config(
+        one_step_config(sd3_dir, tmp_path / "run", prompts={"source": first}), tmp_path / "c.yaml"
+    )
+    assert main(["train", str(cfg)]) == 0
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        argv = ["train", str(cfg), "--resume", "auto", "--max-steps", "2", "--set", f"prompts.source={then}"]
+        assert main(argv) == 0
+    return caplog.text
+
+
+def test_a_prompts_source_changed_to_or_from_a_file_is_a_config_change_not_an_edited_file(
+    sd3_dir, tmp_path, caplog
+) -> None:
+    """The prompts-file warning ("changed since checkpoint ...: restore the file") is for the same file edited
+    between the checkpoint and the resume. A checkpoint of a prompts file resumed with the embedded shapes prompts
+    (no file, no digest), or one of the shapes prompts resumed with a file (the checkpoint holds no digest), is a
+    changed setting, named as such, and there is no file to restore."""
+    prompts = tmp_path / "p.txt"
+    prompts.write_text("a red circle\na blue square\n")
+    said = _resume_warnings(tmp_path / "a", sd3_dir, str(prompts), "shapes", caplog)
+    assert f"prompts.source: {str(prompts)!r} -> 'shapes'" in said
+    assert "changed since checkpoint" not in said
+    said = _resume_warnings(tmp_path / "b", sd3_dir, "shapes", str(prompts), caplog)
+    assert f"prompts.source: 'shapes' -> {str(prompts)!r}" in said
+    assert "changed since checkpoint" not in said
