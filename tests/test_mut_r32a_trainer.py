@@ -85,3 +85,15 @@ def test_a_prompts_source_changed_to_or_from_a_file_is_a_config_change_not_an_ed
     said = _resume_warnings(tmp_path / "b", sd3_dir, "shapes", str(prompts), caplog)
     assert f"prompts.source: 'shapes' -> {str(prompts)!r}" in said
     assert "changed since checkpoint" not in said
+
+
+def test_a_run_that_starts_afresh_drops_the_base_model_evaluation_a_failed_start_logged(tmp_path) -> None:
+    """A run that evaluated the base model (eval.at_start: eval.jsonl's step-0 row) and failed in its first step
+    left no checkpoint; `--resume auto` then starts afresh and evaluates the base model again. The earlier rows go,
+    step 0 included, so eval.jsonl ends with one step-0 row (keeping step 0 would leave the failed start's row
+    beside the new one)."""
+    (tmp_path / "eval.jsonl").write_text('{"step": 0, "eval/x": 1.0}\n{"step": 1, "eval/x": 2.0}\n')
+    (tmp_path / "metrics.jsonl").write_text('{"step": 1, "train/lr": 0.1}\n')
+    FlowGRPOTrainer._truncate_logs(SimpleNamespace(start_step=0, resume_from=None, out=tmp_path))
+    assert (tmp_path / "eval.jsonl").read_text() == ""
+    assert (tmp_path / "metrics.jsonl").read_text() == ""
