@@ -97,3 +97,20 @@ def test_a_run_that_starts_afresh_drops_the_base_model_evaluation_a_failed_start
     FlowGRPOTrainer._truncate_logs(SimpleNamespace(start_step=0, resume_from=None, out=tmp_path))
     assert (tmp_path / "eval.jsonl").read_text() == ""
     assert (tmp_path / "metrics.jsonl").read_text() == ""
+
+
+def test_a_saved_lora_rank_that_is_not_a_number_leaves_the_check_to_the_weights(tmp_path) -> None:
+    """_check_resume_fits reads model.lora_rank from the checkpoint's config.yaml; one it cannot read as a number
+    (a hand-edited 'four', a list) is no refusal of its own, as a missing config is not: _load then compares the
+    saved weights with this run's (int()'s bare "invalid literal" message named no file)."""
+    import json
+
+    ckpt = tmp_path / "checkpoints" / "step-000003"
+    (ckpt / "trainer_state").mkdir(parents=True)
+    (ckpt / "trainer_state" / "state.json").write_text(json.dumps({"step": 3, "num_processes": 1}))
+    tr = SimpleNamespace(
+        resume_from=ckpt, world=1, out=tmp_path, cfg=SimpleNamespace(model=SimpleNamespace(lora_rank=2))
+    )
+    for saved in ("four", "[4]"):
+        (ckpt / "trainer_state" / "config.yaml").write_text(f"model: {{lora_rank: {saved}}}\n")
+        assert FlowGRPOTrainer._check_resume_fits(tr) is None
