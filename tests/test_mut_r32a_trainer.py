@@ -114,3 +114,23 @@ def test_a_saved_lora_rank_that_is_not_a_number_leaves_the_check_to_the_weights(
     for saved in ("four", "[4]"):
         (ckpt / "trainer_state" / "config.yaml").write_text(f"model: {{lora_rank: {saved}}}\n")
         assert FlowGRPOTrainer._check_resume_fits(tr) is None
+
+
+def test_resume_auto_passing_over_the_only_step_folder_says_it_starts_from_the_start(
+    tmp_path, caplog
+) -> None:
+    """--resume auto in a run whose only step folder lacks trainer_state/state.json (deleted, or still being
+    copied) starts the run again: the warning says "resuming from the start", not "from None"."""
+    out = tmp_path / "run"
+    (out / "checkpoints" / "step-000002" / "transformer").mkdir(parents=True)
+    tr = SimpleNamespace(
+        out=out,
+        is_main=True,
+        acc=SimpleNamespace(wait_for_everyone=lambda: None),
+        _lock_output_dir=lambda: None,
+    )
+    with caplog.at_level(logging.WARNING, logger="imgalign"):
+        assert FlowGRPOTrainer._resolve_resume(tr, "auto") is None
+    (said,) = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert "step-000002 has no trainer_state/state.json" in said
+    assert "resuming from the start, and this run's save of step 2 will replace it" in said
