@@ -3,7 +3,9 @@
 Contract: ``reward(images, prompts, metadata=None) -> RewardOutput`` where `images` is a float tensor [B, 3, H, W]
 in [0, 1] or a list of PIL images, `prompts` a list of B strings and `metadata` an optional list of B dicts (GenEval
 metadata for rewards that need it). ``RewardOutput.scores`` is always a float32 tensor [B] on the CPU; ``details``
-is an optional list of B dicts. Each reward declares ``name``, ``higher_is_better``, ``differentiable`` and
+is an optional list of B dicts. A reward reads `images` and does not change them in place (every reward of a run
+scores the same batch: such a change is refused, naming the reward), nor the process's gradient mode or default
+dtype (both are set back after each call). Each reward declares ``name``, ``higher_is_better``, ``differentiable`` and
 ``stateful``; stateful rewards implement ``update(...)`` (called by trainers with current samples),
 ``state_dict()`` and ``load_state_dict()`` so trainers can checkpoint them.
 
@@ -81,11 +83,27 @@ class Reward:
                 torch.full((n,), float("nan")), [{"error": "non-finite image"} for _ in range(n)]
             )
         sub = x if len(keep) == n else x[keep]
-        out = self.score(
-            sub,
-            [prompts[i] for i in keep],
-            [metadata[i] for i in keep] if metadata is not None else None,
-        )
+        # the caller's own batch (a float32 tensor): the trainer scores every reward, and saves its samples, from the
+        # same tensor, so a reward that zeroed or normalised it in place changed what the others scored, silently
+        version = sub._version if sub is images and not sub.is_inference() else None
+        # a reward that switched gradients off or changed the default dtype did it for the whole process: the
+        # trainer's loss then had no graph, and the error blamed the objective
+        grad_mode, default_dtype = torch.is_grad_enabled(), torch.get_default_dtype()
+        try:
+            out = self.score(
+                sub,
+                [prompts[i] for i in keep],
+                [metadata[i] for i in keep] if metadata is not None else None,
+            )
+        finally:
+            torch.set_grad_enabled(grad_mode)
+            torch.set_default_dtype(default_dtype)
+        if version is not None and sub._version != version:
+            raise ValueError(
+                f"reward {self.name!r} changed the images it was given in place (an in-place operation such as "
+                "images.mul_(...), images[...] = ... or images.clamp_(...)): every reward, and the saved samples, "
+                "read the same batch; score a copy (images = images.clone()) in its own code"
+            )
         if out is None:  # as_tensor(None) is a single NaN, which would read as a non-finite score
             raise ValueError(
                 f"reward {self.name!r} returned nothing (None); it must return one score per image (a tensor, "
