@@ -91,7 +91,8 @@ def balance(name: str, fn: Any, *args: Any) -> Balanced:
 
 def check_balanced(name: str, bal: Any, n: int) -> Balanced:
     """A balancer's result, refused by name when it is not a :class:`Balanced` with advantages [N] (float) and valid
-    [N] (bool) for the N scored samples (was an IndexError or AttributeError traceback inside the update)."""
+    [N] (bool) for the N scored samples (was an IndexError or AttributeError traceback inside the update), or with
+    a non-finite advantage on a sample it marks valid."""
     if not isinstance(bal, Balanced):
         raise ValueError(
             f"reward balancer {name!r} returned a {type(bal).__name__}, not a Balanced: {BALANCER_CONTRACT}"
@@ -106,6 +107,15 @@ def check_balanced(name: str, bal: Any, n: int) -> Balanced:
                 f"reward balancer {name!r} returned {field_name} as {got}; it must be a {want} tensor of shape "
                 f"({n},), one per scored sample: {BALANCER_CONTRACT}"
             )
+    # a NaN or infinite advantage of a valid sample made the gradient non-finite: every update was skipped, and the
+    # warning named the rollout, the rewards, the objective or the penalty, never the balancer
+    bad = bal.valid & ~torch.isfinite(bal.advantages.detach())
+    if bad.any():
+        raise ValueError(
+            f"reward balancer {name!r} returned {int(bad.sum())} non-finite advantage(s) (NaN/inf) for samples it "
+            f"marks valid (e.g. sample {int(bad.nonzero()[0])}: {float(bal.advantages[bad][0])}); an advantage must be "
+            f"finite, or its sample marked valid=False to leave it out: {BALANCER_CONTRACT}"
+        )
     return bal
 
 
