@@ -365,6 +365,14 @@ def _run(args: argparse.Namespace) -> int:
             raise Interrupted(f"imgalign {name}: {e}") from None
         hint = INTERRUPT_HINTS.get(name)
         raise Interrupted(f"imgalign {name}: interrupted" + (f"; {hint}" if hint else "")) from None
+    except SystemExit as e:
+        # imgalign's commands never exit so (argparse's exits come before this): the user's own code, a plug-in
+        # reward, balancer or objective calling sys.exit(), ended the command without a word (sys.exit(0) as a
+        # success)
+        if args.verbose:
+            raise
+        print(f"imgalign {_command_name(args)}: error: {exit_called_message(e)}", file=sys.stderr)
+        return 2
     except BrokenPipeError:
         # the reader of stdout went away (`imgalign ... | head`): nothing is wrong with the work, so no error line;
         # stdout goes to devnull so that Python's flush at exit does not raise again (the Python docs' recipe)
@@ -414,6 +422,20 @@ def _run(args: argparse.Namespace) -> int:
             raise
         print(f"imgalign {_command_name(args)}: error: {msg}", file=sys.stderr)
         return 2
+
+
+def exit_called_message(e: SystemExit) -> str:
+    """The error for a ``sys.exit(code)`` called by code a command ran, naming the file and line it was called at
+    (the innermost frame of its traceback)."""
+    tb = e.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    where = f" at {tb.tb_frame.f_code.co_filename}:{tb.tb_lineno}" if tb is not None else ""
+    return (
+        f"sys.exit({e.code!r}) was called{where}, which ended the command: a plug-in (a reward, balancer, objective, "
+        "rollout or penalty given as module:attr) must raise an exception to stop it; imgalign -v ... shows the "
+        "traceback"
+    )
 
 
 ROOM_ADVICE = {
