@@ -47,3 +47,31 @@ def test_a_transformer_overlay_whose_config_names_no_class_loads_as_the_bases_cl
     ):
         apply_overlay(pipe, tmp_path)
     assert len(_Denoiser.loaded) == 1
+
+
+def test_only_a_folder_named_trainer_state_is_called_a_checkpoints_training_state(tmp_path: Path) -> None:
+    """A folder given after the '+' that holds a state.json but is not a checkpoint's trainer_state/ gets no hint
+    to give its parent checkpoint."""
+    from imgalign.pipelines import overlay_kind
+
+    for name in ("trainer_state", "other"):
+        (tmp_path / "ckpt" / name).mkdir(parents=True)
+        (tmp_path / "ckpt" / name / "state.json").write_text("{}")
+    with pytest.raises(ValueError, match="it is the training state of checkpoint"):
+        overlay_kind(tmp_path / "ckpt" / "trainer_state")
+    with pytest.raises(ValueError) as info:
+        overlay_kind(tmp_path / "ckpt" / "other")
+    assert "training state" not in str(info.value)
+    assert str(info.value).endswith("or a transformer/ subfolder")
+
+
+def test_a_fine_tune_that_records_no_family_is_left_to_the_loader(tmp_path: Path) -> None:
+    """An imgalign_model.json without a ``family`` (or a null one) is not called a fine-tune of another family."""
+    from imgalign.pipelines import ModelSpec, check_overlay_family
+
+    for info in ({"base_model": "shapes"}, {"family": None, "base_model": "shapes"}):
+        (tmp_path / "imgalign_model.json").write_text(json.dumps(info))
+        check_overlay_family(ModelSpec("ft", "shapes", str(tmp_path)), tmp_path)
+    (tmp_path / "imgalign_model.json").write_text(json.dumps({"family": "flux", "base_model": "shapes"}))
+    with pytest.raises(ValueError, match="is a flux fine-tune"):
+        check_overlay_family(ModelSpec("ft", "shapes", str(tmp_path)), tmp_path)
