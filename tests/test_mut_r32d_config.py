@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from imgalign.config import ConfigError, load_config
+from imgalign.config import ConfigError, check_built, field, load_config
 
 
 @dataclass
@@ -25,3 +25,20 @@ def test_a_quoted_signed_or_padded_integer_is_told_to_remove_the_quotes(tmp_path
         str(e.value)
         == f"steps: expected an integer, got {text!r} (a quoted number is text in YAML: remove the quotes)"
     )
+
+
+@dataclass
+class _Specs:
+    specs: list[str] = field(default_factory=list, help="reward specs", reward_specs=True)
+
+
+def test_a_block_form_options_null_and_booleans_are_written_as_yaml_writes_them(tmp_path):
+    """A reward's options given as a mapping under its name become its spec with each value as YAML writes it:
+    an empty value is null (Python's 'None' is text to YAML), and booleans set in Python are true and false."""
+    p = tmp_path / "c.yaml"
+    p.write_text("specs:\n  - geneval:\n      mode:\n      strict: true\n")
+    assert load_config(_Specs, p).specs == ["geneval:mode=null,strict=true"]
+    cfg = _Specs()
+    cfg.specs = [{"geneval": {"strict": True, "mode": None, "x": False}}]
+    check_built(cfg)
+    assert cfg.specs == ["geneval:strict=true,mode=null,x=false"]
