@@ -42,3 +42,13 @@ def test_a_block_form_options_null_and_booleans_are_written_as_yaml_writes_them(
     cfg.specs = [{"geneval": {"strict": True, "mode": None, "x": False}}]
     check_built(cfg)
     assert cfg.specs == ["geneval:strict=true,mode=null,x=false"]
+
+
+@pytest.mark.parametrize("written", ["0x1F", "010", "1.10"])
+def test_an_unknown_numeric_key_is_named_as_written(tmp_path, written):
+    """A key YAML reads as a number (hex, octal, a float's trailing 0) is named as the file writes it, not as
+    YAML's number (31, 8, 1.1), which the user cannot find in the file."""
+    p = tmp_path / "c.yaml"
+    p.write_text(f"{written}: 3\n")
+    with pytest.raises(ConfigError, match=f"^unknown config key '{written}';"):
+        load_config(_Cfg, p)
