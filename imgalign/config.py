@@ -806,14 +806,21 @@ def _key_source(key: str, written: dict[str, Any], path: str | Path | None, over
             below = below.get(p, _MISSING) if isinstance(below, dict) else _MISSING
         if below is not _MISSING:
             return ""
-    node: Any = written
-    for p in parts:
-        node = (
-            next((v for k, v in node.items() if str(k) == p), _MISSING)
-            if isinstance(node, dict)
-            else _MISSING
-        )
-    return f"config file {str(path)!r}: " if path is not None and node is not _MISSING else ""
+    return f"config file {str(path)!r}: " if path is not None and _holds(written, parts) else ""
+
+
+def _holds(node: Any, parts: list[str]) -> bool:
+    """Whether the nested mapping `node` holds the dotted key `parts`, one of its keys possibly holding dots itself
+    (a file's ``lr.x:`` or ``1.10:``, which the key's parts split: such a key was not found in the file)."""
+    if not parts:
+        return True
+    if not isinstance(node, dict):
+        return False
+    for k, v in node.items():
+        kp = str(k).split(".")
+        if parts[: len(kp)] == kp and _holds(v, parts[len(kp) :]):
+            return True
+    return False
 
 
 _MISSING = object()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import pytest
@@ -52,3 +53,15 @@ def test_an_unknown_numeric_key_is_named_as_written(tmp_path, written):
     p.write_text(f"{written}: 3\n")
     with pytest.raises(ConfigError, match=f"unknown config key '{written}';"):
         load_config(_Cfg, p)
+
+
+@pytest.mark.parametrize("text", ["train:\n  lr.x: 1\n", "foo.bar: 1\n", "train:\n  1.10: 3\n"])
+def test_an_unknown_key_with_a_dot_in_the_config_file_names_the_file(tmp_path, text):
+    """A file's unknown key that holds a dot itself (lr.x under a setting that is no section, a YAML 1.10) is named
+    with the file, as any other key of the file is; its dotted path split it, and it was not found in the file."""
+    from imgalign.trainers.config import FlowGRPOConfig
+
+    p = tmp_path / "c.yaml"
+    p.write_text(text)
+    with pytest.raises(ConfigError, match=f"^config file {re.escape(repr(str(p)))}: unknown config key"):
+        load_config(FlowGRPOConfig, p)
