@@ -798,13 +798,10 @@ def _key_source(key: str, written: dict[str, Any], path: str | Path | None, over
     parts = key.split(".")
     for item in reversed(overrides):
         opath, value = parse_override(item)
-        n = min(len(opath), len(parts))
-        if opath[:n] != parts[:n]:
-            continue
-        below = value.parsed
-        for p in parts[len(opath) :]:
-            below = below.get(p, _MISSING) if isinstance(below, dict) else _MISSING
-        if below is not _MISSING:
+        # the override names the key or a section above it (whose mapping holds it: train={lr.x: 1})
+        if opath[: len(parts)] == parts[: len(opath)] and (
+            len(opath) >= len(parts) or _holds(value.parsed, parts[len(opath) :])
+        ):
             return ""
     return f"config file {str(path)!r}: " if path is not None and _holds(written, parts) else ""
 
@@ -821,9 +818,6 @@ def _holds(node: Any, parts: list[str]) -> bool:
         if parts[: len(kp)] == kp and _holds(v, parts[len(kp) :]):
             return True
     return False
-
-
-_MISSING = object()
 
 
 def describe(cls: type, prefix: str = "") -> list[tuple[str, str, str]]:

@@ -44,3 +44,12 @@ def test_an_unknown_key_given_with_set_is_not_blamed_on_the_file(tmp_path: Path)
     path.write_text("train:\n  lerning_rate: 1.0e-4\n")
     assert _message(path, ["train.lerning_rate=1"]).startswith("unknown config key 'train.lerning_rate'; ")
     assert _message(None, ["train.lerning_rate=1"]).startswith("unknown config key 'train.lerning_rate'; ")
+
+
+def test_a_dotted_key_in_a_sets_mapping_is_the_sets_not_the_files(tmp_path: Path) -> None:
+    """A --set section mapping whose key holds a dot (train={lr.x: 1}) was not seen to set the file's same key,
+    which was then blamed on the file."""
+    path = tmp_path / "recipe.yaml"
+    path.write_text("train:\n  lr.x: 1\n")
+    assert _message(path, []).startswith(f"config file {str(path)!r}: unknown config key 'train.lr.x'")
+    assert _message(path, ["train={lr.x: 2}"]).startswith("unknown config key 'train.lr.x'")
