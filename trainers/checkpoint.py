@@ -8,7 +8,8 @@ Layout of ``<run>/checkpoints/step-000040/``::
     pytorch_lora_weights.safetensors        LoRA: ``pipe.load_lora_weights(dir)`` on the base model
     imgalign_model.json                     family, base model, LoRA settings
     trainer_state/
-        state.json                          step, prompt-sampler position, config hash, what was exported
+        state.json                          step, prompt-sampler position, config hash, what was exported,
+                                            the updates optimizer.pt and scheduler.pt hold
         trainable.safetensors               the raw trainable weights (the export above holds the EMA if enabled)
         ema.safetensors                     EMA shadow weights (if enabled)
         optimizer.pt, scheduler.pt          torch state dicts (loaded with weights_only=True)
@@ -441,6 +442,8 @@ STATE_KEYS: dict[str, type] = {
     "config_hash": str,
     "nfe_total": int,
     "prompt_position": int,
+    "optimizer_updates": int,
+    "scheduler_steps": int,
 }
 
 
@@ -475,6 +478,28 @@ def read_state(ckpt: Path, needs: tuple[str, ...] = ("step",)) -> dict[str, Any]
     if why is not None:
         raise _unreadable(path, ValueError(why))
     return state
+
+
+def optimizer_updates(state: dict[str, Any]) -> int:
+    """The number of updates an optimizer's `state` (``optimizer.state_dict()``) records: the largest per-parameter
+    ``step`` (Adam's and AdamW's counter; 0 before the first update or for an optimizer that keeps none)."""
+    steps = [s["step"] for s in state.get("state", {}).values() if isinstance(s, dict) and "step" in s]
+    return int(max((float(x) for x in steps), default=0))
+
+
+def check_update_count(path: Path, what: str, loaded: int, recorded: int | None) -> None:
+    """Raise :class:`CheckpointReadError` naming checkpoint file `path` (a `what`: "optimizer state") when the count
+    of updates it holds (`loaded`) is not the one its ``state.json`` recorded: a file copied from another
+    checkpoint (``optimizer.pt`` of step 20 into step 40) resumed silently with another step's moments or learning
+    rate. A checkpoint that recorded none (written before the count was kept) is not checked."""
+    if recorded is not None and loaded != recorded:
+        raise _unreadable(
+            path,
+            ValueError(
+                f"it holds the {what} after {loaded} update(s), but the checkpoint's state.json records {recorded}: "
+                "a file copied from another checkpoint?"
+            ),
+        )
 
 
 def load_tensors(path: Path) -> dict[str, torch.Tensor]:

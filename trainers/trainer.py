@@ -1637,6 +1637,9 @@ class FlowGRPOTrainer:
             "num_processes": self.world,
             "config_hash": config_hash(cfg),
             "exported_weights": "ema" if self.ema is not None else "raw",
+            # what optimizer.pt and scheduler.pt hold, so that one copied from another checkpoint is told apart
+            "optimizer_updates": C.optimizer_updates(self.optimizer.state_dict()),
+            "scheduler_steps": self.scheduler.last_epoch,
         }
         # the config these weights were trained with: a resume reports its changes against this one
         C.write_text(st / "config.yaml", yaml.safe_dump(to_dict(cfg), sort_keys=False))
@@ -1739,6 +1742,14 @@ class FlowGRPOTrainer:
             self.optimizer.load_state_dict(C.torch_load(st / "optimizer.pt"))
         with C.loading(st / "scheduler.pt", "learning-rate scheduler state"):
             self.scheduler.load_state_dict(C.torch_load(st / "scheduler.pt"))
+        updates = C.optimizer_updates(self.optimizer.state_dict())
+        C.check_update_count(st / "optimizer.pt", "optimizer state", updates, state.get("optimizer_updates"))
+        C.check_update_count(
+            st / "scheduler.pt",
+            "learning-rate scheduler state",
+            self.scheduler.last_epoch,
+            state.get("scheduler_steps"),
+        )
         # the loaded state dicts hold the checkpoint's train.lr and AdamW settings: the config's apply (a
         # resume warned of a changed train.lr and went on at the old one)
         apply_optimizer_settings(self.optimizer, self.scheduler, settings)
