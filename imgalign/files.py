@@ -9,6 +9,7 @@ What is published gets the permissions a plain ``open()`` gives (:func:`open_mod
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
 import secrets
@@ -104,6 +105,37 @@ def atomic_write_text(path: str | Path, text: str) -> None:
         tmp.write_text(text, encoding="utf-8", errors="surrogateescape")
 
 
+def write_failure(e: Exception) -> str:
+    """Why a write failed, in a few words: the OS's reason (a full disk, a file-size limit), else the first line of
+    the library's (torch's zip writer: "unexpected pos ...", then a C++ stack)."""
+    if isinstance(e, OSError) and e.strerror:
+        return e.strerror
+    return f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}"
+
+
+NO_ROOM = frozenset({errno.ENOSPC, errno.EFBIG, getattr(errno, "EDQUOT", errno.ENOSPC)})
+"""The OS's reasons for a write cut short for want of room: a full disk, a file-size limit, a quota."""
+
+
+def write_advice(e: Exception) -> tuple[str, str]:
+    """What to check after a failed write, and what to do before going on: room on the disk, unless the OS gave
+    another reason (no permission, a read-only file system, a folder where the file goes), which freeing space
+    would not mend; a write that failed inside a library without a reason (torch's "unexpected pos") is most
+    often a full disk."""
+    if isinstance(e, OSError) and e.errno is not None and e.errno not in NO_ROOM:
+        return (
+            "can the folder be written to (permissions, a read-only file system, a folder in the way)?",
+            "mend that",
+        )
+    # EFBIG, or safetensors' "I/O error: File too large (os error 27)": the file-size limit, not a full disk
+    if (e.errno == errno.EFBIG) if isinstance(e, OSError) else f"(os error {errno.EFBIG})" in str(e):
+        return (
+            "A file-size limit stopped it (the shell's ulimit -f, or the largest file the file system takes).",
+            "raise it (ulimit -f unlimited)",
+        )
+    return "is the disk full, or a file-size limit (ulimit -f) set?", "free space"
+
+
 @contextlib.contextmanager
 def library_write(path: str | Path, what: str) -> Iterator[None]:
     """Around a library's write of `path` (safetensors' ``save_file``), inside :func:`replacing`: its error on a
@@ -111,8 +143,6 @@ def library_write(path: str | Path, what: str) -> Iterator[None]:
     becomes an OSError naming `path` (`what`: "the FID statistics") and saying what to do, so the command prints
     one line; ``imgalign rewards fid-stats`` and the fit commands gave a traceback, after the work was done."""
     from safetensors import SafetensorError
-
-    from imgalign.trainers.checkpoint import write_advice, write_failure
 
     try:
         yield

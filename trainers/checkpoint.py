@@ -23,7 +23,6 @@ good checkpoint untouched; ``state.json`` is written last inside it.
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
 import logging
 import os
@@ -38,6 +37,8 @@ import numpy as np
 import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
+
+from imgalign.files import write_advice, write_failure
 
 log = logging.getLogger(__name__)
 
@@ -165,37 +166,6 @@ def write_text(path: Path, text: str) -> None:
 
 class CheckpointWriteError(OSError):
     """A file of a checkpoint being written that could not be written (a full disk, a file-size limit)."""
-
-
-def write_failure(e: Exception) -> str:
-    """Why a write failed, in a few words: the OS's reason (a full disk, a file-size limit), else the first line of
-    the library's (torch's zip writer: "unexpected pos ...", then a C++ stack)."""
-    if isinstance(e, OSError) and e.strerror:
-        return e.strerror
-    return f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}"
-
-
-NO_ROOM = frozenset({errno.ENOSPC, errno.EFBIG, getattr(errno, "EDQUOT", errno.ENOSPC)})
-"""The OS's reasons for a write cut short for want of room: a full disk, a file-size limit, a quota."""
-
-
-def write_advice(e: Exception) -> tuple[str, str]:
-    """What to check after a failed write, and what to do before going on: room on the disk, unless the OS gave
-    another reason (no permission, a read-only file system, a folder where the file goes), which freeing space
-    would not mend; a write that failed inside a library without a reason (torch's "unexpected pos") is most
-    often a full disk."""
-    if isinstance(e, OSError) and e.errno is not None and e.errno not in NO_ROOM:
-        return (
-            "can the folder be written to (permissions, a read-only file system, a folder in the way)?",
-            "mend that",
-        )
-    # EFBIG, or safetensors' "I/O error: File too large (os error 27)": the file-size limit, not a full disk
-    if (e.errno == errno.EFBIG) if isinstance(e, OSError) else f"(os error {errno.EFBIG})" in str(e):
-        return (
-            "A file-size limit stopped it (the shell's ulimit -f, or the largest file the file system takes).",
-            "raise it (ulimit -f unlimited)",
-        )
-    return "is the disk full, or a file-size limit (ulimit -f) set?", "free space"
 
 
 def unwritable(path: Path, e: Exception) -> CheckpointWriteError:

@@ -145,7 +145,7 @@ def writing(path: Path) -> Iterator[None]:
     goes to a temp name first, so nothing half-written was published."""
     from safetensors import SafetensorError
 
-    from imgalign.trainers.checkpoint import write_advice, write_failure
+    from imgalign.files import write_advice, write_failure
 
     try:
         yield
