@@ -329,6 +329,32 @@ def _is_json_object(line: str) -> bool:
         return False
 
 
+CSV_HEADERS = ("prompt", "prompts", "caption", "captions", "text")
+"""First lines that are a CSV export's column header, not a prompt."""
+
+
+def _warn_if_csv_export(path: Path, cleaned: list[str]) -> None:
+    """Warn of a .txt prompt file written as a one-column CSV (a spreadsheet's or pandas' export saved as .txt): its
+    header ('prompt') and the double quotes around each prompt holding a comma were trained on as prompt text,
+    silently. They stay prompts, as a prompt may be quoted: the warning names the lines."""
+    lines = [(n, p) for n, p in enumerate(cleaned, start=1) if p]
+    header = lines[0] if lines and lines[0][1].strip('"').lower() in CSV_HEADERS else None
+    quoted = [n for n, p in lines if len(p) >= 2 and p[0] == p[-1] == '"']
+    if not header and not quoted:
+        return
+    found = []
+    if header:
+        found.append(f"line {header[0]} is {header[1]!r}, a column header")
+    if quoted:
+        found.append(f"{len(quoted)} line(s) are wrapped in double quotes (first: line {quoted[0]})")
+    logger.warning(
+        "prompt file %r looks like a CSV export: %s; a .txt prompt file is read as one prompt per line, as written, "
+        "so these are used as prompts, quotes and all: save the prompts one per line without a header or quotes",
+        str(path),
+        " and ".join(found),
+    )
+
+
 def load_prompts(path: str | Path) -> list[PromptRecord]:
     """Load .txt or suffix-less files (a prompt per line) or .jsonl (objects with ``prompt``; GenEval lines keep their
     metadata); any other suffix is refused (a .json array or a .csv read as lines would train on its syntax)."""
@@ -385,6 +411,7 @@ def load_prompts(path: str | Path) -> list[PromptRecord]:
                 len(hashed),
                 hashed[0],
             )
+        _warn_if_csv_export(path, cleaned)
     if not records:
         raise PromptFileError(f"prompt file {str(path)!r} holds no prompts")
     return records
