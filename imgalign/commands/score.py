@@ -215,6 +215,11 @@ def rows_of_absent_files(mapping: dict[str, dict[str, Any]], taken: set[int], ba
     ]
 
 
+def _row_exists(key: str, base: Path) -> bool:
+    """Whether a --prompts row's ``file`` `key` names an existing file, as given or relative to `base`."""
+    return Path(key).is_file() or (base / key).is_file()
+
+
 def _row_of_another_image(key: str, file: Path, base: Path | None, scored: frozenset[Path]) -> bool:
     """Whether a prompt row's ``file`` `key`, as given or relative to the prompt file's folder `base`, is an existing
     file other than `file` that is scored in the same run (`scored`: resolved paths), or any other existing file
@@ -756,13 +761,22 @@ def _score(args: argparse.Namespace, out: Path, held: int | None) -> int:
         # the images of a generation cut short: the summary counted the files found, without a word
         absent = rows_of_absent_files(mapping, {id(r) for r in prompt_rows.values()}, base or Path())
         if absent:
+            # a prompt file written on Windows ("imgs\\a.png"): here '\\' is part of a file name, not a separator
+            windows = [k for k in absent if "\\" in k and _row_exists(k.replace("\\", "/"), base or Path())]
+            fix = (
+                f"; {len(windows)} of them (e.g. {windows[0]!r}) name a file that is there with '/' in place of "
+                "'\\' (a Windows path): write '/' between folders"
+                if windows
+                else ""
+            )
             log.warning(
                 "%d of %d --prompts rows name an image that is not there (e.g. %r, found neither as given nor in "
-                "%r); it is not scored: check that the images are all there, or correct the rows' 'file'",
+                "%r); it is not scored: check that the images are all there, or correct the rows' 'file'%s",
                 len(absent),
                 len(mapping),
                 absent[0],
                 str(base),
+                fix,
             )
 
     # a reward's column is its canonical key (name and non-default options: `geneval:mode=strict`, not `geneval`),
