@@ -184,14 +184,20 @@ def quiet_open_clip_errors() -> contextlib.AbstractContextManager[None]:
 
 def tilde_hint(spec: str) -> str:
     """For a name starting with ``~`` or holding an environment variable (``$HOME/x``, ``${RUNS}/x``; quoted, or
-    in a YAML config, so no shell expanded it): the libraries read it as it is, so say how to write it; "" for any
-    other name."""
+    in a YAML config, so no shell expanded it), or a Windows path (``data\\p.txt``) whose '/' spelling exists: the
+    libraries read it as it is, so say how to write it; "" for any other name."""
     if spec.startswith("~"):
         try:
             full = str(Path(spec).expanduser())
         except RuntimeError:  # ~USER of a user this system does not know: no home folder to name
             return " (a quoted ~ is not expanded: give the full path)"
         return f" (a quoted ~ is not expanded: give the full path, {full!r})"
+    posix = spec.replace("\\", "/")
+    if posix != spec and Path(posix).exists():  # a path copied from Windows
+        return (
+            " (a Windows path: here '\\' is part of a name, not a folder separator; write '/' between folders, "
+            f"{posix!r})"
+        )
     if not names_env_var(spec):
         return ""
     full = os.path.expandvars(spec)

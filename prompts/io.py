@@ -296,7 +296,9 @@ def load_geneval_metadata(path: str | Path) -> list[dict[str, Any]]:
     if path.is_dir():  # it said "does not exist" of a folder that does
         raise PromptFileError(f"metadata file {str(path)!r} is a folder; give a .jsonl file")
     if not path.is_file():
-        raise PromptFileError(f"metadata file {str(path)!r} does not exist")
+        from imgalign.hub import tilde_hint
+
+        raise PromptFileError(f"metadata file {str(path)!r} does not exist{tilde_hint(str(path))}")
     if path.suffix.lower() == ".txt":
         raise PromptFileError(
             f"metadata file {str(path)!r} is a .txt prompt list, which has no GenEval metadata; give a .jsonl with one "
@@ -362,7 +364,9 @@ def load_prompts(path: str | Path) -> list[PromptRecord]:
     if path.is_dir():  # it said "does not exist" of a folder that does
         raise PromptFileError(f"prompt file {str(path)!r} is a folder; give a .txt or .jsonl file")
     if not path.is_file():
-        raise PromptFileError(f"prompt file {str(path)!r} does not exist")
+        from imgalign.hub import tilde_hint
+
+        raise PromptFileError(f"prompt file {str(path)!r} does not exist{tilde_hint(str(path))}")
     suffix = path.suffix.lower()
     if suffix not in PROMPT_SUFFIXES:
         raise PromptFileError(
