@@ -145,10 +145,12 @@ def field(  # noqa: A002 -- `help=` mirrors argparse and the dataclass metadata 
     help: str,  # noqa: A002
     default_factory: Any = dataclasses.MISSING,
     reward_specs: bool = False,
+    also: tuple[str, ...] = (),
 ) -> Any:
     """A dataclass field with help text (shown by ``--print-config`` and in errors). ``reward_specs``: a list of
-    reward specs, whose ``key=value`` options stay with their spec when the list is split at commas."""
-    metadata = {"help": help, "reward_specs": reward_specs}
+    reward specs, whose ``key=value`` options stay with their spec when the list is split at commas. ``also``: names
+    other tools give this key, which an unknown-key error points from to this one."""
+    metadata = {"help": help, "reward_specs": reward_specs, "also": also}
     if default_factory is not dataclasses.MISSING:
         return dataclasses.field(default_factory=default_factory, metadata=metadata)
     return dataclasses.field(default=default, metadata=metadata)
@@ -512,7 +514,9 @@ def _build(cls: type[T], data: dict[str, Any], prefix: str = "") -> T:
                     f"config key '{prefix}{k}' is written with dots, which only --set reads ({prefix}{k}=VALUE); in "
                     f"a YAML file nest each part under the one before it: {nested} (each indented under the last)"
                 )
-            close = _close_key(k, names)
+            # `prompts.path: p.txt` (another tool's name) was asked "did you mean model.path?"
+            also = [f.name for f in fields.values() if str(k).lower() in f.metadata.get("also", ())]
+            close = _close_key(k, names) or (also[0] if also else None)
             hint = f"; did you mean {prefix}{close}?" if close else ""
             raise _UnknownKey(
                 f"unknown config key '{prefix}{k}'; valid keys here: {', '.join(names)}{hint}",

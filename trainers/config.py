@@ -101,6 +101,7 @@ class PromptConfig:
         help="'shapes' (the shapes-world generator), a .txt (a prompt per line; no comment lines) / .jsonl "
         "(prompt + metadata, GenEval metadata included) file, or generate:SEED (553 GenEval-style prompts drawn "
         "from the task definitions; a draw other than the official evaluation file)",
+        also=("path", "file", "prompt_file", "prompts_file", "prompt_path"),
     )
     tasks: list[str] = field(
         default_factory=lambda: [
