@@ -353,7 +353,7 @@ def _warn_if_csv_export(path: Path, cleaned: list[str]) -> None:
         "prompt file %r looks like a CSV export: %s; a .txt prompt file is read as one prompt per line, as written, "
         "so these are used as prompts, quotes and all: save the prompts one per line without a header or quotes",
         str(path),
-        " and ".join(found),
+        ", and ".join(found),
     )
 
 

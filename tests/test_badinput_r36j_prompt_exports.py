@@ -23,7 +23,7 @@ def test_a_csv_export_saved_as_txt_is_named_in_a_warning(tmp_path, caplog):
     # the lines stay prompts as written (a prompt may be quoted), and the warning says which are suspect
     assert got == ["prompt", '"a red circle, on the left"', "a blue square", '"a sign saying ""hi"", red"']
     assert f"prompt file {str(path)!r} looks like a CSV export" in caplog.text
-    assert "line 1 is 'prompt', a column header" in caplog.text
+    assert "line 1 is 'prompt', a column header, and 2 line(s)" in caplog.text
     assert "2 line(s) are wrapped in double quotes (first: line 2)" in caplog.text
 
 
