@@ -357,6 +357,10 @@ def _warn_if_csv_export(path: Path, cleaned: list[str]) -> None:
     )
 
 
+PROMPT_KEYS = ("prompt", "prompts", "text", "caption", "captions")
+"""Keys other tools give a prompt in a JSONL line, named when a line has one of them and no 'prompt'."""
+
+
 def load_prompts(path: str | Path) -> list[PromptRecord]:
     """Load .txt or suffix-less files (a prompt per line) or .jsonl (objects with ``prompt``; GenEval lines keep their
     metadata); any other suffix is refused (a .json array or a .csv read as lines would train on its syntax)."""
@@ -391,7 +395,14 @@ def load_prompts(path: str | Path) -> list[PromptRecord]:
                 else ""
             )
             if not prompt:
-                raise PromptFileError(f"{path}:{n}: each line needs a non-empty string field 'prompt'")
+                # another tool's name for it ({"text": ...} from a Hugging Face dataset, "Prompt", "caption")
+                other = [k for k in obj if k.lower() in PROMPT_KEYS] if isinstance(obj, dict) else []
+                also = (
+                    ""
+                    if not other or "prompt" in obj
+                    else f" (the line has {other[0]!r}: rename it 'prompt')"
+                )
+                raise PromptFileError(f"{path}:{n}: each line needs a non-empty string field 'prompt'{also}")
             check_prompt_text(obj["prompt"], f"{path}:{n}")
             check_geneval_fields(obj, f"{path}:{n}")
             # the metadata's prompt as the record's (rewards reading metadata["prompt"] saw the spaces)

@@ -2,7 +2,9 @@
 
 import csv
 
-from imgalign.prompts.io import load_prompts
+import pytest
+
+from imgalign.prompts.io import PromptFileError, load_prompts
 
 
 def test_a_csv_export_saved_as_txt_is_named_in_a_warning(tmp_path, caplog):
@@ -33,3 +35,21 @@ def test_a_plain_txt_prompt_file_gives_no_csv_warning(tmp_path, caplog):
     with caplog.at_level("WARNING", logger="imgalign.prompts.io"):
         assert len(load_prompts(path)) == 4
     assert "CSV" not in caplog.text
+
+
+def test_a_jsonl_line_with_another_tools_prompt_key_is_named(tmp_path):
+    """{"text": ...} (a Hugging Face dataset's to_json), {"Prompt": ...} or {"caption": ...} was told only that the
+    line needs a 'prompt', not which key it has instead."""
+    for key in ("text", "Prompt", "caption"):
+        path = tmp_path / "p.jsonl"
+        path.write_text(f'{{"id": 3, "{key}": "a cat"}}\n')
+        with pytest.raises(PromptFileError) as e:
+            load_prompts(path)
+        assert str(e.value) == (
+            f"{path}:1: each line needs a non-empty string field 'prompt' (the line has {key!r}: rename it 'prompt')"
+        )
+    for line in ('{"prompt": null, "text": "a cat"}', "5", '["a cat"]', '{"id": 3}'):
+        path.write_text(line + "\n")
+        with pytest.raises(PromptFileError) as e:
+            load_prompts(path)
+        assert str(e.value) == f"{path}:1: each line needs a non-empty string field 'prompt'"
