@@ -521,6 +521,11 @@ class NothingTrained(ValueError):
     """A run that trained nothing because a reward scored none of its samples (the CLI's one-line error, exit 2)."""
 
 
+class DivergedWeights(ValueError):
+    """Trained weights holding NaN/inf (an optimizer update that overflowed): no checkpoint is written of them (the
+    CLI's one-line error, exit 2)."""
+
+
 def unscored_rewards(names: list[str], finite: torch.Tensor, scorable: int) -> list[str]:
     """The rewards of `names` that gave no finite score over a run: `finite` [K] counts each reward's finite scores
     of the `scorable` samples that did not diverge. None when no sample could be scored (a diverged policy is not a
@@ -1579,6 +1584,7 @@ class FlowGRPOTrainer:
     def save(self, step: int) -> Path:
         """Write checkpoint `step` atomically (every process writes its RNG state; the main process the rest)."""
         cfg = self.cfg
+        self._check_finite_weights(step)  # on every process: the weights are the same on all of them
         root = self.out / "checkpoints"
         final = root / C.checkpoint_name(step)
         tmp = root / f".tmp-{C.checkpoint_name(step)}"
@@ -1603,6 +1609,25 @@ class FlowGRPOTrainer:
             log.info("saved checkpoint %s", final)
         self.acc.wait_for_everyone()
         return final
+
+    def _check_finite_weights(self, step: int) -> None:
+        """Raise :class:`DivergedWeights` when a trainable weight (or its EMA) is NaN/inf after `step`: a learning
+        rate or weight decay so large that an AdamW update overflowed float32 wrote a checkpoint of inf weights (and
+        the run said 'done'), with only the rollouts' divergence warnings before it."""
+        shadows = self.ema.shadow if self.ema is not None else []
+        bad = [n for n, p in zip(self.param_names, self.params) if not torch.isfinite(p).all()]
+        bad += [f"{n} (EMA)" for n, s in zip(self.param_names, shadows) if not torch.isfinite(s).all()]
+        if not bad:
+            return
+        t = self.cfg.train
+        newest = C.latest_checkpoint(self.out)
+        raise DivergedWeights(
+            f"after step {step} {len(bad)} trainable weight tensor(s) hold NaN/inf values (e.g. {bad[0]}): an "
+            f"optimizer update overflowed float32 (train.lr={t.lr:g}, train.weight_decay={t.weight_decay:g}), so "
+            f"checkpoint {C.checkpoint_name(step)} is not written (the last whole one: "
+            f"{newest if newest is not None else 'none'}); lower train.lr (and train.weight_decay: lr x weight_decay "
+            "well below 1) and train again"
+        )
 
     def _write_checkpoint(self, tmp: Path, step: int) -> None:
         """The main process's part of :meth:`save`: every file of checkpoint `step` but the RNG states, into `tmp`."""

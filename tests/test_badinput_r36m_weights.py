@@ -1,0 +1,47 @@
+"""Round 36m (training settings at their extremes): a learning rate or weight decay so large that an AdamW update
+overflows float32 wrote a checkpoint of inf weights and the run said 'done'; now no checkpoint of them is written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from imgalign.trainers.testing import one_step_config, write_config
+
+torch.set_num_threads(1)
+
+
+def _trainer(sd3_dir: Path, tmp_path: Path, **train):
+    from imgalign.config import load_config
+    from imgalign.trainers.config import FlowGRPOConfig
+    from imgalign.trainers.trainer import FlowGRPOTrainer
+
+    cfg = one_step_config(sd3_dir, tmp_path / "run", train={"max_steps": 2, **train})
+    tr = FlowGRPOTrainer(
+        load_config(FlowGRPOConfig, write_config(cfg, tmp_path / "c.yaml")), tmp_path / "run"
+    )
+    tr.setup()
+    return tr
+
+
+@pytest.mark.parametrize("ema", [0.0, 0.9])
+def test_inf_weights_are_refused_a_checkpoint(sd3_dir: Path, tmp_path: Path, ema: float) -> None:
+    from imgalign.trainers.trainer import DivergedWeights
+
+    tr = _trainer(sd3_dir, tmp_path, weight_decay=1e308, ema_decay=ema)
+    good = tr.save(1)  # finite weights: saved
+    with torch.no_grad():
+        tr.params[0].mul_(1 - 1e-4 * 1e308)  # AdamW's decoupled decay with lr x weight_decay = 1e304: inf
+        if tr.ema is not None:
+            tr.ema.shadow[0].copy_(tr.params[0])
+    with pytest.raises(DivergedWeights) as e:
+        tr.save(2)
+    msg = str(e.value)
+    assert msg.startswith(
+        f"after step 2 {1 + (ema > 0)} trainable weight tensor(s) hold NaN/inf values (e.g. "
+    )
+    assert "train.weight_decay=1e+308" in msg and "lower train.lr" in msg
+    assert f"checkpoint step-000002 is not written (the last whole one: {good})" in msg
+    assert sorted(p.name for p in (tmp_path / "run" / "checkpoints").iterdir()) == ["step-000001"]
