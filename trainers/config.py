@@ -506,6 +506,14 @@ class TrainConfig:
             raise ConfigError(f"train.max_steps must be >= 1 (got {self.max_steps})")
         if not 0 < self.lr < math.inf:
             raise ConfigError(f"train.lr must be > 0 and finite (got {self.lr})")
+        if self.adam_beta1 < 1 and self.lr / (1 - self.adam_beta1) > FLOAT32_MAX:  # beta1 is checked below
+            # AdamW's first step is lr / (1 - beta1) per weight: past float32's range torch raised "value cannot
+            # be converted to type float without overflow" at the first update, a traceback after the model loaded
+            raise ConfigError(
+                f"train.lr={self.lr:g}: AdamW's first update moves a float32 weight by up to lr / (1 - "
+                f"train.adam_beta1) = {self.lr / (1 - self.adam_beta1):.3g}, beyond float32's largest value "
+                f"{FLOAT32_MAX:.4g}; give train.lr below {FLOAT32_MAX * (1 - self.adam_beta1):.3g} (usual: 1e-5 to 1e-3)"
+            )
         if not 0 <= self.weight_decay < math.inf:
             raise ConfigError(f"train.weight_decay must be >= 0 and finite (got {self.weight_decay})")
         for name in ("adam_beta1", "adam_beta2"):
@@ -528,7 +536,7 @@ class TrainConfig:
                 f"train.time_budget_min must be >= 0 (0 = no limit), got {self.time_budget_min}"
             )
         if not 0.0 <= self.ema_decay < 1.0:
-            raise ConfigError("train.ema_decay must be in [0, 1)")
+            raise ConfigError(f"train.ema_decay must be in [0, 1) (0 = off; got {self.ema_decay})")
         if self.unscored_stop_steps < 0:
             raise ConfigError(
                 f"train.unscored_stop_steps must be >= 0 (0 = check only at the end), got {self.unscored_stop_steps}"
