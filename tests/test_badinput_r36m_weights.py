@@ -45,3 +45,38 @@ def test_inf_weights_are_refused_a_checkpoint(sd3_dir: Path, tmp_path: Path, ema
     assert "train.weight_decay=1e+308" in msg and "lower train.lr" in msg
     assert f"checkpoint step-000002 is not written (the last whole one: {good})" in msg
     assert sorted(p.name for p in (tmp_path / "run" / "checkpoints").iterdir()) == ["step-000001"]
+
+
+def test_a_rollout_diverging_before_any_update_blames_the_sampling_settings_not_the_lr(
+    sd3_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """sampling.noise_level=1e30 (or guidance_scale=1e30) makes the base model's first rollout NaN: the warning said
+    "A policy that diverges: lower train.lr", of a learning rate that had not acted yet. Once an update has been
+    applied, lowering train.lr is the advice again."""
+    tr = _trainer(sd3_dir, tmp_path)
+    inner = tr.rollout_fn
+
+    def diverging(ctx, prompts, meta, ids, gids):
+        ro = inner(ctx, prompts, meta, ids, gids)
+        ro.latents[:2] = float("nan")
+        ro.images[:2] = float("nan")
+        return ro
+
+    tr.rollout_fn = diverging
+    with caplog.at_level("WARNING"):
+        tr.train_step(0)
+    noise = tr.cfg.sampling.noise_level
+    assert (
+        "No update has been applied yet, so the model's own rollout diverges with these settings: lower "
+        in (caplog.text)
+    )
+    assert f"sampling.noise_level ({noise:g}) or sampling.guidance_scale" in caplog.text
+    assert "lower train.lr" not in caplog.text
+    caplog.clear()
+    for p in tr.params:  # an applied update: AdamW holds state
+        p.grad = torch.zeros_like(p)
+    tr.optimizer.step()
+    tr.optimizer.zero_grad()
+    with caplog.at_level("WARNING"):
+        tr.train_step(1)
+    assert "A policy that diverges: lower train.lr" in caplog.text and "No update" not in caplog.text

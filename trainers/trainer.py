@@ -1228,12 +1228,25 @@ class FlowGRPOTrainer:
                 ro.log_probs.flatten(1)
             ).all(1)
         if bad.any():
+            # before any update the weights are the model's own: "lower train.lr" blamed a learning rate that had
+            # not acted yet, where sampling.noise_level or guidance_scale (1e30) made the base model's rollout blow up
+            optimizer = getattr(self, "optimizer", None)
+            if optimizer is None or optimizer.state:
+                advice = "A policy that diverges: lower train.lr"
+            else:
+                s = self.cfg.sampling
+                advice = (
+                    "No update has been applied yet, so the model's own rollout diverges with these settings: lower "
+                    f"sampling.noise_level ({s.noise_level:g}) or sampling.guidance_scale ({s.guidance_scale:g}), "
+                    f"or check model.path ({self.cfg.model.path})"
+                )
             log.warning(
                 "step %d: %d sample(s) of the rollout are not finite (NaN/inf latents or images) for prompt(s) %s; "
-                "they are masked like a NaN reward. A policy that diverges: lower train.lr",
+                "they are masked like a NaN reward. %s",
                 step + 1,  # the metrics.jsonl row of this step, as every message names it
                 int(bad.sum()),
                 sorted({ro.prompts[i] for i in bad.nonzero().flatten().tolist()})[:3],
+                advice,
             )
             ro.images[bad] = 0.0
             if ro.latents.shape[0] == len(bad):
