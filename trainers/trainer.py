@@ -73,6 +73,27 @@ QUIET_TRUNCATION = MessageFilter(TRUNCATION_NOTICE)
 prompts are truncated, once)."""
 
 
+def horizon_warnings(t: Any, total_updates: int) -> list[str]:
+    """Warm-up or EMA settings longer than the run's `total_updates` optimizer updates: the learning rate never
+    reached train.lr (warmup_steps=100000), or the exported and evaluated EMA weights stayed mostly the base model's
+    (ema_decay=0.999999) while the run said 'done', with nothing said of either."""
+    out = []
+    if t.warmup_steps > total_updates:
+        out.append(
+            f"train.warmup_steps={t.warmup_steps} is longer than this run's {total_updates} optimizer update(s) "
+            f"(train.max_steps x train.updates_per_step): the learning rate reaches only "
+            f"{total_updates / t.warmup_steps:.3g} x train.lr; lower train.warmup_steps (or raise train.max_steps)"
+        )
+    kept = t.ema_decay**total_updates
+    if t.ema_decay > 0 and kept > 0.5:
+        out.append(
+            f"train.ema_decay={t.ema_decay:g} over this run's {total_updates} optimizer update(s): the EMA weights, "
+            f"which the checkpoints export and the evaluation uses, stay {kept:.4%} the base model's (decay^updates); "
+            "lower train.ema_decay (e.g. 0.9 to 0.999), raise train.max_steps, or train.ema_decay=0 (off)"
+        )
+    return out
+
+
 class EMA:
     """Exponential moving average of the trainable weights (float32 shadow copies), for evaluation and export."""
 
@@ -727,6 +748,9 @@ class FlowGRPOTrainer:
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             opt, lr_lambda_factory(cfg.train.warmup_steps, total_updates, cfg.train.lr_schedule)
         )
+        if self.is_main:
+            for line in horizon_warnings(cfg.train, total_updates):
+                log.warning("%s", line)
         self.model, self.optimizer = self.acc.prepare(a.transformer, opt)
         self.ema = EMA(self.params, cfg.train.ema_decay) if cfg.train.ema_decay > 0 else None
         self.start_step = 0
