@@ -80,3 +80,31 @@ def test_a_rollout_diverging_before_any_update_blames_the_sampling_settings_not_
     with caplog.at_level("WARNING"):
         tr.train_step(1)
     assert "A policy that diverges: lower train.lr" in caplog.text and "No update" not in caplog.text
+
+
+@pytest.mark.parametrize(("over", "named"), [({"kl_beta": 1e30}, "objective.kl_beta=1e+30"), ({}, None)])
+def test_a_skipped_update_names_the_loss_weights_set(
+    sd3_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture, over: dict, named: str | None
+) -> None:
+    """objective.kl_beta=1e30 overflows the loss once the KL is > 0: every update after the first was skipped with
+    advice naming only train.lr and the rewards."""
+    from imgalign.config import load_config
+    from imgalign.trainers.config import FlowGRPOConfig
+    from imgalign.trainers.testing import first_rollout
+    from imgalign.trainers.trainer import FlowGRPOTrainer
+
+    cfg = {**one_step_config(sd3_dir, tmp_path / "run"), "objective": over}
+    tr = FlowGRPOTrainer(
+        load_config(FlowGRPOConfig, write_config(cfg, tmp_path / "c.yaml")), tmp_path / "run"
+    )
+    tr.setup()
+    ro, _ = first_rollout(tr)
+    n = ro.images.shape[0]
+    adv = torch.tensor([float("nan"), 1.0] * (n // 2))  # a non-finite loss
+    with caplog.at_level("WARNING"):
+        m = tr._update(0, ro, adv, torch.ones(n, dtype=torch.bool))
+    assert m["train/skipped_updates"] >= 1 and "lower train.lr or check the rewards" in caplog.text
+    if named:
+        assert f"or check the rewards, or lower the loss weights ({named})" in caplog.text
+    else:
+        assert "loss weights" not in caplog.text

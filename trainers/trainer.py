@@ -1403,12 +1403,26 @@ class FlowGRPOTrainer:
                     self.objective.after_update(self.params)
             else:  # never NaN weights: the norm is of the synchronised gradient, so every process skips alike
                 skipped += 1
+                # objective.kl_beta=1e30 overflowed the loss once the KL was > 0, every update after the first
+                # skipped, and the warning named train.lr and the rewards only
+                o = self.cfg.objective
+                weights = [
+                    f"objective.{k}={v:g}"
+                    for k, v in (
+                        ("kl_beta", o.kl_beta),
+                        ("anchor_beta", o.anchor_beta),
+                        ("penalty_weight", o.penalty_weight),
+                        ("nft.ref_weight", o.nft.ref_weight),
+                    )
+                    if v > 0
+                ]
                 log.warning(
                     "step %d: the gradient is not finite (norm %s); this optimizer update is skipped. A rollout "
                     "with non-finite latents, a reward that breaks the loss, or a plug-in objective or penalty "
-                    "with a non-finite loss would cause it; if it repeats, lower train.lr or check the rewards",
+                    "with a non-finite loss would cause it; if it repeats, lower train.lr or check the rewards%s",
                     step + 1,
                     gn,
+                    f", or lower the loss weights ({', '.join(weights)})" if weights else "",
                 )
             self.optimizer.zero_grad(set_to_none=True)
             if bb is not None:
