@@ -1635,7 +1635,7 @@ class FlowGRPOTrainer:
     def save(self, step: int) -> Path:
         """Write checkpoint `step` atomically (every process writes its RNG state; the main process the rest)."""
         cfg = self.cfg
-        self._check_finite_weights(step)  # on every process: the weights are the same on all of them
+        self._check_finite_weights(step)  # on every process
         root = self.out / "checkpoints"
         final = root / C.checkpoint_name(step)
         tmp = root / f".tmp-{C.checkpoint_name(step)}"
@@ -1668,12 +1668,15 @@ class FlowGRPOTrainer:
         shadows = self.ema.shadow if self.ema is not None else []
         bad = [n for n, p in zip(self.param_names, self.params) if not torch.isfinite(p).all()]
         bad += [f"{n} (EMA)" for n, s in zip(self.param_names, shadows) if not torch.isfinite(s).all()]
-        if not bad:
+        # a collective: with parameters sharded (FSDP) one process's shard may hold them alone, and a process that
+        # raised alone left the others waiting in the save
+        if not any_process(self.acc, bool(bad)):
             return
         t = self.cfg.train
         newest = C.latest_checkpoint(self.out)
         raise DivergedWeights(
-            f"after step {step} {len(bad)} trainable weight tensor(s) hold NaN/inf values (e.g. {bad[0]}): an "
+            f"after step {step} trainable weight tensor(s) hold NaN/inf values "
+            f"({f'{len(bad)} here, e.g. {bad[0]}' if bad else 'on another process'}): an "
             f"optimizer update overflowed float32 (train.lr={t.lr:g}, train.weight_decay={t.weight_decay:g}), so "
             f"checkpoint {C.checkpoint_name(step)} is not written (the last whole one: "
             f"{newest if newest is not None else 'none'}); lower train.lr (and train.weight_decay: lr x weight_decay "
