@@ -27,3 +27,13 @@ def test_an_override_beside_the_files_dotted_key_leaves_it_the_files(tmp_path: P
     with pytest.raises(ConfigError) as info:
         load_config(FlowGRPOConfig, path, [override])
     assert str(info.value).startswith(f"config file {str(path)!r}: unknown config key 'train.lr.x'; ")
+
+
+def test_a_key_of_two_sections_given_at_the_top_names_both(tmp_path: Path) -> None:
+    """num_steps lives in sampling and eval: the hint names the two joined by 'or' (the len(paths) > 1 branch)."""
+    path = tmp_path / "recipe.yaml"
+    path.write_text("num_steps: 2\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(FlowGRPOConfig, path, [])
+    assert str(info.value).startswith(f"config file {str(path)!r}: unknown config key 'num_steps'; ")
+    assert str(info.value).endswith("; did you mean sampling.num_steps or eval.num_steps?")
