@@ -1,5 +1,6 @@
-"""Mutation round 32k: imgalign/cli._run's SystemExit branch: with -v a plug-in's sys.exit() goes on as raised (the
-traceback the message points to), and exit_called_message shows a text code as the plug-in wrote it (quoted)."""
+"""Mutation round 32k: imgalign/cli._run's SystemExit branch: with -v a plug-in's sys.exit() goes on as raised
+(the traceback the message points to), and exit_called_message shows a text code as the plug-in wrote it
+(quoted)."""
 
 from __future__ import annotations
 
@@ -28,7 +29,8 @@ def _score(tmp_path: Path, *before: str) -> int:
 
 def _write(plugin: Path, code: str) -> None:
     plugin.write_text(
-        f"import sys\n\n\ndef fn(images, prompts, metadata):\n    sys.exit({code})\n\n\nfn.needs_prompt = False\n"
+        "import sys\n\n\ndef fn(images, prompts, metadata):\n"
+        f"    sys.exit({code})\n\n\nfn.needs_prompt = False\n"
     )
 
 

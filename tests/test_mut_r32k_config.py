@@ -1,6 +1,6 @@
-"""Mutation round 32k: imgalign/config._key_source and _holds. A config file's unknown key holding a dot (lr.x) is
-the file's though an override sets a neighbouring key: another dotted key, the section's lr itself, or a key below
-lr, none of which is lr.x."""
+"""Mutation round 32k: imgalign/config._key_source and _holds. A config file's unknown key holding a dot
+(lr.x) is the file's though an override sets a neighbouring key: another dotted key, the section's lr itself,
+or a key below lr, none of which is lr.x."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def test_an_override_beside_the_files_dotted_key_leaves_it_the_files(tmp_path: P
 
 
 def test_a_key_of_two_sections_given_at_the_top_names_both(tmp_path: Path) -> None:
-    """num_steps lives in sampling and eval: the hint names the two joined by 'or' (the len(paths) > 1 branch)."""
+    """num_steps lives in sampling and eval: the hint names the two joined by 'or' (len(paths) > 1)."""
     path = tmp_path / "recipe.yaml"
     path.write_text("num_steps: 2\n")
     with pytest.raises(ConfigError) as info:

@@ -1,6 +1,6 @@
-"""Mutation round 32k: trainers/objectives.add_penalty's non-finite check: one NaN among finite samples is refused
-and counted as one, an inf as a NaN is; a NaN that comes of a non-finite reference velocity (v_ref) is not the
-penalty's fault."""
+"""Mutation round 32k: trainers/objectives.add_penalty's non-finite check: one NaN among finite samples is
+refused and counted as one, an inf as a NaN is; a NaN that comes of a non-finite reference velocity (v_ref) is
+not the penalty's fault."""
 
 from __future__ import annotations
 

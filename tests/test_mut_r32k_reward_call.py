@@ -1,6 +1,6 @@
-"""Mutation round 32k: rewards/base.Reward.__call__'s in-place guard and its restore of the gradient mode: a batch
-made under torch.inference_mode (which keeps no version counter) is scored, and a reward that switched gradients off
-and then raised leaves them as they were."""
+"""Mutation round 32k: rewards/base.Reward.__call__'s in-place guard and its restore of the gradient mode: a
+batch made under torch.inference_mode (which keeps no version counter) is scored, and a reward that switched
+gradients off and then raised leaves them as they were."""
 
 from __future__ import annotations
 
