@@ -9,6 +9,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
 from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
 
 import pytest  # noqa: E402
 
@@ -291,3 +292,16 @@ def strict_score_and_eval(gen: Path, tmp_path: Path) -> tuple[dict, float]:
     return json.loads(out.read_text())["scores"], json.loads((tmp_path / "ev" / "summary.json").read_text())[
         "overall"
     ]
+
+
+def resume_stub(out: Path) -> Any:
+    """A stand-in trainer for ``FlowGRPOTrainer._resolve_resume(stub, "auto")``: run folder `out`, the main and only
+    process, no lock taken."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(
+        out=out,
+        is_main=True,
+        acc=SimpleNamespace(wait_for_everyone=lambda: None),
+        _lock_output_dir=lambda: None,
+    )

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 from imgalign.cli import main
 from imgalign.trainers.testing import one_step_config, write_config
 from imgalign.trainers.trainer import FlowGRPOTrainer
+from tests.conftest import resume_stub
 
 
 def _budget_loop(max_steps: int, out_after: int | None) -> list[int]:
@@ -123,12 +124,7 @@ def test_resume_auto_passing_over_the_only_step_folder_says_it_starts_from_the_s
     copied) starts the run again: the warning says "resuming from the start", not "from None"."""
     out = tmp_path / "run"
     (out / "checkpoints" / "step-000002" / "transformer").mkdir(parents=True)
-    tr = SimpleNamespace(
-        out=out,
-        is_main=True,
-        acc=SimpleNamespace(wait_for_everyone=lambda: None),
-        _lock_output_dir=lambda: None,
-    )
+    tr = resume_stub(out)
     with caplog.at_level(logging.WARNING, logger="imgalign"):
         assert FlowGRPOTrainer._resolve_resume(tr, "auto") is None
     (said,) = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]

@@ -300,19 +300,13 @@ def _state_only_checkpoint(path: Path, step: int, num_processes: int = 1) -> Pat
 def test_resume_auto_puts_back_a_checkpoint_left_only_as_its_old_copy(tmp_path):
     """A save killed between its renames leaves step-N.old as the only copy of step N: --resume auto puts it back
     and continues from it (not from the step before)."""
-    from types import SimpleNamespace
-
     from imgalign.trainers.trainer import FlowGRPOTrainer
+    from tests.conftest import resume_stub
 
     out = tmp_path / "run"
     _state_only_checkpoint(out / "checkpoints" / "step-000001", 1)
     _state_only_checkpoint(out / "checkpoints" / "step-000002.old", 2)
-    tr = SimpleNamespace(
-        out=out,
-        is_main=True,
-        acc=SimpleNamespace(wait_for_everyone=lambda: None),
-        _lock_output_dir=lambda: None,
-    )
+    tr = resume_stub(out)
     assert FlowGRPOTrainer._resolve_resume(tr, "auto") == out / "checkpoints" / "step-000002"
     assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step-000001", "step-000002"]
 
@@ -320,19 +314,13 @@ def test_resume_auto_puts_back_a_checkpoint_left_only_as_its_old_copy(tmp_path):
 def test_resume_auto_says_which_newer_step_folder_it_passed_over(tmp_path, caplog):
     """A step folder whose trainer_state/state.json is gone (deleted, or a copy of the run still being made) was
     passed over by --resume auto without a word: the run went on from an older checkpoint and replaced it."""
-    from types import SimpleNamespace
-
     from imgalign.trainers.trainer import FlowGRPOTrainer
+    from tests.conftest import resume_stub
 
     out = tmp_path / "run"
     first = _state_only_checkpoint(out / "checkpoints" / "step-000001", 1)
     (out / "checkpoints" / "step-000002" / "transformer").mkdir(parents=True)
-    tr = SimpleNamespace(
-        out=out,
-        is_main=True,
-        acc=SimpleNamespace(wait_for_everyone=lambda: None),
-        _lock_output_dir=lambda: None,
-    )
+    tr = resume_stub(out)
     with caplog.at_level("WARNING", logger="imgalign"):
         assert FlowGRPOTrainer._resolve_resume(tr, "auto") == first
     said = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
