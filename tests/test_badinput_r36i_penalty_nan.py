@@ -47,3 +47,12 @@ def test_a_nan_penalty_of_a_left_out_sample_or_of_a_non_finite_velocity_is_not_t
     assert torch.isfinite(loss) and m["policy/penalty"] == pytest.approx(float(v[0].detach().mean()))
     diverged = torch.tensor([[0.5, 0.5, 0.5], [float("nan"), 0.0, 0.0]], requires_grad=True)
     _penalised(f"{HERE}:second_row_nan", diverged, torch.ones(2))  # the rollout's NaN: the trainer names that
+
+
+def test_a_built_in_penalty_of_velocities_whose_norm_overflows_is_not_blamed() -> None:
+    """Finite velocities so large that their norm overflows float32 (a diverging policy) make the built-in vnorm
+    penalty infinite: that was refused as the penalty's fault ("fix it there", of a built-in); the trainer's skipped
+    update names the divergence instead."""
+    v = torch.full((2, 3), 1e30, requires_grad=True)
+    loss, m = _penalised("vnorm_squared", v, torch.ones(2))
+    assert not torch.isfinite(loss) and m["policy/penalty"] == float("inf")

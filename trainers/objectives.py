@@ -122,17 +122,20 @@ def add_penalty(
             "from detached tensors or as a constant"
         )
     pen = pen.reshape(-1)
-    # a NaN/inf penalty of finite velocities: every update was skipped for a non-finite gradient, the run ended "done"
-    # and the warning named the rollout, the rewards, the objective or the penalty alike
-    inputs_ok = torch.isfinite(v.detach().flatten(1)).all(1) & torch.isfinite(v_ref.detach().flatten(1)).all(
-        1
-    )
-    bad = (w > 0) & inputs_ok & ~torch.isfinite(pen.detach().expand(v.shape[0]))
-    if bad.any():
-        raise ValueError(
-            f"objective.penalty {cfg.penalty!r} returned {int(bad.sum())} non-finite value(s) (NaN/inf) for samples "
-            "whose velocities are finite; a velocity penalty returns a finite value per sample: fix it there"
-        )
+    # a plug-in's NaN/inf penalty of finite velocities: every update was skipped for a non-finite gradient, the run
+    # ended "done" and the warning named the rollout, the rewards, the objective or the penalty alike. (A built-in's
+    # of velocities so large that their norm overflows is the policy diverging, which the skipped update names.)
+    if ":" in cfg.penalty:
+        inputs_ok = torch.isfinite(v.detach().flatten(1)).all(1) & torch.isfinite(
+            v_ref.detach().flatten(1)
+        ).all(1)
+        bad = (w > 0) & inputs_ok & ~torch.isfinite(pen.detach().expand(v.shape[0]))
+        if bad.any():
+            raise ValueError(
+                f"objective.penalty {cfg.penalty!r} returned {int(bad.sum())} non-finite value(s) (NaN/inf) for "
+                "samples whose velocities are finite; a velocity penalty returns a finite value per sample: fix it "
+                "there"
+            )
     metrics["policy/penalty"] = float(_masked_mean(pen.detach(), w))
     return loss + cfg.penalty_weight * _masked_mean(pen, w)
 
