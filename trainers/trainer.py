@@ -1690,7 +1690,8 @@ class FlowGRPOTrainer:
         C.save_tensors(st / "trainable.safetensors", dict(zip(self.param_names, self.params)))
         if self.ema is not None:
             C.save_tensors(st / "ema.safetensors", dict(zip(self.param_names, self.ema.shadow)))
-        C.torch_save(self.optimizer.state_dict(), st / "optimizer.pt")
+        optimizer_state = self.optimizer.state_dict()
+        C.torch_save(optimizer_state, st / "optimizer.pt")
         C.torch_save(self.scheduler.state_dict(), st / "scheduler.pt")
         if hasattr(self.objective, "state_dict"):
             state = self.objective.state_dict()
@@ -1717,7 +1718,7 @@ class FlowGRPOTrainer:
             "config_hash": config_hash(cfg),
             "exported_weights": "ema" if self.ema is not None else "raw",
             # what optimizer.pt and scheduler.pt hold, so that one copied from another checkpoint is told apart
-            "optimizer_updates": C.optimizer_updates(self.optimizer.state_dict()),
+            "optimizer_updates": C.optimizer_updates(optimizer_state),
             "scheduler_steps": self.scheduler.last_epoch,
         }
         # the config these weights were trained with: a resume reports its changes against this one
