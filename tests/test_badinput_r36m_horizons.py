@@ -24,10 +24,15 @@ def test_a_warm_up_longer_than_the_run_is_named_with_the_share_of_lr_reached():
         "train.max_steps)"
     )
     assert horizon_warnings(TrainConfig(warmup_steps=2), 2) == []  # reaches train.lr at the last update
+    # the recipe's 20 over `--max-steps 2`'s 4 updates reaches 0.2 x train.lr: a short run, not warned of
+    assert horizon_warnings(TrainConfig(warmup_steps=20), 4) == []
+    assert len(horizon_warnings(TrainConfig(warmup_steps=41), 4)) == 1  # under a tenth
 
 
 @pytest.mark.parametrize(
-    ("decay", "updates", "warned"), [(0.999999, 200, True), (0.9, 100, False), (0.99, 50, True)]
+    ("decay", "updates", "warned"),
+    # (0.9, 4): the recipe's EMA over `--max-steps 2`, 66% of the base: a short run, not warned of
+    [(0.999999, 200, True), (0.9, 100, False), (0.999, 50, True), (0.99, 50, False), (0.9, 4, False)],
 )
 def test_an_ema_slower_than_the_run_is_named_with_the_base_models_share(decay, updates, warned):
     lines = horizon_warnings(TrainConfig(ema_decay=decay), updates)
@@ -39,6 +44,8 @@ def test_an_ema_slower_than_the_run_is_named_with_the_base_models_share(decay, u
         assert (
             f"stay {decay**updates:.4%} the base model's" in lines[0]
             and "train.ema_decay=0 (off)" in lines[0]
+            and f"lower train.ema_decay (below {0.5 ** (1 / updates):.4g} keeps under half of the base)"
+            in lines[0]
         )
     assert horizon_warnings(TrainConfig(ema_decay=0.0), 1) == []  # off
 

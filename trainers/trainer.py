@@ -74,22 +74,24 @@ prompts are truncated, once)."""
 
 
 def horizon_warnings(t: Any, total_updates: int) -> list[str]:
-    """Warm-up or EMA settings longer than the run's `total_updates` optimizer updates: the learning rate never
-    reached train.lr (warmup_steps=100000), or the exported and evaluated EMA weights stayed mostly the base model's
-    (ema_decay=0.999999) while the run said 'done', with nothing said of either."""
+    """Warm-up or EMA settings far longer than the run's `total_updates` optimizer updates: the learning rate never
+    reached a tenth of train.lr (warmup_steps=100000), or the exported and evaluated EMA weights stayed over 90% the
+    base model's (ema_decay=0.999999) while the run said 'done', with nothing said of either. A short run of a
+    recipe (``--max-steps 2``: 0.2 x train.lr, 66% of the base) is not warned of."""
     out = []
-    if t.warmup_steps > total_updates:
+    if t.warmup_steps > 10 * total_updates:
         out.append(
             f"train.warmup_steps={t.warmup_steps} is longer than this run's {total_updates} optimizer update(s) "
             f"(train.max_steps x train.updates_per_step): the learning rate reaches only "
             f"{total_updates / t.warmup_steps:.3g} x train.lr; lower train.warmup_steps (or raise train.max_steps)"
         )
     kept = t.ema_decay**total_updates
-    if t.ema_decay > 0 and kept > 0.5:
+    if t.ema_decay > 0 and kept > 0.9:
         out.append(
             f"train.ema_decay={t.ema_decay:g} over this run's {total_updates} optimizer update(s): the EMA weights, "
             f"which the checkpoints export and the evaluation uses, stay {kept:.4%} the base model's (decay^updates); "
-            "lower train.ema_decay (e.g. 0.9 to 0.999), raise train.max_steps, or train.ema_decay=0 (off)"
+            f"raise train.max_steps, lower train.ema_decay (below {0.5 ** (1 / total_updates):.4g} keeps under half "
+            "of the base), or train.ema_decay=0 (off)"
         )
     return out
 
