@@ -331,8 +331,9 @@ def _is_json_object(line: str) -> bool:
         return False
 
 
-CSV_HEADERS = ("prompt", "prompts", "caption", "captions", "text")
-"""First lines that are a CSV export's column header, not a prompt."""
+PROMPT_KEYS = ("prompt", "prompts", "text", "caption", "captions")
+"""Names other tools give a prompt column or key: a CSV export's header line, a JSONL line's key (named when a line
+has one of them and no 'prompt')."""
 
 
 def _warn_if_csv_export(path: Path, cleaned: list[str]) -> None:
@@ -340,7 +341,7 @@ def _warn_if_csv_export(path: Path, cleaned: list[str]) -> None:
     header ('prompt') and the double quotes around each prompt holding a comma were trained on as prompt text,
     silently. They stay prompts, as a prompt may be quoted: the warning names the lines."""
     lines = [(n, p) for n, p in enumerate(cleaned, start=1) if p]
-    header = lines[0] if lines and lines[0][1].strip('"').lower() in CSV_HEADERS else None
+    header = lines[0] if lines and lines[0][1].strip('"').lower() in PROMPT_KEYS else None
     quoted = [n for n, p in lines if len(p) >= 2 and p[0] == p[-1] == '"']
     if not header and not quoted:
         return
@@ -355,10 +356,6 @@ def _warn_if_csv_export(path: Path, cleaned: list[str]) -> None:
         str(path),
         ", and ".join(found),
     )
-
-
-PROMPT_KEYS = ("prompt", "prompts", "text", "caption", "captions")
-"""Keys other tools give a prompt in a JSONL line, named when a line has one of them and no 'prompt'."""
 
 
 def load_prompts(path: str | Path) -> list[PromptRecord]:

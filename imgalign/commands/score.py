@@ -208,11 +208,7 @@ def rows_of_absent_files(mapping: dict[str, dict[str, Any]], taken: set[int], ba
     """The 'file' of each --prompts row that no scored image took (`taken`: the ids of the rows taken) and that
     names no existing file, as given or relative to the prompt file's folder `base`. A row of an existing image that
     is not among those scored is not one: a prompt file may cover more images than a run scores."""
-    return [
-        k
-        for k, row in mapping.items()
-        if id(row) not in taken and not Path(k).is_file() and not (base / k).is_file()
-    ]
+    return [k for k, row in mapping.items() if id(row) not in taken and not _row_exists(k, base)]
 
 
 def _row_exists(key: str, base: Path) -> bool:
